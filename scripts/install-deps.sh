@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# install-deps.sh - install every Debian package the project builds, tests and
+# benchmarks with. Idempotent; quiet when everything is already there.
+set -euo pipefail
+
+pkgs=(
+  build-essential cmake pkg-config git
+  libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils
+  rdmacm-utils perftest
+  libpmem-dev libhwloc-dev libcmocka-dev libjansson-dev libxxhash-dev
+  libmicrohttpd-dev
+  qemu-system-x86 busybox-static iproute2 kmod ndctl
+  valgrind curl procps python3
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
+    missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages (${missing[*]}); run as root" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,69 @@
+/*
+ * error.c - codes, messages and the thread-local last-error message.
+ *
+ * rs_seterr() formats into a per-thread buffer and returns the code it was
+ * given, so a failing path reads `return rs_seterr(-ENOMEM, "...")`.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "recstore/error.h"
+#include "common/rs_internal.h"
+
+static _Thread_local char errmsg[512];
+
+static const char *const rs_names[] = {
+	[0] = "success",
+	[-(RS_E_INVAL - RS_E_BASE)] = "invalid argument",
+	[-(RS_E_NOTFOUND - RS_E_BASE)] = "not found",
+	[-(RS_E_EXISTS - RS_E_BASE)] = "already exists",
+	[-(RS_E_FULL - RS_E_BASE)] = "no space left in index or slab",
+	[-(RS_E_PROTO - RS_E_BASE)] = "protocol error",
+	[-(RS_E_DIM - RS_E_BASE)] = "dimension mismatch",
+	[-(RS_E_TOOBIG - RS_E_BASE)] = "request too large",
+	[-(RS_E_TORN - RS_E_BASE)] = "torn read detected",
+	[-(RS_E_DISCONNECTED - RS_E_BASE)] = "peer disconnected",
+	[-(RS_E_VERBS - RS_E_BASE)] = "RDMA operation failed",
+	[-(RS_E_NODEV - RS_E_BASE)] = "no matching RDMA device",
+	[-(RS_E_CORRUPT - RS_E_BASE)] = "persistent data corrupt",
+	[-(RS_E_STALE - RS_E_BASE)] = "stale location",
+	[-(RS_E_TIMEOUT - RS_E_BASE)] = "timed out",
+	[-(RS_E_UNSUPPORTED - RS_E_BASE)] = "not supported",
+};
+
+RS_EXPORT const char *rs_strerror(int code)
+{
+	if (code == 0)
+		return rs_names[0];
+	if (code < RS_E_BASE && code > RS_E_LAST)
+		return rs_names[RS_E_BASE - code];
+	if (code < 0 && code > RS_E_BASE)
+		return strerror(-code);
+	return "unknown error";
+}
+
+RS_EXPORT const char *rs_errormsg(void)
+{
+	return errmsg;
+}
+
+RS_EXPORT const char *rs_version(void)
+{
+	return RS_VERSION_STRING;
+}
+
+int rs_seterr(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(errmsg, sizeof(errmsg), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+void rs_clearerr(void)
+{
+	errmsg[0] = '\0';
+}
