@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# test.sh - the project's one test command (README, .ci/run).
+#
+# 1. installs missing Debian packages (scripts/install-deps.sh);
+# 2. builds two trees: build/ (RelWithDebInfo) and build-asan/ (ASan+UBSan);
+# 3. runs the unit tests (no RDMA device) natively in both trees;
+# 4. runs the rxe tests over real Soft-RoCE in both trees: natively when the
+#    kernel has rdma_rxe, otherwise in one QEMU guest boot (ci/with-rxe.sh).
+# Exits non-zero if anything fails. RS_TEST_SKIP_RXE=1 skips step 4.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+jobs=$(nproc)
+log() { printf '\n=== %s ===\n' "$*"; }
+
+log "dependencies"
+bash scripts/install-deps.sh
+
+log "build (RelWithDebInfo)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$jobs"
+
+log "build (ASan+UBSan)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DRS_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+log "unit tests (build)"
+ctest --test-dir build -L unit --output-on-failure -j"$jobs"
+log "unit tests (build-asan)"
+ctest --test-dir build-asan -L unit --output-on-failure -j"$jobs"
+
+if [ "${RS_TEST_SKIP_RXE:-0}" = 1 ]; then
+  echo "rxe tests skipped (RS_TEST_SKIP_RXE=1)"
+  exit 0
+fi
+
+log "rxe tests (build, build-asan) over Soft-RoCE"
+bash ci/with-rxe.sh bash ci/rxe-tests.sh build build-asan
