@@ -1,0 +1,169 @@
+/*
+ * ring.c - consistent-hash ring with virtual nodes (see ring.h).
+ *
+ * Layout: one sorted array of (point, node) pairs, n * vnodes long. A lookup
+ * is a binary search for the first point >= hash(key); past the last point it
+ * wraps to the first. With 160 vnodes per node the largest node's share stays
+ * within a few percent of 1/N for the node counts we run (tested).
+ *
+ * Point of node i, vnode v: XXH3_64bits_withSeed(name_i, strlen, v). The key
+ * hash uses a different fixed seed over the key's little-endian bytes, so the
+ * two never correlate.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "client/ring.h"
+#include "common/rs_internal.h"
+
+#define KEY_SEED 0x9e3779b97f4a7c15ull
+
+struct ring_point {
+	uint64_t hash;
+	uint32_t node;
+};
+
+struct cli_ring {
+	size_t nnodes;
+	size_t npoints;
+	char **names;
+	struct ring_point *points;
+};
+
+/* Sorting needs the names to break ties; qsort_r passes them in. */
+static int point_cmp(const void *a, const void *b, void *arg)
+{
+	const struct ring_point *pa = a, *pb = b;
+	char **names = arg;
+
+	if (pa->hash != pb->hash)
+		return pa->hash < pb->hash ? -1 : 1;
+	return strcmp(names[pa->node], names[pb->node]);
+}
+
+static int check_names(const char *const *names, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!names[i] || !names[i][0])
+			return rs_seterr(RS_E_INVAL, "ring: node %zu has no name",
+					 i);
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(names[i], names[j]))
+				return rs_seterr(RS_E_INVAL,
+						 "ring: node '%s' listed twice",
+						 names[i]);
+	}
+	return 0;
+}
+
+static void free_names(char **names, size_t n)
+{
+	if (!names)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+int cli_ring_new(struct cli_ring **out, const char *const *names, size_t n,
+		 unsigned vnodes)
+{
+	struct cli_ring *r;
+	int ret;
+
+	*out = NULL;
+	if (n == 0 || n > CLI_RING_MAX_NODES)
+		return rs_seterr(RS_E_INVAL, "ring: %zu nodes (1..%d)", n,
+				 CLI_RING_MAX_NODES);
+	if (vnodes == 0 || vnodes > CLI_RING_MAX_VNODES)
+		return rs_seterr(RS_E_INVAL, "ring: %u vnodes (1..%d)", vnodes,
+				 CLI_RING_MAX_VNODES);
+	ret = check_names(names, n);
+	if (ret)
+		return ret;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return rs_seterr(-ENOMEM, "ring: out of memory");
+	r->names = calloc(n, sizeof(*r->names));
+	if (!r->names)
+		goto free_ring;
+	for (r->nnodes = 0; r->nnodes < n; r->nnodes++) {
+		r->names[r->nnodes] = strdup(names[r->nnodes]);
+		if (!r->names[r->nnodes])
+			goto free_names;
+	}
+	r->npoints = n * vnodes;
+	r->points = calloc(r->npoints, sizeof(*r->points));
+	if (!r->points)
+		goto free_names;
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(names[i]);
+
+		for (unsigned v = 0; v < vnodes; v++) {
+			struct ring_point *p = &r->points[i * vnodes + v];
+
+			p->hash = XXH3_64bits_withSeed(names[i], len, v);
+			p->node = (uint32_t)i;
+		}
+	}
+	qsort_r(r->points, r->npoints, sizeof(*r->points), point_cmp,
+		r->names);
+	*out = r;
+	return 0;
+
+free_names:
+	free_names(r->names, r->nnodes);
+free_ring:
+	free(r);
+	return rs_seterr(-ENOMEM, "ring: out of memory");
+}
+
+void cli_ring_delete(struct cli_ring **ring)
+{
+	if (!ring || !*ring)
+		return;
+	free((*ring)->points);
+	free_names((*ring)->names, (*ring)->nnodes);
+	free(*ring);
+	*ring = NULL;
+}
+
+uint64_t cli_ring_key_hash(uint64_t key)
+{
+	unsigned char b[8];
+
+	for (int i = 0; i < 8; i++)
+		b[i] = (unsigned char)(key >> (8 * i));
+	return XXH3_64bits_withSeed(b, sizeof(b), KEY_SEED);
+}
+
+unsigned cli_ring_node(const struct cli_ring *ring, uint64_t key)
+{
+	uint64_t h = cli_ring_key_hash(key);
+	size_t lo = 0, hi = ring->npoints;
+
+	/* First point with hash >= h. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ring->points[mid].hash < h)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == ring->npoints)
+		lo = 0;
+	return ring->points[lo].node;
+}
+
+size_t cli_ring_nodes(const struct cli_ring *ring)
+{
+	return ring->nnodes;
+}
+
+size_t cli_ring_points(const struct cli_ring *ring)
+{
+	return ring->npoints;
+}

@@ -1,0 +1,45 @@
+/*
+ * ring.h - consistent hashing of keys onto memory nodes (internal, cli_ring_).
+ *
+ * Every memory node owns `vnodes` points on a 64-bit ring. A node's points
+ * are XXH3-64 hashes of its *name* (the "addr:port" string from the client
+ * config) and the virtual-node number, so the ring depends only on the set
+ * of names and the vnode count: every client given the same node list, in
+ * any order, places every key on the same node. A key goes to the owner of
+ * the first point at or after hash(key) (wrapping around). Removing a node
+ * moves only the keys that node owned; adding one moves about 1/N of them.
+ *
+ * Points that collide (two equal 64-bit values, astronomically rare) are
+ * ordered by node name, so even then every client agrees.
+ *
+ * Concurrency: a ring is immutable after cli_ring_new(); lookups from any
+ * number of threads need no lock. Ownership: the ring copies the names.
+ */
+#ifndef CLI_RING_H
+#define CLI_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CLI_RING_DEFAULT_VNODES 160
+#define CLI_RING_MAX_VNODES 4096
+#define CLI_RING_MAX_NODES 1024
+
+struct cli_ring;
+
+/* Build a ring over n named nodes (names must be distinct and non-empty).
+ * Node indexes returned by lookups are positions in `names`. */
+int cli_ring_new(struct cli_ring **out, const char *const *names, size_t n,
+		 unsigned vnodes);
+void cli_ring_delete(struct cli_ring **ring);
+
+/* The hash a key is placed by (exposed for tests and tools). */
+uint64_t cli_ring_key_hash(uint64_t key);
+
+/* Node index owning `key`. */
+unsigned cli_ring_node(const struct cli_ring *ring, uint64_t key);
+
+size_t cli_ring_nodes(const struct cli_ring *ring);
+size_t cli_ring_points(const struct cli_ring *ring);
+
+#endif
