@@ -1,0 +1,429 @@
+#!/usr/bin/env bash
+# rxe-vm.sh - run a command where a Soft-RoCE (rxe) device exists, on a host
+# whose kernel has no RDMA at all, by booting Debian's own kernel in a QEMU
+# TCG guest that runs the HOST's file system and binaries.
+#
+#   ci/rxe-vm.sh [--timeout SECS] [--mem MB] [--smp N] [--pmem FILE:SIZE]
+#                -- CMD [ARGS...]
+#
+# How (facts: ../shared/docs/softroce-in-qemu.md, pitfalls: docs/DEVELOPING.md):
+# - The kernel package that linux-image-amd64 depends on is fetched with
+#   `apt-get download` and unpacked under $RS_VM_CACHE (default
+#   /var/cache/recstore-rxe-vm). A busybox initramfs holding the needed
+#   modules is built there too, keyed on this script's content and the kernel
+#   version. Both are reused by later runs (set-up is serialised by flock).
+# - The guest mounts the host's / read-only over 9p and chroots into it; the
+#   current directory is a second, WRITABLE 9p share mounted at the same path,
+#   so files written there in the guest appear on the host. /tmp, /run,
+#   /var/tmp and /dev/shm are tmpfs; hugepages are reserved when possible.
+# - In the guest: veth0/veth1, 10.77.0.1/24 plus 10.77.0.2-5 on veth0, rxe0
+#   on veth0. CMD runs as root in the same cwd with RS_RDMA_DEV, RS_RDMA_IP,
+#   RS_RDMA_IPS, RS_RDMA_GID_INDEX (and RS_PMEM_DEV with --pmem), the
+#   caller's PATH and every RS_* / CTEST_* variable.
+# - CMD's stdout and stderr come back live over two serial ports (fifos on
+#   the host side); its exit status comes back through a per-run control
+#   share. Exit status: CMD's own; 124 when the guest timed out; 125 when the
+#   guest died without reporting a status or the set-up failed.
+#
+# Environment: RS_VM_CACHE (cache dir), RS_VM_TIMEOUT / RS_VM_MEM / RS_VM_SMP
+# (defaults for the options), RS_VM_HUGEPAGES (2 MiB pages to reserve),
+# RS_VM_KERNEL_PKG (kernel package name override), RS_VM_VERBOSE=1 (copy the
+# guest console to stderr), RS_VM_QUIET=1 (no summary lines).
+set -euo pipefail
+
+prog=rxe-vm
+die() { echo "$prog: error: $*" >&2; exit 125; }
+note() { [ "${RS_VM_QUIET:-0}" = 1 ] || echo "$prog: $*" >&2; }
+usage() {
+	sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0" >&2
+	exit 125
+}
+
+timeout_s=${RS_VM_TIMEOUT:-1800}
+mem_mb=${RS_VM_MEM:-4096}
+smp=${RS_VM_SMP:-2}
+pmem=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--timeout) [ $# -ge 2 ] || usage; timeout_s=$2; shift 2 ;;
+	--timeout=*) timeout_s=${1#*=}; shift ;;
+	--mem) [ $# -ge 2 ] || usage; mem_mb=$2; shift 2 ;;
+	--mem=*) mem_mb=${1#*=}; shift ;;
+	--smp) [ $# -ge 2 ] || usage; smp=$2; shift 2 ;;
+	--smp=*) smp=${1#*=}; shift ;;
+	--pmem) [ $# -ge 2 ] || usage; pmem=$2; shift 2 ;;
+	--pmem=*) pmem=${1#*=}; shift ;;
+	-h | --help) usage ;;
+	--) shift; break ;;
+	-*) echo "$prog: unknown option $1" >&2; usage ;;
+	*) break ;;
+	esac
+done
+[ $# -ge 1 ] || { echo "$prog: no command given" >&2; usage; }
+[[ $timeout_s =~ ^[0-9]+$ ]] || die "--timeout wants seconds, got '$timeout_s'"
+[[ $mem_mb =~ ^[0-9]+$ ]] || die "--mem wants MiB, got '$mem_mb'"
+[[ $smp =~ ^[1-9][0-9]*$ ]] || die "--smp wants a count, got '$smp'"
+[ "$mem_mb" -ge 512 ] || die "--mem $mem_mb is too small (at least 512)"
+[ "$(id -u)" -eq 0 ] || die "must run as root (9p passthrough, apt-get)"
+for t in qemu-system-x86_64 busybox cpio gzip modinfo apt-get dpkg-deb \
+	flock timeout sha256sum awk; do
+	command -v "$t" >/dev/null ||
+		die "'$t' not found; run scripts/install-deps.sh"
+done
+[ -x /bin/busybox ] || die "/bin/busybox missing (package busybox-static)"
+
+pmem_file= pmem_size= pmem_mb=0
+if [ -n "$pmem" ]; then
+	[[ $pmem == *:* ]] || die "--pmem wants FILE:SIZE (e.g. /tmp/pm.img:1G)"
+	pmem_file=${pmem%:*} pmem_size=${pmem##*:}
+	case $pmem_size in
+	*[gG]) pmem_mb=$((${pmem_size%[gG]} * 1024)) ;;
+	*[mM]) pmem_mb=${pmem_size%[mM]} ;;
+	*) die "--pmem SIZE wants a M or G suffix, got '$pmem_size'" ;;
+	esac
+	[[ $pmem_mb =~ ^[0-9]+$ ]] && [ "$pmem_mb" -ge 128 ] ||
+		die "--pmem SIZE must be at least 128M, got '$pmem_size'"
+	[ $((pmem_mb % 2)) -eq 0 ] || die "--pmem SIZE must be a multiple of 2M"
+	mkdir -p "$(dirname "$pmem_file")"
+	if [ ! -e "$pmem_file" ]; then
+		truncate -s "${pmem_mb}M" "$pmem_file"
+	fi
+	have=$(stat -c %s "$pmem_file")
+	[ "$have" -ge $((pmem_mb * 1048576)) ] ||
+		truncate -s "${pmem_mb}M" "$pmem_file"
+	pmem_file=$(realpath "$pmem_file")
+fi
+
+cwd_phys=$(pwd -P)
+cwd_log=$PWD
+[ "$cwd_phys" != / ] || die "run from a directory other than / (it is \
+shared writable with the guest)"
+
+# ---------------------------------------------------------------- cache ----
+cache=${RS_VM_CACHE:-/var/cache/recstore-rxe-vm}
+mkdir -p "$cache" || die "cannot create cache dir $cache"
+exec 9>"$cache/.lock"
+flock 9
+
+if [ -n "${RS_VM_KERNEL_PKG:-}" ]; then
+	kpkg=$RS_VM_KERNEL_PKG
+else
+	kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+		awk '$1 == "Depends:" && $2 ~ /^linux-image-/ { print $2; exit }')
+	if [ -z "$kpkg" ]; then
+		# apt lists unavailable: fall back to the newest cached kernel
+		kpkg=$(ls -d "$cache"/linux-image-*/ 2>/dev/null | sort -V |
+			tail -1 | xargs -r basename)
+		[ -n "$kpkg" ] || die "cannot find which kernel package \
+linux-image-amd64 depends on (apt-cache depends failed; try apt-get update)"
+	fi
+fi
+kver=${kpkg#linux-image-}
+kdir=$cache/$kpkg
+if [ ! -e "$kdir/.complete" ]; then
+	note "fetching and unpacking $kpkg (once; cached in $cache)"
+	rm -rf "$kdir" "$kdir.tmp"
+	mkdir -p "$kdir.tmp/root"
+	(cd "$kdir.tmp" && apt-get download "$kpkg" >/dev/null 2>dl.log) ||
+		die "apt-get download $kpkg failed: $(tail -3 "$kdir.tmp/dl.log")"
+	dpkg-deb -x "$kdir.tmp"/"$kpkg"_*.deb "$kdir.tmp/root" ||
+		die "dpkg-deb -x failed for $kpkg"
+	mv "$kdir.tmp" "$kdir"
+	touch "$kdir/.complete"
+fi
+vmlinuz=$kdir/root/boot/vmlinuz-$kver
+moddir=$kdir/root/lib/modules/$kver
+[ -f "$vmlinuz" ] || die "no kernel image at $vmlinuz"
+[ -d "$moddir/kernel" ] || die "no modules at $moddir"
+
+# Modules to load, in dependency order (read from each module's depends=).
+# crc32_generic: rxe allocates a crc32 shash ("rdma link add" fails without).
+# rdma_ucm & co: /dev/infiniband/rdma_cm for librdmacm.
+base_mods="virtio_pci 9pnet_virtio 9p crc32_generic rdma_rxe ib_uverbs veth
+configfs rdma_ucm"
+pmem_mods="libnvdimm nd_btt nd_pmem nfit device_dax dax_pmem crc32c_generic
+ext4"
+
+declare -A mod_path=() mod_seen=()
+while IFS= read -r f; do
+	n=$(basename "$f" .ko)
+	mod_path[${n//-/_}]=$f
+done < <(find "$moddir/kernel" -name '*.ko')
+mod_order=()
+resolve_mod() {
+	local m=${1//-/_} d deps
+	[ -z "${mod_seen[$m]:-}" ] || return 0
+	mod_seen[$m]=1
+	if [ -z "${mod_path[$m]:-}" ]; then
+		grep -q "/$m.ko\$" "$moddir/modules.builtin" 2>/dev/null &&
+			return 0
+		die "kernel module $m not found in $kpkg"
+	fi
+	deps=$(modinfo -F depends "${mod_path[$m]}")
+	for d in ${deps//,/ }; do
+		resolve_mod "$d"
+	done
+	mod_order+=("$m")
+}
+for m in $base_mods; do resolve_mod "$m"; done
+base_order=("${mod_order[@]}")
+mod_order=()
+for m in $pmem_mods; do resolve_mod "$m"; done
+pmem_order=("${mod_order[@]+"${mod_order[@]}"}")
+
+# The guest's /init (busybox sh). It loads modules, mounts the host root,
+# the control share and the work share, then chroots into the host root and
+# runs the per-run stage-2 script (bash, written below) from the control
+# share. The control share sits at /run/rxe-vm in the chroot.
+read -r -d '' init_script <<'EOF' || true
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+log() { echo "rxe-vm(init): $*"; }
+halt_now() {
+	sync
+	poweroff -f
+	echo o > /proc/sysrq-trigger
+	sleep 5
+}
+fail() { log "FATAL: $*"; halt_now; }
+for m in $(cat /modules.base); do
+	insmod /lib/modules/$m.ko || log "insmod $m failed"
+done
+mkdir -p /host
+mount -t 9p -o trans=virtio,version=9p2000.L,ro hostroot /host ||
+	fail "cannot mount the host root (9p)"
+mount -t tmpfs -o mode=1777 tmpfs /host/tmp || fail "tmpfs /tmp"
+mount -t tmpfs -o mode=755 tmpfs /host/run || fail "tmpfs /run"
+mount -t tmpfs -o mode=1777 tmpfs /host/var/tmp 2>/dev/null
+mount -o bind /proc /host/proc
+mount -o bind /sys /host/sys
+mount -o bind /dev /host/dev
+mkdir -p /host/dev/shm /host/dev/pts /host/dev/hugepages
+mount -t tmpfs -o mode=1777 tmpfs /host/dev/shm
+mount -t devpts devpts /host/dev/pts
+mount -t hugetlbfs hugetlbfs /host/dev/hugepages 2>/dev/null
+mkdir -p /host/run/rxe-vm
+mount -t 9p -o trans=virtio,version=9p2000.L ctl /host/run/rxe-vm ||
+	fail "cannot mount the control share (9p)"
+ctl=/host/run/rxe-vm
+if [ -e $ctl/pmem ]; then
+	for m in $(cat /modules.pmem); do
+		insmod /lib/modules/$m.ko || log "insmod $m failed"
+	done
+fi
+read -r cwd < $ctl/cwd
+mkdir -p "/host$cwd" 2>/dev/null
+mount -t 9p -o trans=virtio,version=9p2000.L work "/host$cwd" ||
+	fail "cannot mount the work share at $cwd (9p)"
+chroot /host /bin/bash /run/rxe-vm/stage2.sh
+log "stage 2 returned $?"
+halt_now
+EOF
+
+key=$( {
+	sha256sum <"$0"
+	echo "$kver ${base_order[*]} / ${pmem_order[*]}"
+} | sha256sum | cut -c1-16)
+initrd=$cache/initrd-$kver-$key.cpio.gz
+if [ ! -s "$initrd" ]; then
+	note "building initramfs $(basename "$initrd")"
+	stage=$(mktemp -d "$cache/initrd.XXXXXX")
+	mkdir -p "$stage"/{bin,dev,proc,sys,lib/modules}
+	cp /bin/busybox "$stage/bin/busybox"
+	printf '%s\n' "$init_script" >"$stage/init"
+	chmod 755 "$stage/init"
+	for m in "${base_order[@]}" "${pmem_order[@]}"; do
+		cp "${mod_path[$m]}" "$stage/lib/modules/$m.ko"
+	done
+	printf '%s\n' "${base_order[@]}" >"$stage/modules.base"
+	printf '%s\n' "${pmem_order[@]}" >"$stage/modules.pmem"
+	(cd "$stage" && find . -print0 | cpio --null -o -H newc --quiet |
+		gzip -1) >"$initrd.tmp" || die "cpio of initramfs failed"
+	mv "$initrd.tmp" "$initrd"
+	rm -rf "$stage"
+fi
+flock -u 9
+
+# ------------------------------------------------------------ per run ------
+ctl=$(mktemp -d "${TMPDIR:-/tmp}/rxe-vm.XXXXXX")
+qemu_pid= out_pid= err_pid= con_pid= ready_pid=
+cleanup() {
+	local p
+	for p in $ready_pid $qemu_pid $out_pid $err_pid $con_pid; do
+		kill "$p" 2>/dev/null || true
+	done
+	rm -rf "$ctl"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+printf '%s\n' "$cwd_phys" >"$ctl/cwd"
+[ -z "$pmem" ] || touch "$ctl/pmem"
+hugepages=${RS_VM_HUGEPAGES:-256}
+[ $((hugepages * 2 * 8)) -le "$mem_mb" ] || hugepages=$((mem_mb / 16))
+
+{
+	echo '#!/bin/bash'
+	echo '# stage 2 of the rxe-vm guest, runs chrooted in the host root'
+	printf 'cwd_log=%q\n' "$cwd_log"
+	printf 'hugepages=%q\n' "$hugepages"
+	printf 'pmem=%q\n' "$pmem"
+	printf 'cmd=('
+	printf '%q ' "$@"
+	printf ')\n'
+	echo 'cmd_env=('
+	printf '%q\n' "PATH=$PATH"
+	while IFS= read -r -d '' kv; do
+		case $kv in
+		RS_RDMA_* | RS_PMEM_DEV=* | RS_VM_*) ;;
+		RS_* | CTEST_*) printf '%q\n' "$kv" ;;
+		esac
+	done < <(env -0)
+	echo ')'
+	cat <<'EOF'
+set -u
+ctl=/run/rxe-vm
+exec 3>/dev/ttyS1 4>/dev/ttyS2
+stty -F /dev/ttyS1 raw -echo 115200 2>/dev/null
+stty -F /dev/ttyS2 raw -echo 115200 2>/dev/null
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+say() { echo "rxe-vm(guest): $*" >&4; echo "rxe-vm(guest): $*"; }
+fail() { say "set-up failed: $*"; echo "setup-failed" >"$ctl/rc.tmp";
+	mv "$ctl/rc.tmp" "$ctl/rc"; exit 1; }
+ip link set lo up
+ip link add veth0 type veth peer name veth1 || fail "veth pair"
+ip addr add 10.77.0.1/24 dev veth0 || fail "address on veth0"
+ip link set veth0 up && ip link set veth1 up || fail "veth up"
+rdma link add rxe0 type rxe netdev veth0 || fail "rdma link add rxe0"
+port=/sys/class/infiniband/rxe0/ports/1
+for i in $(seq 100); do
+	grep -q ACTIVE $port/state 2>/dev/null &&
+		grep -q '0a4d:0001$' $port/gids/1 2>/dev/null && break
+	sleep 0.1
+done
+grep -q ACTIVE $port/state || fail "rxe0 port not ACTIVE: $(cat $port/state)"
+grep -q '0a4d:0001$' $port/gids/1 ||
+	fail "GID index 1 is not 10.77.0.1: $(cat $port/gids/1)"
+ips=
+for n in 2 3 4 5; do
+	ip addr add 10.77.0.$n/24 dev veth0 || fail "address 10.77.0.$n"
+	ips="$ips${ips:+ }10.77.0.$n"
+done
+echo "$hugepages" >/proc/sys/vm/nr_hugepages 2>/dev/null
+extra_env=()
+if [ -n "$pmem" ]; then
+	[ -e /dev/ndctl0 ] || ls /sys/bus/nd/devices >/dev/null 2>&1 ||
+		fail "no nvdimm bus in the guest"
+	ndctl create-namespace -f -e namespace0.0 -m devdax >/dev/null ||
+		fail "ndctl create-namespace -m devdax"
+	[ -c /dev/dax0.0 ] || fail "no /dev/dax0.0 after ndctl"
+	extra_env+=(RS_PMEM_DEV=/dev/dax0.0)
+fi
+echo "hugepages=$(cat /proc/sys/vm/nr_hugepages)"
+cat $port/gids/0 $port/gids/1
+read -r up _ </proc/uptime
+echo "$up" >"$ctl/ready"
+cd "$cwd_log" 2>/dev/null || cd "$(cat $ctl/cwd)" || fail "cd to cwd"
+ulimit -l unlimited
+ulimit -c 0
+env -i "${cmd_env[@]}" HOME=/root TERM=dumb RS_RDMA_DEV=rxe0 \
+	RS_RDMA_IP=10.77.0.1 RS_RDMA_IPS="$ips" RS_RDMA_GID_INDEX=1 \
+	"${extra_env[@]}" "${cmd[@]}" </dev/null >&3 2>&4
+rc=$?
+exec 3>&- 4>&-
+echo "$rc" >"$ctl/rc.tmp"
+mv "$ctl/rc.tmp" "$ctl/rc"
+sync
+EOF
+} >"$ctl/stage2.sh"
+
+mkfifo "$ctl/out" "$ctl/err"
+cat "$ctl/out" &
+out_pid=$!
+cat "$ctl/err" >&2 &
+err_pid=$!
+
+machine=pc
+memopt=${mem_mb}M
+pmem_args=()
+if [ -n "$pmem" ]; then
+	machine=pc,nvdimm=on
+	memopt="${mem_mb}M,slots=2,maxmem=$((mem_mb + pmem_mb + 1024))M"
+	pmem_args=(-object "memory-backend-file,id=mem1,share=on,mem-path=$pmem_file,size=${pmem_mb}M"
+		-device nvdimm,id=nvdimm1,memdev=mem1)
+fi
+
+qemu_args=(
+	-name rxe-vm -machine "$machine" -accel tcg -cpu max
+	-m "$memopt" -smp "$smp" -nodefaults -no-user-config -no-reboot
+	-display none
+	-kernel "$vmlinuz" -initrd "$initrd"
+	-append "console=ttyS0 quiet loglevel=0 panic=1 rdinit=/init"
+	-chardev "file,id=con,path=$ctl/console.log" -serial chardev:con
+	-chardev "file,id=out,path=$ctl/out" -serial chardev:out
+	-chardev "file,id=err,path=$ctl/err" -serial chardev:err
+	-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
+	-virtfs "local,path=$ctl,mount_tag=ctl,security_model=none,multidevs=remap"
+	-virtfs "local,path=$cwd_phys,mount_tag=work,security_model=none,multidevs=remap"
+	"${pmem_args[@]}"
+)
+
+t0=$(date +%s.%N)
+note "booting guest (kernel $kver, ${mem_mb} MiB, $smp vCPU, timeout ${timeout_s}s)"
+(
+	while [ ! -e "$ctl/ready" ]; do sleep 0.2; done
+	t=$(date +%s.%N)
+	note "$(printf 'guest up, rxe0 ready after %.1f s (guest uptime %s s)' \
+		"$(awk "BEGIN { print $t - $t0 }")" "$(cat "$ctl/ready")")"
+) &
+ready_pid=$!
+set +e
+timeout -k 10 "$timeout_s" qemu-system-x86_64 "${qemu_args[@]}" \
+	</dev/null >"$ctl/qemu.log" 2>&1
+qrc=$?
+set -e
+t1=$(date +%s.%N)
+kill "$ready_pid" 2>/dev/null || true
+wait "$ready_pid" 2>/dev/null || true
+ready_pid=
+# the readers end at QEMU's exit (EOF); make sure they got their data out
+wait "$out_pid" "$err_pid" 2>/dev/null || true
+out_pid= err_pid=
+
+show_console() {
+	echo "$prog: --- last guest console lines ($1) ---" >&2
+	tail -n 30 "$ctl/console.log" >&2 2>/dev/null || true
+	[ -s "$ctl/qemu.log" ] && {
+		echo "$prog: --- qemu output ---" >&2
+		tail -n 20 "$ctl/qemu.log" >&2
+	}
+	echo "$prog: ---" >&2
+}
+[ "${RS_VM_VERBOSE:-0}" != 1 ] || show_console "RS_VM_VERBOSE"
+
+total=$(awk "BEGIN { print $t1 - $t0 }")
+if [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ]; then
+	show_console "timeout"
+	echo "$prog: error: guest timed out after ${timeout_s}s (--timeout);" \
+		"killed QEMU" >&2
+	exit 124
+fi
+if [ ! -s "$ctl/rc" ]; then
+	show_console "no exit status"
+	echo "$prog: error: QEMU exited (status $qrc) without an exit status" \
+		"from the guest after $(printf %.1f "$total") s" >&2
+	exit 125
+fi
+rc=$(cat "$ctl/rc")
+if [ "$rc" = setup-failed ]; then
+	show_console "set-up failed"
+	echo "$prog: error: guest set-up failed (see above)" >&2
+	exit 125
+fi
+note "$(printf 'done in %.1f s, command exit status %s' "$total" "$rc")"
+exit "$rc"
