@@ -19,7 +19,7 @@
 # - In the guest: veth0/veth1, 10.77.0.1/24 plus 10.77.0.2-5 on veth0, rxe0
 #   on veth0. CMD runs as root in the same cwd with RS_RDMA_DEV, RS_RDMA_IP,
 #   RS_RDMA_IPS, RS_RDMA_GID_INDEX (and RS_PMEM_DEV with --pmem), the
-#   caller's PATH and every RS_* / CTEST_* variable.
+#   caller's PATH and every RS_* / CTEST_* / *SAN_OPTIONS variable.
 # - CMD's stdout and stderr come back live over two serial ports (fifos on
 #   the host side); its exit status comes back through a per-run control
 #   share. Exit status: CMD's own; 124 when the guest timed out; 125 when the
@@ -281,7 +281,8 @@ hugepages=${RS_VM_HUGEPAGES:-256}
 	while IFS= read -r -d '' kv; do
 		case $kv in
 		RS_RDMA_* | RS_PMEM_DEV=* | RS_VM_*) ;;
-		RS_* | CTEST_*) printf '%q\n' "$kv" ;;
+		RS_* | CTEST_* | [A-Z]SAN_OPTIONS=* | UBSAN_OPTIONS=*)
+			printf '%q\n' "$kv" ;;
 		esac
 	done < <(env -0)
 	echo ')'
