@@ -54,6 +54,7 @@
 #include <jansson.h>
 #include <xxhash.h>
 
+#include "trace/metrics.h"
 #include "trace/trace.h"
 
 #define TRACE_BUF_SIZE (64 * 1024)
@@ -116,6 +117,8 @@ static struct {
 	_Atomic uint64_t dropped;	/* full rings, accounted by writer */
 	_Atomic uint64_t noring;	/* emits lost to a failed ring alloc */
 	_Atomic uint64_t write_errors;
+	_Atomic uint64_t past_written;	/* totals of earlier sessions */
+	_Atomic uint64_t past_dropped;
 } g = {
 	.ctl = PTHREAD_MUTEX_INITIALIZER,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -587,6 +590,9 @@ static void reset_rings(void)
 		r->dropped_seen = atomic_load(&r->dropped);
 	}
 	pthread_mutex_unlock(&g.lock);
+	atomic_fetch_add(&g.past_written, atomic_load(&g.written));
+	atomic_fetch_add(&g.past_dropped, atomic_load(&g.dropped) +
+					  atomic_load(&g.noring));
 	atomic_store(&g.written, 0);
 	atomic_store(&g.dropped, 0);
 	atomic_store(&g.noring, 0);
@@ -793,4 +799,32 @@ void trace_test_pause_writer(bool pause)
 	atomic_store(&g.paused, pause);
 	if (!pause)
 		kick_writer();
+}
+
+/* ---- metrics ---------------------------------------------------------- */
+
+static double metric_written(void *arg)
+{
+	return (double)(atomic_load(&g.past_written) + atomic_load(&g.written));
+}
+
+static double metric_dropped(void *arg)
+{
+	return (double)(atomic_load(&g.past_dropped) +
+			atomic_load(&g.dropped) + atomic_load(&g.noring));
+}
+
+int trace_register_metrics(struct metrics_registry *r)
+{
+	struct metrics_counter *c;
+	int rc;
+
+	rc = metrics_counter_fn(r, &c, RS_M_TRACE_EVENTS,
+				"Trace events written (all sessions)",
+				metric_written, NULL, NULL);
+	if (rc < 0)
+		return rc;
+	return metrics_counter_fn(r, &c, RS_M_TRACE_DROPPED,
+				  "Trace events dropped on full rings",
+				  metric_dropped, NULL, NULL);
 }

@@ -166,6 +166,11 @@ static inline void trace_end(struct trace_event *ev)
 	}
 }
 
+/* Register RS_M_TRACE_EVENTS and RS_M_TRACE_DROPPED (process totals over
+ * all sessions) as callback counters in r (see metrics.h). */
+struct metrics_registry;
+int trace_register_metrics(struct metrics_registry *r);
+
 /* Tests only: stop (true) or resume (false) the writer's draining. */
 void trace_test_pause_writer(bool pause);
 

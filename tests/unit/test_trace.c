@@ -18,6 +18,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "trace/metrics.h"
 #include "trace/trace.h"
 
 #define NTHREADS 8
@@ -463,6 +464,58 @@ static void off_costs_nothing(void **state)
 	assert_true(ns < OFF_BOUND_NS);
 }
 
+/* The value of an unlabelled series, read from the exposition text. */
+static unsigned long long scrape(struct metrics_registry *r, const char *name)
+{
+	char *buf = NULL, key[128];
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	unsigned long long v = 0;
+	const char *p;
+
+	assert_int_equal(metrics_write_prometheus(r, f), 0);
+	fclose(f);
+	snprintf(key, sizeof(key), "\n%s ", name);
+	p = strstr(buf, key);
+	assert_non_null(p);
+	assert_int_equal(sscanf(p + strlen(key), "%llu", &v), 1);
+	free(buf);
+	return v;
+}
+
+static void exported_as_metrics(void **state)
+{
+	struct trace_options o = {.sample = 1, .ring_slots = 8};
+	struct metrics_registry *r;
+	unsigned long long ev0, dr0;
+	pthread_t th;
+	char path[256];
+
+	assert_int_equal(metrics_registry_new(&r), 0);
+	assert_int_equal(trace_register_metrics(r), 0);
+	assert_int_equal(trace_register_metrics(r), RS_E_EXISTS);
+	/* process totals: earlier sessions of this test program count too */
+	ev0 = scrape(r, RS_M_TRACE_EVENTS);
+	dr0 = scrape(r, RS_M_TRACE_DROPPED);
+	tmp_path(path, sizeof(path), "metrics");
+	o.path = path;
+	assert_int_equal(trace_open_opts(&o), 0);
+	trace_test_pause_writer(true);
+	assert_int_equal(pthread_create(&th, NULL, burst,
+					(void *)(uintptr_t)10), 0);
+	pthread_join(th, NULL);
+	trace_test_pause_writer(false);
+	assert_int_equal(trace_close(), 0);
+	assert_int_equal(scrape(r, RS_M_TRACE_EVENTS) - ev0, 8);
+	assert_int_equal(scrape(r, RS_M_TRACE_DROPPED) - dr0, 2);
+	/* and they survive the next open */
+	assert_int_equal(trace_open(path, 1), 0);
+	assert_int_equal(scrape(r, RS_M_TRACE_EVENTS) - ev0, 8);
+	assert_int_equal(trace_close(), 0);
+	metrics_registry_delete(&r);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -474,6 +527,7 @@ int main(void)
 		cmocka_unit_test(names_escaped_and_truncated),
 		cmocka_unit_test(ids_unique),
 		cmocka_unit_test(off_costs_nothing),
+		cmocka_unit_test(exported_as_metrics),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
