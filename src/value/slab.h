@@ -1,0 +1,244 @@
+/*
+ * slab.h - the value store of a memory node: a pool (DRAM or a file through
+ * libpmem) holding a directory of tables, each table a PET-hash index plus
+ * a slab of fixed-size rows plus optimizer state (slab_).
+ *
+ * Layout, protocols and why they are correct: docs/storage.md. The bytes
+ * one-sided readers see are described in index/pet_format.h and
+ * value/row_format.h; both regions of a table are plain byte ranges to
+ * register for REMOTE_READ (slab_table_regions()).
+ *
+ * Pool (one mapping, one backing):
+ *   0        superblock (magic, layout version, size, checksum, boot count)
+ *   4 KiB    table directory: SLAB_MAX_TABLES entries of 256 B, each with
+ *            its own checksum (name, geometry, seeds, extent)
+ *   2 MiB    table extents, 2 MiB aligned, first fit:
+ *              meta (4 KiB: high-water mark of used rows)
+ *              index region   \  contiguous: one READable range
+ *              rows region    /
+ *              optimizer state (never READ by clients)
+ *              redo log (file-backed pools only): one entry per row lock
+ *
+ * Ownership: a slab_store owns its mapping and its tables. Table handles
+ * stay valid until slab_table_drop() of that table or slab_store_close().
+ * Row pointers and region pointers stay valid as long as the table.
+ *
+ * Thread safety:
+ *   - slab_lookup, slab_insert, slab_get_or_insert, slab_delete, slab_put,
+ *     slab_read, slab_read_row, slab_write_*, slab_iterate and
+ *     slab_table_stats may run concurrently from any threads on one table.
+ *   - Writers of one row serialize on a striped row lock (256 per table):
+ *     a thread holds at most one row lock at a time (one open slab_wr).
+ *   - slab_table_create/get/drop and slab_store_info serialize on the store
+ *     lock. Dropping a table, or closing the store, requires that no other
+ *     thread uses that table any more.
+ *   - Lock-free readers (server slab_read, client NICs) never block writers.
+ *
+ * Durability (file-backed pools; DRAM pools have none): every function
+ * that changes a row or the index returns only after the change is
+ * persisted (pmem_persist on real pmem, else pmem_msync), so a success
+ * return is the acknowledgement: after a crash, slab_store_open() on the
+ * same file finds every acknowledged insert, update and delete, and no
+ * half-written row (recovery: redo-log replay, index repair, row scan).
+ * SLAB_F_NOSYNC skips the flushes: still safe against a process crash
+ * (SIGKILL), not against power loss.
+ *
+ * Errors: the convention of recstore/error.h. Per-key outcomes
+ * (RS_E_NOTFOUND, RS_E_EXISTS) set no message; RS_E_FULL and failures do.
+ */
+#ifndef RS_VALUE_SLAB_H
+#define RS_VALUE_SLAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "index/pet.h"
+#include "value/row_format.h"
+
+#define SLAB_MAX_TABLES 64
+#define SLAB_NAME_MAX 63
+#define SLAB_NSTRIPES 256
+
+struct slab_store;
+struct slab_table;
+
+/* slab_store_cfg.flags */
+#define SLAB_F_HUGEPAGES 0x1u /* DRAM: try MAP_HUGETLB, else THP advice */
+#define SLAB_F_NOSYNC 0x2u    /* file: no flushes (process-crash safe only) */
+#define SLAB_F_SPARSE 0x4u    /* file: create without preallocating blocks */
+
+struct slab_store_cfg {
+	const char *path; /* NULL: DRAM pool; else the pool file */
+	uint64_t size;	  /* bytes, to create; 0 opens an existing file */
+	unsigned flags;	  /* SLAB_F_* */
+};
+
+/*
+ * Open a pool. DRAM (path NULL): a fresh pool of cfg->size bytes. File: if
+ * path exists it is opened and every table recovered (cfg->size must be 0
+ * or the file's size); otherwise it is created with cfg->size bytes.
+ * 0, RS_E_INVAL, RS_E_CORRUPT (not a pool, or damaged beyond recovery),
+ * -errno. *out is owned by the caller (slab_store_close).
+ */
+int slab_store_open(struct slab_store **out, const struct slab_store_cfg *cfg);
+/* Unmap and free everything (data stays in the file). Accepts NULL; sets
+ * *st = NULL. */
+void slab_store_close(struct slab_store **st);
+
+struct slab_store_info {
+	void *base;	     /* the whole pool mapping ... */
+	size_t len;	     /* ... and its length */
+	bool file_backed;
+	bool is_pmem;	     /* flushes are pmem_persist (else msync) */
+	bool hugetlb;	     /* DRAM pool on MAP_HUGETLB pages */
+	uint64_t boot_count; /* file: times the pool was opened */
+	uint64_t free_bytes; /* largest extent a new table could get */
+	unsigned ntables;
+};
+void slab_store_info(struct slab_store *st, struct slab_store_info *info);
+
+struct slab_table_cfg {
+	const char *name;      /* 1..SLAB_NAME_MAX bytes, unique */
+	uint32_t dim;	       /* elements per row, 1..ROW_MAX_DIM */
+	unsigned dtype;	       /* enum row_dtype; 0 means ROW_F32 */
+	uint64_t capacity;     /* rows, 1 .. 2^32 - 2 */
+	uint32_t state_floats; /* optimizer state slots per row, 0: none */
+	double index_load;     /* index fill at capacity; 0: 0.85 */
+};
+
+/* Bytes of pool a table of cfg takes (file_backed adds the redo log). */
+uint64_t slab_table_footprint(const struct slab_table_cfg *cfg,
+			      bool file_backed);
+
+/* Create a table; *out (may be NULL) gets its handle (owned by the store).
+ * 0, RS_E_INVAL, RS_E_EXISTS (name taken), RS_E_FULL (no directory slot or
+ * pool space). Persisted before it returns. */
+int slab_table_create(struct slab_store *st, const struct slab_table_cfg *cfg,
+		      struct slab_table **out);
+/* The table of that name or id, or NULL. */
+struct slab_table *slab_table_get(struct slab_store *st, const char *name);
+struct slab_table *slab_table_by_id(struct slab_store *st, unsigned id);
+/* Drop a table: its directory entry is cleared (persisted) and its handle
+ * freed. 0 or RS_E_NOTFOUND. */
+int slab_table_drop(struct slab_store *st, const char *name);
+
+const char *slab_table_name(const struct slab_table *t);
+unsigned slab_table_id(const struct slab_table *t);
+uint32_t slab_table_dim(const struct slab_table *t);
+uint32_t slab_table_state_floats(const struct slab_table *t);
+
+/* What a remote reader needs: index geometry, row geometry, and where the
+ * two regions sit in the pool (offsets from the pool base). */
+struct slab_table_geom {
+	struct pet_geom index;
+	struct row_geom rows;
+	uint64_t index_off, index_len;
+	uint64_t rows_off, rows_len;
+	uint64_t uid; /* random id of this table incarnation */
+};
+void slab_table_geom(const struct slab_table *t, struct slab_table_geom *g);
+
+struct slab_region {
+	void *addr;
+	size_t len;
+};
+/* The index region, the rows region, and `readable`, the contiguous range
+ * covering both (one MR per table). Optimizer state is in none of them. */
+void slab_table_regions(const struct slab_table *t, struct slab_region *index,
+			struct slab_region *rows, struct slab_region *readable);
+
+/* ---- keys and rows ---- */
+
+/* 0 and *row (its index; address: slab_row_ptr), or RS_E_NOTFOUND. */
+int slab_lookup(struct slab_table *t, uint64_t key, uint32_t *row);
+/* Address of row slot `row` (header first). Read it only through
+ * slab_read_row() or while holding a write (slab_wr) on it. */
+void *slab_row_ptr(const struct slab_table *t, uint32_t row);
+
+/*
+ * Insert key with payload init[dim] (NULL: zeros) and optimizer state
+ * state_init[state_floats] (NULL: zeros). 0 and *row (may be NULL);
+ * RS_E_EXISTS (nothing changed); RS_E_FULL (no free row, or the index has
+ * no slot: nothing changed); -EIO if persisting failed.
+ */
+int slab_insert(struct slab_table *t, uint64_t key, const float *init,
+		const float *state_init, uint32_t *row);
+/* slab_insert, or find the existing row: *created tells which. */
+int slab_get_or_insert(struct slab_table *t, uint64_t key, const float *init,
+		       const float *state_init, uint32_t *row, bool *created);
+/* Insert val[dim] (state zeros), or overwrite the payload of an existing
+ * key (state kept). *created (may be NULL) tells which. */
+int slab_put(struct slab_table *t, uint64_t key, const float *val,
+	     bool *created);
+/* Remove key: index slot cleared, then the row becomes a tombstone and its
+ * slot is reused later. 0 or RS_E_NOTFOUND. */
+int slab_delete(struct slab_table *t, uint64_t key);
+
+/* Consistent copy of key's payload as fp32 (out[dim]); *version (may be
+ * NULL) gets the row version. 0 or RS_E_NOTFOUND. Lock-free. */
+int slab_read(struct slab_table *t, uint64_t key, float *out,
+	      uint64_t *version);
+/* Consistent copy of the raw row image of slot `row` (stride bytes) into
+ * buf, as a reader would get it; validate it with row_validate(). */
+void slab_read_row(struct slab_table *t, uint32_t row, void *buf);
+/* Consistent copy of the optimizer state of key (state_floats floats). */
+int slab_read_state(struct slab_table *t, uint64_t key, float *out);
+
+/*
+ * In-place update (the optimizer path). The caller owns val[dim] and
+ * state[state_floats] (state NULL if state_floats is 0):
+ *   struct slab_wr w = {.val = vbuf, .state = sbuf};
+ *   rc = slab_write_begin(t, key, &w);  // locks the row, fills val/state
+ *   ...modify w.val / w.state...
+ *   rc = slab_write_commit(&w);         // publishes, persists, unlocks
+ * or slab_write_abort(&w) to unlock without change. Readers never see the
+ * row odd except for the short copy inside commit. begin: 0 or
+ * RS_E_NOTFOUND; commit: 0 or -EIO. One open slab_wr per thread.
+ */
+struct slab_wr {
+	float *val;	  /* caller buffer: dim floats */
+	float *state;	  /* caller buffer: state_floats floats, or NULL */
+	uint64_t version; /* out: row version at begin */
+	uint32_t row;	  /* out: row slot */
+	/* private */
+	struct slab_table *t;
+	uint64_t key;
+};
+int slab_write_begin(struct slab_table *t, uint64_t key, struct slab_wr *w);
+int slab_write_commit(struct slab_wr *w);
+void slab_write_abort(struct slab_wr *w);
+
+/*
+ * Call fn(arg, key, row) for the keys of the table, by row slot order;
+ * stops early when fn returns non-zero and returns that value. Lock-free
+ * and not a snapshot: a key present (and not deleted) for the whole walk is
+ * reported exactly once; keys inserted or deleted meanwhile may or may not
+ * be. fn may call any slab function except slab_table_drop.
+ */
+typedef int (*slab_iter_fn)(void *arg, uint64_t key, uint32_t row);
+int slab_iterate(struct slab_table *t, slab_iter_fn fn, void *arg);
+
+struct slab_recovery_stats {
+	uint64_t log_replayed;	  /* rows rewritten from the redo log */
+	uint64_t rows_scanned;	  /* row slots below the high-water mark */
+	uint64_t rows_live;	  /* referenced by the index and valid */
+	uint64_t rows_reclaimed;  /* rewritten as tombstones (unreferenced
+				     LIVE rows: unacknowledged inserts) */
+	uint64_t rows_torn;	  /* failing their checksum (among reclaimed) */
+	struct pet_repair_stats index;
+};
+
+struct slab_table_stats {
+	uint64_t capacity;
+	uint64_t live;	   /* keys */
+	uint64_t hwm;	   /* row slots ever used */
+	uint64_t free_rows; /* reusable slots below hwm */
+	uint64_t inserts, deletes, updates;
+	uint64_t read_retries; /* server-side reads that met a writer */
+	struct pet_stats index;
+	struct slab_recovery_stats recovery; /* of the last open */
+};
+void slab_table_stats(struct slab_table *t, struct slab_table_stats *st);
+
+#endif

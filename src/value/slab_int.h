@@ -1,0 +1,181 @@
+/*
+ * slab_int.h - on-media layout and in-DRAM state of the slab store, shared
+ * by slab_store.c (pool, directory, tables), slab_table.c (row operations)
+ * and slab_recover.c (crash recovery). Not for other modules.
+ *
+ * Everything on media is little-endian, with 64-bit fields 8-byte aligned
+ * (an aligned 8-byte store is failure-atomic on pmem and to a process
+ * crash). Structures that are rewritten after creation carry a checksum;
+ * the only field updated in place without one is an 8-byte counter.
+ */
+#ifndef RS_VALUE_SLAB_INT_H
+#define RS_VALUE_SLAB_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "value/slab.h"
+
+#define SLAB_MAGIC 0x313042414C535352ULL /* "RSSLAB01" */
+#define SLAB_LAYOUT_VERSION 1
+#define SLAB_SB_BYTES 4096
+#define SLAB_DIR_OFF 4096
+#define SLAB_DIRENT_BYTES 256
+#define SLAB_DATA_OFF (2ULL << 20)
+#define SLAB_ALIGN (2ULL << 20)
+#define SLAB_PAGE 4096ULL
+#define SLAB_META_BYTES 4096
+#define SLAB_HWM_CHUNK 1024 /* rows by which the high-water mark grows */
+#define SLAB_DIRENT_LIVE 0x4556494CU /* "LIVE" */
+#define SLAB_META_MAGIC 0x4154454D424C5352ULL /* "RSLBMETA" */
+#define SLAB_LOG_SEED 0x6C6F67726F7773ULL
+#define SLAB_LOG_HDR 64
+#define SLAB_DEFAULT_LOAD 0.85
+
+_Static_assert(SLAB_DIR_OFF + SLAB_MAX_TABLES * SLAB_DIRENT_BYTES <=
+		       SLAB_DATA_OFF,
+	       "directory fits before the data");
+
+/* Superblock, at pool offset 0. */
+struct slab_super {
+	uint64_t magic;
+	uint32_t layout_version;
+	uint32_t max_tables;
+	uint64_t pool_bytes;
+	uint64_t dir_off;
+	uint64_t data_off;
+	uint64_t align;
+	uint64_t uuid[2];
+	uint64_t checksum;   /* XXH3-64 of the fields above */
+	uint64_t boot_count; /* not covered: one failure-atomic word */
+};
+
+/* Directory entry: valid iff its checksum matches and state is LIVE. */
+struct slab_dirent {
+	uint64_t checksum; /* XXH3-64 of bytes [8, 256) */
+	uint32_t state;
+	uint16_t table_id; /* == its directory slot */
+	uint8_t dtype;
+	uint8_t pad0;
+	char name[64];
+	uint32_t dim;
+	uint32_t state_floats;
+	uint64_t capacity;
+	uint64_t ext_off, ext_len; /* pool offsets */
+	uint64_t index_off;	   /* the rest: offsets inside the extent */
+	uint64_t rows_off;
+	uint64_t state_off;
+	uint64_t log_off;
+	uint32_t row_stride;
+	uint32_t state_stride;
+	uint32_t log_entry;
+	uint32_t nstripes;
+	uint64_t nbuckets;
+	uint64_t seed1, seed2;
+	uint64_t uid;
+	uint8_t reserved[64];
+};
+_Static_assert(sizeof(struct slab_dirent) == SLAB_DIRENT_BYTES, "dirent");
+
+/* Per-table meta block at the start of the extent. */
+struct slab_tmeta {
+	uint64_t magic;
+	uint64_t uid; /* == dirent uid */
+	uint64_t hwm; /* rows [0, hwm) may have been written; grows only */
+};
+
+/* Redo-log entry header; followed by the row image (row_stride bytes) and
+ * the state image (state_floats * 4 bytes). One entry per row stripe. */
+struct slab_log_hdr {
+	uint64_t checksum; /* XXH3-64 (SLAB_LOG_SEED) of [8, log_entry) */
+	uint64_t row;
+	uint64_t seq;
+};
+
+struct slab_stripe {
+	_Atomic uint8_t lock;
+	uint8_t pad[63];
+};
+
+struct slab_table {
+	struct slab_store *st;
+	struct slab_dirent ent; /* DRAM copy of the directory entry */
+	struct row_geom rg;
+	struct pet_index *pet;
+	uint8_t *ext;
+	struct slab_tmeta *meta;
+	uint8_t *index, *rows, *state, *log;
+	uint32_t state_bytes;	/* state_floats * 4 */
+	uint32_t row_words;	/* words of a row image that matter */
+	struct slab_stripe *stripes;
+	uint8_t *stage;		/* SLAB_NSTRIPES row images, DRAM */
+
+	pthread_mutex_t alloc;	/* guards the allocator fields */
+	uint32_t *free_rows;
+	uint64_t nfree, free_cap;
+	_Atomic uint64_t next;	/* rows [next, capacity) never used */
+	uint64_t hwm;
+
+	_Atomic uint64_t live, inserts, deletes, updates, read_retries;
+	struct slab_recovery_stats rec;
+};
+
+struct slab_store {
+	uint8_t *base;
+	size_t len;
+	char *path;
+	unsigned flags;
+	bool file_backed, is_pmem, hugetlb;
+	_Atomic int io_error; /* sticky errno of a failed msync */
+	pthread_mutex_t lock; /* create/drop/get */
+	struct slab_super *sb;
+	struct slab_dirent *dir;
+	struct slab_table *tables[SLAB_MAX_TABLES];
+};
+
+/* Flush [addr, addr + len) to persistence (no-op for DRAM / NOSYNC). */
+void slab_persist(struct slab_store *st, const void *addr, size_t len);
+/* pet_persist_fn adapter (ctx = the store). */
+void slab_persist_cb(void *ctx, const void *addr, size_t len);
+/* -EIO with a message if a flush failed since the pool was opened. */
+int slab_io_check(struct slab_store *st);
+
+static inline uint64_t *slab_row_words(const struct slab_table *t,
+				       uint32_t r)
+{
+	return (uint64_t *)(t->rows + (uint64_t)r * t->rg.stride);
+}
+
+static inline float *slab_state_of(const struct slab_table *t, uint32_t r)
+{
+	return (float *)(t->state + (uint64_t)r * t->ent.state_stride);
+}
+
+static inline uint8_t *slab_log_entry(const struct slab_table *t, unsigned s)
+{
+	return t->log + (uint64_t)s * t->ent.log_entry;
+}
+
+static inline unsigned slab_stripe_of(uint32_t r)
+{
+	return r & (SLAB_NSTRIPES - 1);
+}
+
+static inline uint64_t *slab_stage(const struct slab_table *t, unsigned s)
+{
+	return (uint64_t *)(t->stage + (uint64_t)s * t->rg.stride);
+}
+
+/* slab_table.c */
+int slab_table_init(struct slab_table *t);	/* DRAM side state */
+void slab_table_fini(struct slab_table *t);
+void slab_row_prepare(struct slab_table *t, uint32_t r, uint64_t *img);
+void slab_row_store(struct slab_table *t, uint32_t r, const uint64_t *img);
+void slab_row_tombstone(struct slab_table *t, uint32_t r);
+void slab_free_push(struct slab_table *t, uint32_t r);
+
+/* slab_recover.c: exclusive; rebuilds allocator and counters. */
+int slab_recover(struct slab_table *t);
+uint64_t slab_log_checksum(const struct slab_table *t, const uint8_t *entry);
+
+#endif

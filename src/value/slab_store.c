@@ -1,0 +1,682 @@
+/*
+ * slab_store.c - the pool: backing memory, superblock, table directory and
+ * table extents (layout in slab.h and slab_int.h; docs/storage.md).
+ *
+ * Backing. DRAM: an anonymous private mapping, on MAP_HUGETLB pages when
+ * SLAB_F_HUGEPAGES is set and the kernel has them, else normal pages with
+ * MADV_HUGEPAGE advice. File: pmem_map_file(); pmem_is_pmem() decides once
+ * whether flushes are pmem_persist() (CPU cache flush + fence, real pmem /
+ * DAX) or pmem_msync() (page cache), see slab_persist().
+ *
+ * Crash consistency of the pool structure:
+ *  - creating a pool: directory zeroed and persisted, then the superblock
+ *    written and persisted; a pool without a valid superblock is refused;
+ *  - creating a table: its extent is formatted (meta, empty index, zeroed
+ *    redo log) and persisted, then its directory entry (own checksum) is
+ *    written and persisted; a torn entry fails its checksum, so the table
+ *    either exists completely or not at all;
+ *  - dropping a table: the entry's checksum word is zeroed (one failure-
+ *    atomic store) and persisted first: from then on the entry is invalid.
+ * The boot count is one 8-byte word outside the superblock checksum.
+ *
+ * Extents are placed first fit between the live tables' extents, 2 MiB
+ * aligned. A dropped table's rows stay in the file (or are released with
+ * MADV_DONTNEED in DRAM); a new table on that extent ignores them: rows at
+ * or above its high-water mark are never looked at.
+ *
+ * Concurrency: st->lock serializes create, drop, get and info; table
+ * operations do not take it.
+ */
+#include <errno.h>
+#include <libpmem.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "common/rs_internal.h"
+#include "index/pet_sync.h"
+#include "value/slab_int.h"
+
+#define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+
+static uint64_t rand64(void)
+{
+	uint64_t x;
+	struct timespec ts;
+
+	if (getrandom(&x, sizeof(x), 0) == (ssize_t)sizeof(x))
+		return x;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return XXH3_64bits_withSeed(&ts, sizeof(ts), (uint64_t)getpid());
+}
+
+/* ---- persistence ---- */
+
+void slab_persist(struct slab_store *st, const void *addr, size_t len)
+{
+	int zero = 0;
+
+	if (!st->file_backed || (st->flags & SLAB_F_NOSYNC) || !len)
+		return;
+	if (st->is_pmem) {
+		pmem_persist(addr, len);
+		return;
+	}
+	if (pmem_msync(addr, len))
+		atomic_compare_exchange_strong(&st->io_error, &zero,
+					       errno ? errno : EIO);
+}
+
+void slab_persist_cb(void *ctx, const void *addr, size_t len)
+{
+	slab_persist(ctx, addr, len);
+}
+
+int slab_io_check(struct slab_store *st)
+{
+	int e = atomic_load_explicit(&st->io_error, memory_order_relaxed);
+
+	if (!e)
+		return 0;
+	return rs_seterr(-e, "pool %s: flushing to the file failed: %s",
+			 st->path ? st->path : "(dram)", strerror(e));
+}
+
+/* ---- superblock and directory ---- */
+
+static uint64_t sb_checksum(const struct slab_super *sb)
+{
+	return XXH3_64bits(sb, offsetof(struct slab_super, checksum));
+}
+
+static uint64_t dirent_checksum(const struct slab_dirent *e)
+{
+	return XXH3_64bits((const uint8_t *)e + 8, sizeof(*e) - 8);
+}
+
+static bool dirent_valid(const struct slab_dirent *e)
+{
+	return e->state == SLAB_DIRENT_LIVE &&
+	       e->checksum == dirent_checksum(e);
+}
+
+static void pool_format(struct slab_store *st)
+{
+	struct slab_super *sb = st->sb;
+	size_t dir_len = SLAB_MAX_TABLES * SLAB_DIRENT_BYTES;
+
+	memset(st->dir, 0, dir_len);
+	slab_persist(st, st->dir, dir_len);
+	memset(sb, 0, SLAB_SB_BYTES);
+	sb->magic = SLAB_MAGIC;
+	sb->layout_version = SLAB_LAYOUT_VERSION;
+	sb->max_tables = SLAB_MAX_TABLES;
+	sb->pool_bytes = st->len;
+	sb->dir_off = SLAB_DIR_OFF;
+	sb->data_off = SLAB_DATA_OFF;
+	sb->align = SLAB_ALIGN;
+	sb->uuid[0] = rand64();
+	sb->uuid[1] = rand64();
+	sb->checksum = sb_checksum(sb);
+	sb->boot_count = 1;
+	slab_persist(st, sb, SLAB_SB_BYTES);
+}
+
+/* ---- table layout ---- */
+
+static int mul_ok(uint64_t a, uint64_t b, uint64_t *r)
+{
+	return !__builtin_mul_overflow(a, b, r);
+}
+
+/* Fill e's geometry and extent-relative offsets for cfg. */
+static int table_layout(const struct slab_table_cfg *cfg, bool file_backed,
+			struct slab_dirent *e)
+{
+	unsigned dtype = cfg->dtype ? cfg->dtype : ROW_F32;
+	double load = cfg->index_load > 0 ? cfg->index_load
+					  : SLAB_DEFAULT_LOAD;
+	struct row_geom rg;
+	struct pet_geom g;
+	uint64_t off, rows_len, state_len;
+	size_t nlen;
+	int rc;
+
+	nlen = cfg->name ? strlen(cfg->name) : 0;
+	if (nlen == 0 || nlen > SLAB_NAME_MAX)
+		return rs_seterr(RS_E_INVAL, "table name must have 1 to %d "
+				 "bytes", SLAB_NAME_MAX);
+	if (cfg->capacity == 0 || cfg->capacity > UINT32_MAX - 1)
+		return rs_seterr(RS_E_INVAL, "table '%s': capacity %llu not "
+				 "in [1, 2^32 - 2]", cfg->name,
+				 (unsigned long long)cfg->capacity);
+	if (cfg->state_floats > 16 * ROW_MAX_DIM)
+		return rs_seterr(RS_E_INVAL, "table '%s': %u state floats per "
+				 "row is too many", cfg->name,
+				 cfg->state_floats);
+	rc = row_geom_init(&rg, cfg->dim, dtype, cfg->capacity, 0);
+	if (!rc)
+		rc = pet_geom_for(cfg->capacity, load, 1, 2, &g);
+	if (rc) {
+		char why[256];
+
+		snprintf(why, sizeof(why), "%s", rs_errormsg());
+		return rs_seterr(rc, "table '%s': %s", cfg->name, why);
+	}
+
+	memset(e, 0, sizeof(*e));
+	memcpy(e->name, cfg->name, nlen);
+	e->dtype = (uint8_t)dtype;
+	e->dim = cfg->dim;
+	e->state_floats = cfg->state_floats;
+	e->capacity = cfg->capacity;
+	e->row_stride = rg.stride;
+	e->state_stride = (uint32_t)ALIGN_UP(cfg->state_floats * 4ULL, 64);
+	e->nstripes = SLAB_NSTRIPES;
+	e->log_entry = file_backed
+			       ? (uint32_t)ALIGN_UP(SLAB_LOG_HDR + rg.stride +
+							    cfg->state_floats *
+								    4ULL,
+						    64)
+			       : 0;
+	e->nbuckets = g.nbuckets;
+	if (!mul_ok(cfg->capacity, rg.stride, &rows_len) ||
+	    !mul_ok(cfg->capacity, e->state_stride, &state_len))
+		return rs_seterr(RS_E_INVAL, "table '%s' too large",
+				 cfg->name);
+	off = SLAB_META_BYTES;
+	e->index_off = off;
+	off += ALIGN_UP(pet_region_bytes(g.nbuckets), SLAB_PAGE);
+	e->rows_off = off;
+	off += ALIGN_UP(rows_len, SLAB_PAGE);
+	e->state_off = off;
+	off += ALIGN_UP(state_len, SLAB_PAGE);
+	e->log_off = off;
+	off += ALIGN_UP((uint64_t)e->nstripes * e->log_entry, SLAB_PAGE);
+	e->ext_len = ALIGN_UP(off, SLAB_ALIGN);
+	return 0;
+}
+
+uint64_t slab_table_footprint(const struct slab_table_cfg *cfg,
+			      bool file_backed)
+{
+	struct slab_dirent e;
+
+	return table_layout(cfg, file_backed, &e) ? 0 : e.ext_len;
+}
+
+/* Extents of the live tables, sorted by offset; returns their number. */
+static int live_extents(const struct slab_store *st, uint64_t off[],
+			uint64_t len[])
+{
+	int n = 0;
+
+	for (int i = 0; i < SLAB_MAX_TABLES; i++) {
+		const struct slab_table *t = st->tables[i];
+		int j;
+
+		if (!t)
+			continue;
+		for (j = n; j > 0 && off[j - 1] > t->ent.ext_off; j--) {
+			off[j] = off[j - 1];
+			len[j] = len[j - 1];
+		}
+		off[j] = t->ent.ext_off;
+		len[j] = t->ent.ext_len;
+		n++;
+	}
+	return n;
+}
+
+/* First fit for need bytes (need 0: just report the largest gap). */
+static uint64_t find_extent(const struct slab_store *st, uint64_t need,
+			    uint64_t *largest)
+{
+	uint64_t off[SLAB_MAX_TABLES], len[SLAB_MAX_TABLES];
+	uint64_t cur = SLAB_DATA_OFF, found = 0, best = 0;
+	int n = live_extents(st, off, len);
+
+	for (int i = 0; i <= n; i++) {
+		uint64_t end = i < n ? off[i] : st->len;
+		uint64_t gap = end > cur ? end - cur : 0;
+
+		if (gap > best)
+			best = gap;
+		if (!found && need && gap >= need)
+			found = cur;
+		if (i < n && off[i] + len[i] > cur)
+			cur = off[i] + len[i];
+	}
+	if (largest)
+		*largest = best;
+	return found;
+}
+
+/* ---- tables ---- */
+
+static void table_free(struct slab_table *t)
+{
+	if (!t)
+		return;
+	pet_close(&t->pet);
+	slab_table_fini(t);
+	free(t);
+}
+
+/* Build the DRAM handle of directory entry e (already valid on media);
+ * recover it when reopening a file. */
+static int table_attach(struct slab_store *st, const struct slab_dirent *e,
+			bool fresh, struct slab_table **out)
+{
+	struct slab_table *t;
+	const struct pet_geom *g;
+	uint64_t index_len;
+	int rc;
+
+	if (e->ext_off < SLAB_DATA_OFF || e->ext_len > st->len ||
+	    e->ext_off > st->len - e->ext_len || e->rows_off < e->index_off ||
+	    e->log_off + (uint64_t)e->nstripes * e->log_entry > e->ext_len ||
+	    e->nstripes != SLAB_NSTRIPES ||
+	    (st->file_backed && !e->log_entry))
+		return rs_seterr(RS_E_CORRUPT, "table '%.64s': bad extent",
+				 e->name);
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return rs_seterr(-ENOMEM, "out of memory");
+	t->st = st;
+	t->ent = *e;
+	rc = row_geom_init(&t->rg, e->dim, e->dtype, e->capacity,
+			   e->table_id);
+	if (rc || t->rg.stride != e->row_stride) {
+		rc = rs_seterr(RS_E_CORRUPT, "table '%.64s': bad row geometry",
+			       e->name);
+		goto err_free;
+	}
+	t->ext = st->base + e->ext_off;
+	t->meta = (struct slab_tmeta *)t->ext;
+	t->index = t->ext + e->index_off;
+	t->rows = t->ext + e->rows_off;
+	t->state = t->ext + e->state_off;
+	t->log = e->log_entry ? t->ext + e->log_off : NULL;
+	if (t->meta->magic != SLAB_META_MAGIC || t->meta->uid != e->uid ||
+	    t->meta->hwm > e->capacity) {
+		rc = rs_seterr(RS_E_CORRUPT, "table '%.64s': bad meta block",
+			       e->name);
+		goto err_free;
+	}
+	index_len = e->rows_off - e->index_off;
+	rc = pet_open(&t->pet, t->index, index_len, slab_persist_cb, st);
+	if (rc)
+		goto err_free;
+	g = pet_geometry(t->pet);
+	if (g->nbuckets != e->nbuckets || g->seed1 != e->seed1 ||
+	    g->seed2 != e->seed2) {
+		rc = rs_seterr(RS_E_CORRUPT, "table '%.64s': index geometry "
+			       "differs from the directory", e->name);
+		goto err_pet;
+	}
+	rc = slab_table_init(t);
+	if (rc)
+		goto err_pet;
+	if (!fresh) {
+		rc = slab_recover(t);
+		if (rc)
+			goto err_init;
+	}
+	*out = t;
+	return 0;
+
+err_init:
+	slab_table_fini(t);
+err_pet:
+	pet_close(&t->pet);
+err_free:
+	free(t);
+	return rc;
+}
+
+static struct slab_table *find_name(const struct slab_store *st,
+				    const char *name)
+{
+	for (int i = 0; i < SLAB_MAX_TABLES; i++)
+		if (st->tables[i] && name &&
+		    !strncmp(st->tables[i]->ent.name, name,
+			     sizeof(st->tables[i]->ent.name)))
+			return st->tables[i];
+	return NULL;
+}
+
+/* Format extent e (meta, index, log) and persist it. */
+static int extent_format(struct slab_store *st, const struct slab_dirent *e)
+{
+	uint8_t *ext = st->base + e->ext_off;
+	struct slab_tmeta *m = (struct slab_tmeta *)ext;
+	struct pet_geom g = {.nbuckets = e->nbuckets,
+			     .seed1 = e->seed1,
+			     .seed2 = e->seed2,
+			     .bucket_bytes = PET_BUCKET_BYTES,
+			     .buckets_off = PET_HEADER_BYTES};
+	uint64_t log_len = (uint64_t)e->nstripes * e->log_entry;
+	int rc;
+
+	rc = pet_format(ext + e->index_off, e->rows_off - e->index_off, &g,
+			slab_persist_cb, st);
+	if (rc)
+		return rc;
+	if (log_len) {
+		memset(ext + e->log_off, 0, log_len);
+		slab_persist(st, ext + e->log_off, log_len);
+	}
+	memset(m, 0, SLAB_META_BYTES);
+	m->magic = SLAB_META_MAGIC;
+	m->uid = e->uid;
+	m->hwm = 0;
+	slab_persist(st, m, SLAB_META_BYTES);
+	return slab_io_check(st);
+}
+
+int slab_table_create(struct slab_store *st, const struct slab_table_cfg *cfg,
+		      struct slab_table **out)
+{
+	struct slab_dirent e;
+	struct slab_table *t = NULL;
+	uint64_t largest;
+	int slot, rc;
+
+	if (out)
+		*out = NULL;
+	rc = table_layout(cfg, st->file_backed, &e);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&st->lock);
+	if (find_name(st, cfg->name)) {
+		rc = rs_seterr(RS_E_EXISTS, "table '%s' exists", cfg->name);
+		goto out;
+	}
+	for (slot = 0; slot < SLAB_MAX_TABLES && st->tables[slot]; slot++)
+		;
+	if (slot == SLAB_MAX_TABLES) {
+		rc = rs_seterr(RS_E_FULL, "pool holds %d tables already",
+			       SLAB_MAX_TABLES);
+		goto out;
+	}
+	e.ext_off = find_extent(st, e.ext_len, &largest);
+	if (!e.ext_off) {
+		rc = rs_seterr(RS_E_FULL, "table '%s' needs %llu bytes, the "
+			       "largest free extent has %llu", cfg->name,
+			       (unsigned long long)e.ext_len,
+			       (unsigned long long)largest);
+		goto out;
+	}
+	e.table_id = (uint16_t)slot;
+	e.state = SLAB_DIRENT_LIVE;
+	e.seed1 = rand64();
+	do
+		e.seed2 = rand64();
+	while (e.seed2 == e.seed1);
+	e.uid = rand64();
+	rc = extent_format(st, &e);
+	if (rc)
+		goto out;
+	e.checksum = dirent_checksum(&e);
+	memcpy(&st->dir[slot], &e, sizeof(e));
+	slab_persist(st, &st->dir[slot], sizeof(e));
+	rc = slab_io_check(st);
+	if (rc)
+		goto out;
+	rc = table_attach(st, &e, true, &t);
+	if (rc)
+		goto out;
+	st->tables[slot] = t;
+	if (out)
+		*out = t;
+out:
+	pthread_mutex_unlock(&st->lock);
+	return rc;
+}
+
+struct slab_table *slab_table_get(struct slab_store *st, const char *name)
+{
+	struct slab_table *t;
+
+	pthread_mutex_lock(&st->lock);
+	t = find_name(st, name);
+	pthread_mutex_unlock(&st->lock);
+	return t;
+}
+
+struct slab_table *slab_table_by_id(struct slab_store *st, unsigned id)
+{
+	struct slab_table *t;
+
+	if (id >= SLAB_MAX_TABLES)
+		return NULL;
+	pthread_mutex_lock(&st->lock);
+	t = st->tables[id];
+	pthread_mutex_unlock(&st->lock);
+	return t;
+}
+
+int slab_table_drop(struct slab_store *st, const char *name)
+{
+	struct slab_dirent *e;
+	struct slab_table *t;
+
+	pthread_mutex_lock(&st->lock);
+	t = find_name(st, name);
+	if (!t) {
+		pthread_mutex_unlock(&st->lock);
+		return RS_E_NOTFOUND;
+	}
+	e = &st->dir[t->ent.table_id];
+	pet_st(&e->checksum, 0); /* invalid from here on */
+	slab_persist(st, &e->checksum, sizeof(e->checksum));
+	memset(e, 0, sizeof(*e));
+	slab_persist(st, e, sizeof(*e));
+	st->tables[t->ent.table_id] = NULL;
+	if (!st->file_backed)
+		madvise(t->ext, t->ent.ext_len, MADV_DONTNEED);
+	table_free(t);
+	pthread_mutex_unlock(&st->lock);
+	return slab_io_check(st);
+}
+
+/* ---- pool open / close ---- */
+
+static int map_dram(struct slab_store *st, uint64_t size)
+{
+	void *p = MAP_FAILED;
+
+	st->len = ALIGN_UP(size, SLAB_ALIGN);
+	if (st->flags & SLAB_F_HUGEPAGES) {
+		p = mmap(NULL, st->len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+		st->hugetlb = p != MAP_FAILED;
+	}
+	if (p == MAP_FAILED) {
+		p = mmap(NULL, st->len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED)
+			return rs_seterr(-errno, "mmap of %llu bytes: %s",
+					 (unsigned long long)st->len,
+					 strerror(errno));
+		if (st->flags & SLAB_F_HUGEPAGES)
+			madvise(p, st->len, MADV_HUGEPAGE);
+	}
+	st->base = p;
+	return 0;
+}
+
+/* Map the file; *created says whether it was created now. */
+static int map_file(struct slab_store *st, uint64_t size, bool *created)
+{
+	int flags = PMEM_FILE_CREATE | PMEM_FILE_EXCL;
+	int is_pmem = 0;
+	size_t mlen = 0;
+	void *p;
+
+	*created = false;
+	for (int tries = 0; tries < 2; tries++) {
+		p = pmem_map_file(st->path, 0, 0, 0, &mlen, &is_pmem);
+		if (p || errno != ENOENT)
+			break;
+		if (!size)
+			return rs_seterr(-ENOENT, "pool %s does not exist and "
+					 "no size was given", st->path);
+		if (st->flags & SLAB_F_SPARSE)
+			flags |= PMEM_FILE_SPARSE;
+		p = pmem_map_file(st->path, ALIGN_UP(size, SLAB_ALIGN), flags,
+				  0600, &mlen, &is_pmem);
+		if (p) {
+			*created = true;
+			break;
+		}
+		if (errno != EEXIST) /* EEXIST: lost a race, open it */
+			break;
+	}
+	if (!p)
+		return rs_seterr(errno ? -errno : -EIO, "pool %s: %s",
+				 st->path, pmem_errormsg());
+	st->base = p;
+	st->len = mlen;
+	st->is_pmem = is_pmem != 0;
+	st->file_backed = true;
+	if (!*created && size && ALIGN_UP(size, SLAB_ALIGN) != mlen)
+		return rs_seterr(RS_E_INVAL, "pool %s has %zu bytes, not %llu",
+				 st->path, mlen, (unsigned long long)size);
+	return 0;
+}
+
+static int pool_load(struct slab_store *st)
+{
+	struct slab_super *sb = st->sb;
+	int rc;
+
+	if (st->len < SLAB_DATA_OFF || sb->magic != SLAB_MAGIC ||
+	    sb->checksum != sb_checksum(sb))
+		return rs_seterr(RS_E_CORRUPT, "%s is not a recstore pool "
+				 "(bad superblock)", st->path);
+	if (sb->layout_version != SLAB_LAYOUT_VERSION ||
+	    sb->max_tables != SLAB_MAX_TABLES ||
+	    sb->dir_off != SLAB_DIR_OFF || sb->data_off != SLAB_DATA_OFF)
+		return rs_seterr(RS_E_CORRUPT, "pool %s has layout %u, this "
+				 "build reads %u", st->path,
+				 sb->layout_version, SLAB_LAYOUT_VERSION);
+	if (sb->pool_bytes != st->len)
+		return rs_seterr(RS_E_CORRUPT, "pool %s: %zu bytes, superblock "
+				 "says %llu (truncated?)", st->path, st->len,
+				 (unsigned long long)sb->pool_bytes);
+	pet_st(&sb->boot_count, sb->boot_count + 1);
+	slab_persist(st, &sb->boot_count, sizeof(sb->boot_count));
+	for (int i = 0; i < SLAB_MAX_TABLES; i++) {
+		struct slab_dirent e;
+
+		memcpy(&e, &st->dir[i], sizeof(e));
+		if (!dirent_valid(&e))
+			continue;
+		if (e.table_id != i)
+			return rs_seterr(RS_E_CORRUPT, "directory slot %d "
+					 "names table id %u", i, e.table_id);
+		rc = table_attach(st, &e, false, &st->tables[i]);
+		if (rc)
+			return rc;
+	}
+	return slab_io_check(st);
+}
+
+int slab_store_open(struct slab_store **out, const struct slab_store_cfg *cfg)
+{
+	struct slab_store *st;
+	bool created = true;
+	int rc;
+
+	*out = NULL;
+	if (!cfg->path && cfg->size < SLAB_DATA_OFF + SLAB_ALIGN)
+		return rs_seterr(RS_E_INVAL, "a DRAM pool needs a size of at "
+				 "least %llu bytes",
+				 SLAB_DATA_OFF + SLAB_ALIGN);
+	if (cfg->flags & ~(SLAB_F_HUGEPAGES | SLAB_F_NOSYNC | SLAB_F_SPARSE))
+		return rs_seterr(RS_E_INVAL, "unknown pool flags %#x",
+				 cfg->flags);
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return rs_seterr(-ENOMEM, "out of memory");
+	st->flags = cfg->flags;
+	rc = pthread_mutex_init(&st->lock, NULL);
+	if (rc) {
+		free(st);
+		return rs_seterr(-rc, "mutex: %s", strerror(rc));
+	}
+	if (cfg->path) {
+		st->path = strdup(cfg->path);
+		rc = st->path ? map_file(st, cfg->size, &created)
+			      : rs_seterr(-ENOMEM, "out of memory");
+	} else {
+		rc = map_dram(st, cfg->size);
+	}
+	if (rc)
+		goto err;
+	if (created && st->len < SLAB_DATA_OFF + SLAB_ALIGN) {
+		rc = rs_seterr(RS_E_INVAL, "pool size %zu is too small",
+			       st->len);
+		goto err;
+	}
+	st->sb = (struct slab_super *)st->base;
+	st->dir = (struct slab_dirent *)(st->base + SLAB_DIR_OFF);
+	if (created) {
+		pool_format(st);
+		rc = slab_io_check(st);
+	} else {
+		rc = pool_load(st);
+	}
+	if (rc)
+		goto err;
+	*out = st;
+	return 0;
+err:
+	slab_store_close(&st);
+	return rc;
+}
+
+void slab_store_close(struct slab_store **pst)
+{
+	struct slab_store *st = pst ? *pst : NULL;
+
+	if (!st)
+		return;
+	for (int i = 0; i < SLAB_MAX_TABLES; i++)
+		table_free(st->tables[i]);
+	if (st->base) {
+		if (st->file_backed)
+			pmem_unmap(st->base, st->len);
+		else
+			munmap(st->base, st->len);
+	}
+	pthread_mutex_destroy(&st->lock);
+	free(st->path);
+	free(st);
+	*pst = NULL;
+}
+
+void slab_store_info(struct slab_store *st, struct slab_store_info *info)
+{
+	pthread_mutex_lock(&st->lock);
+	info->base = st->base;
+	info->len = st->len;
+	info->file_backed = st->file_backed;
+	info->is_pmem = st->is_pmem;
+	info->hugetlb = st->hugetlb;
+	info->boot_count = pet_ld(&st->sb->boot_count);
+	find_extent(st, 0, &info->free_bytes);
+	info->ntables = 0;
+	for (int i = 0; i < SLAB_MAX_TABLES; i++)
+		info->ntables += st->tables[i] != NULL;
+	pthread_mutex_unlock(&st->lock);
+}
