@@ -20,8 +20,8 @@
 #   on veth0. CMD runs as root in the same cwd with RS_RDMA_DEV, RS_RDMA_IP,
 #   RS_RDMA_IPS, RS_RDMA_GID_INDEX (and RS_PMEM_DEV with --pmem), the
 #   caller's PATH and every RS_* / CTEST_* / *SAN_OPTIONS variable.
-# - CMD's stdout and stderr come back live over two serial ports (fifos on
-#   the host side); its exit status comes back through a per-run control
+# - CMD's stdout and stderr come back live over two virtio-serial ports
+#   (fifos on the host side); its exit status comes back through a per-run control
 #   share. Exit status: CMD's own; 124 when the guest timed out; 125 when the
 #   guest died without reporting a status or the set-up failed.
 #
@@ -139,16 +139,12 @@ moddir=$kdir/root/lib/modules/$kver
 # Modules to load, in dependency order (read from each module's depends=).
 # crc32_generic: rxe allocates a crc32 shash ("rdma link add" fails without).
 # rdma_ucm & co: /dev/infiniband/rdma_cm for librdmacm.
-base_mods="virtio_pci 9pnet_virtio 9p crc32_generic rdma_rxe ib_uverbs veth
-configfs rdma_ucm"
+base_mods="virtio_pci virtio_console 9pnet_virtio 9p crc32_generic rdma_rxe
+ib_uverbs veth configfs rdma_ucm"
 pmem_mods="libnvdimm nd_btt nd_pmem nfit device_dax dax_pmem crc32c_generic
 ext4"
 
 declare -A mod_path=() mod_seen=()
-while IFS= read -r f; do
-	n=$(basename "$f" .ko)
-	mod_path[${n//-/_}]=$f
-done < <(find "$moddir/kernel" -name '*.ko')
 mod_order=()
 resolve_mod() {
 	local m=${1//-/_} d deps
@@ -165,11 +161,19 @@ resolve_mod() {
 	done
 	mod_order+=("$m")
 }
-for m in $base_mods; do resolve_mod "$m"; done
-base_order=("${mod_order[@]}")
-mod_order=()
-for m in $pmem_mods; do resolve_mod "$m"; done
-pmem_order=("${mod_order[@]+"${mod_order[@]}"}")
+resolve_all() {
+	local f n m
+	while IFS= read -r f; do
+		n=${f##*/}
+		n=${n%.ko}
+		mod_path[${n//-/_}]=$f
+	done < <(find "$moddir/kernel" -name '*.ko')
+	for m in $base_mods; do resolve_mod "$m"; done
+	base_order=("${mod_order[@]}")
+	mod_order=()
+	for m in $pmem_mods; do resolve_mod "$m"; done
+	pmem_order=("${mod_order[@]+"${mod_order[@]}"}")
+}
 
 # The guest's /init (busybox sh). It loads modules, mounts the host root,
 # the control share and the work share, then chroots into the host root and
@@ -224,13 +228,15 @@ log "stage 2 returned $?"
 halt_now
 EOF
 
+# the initramfs is keyed on this script (init, module lists) and the kernel
 key=$( {
-	sha256sum <"$0"
-	echo "$kver ${base_order[*]} / ${pmem_order[*]}"
+	cat "${BASH_SOURCE[0]}"
+	echo "$kver"
 } | sha256sum | cut -c1-16)
 initrd=$cache/initrd-$kver-$key.cpio.gz
 if [ ! -s "$initrd" ]; then
 	note "building initramfs $(basename "$initrd")"
+	resolve_all
 	stage=$(mktemp -d "$cache/initrd.XXXXXX")
 	mkdir -p "$stage"/{bin,dev,proc,sys,lib/modules}
 	cp /bin/busybox "$stage/bin/busybox"
@@ -250,10 +256,11 @@ flock -u 9
 
 # ------------------------------------------------------------ per run ------
 ctl=$(mktemp -d "${TMPDIR:-/tmp}/rxe-vm.XXXXXX")
-qemu_pid= out_pid= err_pid= con_pid= ready_pid=
+qemu_pid= out_pid= err_pid= ready_pid= dog_pid=
 cleanup() {
 	local p
-	for p in $ready_pid $qemu_pid $out_pid $err_pid $con_pid; do
+	# qemu_pid is timeout(1)'s, which passes the signal on to QEMU
+	for p in $dog_pid $ready_pid $qemu_pid $out_pid $err_pid; do
 		kill "$p" 2>/dev/null || true
 	done
 	rm -rf "$ctl"
@@ -289,10 +296,22 @@ hugepages=${RS_VM_HUGEPAGES:-256}
 	cat <<'EOF'
 set -u
 ctl=/run/rxe-vm
-exec 3>/dev/ttyS1 4>/dev/ttyS2
-stty -F /dev/ttyS1 raw -echo 115200 2>/dev/null
-stty -F /dev/ttyS2 raw -echo 115200 2>/dev/null
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
+# CMD's stdout/stderr: virtio-serial ports named rs.stdout / rs.stderr
+port_dev() {
+	local p
+	for p in /sys/class/virtio-ports/*; do
+		[ "$(cat "$p/name" 2>/dev/null)" = "$1" ] &&
+			echo "/dev/${p##*/}" && return 0
+	done
+	return 1
+}
+for _ in $(seq 50); do
+	out=$(port_dev rs.stdout) && err=$(port_dev rs.stderr) &&
+		[ -c "$out" ] && [ -c "$err" ] && break
+	sleep 0.1
+done
+exec 3>"$out" 4>"$err" || { echo "no virtio-serial ports"; exit 1; }
 say() { echo "rxe-vm(guest): $*" >&4; echo "rxe-vm(guest): $*"; }
 fail() { say "set-up failed: $*"; echo "setup-failed" >"$ctl/rc.tmp";
 	mv "$ctl/rc.tmp" "$ctl/rc"; exit 1; }
@@ -366,8 +385,11 @@ qemu_args=(
 	-kernel "$vmlinuz" -initrd "$initrd"
 	-append "console=ttyS0 quiet loglevel=0 panic=1 rdinit=/init"
 	-chardev "file,id=con,path=$ctl/console.log" -serial chardev:con
-	-chardev "file,id=out,path=$ctl/out" -serial chardev:out
-	-chardev "file,id=err,path=$ctl/err" -serial chardev:err
+	-device virtio-serial-pci,id=vser
+	-chardev "file,id=out,path=$ctl/out"
+	-device virtserialport,bus=vser.0,chardev=out,name=rs.stdout
+	-chardev "file,id=err,path=$ctl/err"
+	-device virtserialport,bus=vser.0,chardev=err,name=rs.stderr
 	-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
 	-virtfs "local,path=$ctl,mount_tag=ctl,security_model=none,multidevs=remap"
 	-virtfs "local,path=$cwd_phys,mount_tag=work,security_model=none,multidevs=remap"
@@ -383,11 +405,25 @@ note "booting guest (kernel $kver, ${mem_mb} MiB, $smp vCPU, timeout ${timeout_s
 		"$(awk "BEGIN { print $t - $t0 }")" "$(cat "$ctl/ready")")"
 ) &
 ready_pid=$!
-set +e
+# timeout(1) runs QEMU in a process group of its own: a signal to ours does
+# not reach it, so QEMU runs in the background (the traps can run while we
+# wait) and a watchdog stops it if this script is killed outright.
 timeout -k 10 "$timeout_s" qemu-system-x86_64 "${qemu_args[@]}" \
-	</dev/null >"$ctl/qemu.log" 2>&1
+	</dev/null >"$ctl/qemu.log" 2>&1 &
+qemu_pid=$!
+(
+	trap - EXIT INT TERM
+	while kill -0 $$ 2>/dev/null; do sleep 2; done
+	kill "$qemu_pid" 2>/dev/null
+) </dev/null >/dev/null 2>&1 &
+dog_pid=$!
+set +e
+wait "$qemu_pid"
 qrc=$?
 set -e
+qemu_pid=
+kill "$dog_pid" 2>/dev/null || true
+dog_pid=
 t1=$(date +%s.%N)
 kill "$ready_pid" 2>/dev/null || true
 wait "$ready_pid" 2>/dev/null || true
