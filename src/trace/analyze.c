@@ -55,7 +55,7 @@ struct ta_trace {
 	uint64_t id;
 	uint32_t first, n;		/* run in order[] */
 	int64_t op, wait, total;	/* largest durations; -1: absent */
-	int64_t cother, sother;		/* largest other client/server stage */
+	int64_t cother, sother;		/* largest other client/server */
 	uint32_t cother_id, sother_id;
 	bool client, server;
 	uint64_t latency;
@@ -83,7 +83,7 @@ struct trace_analysis {
 	uint32_t id_op, id_wait, id_total;
 };
 
-/* ---- string pool ---------------------------------------------------- */
+/* ---- string pool -------------------------------------------------------- */
 
 static int pool_grow(struct ta_pool *p)
 {
@@ -195,7 +195,7 @@ void trace_analysis_delete(struct trace_analysis **ap)
 	*ap = NULL;
 }
 
-/* ---- parsing -------------------------------------------------------------- */
+/* ---- parsing ------------------------------------------------------------ */
 
 static void note_bad(struct trace_analysis *a, const char *name,
 		     uint64_t lineno, const char *why)
@@ -374,7 +374,7 @@ int trace_analysis_load(struct trace_analysis *a, const char *path)
 	return rc;
 }
 
-/* ---- index ---------------------------------------------------------------- */
+/* ---- index -------------------------------------------------------------- */
 
 static int cmp_rank_str(const void *x, const void *y, void *arg)
 {
@@ -525,7 +525,8 @@ static int ta_index(struct trace_analysis *a)
 		return 0;
 	ta_unindex(a);
 	if (a->nev > UINT32_MAX)
-		return rs_seterr(RS_E_TOOBIG, "trace analysis: too many events");
+		return rs_seterr(RS_E_TOOBIG,
+				 "trace analysis: too many events");
 	rc = index_strings(a);
 	if (rc < 0)
 		goto fail;
@@ -548,7 +549,7 @@ fail:
 	return rs_seterr(rc, "trace analysis: out of memory");
 }
 
-/* ---- statistics ---------------------------------------------------------- */
+/* ---- statistics --------------------------------------------------------- */
 
 static int cmp_double(const void *x, const void *y)
 {
@@ -725,7 +726,7 @@ int trace_analysis_network(struct trace_analysis *a, struct trace_stat *net,
 	return nn ? 0 : rs_seterr(RS_E_NOTFOUND, "no matched traces");
 }
 
-/* ---- check ----------------------------------------------------------------- */
+/* ---- check -------------------------------------------------------------- */
 
 static bool below(int64_t x, int64_t y, uint64_t tol)
 {
@@ -742,9 +743,10 @@ int64_t trace_analysis_check(struct trace_analysis *a, uint64_t tol,
 		return rc;
 	for (size_t i = 0; i < a->ntraces; i++) {
 		const struct ta_trace *t = &a->traces[i];
-		bool applies = (t->op >= 0 && (t->cother >= 0 || t->total >= 0)) ||
-			       (t->wait >= 0 && t->total >= 0) ||
-			       (t->total >= 0 && t->sother >= 0);
+		bool applies =
+			(t->op >= 0 && (t->cother >= 0 || t->total >= 0)) ||
+			(t->wait >= 0 && t->total >= 0) ||
+			(t->total >= 0 && t->sother >= 0);
 		bool v1 = below(t->op, t->cother, tol);
 		bool v2 = below(t->wait, t->total, tol);
 		bool v3 = below(t->op, t->total, tol);
@@ -780,7 +782,7 @@ int64_t trace_analysis_check(struct trace_analysis *a, uint64_t tol,
 	return (int64_t)r.violations;
 }
 
-/* ---- text report ----------------------------------------------------------- */
+/* ---- text report -------------------------------------------------------- */
 
 static void print_stat_row(FILE *out, const char *g, const char *s,
 			   const struct trace_stat *st, const char *fmt)
@@ -903,7 +905,7 @@ int trace_analysis_report(struct trace_analysis *a,
 	return print_slowest(a, o->slowest, out);
 }
 
-/* ---- CSV ----------------------------------------------------------------------- */
+/* ---- CSV ---------------------------------------------------------------- */
 
 static void csv_field(FILE *out, const char *s)
 {
@@ -970,7 +972,7 @@ int trace_analysis_write_csv(struct trace_analysis *a, enum trace_group by,
 	return ferror(out) ? rs_seterr(-EIO, "CSV: write error") : 0;
 }
 
-/* ---- SVG ------------------------------------------------------------------------- */
+/* ---- SVG ---------------------------------------------------------------- */
 
 #define SVG_W 960
 #define SVG_LABEL 260		/* label column width */

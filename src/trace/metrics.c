@@ -113,7 +113,7 @@ struct mreq {
 	const char *lvalues[METRICS_MAX_LABELS];
 };
 
-/* ---- registry -------------------------------------------------------- */
+/* ---- registry ----------------------------------------------------------- */
 
 int metrics_registry_new(struct metrics_registry **out)
 {
@@ -176,7 +176,7 @@ void metrics_registry_delete(struct metrics_registry **rp)
 	*rp = NULL;
 }
 
-/* ---- validation ------------------------------------------------------ */
+/* ---- validation --------------------------------------------------------- */
 
 static bool valid_name(const char *s, bool colon)
 {
@@ -263,7 +263,7 @@ static int family_matches(const struct mfamily *f, const struct mreq *q)
 	return 0;
 }
 
-/* ---- registration ----------------------------------------------------- */
+/* ---- registration ------------------------------------------------------- */
 
 static struct mfamily *family_new(const struct mreq *q)
 {
@@ -601,7 +601,7 @@ void metrics_histogram_observe(struct metrics_histogram *h, uint64_t raw)
 	atomic_fetch_add_explicit(&h->sum, raw, memory_order_relaxed);
 }
 
-/* ---- reading -------------------------------------------------------------- */
+/* ---- reading ------------------------------------------------------------ */
 
 uint64_t metrics_counter_value(const struct metrics_counter *c)
 {
@@ -691,7 +691,7 @@ double metrics_histogram_quantile(const struct metrics_histogram *h,
 	return hist_quantile(h, cum, total, q);
 }
 
-/* ---- Prometheus text ------------------------------------------------------- */
+/* ---- Prometheus text ---------------------------------------------------- */
 
 static void put_escaped(FILE *out, const char *s, bool quote)
 {
@@ -802,7 +802,7 @@ int metrics_write_prometheus(struct metrics_registry *r, FILE *out)
 	return ferror(out) ? rs_seterr(-EIO, "metrics: write error") : 0;
 }
 
-/* ---- text and JSON ------------------------------------------------------------ */
+/* ---- text and JSON ------------------------------------------------------ */
 
 static void text_series(FILE *out, const struct mseries *s)
 {
@@ -916,7 +916,7 @@ int metrics_write_json(struct metrics_registry *r, FILE *out)
 	return rc;
 }
 
-/* ---- process series --------------------------------------------------------------- */
+/* ---- process series ----------------------------------------------------- */
 
 static double process_cpu(void *arg)
 {
@@ -966,7 +966,7 @@ int metrics_register_process(struct metrics_registry *r)
 	return 0;
 }
 
-/* ---- HTTP -------------------------------------------------------------------------- */
+/* ---- HTTP --------------------------------------------------------------- */
 
 static enum MHD_Result http_reply(struct MHD_Connection *c, unsigned status,
 				  char *body, size_t len, const char *ctype,

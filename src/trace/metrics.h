@@ -49,32 +49,33 @@
 #include <stdio.h>
 
 /* Names shared by the memory node, the client, the dashboard and
- * docs/metrics.md (tests check that the docs mention each of them). */
-#define RS_M_REQUESTS		"rs_requests_total"		/* {type} */
-#define RS_M_REQUEST_ERRORS	"rs_request_errors_total"	/* {type} */
-#define RS_M_REQUEST_DURATION	"rs_request_duration_seconds"	/* {type} */
-#define RS_M_KEYS_SERVED	"rs_keys_served_total"
-#define RS_M_BYTES_SERVED	"rs_bytes_served_total"
-#define RS_M_BATCH_KEYS		"rs_batch_keys"			/* {type} */
-#define RS_M_TABLE_ROWS		"rs_table_rows"			/* {table} */
-#define RS_M_TABLE_BYTES	"rs_table_bytes"		/* {table} */
-#define RS_M_INDEX_FILL		"rs_index_fill_ratio"		/* {table} */
-#define RS_M_OPTIMIZER_APPLY	"rs_optimizer_apply_seconds"	/* {optimizer} */
-#define RS_M_RPC_QUEUE_DEPTH	"rs_rpc_queue_depth"
-#define RS_M_CONNECTIONS	"rs_connections"
-#define RS_M_CQ_SPIN		"rs_cq_spin_seconds_total"
-#define RS_M_CQ_BLOCKED		"rs_cq_blocked_seconds_total"
-#define RS_M_CQ_WAKEUPS		"rs_cq_wakeups_total"
-#define RS_M_REGISTERED_BYTES	"rs_registered_memory_bytes"
-#define RS_M_CLIENT_READS	"rs_client_rdma_reads_total"
-#define RS_M_CLIENT_TORN	"rs_client_torn_reads_total"
-#define RS_M_CLIENT_CACHE_HITS	"rs_client_location_cache_hits_total"
-#define RS_M_CLIENT_CACHE_MISSES "rs_client_location_cache_misses_total"
-#define RS_M_TRACE_EVENTS	"rs_trace_events_total"
-#define RS_M_TRACE_DROPPED	"rs_trace_dropped_total"
-#define RS_M_PROCESS_CPU	"rs_process_cpu_seconds_total"
-#define RS_M_PROCESS_RSS	"rs_process_resident_memory_bytes"
-#define RS_M_BUILD_INFO		"rs_build_info"			/* {version} */
+ * docs/metrics.md, which gives each one's type, labels and meaning
+ * (test_metrics checks that the docs and the dashboard mention them all). */
+#define RS_M_REQUESTS			"rs_requests_total"
+#define RS_M_REQUEST_ERRORS		"rs_request_errors_total"
+#define RS_M_REQUEST_DURATION		"rs_request_duration_seconds"
+#define RS_M_KEYS_SERVED		"rs_keys_served_total"
+#define RS_M_BYTES_SERVED		"rs_bytes_served_total"
+#define RS_M_BATCH_KEYS			"rs_batch_keys"
+#define RS_M_TABLE_ROWS			"rs_table_rows"
+#define RS_M_TABLE_BYTES		"rs_table_bytes"
+#define RS_M_INDEX_FILL			"rs_index_fill_ratio"
+#define RS_M_OPTIMIZER_APPLY		"rs_optimizer_apply_seconds"
+#define RS_M_RPC_QUEUE_DEPTH		"rs_rpc_queue_depth"
+#define RS_M_CONNECTIONS		"rs_connections"
+#define RS_M_CQ_SPIN			"rs_cq_spin_seconds_total"
+#define RS_M_CQ_BLOCKED			"rs_cq_blocked_seconds_total"
+#define RS_M_CQ_WAKEUPS			"rs_cq_wakeups_total"
+#define RS_M_REGISTERED_BYTES		"rs_registered_memory_bytes"
+#define RS_M_CLIENT_READS		"rs_client_rdma_reads_total"
+#define RS_M_CLIENT_TORN		"rs_client_torn_reads_total"
+#define RS_M_CLIENT_CACHE_HITS		"rs_client_location_cache_hits_total"
+#define RS_M_CLIENT_CACHE_MISSES	"rs_client_location_cache_misses_total"
+#define RS_M_TRACE_EVENTS		"rs_trace_events_total"
+#define RS_M_TRACE_DROPPED		"rs_trace_dropped_total"
+#define RS_M_PROCESS_CPU		"rs_process_cpu_seconds_total"
+#define RS_M_PROCESS_RSS		"rs_process_resident_memory_bytes"
+#define RS_M_BUILD_INFO			"rs_build_info"
 
 #define METRICS_MAX_LABELS 4
 #define METRICS_MAX_BUCKETS 64

@@ -93,7 +93,7 @@ atomic_bool trace_on_;
 
 static struct {
 	pthread_mutex_t ctl;		/* serializes open/close */
-	pthread_mutex_t lock;		/* registry, flush state, writer state */
+	pthread_mutex_t lock;		/* registry, flush, writer state */
 	pthread_cond_t flushed;
 	struct trace_ring *rings;
 	uint32_t nrings;
@@ -131,7 +131,7 @@ static _Thread_local struct trace_ring *my_ring;
 static pthread_key_t ring_key;
 static pthread_once_t ring_key_once = PTHREAD_ONCE_INIT;
 
-/* ---- clocks, ids, sampling ------------------------------------------- */
+/* ---- clocks, ids, sampling ---------------------------------------------- */
 
 uint64_t trace_now_us(void)
 {
@@ -197,7 +197,7 @@ bool trace_in_sample_(uint64_t trace_id)
 							 memory_order_relaxed));
 }
 
-/* ---- producer side ---------------------------------------------------- */
+/* ---- producer side ------------------------------------------------------ */
 
 static void futex_wake(_Atomic uint32_t *w)
 {
@@ -330,7 +330,7 @@ void trace_emit_(const struct trace_event *ev)
 	}
 }
 
-/* ---- writer side ------------------------------------------------------ */
+/* ---- writer side -------------------------------------------------------- */
 
 static void buf_write_out(void)
 {
@@ -519,7 +519,7 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
-/* ---- control ---------------------------------------------------------- */
+/* ---- control ------------------------------------------------------------ */
 
 /* Expand "%p" to the pid and "%%" to "%". */
 static int expand_path(const char *in, char *out, size_t cap)
@@ -801,7 +801,7 @@ void trace_test_pause_writer(bool pause)
 		kick_writer();
 }
 
-/* ---- metrics ---------------------------------------------------------- */
+/* ---- metrics ------------------------------------------------------------ */
 
 static double metric_written(void *arg)
 {

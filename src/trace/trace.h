@@ -28,7 +28,8 @@
  *		if (sampled) trace_end(&(struct trace_event){.trace_id = id,
  *			.stage = "client.op", .table = name, .batch = n,
  *			.bytes = b, .start_us = t0});
- *	server:	if (trace_wanted(hdr->trace_id, hdr->flags & SAMPLED)) ...
+ *	server:	if (trace_wanted(hdr->trace_id, hdr->flags & SAMPLED))
+ *			...
  *
  * Cost. When tracing is off, trace_sampled()/trace_wanted()/trace_emit()
  * are one load of a global flag and a predicted branch. When on, emitting
@@ -71,7 +72,7 @@
 
 /* One stage of one request, as passed to trace_emit(). */
 struct trace_event {
-	uint64_t trace_id;	/* shared by all stages of a request; 0: none */
+	uint64_t trace_id;	/* shared by the stages of a request */
 	const char *stage;	/* "client.op", ...: static storage, the
 				 * pointer is kept until the writer runs */
 	const char *table;	/* copied (first TRACE_TABLE_MAX bytes);
@@ -85,7 +86,7 @@ struct trace_event {
 struct trace_options {
 	const char *path;	/* output file, appended to; "%p" -> pid */
 	double sample;		/* 0..1: share of trace ids sampled */
-	uint32_t ring_slots;	/* per-thread ring, power of two; 0: default */
+	uint32_t ring_slots;	/* ring per thread, 2^k; 0: default */
 };
 
 struct trace_stats {

@@ -43,7 +43,7 @@ static char *render(struct metrics_registry *r,
 	return buf;
 }
 
-/* ---- counters from threads --------------------------------------------- */
+/* ---- counters from threads ---------------------------------------------- */
 
 struct worker {
 	struct metrics_registry *r;
@@ -148,22 +148,25 @@ static void histogram_buckets(void **state)
 	assert_true(metrics_histogram_quantile(ns, 1) == 4294967296 / 1e9);
 	assert_true(metrics_histogram_sum(ns) == 3.000001);
 	text = render(r, metrics_write_prometheus);
-	assert_non_null(strstr(text, "rs_test_seconds_bucket{le=\"2.56e-07\"} 1\n"
-				     "rs_test_seconds_bucket{le=\"5.12e-07\"} 1\n"
-				     "rs_test_seconds_bucket{le=\"1.024e-06\"} 2\n"));
-	assert_non_null(strstr(text, "rs_test_seconds_bucket{le=\"4.294967296\"} 3\n"));
+	assert_non_null(strstr(text,
+		"rs_test_seconds_bucket{le=\"2.56e-07\"} 1\n"
+		"rs_test_seconds_bucket{le=\"5.12e-07\"} 1\n"
+		"rs_test_seconds_bucket{le=\"1.024e-06\"} 2\n"));
+	assert_non_null(strstr(text,
+		"rs_test_seconds_bucket{le=\"4.294967296\"} 3\n"));
 	assert_non_null(strstr(text, "rs_test_seconds_bucket{le=\"+Inf\"} 3\n"
 				     "rs_test_seconds_sum 3.000001\n"
 				     "rs_test_seconds_count 3\n"));
-	assert_non_null(strstr(text, "rs_test_keys_bucket{le=\"16777216\"} 100\n"
-				     "rs_test_keys_bucket{le=\"+Inf\"} 101\n"
-				     "rs_test_keys_sum 1073746874\n"
-				     "rs_test_keys_count 101\n"));
+	assert_non_null(strstr(text,
+		"rs_test_keys_bucket{le=\"16777216\"} 100\n"
+		"rs_test_keys_bucket{le=\"+Inf\"} 101\n"
+		"rs_test_keys_sum 1073746874\n"
+		"rs_test_keys_count 101\n"));
 	free(text);
 	metrics_registry_delete(&r);
 }
 
-/* ---- exposition, line by line -------------------------------------------- */
+/* ---- exposition, line by line ------------------------------------------- */
 
 static int fn_calls;
 
@@ -382,7 +385,7 @@ static void registration_errors(void **state)
 	metrics_registry_delete(&r);
 }
 
-/* ---- HTTP ----------------------------------------------------------------- */
+/* ---- HTTP --------------------------------------------------------------- */
 
 /* One request over a fresh TCP connection; returns the whole response. */
 static char *http(uint16_t port, const char *request)
@@ -489,8 +492,8 @@ static void http_idle_cpu(void **state)
 	assert_int_equal(metrics_registry_new(&r), 0);
 	assert_int_equal(metrics_register_process(r), 0);
 	assert_int_equal(metrics_http_start(r, "127.0.0.1", 0, &h), 0);
-	resp = http(metrics_http_port(h), "GET /metrics HTTP/1.1\r\n"
-					  "Host: x\r\nConnection: close\r\n\r\n");
+	resp = http(metrics_http_port(h), "GET /metrics HTTP/1.1\r\nHost: x"
+					  "\r\nConnection: close\r\n\r\n");
 	assert_non_null(strstr(resp, "\n" RS_M_PROCESS_CPU " "));
 	assert_non_null(strstr(resp, "\n" RS_M_PROCESS_RSS " "));
 	assert_non_null(strstr(resp, "\n" RS_M_BUILD_INFO "{version=\""));
@@ -505,7 +508,7 @@ static void http_idle_cpu(void **state)
 	metrics_registry_delete(&r);
 }
 
-/* ---- docs ------------------------------------------------------------------ */
+/* ---- docs --------------------------------------------------------------- */
 
 static char *slurp(const char *path)
 {

@@ -203,7 +203,8 @@ static void sampling_deterministic(void **state)
 		size_t hits = 0;
 
 		for (uint64_t id = 1; id <= n; id++) {
-			bool a = trace_id_in_sample(id * 0x1234567ull, rates[r]);
+			bool a = trace_id_in_sample(id * 0x1234567ull,
+						    rates[r]);
 
 			hits += a;
 			/* the same answer every time; nested rates */
@@ -370,7 +371,8 @@ static void from_environment(void **state)
 static void names_escaped_and_truncated(void **state)
 {
 	/* 30 ASCII bytes then a 3-byte character crossing byte 31 */
-	const char *longname = "abcdefghijklmnopqrstuvwxyz0123\xe2\x82\xac-tail";
+	const char *longname =
+		"abcdefghijklmnopqrstuvwxyz0123\xe2\x82\xac-tail";
 	struct parsed p;
 	char path[256];
 
@@ -460,7 +462,8 @@ static void off_costs_nothing(void **state)
 	print_message("off: %.2f ns (thread CPU) per sampled()+emit() pair, "
 		      "bound %.0f\n", ns, OFF_BOUND_NS);
 	assert_int_equal(hits, 0);
-	assert_int_equal(after.rings, before.rings);	/* nothing registered */
+	/* nothing registered */
+	assert_int_equal(after.rings, before.rings);
 	assert_true(ns < OFF_BOUND_NS);
 }
 
