@@ -1,0 +1,1556 @@
+/*
+ * proto.c - encoding and hostile-input-safe decoding of RPC messages.
+ *
+ * Decoding reads through a cursor (struct rd) over [p, p + len) with a
+ * sticky error: the first failure records its code and an rs_errormsg()
+ * naming the message and field, and every later read returns zeros
+ * without moving. So a decoder reads its fields in order, checks its
+ * counts and limits as soon as they are known (before any length is
+ * computed from them), and returns r.rc at the end; nothing is read past
+ * len because every read is bounds-checked against what is left. Counts are
+ * bounded by the limits before they are multiplied (n <= 2^24, dim <= 2^16,
+ * element <= 4 bytes: every product fits 64 bits).
+ *
+ * Encoding writes through a cursor (struct wr) that always advances its
+ * offset but stores only while the bytes fit; at the end, an offset past
+ * the capacity means RS_E_TOOBIG with the size that was needed. Lists
+ * (TABLE_DIR, STATS) roll the offset back to the last entry that fit.
+ *
+ * Integers are assembled byte by byte (compilers turn ld32/st32 into
+ * single moves on little-endian machines); bulk arrays are memcpy'd on
+ * little-endian hosts and converted element by element otherwise.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/proto.h"
+#include "common/rs_internal.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define HOST_LE 1
+#else
+#define HOST_LE 0
+#endif
+
+/* Fixed-part sizes of bodies (docs/protocol.md). */
+#define KEYS_REQ_FIXED 32
+#define KEYS_REPLY_FIXED 16
+#define SPEC_FIXED 64
+#define INFO_FIXED 112
+#define HELLO_REQ_FIXED 8
+#define HELLO_REPLY_FIXED 32
+#define LIST_REQ_FIXED 8
+#define DIR_REPLY_FIXED 24
+#define STATS_REPLY_FIXED 16
+#define STAT_FIXED 12
+
+/* ---- little-endian scalars ---- */
+
+static inline uint16_t ld16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | (unsigned)p[1] << 8);
+}
+
+static inline uint32_t ld32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t ld64(const uint8_t *p)
+{
+	return (uint64_t)ld32(p) | (uint64_t)ld32(p + 4) << 32;
+}
+
+static inline void st16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void st32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void st64(uint8_t *p, uint64_t v)
+{
+	st32(p, (uint32_t)v);
+	st32(p + 4, (uint32_t)(v >> 32));
+}
+
+static inline uint32_t f2u(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static inline float u2f(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/* ---- bulk arrays ---- */
+
+uint64_t proto_key_at(const void *keys, uint32_t i)
+{
+	return ld64((const uint8_t *)keys + 8 * (size_t)i);
+}
+
+int32_t proto_status_at(const void *status, uint32_t i)
+{
+	return (int32_t)ld32((const uint8_t *)status + 4 * (size_t)i);
+}
+
+void proto_load_u64(uint64_t *dst, const void *wire, size_t n)
+{
+	const uint8_t *p = wire;
+
+	if (HOST_LE && n) {
+		memcpy(dst, wire, n * 8);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		dst[i] = ld64(p + 8 * i);
+}
+
+void proto_load_i32(int32_t *dst, const void *wire, size_t n)
+{
+	const uint8_t *p = wire;
+
+	if (HOST_LE && n) {
+		memcpy(dst, wire, n * 4);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		dst[i] = (int32_t)ld32(p + 4 * i);
+}
+
+void proto_load_f32(float *dst, const void *wire, size_t n)
+{
+	const uint8_t *p = wire;
+
+	if (HOST_LE && n) {
+		memcpy(dst, wire, n * 4);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		dst[i] = u2f(ld32(p + 4 * i));
+}
+
+void proto_load_u16(uint16_t *dst, const void *wire, size_t n)
+{
+	const uint8_t *p = wire;
+
+	if (HOST_LE && n) {
+		memcpy(dst, wire, n * 2);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		dst[i] = ld16(p + 2 * i);
+}
+
+void proto_store_f32(void *wire, const float *src, size_t n)
+{
+	uint8_t *p = wire;
+
+	if (HOST_LE && n) {
+		memcpy(wire, src, n * 4);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		st32(p + 4 * i, f2u(src[i]));
+}
+
+void proto_store_u16(void *wire, const uint16_t *src, size_t n)
+{
+	uint8_t *p = wire;
+
+	if (HOST_LE && n) {
+		memcpy(wire, src, n * 2);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		st16(p + 2 * i, src[i]);
+}
+
+static void store_u64s(uint8_t *p, const uint64_t *src, size_t n)
+{
+	if (HOST_LE && n) {
+		memcpy(p, src, n * 8);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		st64(p + 8 * i, src[i]);
+}
+
+static void store_i32s(uint8_t *p, const int32_t *src, size_t n)
+{
+	if (HOST_LE && n) {
+		memcpy(p, src, n * 4);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		st32(p + 4 * i, (uint32_t)src[i]);
+}
+
+/* rows of n * dim elements of dtype, host -> wire */
+static void store_rows(uint8_t *p, const void *rows, size_t count,
+		       uint32_t dtype)
+{
+	if (dtype == PROTO_DTYPE_FP32)
+		proto_store_f32(p, rows, count);
+	else
+		proto_store_u16(p, rows, count);
+}
+
+/* ---- names and sizes ---- */
+
+static const char *const op_names[PROTO_OP_COUNT] = {
+	[PROTO_OP_HELLO] = "HELLO",
+	[PROTO_OP_TABLE_CREATE] = "TABLE_CREATE",
+	[PROTO_OP_TABLE_DROP] = "TABLE_DROP",
+	[PROTO_OP_TABLE_DIR] = "TABLE_DIR",
+	[PROTO_OP_GET] = "GET",
+	[PROTO_OP_GET_OR_INIT] = "GET_OR_INIT",
+	[PROTO_OP_PUT] = "PUT",
+	[PROTO_OP_UPDATE] = "UPDATE",
+	[PROTO_OP_DELETE] = "DELETE",
+	[PROTO_OP_STATS] = "STATS",
+};
+
+static const char *const dtype_names[PROTO_DTYPE_COUNT] = {
+	[PROTO_DTYPE_FP32] = "fp32",
+	[PROTO_DTYPE_FP16] = "fp16",
+	[PROTO_DTYPE_BF16] = "bf16",
+};
+
+const char *proto_op_name(uint32_t op)
+{
+	return op > 0 && op < PROTO_OP_COUNT ? op_names[op] : "?";
+}
+
+const char *proto_dtype_name(uint32_t dtype)
+{
+	return dtype < PROTO_DTYPE_COUNT ? dtype_names[dtype] : NULL;
+}
+
+int proto_dtype_parse(const char *name)
+{
+	for (uint32_t d = 0; name && d < PROTO_DTYPE_COUNT; d++)
+		if (strcmp(name, dtype_names[d]) == 0)
+			return (int)d;
+	return rs_seterr(RS_E_INVAL,
+			 "unknown dtype '%s' (expected fp32, fp16 or bf16)",
+			 name ? name : "(null)");
+}
+
+static const char *dt_name(uint32_t dtype)
+{
+	return dtype < PROTO_DTYPE_COUNT ? dtype_names[dtype] : "?";
+}
+
+uint32_t proto_dtype_size(uint32_t dtype)
+{
+	switch (dtype) {
+	case PROTO_DTYPE_FP32:
+		return 4;
+	case PROTO_DTYPE_FP16:
+	case PROTO_DTYPE_BF16:
+		return 2;
+	default:
+		return 0;
+	}
+}
+
+static int is_keyed(uint32_t op)
+{
+	return op >= PROTO_OP_GET && op <= PROTO_OP_DELETE;
+}
+
+static int req_has_rows(uint32_t op)
+{
+	return op == PROTO_OP_PUT || op == PROTO_OP_UPDATE;
+}
+
+static int reply_has_rows(uint32_t op)
+{
+	return op == PROTO_OP_GET || op == PROTO_OP_GET_OR_INIT;
+}
+
+static int name_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+}
+
+int proto_name_check(const char *what, const char *s, size_t len)
+{
+	if (len == 0)
+		return rs_seterr(RS_E_INVAL, "%s: must not be empty", what);
+	if (len > PROTO_NAME_MAX)
+		return rs_seterr(RS_E_INVAL,
+				 "%s: %zu bytes long, the limit is %d", what,
+				 len, PROTO_NAME_MAX);
+	for (size_t i = 0; i < len; i++)
+		if (!name_char((unsigned char)s[i]))
+			return rs_seterr(RS_E_INVAL,
+					 "%s: byte 0x%02x at %zu is not one of "
+					 "[A-Za-z0-9_.-]",
+					 what, (unsigned char)s[i], i);
+	return 0;
+}
+
+/* Re-issue the current error message with a prefix. */
+static int prefix_err(int rc, const char *prefix)
+{
+	char inner[512];
+
+	snprintf(inner, sizeof(inner), "%s", rs_errormsg());
+	return rs_seterr(rc, "%s%s", prefix, inner);
+}
+
+int proto_table_spec_validate(const struct proto_table_spec *s,
+			      const struct proto_limits *lim)
+{
+	struct proto_limits def;
+	int rc;
+
+	if (!lim) {
+		proto_limits_default(&def);
+		lim = &def;
+	}
+	rc = proto_name_check("name", s->name, strnlen(s->name,
+						      sizeof(s->name)));
+	if (rc)
+		return rc;
+	if (s->dim == 0)
+		return rs_seterr(RS_E_INVAL, "dim: must be >= 1");
+	if (s->dim > lim->max_dim)
+		return rs_seterr(RS_E_TOOBIG, "dim: %u is over the limit %u",
+				 s->dim, lim->max_dim);
+	if (s->dtype >= PROTO_DTYPE_COUNT)
+		return rs_seterr(RS_E_INVAL, "dtype: unknown dtype %u",
+				 s->dtype);
+	if (s->capacity == 0)
+		return rs_seterr(RS_E_INVAL, "capacity: must be >= 1");
+	if ((rc = optim_params_validate(&s->optim)))
+		return prefix_err(rc, "optimizer.");
+	if ((rc = init_params_validate(&s->init)))
+		return prefix_err(rc, "initializer.");
+	return 0;
+}
+
+void proto_limits_default(struct proto_limits *lim)
+{
+	*lim = (struct proto_limits){
+		.max_message_bytes = PROTO_DEFAULT_MESSAGE_BYTES,
+		.max_batch_keys = PROTO_DEFAULT_BATCH_KEYS,
+		.max_dim = PROTO_DEFAULT_DIM,
+		.max_tables = PROTO_DEFAULT_TABLES,
+	};
+}
+
+static int check_limit(const char *what, uint32_t v, uint32_t lo,
+		       uint32_t hi)
+{
+	if (v < lo || v > hi)
+		return rs_seterr(RS_E_INVAL, "%s: %u is outside [%u, %u]", what,
+				 v, lo, hi);
+	return 0;
+}
+
+int proto_limits_validate(const struct proto_limits *lim)
+{
+	int rc;
+
+	if ((rc = check_limit("max_message_bytes", lim->max_message_bytes,
+			      PROTO_MIN_MESSAGE_BYTES,
+			      PROTO_MAX_MESSAGE_BYTES)) ||
+	    (rc = check_limit("max_batch_keys", lim->max_batch_keys, 1,
+			      PROTO_MAX_BATCH_KEYS)) ||
+	    (rc = check_limit("max_dim", lim->max_dim, 1, PROTO_MAX_DIM)) ||
+	    (rc = check_limit("max_tables", lim->max_tables, 1,
+			      PROTO_MAX_TABLES)))
+		return rc;
+	return 0;
+}
+
+static uint64_t rows_bytes(uint32_t n, uint32_t dim, uint32_t dtype)
+{
+	return (uint64_t)n * dim * proto_dtype_size(dtype);
+}
+
+static uint64_t req_bytes(uint32_t op, uint32_t n, uint32_t dim,
+			  uint32_t dtype)
+{
+	return PROTO_HDR_BYTES + KEYS_REQ_FIXED + 8 * (uint64_t)n +
+	       (req_has_rows(op) ? rows_bytes(n, dim, dtype) : 0);
+}
+
+static uint64_t reply_bytes(uint32_t op, uint32_t n, uint32_t dim,
+			    uint32_t dtype)
+{
+	return PROTO_HDR_BYTES + KEYS_REPLY_FIXED + 4 * (uint64_t)n +
+	       4 * (n & 1) +
+	       (reply_has_rows(op) ? rows_bytes(n, dim, dtype) : 0);
+}
+
+size_t proto_keys_req_bytes(uint32_t op, uint32_t n, uint32_t dim,
+			    uint32_t dtype)
+{
+	if (!is_keyed(op) || (req_has_rows(op) && !proto_dtype_size(dtype)))
+		return 0;
+	return (size_t)req_bytes(op, n, dim, dtype);
+}
+
+size_t proto_keys_reply_bytes(uint32_t op, uint32_t n, uint32_t dim,
+			      uint32_t dtype)
+{
+	if (!is_keyed(op) || (reply_has_rows(op) && !proto_dtype_size(dtype)))
+		return 0;
+	return (size_t)reply_bytes(op, n, dim, dtype);
+}
+
+int proto_keys_per_msg(uint32_t op, uint32_t dim, uint32_t dtype,
+		       size_t req_max, size_t reply_max, uint32_t max_keys)
+{
+	const int rows = req_has_rows(op) || reply_has_rows(op);
+	const uint64_t row = rows ? (uint64_t)dim * proto_dtype_size(dtype)
+				  : 0;
+	uint64_t n = max_keys, fit;
+
+	if (!is_keyed(op))
+		return rs_seterr(RS_E_INVAL, "%s is not a keyed operation",
+				 proto_op_name(op));
+	if (rows && (dim == 0 || !proto_dtype_size(dtype)))
+		return rs_seterr(RS_E_INVAL, "%s: dim %u / dtype %u carry no "
+				 "rows", proto_op_name(op), dim, dtype);
+	if (n > PROTO_MAX_BATCH_KEYS)
+		n = PROTO_MAX_BATCH_KEYS;
+	if (req_max > PROTO_MAX_MESSAGE_BYTES)
+		req_max = PROTO_MAX_MESSAGE_BYTES;
+	if (reply_max > PROTO_MAX_MESSAGE_BYTES)
+		reply_max = PROTO_MAX_MESSAGE_BYTES;
+	/* first guess by division, then step down over the odd-n padding */
+	fit = req_max > PROTO_HDR_BYTES + KEYS_REQ_FIXED
+		      ? (req_max - PROTO_HDR_BYTES - KEYS_REQ_FIXED) /
+				(8 + (req_has_rows(op) ? row : 0))
+		      : 0;
+	if (fit < n)
+		n = fit;
+	fit = reply_max > PROTO_HDR_BYTES + KEYS_REPLY_FIXED
+		      ? (reply_max - PROTO_HDR_BYTES - KEYS_REPLY_FIXED) /
+				(4 + (reply_has_rows(op) ? row : 0))
+		      : 0;
+	if (fit < n)
+		n = fit;
+	while (n > 0 && (req_bytes(op, (uint32_t)n, dim, dtype) > req_max ||
+			 reply_bytes(op, (uint32_t)n, dim, dtype) > reply_max))
+		n--;
+	if (n == 0)
+		return rs_seterr(RS_E_TOOBIG,
+				 "%s: one key with a row of %u x %s does not "
+				 "fit messages of %zu / %zu bytes",
+				 proto_op_name(op), dim, dt_name(dtype),
+				 req_max, reply_max);
+	return (int)n;
+}
+
+/* ---- decoding cursor ---- */
+
+struct rd {
+	const uint8_t *p;
+	size_t len, off;
+	int rc;		  /* first error, sticky */
+	const char *what; /* "GET request", for messages */
+};
+
+static int rd_fail(struct rd *r, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* record the first failure; returns the sticky code */
+static int rd_fail(struct rd *r, int code, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+
+	if (r->rc)
+		return r->rc;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return r->rc = rs_seterr(code, "%s: %s", r->what, msg);
+}
+
+/* n bytes at the cursor, or NULL (and the error) if fewer are left */
+static const uint8_t *rd_take(struct rd *r, size_t n, const char *field)
+{
+	const uint8_t *q;
+
+	if (r->rc)
+		return NULL;
+	if (r->len - r->off < n) {
+		rd_fail(r, RS_E_PROTO, "truncated at %s (offset %zu needs %zu "
+			"bytes, %zu left)", field, r->off, n, r->len - r->off);
+		return NULL;
+	}
+	q = r->p + r->off;
+	r->off += n;
+	return q;
+}
+
+static uint8_t rd_u8(struct rd *r, const char *field)
+{
+	const uint8_t *q = rd_take(r, 1, field);
+
+	return q ? q[0] : 0;
+}
+
+static uint16_t rd_u16(struct rd *r, const char *field)
+{
+	const uint8_t *q = rd_take(r, 2, field);
+
+	return q ? ld16(q) : 0;
+}
+
+static uint32_t rd_u32(struct rd *r, const char *field)
+{
+	const uint8_t *q = rd_take(r, 4, field);
+
+	return q ? ld32(q) : 0;
+}
+
+static uint64_t rd_u64(struct rd *r, const char *field)
+{
+	const uint8_t *q = rd_take(r, 8, field);
+
+	return q ? ld64(q) : 0;
+}
+
+static float rd_f32(struct rd *r, const char *field)
+{
+	return u2f(rd_u32(r, field));
+}
+
+/* n reserved bytes that must be zero */
+static void rd_zero(struct rd *r, size_t n, const char *field)
+{
+	const uint8_t *q = rd_take(r, n, field);
+
+	for (size_t i = 0; q && i < n; i++)
+		if (q[i]) {
+			rd_fail(r, RS_E_PROTO, "%s: reserved byte %zu is "
+				"0x%02x", field, i, q[i]);
+			return;
+		}
+}
+
+enum str_kind {
+	STR_NAME,     /* 1..63 name characters */
+	STR_OPT_NAME, /* 0..63 name characters */
+	STR_TEXT,     /* 0..PROTO_ERRMSG_MAX bytes, controls -> '?' */
+};
+
+/* u16 length + bytes into out[cap] (NUL-terminated) */
+static void rd_str(struct rd *r, const char *field, enum str_kind kind,
+		   char *out, size_t cap)
+{
+	const size_t max = kind == STR_TEXT ? PROTO_ERRMSG_MAX : PROTO_NAME_MAX;
+	uint16_t n = rd_u16(r, field);
+	const uint8_t *q;
+
+	out[0] = '\0';
+	if (r->rc)
+		return;
+	if (n > max || n >= cap) {
+		rd_fail(r, RS_E_PROTO, "%s: length %u over the limit %zu",
+			field, n, max);
+		return;
+	}
+	if (!(q = rd_take(r, n, field)))
+		return;
+	if (kind != STR_TEXT && (n || kind == STR_NAME) &&
+	    proto_name_check(field, (const char *)q, n)) {
+		rd_fail(r, RS_E_INVAL, "%s", rs_errormsg());
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		out[i] = q[i] >= 0x20 && q[i] < 0x7f ? (char)q[i] : '?';
+	out[n] = '\0';
+}
+
+static void rd_end(struct rd *r)
+{
+	if (!r->rc && r->off != r->len)
+		rd_fail(r, RS_E_PROTO, "%zu trailing bytes after offset %zu",
+			r->len - r->off, r->off);
+}
+
+/* ---- encoding cursor ---- */
+
+struct wr {
+	uint8_t *p;
+	size_t cap, off; /* off may pass cap: then nothing more is stored */
+};
+
+/* n bytes at the cursor, or NULL when they do not fit (still counted) */
+static uint8_t *wr_take(struct wr *w, size_t n)
+{
+	uint8_t *q = NULL;
+
+	if (w->off <= w->cap && w->cap - w->off >= n)
+		q = w->p + w->off;
+	w->off += n;
+	return q;
+}
+
+static void wr_u8(struct wr *w, uint8_t v)
+{
+	uint8_t *q = wr_take(w, 1);
+
+	if (q)
+		q[0] = v;
+}
+
+static void wr_u16(struct wr *w, uint16_t v)
+{
+	uint8_t *q = wr_take(w, 2);
+
+	if (q)
+		st16(q, v);
+}
+
+static void wr_u32(struct wr *w, uint32_t v)
+{
+	uint8_t *q = wr_take(w, 4);
+
+	if (q)
+		st32(q, v);
+}
+
+static void wr_u64(struct wr *w, uint64_t v)
+{
+	uint8_t *q = wr_take(w, 8);
+
+	if (q)
+		st64(q, v);
+}
+
+static void wr_f32(struct wr *w, float v)
+{
+	wr_u32(w, f2u(v));
+}
+
+static void wr_zero(struct wr *w, size_t n)
+{
+	uint8_t *q = wr_take(w, n);
+
+	if (q)
+		memset(q, 0, n);
+}
+
+static void wr_bytes(struct wr *w, const void *s, size_t n)
+{
+	uint8_t *q = wr_take(w, n);
+
+	if (q && n)
+		memcpy(q, s, n);
+}
+
+static void wr_str(struct wr *w, const char *s, size_t n)
+{
+	wr_u16(w, (uint16_t)n);
+	wr_bytes(w, s, n);
+}
+
+static void wr_begin(struct wr *w, void *buf, size_t cap)
+{
+	w->p = buf;
+	w->cap = cap < PROTO_MAX_MESSAGE_BYTES ? cap : PROTO_MAX_MESSAGE_BYTES;
+	w->off = PROTO_HDR_BYTES;
+}
+
+/* Write the header (now that the body length is known); total or error. */
+static int wr_finish(struct wr *w, const struct proto_hdr *h, uint32_t op,
+		     int reply)
+{
+	uint16_t flags = (uint16_t)((h ? h->flags & PROTO_F_TRACE : 0) |
+				    (reply ? PROTO_F_REPLY : 0));
+	uint8_t *p = w->p;
+
+	if (w->off > w->cap)
+		return rs_seterr(RS_E_TOOBIG,
+				 "%s %s needs %zu bytes, the buffer holds %zu",
+				 proto_op_name(op), reply ? "reply" : "request",
+				 w->off, w->cap);
+	st32(p, PROTO_MAGIC);
+	p[4] = PROTO_VERSION;
+	p[5] = (uint8_t)op;
+	st16(p + 6, flags);
+	st64(p + 8, h ? h->req_id : 0);
+	st64(p + 16, h ? h->trace_id : 0);
+	st32(p + 24, (uint32_t)(w->off - PROTO_HDR_BYTES));
+	st32(p + 28, (uint32_t)(reply && h ? h->status : 0));
+	return (int)w->off;
+}
+
+/* ---- shared pieces: table spec and table info ---- */
+
+static int enc_name_check(const char *what, const char *s, size_t cap,
+			  int may_be_empty, size_t *len)
+{
+	*len = s ? strnlen(s, cap) : 0;
+	if (*len == 0 && may_be_empty)
+		return 0;
+	if (*len >= cap)
+		return rs_seterr(RS_E_INVAL, "%s: longer than %zu bytes", what,
+				 cap - 1);
+	return proto_name_check(what, s, *len);
+}
+
+static int enc_spec_check(const struct proto_table_spec *s, size_t *nlen)
+{
+	int rc = enc_name_check("name", s->name, sizeof(s->name), 0, nlen);
+
+	if (rc)
+		return rc;
+	if (s->dtype >= PROTO_DTYPE_COUNT ||
+	    s->optim.kind >= OPTIM_KIND_COUNT ||
+	    s->init.kind >= INIT_KIND_COUNT)
+		return rs_seterr(RS_E_INVAL, "table '%s': unknown dtype %u, "
+				 "optimizer %u or initializer %u",
+				 s->name, s->dtype, s->optim.kind,
+				 s->init.kind);
+	return 0;
+}
+
+static void wr_spec(struct wr *w, const struct proto_table_spec *s,
+		    size_t nlen)
+{
+	wr_u32(w, s->dim);
+	wr_u8(w, (uint8_t)s->dtype);
+	wr_u8(w, (uint8_t)s->optim.kind);
+	wr_u8(w, (uint8_t)s->init.kind);
+	wr_u8(w, 0);
+	wr_u64(w, s->capacity);
+	wr_u32(w, s->optim.flags);
+	wr_f32(w, s->optim.lr);
+	wr_f32(w, s->optim.eps);
+	wr_f32(w, s->optim.beta1);
+	wr_f32(w, s->optim.beta2);
+	wr_f32(w, s->optim.weight_decay);
+	wr_f32(w, s->optim.initial_accumulator);
+	wr_f32(w, s->init.value);
+	wr_f32(w, s->init.a);
+	wr_f32(w, s->init.std);
+	wr_u64(w, s->init.seed);
+	wr_str(w, s->name, nlen);
+}
+
+/* structure only; semantics are check_spec()'s */
+static void rd_spec(struct rd *r, struct proto_table_spec *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->dim = rd_u32(r, "dim");
+	s->dtype = rd_u8(r, "dtype");
+	s->optim.kind = rd_u8(r, "optimizer.type");
+	s->init.kind = rd_u8(r, "initializer.type");
+	rd_zero(r, 1, "spec reserved");
+	s->capacity = rd_u64(r, "capacity");
+	s->optim.flags = rd_u32(r, "optimizer.flags");
+	s->optim.lr = rd_f32(r, "optimizer.lr");
+	s->optim.eps = rd_f32(r, "optimizer.eps");
+	s->optim.beta1 = rd_f32(r, "optimizer.beta1");
+	s->optim.beta2 = rd_f32(r, "optimizer.beta2");
+	s->optim.weight_decay = rd_f32(r, "optimizer.weight_decay");
+	s->optim.initial_accumulator =
+		rd_f32(r, "optimizer.initial_accumulator");
+	s->init.value = rd_f32(r, "initializer.value");
+	s->init.a = rd_f32(r, "initializer.a");
+	s->init.std = rd_f32(r, "initializer.std");
+	s->init.seed = rd_u64(r, "initializer.seed");
+	rd_str(r, "name", STR_NAME, s->name, sizeof(s->name));
+	if (r->rc)
+		return;
+	if (s->dtype >= PROTO_DTYPE_COUNT)
+		rd_fail(r, RS_E_PROTO, "dtype: unknown value %u", s->dtype);
+	else if (s->optim.kind >= OPTIM_KIND_COUNT)
+		rd_fail(r, RS_E_PROTO, "optimizer.type: unknown value %u",
+			s->optim.kind);
+	else if (s->init.kind >= INIT_KIND_COUNT)
+		rd_fail(r, RS_E_PROTO, "initializer.type: unknown value %u",
+			s->init.kind);
+}
+
+static void check_spec(struct rd *r, const struct proto_table_spec *s,
+		       const struct proto_limits *lim)
+{
+	int rc;
+
+	if (r->rc)
+		return;
+	if ((rc = proto_table_spec_validate(s, lim)))
+		rd_fail(r, rc, "table '%s': %s", s->name, rs_errormsg());
+}
+
+static void wr_info(struct wr *w, const struct proto_table_info *t,
+		    size_t nlen)
+{
+	const struct proto_index_geom *x = &t->index;
+	const struct proto_rows_region *y = &t->rows;
+
+	wr_u32(w, t->id);
+	wr_u32(w, 0);
+	wr_u64(w, t->generation);
+	wr_u64(w, x->addr);
+	wr_u64(w, x->bytes);
+	wr_u32(w, x->rkey);
+	wr_u32(w, x->layout);
+	wr_u64(w, x->nbuckets);
+	wr_u32(w, x->bucket_bytes);
+	wr_u32(w, x->buckets_off);
+	wr_u32(w, x->slots);
+	wr_u32(w, 0);
+	wr_u64(w, x->seed1);
+	wr_u64(w, x->seed2);
+	wr_u64(w, y->addr);
+	wr_u64(w, y->bytes);
+	wr_u32(w, y->rkey);
+	wr_u32(w, y->layout);
+	wr_u32(w, y->row_bytes);
+	wr_u32(w, 0);
+	wr_spec(w, &t->spec, nlen);
+}
+
+static void rd_info(struct rd *r, struct proto_table_info *t)
+{
+	struct proto_index_geom *x = &t->index;
+	struct proto_rows_region *y = &t->rows;
+
+	t->id = rd_u32(r, "id");
+	rd_zero(r, 4, "info reserved");
+	t->generation = rd_u64(r, "generation");
+	x->addr = rd_u64(r, "index.addr");
+	x->bytes = rd_u64(r, "index.bytes");
+	x->rkey = rd_u32(r, "index.rkey");
+	x->layout = rd_u32(r, "index.layout");
+	x->nbuckets = rd_u64(r, "index.nbuckets");
+	x->bucket_bytes = rd_u32(r, "index.bucket_bytes");
+	x->buckets_off = rd_u32(r, "index.buckets_off");
+	x->slots = rd_u32(r, "index.slots");
+	rd_zero(r, 4, "index reserved");
+	x->seed1 = rd_u64(r, "index.seed1");
+	x->seed2 = rd_u64(r, "index.seed2");
+	y->addr = rd_u64(r, "rows.addr");
+	y->bytes = rd_u64(r, "rows.bytes");
+	y->rkey = rd_u32(r, "rows.rkey");
+	y->layout = rd_u32(r, "rows.layout");
+	y->row_bytes = rd_u32(r, "rows.row_bytes");
+	rd_zero(r, 4, "rows reserved");
+	rd_spec(r, &t->spec);
+}
+
+/* the geometry a client will compute remote addresses from */
+static void check_info(struct rd *r, const struct proto_table_info *t,
+		       const struct proto_limits *lim)
+{
+	const struct proto_index_geom *x = &t->index;
+	const struct proto_rows_region *y = &t->rows;
+	const uint64_t min_row =
+		(uint64_t)t->spec.dim * proto_dtype_size(t->spec.dtype);
+
+	check_spec(r, &t->spec, lim);
+	if (r->rc)
+		return;
+	if (x->addr + x->bytes < x->addr || y->addr + y->bytes < y->addr)
+		rd_fail(r, RS_E_INVAL, "table '%s': a region wraps around the "
+			"address space", t->spec.name);
+	else if (x->nbuckets == 0 || x->bucket_bytes == 0 || x->slots == 0)
+		rd_fail(r, RS_E_INVAL, "table '%s': index.nbuckets, "
+			"bucket_bytes and slots must be >= 1", t->spec.name);
+	else if (x->buckets_off > x->bytes ||
+		 x->nbuckets > (x->bytes - x->buckets_off) / x->bucket_bytes)
+		rd_fail(r, RS_E_INVAL, "table '%s': %" PRIu64 " buckets of %u "
+			"bytes from offset %u overflow the %" PRIu64
+			"-byte index region", t->spec.name, x->nbuckets,
+			x->bucket_bytes, x->buckets_off, x->bytes);
+	else if (y->row_bytes < min_row)
+		rd_fail(r, RS_E_INVAL, "table '%s': rows.row_bytes %u is "
+			"smaller than a row of %u x %s", t->spec.name,
+			y->row_bytes, t->spec.dim, dt_name(t->spec.dtype));
+}
+
+/* ---- decoders, one per body ---- */
+
+static int dec_hello_req(struct rd *r, struct proto_hello_req *m)
+{
+	m->recv_bytes = rd_u32(r, "recv_bytes");
+	rd_zero(r, 4, "reserved");
+	rd_str(r, "name", STR_OPT_NAME, m->name, sizeof(m->name));
+	if (!r->rc && (m->recv_bytes < PROTO_MIN_MESSAGE_BYTES ||
+		       m->recv_bytes > PROTO_MAX_MESSAGE_BYTES))
+		rd_fail(r, RS_E_INVAL, "recv_bytes: %u is outside [%u, %u]",
+			m->recv_bytes, PROTO_MIN_MESSAGE_BYTES,
+			PROTO_MAX_MESSAGE_BYTES);
+	return r->rc;
+}
+
+static int dec_hello_reply(struct rd *r, struct proto_hello_reply *m)
+{
+	m->node_id = rd_u64(r, "node_id");
+	m->dir_generation = rd_u64(r, "dir_generation");
+	m->limits.max_message_bytes = rd_u32(r, "max_message_bytes");
+	m->limits.max_batch_keys = rd_u32(r, "max_batch_keys");
+	m->limits.max_dim = rd_u32(r, "max_dim");
+	m->limits.max_tables = rd_u32(r, "max_tables");
+	rd_str(r, "name", STR_OPT_NAME, m->name, sizeof(m->name));
+	if (!r->rc && proto_limits_validate(&m->limits))
+		rd_fail(r, RS_E_INVAL, "%s", rs_errormsg());
+	return r->rc;
+}
+
+static int dec_list_req(struct rd *r, struct proto_list_req *m)
+{
+	m->start = rd_u32(r, "start");
+	rd_zero(r, 4, "reserved");
+	return r->rc;
+}
+
+static int dec_table_dir(struct rd *r, const struct proto_limits *lim,
+			  struct proto_table_dir *d)
+{
+	struct proto_table_info t;
+
+	d->generation = rd_u64(r, "generation");
+	d->total = rd_u32(r, "total");
+	d->start = rd_u32(r, "start");
+	d->n = rd_u32(r, "n");
+	rd_zero(r, 4, "reserved");
+	if (r->rc)
+		return r->rc;
+	if (d->total > lim->max_tables)
+		return rd_fail(r, RS_E_TOOBIG, "total: %u tables, over the "
+			       "limit %u", d->total, lim->max_tables);
+	if ((uint64_t)d->start + d->n > d->total)
+		return rd_fail(r, RS_E_PROTO, "entries [%u, %u + %u) exceed "
+			       "total %u", d->start, d->start, d->n, d->total);
+	d->p = r->p;
+	d->len = r->len;
+	d->off = r->off;
+	d->next = 0;
+	/* validate every entry now, so that iteration cannot fail */
+	for (uint32_t i = 0; i < d->n && !r->rc; i++) {
+		rd_info(r, &t);
+		check_info(r, &t, lim);
+	}
+	return r->rc;
+}
+
+static int dec_stats(struct rd *r, struct proto_stats *s)
+{
+	struct proto_stat e;
+
+	s->total = rd_u32(r, "total");
+	s->start = rd_u32(r, "start");
+	s->n = rd_u32(r, "n");
+	rd_zero(r, 4, "reserved");
+	if (r->rc)
+		return r->rc;
+	if ((uint64_t)s->start + s->n > s->total)
+		return rd_fail(r, RS_E_PROTO, "entries [%u, %u + %u) exceed "
+			       "total %u", s->start, s->start, s->n, s->total);
+	s->p = r->p;
+	s->len = r->len;
+	s->off = r->off;
+	s->next = 0;
+	/* each entry takes >= STAT_FIXED + 3 bytes: the loop is bounded
+	 * by the body length whatever n claims */
+	for (uint32_t i = 0; i < s->n && !r->rc; i++) {
+		e.table_id = rd_u32(r, "stat.table_id");
+		e.value = rd_u64(r, "stat.value");
+		rd_str(r, "stat.key", STR_NAME, e.key, sizeof(e.key));
+	}
+	return r->rc;
+}
+
+static int dec_keys_req(struct rd *r, uint32_t op,
+			 const struct proto_limits *lim,
+			 struct proto_keys_req *m)
+{
+	const uint32_t allowed = op == PROTO_OP_UPDATE ? PROTO_KF_CREATE : 0;
+	uint64_t rb = 0;
+
+	m->table_id = rd_u32(r, "table_id");
+	m->flags = rd_u32(r, "flags");
+	m->table_gen = rd_u64(r, "table_gen");
+	m->n = rd_u32(r, "n");
+	m->dim = rd_u32(r, "dim");
+	m->dtype = rd_u8(r, "dtype");
+	rd_zero(r, 7, "reserved");
+	m->keys = m->rows = NULL;
+	if (r->rc)
+		return r->rc;
+	if (m->flags & ~allowed)
+		return rd_fail(r, RS_E_PROTO, "flags: unknown bits 0x%x",
+			       m->flags & ~allowed);
+	if (m->n > lim->max_batch_keys)
+		return rd_fail(r, RS_E_TOOBIG, "n: %u keys, over the limit %u",
+			       m->n, lim->max_batch_keys);
+	if (req_has_rows(op)) {
+		if (m->dtype >= PROTO_DTYPE_COUNT)
+			return rd_fail(r, RS_E_PROTO, "dtype: unknown value %u",
+				       m->dtype);
+		if (m->dim == 0)
+			return rd_fail(r, RS_E_PROTO, "dim: must be >= 1");
+		if (m->dim > lim->max_dim)
+			return rd_fail(r, RS_E_TOOBIG, "dim: %u is over the "
+				       "limit %u", m->dim, lim->max_dim);
+		rb = rows_bytes(m->n, m->dim, m->dtype);
+	} else if (m->dim || m->dtype) {
+		return rd_fail(r, RS_E_PROTO, "dim %u / dtype %u: must be 0 "
+			       "(no rows)", m->dim, m->dtype);
+	}
+	if (r->len - r->off != 8 * (uint64_t)m->n + rb)
+		return rd_fail(r, RS_E_PROTO, "%u keys%s need %" PRIu64
+			       " bytes after the fixed part, %zu present",
+			       m->n, rb ? " and rows" : "",
+			       8 * (uint64_t)m->n + rb, r->len - r->off);
+	m->keys = rd_take(r, 8 * (size_t)m->n, "keys");
+	if (rb)
+		m->rows = rd_take(r, (size_t)rb, "rows");
+	return r->rc;
+}
+
+static int dec_keys_reply(struct rd *r, uint32_t op,
+			   const struct proto_limits *lim,
+			   struct proto_keys_reply *m)
+{
+	const int may_create = op == PROTO_OP_GET_OR_INIT ||
+			       op == PROTO_OP_PUT || op == PROTO_OP_UPDATE;
+	uint64_t rb = 0;
+
+	m->n = rd_u32(r, "n");
+	m->dim = rd_u32(r, "dim");
+	m->dtype = rd_u8(r, "dtype");
+	rd_zero(r, 7, "reserved");
+	m->status = m->rows = NULL;
+	if (r->rc)
+		return r->rc;
+	if (m->n > lim->max_batch_keys)
+		return rd_fail(r, RS_E_TOOBIG, "n: %u keys, over the limit %u",
+			       m->n, lim->max_batch_keys);
+	if (reply_has_rows(op)) {
+		if (m->dtype >= PROTO_DTYPE_COUNT)
+			return rd_fail(r, RS_E_PROTO, "dtype: unknown value %u",
+				       m->dtype);
+		if (m->dim == 0)
+			return rd_fail(r, RS_E_PROTO, "dim: must be >= 1");
+		if (m->dim > lim->max_dim)
+			return rd_fail(r, RS_E_TOOBIG, "dim: %u is over the "
+				       "limit %u", m->dim, lim->max_dim);
+		rb = rows_bytes(m->n, m->dim, m->dtype);
+	} else if (m->dim || m->dtype) {
+		return rd_fail(r, RS_E_PROTO, "dim %u / dtype %u: must be 0 "
+			       "(no rows)", m->dim, m->dtype);
+	}
+	if (r->len - r->off != 4 * (uint64_t)m->n + 4 * (m->n & 1) + rb)
+		return rd_fail(r, RS_E_PROTO, "%u statuses%s need %" PRIu64
+			       " bytes after the fixed part, %zu present",
+			       m->n, rb ? " and rows" : "",
+			       4 * (uint64_t)m->n + 4 * (m->n & 1) + rb,
+			       r->len - r->off);
+	m->status = rd_take(r, 4 * (size_t)m->n, "status");
+	for (uint32_t i = 0; i < m->n; i++) {
+		int32_t st = proto_status_at(m->status, i);
+
+		if (st > PROTO_ST_CREATED ||
+		    (st == PROTO_ST_CREATED && !may_create))
+			return rd_fail(r, RS_E_PROTO, "status[%u]: %d is not "
+				       "a %s key status", i, st,
+				       proto_op_name(op));
+	}
+	if (m->n & 1)
+		rd_zero(r, 4, "status padding");
+	if (rb)
+		m->rows = rd_take(r, (size_t)rb, "rows");
+	return r->rc;
+}
+
+static int dec_error(struct rd *r, struct proto_error *e)
+{
+	rd_str(r, "message", STR_TEXT, e->msg, sizeof(e->msg));
+	return r->rc;
+}
+
+static int dec_hdr(struct proto_hdr *h, const uint8_t *p, size_t len,
+		   const struct proto_limits *lim)
+{
+	uint32_t magic;
+
+	if (len < PROTO_HDR_BYTES)
+		return rs_seterr(RS_E_PROTO, "message of %zu bytes is shorter "
+				 "than the %d-byte header", len,
+				 PROTO_HDR_BYTES);
+	magic = ld32(p);
+	h->version = p[4];
+	h->opcode = p[5];
+	h->flags = ld16(p + 6);
+	h->req_id = ld64(p + 8);
+	h->trace_id = ld64(p + 16);
+	h->body_len = ld32(p + 24);
+	h->status = (int32_t)ld32(p + 28);
+	if (magic != PROTO_MAGIC)
+		return rs_seterr(RS_E_PROTO, "bad magic 0x%08x (expected "
+				 "0x%08x)", magic, PROTO_MAGIC);
+	if (h->version != PROTO_VERSION)
+		return rs_seterr(RS_E_PROTO, "unsupported protocol version %u "
+				 "(this build speaks %d)", h->version,
+				 PROTO_VERSION);
+	if (h->opcode == 0 || h->opcode >= PROTO_OP_COUNT)
+		return rs_seterr(RS_E_PROTO, "unknown opcode %u", h->opcode);
+	if (h->flags & ~PROTO_F_ALL)
+		return rs_seterr(RS_E_PROTO, "%s: unknown header flags 0x%x",
+				 proto_op_name(h->opcode),
+				 h->flags & ~PROTO_F_ALL);
+	if (len > lim->max_message_bytes)
+		return rs_seterr(RS_E_TOOBIG, "%s: message of %zu bytes is "
+				 "over the limit %u", proto_op_name(h->opcode),
+				 len, lim->max_message_bytes);
+	if (h->body_len != len - PROTO_HDR_BYTES)
+		return rs_seterr(RS_E_PROTO, "%s: header says %u body bytes, "
+				 "%zu arrived", proto_op_name(h->opcode),
+				 h->body_len, len - PROTO_HDR_BYTES);
+	if (!(h->flags & PROTO_F_REPLY) && h->status != 0)
+		return rs_seterr(RS_E_PROTO, "%s request: status %d (must be "
+				 "0)", proto_op_name(h->opcode), h->status);
+	if ((h->flags & PROTO_F_REPLY) && h->status > 0)
+		return rs_seterr(RS_E_PROTO, "%s reply: status %d (must be "
+				 "<= 0)", proto_op_name(h->opcode), h->status);
+	return 0;
+}
+
+static int dec_request(struct rd *r, const struct proto_limits *lim,
+			struct proto_msg *m)
+{
+	switch (m->hdr.opcode) {
+	case PROTO_OP_HELLO:
+		return dec_hello_req(r, &m->u.hello_req);
+	case PROTO_OP_TABLE_CREATE:
+		rd_spec(r, &m->u.table_create);
+		rd_end(r);
+		check_spec(r, &m->u.table_create, lim);
+		return r->rc;
+	case PROTO_OP_TABLE_DROP:
+		rd_str(r, "name", STR_NAME, m->u.table_drop,
+		       sizeof(m->u.table_drop));
+		return r->rc;
+	case PROTO_OP_TABLE_DIR:
+	case PROTO_OP_STATS:
+		return dec_list_req(r, &m->u.list_req);
+	default:
+		return dec_keys_req(r, m->hdr.opcode, lim, &m->u.keys_req);
+	}
+}
+
+static int dec_reply(struct rd *r, const struct proto_limits *lim,
+		      struct proto_msg *m)
+{
+	if (m->hdr.status < 0)
+		return dec_error(r, &m->u.error);
+	switch (m->hdr.opcode) {
+	case PROTO_OP_HELLO:
+		return dec_hello_reply(r, &m->u.hello_reply);
+	case PROTO_OP_TABLE_CREATE:
+		rd_info(r, &m->u.table_info);
+		rd_end(r);
+		check_info(r, &m->u.table_info, lim);
+		return r->rc;
+	case PROTO_OP_TABLE_DROP:
+		return r->rc; /* empty body: rd_end() checks */
+	case PROTO_OP_TABLE_DIR:
+		return dec_table_dir(r, lim, &m->u.table_dir);
+	case PROTO_OP_STATS:
+		return dec_stats(r, &m->u.stats);
+	default:
+		return dec_keys_reply(r, m->hdr.opcode, lim, &m->u.keys_reply);
+	}
+}
+
+int proto_decode(const void *msg, size_t len, const struct proto_limits *lim,
+		 struct proto_msg *out)
+{
+	struct proto_limits def;
+	char what[48];
+	struct rd r;
+	int rc, reply;
+
+	if (!lim) {
+		proto_limits_default(&def);
+		lim = &def;
+	}
+	memset(out, 0, sizeof(*out));
+	if ((rc = dec_hdr(&out->hdr, msg, len, lim)))
+		return rc;
+	reply = !!(out->hdr.flags & PROTO_F_REPLY);
+	snprintf(what, sizeof(what), "%s %s", proto_op_name(out->hdr.opcode),
+		 reply ? "reply" : "request");
+	r = (struct rd){ .p = (const uint8_t *)msg + PROTO_HDR_BYTES,
+			 .len = len - PROTO_HDR_BYTES, .what = what };
+	if (reply)
+		dec_reply(&r, lim, out);
+	else
+		dec_request(&r, lim, out);
+	rd_end(&r);
+	return r.rc;
+}
+
+int proto_table_dir_next(struct proto_table_dir *d,
+			 struct proto_table_info *out)
+{
+	struct rd r = { .p = d->p, .len = d->len, .off = d->off,
+			.what = "TABLE_DIR reply" };
+
+	if (d->next >= d->n)
+		return 0;
+	memset(out, 0, sizeof(*out));
+	rd_info(&r, out);
+	d->off = r.off;
+	d->next++;
+	return r.rc ? 0 : 1;
+}
+
+int proto_stats_next(struct proto_stats *s, struct proto_stat *out)
+{
+	struct rd r = { .p = s->p, .len = s->len, .off = s->off,
+			.what = "STATS reply" };
+
+	if (s->next >= s->n)
+		return 0;
+	out->table_id = rd_u32(&r, "stat.table_id");
+	out->value = rd_u64(&r, "stat.value");
+	rd_str(&r, "stat.key", STR_NAME, out->key, sizeof(out->key));
+	s->off = r.off;
+	s->next++;
+	return r.rc ? 0 : 1;
+}
+
+/* ---- encoders ---- */
+
+int proto_enc_hello_req(void *buf, size_t cap, const struct proto_hdr *h,
+			const struct proto_hello_req *m)
+{
+	struct wr w;
+	size_t nlen;
+	int rc = enc_name_check("name", m->name, sizeof(m->name), 1, &nlen);
+
+	if (rc)
+		return rc;
+	wr_begin(&w, buf, cap);
+	wr_u32(&w, m->recv_bytes);
+	wr_u32(&w, 0);
+	wr_str(&w, m->name, nlen);
+	return wr_finish(&w, h, PROTO_OP_HELLO, 0);
+}
+
+int proto_enc_hello_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			  const struct proto_hello_reply *m)
+{
+	struct wr w;
+	size_t nlen;
+	int rc = enc_name_check("name", m->name, sizeof(m->name), 1, &nlen);
+
+	if (rc)
+		return rc;
+	wr_begin(&w, buf, cap);
+	wr_u64(&w, m->node_id);
+	wr_u64(&w, m->dir_generation);
+	wr_u32(&w, m->limits.max_message_bytes);
+	wr_u32(&w, m->limits.max_batch_keys);
+	wr_u32(&w, m->limits.max_dim);
+	wr_u32(&w, m->limits.max_tables);
+	wr_str(&w, m->name, nlen);
+	return wr_finish(&w, h, PROTO_OP_HELLO, 1);
+}
+
+int proto_enc_table_create_req(void *buf, size_t cap,
+			       const struct proto_hdr *h,
+			       const struct proto_table_spec *m)
+{
+	struct wr w;
+	size_t nlen;
+	int rc = enc_spec_check(m, &nlen);
+
+	if (rc)
+		return rc;
+	wr_begin(&w, buf, cap);
+	wr_spec(&w, m, nlen);
+	return wr_finish(&w, h, PROTO_OP_TABLE_CREATE, 0);
+}
+
+int proto_enc_table_create_reply(void *buf, size_t cap,
+				 const struct proto_hdr *h,
+				 const struct proto_table_info *m)
+{
+	struct wr w;
+	size_t nlen;
+	int rc = enc_spec_check(&m->spec, &nlen);
+
+	if (rc)
+		return rc;
+	wr_begin(&w, buf, cap);
+	wr_info(&w, m, nlen);
+	return wr_finish(&w, h, PROTO_OP_TABLE_CREATE, 1);
+}
+
+int proto_enc_table_drop_req(void *buf, size_t cap, const struct proto_hdr *h,
+			     const char *name)
+{
+	struct wr w;
+	size_t nlen;
+	int rc = enc_name_check("name", name, PROTO_NAME_MAX + 1, 0, &nlen);
+
+	if (rc)
+		return rc;
+	wr_begin(&w, buf, cap);
+	wr_str(&w, name, nlen);
+	return wr_finish(&w, h, PROTO_OP_TABLE_DROP, 0);
+}
+
+int proto_enc_table_drop_reply(void *buf, size_t cap,
+			       const struct proto_hdr *h)
+{
+	struct wr w;
+
+	wr_begin(&w, buf, cap);
+	return wr_finish(&w, h, PROTO_OP_TABLE_DROP, 1);
+}
+
+int proto_enc_list_req(void *buf, size_t cap, const struct proto_hdr *h,
+		       uint32_t op, const struct proto_list_req *m)
+{
+	struct wr w;
+
+	if (op != PROTO_OP_TABLE_DIR && op != PROTO_OP_STATS)
+		return rs_seterr(RS_E_INVAL, "%s is not a list request",
+				 proto_op_name(op));
+	wr_begin(&w, buf, cap);
+	wr_u32(&w, m->start);
+	wr_u32(&w, 0);
+	return wr_finish(&w, h, op, 0);
+}
+
+int proto_enc_table_dir_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			      uint64_t generation, uint32_t total,
+			      uint32_t start,
+			      const struct proto_table_info *tables,
+			      uint32_t n, uint32_t *written)
+{
+	struct wr w;
+	size_t nlen, n_at;
+	uint32_t k = 0;
+	int rc;
+
+	*written = 0;
+	if ((uint64_t)start + n > total)
+		return rs_seterr(RS_E_INVAL, "TABLE_DIR reply: entries [%u, "
+				 "%u + %u) exceed total %u", start, start, n,
+				 total);
+	wr_begin(&w, buf, cap);
+	wr_u64(&w, generation);
+	wr_u32(&w, total);
+	wr_u32(&w, start);
+	n_at = w.off;
+	wr_u32(&w, 0); /* n, patched below */
+	wr_u32(&w, 0);
+	for (; k < n; k++) {
+		size_t before = w.off;
+
+		if ((rc = enc_spec_check(&tables[k].spec, &nlen)))
+			return rc;
+		wr_info(&w, &tables[k], nlen);
+		if (w.off > w.cap) {
+			if (k == 0)
+				break; /* not even one: RS_E_TOOBIG below */
+			w.off = before;
+			break;
+		}
+	}
+	if (w.off <= w.cap)
+		st32(w.p + n_at, k);
+	*written = w.off <= w.cap ? k : 0;
+	return wr_finish(&w, h, PROTO_OP_TABLE_DIR, 1);
+}
+
+int proto_enc_stats_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			  uint32_t total, uint32_t start,
+			  const struct proto_stat *stats, uint32_t n,
+			  uint32_t *written)
+{
+	struct wr w;
+	size_t klen, n_at;
+	uint32_t k = 0;
+	int rc;
+
+	*written = 0;
+	if ((uint64_t)start + n > total)
+		return rs_seterr(RS_E_INVAL, "STATS reply: entries [%u, %u + "
+				 "%u) exceed total %u", start, start, n, total);
+	wr_begin(&w, buf, cap);
+	wr_u32(&w, total);
+	wr_u32(&w, start);
+	n_at = w.off;
+	wr_u32(&w, 0);
+	wr_u32(&w, 0);
+	for (; k < n; k++) {
+		size_t before = w.off;
+
+		rc = enc_name_check("stat key", stats[k].key,
+				    sizeof(stats[k].key), 0, &klen);
+		if (rc)
+			return rc;
+		wr_u32(&w, stats[k].table_id);
+		wr_u64(&w, stats[k].value);
+		wr_str(&w, stats[k].key, klen);
+		if (w.off > w.cap) {
+			if (k == 0)
+				break;
+			w.off = before;
+			break;
+		}
+	}
+	if (w.off <= w.cap)
+		st32(w.p + n_at, k);
+	*written = w.off <= w.cap ? k : 0;
+	return wr_finish(&w, h, PROTO_OP_STATS, 1);
+}
+
+static int check_keyed(uint32_t op, uint32_t n, uint32_t dim,
+		       uint32_t dtype, int rows, const char *dir)
+{
+	if (!is_keyed(op))
+		return rs_seterr(RS_E_INVAL, "%s is not a keyed operation",
+				 proto_op_name(op));
+	if (n > PROTO_MAX_BATCH_KEYS)
+		return rs_seterr(RS_E_TOOBIG, "%s %s: %u keys, over the limit "
+				 "%u", proto_op_name(op), dir, n,
+				 PROTO_MAX_BATCH_KEYS);
+	if (rows && (dim == 0 || dim > PROTO_MAX_DIM ||
+		     dtype >= PROTO_DTYPE_COUNT))
+		return rs_seterr(RS_E_INVAL, "%s %s: bad row shape %u x dtype "
+				 "%u", proto_op_name(op), dir, dim, dtype);
+	return 0;
+}
+
+int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,
+		       uint32_t op, const struct proto_keys_req *m)
+{
+	const int rows = req_has_rows(op);
+	uint64_t rb = rows ? rows_bytes(m->n, m->dim, m->dtype) : 0;
+	struct wr w;
+	uint8_t *q;
+	int rc = check_keyed(op, m->n, m->dim, m->dtype, rows, "request");
+
+	if (rc)
+		return rc;
+	if (m->flags & ~(op == PROTO_OP_UPDATE ? PROTO_KF_CREATE : 0u))
+		return rs_seterr(RS_E_INVAL, "%s request: flags 0x%x not "
+				 "allowed", proto_op_name(op), m->flags);
+	wr_begin(&w, buf, cap);
+	wr_u32(&w, m->table_id);
+	wr_u32(&w, m->flags);
+	wr_u64(&w, m->table_gen);
+	wr_u32(&w, m->n);
+	wr_u32(&w, rows ? m->dim : 0);
+	wr_u8(&w, (uint8_t)(rows ? m->dtype : 0));
+	wr_zero(&w, 7);
+	if ((q = wr_take(&w, 8 * (size_t)m->n)))
+		store_u64s(q, m->keys, m->n);
+	if (rb && (q = wr_take(&w, (size_t)rb)))
+		store_rows(q, m->rows, (size_t)m->n * m->dim, m->dtype);
+	return wr_finish(&w, h, op, 0);
+}
+
+int proto_keys_reply_begin(void *buf, size_t cap, const struct proto_hdr *h,
+			   uint32_t op, uint32_t n, uint32_t dim,
+			   uint32_t dtype, struct proto_reply_writer *wo)
+{
+	const int rows = reply_has_rows(op);
+	struct wr w;
+	int rc = check_keyed(op, n, dim, dtype, rows, "reply");
+
+	memset(wo, 0, sizeof(*wo));
+	if (rc)
+		return rc;
+	wr_begin(&w, buf, cap);
+	wr_u32(&w, n);
+	wr_u32(&w, rows ? dim : 0);
+	wr_u8(&w, (uint8_t)(rows ? dtype : 0));
+	wr_zero(&w, 7);
+	wo->status = wr_take(&w, 4 * (size_t)n);
+	if (n & 1)
+		wr_zero(&w, 4);
+	if (rows) {
+		wo->row_bytes = (size_t)dim * proto_dtype_size(dtype);
+		wo->rows = wr_take(&w, (size_t)n * wo->row_bytes);
+	}
+	if ((rc = wr_finish(&w, h, op, 1)) < 0) {
+		memset(wo, 0, sizeof(*wo));
+		return rc;
+	}
+	wo->n = n;
+	if (!rows)
+		wo->rows = NULL;
+	return rc;
+}
+
+void proto_reply_set(struct proto_reply_writer *w, uint32_t i, int32_t st)
+{
+	st32(w->status + 4 * (size_t)i, (uint32_t)st);
+}
+
+void proto_reply_fail(struct proto_reply_writer *w, uint32_t i, int32_t st)
+{
+	proto_reply_set(w, i, st);
+	if (w->rows)
+		memset(w->rows + i * w->row_bytes, 0, w->row_bytes);
+}
+
+int proto_enc_keys_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			 uint32_t op, const struct proto_keys_reply *m)
+{
+	struct proto_reply_writer w;
+	int len = proto_keys_reply_begin(buf, cap, h, op, m->n, m->dim,
+					 m->dtype, &w);
+
+	if (len < 0)
+		return len;
+	store_i32s(w.status, m->status, m->n);
+	if (w.rows)
+		store_rows(w.rows, m->rows, (size_t)m->n * m->dim, m->dtype);
+	return len;
+}
+
+int proto_enc_error(void *buf, size_t cap, const struct proto_hdr *h,
+		    uint32_t op, int32_t code, const char *msg)
+{
+	struct proto_hdr eh = h ? *h : (struct proto_hdr){ 0 };
+	size_t n = msg ? strnlen(msg, PROTO_ERRMSG_MAX) : 0;
+	struct wr w;
+
+	if (op == 0 || op >= PROTO_OP_COUNT || code >= 0)
+		return rs_seterr(RS_E_INVAL, "error reply: op %u, code %d "
+				 "(must be < 0)", op, code);
+	eh.status = code;
+	wr_begin(&w, buf, cap);
+	wr_str(&w, msg, n);
+	return wr_finish(&w, &eh, op, 1);
+}

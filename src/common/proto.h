@@ -1,0 +1,414 @@
+/*
+ * proto.h - the binary RPC format between clients and memory nodes
+ * (prefix proto_). Message formats, field by field: docs/protocol.md.
+ *
+ * A message is one SEND (src/verbs carries it; no fragmentation): a fixed
+ * 32-byte header, then an opcode-specific body. Every field is a
+ * fixed-width little-endian integer (floats: IEEE-754 binary32 bit
+ * patterns) written and read byte by byte through the functions here; no
+ * wire struct is ever cast onto a buffer. Bulk arrays (keys, per-key
+ * statuses, row elements) start at 8-byte aligned message offsets.
+ *
+ * Requests larger than the receiver's buffer must be split by the sender:
+ * proto_keys_per_msg() says how many keys fit in a request AND its reply.
+ *
+ * Decoding. proto_decode() is the single entry point for any received
+ * message: it checks the header (magic, version, known opcode and flags,
+ * body length equal to what was received, total within the limits), then
+ * the body: every length against the bytes present, every count against
+ * the limits, enums against their ranges, reserved bytes zero, no trailing
+ * bytes. It never reads outside [msg, msg + len) and never allocates.
+ * Errors (always with an rs_errormsg() naming the message and field):
+ *   RS_E_PROTO  malformed: bad magic / version / opcode / flags, truncated,
+ *               trailing bytes, unknown enum value, non-zero reserved;
+ *   RS_E_TOOBIG a count or size over a limit (keys, dim, tables, bytes);
+ *   RS_E_INVAL  well-formed but out of range (bad table name, lr <= 0).
+ *
+ * Ownership: a decoded struct proto_msg points into the message buffer
+ * (keys, statuses, rows, list entries): it is valid while that buffer is
+ * (for a received message: until rv_msg_release()). Strings are copied
+ * into fixed NUL-terminated arrays. Bulk pointers refer to WIRE data
+ * (little-endian, unaligned as far as C is concerned): read them with
+ * proto_load_*() / proto_key_at() / proto_status_at(). Encoders take HOST
+ * arrays (uint64_t keys, float or uint16_t elements).
+ *
+ * Encoders write a complete message into buf (cap bytes, e.g. a send slot
+ * from rv_msg_get_buf()) and return its total length (> 0) or RS_E_TOOBIG
+ * if it does not fit (RS_E_INVAL for a value no decoder would accept).
+ * From the caller's struct proto_hdr they take req_id, trace_id, the
+ * PROTO_F_TRACE flag and, for replies, status; the encoder sets magic,
+ * version, opcode, PROTO_F_REPLY and body_len.
+ *
+ * Everything here is reentrant; nothing keeps state.
+ */
+#ifndef RS_COMMON_PROTO_H
+#define RS_COMMON_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "value/initializer.h"
+#include "value/optimizer.h"
+
+#define PROTO_MAGIC 0x31505352u /* bytes 'R' 'S' 'P' '1' */
+#define PROTO_VERSION 1
+#define PROTO_HDR_BYTES 32
+
+/* Hard ceilings (a struct proto_limits may only lower them). */
+#define PROTO_MIN_MESSAGE_BYTES 4096u
+#define PROTO_MAX_MESSAGE_BYTES (256u << 20)
+#define PROTO_MAX_BATCH_KEYS (1u << 24)
+#define PROTO_MAX_DIM (1u << 16)
+#define PROTO_MAX_TABLES 65536u
+#define PROTO_NAME_MAX 63     /* table, node, client and counter names */
+#define PROTO_ERRMSG_MAX 511  /* error text in an error reply */
+#define PROTO_NO_TABLE 0xffffffffu /* stats entry of the node itself */
+
+/* Defaults of struct proto_limits. */
+#define PROTO_DEFAULT_MESSAGE_BYTES (1u << 20)
+#define PROTO_DEFAULT_BATCH_KEYS 65536u
+#define PROTO_DEFAULT_DIM 4096u
+#define PROTO_DEFAULT_TABLES 1024u
+
+enum proto_op {
+	PROTO_OP_HELLO = 1,
+	PROTO_OP_TABLE_CREATE = 2,
+	PROTO_OP_TABLE_DROP = 3,
+	PROTO_OP_TABLE_DIR = 4,
+	PROTO_OP_GET = 5,
+	PROTO_OP_GET_OR_INIT = 6,
+	PROTO_OP_PUT = 7,
+	PROTO_OP_UPDATE = 8,
+	PROTO_OP_DELETE = 9,
+	PROTO_OP_STATS = 10,
+	PROTO_OP_COUNT
+};
+
+/* struct proto_hdr.flags */
+#define PROTO_F_REPLY 0x1u /* a reply (else a request) */
+#define PROTO_F_TRACE 0x2u /* sampled: trace_id names a trace */
+#define PROTO_F_ALL (PROTO_F_REPLY | PROTO_F_TRACE)
+
+/* struct proto_keys_req.flags */
+#define PROTO_KF_CREATE 0x1u /* UPDATE: initialise missing keys, then
+				apply (else they fail with RS_E_NOTFOUND) */
+
+/* Per-key status in keyed replies: 0, PROTO_ST_CREATED or a negative
+ * error code (RS_E_NOTFOUND, RS_E_FULL, -ENOMEM, ...). */
+#define PROTO_ST_OK 0
+#define PROTO_ST_CREATED 1 /* the key did not exist and was initialised */
+
+enum proto_dtype {
+	PROTO_DTYPE_FP32 = 0,
+	PROTO_DTYPE_FP16 = 1, /* IEEE binary16 bit patterns */
+	PROTO_DTYPE_BF16 = 2, /* bfloat16 bit patterns */
+	PROTO_DTYPE_COUNT
+};
+
+struct proto_hdr {
+	uint8_t version;
+	uint8_t opcode;	   /* enum proto_op */
+	uint16_t flags;	   /* PROTO_F_* */
+	uint64_t req_id;   /* chosen by the client, echoed in the reply */
+	uint64_t trace_id; /* end-to-end trace id (0: none) */
+	uint32_t body_len; /* bytes after the header */
+	int32_t status;	   /* replies: 0 or the request's error code */
+};
+
+struct proto_limits {
+	uint32_t max_message_bytes; /* whole message, header included */
+	uint32_t max_batch_keys;
+	uint32_t max_dim;
+	uint32_t max_tables;
+};
+
+/* ---- shared pieces ------------------------------------------------------ */
+
+/* What a table is (TABLE_CREATE request, config "tables", directory). */
+struct proto_table_spec {
+	char name[PROTO_NAME_MAX + 1]; /* [A-Za-z0-9_.-]{1,63} */
+	uint32_t dim;		       /* 1..max_dim */
+	uint32_t dtype;		       /* enum proto_dtype: storage format */
+	uint64_t capacity;	       /* rows, >= 1 */
+	struct optim_params optim;
+	struct init_params init;
+};
+
+/* A node's PET-hash index of one table (see src/index/pet_format.h). */
+struct proto_index_geom {
+	uint64_t addr;	       /* region start (remote virtual address) */
+	uint64_t bytes;	       /* region length */
+	uint32_t rkey;
+	uint32_t layout;       /* index format version */
+	uint64_t nbuckets;     /* >= 1 */
+	uint32_t bucket_bytes; /* >= 1 */
+	uint32_t buckets_off;  /* offset of bucket 0 in the region */
+	uint32_t slots;	       /* slots per bucket, >= 1 */
+	uint64_t seed1, seed2; /* hash seeds */
+};
+
+/* The rows of one table: row r at addr + r * row_bytes. */
+struct proto_rows_region {
+	uint64_t addr;
+	uint64_t bytes;
+	uint32_t rkey;
+	uint32_t layout;    /* row format version */
+	uint32_t row_bytes; /* stride; >= dim * dtype size */
+};
+
+/* One table as a client sees it (TABLE_CREATE reply, TABLE_DIR entry). */
+struct proto_table_info {
+	uint32_t id;
+	uint64_t generation; /* changes whenever the id is (re)assigned */
+	struct proto_table_spec spec;
+	struct proto_index_geom index;
+	struct proto_rows_region rows;
+};
+
+/* ---- message bodies (one per opcode and direction) ---------------------- */
+
+struct proto_hello_req {
+	uint32_t recv_bytes;		/* client's receive buffer size */
+	char name[PROTO_NAME_MAX + 1];	/* client name for logs; may be "" */
+};
+
+struct proto_hello_reply {
+	uint64_t node_id;
+	uint64_t dir_generation;	/* bumped by every create / drop */
+	struct proto_limits limits;	/* the node's (max_message_bytes =
+					   its receive buffer size) */
+	char name[PROTO_NAME_MAX + 1];	/* node name; may be "" */
+};
+
+/* TABLE_DIR and STATS requests ask for a page of a list. */
+struct proto_list_req {
+	uint32_t start; /* index of the first entry wanted */
+};
+
+/* TABLE_DIR reply: entries [start, start + n) of total. Decoded as a
+ * validated view; read the entries with proto_table_dir_next(). */
+struct proto_table_dir {
+	uint64_t generation; /* directory generation (restart if it moves) */
+	uint32_t total;	     /* tables on the node */
+	uint32_t start;
+	uint32_t n;	     /* entries in this message */
+	/* iterator state (private) */
+	const uint8_t *p;
+	size_t len, off;
+	uint32_t next;
+};
+
+/* One counter. table_id PROTO_NO_TABLE: the node's own counters. */
+struct proto_stat {
+	uint32_t table_id;
+	char key[PROTO_NAME_MAX + 1]; /* [A-Za-z0-9_.-]{1,63} */
+	uint64_t value;
+};
+
+/* STATS reply: entries [start, start + n) of total; proto_stats_next(). */
+struct proto_stats {
+	uint32_t total;
+	uint32_t start;
+	uint32_t n;
+	/* iterator state (private) */
+	const uint8_t *p;
+	size_t len, off;
+	uint32_t next;
+};
+
+/*
+ * Keyed requests: GET, GET_OR_INIT, DELETE (keys only: dim = 0, dtype = 0,
+ * rows NULL) and PUT, UPDATE (keys + rows: 1 <= dim, row i = elements
+ * [i * dim, (i + 1) * dim) in dtype; UPDATE rows are gradients).
+ * Encoding: keys = const uint64_t[n], rows = const float[n * dim] (fp32)
+ * or const uint16_t[n * dim] (fp16/bf16), host order.
+ * Decoded: keys and rows point at the wire arrays inside the message.
+ */
+struct proto_keys_req {
+	uint32_t table_id;
+	uint32_t flags;	    /* PROTO_KF_* (UPDATE only) */
+	uint64_t table_gen; /* expected table generation; 0: do not check */
+	uint32_t n;	    /* keys, 0..max_batch_keys */
+	uint32_t dim;
+	uint32_t dtype;
+	const void *keys;
+	const void *rows;
+};
+
+/*
+ * Keyed replies: n per-key statuses (int32), plus for GET / GET_OR_INIT
+ * n rows of dim elements in dtype (the table's storage format; the row of
+ * a failed key is all zero bytes). PUT / UPDATE / DELETE: dim = 0,
+ * dtype = 0, rows NULL. Encoding: status = const int32_t[n], rows as in
+ * proto_keys_req. Decoded: wire pointers.
+ */
+struct proto_keys_reply {
+	uint32_t n;
+	uint32_t dim;
+	uint32_t dtype;
+	const void *status;
+	const void *rows;
+};
+
+/* Any reply with hdr.status < 0 carries only a message. */
+struct proto_error {
+	char msg[PROTO_ERRMSG_MAX + 1]; /* control bytes replaced by '?' */
+};
+
+/*
+ * A decoded message. Which member is valid:
+ *   HELLO          request: hello_req        reply: hello_reply
+ *   TABLE_CREATE   request: table_create     reply: table_info
+ *   TABLE_DROP     request: table_drop       reply: (empty body)
+ *   TABLE_DIR      request: list_req         reply: table_dir
+ *   GET .. DELETE  request: keys_req         reply: keys_reply
+ *   STATS          request: list_req         reply: stats
+ *   any reply with hdr.status < 0: error
+ */
+struct proto_msg {
+	struct proto_hdr hdr;
+	union {
+		struct proto_hello_req hello_req;
+		struct proto_hello_reply hello_reply;
+		struct proto_table_spec table_create;
+		struct proto_table_info table_info;
+		char table_drop[PROTO_NAME_MAX + 1];
+		struct proto_list_req list_req;
+		struct proto_table_dir table_dir;
+		struct proto_keys_req keys_req;
+		struct proto_keys_reply keys_reply;
+		struct proto_stats stats;
+		struct proto_error error;
+	} u;
+};
+
+/* ---- names, limits, sizes ----------------------------------------------- */
+
+const char *proto_op_name(uint32_t op); /* "GET", ...; "?" if unknown */
+const char *proto_dtype_name(uint32_t dtype); /* "fp32"...; NULL */
+int proto_dtype_parse(const char *name);      /* dtype or RS_E_INVAL */
+uint32_t proto_dtype_size(uint32_t dtype);    /* 4, 2, 2; 0 if unknown */
+
+/* Table / counter names: 0 if s[0..len) is 1..63 of [A-Za-z0-9_.-], else
+ * RS_E_INVAL with "<what>: ..." in the message. */
+int proto_name_check(const char *what, const char *s, size_t len);
+
+/* 0 if every field of the spec is valid under lim (name, dim, dtype,
+ * capacity, optimizer and initializer parameters), else RS_E_INVAL or
+ * RS_E_TOOBIG with a message naming the field. */
+int proto_table_spec_validate(const struct proto_table_spec *s,
+			      const struct proto_limits *lim);
+
+void proto_limits_default(struct proto_limits *lim);
+/* 0 if each limit is within [minimum, hard ceiling], else RS_E_INVAL. */
+int proto_limits_validate(const struct proto_limits *lim);
+
+/* Total bytes of a keyed request / reply of op with n keys and rows of
+ * dim elements of dtype (dim and dtype are ignored for the direction that
+ * carries no rows). 0 for a non-keyed op or unknown dtype. */
+size_t proto_keys_req_bytes(uint32_t op, uint32_t n, uint32_t dim,
+			    uint32_t dtype);
+size_t proto_keys_reply_bytes(uint32_t op, uint32_t n, uint32_t dim,
+			      uint32_t dtype);
+
+/*
+ * Split helper: the largest n <= max_keys such that a keyed request of op
+ * with n keys fits req_max bytes (the node's receive buffer) and its reply
+ * fits reply_max bytes (the client's). Returns n >= 1, RS_E_TOOBIG if not
+ * even one key fits, RS_E_INVAL for a non-keyed op, unknown dtype or
+ * dim 0 where rows travel.
+ */
+int proto_keys_per_msg(uint32_t op, uint32_t dim, uint32_t dtype,
+		       size_t req_max, size_t reply_max, uint32_t max_keys);
+
+/* ---- wire array access -------------------------------------------------- */
+
+uint64_t proto_key_at(const void *keys, uint32_t i);
+int32_t proto_status_at(const void *status, uint32_t i);
+void proto_load_u64(uint64_t *dst, const void *wire, size_t n);
+void proto_load_i32(int32_t *dst, const void *wire, size_t n);
+void proto_load_f32(float *dst, const void *wire, size_t n);
+void proto_load_u16(uint16_t *dst, const void *wire, size_t n);
+void proto_store_f32(void *wire, const float *src, size_t n);
+void proto_store_u16(void *wire, const uint16_t *src, size_t n);
+
+/* ---- decoding ----------------------------------------------------------- */
+
+/* Decode any message of len bytes (see the head comment). 0 or error. */
+int proto_decode(const void *msg, size_t len, const struct proto_limits *lim,
+		 struct proto_msg *out);
+
+/* Next entry of a decoded TABLE_DIR / STATS reply: 1 and *out, or 0 at the
+ * end. The view was validated by proto_decode(); these cannot fail. */
+int proto_table_dir_next(struct proto_table_dir *d,
+			 struct proto_table_info *out);
+int proto_stats_next(struct proto_stats *s, struct proto_stat *out);
+
+/* ---- encoding ----------------------------------------------------------- */
+
+int proto_enc_hello_req(void *buf, size_t cap, const struct proto_hdr *h,
+			const struct proto_hello_req *m);
+int proto_enc_hello_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			  const struct proto_hello_reply *m);
+int proto_enc_table_create_req(void *buf, size_t cap,
+			       const struct proto_hdr *h,
+			       const struct proto_table_spec *m);
+int proto_enc_table_create_reply(void *buf, size_t cap,
+				 const struct proto_hdr *h,
+				 const struct proto_table_info *m);
+int proto_enc_table_drop_req(void *buf, size_t cap, const struct proto_hdr *h,
+			     const char *name);
+int proto_enc_table_drop_reply(void *buf, size_t cap,
+			       const struct proto_hdr *h);
+/* TABLE_DIR / STATS requests: op PROTO_OP_TABLE_DIR or PROTO_OP_STATS */
+int proto_enc_list_req(void *buf, size_t cap, const struct proto_hdr *h,
+		       uint32_t op, const struct proto_list_req *m);
+
+/*
+ * TABLE_DIR / STATS replies: encode as many of the n entries given as fit
+ * (entries[0..*written), at least one if n > 0, else RS_E_TOOBIG); total
+ * and start describe the whole list. The client asks again from
+ * start + *written until it has total entries.
+ */
+int proto_enc_table_dir_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			      uint64_t generation, uint32_t total,
+			      uint32_t start,
+			      const struct proto_table_info *tables,
+			      uint32_t n, uint32_t *written);
+int proto_enc_stats_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			  uint32_t total, uint32_t start,
+			  const struct proto_stat *stats, uint32_t n,
+			  uint32_t *written);
+
+/* Keyed request / reply of op (GET .. DELETE); see the struct comments. */
+int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,
+		       uint32_t op, const struct proto_keys_req *m);
+int proto_enc_keys_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			 uint32_t op, const struct proto_keys_reply *m);
+
+/*
+ * Zero-copy keyed reply: lay out the header and the fixed part in buf and
+ * return the total length; the caller then fills EVERY key i with
+ * proto_reply_set() (after writing row i at w->rows + i * w->row_bytes,
+ * little-endian elements, e.g. proto_store_f32 or memcpy on x86/arm) or
+ * proto_reply_fail() (status and an all-zero row). Nothing else is
+ * initialised: a slot left unfilled leaks stale buffer bytes.
+ */
+struct proto_reply_writer {
+	uint8_t *status;  /* n int32, wire */
+	uint8_t *rows;	  /* n * row_bytes; NULL without rows */
+	size_t row_bytes; /* dim * dtype size; 0 without rows */
+	uint32_t n;
+};
+int proto_keys_reply_begin(void *buf, size_t cap, const struct proto_hdr *h,
+			   uint32_t op, uint32_t n, uint32_t dim,
+			   uint32_t dtype, struct proto_reply_writer *w);
+void proto_reply_set(struct proto_reply_writer *w, uint32_t i, int32_t st);
+void proto_reply_fail(struct proto_reply_writer *w, uint32_t i, int32_t st);
+
+/* Error reply to op: hdr.status = code (< 0), body = msg (truncated to
+ * PROTO_ERRMSG_MAX bytes). */
+int proto_enc_error(void *buf, size_t cap, const struct proto_hdr *h,
+		    uint32_t op, int32_t code, const char *msg);
+
+#endif

@@ -1,0 +1,310 @@
+/*
+ * proto_test_util.h - shared by test_proto.c and test_proto_garbage.c:
+ * a corpus of valid messages (every opcode, both directions) and
+ * reencode(), which encodes a decoded message again through the public
+ * encoders. The encoding is canonical (reserved bytes zero, no slack), so
+ * any message that decodes must re-encode to the same bytes; the tests use
+ * that as their strongest check. Header-only, static functions.
+ */
+#ifndef PROTO_TEST_UTIL_H
+#define PROTO_TEST_UTIL_H
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/proto.h"
+#include "common/rs_internal.h"
+
+#define SEED_CAP 8192
+#define MAX_SEEDS 40
+
+struct corpus {
+	uint8_t msg[MAX_SEEDS][SEED_CAP];
+	size_t len[MAX_SEEDS];
+	const char *name[MAX_SEEDS];
+	size_t n;
+};
+
+static struct proto_hdr hdr_of(uint64_t req_id, int traced)
+{
+	return (struct proto_hdr){
+		.req_id = req_id,
+		.trace_id = traced ? 0x1122334455667788ull : 0,
+		.flags = traced ? PROTO_F_TRACE : 0,
+	};
+}
+
+static struct proto_table_spec sample_spec(const char *name, uint32_t kind)
+{
+	struct proto_table_spec s;
+
+	memset(&s, 0, sizeof(s));
+	snprintf(s.name, sizeof(s.name), "%s", name);
+	s.dim = 16;
+	s.dtype = PROTO_DTYPE_FP32;
+	s.capacity = 1000000;
+	optim_params_default(&s.optim, kind);
+	s.optim.weight_decay = 0.25f;
+	init_params_default(&s.init, INIT_NORMAL);
+	s.init.std = 0.02f;
+	s.init.seed = 0xdeadbeefcafef00dull;
+	return s;
+}
+
+static struct proto_table_info sample_info(const char *name, uint32_t id)
+{
+	struct proto_table_info t;
+
+	memset(&t, 0, sizeof(t));
+	t.id = id;
+	t.generation = 1000 + id;
+	t.spec = sample_spec(name, id % OPTIM_KIND_COUNT);
+	t.index = (struct proto_index_geom){
+		.addr = 0x7f0000000000ull + id * 0x100000ull,
+		.bytes = 128 + 1024 * 128,
+		.rkey = 0x1234 + id,
+		.layout = 1,
+		.nbuckets = 1024,
+		.bucket_bytes = 128,
+		.buckets_off = 128,
+		.slots = 8,
+		.seed1 = 0x0123456789abcdefull,
+		.seed2 = 0xfedcba9876543210ull,
+	};
+	t.rows = (struct proto_rows_region){
+		.addr = 0x7e0000000000ull,
+		.bytes = 1000000ull * 80,
+		.rkey = 0x5678,
+		.layout = 1,
+		.row_bytes = 80,
+	};
+	return t;
+}
+
+static void corpus_add(struct corpus *c, const char *name, int len)
+{
+	if (len <= 0) {
+		fprintf(stderr, "corpus %s: %d %s\n", name, len,
+			rs_errormsg());
+		abort();
+	}
+	c->len[c->n] = (size_t)len;
+	c->name[c->n] = name;
+	c->n++;
+}
+
+/* every message kind, both directions, several shapes */
+static void corpus_build(struct corpus *c)
+{
+	static const uint64_t keys[7] = { 0, 1, 42, UINT64_MAX, 7, 7,
+					  0x8000000000000000ull };
+	static const float rows[7 * 4] = { 1, -2, 3.5f, -0.0f, 5, 6, 7, 8,
+					   9, 10, 11, 12 };
+	static const uint16_t halves[7 * 3] = { 0x3c00, 0xbc00, 0x7bff, 1, 2,
+						3 };
+	static const int32_t st[7] = { 0, RS_E_NOTFOUND, 0, RS_E_FULL, 1,
+				       -12, 0 };
+	struct proto_hello_req hq = { .recv_bytes = 1 << 20 };
+	struct proto_hello_reply hr = { .node_id = 77, .dir_generation = 9 };
+	struct proto_table_spec spec = sample_spec("ads.user_id", OPTIM_ADAM);
+	struct proto_table_info tabs[3] = { sample_info("t0", 0),
+					    sample_info("t-1", 1),
+					    sample_info("T_2.x", 2) };
+	struct proto_stat stats[4] = {
+		{ PROTO_NO_TABLE, "uptime_s", 12345 },
+		{ 0, "gets", 1ull << 40 },
+		{ 1, "rows", 0 },
+		{ 2, "updates.coalesced", UINT64_MAX },
+	};
+	struct proto_list_req lr = { .start = 0 };
+	struct proto_keys_req kq;
+	struct proto_keys_reply kr;
+	struct proto_hdr h;
+	uint32_t w;
+
+	c->n = 0;
+	snprintf(hq.name, sizeof(hq.name), "trainer-3");
+	proto_limits_default(&hr.limits);
+	snprintf(hr.name, sizeof(hr.name), "mem0");
+	h = hdr_of(1, 0);
+#define SLOT c->msg[c->n], SEED_CAP
+	corpus_add(c, "hello_req", proto_enc_hello_req(SLOT, &h, &hq));
+	hq.name[0] = '\0';
+	corpus_add(c, "hello_req_anon", proto_enc_hello_req(SLOT, &h, &hq));
+	corpus_add(c, "hello_reply", proto_enc_hello_reply(SLOT, &h, &hr));
+	h = hdr_of(2, 1);
+	corpus_add(c, "create_req",
+		   proto_enc_table_create_req(SLOT, &h, &spec));
+	corpus_add(c, "create_reply",
+		   proto_enc_table_create_reply(SLOT, &h, &tabs[1]));
+	corpus_add(c, "drop_req", proto_enc_table_drop_req(SLOT, &h, "t0"));
+	corpus_add(c, "drop_reply", proto_enc_table_drop_reply(SLOT, &h));
+	corpus_add(c, "dir_req",
+		   proto_enc_list_req(SLOT, &h, PROTO_OP_TABLE_DIR, &lr));
+	corpus_add(c, "dir_reply",
+		   proto_enc_table_dir_reply(SLOT, &h, 5, 3, 0, tabs, 3, &w));
+	corpus_add(c, "dir_reply_empty",
+		   proto_enc_table_dir_reply(SLOT, &h, 5, 0, 0, tabs, 0, &w));
+	lr.start = 2;
+	corpus_add(c, "stats_req",
+		   proto_enc_list_req(SLOT, &h, PROTO_OP_STATS, &lr));
+	corpus_add(c, "stats_reply",
+		   proto_enc_stats_reply(SLOT, &h, 9, 2, stats, 4, &w));
+
+	h = hdr_of(3, 0);
+	kq = (struct proto_keys_req){ .table_id = 4, .table_gen = 1004,
+				      .n = 7, .keys = keys };
+	corpus_add(c, "get_req",
+		   proto_enc_keys_req(SLOT, &h, PROTO_OP_GET, &kq));
+	corpus_add(c, "delete_req",
+		   proto_enc_keys_req(SLOT, &h, PROTO_OP_DELETE, &kq));
+	kq.n = 0;
+	corpus_add(c, "get_or_init_req_empty",
+		   proto_enc_keys_req(SLOT, &h, PROTO_OP_GET_OR_INIT, &kq));
+	kq = (struct proto_keys_req){ .table_id = 1, .n = 7, .dim = 4,
+				      .dtype = PROTO_DTYPE_FP32, .keys = keys,
+				      .rows = rows };
+	corpus_add(c, "put_req",
+		   proto_enc_keys_req(SLOT, &h, PROTO_OP_PUT, &kq));
+	kq = (struct proto_keys_req){ .table_id = 2, .flags = PROTO_KF_CREATE,
+				      .n = 7, .dim = 3,
+				      .dtype = PROTO_DTYPE_FP16, .keys = keys,
+				      .rows = halves };
+	corpus_add(c, "update_req_fp16",
+		   proto_enc_keys_req(SLOT, &h, PROTO_OP_UPDATE, &kq));
+	kq.dtype = PROTO_DTYPE_BF16, kq.flags = 0, kq.n = 2;
+	corpus_add(c, "update_req_bf16",
+		   proto_enc_keys_req(SLOT, &h, PROTO_OP_UPDATE, &kq));
+
+	h = hdr_of(4, 1);
+	kr = (struct proto_keys_reply){ .n = 7, .dim = 4,
+					.dtype = PROTO_DTYPE_FP32,
+					.status = st, .rows = rows };
+	corpus_add(c, "get_or_init_reply",
+		   proto_enc_keys_reply(SLOT, &h, PROTO_OP_GET_OR_INIT, &kr));
+	kr = (struct proto_keys_reply){ .n = 2, .dim = 3,
+					.dtype = PROTO_DTYPE_BF16,
+					.status = st, .rows = halves };
+	corpus_add(c, "get_reply_bf16",
+		   proto_enc_keys_reply(SLOT, &h, PROTO_OP_GET, &kr));
+	kr = (struct proto_keys_reply){ .n = 7, .status = st };
+	corpus_add(c, "update_reply",
+		   proto_enc_keys_reply(SLOT, &h, PROTO_OP_UPDATE, &kr));
+	kr.n = 4;
+	corpus_add(c, "delete_reply",
+		   proto_enc_keys_reply(SLOT, &h, PROTO_OP_DELETE, &kr));
+	kr.n = 3;
+	corpus_add(c, "put_reply",
+		   proto_enc_keys_reply(SLOT, &h, PROTO_OP_PUT, &kr));
+	corpus_add(c, "error_reply",
+		   proto_enc_error(SLOT, &h, PROTO_OP_UPDATE, RS_E_NOTFOUND,
+				   "table 7 not found"));
+	corpus_add(c, "error_reply_empty",
+		   proto_enc_error(SLOT, &h, PROTO_OP_HELLO, -EPROTO, ""));
+#undef SLOT
+}
+
+/* Encode a decoded message again. Returns the length or a negative code. */
+static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
+{
+	static uint64_t keys[PROTO_MAX_BATCH_KEYS / 64];
+	static int32_t st[PROTO_MAX_BATCH_KEYS / 64];
+	static uint8_t rows[4 << 20];
+	static struct proto_table_info tabs[256];
+	static struct proto_stat stats[4096];
+	const struct proto_hdr *h = &m->hdr;
+	const uint32_t op = h->opcode;
+	struct proto_table_dir d;
+	struct proto_stats s;
+	uint32_t w, n = 0;
+	size_t nel;
+	int rc;
+
+	if (h->flags & PROTO_F_REPLY && h->status < 0)
+		return proto_enc_error(buf, cap, h, op, h->status,
+				       m->u.error.msg);
+	if (!(h->flags & PROTO_F_REPLY)) {
+		switch (op) {
+		case PROTO_OP_HELLO:
+			return proto_enc_hello_req(buf, cap, h,
+						   &m->u.hello_req);
+		case PROTO_OP_TABLE_CREATE:
+			return proto_enc_table_create_req(buf, cap, h,
+							  &m->u.table_create);
+		case PROTO_OP_TABLE_DROP:
+			return proto_enc_table_drop_req(buf, cap, h,
+							m->u.table_drop);
+		case PROTO_OP_TABLE_DIR:
+		case PROTO_OP_STATS:
+			return proto_enc_list_req(buf, cap, h, op,
+						  &m->u.list_req);
+		default: {
+			struct proto_keys_req q = m->u.keys_req;
+
+			if (q.n > RS_ARRAY_SIZE(keys))
+				return -1;
+			proto_load_u64(keys, q.keys, q.n);
+			nel = (size_t)q.n * q.dim;
+			if (nel * 4 > sizeof(rows))
+				return -1;
+			if (q.dtype == PROTO_DTYPE_FP32)
+				proto_load_f32((float *)rows, q.rows, nel);
+			else
+				proto_load_u16((uint16_t *)rows, q.rows, nel);
+			q.keys = keys;
+			q.rows = rows;
+			return proto_enc_keys_req(buf, cap, h, op, &q);
+		}
+		}
+	}
+	switch (op) {
+	case PROTO_OP_HELLO:
+		return proto_enc_hello_reply(buf, cap, h, &m->u.hello_reply);
+	case PROTO_OP_TABLE_CREATE:
+		return proto_enc_table_create_reply(buf, cap, h,
+						    &m->u.table_info);
+	case PROTO_OP_TABLE_DROP:
+		return proto_enc_table_drop_reply(buf, cap, h);
+	case PROTO_OP_TABLE_DIR:
+		d = m->u.table_dir;
+		while (n < RS_ARRAY_SIZE(tabs) &&
+		       proto_table_dir_next(&d, &tabs[n]))
+			n++;
+		if (n != d.n)
+			return -1;
+		rc = proto_enc_table_dir_reply(buf, cap, h, d.generation,
+					       d.total, d.start, tabs, n, &w);
+		return rc < 0 || w == n ? rc : RS_E_TOOBIG; /* partial */
+	case PROTO_OP_STATS:
+		s = m->u.stats;
+		while (n < RS_ARRAY_SIZE(stats) &&
+		       proto_stats_next(&s, &stats[n]))
+			n++;
+		if (n != s.n)
+			return -1;
+		rc = proto_enc_stats_reply(buf, cap, h, s.total, s.start,
+					   stats, n, &w);
+		return rc < 0 || w == n ? rc : RS_E_TOOBIG; /* partial */
+	default: {
+		struct proto_keys_reply r = m->u.keys_reply;
+
+		if (r.n > RS_ARRAY_SIZE(st))
+			return -1;
+		proto_load_i32(st, r.status, r.n);
+		nel = (size_t)r.n * r.dim;
+		if (nel * 4 > sizeof(rows))
+			return -1;
+		if (r.dtype == PROTO_DTYPE_FP32)
+			proto_load_f32((float *)rows, r.rows, nel);
+		else
+			proto_load_u16((uint16_t *)rows, r.rows, nel);
+		r.status = st;
+		r.rows = rows;
+		return proto_enc_keys_reply(buf, cap, h, op, &r);
+	}
+	}
+}
+
+#endif
