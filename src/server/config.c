@@ -1,0 +1,980 @@
+/*
+ * config.c - strict JSON config parser for the memory node (jansson).
+ *
+ * Shape: each JSON object is parsed by one function that first checks its
+ * keys against a list of known names (unknown -> error, with the closest
+ * known name when one is within edit distance 2), then reads the fields
+ * it knows in a fixed order, so that later checks can rely on earlier
+ * values whatever order the file uses (tables are read last, after the
+ * limits they are checked against). Cross-field checks come at the end.
+ *
+ * Errors: every message starts with the JSON path of the offending field,
+ * kept in struct ctx as the parser descends ("tables[2].optimizer.lr");
+ * fail() formats "<path>: <what>" and returns RS_E_INVAL. The first error
+ * stops the parse; everything allocated so far is freed by the caller's
+ * srv_config_free().
+ *
+ * Numbers: integer fields accept JSON integers only (1.5 and 1e3 are
+ * refused, not rounded); float fields accept any JSON number and are
+ * range-checked after conversion to fp32 (1e39 becomes inf and fails).
+ * Seeds accept integers >= 0 or strings (decimal or 0x hex, full 64 bits).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <jansson.h>
+#include <xxhash.h>
+
+#include "common/rs_internal.h"
+#include "server/config.h"
+
+struct ctx {
+	char path[256];
+	size_t len;
+};
+
+static int fail(struct ctx *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int fail(struct ctx *c, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return rs_seterr(RS_E_INVAL, "%s: %s", c->len ? c->path : "config",
+			 msg);
+}
+
+/* Re-issue the current message under the current path: "<path>: msg". */
+static int fail_inner(struct ctx *c)
+{
+	char inner[400];
+
+	snprintf(inner, sizeof(inner), "%s", rs_errormsg());
+	return fail(c, "%s", inner);
+}
+
+/* The current message names a field below the current path ("lr: must
+ * be ..."): join them as "<path>.lr: must be ...". */
+static int fail_below(struct ctx *c)
+{
+	char inner[400];
+
+	snprintf(inner, sizeof(inner), "%s", rs_errormsg());
+	return rs_seterr(RS_E_INVAL, "%s%s%s", c->path, c->len ? "." : "",
+			 inner);
+}
+
+/* descend into .key / [i]; returns the length to restore with pop() */
+static size_t push_key(struct ctx *c, const char *key)
+{
+	size_t old = c->len;
+	int n = snprintf(c->path + c->len, sizeof(c->path) - c->len, "%s%s",
+			 c->len ? "." : "", key);
+
+	if (n > 0)
+		c->len += (size_t)n < sizeof(c->path) - c->len
+				  ? (size_t)n
+				  : sizeof(c->path) - 1 - c->len;
+	return old;
+}
+
+static size_t push_index(struct ctx *c, size_t i)
+{
+	size_t old = c->len;
+	int n = snprintf(c->path + c->len, sizeof(c->path) - c->len, "[%zu]",
+			 i);
+
+	if (n > 0)
+		c->len += (size_t)n < sizeof(c->path) - c->len
+				  ? (size_t)n
+				  : sizeof(c->path) - 1 - c->len;
+	return old;
+}
+
+static void pop(struct ctx *c, size_t old)
+{
+	c->len = old;
+	c->path[old] = '\0';
+}
+
+/* ---- unknown keys ---- */
+
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[64], prev, tmp;
+
+	if (la >= RS_ARRAY_SIZE(row) || lb >= RS_ARRAY_SIZE(row))
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		prev = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t best = prev + (a[i - 1] != b[j - 1]);
+
+			if (row[j] + 1 < best)
+				best = row[j] + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			tmp = row[j];
+			row[j] = best;
+			prev = tmp;
+		}
+	}
+	return row[lb];
+}
+
+static int is_known(const char *key, const char *const *known)
+{
+	for (; *known; known++)
+		if (strcmp(key, *known) == 0)
+			return 1;
+	return 0;
+}
+
+/* every key of obj must be one of known[] (NULL-terminated) */
+static int check_keys(struct ctx *c, json_t *obj, const char *const *known)
+{
+	const char *key, *best = NULL;
+	size_t d, best_d = 3, old;
+	json_t *v;
+	int rc;
+
+	json_object_foreach(obj, key, v) {
+		if (is_known(key, known))
+			continue;
+		for (const char *const *k = known; *k; k++)
+			if ((d = edit_distance(key, *k)) < best_d)
+				best_d = d, best = *k;
+		old = push_key(c, key);
+		rc = best ? fail(c, "unknown field (did you mean '%s'?)", best)
+			  : fail(c, "unknown field");
+		pop(c, old);
+		return rc;
+	}
+	return 0;
+}
+
+/* ---- typed fields (absent: *out keeps its default) ---- */
+
+static int get_uint(struct ctx *c, json_t *obj, const char *key,
+		    uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	json_t *v = json_object_get(obj, key);
+	size_t old;
+	int rc = 0;
+
+	if (!v)
+		return 0;
+	old = push_key(c, key);
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    (uint64_t)json_integer_value(v) < lo ||
+	    (uint64_t)json_integer_value(v) > hi)
+		rc = fail(c, "must be an integer in [%llu, %llu]",
+			  (unsigned long long)lo, (unsigned long long)hi);
+	else
+		*out = (uint64_t)json_integer_value(v);
+	pop(c, old);
+	return rc;
+}
+
+static int get_u32(struct ctx *c, json_t *obj, const char *key, uint32_t lo,
+		   uint32_t hi, uint32_t *out)
+{
+	uint64_t v = *out;
+	int rc = get_uint(c, obj, key, lo, hi, &v);
+
+	*out = (uint32_t)v;
+	return rc;
+}
+
+static int get_u16(struct ctx *c, json_t *obj, const char *key, uint16_t lo,
+		   uint16_t hi, uint16_t *out)
+{
+	uint64_t v = *out;
+	int rc = get_uint(c, obj, key, lo, hi, &v);
+
+	*out = (uint16_t)v;
+	return rc;
+}
+
+static int get_float(struct ctx *c, json_t *obj, const char *key,
+		     float *out)
+{
+	json_t *v = json_object_get(obj, key);
+	size_t old;
+	int rc = 0;
+
+	if (!v)
+		return 0;
+	old = push_key(c, key);
+	if (!json_is_number(v))
+		rc = fail(c, "must be a number");
+	else
+		*out = (float)json_number_value(v);
+	pop(c, old);
+	return rc;
+}
+
+static int get_bool(struct ctx *c, json_t *obj, const char *key, int *out)
+{
+	json_t *v = json_object_get(obj, key);
+	size_t old;
+	int rc = 0;
+
+	if (!v)
+		return 0;
+	old = push_key(c, key);
+	if (!json_is_boolean(v))
+		rc = fail(c, "must be true or false");
+	else
+		*out = json_is_true(v);
+	pop(c, old);
+	return rc;
+}
+
+/* a string into out[cap]; NULL when absent (or null and nullable) */
+static int get_str(struct ctx *c, json_t *obj, const char *key,
+		   int nullable, const char **out)
+{
+	json_t *v = json_object_get(obj, key);
+	size_t old;
+	int rc = 0;
+
+	*out = NULL;
+	if (!v || (nullable && json_is_null(v)))
+		return 0;
+	old = push_key(c, key);
+	if (!json_is_string(v))
+		rc = fail(c, "must be a string%s", nullable ? " or null" : "");
+	else
+		*out = json_string_value(v);
+	pop(c, old);
+	return rc;
+}
+
+static int copy_str(struct ctx *c, json_t *obj, const char *key, char *dst,
+		    size_t cap)
+{
+	const char *s;
+	size_t old;
+	int rc = get_str(c, obj, key, 0, &s);
+
+	if (rc || !s)
+		return rc;
+	if (strlen(s) >= cap) {
+		old = push_key(c, key);
+		rc = fail(c, "longer than %zu bytes", cap - 1);
+		pop(c, old);
+		return rc;
+	}
+	memcpy(dst, s, strlen(s) + 1);
+	return 0;
+}
+
+static int dup_path(struct ctx *c, json_t *obj, const char *key, char **dst)
+{
+	const char *s;
+	size_t old;
+	int rc = get_str(c, obj, key, 1, &s);
+
+	if (rc || !s)
+		return rc;
+	if (!*s) {
+		old = push_key(c, key);
+		rc = fail(c, "must not be empty (use null for none)");
+		pop(c, old);
+		return rc;
+	}
+	free(*dst);
+	if (!(*dst = strdup(s)))
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	return 0;
+}
+
+/* ---- sizes and seeds ---- */
+
+static const struct {
+	const char *name;
+	uint64_t mult;
+} units[] = {
+	{ "", 1 },
+	{ "b", 1 },
+	{ "k", 1ull << 10 },
+	{ "kib", 1ull << 10 },
+	{ "kb", 1000ull },
+	{ "m", 1ull << 20 },
+	{ "mib", 1ull << 20 },
+	{ "mb", 1000000ull },
+	{ "g", 1ull << 30 },
+	{ "gib", 1ull << 30 },
+	{ "gb", 1000000000ull },
+	{ "t", 1ull << 40 },
+	{ "tib", 1ull << 40 },
+	{ "tb", 1000000000000ull },
+};
+
+int srv_config_parse_size(const char *s, uint64_t *out)
+{
+	const char *p = s, *u;
+	uint64_t v = 0;
+	size_t ulen;
+
+	while (*p == ' ')
+		p++;
+	if (*p < '0' || *p > '9')
+		goto bad;
+	for (; *p >= '0' && *p <= '9'; p++)
+		if (__builtin_mul_overflow(v, 10, &v) ||
+		    __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v))
+			goto overflow;
+	while (*p == ' ')
+		p++;
+	u = p;
+	while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))
+		p++;
+	ulen = (size_t)(p - u);
+	while (*p == ' ')
+		p++;
+	if (*p)
+		goto bad;
+	for (size_t i = 0; i < RS_ARRAY_SIZE(units); i++) {
+		if (strlen(units[i].name) != ulen ||
+		    strncasecmp(u, units[i].name, ulen))
+			continue;
+		if (__builtin_mul_overflow(v, units[i].mult, &v))
+			goto overflow;
+		*out = v;
+		return 0;
+	}
+bad:
+	return rs_seterr(RS_E_INVAL, "'%s' is not a size (an integer with an "
+			 "optional unit: B, K, KiB, KB, M, MiB, MB, G, GiB, "
+			 "GB, T, TiB, TB)", s);
+overflow:
+	return rs_seterr(RS_E_INVAL, "'%s' does not fit 64 bits", s);
+}
+
+/* an integer (bytes) or a size string, in [lo, hi] */
+static int get_size(struct ctx *c, json_t *obj, const char *key, uint64_t lo,
+		    uint64_t hi, uint64_t *out)
+{
+	json_t *v = json_object_get(obj, key);
+	uint64_t n;
+	size_t old;
+	int rc = 0;
+
+	if (!v)
+		return 0;
+	old = push_key(c, key);
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		n = (uint64_t)json_integer_value(v);
+	} else if (json_is_string(v)) {
+		if (srv_config_parse_size(json_string_value(v), &n)) {
+			rc = fail_inner(c);
+			goto out;
+		}
+	} else {
+		rc = fail(c, "must be a byte count or a string like \"1GiB\"");
+		goto out;
+	}
+	if (n < lo || n > hi)
+		rc = fail(c, "%llu bytes is outside [%llu, %llu]",
+			  (unsigned long long)n, (unsigned long long)lo,
+			  (unsigned long long)hi);
+	else
+		*out = n;
+out:
+	pop(c, old);
+	return rc;
+}
+
+static int get_seed(struct ctx *c, json_t *obj, const char *key,
+		    uint64_t *out)
+{
+	json_t *v = json_object_get(obj, key);
+	const char *s, *digits;
+	char *end;
+	size_t old;
+	int rc = 0, hex;
+
+	if (!v)
+		return 0;
+	old = push_key(c, key);
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		*out = (uint64_t)json_integer_value(v);
+	} else if (json_is_string(v)) {
+		s = json_string_value(v);
+		hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+		digits = hex ? s + 2 : s;
+		/* strtoull would accept spaces and a sign: demand a digit */
+		end = (char *)digits;
+		errno = 0;
+		if (hex ? isxdigit((unsigned char)digits[0])
+			: isdigit((unsigned char)digits[0]))
+			*out = strtoull(digits, &end, hex ? 16 : 10);
+		if (end == digits || *end || errno)
+			rc = fail(c, "'%s' is not a 64-bit unsigned integer "
+				  "(decimal or 0x hex)", s);
+	} else {
+		rc = fail(c, "must be an integer >= 0 or a string (decimal or "
+			  "0x hex)");
+	}
+	pop(c, old);
+	return rc;
+}
+
+/* ---- tables ---- */
+
+/* optimizer fields, and which kinds use them (bit per kind) */
+#define OPT_BIT(k) (1u << (k))
+#define OPT_ALL ((1u << OPTIM_KIND_COUNT) - 1)
+#define OPT_ADAGRADS \
+	(OPT_BIT(OPTIM_ADAGRAD) | OPT_BIT(OPTIM_ROWWISE_ADAGRAD))
+static const struct {
+	const char *name;
+	unsigned kinds;
+} optim_fields[] = {
+	{ "type", OPT_ALL },
+	{ "lr", OPT_ALL },
+	{ "weight_decay", OPT_ALL },
+	{ "decoupled_weight_decay", OPT_ALL },
+	{ "eps", OPT_ADAGRADS | OPT_BIT(OPTIM_ADAM) },
+	{ "initial_accumulator", OPT_ADAGRADS },
+	{ "beta1", OPT_BIT(OPTIM_ADAM) },
+	{ "beta2", OPT_BIT(OPTIM_ADAM) },
+};
+static const char *const optim_keys[] = {
+	"type", "lr", "weight_decay", "decoupled_weight_decay", "eps",
+	"initial_accumulator", "beta1", "beta2", NULL,
+};
+
+static int parse_optimizer(struct ctx *c, json_t *o, struct optim_params *p)
+{
+	const char *type;
+	int kind = 0, adamw = 0, decoupled, rc = 0;
+	size_t old;
+
+	if (!json_is_object(o))
+		return fail(c, "must be an object");
+	if ((rc = check_keys(c, o, optim_keys)) ||
+	    (rc = get_str(c, o, "type", 0, &type)))
+		return rc;
+	old = push_key(c, "type");
+	if (!type) {
+		rc = fail(c, "required (sgd, adagrad, rowwise_adagrad, adam or "
+			  "adamw)");
+	} else if (strcmp(type, "adamw") == 0) {
+		kind = OPTIM_ADAM;
+		adamw = 1;
+	} else if ((kind = optim_kind_parse(type)) < 0) {
+		rc = fail(c, "unknown optimizer '%s' (expected sgd, adagrad, "
+			  "rowwise_adagrad, adam or adamw)", type);
+	}
+	pop(c, old);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < RS_ARRAY_SIZE(optim_fields); i++) {
+		if (!json_object_get(o, optim_fields[i].name) ||
+		    (optim_fields[i].kinds & OPT_BIT(kind)))
+			continue;
+		old = push_key(c, optim_fields[i].name);
+		rc = fail(c, "not used by optimizer '%s'", type);
+		pop(c, old);
+		return rc;
+	}
+	optim_params_default(p, (uint32_t)kind);
+	if (adamw)
+		p->weight_decay = 0.01f; /* as torch.optim.AdamW */
+	decoupled = adamw;
+	if ((rc = get_float(c, o, "lr", &p->lr)) ||
+	    (rc = get_float(c, o, "eps", &p->eps)) ||
+	    (rc = get_float(c, o, "beta1", &p->beta1)) ||
+	    (rc = get_float(c, o, "beta2", &p->beta2)) ||
+	    (rc = get_float(c, o, "weight_decay", &p->weight_decay)) ||
+	    (rc = get_float(c, o, "initial_accumulator",
+			    &p->initial_accumulator)) ||
+	    (rc = get_bool(c, o, "decoupled_weight_decay", &decoupled)))
+		return rc;
+	p->flags = decoupled ? OPTIM_F_DECOUPLED : 0;
+	if (optim_params_validate(p))
+		return fail_below(c);
+	return 0;
+}
+
+#define INI_BIT(k) (1u << (k))
+static const struct {
+	const char *name;
+	unsigned kinds;
+} init_fields[] = {
+	{ "type", (1u << INIT_KIND_COUNT) - 1 },
+	{ "value", INI_BIT(INIT_CONSTANT) },
+	{ "a", INI_BIT(INIT_UNIFORM) },
+	{ "std", INI_BIT(INIT_NORMAL) },
+	{ "seed", INI_BIT(INIT_UNIFORM) | INI_BIT(INIT_NORMAL) },
+};
+static const char *const init_keys[] = { "type", "value", "a", "std", "seed",
+					 NULL };
+
+static int parse_initializer(struct ctx *c, json_t *o, struct init_params *p)
+{
+	const char *type;
+	size_t old;
+	int kind = 0, rc = 0;
+
+	if (!json_is_object(o))
+		return fail(c, "must be an object");
+	if ((rc = check_keys(c, o, init_keys)) ||
+	    (rc = get_str(c, o, "type", 0, &type)))
+		return rc;
+	old = push_key(c, "type");
+	if (!type)
+		rc = fail(c, "required (zeros, constant, uniform or normal)");
+	else if ((kind = init_kind_parse(type)) < 0)
+		rc = fail_inner(c);
+	pop(c, old);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < RS_ARRAY_SIZE(init_fields); i++) {
+		if (!json_object_get(o, init_fields[i].name) ||
+		    (init_fields[i].kinds & INI_BIT(kind)))
+			continue;
+		old = push_key(c, init_fields[i].name);
+		rc = fail(c, "not used by initializer '%s'", type);
+		pop(c, old);
+		return rc;
+	}
+	if (kind == INIT_CONSTANT && !json_object_get(o, "value")) {
+		old = push_key(c, "value");
+		rc = fail(c, "required by initializer 'constant'");
+		pop(c, old);
+		return rc;
+	}
+	init_params_default(p, (uint32_t)kind);
+	if ((rc = get_float(c, o, "value", &p->value)) ||
+	    (rc = get_float(c, o, "a", &p->a)) ||
+	    (rc = get_float(c, o, "std", &p->std)) ||
+	    (rc = get_seed(c, o, "seed", &p->seed)))
+		return rc;
+	if (init_params_validate(p))
+		return fail_below(c);
+	return 0;
+}
+
+static const char *const table_keys[] = {
+	"name", "dim", "dtype", "capacity", "optimizer", "initializer", NULL,
+};
+
+static int parse_table(struct ctx *c, json_t *t, const struct srv_config *cfg,
+		       struct proto_table_spec *s)
+{
+	const char *name, *dtype;
+	json_t *o;
+	size_t old;
+	uint64_t cap = 0;
+	int rc, d;
+
+	if (!json_is_object(t))
+		return fail(c, "must be an object");
+	if ((rc = check_keys(c, t, table_keys)))
+		return rc;
+	memset(s, 0, sizeof(*s));
+
+	if ((rc = get_str(c, t, "name", 0, &name)))
+		return rc;
+	old = push_key(c, "name");
+	if (!name)
+		rc = fail(c, "required");
+	else if (proto_name_check("name", name, strlen(name)))
+		rc = fail(c, "'%s' is not a table name (1 to %d of "
+			  "[A-Za-z0-9_.-])", name, PROTO_NAME_MAX);
+	else
+		memcpy(s->name, name, strlen(name) + 1);
+	pop(c, old);
+	if (rc)
+		return rc;
+
+	if (!json_object_get(t, "dim")) {
+		old = push_key(c, "dim");
+		rc = fail(c, "required");
+		pop(c, old);
+		return rc;
+	}
+	if ((rc = get_u32(c, t, "dim", 1, cfg->limits.max_dim, &s->dim)))
+		return rc;
+
+	if ((rc = get_str(c, t, "dtype", 0, &dtype)))
+		return rc;
+	if (dtype) {
+		old = push_key(c, "dtype");
+		if ((d = proto_dtype_parse(dtype)) < 0)
+			rc = fail_inner(c);
+		else
+			s->dtype = (uint32_t)d;
+		pop(c, old);
+		if (rc)
+			return rc;
+	}
+
+	if (!json_object_get(t, "capacity")) {
+		old = push_key(c, "capacity");
+		rc = fail(c, "required (rows)");
+		pop(c, old);
+		return rc;
+	}
+	if ((rc = get_uint(c, t, "capacity", 1, UINT32_MAX, &cap)))
+		return rc;
+	s->capacity = cap;
+
+	optim_params_default(&s->optim, OPTIM_SGD);
+	if ((o = json_object_get(t, "optimizer"))) {
+		old = push_key(c, "optimizer");
+		rc = parse_optimizer(c, o, &s->optim);
+		pop(c, old);
+		if (rc)
+			return rc;
+	}
+	/* default: uniform(-0.01, 0.01). The default seed is a hash of the
+	 * table name, so that two tables do not start with identical rows
+	 * for equal keys. */
+	init_params_default(&s->init, INIT_UNIFORM);
+	if ((o = json_object_get(t, "initializer"))) {
+		old = push_key(c, "initializer");
+		rc = parse_initializer(c, o, &s->init);
+		pop(c, old);
+		if (rc)
+			return rc;
+	}
+	if (!o || !json_object_get(o, "seed"))
+		s->init.seed = XXH3_64bits(s->name, strlen(s->name));
+	if (proto_table_spec_validate(s, &cfg->limits))
+		return fail_below(c);
+	return 0;
+}
+
+/* a row must fit one message each way: GET replies carry it in the
+ * table's dtype, UPDATE requests as fp32 gradients (the widest case) */
+static int check_fits(struct ctx *c, const struct proto_table_spec *s,
+		      const struct proto_limits *lim)
+{
+	const size_t m = lim->max_message_bytes;
+	size_t old;
+	int rc = 0;
+
+	if (proto_keys_per_msg(PROTO_OP_GET, s->dim, s->dtype, m, m, 1) < 0 ||
+	    proto_keys_per_msg(PROTO_OP_UPDATE, s->dim, PROTO_DTYPE_FP32, m,
+			       m, 1) < 0) {
+		old = push_key(c, "dim");
+		rc = fail(c, "a row of %u elements does not fit one message of "
+			  "max_message_bytes %zu", s->dim, m);
+		pop(c, old);
+	}
+	return rc;
+}
+
+static int parse_tables(struct ctx *c, json_t *arr, struct srv_config *cfg)
+{
+	uint64_t need = 0, bytes;
+	size_t n, old;
+	int rc;
+
+	if (!json_is_array(arr))
+		return fail(c, "must be an array");
+	n = json_array_size(arr);
+	if (n > cfg->limits.max_tables)
+		return fail(c, "%zu tables, over max_tables %u", n,
+			    cfg->limits.max_tables);
+	if (n && !(cfg->tables = calloc(n, sizeof(*cfg->tables))))
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		struct proto_table_spec *s = &cfg->tables[i];
+
+		old = push_index(c, i);
+		rc = parse_table(c, json_array_get(arr, i), cfg, s);
+		if (!rc)
+			rc = check_fits(c, s, &cfg->limits);
+		for (size_t j = 0; !rc && j < i; j++)
+			if (strcmp(cfg->tables[j].name, s->name) == 0) {
+				size_t o2 = push_key(c, "name");
+
+				rc = fail(c, "duplicate table '%s' (also "
+					  "tables[%zu])", s->name, j);
+				pop(c, o2);
+			}
+		pop(c, old);
+		if (rc)
+			return rc;
+		cfg->ntables = (uint32_t)(i + 1);
+		/* a lower bound: rows alone, without headers or state */
+		bytes = (uint64_t)s->dim * proto_dtype_size(s->dtype);
+		if (__builtin_mul_overflow(bytes, s->capacity, &bytes) ||
+		    __builtin_add_overflow(need, bytes, &need))
+			need = UINT64_MAX;
+	}
+	if (need > cfg->storage_bytes)
+		return fail(c, "the rows alone need at least %llu bytes, "
+			    "storage.size is %llu", (unsigned long long)need,
+			    (unsigned long long)cfg->storage_bytes);
+	return 0;
+}
+
+/* ---- top level ---- */
+
+static const char *const listen_keys[] = { "addr", "port", NULL };
+static const char *const storage_keys[] = { "backend", "path", "size", NULL };
+static const char *const trace_keys[] = { "path", "sample", NULL };
+static const char *const top_keys[] = {
+	"name", "device", "listen", "metrics_port", "storage", "tables",
+	"workers", "spin_us", "trace", "max_batch_keys", "max_message_bytes",
+	"max_dim", "max_tables", NULL,
+};
+
+/* obj[key] must be an object if present; *sub = it or NULL */
+static int sub_object(struct ctx *c, json_t *obj, const char *key,
+		      const char *const *known, json_t **sub, size_t *old)
+{
+	int rc;
+
+	*sub = json_object_get(obj, key);
+	if (!*sub)
+		return 0;
+	*old = push_key(c, key);
+	if (!json_is_object(*sub))
+		rc = fail(c, "must be an object");
+	else
+		rc = check_keys(c, *sub, known);
+	if (rc)
+		pop(c, *old);
+	return rc;
+}
+
+static int parse_listen(struct ctx *c, json_t *root, struct srv_config *cfg)
+{
+	size_t old;
+	json_t *o;
+	int rc;
+
+	if ((rc = sub_object(c, root, "listen", listen_keys, &o, &old)) || !o)
+		return rc;
+	if (!(rc = copy_str(c, o, "addr", cfg->listen_addr,
+			    sizeof(cfg->listen_addr))))
+		rc = get_u16(c, o, "port", 0, 65535, &cfg->listen_port);
+	pop(c, old);
+	return rc;
+}
+
+static int parse_storage(struct ctx *c, json_t *root, struct srv_config *cfg)
+{
+	const char *backend;
+	size_t old, o2;
+	json_t *o;
+	int rc;
+
+	if ((rc = sub_object(c, root, "storage", storage_keys, &o, &old)) ||
+	    !o)
+		return rc;
+	if ((rc = get_str(c, o, "backend", 0, &backend)))
+		goto out;
+	if (backend) {
+		o2 = push_key(c, "backend");
+		if (strcmp(backend, "dram") == 0)
+			cfg->backend = SRV_BACKEND_DRAM;
+		else if (strcmp(backend, "pmem") == 0)
+			cfg->backend = SRV_BACKEND_PMEM;
+		else
+			rc = fail(c, "unknown backend '%s' (expected dram or "
+				  "pmem)", backend);
+		pop(c, o2);
+		if (rc)
+			goto out;
+	}
+	if ((rc = dup_path(c, o, "path", &cfg->storage_path)) ||
+	    (rc = get_size(c, o, "size", SRV_CONFIG_MIN_STORAGE_BYTES,
+			   UINT64_MAX, &cfg->storage_bytes)))
+		goto out;
+	o2 = push_key(c, "path");
+	if (cfg->backend == SRV_BACKEND_PMEM && !cfg->storage_path)
+		rc = fail(c, "required with backend pmem");
+	else if (cfg->backend == SRV_BACKEND_DRAM && cfg->storage_path)
+		rc = fail(c, "only used with backend pmem");
+	pop(c, o2);
+out:
+	pop(c, old);
+	return rc;
+}
+
+static int parse_trace(struct ctx *c, json_t *root, struct srv_config *cfg)
+{
+	json_t *o, *v;
+	size_t old, o2;
+	int rc;
+
+	if ((rc = sub_object(c, root, "trace", trace_keys, &o, &old)) || !o)
+		return rc;
+	if ((rc = dup_path(c, o, "path", &cfg->trace_path)))
+		goto out;
+	if ((v = json_object_get(o, "sample"))) {
+		o2 = push_key(c, "sample");
+		if (!json_is_number(v) || !(json_number_value(v) >= 0) ||
+		    json_number_value(v) > 1)
+			rc = fail(c, "must be a number in [0, 1]");
+		else
+			cfg->trace_sample = json_number_value(v);
+		pop(c, o2);
+	}
+out:
+	pop(c, old);
+	return rc;
+}
+
+static int parse_root(struct ctx *c, json_t *root, struct srv_config *cfg)
+{
+	uint64_t msg = cfg->limits.max_message_bytes;
+	size_t old;
+	json_t *t;
+	int rc;
+
+	if (!json_is_object(root))
+		return fail(c, "must be a JSON object");
+	if ((rc = check_keys(c, root, top_keys)) ||
+	    (rc = copy_str(c, root, "name", cfg->name, sizeof(cfg->name))) ||
+	    (rc = copy_str(c, root, "device", cfg->device,
+			   sizeof(cfg->device))) ||
+	    (rc = parse_listen(c, root, cfg)) ||
+	    (rc = get_u16(c, root, "metrics_port", 0, 65535,
+			  &cfg->metrics_port)) ||
+	    (rc = parse_storage(c, root, cfg)) ||
+	    (rc = get_u32(c, root, "workers", 1, SRV_CONFIG_MAX_WORKERS,
+			  &cfg->workers)) ||
+	    (rc = get_u32(c, root, "spin_us", 0, SRV_CONFIG_MAX_SPIN_US,
+			  &cfg->spin_us)) ||
+	    (rc = parse_trace(c, root, cfg)) ||
+	    (rc = get_u32(c, root, "max_batch_keys", 1, PROTO_MAX_BATCH_KEYS,
+			  &cfg->limits.max_batch_keys)) ||
+	    (rc = get_size(c, root, "max_message_bytes",
+			   PROTO_MIN_MESSAGE_BYTES, PROTO_MAX_MESSAGE_BYTES,
+			   &msg)) ||
+	    (rc = get_u32(c, root, "max_dim", 1, PROTO_MAX_DIM,
+			  &cfg->limits.max_dim)) ||
+	    (rc = get_u32(c, root, "max_tables", 1, PROTO_MAX_TABLES,
+			  &cfg->limits.max_tables)))
+		return rc;
+	cfg->limits.max_message_bytes = (uint32_t)msg;
+	if (cfg->name[0] && proto_name_check("name", cfg->name,
+					     strlen(cfg->name))) {
+		old = push_key(c, "name");
+		rc = fail(c, "'%s' is not a node name (up to %d of "
+			  "[A-Za-z0-9_.-])", cfg->name, PROTO_NAME_MAX);
+		pop(c, old);
+		return rc;
+	}
+	if (!(t = json_object_get(root, "tables")))
+		return 0;
+	old = push_key(c, "tables");
+	rc = parse_tables(c, t, cfg);
+	pop(c, old);
+	return rc;
+}
+
+/* ---- entry points ---- */
+
+void srv_config_defaults(struct srv_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->listen_port = SRV_CONFIG_PORT;
+	c->backend = SRV_BACKEND_DRAM;
+	c->storage_bytes = SRV_CONFIG_STORAGE_BYTES;
+	c->workers = SRV_CONFIG_WORKERS;
+	c->spin_us = SRV_CONFIG_SPIN_US;
+	c->trace_sample = SRV_CONFIG_TRACE_SAMPLE;
+	proto_limits_default(&c->limits);
+	c->limits.max_message_bytes = SRV_CONFIG_MESSAGE_BYTES;
+}
+
+void srv_config_free(struct srv_config **c)
+{
+	if (!c || !*c)
+		return;
+	free((*c)->storage_path);
+	free((*c)->trace_path);
+	free((*c)->tables);
+	free(*c);
+	*c = NULL;
+}
+
+static int from_json(struct srv_config **out, json_t *root)
+{
+	struct srv_config *cfg = malloc(sizeof(*cfg));
+	struct ctx c = { .len = 0 };
+	int rc;
+
+	if (!cfg)
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	srv_config_defaults(cfg);
+	c.path[0] = '\0';
+	if (root && (rc = parse_root(&c, root, cfg))) {
+		srv_config_free(&cfg);
+		return rc;
+	}
+	*out = cfg;
+	return 0;
+}
+
+static int syntax_error(const json_error_t *e)
+{
+	return rs_seterr(RS_E_INVAL, "line %d, column %d: %s", e->line,
+			 e->column, e->text);
+}
+
+int srv_config_parse(struct srv_config **out, const char *text, size_t len)
+{
+	json_error_t e;
+	json_t *root;
+	int rc;
+
+	*out = NULL;
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
+	if (!root)
+		return syntax_error(&e);
+	rc = from_json(out, root);
+	json_decref(root);
+	return rc;
+}
+
+int srv_config_load(struct srv_config **out, const char *path)
+{
+	json_error_t e;
+	json_t *root;
+	FILE *f;
+	int rc;
+
+	*out = NULL;
+	if (!path)
+		return from_json(out, NULL);
+	if (!(f = fopen(path, "r")))
+		return rs_seterr(-errno, "%s: %s", path, strerror(errno));
+	root = json_loadf(f, JSON_REJECT_DUPLICATES, &e);
+	fclose(f);
+	if (!root)
+		return rs_seterr(RS_E_INVAL, "%s: line %d, column %d: %s",
+				 path, e.line, e.column, e.text);
+	rc = from_json(out, root);
+	json_decref(root);
+	if (rc) {
+		char inner[400];
+
+		snprintf(inner, sizeof(inner), "%s", rs_errormsg());
+		rc = rs_seterr(rc, "%s: %s", path, inner);
+	}
+	return rc;
+}

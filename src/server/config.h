@@ -1,0 +1,90 @@
+/*
+ * config.h - the memory node's JSON config file (prefix srv_config_).
+ * Reference with an example: docs/config.md.
+ *
+ * The parser is strict: an unknown field is an error (typo protection,
+ * with a "did you mean" when a known field is close), so is a field the
+ * chosen optimizer or initializer does not use, a wrong JSON type, a value
+ * out of range, a duplicate key or a duplicate table name. Every error is
+ * RS_E_INVAL with a message that starts with the field's path, e.g.
+ *   tables[2].optimizer.lr: must be a finite number > 0
+ * (srv_config_load() prefixes the file name). Missing fields take the
+ * defaults below, so "{}" and a NULL path are complete configs.
+ *
+ * The config creates no tables by itself: `tables` lists those the node
+ * creates at start (if missing); others come from TABLE_CREATE RPCs.
+ *
+ * Ownership: srv_config_load()/srv_config_parse() allocate *out; free it
+ * with srv_config_free(), which frees the strings and tables too. A config
+ * is plain data: read it from any thread once loaded.
+ */
+#ifndef RS_SERVER_CONFIG_H
+#define RS_SERVER_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/proto.h"
+
+enum srv_backend {
+	SRV_BACKEND_DRAM = 0,
+	SRV_BACKEND_PMEM = 1,
+};
+
+#define SRV_CONFIG_PORT 7471
+#define SRV_CONFIG_STORAGE_BYTES (256ull << 20)
+#define SRV_CONFIG_MIN_STORAGE_BYTES (1ull << 20)
+#define SRV_CONFIG_WORKERS 2
+#define SRV_CONFIG_MAX_WORKERS 256
+#define SRV_CONFIG_SPIN_US 50
+#define SRV_CONFIG_MAX_SPIN_US 1000000
+#define SRV_CONFIG_TRACE_SAMPLE 0.01
+#define SRV_CONFIG_MESSAGE_BYTES (256u << 10)
+#define SRV_CONFIG_ADDR_MAX 255
+#define SRV_CONFIG_DEVICE_MAX 63
+
+struct srv_config {
+	char name[PROTO_NAME_MAX + 1];	      /* node name; "" */
+	char device[SRV_CONFIG_DEVICE_MAX + 1]; /* RDMA device; "": the
+						   device of listen_addr */
+	char listen_addr[SRV_CONFIG_ADDR_MAX + 1]; /* "": the first IPv4
+						      address of the device */
+	uint16_t listen_port;	  /* 7471; 0: any free port */
+	uint16_t metrics_port;	  /* Prometheus endpoint; 0: off */
+	uint32_t backend;	  /* enum srv_backend; DRAM */
+	char *storage_path;	  /* PMEM file; NULL with DRAM */
+	uint64_t storage_bytes;	  /* 256 MiB */
+	uint32_t workers;	  /* RPC worker threads; 2 */
+	uint32_t spin_us;	  /* adaptive polling window; 50 */
+	char *trace_path;	  /* JSONL trace file; NULL: tracing off */
+	double trace_sample;	  /* fraction of requests traced; 0.01 */
+	struct proto_limits limits; /* max_message_bytes 256 KiB (the
+				       node's receive buffers),
+				       max_batch_keys 65536, max_dim 4096,
+				       max_tables 1024 */
+	uint32_t ntables;
+	struct proto_table_spec *tables; /* ntables, validated */
+};
+
+/* Fill *c with the defaults (no allocation; nothing to free). */
+void srv_config_defaults(struct srv_config *c);
+
+/* Parse the file at path (NULL: the defaults). 0 and *out, -errno if the
+ * file cannot be read, RS_E_INVAL for a bad config, -ENOMEM. */
+int srv_config_load(struct srv_config **out, const char *path);
+
+/* Parse JSON text of len bytes (need not be NUL-terminated). */
+int srv_config_parse(struct srv_config **out, const char *text, size_t len);
+
+/* Free a config and everything it owns; *c = NULL. Accepts NULL. */
+void srv_config_free(struct srv_config **c);
+
+/*
+ * A byte size: an integer with an optional unit, case-insensitive, with
+ * optional spaces in between: B; K, M, G, T and KiB, MiB, GiB, TiB
+ * (powers of 1024); KB, MB, GB, TB (powers of 1000). "1GiB", "512 M".
+ * 0 and *out, or RS_E_INVAL (bad syntax, overflow) with a message.
+ */
+int srv_config_parse_size(const char *s, uint64_t *out);
+
+#endif
