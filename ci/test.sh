@@ -3,7 +3,8 @@
 #
 # 1. installs missing Debian packages (scripts/install-deps.sh);
 # 2. builds two trees: build/ (RelWithDebInfo) and build-asan/ (ASan+UBSan);
-# 3. runs the unit tests (no RDMA device) natively in both trees;
+# 3. runs the unit tests (no RDMA device) natively in both trees, and short
+#    libFuzzer runs of the wire decoder and config parser (clang);
 # 4. runs the rxe tests over real Soft-RoCE in both trees: natively when the
 #    kernel has rdma_rxe, otherwise in one QEMU guest boot (ci/with-rxe.sh).
 # Exits non-zero if anything fails. RS_TEST_SKIP_RXE=1 skips step 4.
@@ -32,6 +33,11 @@ log "unit tests (build)"
 ctest --test-dir build -L unit --output-on-failure -j"$jobs"
 log "unit tests (build-asan)"
 ctest --test-dir build-asan -L unit --output-on-failure -j"$jobs"
+
+log "fuzz smoke runs (clang, libFuzzer)"
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build build-fuzz -j"$jobs" --target fuzz_proto fuzz_config
+ctest --test-dir build-fuzz -L fuzz --output-on-failure
 
 if [ "${RS_TEST_SKIP_RXE:-0}" = 1 ]; then
   echo "rxe tests skipped (RS_TEST_SKIP_RXE=1)"
