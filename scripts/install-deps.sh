@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(
-  build-essential clang cmake pkg-config git
+  build-essential clang libclang-rt-14-dev cmake pkg-config git
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils
   rdmacm-utils perftest
   libpmem-dev libhwloc-dev libcmocka-dev libjansson-dev libxxhash-dev
