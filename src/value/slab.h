@@ -220,7 +220,7 @@ typedef int (*slab_iter_fn)(void *arg, uint64_t key, uint32_t row);
 int slab_iterate(struct slab_table *t, slab_iter_fn fn, void *arg);
 
 struct slab_recovery_stats {
-	uint64_t log_replayed;	  /* rows rewritten from the redo log */
+	uint64_t log_replayed;	  /* rows (and state) redone from the log */
 	uint64_t rows_scanned;	  /* row slots below the high-water mark */
 	uint64_t rows_live;	  /* referenced by the index and valid */
 	uint64_t rows_reclaimed;  /* rewritten as tombstones (unreferenced

@@ -76,6 +76,10 @@ static void replay_log(struct slab_table *t, uint64_t hwm)
 		w = slab_row_words(t, r);
 		if (!row_torn(t, r) && w[ROW_W_VERSION] > iv)
 			continue; /* the row moved on after this entry */
+		if (!row_torn(t, r) && w[ROW_W_VERSION] == iv &&
+		    !memcmp(slab_state_of(t, r), img + t->rg.stride,
+			    t->state_bytes))
+			continue; /* that write had completed */
 		memcpy(w, img, (size_t)t->row_words * 8);
 		slab_persist(t->st, w, (size_t)t->row_words * 8);
 		if (t->state_bytes) {
@@ -148,15 +152,11 @@ int slab_recover(struct slab_table *t)
 	pet_repair(t->pet, claim, &c, &t->rec.index);
 	scan_rows(t, c.claimed, c.hwm);
 	free(c.claimed);
-	if (t->log) {
-		for (unsigned s = 0; s < t->ent.nstripes; s++) {
-			uint64_t *cs = (uint64_t *)slab_log_entry(t, s);
-
-			if (*cs) {
-				pet_st(cs, 0);
-				slab_persist(t->st, cs, sizeof(*cs));
-			}
-		}
+	if (t->log) { /* after the replays were persisted */
+		for (unsigned s = 0; s < t->ent.nstripes; s++)
+			pet_st(slab_log_entry(t, s), 0);
+		slab_persist(t->st, t->log,
+			     (size_t)t->ent.nstripes * t->ent.log_entry);
 	}
 	t->hwm = c.hwm;
 	atomic_store(&t->next, c.hwm);
