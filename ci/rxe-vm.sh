@@ -27,8 +27,10 @@
 #
 # Environment: RS_VM_CACHE (cache dir), RS_VM_TIMEOUT / RS_VM_MEM / RS_VM_SMP
 # (defaults for the options), RS_VM_HUGEPAGES (2 MiB pages to reserve),
-# RS_VM_KERNEL_PKG (kernel package name override), RS_VM_VERBOSE=1 (copy the
-# guest console to stderr), RS_VM_QUIET=1 (no summary lines).
+# RS_VM_KERNEL_PKG (kernel package name override), RS_VM_APPEND (more
+# kernel parameters), RS_VM_VERBOSE=1 (copy the
+# guest console to stderr), RS_VM_CONSOLE=FILE (save the guest console
+# there), RS_VM_QUIET=1 (no summary lines).
 set -euo pipefail
 
 prog=rxe-vm
@@ -136,6 +138,38 @@ moddir=$kdir/root/lib/modules/$kver
 [ -f "$vmlinuz" ] || die "no kernel image at $vmlinuz"
 [ -d "$moddir/kernel" ] || die "no modules at $moddir"
 
+# Boot the uncompressed ELF kernel through its PVH entry when it has one:
+# decompressing vmlinuz under TCG costs several seconds per boot.
+extract_vmlinux() {
+	local magic off prog
+	# (no NUL bytes in bash strings: the magics are cut short)
+	for magic in $'\xfd7zXZ:xz -dc' $'\x28\xb5\x2f\xfd:zstd -dcq' \
+		$'\x1f\x8b\x08:gzip -dc'; do
+		prog=${magic#*:}
+		for off in $(LC_ALL=C grep -abo "${magic%%:*}" "$vmlinuz" |
+			cut -d: -f1 | head -3); do
+			tail -c +$((off + 1)) "$vmlinuz" | $prog >"$1" 2>/dev/null
+			[ "$(head -c 4 "$1" | od -An -c | tr -d ' ')" = 177ELF ] ||
+				continue
+			readelf -n "$1" 2>/dev/null | grep -q 'Unknown note type: (0x00000012)' &&
+				return 0
+		done
+	done
+	return 1
+}
+kimage=$vmlinuz
+if [ ! -e "$kdir/.vmlinux-done" ]; then
+	if command -v readelf >/dev/null && extract_vmlinux "$kdir/vmlinux.tmp"
+	then
+		mv "$kdir/vmlinux.tmp" "$kdir/vmlinux"
+	else
+		rm -f "$kdir/vmlinux.tmp"
+		note "no PVH-bootable vmlinux in $kpkg; booting vmlinuz"
+	fi
+	touch "$kdir/.vmlinux-done"
+fi
+[ ! -s "$kdir/vmlinux" ] || kimage=$kdir/vmlinux
+
 # Modules to load, in dependency order (read from each module's depends=).
 # crc32_generic: rxe allocates a crc32 shash ("rdma link add" fails without).
 # rdma_ucm & co: /dev/infiniband/rdma_cm for librdmacm.
@@ -186,7 +220,7 @@ export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
-log() { echo "rxe-vm(init): $*"; }
+log() { read -r up _ </proc/uptime; echo "rxe-vm(init) [$up]: $*"; }
 halt_now() {
 	sync
 	poweroff -f
@@ -197,6 +231,7 @@ fail() { log "FATAL: $*"; halt_now; }
 for m in $(cat /modules.base); do
 	insmod /lib/modules/$m.ko || log "insmod $m failed"
 done
+log "modules loaded"
 mkdir -p /host
 mount -t 9p -o trans=virtio,version=9p2000.L,ro hostroot /host ||
 	fail "cannot mount the host root (9p)"
@@ -223,6 +258,8 @@ read -r cwd < $ctl/cwd
 mkdir -p "/host$cwd" 2>/dev/null
 mount -t 9p -o trans=virtio,version=9p2000.L work "/host$cwd" ||
 	fail "cannot mount the work share at $cwd (9p)"
+mkfifo /host/run/rxe-vm-nap
+log "mounts done, stage 2"
 chroot /host /bin/bash /run/rxe-vm/stage2.sh
 log "stage 2 returned $?"
 halt_now
@@ -294,71 +331,104 @@ hugepages=${RS_VM_HUGEPAGES:-256}
 	done < <(env -0)
 	echo ')'
 	cat <<'EOF'
+# Every host binary run here is loaded over 9p, which is slow under
+# emulation (about 0.2 s each, seconds on a loaded host): polling and
+# bookkeeping use bash builtins only; ip runs in batch mode.
 set -u
 ctl=/run/rxe-vm
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
-# CMD's stdout/stderr: virtio-serial ports named rs.stdout / rs.stderr
-port_dev() {
-	local p
-	for p in /sys/class/virtio-ports/*; do
-		[ "$(cat "$p/name" 2>/dev/null)" = "$1" ] &&
-			echo "/dev/${p##*/}" && return 0
-	done
-	return 1
+exec 5<>/run/rxe-vm-nap		# a fifo nobody writes: read -t sleeps
+nap() { read -r -t "$1" -u 5 _ || true; }
+slog() {
+	local up _
+	read -r up _ </proc/uptime
+	echo "rxe-vm(stage2) [$up]: $*"
 }
-for _ in $(seq 50); do
-	out=$(port_dev rs.stdout) && err=$(port_dev rs.stderr) &&
-		[ -c "$out" ] && [ -c "$err" ] && break
-	sleep 0.1
+fail() {
+	echo "rxe-vm(guest): set-up failed: $*" >&4
+	slog "set-up failed: $*"
+	echo setup-failed >"$ctl/rc"
+	exit 1
+}
+# CMD's stdout/stderr: the virtio-serial ports named rs.stdout / rs.stderr
+exec 4>/dev/console
+out= err=
+for ((i = 0; i < 100; i++)); do
+	for p in /sys/class/virtio-ports/*; do
+		[ -r "$p/name" ] || continue
+		read -r name <"$p/name"
+		case $name in
+		rs.stdout) out=/dev/${p##*/} ;;
+		rs.stderr) err=/dev/${p##*/} ;;
+		esac
+	done
+	[ -n "$out" ] && [ -n "$err" ] && [ -c "$out" ] && [ -c "$err" ] && break
+	nap 0.1
 done
-exec 3>"$out" 4>"$err" || { echo "no virtio-serial ports"; exit 1; }
-say() { echo "rxe-vm(guest): $*" >&4; echo "rxe-vm(guest): $*"; }
-fail() { say "set-up failed: $*"; echo "setup-failed" >"$ctl/rc.tmp";
-	mv "$ctl/rc.tmp" "$ctl/rc"; exit 1; }
-ip link set lo up
-ip link add veth0 type veth peer name veth1 || fail "veth pair"
-ip addr add 10.77.0.1/24 dev veth0 || fail "address on veth0"
-ip link set veth0 up && ip link set veth1 up || fail "veth up"
+[ -n "$err" ] && [ -c "$err" ] && exec 4>"$err"
+[ -n "$out" ] && [ -c "$out" ] && exec 3>"$out" ||
+	fail "no virtio-serial port rs.stdout"
+
+echo "$hugepages" >/proc/sys/vm/nr_hugepages 2>/dev/null &
+huge_pid=$!
+slog "network"
+ip -batch - <<-'NET' || fail "veth pair / 10.77.0.1 on veth0 (ip -batch)"
+	link set lo up
+	link add veth0 type veth peer name veth1
+	addr add 10.77.0.1/24 dev veth0
+	link set veth0 up
+	link set veth1 up
+NET
 rdma link add rxe0 type rxe netdev veth0 || fail "rdma link add rxe0"
 port=/sys/class/infiniband/rxe0/ports/1
-for i in $(seq 100); do
-	grep -q ACTIVE $port/state 2>/dev/null &&
-		grep -q '0a4d:0001$' $port/gids/1 2>/dev/null && break
-	sleep 0.1
+want_gid=0000:0000:0000:0000:0000:ffff:0a4d:0001
+state= gid=
+for ((i = 0; i < 300; i++)); do
+	read -r state <$port/state 2>/dev/null
+	read -r gid <$port/gids/1 2>/dev/null
+	[[ $state == *ACTIVE ]] && [ "$gid" = "$want_gid" ] && break
+	nap 0.1
 done
-grep -q ACTIVE $port/state || fail "rxe0 port not ACTIVE: $(cat $port/state)"
-grep -q '0a4d:0001$' $port/gids/1 ||
-	fail "GID index 1 is not 10.77.0.1: $(cat $port/gids/1)"
-ips=
-for n in 2 3 4 5; do
-	ip addr add 10.77.0.$n/24 dev veth0 || fail "address 10.77.0.$n"
-	ips="$ips${ips:+ }10.77.0.$n"
-done
-echo "$hugepages" >/proc/sys/vm/nr_hugepages 2>/dev/null
+[[ $state == *ACTIVE ]] || fail "rxe0 port 1 is not ACTIVE: $state"
+[ "$gid" = "$want_gid" ] || fail "GID index 1 is $gid, not 10.77.0.1"
+ips="10.77.0.2 10.77.0.3 10.77.0.4 10.77.0.5"
+for a in $ips; do echo "addr add $a/24 dev veth0"; done |
+	ip -batch - || fail "extra addresses on veth0"
 extra_env=()
 if [ -n "$pmem" ]; then
-	[ -e /dev/ndctl0 ] || ls /sys/bus/nd/devices >/dev/null 2>&1 ||
-		fail "no nvdimm bus in the guest"
+	slog "pmem"
+	[ -d /sys/bus/nd/devices/namespace0.0 ] ||
+		fail "no nvdimm namespace0.0 in the guest (nfit/libnvdimm?)"
 	ndctl create-namespace -f -e namespace0.0 -m devdax >/dev/null ||
-		fail "ndctl create-namespace -m devdax"
+		fail "ndctl create-namespace -f -e namespace0.0 -m devdax"
+	for ((i = 0; i < 50; i++)); do
+		[ -c /dev/dax0.0 ] && break
+		nap 0.1
+	done
 	[ -c /dev/dax0.0 ] || fail "no /dev/dax0.0 after ndctl"
 	extra_env+=(RS_PMEM_DEV=/dev/dax0.0)
 fi
-echo "hugepages=$(cat /proc/sys/vm/nr_hugepages)"
-cat $port/gids/0 $port/gids/1
+wait $huge_pid
+read -r nhuge </proc/sys/vm/nr_hugepages
+read -r gid0 <$port/gids/0
+slog "rxe0 up (gid0 $gid0, gid1 $gid), hugepages $nhuge"
 read -r up _ </proc/uptime
 echo "$up" >"$ctl/ready"
-cd "$cwd_log" 2>/dev/null || cd "$(cat $ctl/cwd)" || fail "cd to cwd"
+read -r cwd_phys <"$ctl/cwd"
+cd "$cwd_log" 2>/dev/null || cd "$cwd_phys" || fail "cd $cwd_phys"
 ulimit -l unlimited
 ulimit -c 0
-env -i "${cmd_env[@]}" HOME=/root TERM=dumb RS_RDMA_DEV=rxe0 \
-	RS_RDMA_IP=10.77.0.1 RS_RDMA_IPS="$ips" RS_RDMA_GID_INDEX=1 \
-	"${extra_env[@]}" "${cmd[@]}" </dev/null >&3 2>&4
+(
+	for v in $(compgen -e); do unset "$v" 2>/dev/null; done
+	export "${cmd_env[@]}" HOME=/root TERM=dumb RS_RDMA_DEV=rxe0 \
+		RS_RDMA_IP=10.77.0.1 RS_RDMA_IPS="$ips" RS_RDMA_GID_INDEX=1 \
+		"${extra_env[@]}"
+	exec "${cmd[@]}"
+) </dev/null >&3 2>&4
 rc=$?
 exec 3>&- 4>&-
-echo "$rc" >"$ctl/rc.tmp"
-mv "$ctl/rc.tmp" "$ctl/rc"
-sync
+slog "command exited with status $rc"
+echo "$rc" >"$ctl/rc"
 EOF
 } >"$ctl/stage2.sh"
 
@@ -378,12 +448,17 @@ if [ -n "$pmem" ]; then
 		-device nvdimm,id=nvdimm1,memdev=mem1)
 fi
 
+# mitigations=off: syscalls and page-table switches are costly under TCG;
+# tsc=reliable: clock_gettime stays in the vDSO instead of trapping to an
+# emulated HPET (QEMU's TCG TSC follows the host clock).
+kcmdline="console=ttyS0 quiet loglevel=0 panic=1 rdinit=/init mitigations=off"
+kcmdline+=" tsc=reliable i8042.nokbd i8042.noaux ${RS_VM_APPEND:-}"
 qemu_args=(
 	-name rxe-vm -machine "$machine" -accel tcg -cpu max
 	-m "$memopt" -smp "$smp" -nodefaults -no-user-config -no-reboot
 	-display none
-	-kernel "$vmlinuz" -initrd "$initrd"
-	-append "console=ttyS0 quiet loglevel=0 panic=1 rdinit=/init"
+	-kernel "$kimage" -initrd "$initrd"
+	-append "$kcmdline"
 	-chardev "file,id=con,path=$ctl/console.log" -serial chardev:con
 	-device virtio-serial-pci,id=vser
 	-chardev "file,id=out,path=$ctl/out"
@@ -442,6 +517,8 @@ show_console() {
 	echo "$prog: ---" >&2
 }
 [ "${RS_VM_VERBOSE:-0}" != 1 ] || show_console "RS_VM_VERBOSE"
+[ -z "${RS_VM_CONSOLE:-}" ] || cp "$ctl/console.log" "$RS_VM_CONSOLE" ||
+	echo "$prog: warning: cannot save the console to $RS_VM_CONSOLE" >&2
 
 total=$(awk "BEGIN { print $t1 - $t0 }")
 if [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ]; then
