@@ -396,16 +396,27 @@ for a in $ips; do echo "addr add $a/24 dev veth0"; done |
 	ip -batch - || fail "extra addresses on veth0"
 extra_env=()
 if [ -n "$pmem" ]; then
-	slog "pmem"
-	[ -d /sys/bus/nd/devices/namespace0.0 ] ||
-		fail "no nvdimm namespace0.0 in the guest (nfit/libnvdimm?)"
-	ndctl create-namespace -f -e namespace0.0 -m devdax >/dev/null ||
-		fail "ndctl create-namespace -f -e namespace0.0 -m devdax"
-	for ((i = 0; i < 50; i++)); do
+	# A file that was made devdax before keeps its info block: the kernel
+	# brings /dev/dax0.0 back by itself, and it must not be reconfigured
+	# (that could move or wipe what a crash test left there).
+	for ((i = 0; i < 30; i++)); do
 		[ -c /dev/dax0.0 ] && break
 		nap 0.1
 	done
-	[ -c /dev/dax0.0 ] || fail "no /dev/dax0.0 after ndctl"
+	if [ -c /dev/dax0.0 ]; then
+		slog "pmem: /dev/dax0.0 already devdax"
+	else
+		slog "pmem: ndctl create-namespace -m devdax"
+		[ -d /sys/bus/nd/devices/namespace0.0 ] ||
+			fail "no nvdimm namespace0.0 in the guest"
+		ndctl create-namespace -f -e namespace0.0 -m devdax >/dev/null ||
+			fail "ndctl create-namespace -f -e namespace0.0 -m devdax"
+		for ((i = 0; i < 50; i++)); do
+			[ -c /dev/dax0.0 ] && break
+			nap 0.1
+		done
+		[ -c /dev/dax0.0 ] || fail "no /dev/dax0.0 after ndctl"
+	fi
 	extra_env+=(RS_PMEM_DEV=/dev/dax0.0)
 fi
 wait $huge_pid
