@@ -387,6 +387,14 @@ int pet_lookup(struct pet_index *p, uint64_t key, uint32_t *ref)
 	uint64_t v[2];
 
 	pet_locate(&p->g, key, &loc);
+	/* both buckets' lines in flight at once: a hit in b[0] otherwise
+	 * waits for line 0 (tags) then line 1 (ref), then b[1] */
+	for (int i = 0; i < 2; i++) {
+		const uint64_t *w = bucket_words(p, loc.b[i]);
+
+		__builtin_prefetch(w);
+		__builtin_prefetch(w + 8);
+	}
 	for (;;) {
 		if (bucket_probe(p, loc.b[0], key, loc.tag, ref, &v[0]) ||
 		    bucket_probe(p, loc.b[1], key, loc.tag, ref, &v[1]))

@@ -7,7 +7,8 @@
  * checksum) words, a payload from another write, or a READ at the wrong
  * row address all fail it, except with probability about 2^-64 per
  * accepted image (docs/storage.md gives the argument). For 128 x fp32
- * (544 covered bytes) XXH3 costs about 30-40 ns on one core.
+ * (528 covered bytes) XXH3 costs about 350 instructions (AVX2), some
+ * 30 ns on one core (docs/benchmarks.md).
  *
  * fp16 uses the compiler's _Float16 (IEEE binary16, round to nearest
  * even); bf16 is the upper half of an fp32 with the same rounding.
@@ -15,8 +16,18 @@
 #include <math.h>
 #include <string.h>
 
-#define XXH_INLINE_ALL
 #include <xxhash.h>
+#if defined(__x86_64__)
+/* Rows are long inputs (> 240 bytes), where XXH3 vectorizes: the
+ * library's runtime dispatch (AVX2 when present) takes 351 instructions
+ * for 528 bytes where the default SSE2 build takes 796 (callgrind, see
+ * docs/benchmarks.md). The hash value is the same on every CPU. */
+#define XXH_DISPATCH_DISABLE_REPLACE
+#include <xxh_x86dispatch.h>
+#define row_xxh3 XXH3_64bits_withSeed_dispatch
+#else
+#define row_xxh3 XXH3_64bits_withSeed
+#endif
 
 #include "common/rs_internal.h"
 #include "value/row_format.h"
@@ -66,10 +77,9 @@ int row_geom_init(struct row_geom *g, uint32_t dim, unsigned dtype,
 uint64_t row_checksum(const void *row, const struct row_geom *g, uint32_t idx,
 		      uint64_t version)
 {
-	return XXH3_64bits_withSeed((const uint8_t *)row + ROW_CSUM_OFF,
-				    ROW_HDR_BYTES - ROW_CSUM_OFF +
-					    g->payload_bytes,
-				    row_seed(version, idx));
+	return row_xxh3((const uint8_t *)row + ROW_CSUM_OFF,
+			ROW_HDR_BYTES - ROW_CSUM_OFF + g->payload_bytes,
+			row_seed(version, idx));
 }
 
 static inline uint64_t word(const void *row, unsigned i)

@@ -435,16 +435,22 @@ static void load_payload(const struct slab_table *t, const uint64_t *w,
 			 float *out)
 {
 	const uint64_t *pw = w + ROW_HDR_BYTES / 8;
-	uint32_t nb = t->rg.payload_bytes, dim = t->rg.dim;
+	uint32_t nb = t->rg.payload_bytes, dim = t->rg.dim, i;
+	uint64_t x;
 
-	for (uint32_t i = 0; 8 * i < nb; i++) {
-		uint64_t x = pet_ld(&pw[i]);
-
-		if (t->rg.dtype == ROW_F32) {
-			memcpy((uint8_t *)out + 8 * i, &x,
-			       nb - 8 * i < 8 ? nb - 8 * i : 8);
-			continue;
+	if (t->rg.dtype == ROW_F32) {
+		for (i = 0; i < nb / 8; i++) {
+			x = pet_ld(&pw[i]);
+			memcpy(out + 2 * i, &x, 8);
 		}
+		if (nb % 8) {
+			x = pet_ld(&pw[i]);
+			memcpy(out + 2 * i, &x, 4);
+		}
+		return;
+	}
+	for (i = 0; 8 * i < nb; i++) {
+		x = pet_ld(&pw[i]);
 		for (uint32_t j = 0; j < 4 && 4 * i + j < dim; j++) {
 			uint16_t h = (uint16_t)(x >> (16 * j));
 

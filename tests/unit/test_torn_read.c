@@ -177,7 +177,8 @@ static void *rows_writer(void *arg)
 
 /* READ bucket b until it validates (counting torn copies). */
 static void read_bucket(const uint8_t *ibase, const struct pet_geom *g,
-			uint64_t b, uint8_t *buf, struct rng *r, uint64_t *reads, uint64_t *torn)
+			uint64_t b, uint8_t *buf, struct rng *r,
+			uint64_t *reads, uint64_t *torn)
 {
 	for (;;) {
 		(*reads)++;
