@@ -526,6 +526,10 @@ static int move_one(struct pet_index *p, uint64_t src, unsigned s,
 		goto out;
 	img_set(di, (unsigned)f, img_tag(si, s), x, img_ref(si, s));
 	bucket_publish(p, dst, di); /* add first (persisted) ... */
+	/* ... and make the add visible before any store of the removal,
+	 * also to observers a release fence does not cover (a NIC on a
+	 * weakly ordered CPU); an mfence on x86, once per move */
+	atomic_thread_fence(memory_order_seq_cst);
 	img_clear(si, s);
 	bucket_publish(p, src, si); /* ... then remove */
 	atomic_fetch_add_explicit(&p->displacements, 1, RELAXED);

@@ -262,8 +262,10 @@ static int lock_key(struct slab_table *t, uint64_t key, uint32_t *r)
 
 		if (rc)
 			return rc;
-		row_lock(t, *r);
 		w = slab_row_words(t, *r);
+		for (uint32_t i = 0; i < t->row_words; i += 8)
+			__builtin_prefetch(&w[i], 1);
+		row_lock(t, *r);
 		if (pet_ld(&w[ROW_W_KEY]) == key &&
 		    pet_ld(&w[ROW_W_META]) == live)
 			return 0;
@@ -470,6 +472,8 @@ static int read_slot(struct slab_table *t, uint32_t r, uint64_t key,
 	const uint64_t live = row_meta(&t->rg, ROW_LIVE);
 	unsigned spins = 0;
 
+	for (uint32_t i = 0; i < t->row_words; i += 8) /* all lines at once */
+		__builtin_prefetch(&w[i]);
 	for (;;) {
 		uint64_t v = pet_ld_acq(&w[ROW_W_VERSION]), k, m;
 

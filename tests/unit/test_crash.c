@@ -384,9 +384,14 @@ static void kill_and_recover(void **state)
 	for (int round = 0; round < rounds && max_gen < (1u << 24) - ACKLOG_MAX;
 	     round++) {
 		unsigned flags = round % 3 == 1 ? 0 : SLAB_F_NOSYNC;
-		/* msync rounds are slow (about 1 ms per flush): longer */
+		/* msync rounds are slow (about 1 ms per flush): longer;
+		 * every 4th round dies within 3 ms, in or near the
+		 * child's own recovery */
 		double delay_ms = (double)(rnd(&seed) % 150) +
 				  (flags ? 5 : 100);
+
+		if (round % 4 == 3)
+			delay_ms = (double)(rnd(&seed) % 3000) / 1000;
 		uint64_t cseed = rnd(&seed);
 		struct timespec ts = {0, (long)(delay_ms * 1e6)};
 		int status;
