@@ -133,6 +133,13 @@ if [ ! -e "$kdir/.complete" ]; then
 	mv "$kdir.tmp" "$kdir"
 	touch "$kdir/.complete"
 fi
+touch "$kdir/.complete"		# last use, for pruning
+# prune what no run has used for 30 days (older kernels, old initramfs)
+find "$cache" -maxdepth 1 -name 'initrd-*' -mtime +30 -delete 2>/dev/null || :
+for d in "$cache"/linux-image-*/; do
+	[ -e "$d/.complete" ] && [ -z "$(find "$d/.complete" -mtime +30)" ] ||
+		[ "$d" = "$kdir/" ] || rm -rf "$d"
+done
 vmlinuz=$kdir/root/boot/vmlinuz-$kver
 moddir=$kdir/root/lib/modules/$kver
 [ -f "$vmlinuz" ] || die "no kernel image at $vmlinuz"
@@ -289,6 +296,7 @@ if [ ! -s "$initrd" ]; then
 	mv "$initrd.tmp" "$initrd"
 	rm -rf "$stage"
 fi
+touch "$initrd"			# last use, for pruning
 flock -u 9
 
 # ------------------------------------------------------------ per run ------
@@ -443,10 +451,17 @@ echo "$rc" >"$ctl/rc"
 EOF
 } >"$ctl/stage2.sh"
 
+# Copy a fifo to stdout. If stdout goes away (`... | head`), keep draining
+# to /dev/null: a fifo without a reader throttles the guest's port for good
+# and CMD would block until the timeout.
+drain() {
+	cat "$1" && return 0
+	exec cat "$1" >/dev/null 2>&1
+}
 mkfifo "$ctl/out" "$ctl/err"
-cat "$ctl/out" &
+drain "$ctl/out" &
 out_pid=$!
-cat "$ctl/err" >&2 &
+drain "$ctl/err" 2>/dev/null >&2 &
 err_pid=$!
 
 machine=pc
@@ -514,7 +529,12 @@ t1=$(date +%s.%N)
 kill "$ready_pid" 2>/dev/null || true
 wait "$ready_pid" 2>/dev/null || true
 ready_pid=
-# the readers end at QEMU's exit (EOF); make sure they got their data out
+# the readers end at QEMU's exit (EOF); give them time to write it all out
+for ((i = 0; i < 100; i++)); do
+	kill -0 "$out_pid" 2>/dev/null || kill -0 "$err_pid" 2>/dev/null || break
+	sleep 0.1
+done
+kill "$out_pid" "$err_pid" 2>/dev/null || true
 wait "$out_pid" "$err_pid" 2>/dev/null || true
 out_pid= err_pid=
 
