@@ -477,7 +477,7 @@ fi
 # mitigations=off: syscalls and page-table switches are costly under TCG;
 # tsc=reliable: clock_gettime stays in the vDSO instead of trapping to an
 # emulated HPET (QEMU's TCG TSC follows the host clock).
-kcmdline="console=ttyS0 quiet loglevel=0 panic=1 rdinit=/init mitigations=off"
+kcmdline="console=ttyS0 quiet loglevel=5 panic=1 rdinit=/init mitigations=off"
 kcmdline+=" tsc=reliable i8042.nokbd i8042.noaux ${RS_VM_APPEND:-}"
 qemu_args=(
 	-name rxe-vm -machine "$machine" -accel tcg -cpu max
@@ -500,7 +500,7 @@ qemu_args=(
 t0=$(date +%s.%N)
 note "booting guest (kernel $kver, ${mem_mb} MiB, $smp vCPU, timeout ${timeout_s}s)"
 (
-	while [ ! -e "$ctl/ready" ]; do sleep 0.2; done
+	while [ ! -s "$ctl/ready" ]; do sleep 0.2; done
 	t=$(date +%s.%N)
 	note "$(printf 'guest up, rxe0 ready after %.1f s (guest uptime %s s)' \
 		"$(awk "BEGIN { print $t - $t0 }")" "$(cat "$ctl/ready")")"
@@ -561,7 +561,8 @@ fi
 if [ ! -s "$ctl/rc" ]; then
 	show_console "no exit status"
 	echo "$prog: error: QEMU exited (status $qrc) without an exit status" \
-		"from the guest after $(printf %.1f "$total") s" >&2
+		"from the guest after $(printf %.1f "$total") s (guest crashed" \
+		"or set-up failed; RS_VM_CONSOLE=FILE keeps the whole console)" >&2
 	exit 125
 fi
 rc=$(cat "$ctl/rc")
