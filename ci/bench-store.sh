@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# bench-store.sh [BUILD_DIR] - end-to-end figures of the store against the
+# raw verbs tools, all in ONE guest boot (ratios within one boot are what
+# mean something under TCG emulation; absolute times do not):
+#   1. ib_read_lat at the row's READ size vs recstore-bench --single-key
+#      (warm location cache: one READ; cold: bucket READs + row READ);
+#      interleaved, RS_BENCH_REPS times, median ratios reported;
+#   2. ib_read_bw at the row size (before and after) vs the batched
+#      one-sided gets of recstore-bench (26 tables, Zipf 0.99);
+#   3. server CPU during the get-only phase (one-sided) and the RPC phase.
+# Where no RDMA device exists it re-runs itself through ci/with-rxe.sh.
+# Output: the tools' result lines and "ratio ..." lines, also written to
+# bench-store.out in the current directory.
+#
+# Environment (RS_* so that it reaches the guest): RS_BENCH_DIM (128),
+# RS_BENCH_BATCH (4096), RS_BENCH_ITERS (10), RS_BENCH_KEYS (2000),
+# RS_BENCH_TABLES (26), RS_BENCH_REPS (5), RS_BENCH_SPIN_US (the client's
+# completion polling window, default: the library's 50 us; under TCG a
+# longer window measured slower, as the spinning vCPU is the one the
+# emulated NIC's kernel work needs).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$top/build}
+build=$(cd "$build" && pwd)
+if [ -z "${RS_RDMA_DEV:-}" ]; then
+	exec bash "$top/ci/with-rxe.sh" bash "$top/ci/bench-store.sh" "$build"
+fi
+ulimit -l unlimited 2>/dev/null || true
+dim=${RS_BENCH_DIM:-128}
+reps=${RS_BENCH_REPS:-5}
+spin=${RS_BENCH_SPIN_US:-50}
+# What a warm get READs: the row, 32-byte header + payload, padded to 64.
+row=$(( (32 + dim * 4 + 63) / 64 * 64 ))
+gid=${RS_RDMA_GID_INDEX:-1}
+ip=$RS_RDMA_IP
+out=bench-store.out
+tmp=$(mktemp -d /tmp/bench-store.XXXXXX)
+: >"$out"
+say() { echo "$*" | tee -a "$out"; }
+tool() {
+	if [ -x "$build/tools/$1" ]; then echo "$build/tools/$1"
+	else echo "$build/$1"; fi
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print 0 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+res() { awk -v k="$1" '$1 == "result" && $2 == k { print $3 }' "$2"; }
+
+# perftest pair on the one device: server in the background, then client.
+perf() {
+	local t=$1; shift
+	"$t" -d "$RS_RDMA_DEV" -x "$gid" "$@" >"$tmp/perf-srv" 2>&1 &
+	local s=$!
+	sleep 1.5
+	"$t" -d "$RS_RDMA_DEV" -x "$gid" "$@" "$ip" >"$tmp/perf" 2>&1 || true
+	wait $s || true
+	awk -v s="$row" '$1 == s' "$tmp/perf" | tail -1
+}
+
+log=$tmp/server.log
+"$(tool recstore-server)" --listen "$ip:7471" >"$log" 2>&1 &
+srv=$!
+trap 'kill $srv 2>/dev/null || true; rm -rf "$tmp"' EXIT
+for _ in $(seq 300); do
+	grep -q 'listening on' "$log" && break
+	kill -0 $srv 2>/dev/null || { cat "$log"; exit 1; }
+	sleep 0.1
+done
+bench=("$(tool recstore-bench)" --nodes "$ip:7471" --dim "$dim")
+
+say "== single key: ib_read_lat -s $row vs recstore-bench --single-key (x$reps)"
+for r in $(seq "$reps"); do
+	l=$(perf ib_read_lat -s "$row" -n 1000 | awk '{ print $5 }')
+	"${bench[@]}" --spin-us "$spin" --tables 1 --keys 1000 --single-key \
+		--samples 300 --prefix lat_t >"$tmp/single" 2>&1 || cat "$tmp/single"
+	w=$(res single_warm_p50_us "$tmp/single")
+	c=$(res single_cold_p50_us "$tmp/single")
+	p=$(res single_rpc_p50_us "$tmp/single")
+	say "rep $r: ib_read_lat t_typical $l us; warm p50 $w us, cold p50 $c us, rpc p50 $p us"
+	echo "$(ratio "$w" "$l")" >>"$tmp/rw"
+	echo "$(ratio "$c" "$l")" >>"$tmp/rc"
+	echo "$(ratio "$p" "$l")" >>"$tmp/rp"
+	echo "$l" >>"$tmp/lat"
+done
+say "== batched: ib_read_bw -s $row vs recstore-bench gets"
+bw1=$(perf ib_read_bw -s "$row" -n 20000 | awk '{ print $5 }')
+"${bench[@]}" --spin-us "$spin" --server-pid "$srv" \
+	--tables "${RS_BENCH_TABLES:-26}" --keys "${RS_BENCH_KEYS:-2000}" \
+	--batch "${RS_BENCH_BATCH:-4096}" --iters "${RS_BENCH_ITERS:-10}" \
+	>"$tmp/batch" 2>&1 || true
+grep '^bench' "$tmp/batch" | tee -a "$out"
+bw2=$(perf ib_read_bw -s "$row" -n 20000 | awk '{ print $5 }')
+kill -INT $srv
+wait $srv || true
+trap 'rm -rf "$tmp"' EXIT
+
+bw=$(printf '%s\n%s\n' "$bw1" "$bw2" |
+	awk 'NF { s += $1; n++ } END { print n ? s / n * 1e6 : 0 }')
+say "== summary (READ size $row bytes, dim $dim)"
+say "ib_read_lat t_typical median $(median <"$tmp/lat") us; ib_read_bw $bw1 / $bw2 Mpps"
+say "ratio single_warm_p50/ib_read_lat $(median <"$tmp/rw") (median of $reps; aim <= 1.2)"
+say "ratio single_cold_p50/ib_read_lat $(median <"$tmp/rc") (median of $reps; aim <= 2.2)"
+say "ratio single_rpc_p50/ib_read_lat $(median <"$tmp/rp")"
+say "ratio batched_get/ib_read_bw $(ratio "$(res get_keys_per_s "$tmp/batch")" "$bw") (aim >= 0.8)"
+say "ratio batched_get_rpc/ib_read_bw $(ratio "$(res get_rpc_keys_per_s "$tmp/batch")" "$bw")"
+say "server CPU, one-sided gets: $(res get_server_cpu_pct "$tmp/batch")% of a core, $(res get_server_cpu_s_per_mkeys "$tmp/batch") s per M keys"
+say "server CPU, RPC gets:       $(res get_rpc_server_cpu_pct "$tmp/batch")% of a core, $(res get_rpc_server_cpu_s_per_mkeys "$tmp/batch") s per M keys"

@@ -1,0 +1,295 @@
+/*
+ * recstore/client.h - the RecStore client library: embedding tables held by
+ * memory nodes, read with one-sided RDMA READ, updated by RPC.
+ *
+ * Life cycle
+ *	struct rs_client_config *cfg;
+ *	struct rs_client *c;
+ *	struct rs_table *t;
+ *	rs_client_config_new(&cfg);
+ *	rs_client_config_add_node(cfg, "10.0.0.1:7471");	(one per node)
+ *	rs_client_open(&c, cfg);		(cfg may be deleted now)
+ *	rs_table_open(c, "ads", &t);
+ *	rs_get(t, keys, n, rows, status, 0);
+ *	rs_update(t, keys, n, grads, NULL, 0);
+ *	rs_client_close(&c);			(frees every table handle)
+ *
+ * Sharding. A key lives on exactly one memory node, chosen by consistent
+ * hashing (a ring of virtual nodes, XXH3 over the node names "addr:port"):
+ * every client configured with the same node list, in any order, agrees.
+ * Every table exists on every node; each node holds its share of the keys.
+ *
+ * Values. Rows are `dim` floats to the caller, whatever the table stores
+ * (fp16/bf16 tables are converted on the client). Row i of a batch is at
+ * out + i * dim.
+ *
+ * Per-key status (the `status` arrays, one int per key; may be NULL):
+ *	RS_KEY_FOUND (1)    the key exists (get), was updated/put/deleted
+ *	RS_KEY_CREATED (2)  get_or_init created the key from the initializer
+ *	RS_KEY_MISSING (0)  the key does not exist; its output row is untouched
+ *	< 0                 an error code for this key (rs_strerror())
+ * The return value is the number of keys with status FOUND or CREATED, or a
+ * negative code when the call as a whole failed (arguments, no connection).
+ * A key that failed individually does not fail the call: check `status`.
+ *
+ * Threads. A client and its table handles are thread-safe: any number of
+ * threads may call any function concurrently (except rs_client_close).
+ * Connections are pooled: a call borrows one connection context per memory
+ * node (an RC queue pair with its own buffers) and returns it when done;
+ * the pool grows up to rs_client_config_set_conns_per_node() contexts per
+ * node, then callers wait for one. See docs/client.md.
+ *
+ * Ownership. Key, value and status buffers are the caller's; synchronous
+ * calls do not keep them. Asynchronous calls use them until rs_op_wait()
+ * returns (or rs_op_test() returned 1).
+ */
+#ifndef RECSTORE_CLIENT_H
+#define RECSTORE_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "recstore/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct rs_client;
+struct rs_client_config;
+struct rs_table;
+struct rs_op;
+
+/* ---- configuration (validated when set; errors name the bad value) ---- */
+
+int rs_client_config_new(struct rs_client_config **out);
+/* Accepts NULL and *cfg == NULL; sets *cfg to NULL. */
+void rs_client_config_delete(struct rs_client_config **cfg);
+
+/* Add a memory node "IPv4:port" (or "host:port"); order is irrelevant. */
+int rs_client_config_add_node(struct rs_client_config *cfg, const char *node);
+/* Replace the node list with a comma- or space-separated list. */
+int rs_client_config_set_nodes(struct rs_client_config *cfg,
+			       const char *list);
+/* Virtual nodes per memory node on the ring (1..4096, default 160). All
+ * clients of one store must use the same value. */
+int rs_client_config_set_vnodes(struct rs_client_config *cfg, unsigned n);
+/* Location-cache capacity in keys (default 1M; 0 disables the cache). */
+int rs_client_config_set_cache_entries(struct rs_client_config *cfg,
+				       size_t n);
+/* Connection contexts (queue pairs) per node in the pool (1..256,
+ * default 8). */
+int rs_client_config_set_conns_per_node(struct rs_client_config *cfg,
+					unsigned n);
+/* Times a torn bucket or row READ is retried before a key falls back to
+ * the GET RPC (0..1000, default 8). */
+int rs_client_config_set_torn_retries(struct rs_client_config *cfg,
+				      unsigned n);
+/* Timeout of one request to one node, ms (1..3600000, default 10000). */
+int rs_client_config_set_timeout_ms(struct rs_client_config *cfg,
+				    unsigned ms);
+/* Serve every get by the GET RPC instead of one-sided READs (0/1). */
+int rs_client_config_set_rpc_reads(struct rs_client_config *cfg, int on);
+/* Threads that run asynchronous operations (0..64, default 1; 0: the
+ * async calls run synchronously and return a finished op). */
+int rs_client_config_set_async_threads(struct rs_client_config *cfg,
+				       unsigned n);
+/* Completion waits poll the CQ for this long after the last completion
+ * before sleeping on the completion channel (0..100000 us, default 50:
+ * well above a hardware READ's latency, so a busy client never sleeps
+ * and an idle one costs nothing). Under emulation, scale it to the
+ * emulated READ latency. */
+int rs_client_config_set_spin_us(struct rs_client_config *cfg, unsigned us);
+/* Trace sampled requests to a JSONL file ("%p" -> pid); rate in [0, 1].
+ * NULL path: take RS_TRACE / RS_TRACE_SAMPLE from the environment (the
+ * default). Tracing is per process: the first client to open it wins. */
+int rs_client_config_set_trace(struct rs_client_config *cfg, const char *path,
+			       double rate);
+
+/* RDMA device to use: a name ("rxe0") or the IP address of its netdev;
+ * NULL or "" (the default): the first device. */
+int rs_client_config_set_device(struct rs_client_config *cfg,
+				const char *dev);
+
+/* ---- client ---- */
+
+/* Connect to every node of cfg (cfg is copied; delete it when you like). */
+int rs_client_open(struct rs_client **out,
+		   const struct rs_client_config *cfg);
+/* Finish outstanding async ops, disconnect, free everything, *c = NULL.
+ * Accepts NULL and *c == NULL. */
+void rs_client_close(struct rs_client **c);
+
+unsigned rs_client_node_count(const struct rs_client *c);
+/* "addr:port" of node i as configured; NULL if i is out of range. */
+const char *rs_client_node_name(const struct rs_client *c, unsigned i);
+/* The node a key lives on (index as in rs_client_node_name()). */
+unsigned rs_client_key_node(const struct rs_client *c, uint64_t key);
+
+struct rs_client_stats {
+	uint64_t get_keys;	  /* keys asked for by rs_get* */
+	uint64_t onesided_keys;	  /* keys served by one-sided READ */
+	uint64_t rpc_keys;	  /* keys served by the GET RPC */
+	uint64_t rpc_fallbacks;	  /* keys sent to the RPC after torn READs */
+	uint64_t torn_retries;	  /* bucket/row READs retried as torn */
+	uint64_t stale_locations; /* cache entries found stale by the row */
+	uint64_t cache_hits, cache_misses;
+	uint64_t reads_posted;	  /* one-sided READ work requests */
+	uint64_t rpcs;		  /* request messages sent */
+	uint64_t dir_refreshes;	  /* table directory fetches */
+};
+void rs_client_get_stats(const struct rs_client *c,
+			 struct rs_client_stats *out);
+
+/* ---- tables (administration; also what recstore-ctl uses) ---- */
+
+enum rs_dtype { RS_DTYPE_FP32 = 0, RS_DTYPE_FP16 = 1, RS_DTYPE_BF16 = 2 };
+
+/* Same numbering as the server's optimizer kinds (docs/optimizers.md). */
+enum rs_optimizer {
+	RS_OPT_SGD = 0,
+	RS_OPT_ADAGRAD = 1,
+	RS_OPT_ROWWISE_ADAGRAD = 2,
+	RS_OPT_ADAM = 3,
+};
+
+/* Same numbering as the server's initializers (docs/optimizers.md). A
+ * created row is a pure function of (kind, parameters, seed, key). */
+enum rs_init {
+	RS_INIT_ZEROS = 0,    /* all zeros */
+	RS_INIT_CONSTANT = 1, /* every element `value` */
+	RS_INIT_UNIFORM = 2,  /* uniform in [-a, a] */
+	RS_INIT_NORMAL = 3,   /* mean 0, standard deviation `std` */
+};
+
+#define RS_TABLE_NAME_MAX 63
+
+struct rs_table_spec {
+	char name[RS_TABLE_NAME_MAX + 1];
+	uint32_t dim;		/* 1..65536 */
+	uint32_t dtype;		/* enum rs_dtype */
+	uint64_t capacity;	/* rows per node (0: the node's default) */
+	struct {
+		uint32_t kind;	/* enum rs_optimizer */
+		uint32_t flags; /* 1: decoupled weight decay (AdamW) */
+		float lr, eps, beta1, beta2, weight_decay;
+		float initial_accumulator;
+	} optim;
+	struct {
+		uint32_t kind;	/* enum rs_init */
+		float value, a, std;
+		uint64_t seed;
+	} init;
+};
+
+/* Fill a spec with defaults: fp32, SGD (server default lr), zeros, node's
+ * default capacity. RS_E_INVAL for a bad name or dim. */
+int rs_table_spec_init(struct rs_table_spec *spec, const char *name,
+		       uint32_t dim);
+/* Optimizer by name ("sgd", "adagrad", "rowwise_adagrad", "adam") with its
+ * documented default hyper-parameters. */
+int rs_table_spec_set_optimizer(struct rs_table_spec *spec, const char *name);
+
+/* Create the table on every node. RS_E_EXISTS if it existed everywhere
+ * already (nodes that lacked it get it). */
+int rs_table_create(struct rs_client *c, const struct rs_table_spec *spec);
+/* Drop it on every node; RS_E_NOTFOUND if no node had it. */
+int rs_table_drop(struct rs_client *c, const char *name);
+
+struct rs_table_info {
+	struct rs_table_spec spec;
+	uint64_t rows;		/* live rows, summed over nodes */
+	uint64_t capacity;	/* row capacity, summed over nodes */
+};
+/* Tables known to the nodes (the union), sorted by name. Fills up to max
+ * entries and returns how many tables there are (may exceed max). */
+int rs_table_list(struct rs_client *c, struct rs_table_info *out, size_t max);
+
+/* Per-node counters, as the node reports them in its STATS reply. */
+struct rs_node_stats {
+	uint64_t tables, rows;
+	uint64_t rpc_get_keys, rpc_get_or_init_keys, rpc_put_keys;
+	uint64_t rpc_update_keys, rpc_delete_keys, rpc_requests;
+	uint64_t cpu_user_us, cpu_sys_us; /* node process rusage */
+	uint64_t mem_registered;	  /* bytes registered for READ */
+};
+int rs_node_get_stats(struct rs_client *c, unsigned node,
+		      struct rs_node_stats *out);
+/* Every counter node `node` reports, as (table name or NULL for the node
+ * itself, counter name, value); stops early and returns fn's value if fn
+ * returns non-zero. */
+int rs_node_stats_foreach(struct rs_client *c, unsigned node,
+			  int (*fn)(void *arg, const char *table,
+				    const char *key, uint64_t value),
+			  void *arg);
+
+/* ---- data ---- */
+
+/* A handle for a table by name. Handles are owned by the client (the same
+ * pointer for the same name) and live until rs_client_close(). The
+ * client re-reads a node's table directory when the node reports that it
+ * changed, so a handle stays usable across drop + create. */
+int rs_table_open(struct rs_client *c, const char *name,
+		  struct rs_table **out);
+uint32_t rs_table_dim(const struct rs_table *t);
+const char *rs_table_name(const struct rs_table *t);
+
+#define RS_KEY_MISSING 0
+#define RS_KEY_FOUND 1
+#define RS_KEY_CREATED 2
+
+/* flags of the data calls */
+#define RS_F_RPC 0x1u	  /* gets: use the GET RPC, not one-sided READ */
+#define RS_F_NOCACHE 0x2u /* gets: neither use nor fill the location cache */
+
+/* Read n rows into out[n * dim]. Keys may repeat. */
+int rs_get(struct rs_table *t, const uint64_t *keys, size_t n, float *out,
+	   int *status, unsigned flags);
+
+/* One key of a batch that spans tables (a recommendation model's sparse
+ * features: one batch, many tables). out receives dim floats. */
+struct rs_key_ref {
+	struct rs_table *table;
+	uint64_t key;
+	float *out;
+};
+/* rs_get over keys of any tables of one client, in one round of READs. */
+int rs_get_multi(struct rs_client *c, const struct rs_key_ref *refs,
+		 size_t n, int *status, unsigned flags);
+/* Like rs_get, but a missing key is created on its node from the table's
+ * initializer (status RS_KEY_CREATED) and returned. */
+int rs_get_or_init(struct rs_table *t, const uint64_t *keys, size_t n,
+		   float *out, int *status, unsigned flags);
+/* Apply the table's optimizer with gradients grads[n * dim]. Duplicate
+ * keys in one call are summed and applied as ONE step. Missing keys are
+ * not created (status RS_KEY_MISSING). */
+int rs_update(struct rs_table *t, const uint64_t *keys, size_t n,
+	      const float *grads, int *status, unsigned flags);
+/* Write rows (create or overwrite; optimizer state of a new key starts
+ * fresh). With duplicate keys the last row wins. */
+int rs_put(struct rs_table *t, const uint64_t *keys, size_t n,
+	   const float *values, int *status, unsigned flags);
+int rs_delete(struct rs_table *t, const uint64_t *keys, size_t n,
+	      int *status, unsigned flags);
+
+/* ---- asynchronous forms ----
+ * Start the operation and return at once with *op; the buffers stay the
+ * caller's and must live until the op is finished. */
+int rs_get_async(struct rs_table *t, const uint64_t *keys, size_t n,
+		 float *out, int *status, unsigned flags, struct rs_op **op);
+int rs_get_multi_async(struct rs_client *c, const struct rs_key_ref *refs,
+		       size_t n, int *status, unsigned flags,
+		       struct rs_op **op);
+int rs_update_async(struct rs_table *t, const uint64_t *keys, size_t n,
+		    const float *grads, int *status, unsigned flags,
+		    struct rs_op **op);
+/* 1 if finished, 0 if still running. */
+int rs_op_test(struct rs_op *op);
+/* Wait for the op, free it (*op = NULL) and return what the synchronous
+ * call would have returned. */
+int rs_op_wait(struct rs_op **op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,202 @@
+/*
+ * client.c - opening and closing a client, node information, counters.
+ *
+ * rs_client_open() copies the config, builds the ring and the location
+ * cache, opens the RDMA device, and connects one context to every node
+ * (so that an unreachable node fails the open, not the first get); that
+ * context goes back to the node's pool for later calls. The async worker
+ * threads start last.
+ *
+ * Teardown order (reverse): async workers (they finish queued ops), table
+ * handles, node pools (every context was returned: no call may run
+ * concurrently with close), cache, ring, device, config.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client_internal.h"
+#include "common/rs_internal.h"
+#include "trace/trace.h"
+
+static int open_trace(struct rs_client *c)
+{
+	int ret;
+
+	if (c->cfg.trace_path) {
+		ret = trace_open(c->cfg.trace_path, c->cfg.trace_rate);
+		if (ret == RS_E_EXISTS)
+			return 0; /* the process traces already */
+		c->trace_opened = ret == 0;
+		return ret;
+	}
+	ret = trace_open_env();
+	c->trace_opened = ret == 1;
+	return ret < 0 ? ret : 0;
+}
+
+static int nodes_init(struct rs_client *c)
+{
+	int ret;
+
+	c->nodes = calloc(c->cfg.nnodes, sizeof(*c->nodes));
+	if (!c->nodes)
+		return rs_seterr(-ENOMEM, "client: out of memory");
+	for (; c->nnodes < c->cfg.nnodes; c->nnodes++) {
+		struct cli_node *n = &c->nodes[c->nnodes];
+
+		n->idx = (unsigned)c->nnodes;
+		n->name = c->cfg.nodes[c->nnodes];
+		n->dev = c->dev;
+		n->timeout_ms = c->cfg.timeout_ms;
+		n->spin_us = c->cfg.spin_us;
+		ret = cli_parse_node(n->name, n->host, sizeof(n->host),
+				     &n->port);
+		if (!ret)
+			ret = cli_pool_init(&n->pool, c->cfg.conns_per_node);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int nodes_connect(struct rs_client *c)
+{
+	for (size_t i = 0; i < c->nnodes; i++) {
+		struct cli_conn *cc;
+		int ret = cli_conn_get(&c->nodes[i], &cc);
+
+		if (ret)
+			return ret;
+		cli_conn_put(cc);
+	}
+	return 0;
+}
+
+static void tables_free(struct rs_client *c)
+{
+	while (c->tables) {
+		struct rs_table *t = c->tables;
+
+		c->tables = t->next;
+		pthread_rwlock_destroy(&t->lock);
+		free(t->loc);
+		free(t);
+	}
+}
+
+RS_EXPORT void rs_client_close(struct rs_client **cp)
+{
+	struct rs_client *c;
+
+	if (!cp || !*cp)
+		return;
+	c = *cp;
+	cli_async_stop(c);
+	tables_free(c);
+	pthread_mutex_destroy(&c->tables_lock);
+	for (size_t i = 0; i < c->nnodes; i++)
+		cli_pool_destroy(&c->nodes[i].pool);
+	free(c->nodes);
+	cli_lcache_delete(&c->cache);
+	cli_ring_delete(&c->ring);
+	rv_dev_close(&c->dev);
+	if (c->trace_opened)
+		trace_close();
+	cli_config_release(&c->cfg);
+	free(c);
+	*cp = NULL;
+}
+
+RS_EXPORT int rs_client_open(struct rs_client **out,
+			     const struct rs_client_config *cfg)
+{
+	struct rs_client *c;
+	int ret;
+
+	if (!out || !cfg)
+		return rs_seterr(RS_E_INVAL, "client: NULL argument");
+	*out = NULL;
+	if (cfg->nnodes == 0)
+		return rs_seterr(RS_E_INVAL, "client: no memory node given");
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return rs_seterr(-ENOMEM, "client: out of memory");
+	if (pthread_mutex_init(&c->tables_lock, NULL)) {
+		free(c);
+		return rs_seterr(-ENOMEM, "client: mutex");
+	}
+	atomic_init(&c->next_uid, 1);
+	ret = cli_config_copy(&c->cfg, cfg);
+	if (ret)
+		goto close_client;
+	ret = cli_ring_new(&c->ring, (const char *const *)c->cfg.nodes,
+			   c->cfg.nnodes, c->cfg.vnodes);
+	if (!ret)
+		ret = cli_lcache_new(&c->cache, c->cfg.cache_entries);
+	if (!ret)
+		ret = open_trace(c);
+	if (!ret)
+		ret = rv_dev_open(&c->dev, c->cfg.device);
+	if (!ret)
+		ret = nodes_init(c);
+	if (!ret)
+		ret = nodes_connect(c);
+	if (!ret)
+		ret = cli_async_start(c, c->cfg.async_threads);
+	if (ret)
+		goto close_client;
+	*out = c;
+	return 0;
+
+close_client:
+	{
+		char msg[512];
+
+		/* keep the first failure's message through teardown */
+		strncpy(msg, rs_errormsg(), sizeof(msg) - 1);
+		msg[sizeof(msg) - 1] = '\0';
+		rs_client_close(&c);
+		return rs_seterr(ret, "%s", msg);
+	}
+}
+
+RS_EXPORT unsigned rs_client_node_count(const struct rs_client *c)
+{
+	return c ? (unsigned)c->nnodes : 0;
+}
+
+RS_EXPORT const char *rs_client_node_name(const struct rs_client *c,
+					  unsigned i)
+{
+	return c && i < c->nnodes ? c->nodes[i].name : NULL;
+}
+
+RS_EXPORT unsigned rs_client_key_node(const struct rs_client *c, uint64_t key)
+{
+	return cli_ring_node(c->ring, key);
+}
+
+#define LOAD(f) atomic_load_explicit(&c->cnt.f, memory_order_relaxed)
+
+RS_EXPORT void rs_client_get_stats(const struct rs_client *c,
+				   struct rs_client_stats *out)
+{
+	struct cli_lcache_stats cs;
+
+	memset(out, 0, sizeof(*out));
+	if (!c)
+		return;
+	out->get_keys = LOAD(get_keys);
+	out->onesided_keys = LOAD(onesided_keys);
+	out->rpc_keys = LOAD(rpc_keys);
+	out->rpc_fallbacks = LOAD(rpc_fallbacks);
+	out->torn_retries = LOAD(torn_retries);
+	out->stale_locations = LOAD(stale_locations);
+	out->reads_posted = LOAD(reads_posted);
+	out->rpcs = LOAD(rpcs);
+	out->dir_refreshes = LOAD(dir_refreshes);
+	cli_lcache_get_stats(c->cache, &cs);
+	out->cache_hits = cs.hits;
+	out->cache_misses = cs.misses;
+}

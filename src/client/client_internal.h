@@ -1,0 +1,173 @@
+/*
+ * client_internal.h - the client library's internal model (cli_).
+ *
+ *   struct rs_client      config copy, ring, location cache, nodes[],
+ *                         table handles (a list, never shrinks), async
+ *                         worker threads, counters
+ *   struct cli_node       (conn.h) one memory node: address, connection
+ *                         pool, and its table directory (below)
+ *   struct rs_table       a table by name: dim/dtype, and per node the
+ *                         node's view of it (struct cli_tloc: id,
+ *                         generation, index geometry, rows region)
+ *
+ * Directory. Each node numbers its tables and gives each (re)creation a
+ * new generation. A table handle caches, per node, the TABLE_DIR entry of
+ * its name. It is re-fetched (cli_table_refresh) when the handle is opened,
+ * when a node answers a keyed request with a stale-table error, and when a
+ * one-sided READ on that table's regions fails. A cli_tloc also carries a
+ * client-wide `uid`, new for every distinct (node, id, generation) seen:
+ * location-cache entries are keyed by it, so entries of a dropped table can
+ * never be taken for those of its re-creation.
+ *
+ * Locking. tbl->lock (rwlock) guards tbl->loc[]; readers copy what they
+ * need under the read lock. c->tables_lock guards the handle list. Pools
+ * have their own lock (conn.h). Counters are relaxed atomics.
+ */
+#ifndef CLI_CLIENT_INTERNAL_H
+#define CLI_CLIENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "client/conn.h"
+#include "client/lcache.h"
+#include "client/ring.h"
+#include "common/proto.h"
+#include "index/pet_format.h"
+#include "recstore/client.h"
+#include "value/row_format.h"
+
+#define CLI_DEFAULT_CACHE_ENTRIES (1u << 20)
+#define CLI_DEFAULT_CONNS 8
+#define CLI_MAX_CONNS 256
+#define CLI_DEFAULT_TORN_RETRIES 8
+#define CLI_DEFAULT_TIMEOUT_MS 10000
+#define CLI_DEFAULT_SPIN_US 50
+
+struct rs_client_config {
+	char **nodes;
+	size_t nnodes;
+	unsigned vnodes;
+	size_t cache_entries;
+	unsigned conns_per_node;
+	unsigned torn_retries;
+	unsigned timeout_ms;
+	int rpc_reads;
+	unsigned async_threads;
+	unsigned spin_us;
+	char *trace_path;
+	double trace_rate; /* < 0: from the environment */
+	char *device;
+};
+
+/* A table as one node holds it. */
+struct cli_tloc {
+	bool valid;		/* the node has the table */
+	uint32_t uid;		/* client-wide, for the location cache */
+	struct proto_table_info info;
+	bool onesided;		/* layouts this client can READ */
+	struct pet_geom geom;	/* from info.index */
+	struct row_geom rgeom;	/* from info.spec and info.rows */
+};
+
+struct rs_table {
+	struct rs_client *c;
+	char name[PROTO_NAME_MAX + 1];
+	uint32_t dim, dtype;
+	pthread_rwlock_t lock;
+	struct cli_tloc *loc;	/* [c->nnodes] */
+	struct rs_table *next;
+};
+
+struct cli_async; /* async.c */
+
+struct cli_counters {
+	atomic_uint_fast64_t get_keys, onesided_keys, rpc_keys, rpc_fallbacks;
+	atomic_uint_fast64_t torn_retries, stale_locations, reads_posted;
+	atomic_uint_fast64_t rpcs, dir_refreshes;
+};
+
+struct rs_client {
+	struct rs_client_config cfg;
+	struct cli_ring *ring;
+	struct cli_lcache *cache;
+	struct rv_dev *dev;
+	size_t nnodes;
+	struct cli_node *nodes;
+	pthread_mutex_t tables_lock;
+	struct rs_table *tables;
+	atomic_uint next_uid;
+	struct cli_async *async;
+	struct cli_counters cnt;
+	bool trace_opened;
+};
+
+#define CLI_INC(c, field, n) \
+	atomic_fetch_add_explicit(&(c)->cnt.field, (n), memory_order_relaxed)
+
+/* config.c */
+int cli_parse_node(const char *node, char *host, size_t hostlen,
+		   uint16_t *port);
+int cli_config_copy(struct rs_client_config *dst,
+		    const struct rs_client_config *src);
+void cli_config_release(struct rs_client_config *cfg);
+
+/* wire.c: request/reply exchange on a borrowed context */
+int cli_wire_hello(struct cli_conn *cc);
+/* Send one request built in cc->msg (len bytes) and wait for its reply;
+ * *m is the decoded reply (valid until rv_msg_release(raw)). A reply with
+ * hdr.status < 0 is returned as that status with its message set. */
+int cli_wire_call(struct cli_conn *cc, size_t len, struct rv_msg *raw,
+		  struct proto_msg *m);
+/* Receive the reply to a request sent earlier with cli_conn_send()
+ * (req_id 0: the reply to any request of opcode op; replies to pipelined
+ * requests may come in any order, since node workers run in parallel).
+ * m->hdr stays valid also when a whole-request error is returned. */
+int cli_wire_recv(struct cli_conn *cc, uint8_t op, uint64_t req_id,
+		  struct rv_msg *raw, struct proto_msg *m);
+void cli_hdr_init(struct proto_hdr *h, uint64_t trace_id, bool sampled);
+/* Fetch the whole directory of node n into a malloc'ed array. */
+int cli_wire_dir(struct cli_node *n, struct proto_table_info **out,
+		 uint32_t *count, uint64_t *generation);
+
+/* table.c */
+int cli_table_refresh(struct rs_table *t);
+/* Copy node i's view of t (under the read lock). */
+void cli_table_loc(struct rs_table *t, unsigned node, struct cli_tloc *out);
+
+/* get.c: the one-sided batched read; keys of any tables */
+struct cli_key {
+	struct rs_table *t;
+	uint64_t key;
+	float *out;
+};
+int cli_get(struct rs_client *c, const struct cli_key *keys, size_t n,
+	    int *status, unsigned flags);
+
+/* rpc.c: keyed RPCs (GET .. DELETE) for keys of any tables, grouped per
+ * node, split into messages under both sides' limits, pipelined, nodes in
+ * parallel. Duplicate keys are folded first (UPDATE: gradients summed;
+ * PUT: last row wins; others: asked once). in[i] (PUT/UPDATE) points at
+ * key i's dim floats; keys[i].out receives rows (GET/GET_OR_INIT). `sel`,
+ * when given, restricts the call to keys[sel[0..m)]; status stays indexed
+ * like keys. Returns 0 (per-key outcomes in status) or a call error. */
+int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
+	    const float *const *in, const size_t *sel, size_t m, int *status,
+	    uint64_t trace_id, bool sampled);
+static inline int cli_rpc_get_selected(struct rs_client *c,
+				       const struct cli_key *keys,
+				       const size_t *sel, size_t m,
+				       int *status, uint64_t trace_id,
+				       bool sampled)
+{
+	return cli_rpc(c, PROTO_OP_GET, keys, NULL, sel, m, status, trace_id,
+		       sampled);
+}
+
+/* async.c */
+int cli_async_start(struct rs_client *c, unsigned threads);
+void cli_async_stop(struct rs_client *c);
+
+#endif

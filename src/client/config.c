@@ -1,0 +1,325 @@
+/*
+ * config.c - struct rs_client_config: the client's settings, validated by
+ * each setter so that a bad value is refused where it is given, with a
+ * message naming it (libpmem2 style), never at first use.
+ *
+ * Ownership: the config owns copies of every string given to it;
+ * rs_client_open() copies the config, so the caller may delete it at once.
+ * Not thread-safe (a config is built by one thread, then handed over).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client_internal.h"
+#include "client/ring.h"
+#include "common/rs_internal.h"
+
+RS_EXPORT int rs_client_config_new(struct rs_client_config **out)
+{
+	struct rs_client_config *cfg;
+
+	if (!out)
+		return rs_seterr(RS_E_INVAL, "config: out is NULL");
+	cfg = calloc(1, sizeof(*cfg));
+	if (!cfg) {
+		*out = NULL;
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	}
+	cfg->vnodes = CLI_RING_DEFAULT_VNODES;
+	cfg->cache_entries = CLI_DEFAULT_CACHE_ENTRIES;
+	cfg->conns_per_node = CLI_DEFAULT_CONNS;
+	cfg->torn_retries = CLI_DEFAULT_TORN_RETRIES;
+	cfg->timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
+	cfg->async_threads = 1;
+	cfg->spin_us = CLI_DEFAULT_SPIN_US;
+	cfg->trace_rate = -1.0;
+	*out = cfg;
+	return 0;
+}
+
+static void clear_nodes(struct rs_client_config *cfg)
+{
+	for (size_t i = 0; i < cfg->nnodes; i++)
+		free(cfg->nodes[i]);
+	free(cfg->nodes);
+	cfg->nodes = NULL;
+	cfg->nnodes = 0;
+}
+
+RS_EXPORT void rs_client_config_delete(struct rs_client_config **cfg)
+{
+	if (!cfg || !*cfg)
+		return;
+	clear_nodes(*cfg);
+	free((*cfg)->trace_path);
+	free((*cfg)->device);
+	free(*cfg);
+	*cfg = NULL;
+}
+
+/* "host:port" with a non-empty host and a port in 1..65535. */
+int cli_parse_node(const char *node, char *host, size_t hostlen,
+		   uint16_t *port)
+{
+	const char *colon;
+	char *end;
+	unsigned long p;
+	size_t hl;
+
+	if (!node || !*node)
+		return rs_seterr(RS_E_INVAL, "node: empty address");
+	colon = strrchr(node, ':');
+	if (!colon || colon == node)
+		return rs_seterr(RS_E_INVAL, "node '%s': expected addr:port",
+				 node);
+	hl = (size_t)(colon - node);
+	if (hl >= hostlen)
+		return rs_seterr(RS_E_INVAL, "node '%s': address too long",
+				 node);
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (errno || *end || end == colon + 1 || p == 0 || p > 65535)
+		return rs_seterr(RS_E_INVAL, "node '%s': bad port", node);
+	memcpy(host, node, hl);
+	host[hl] = '\0';
+	*port = (uint16_t)p;
+	return 0;
+}
+
+RS_EXPORT int rs_client_config_add_node(struct rs_client_config *cfg,
+					const char *node)
+{
+	char host[CLI_HOST_MAX];
+	uint16_t port;
+	char **nodes, *copy;
+	int ret;
+
+	if (!cfg)
+		return rs_seterr(RS_E_INVAL, "config is NULL");
+	ret = cli_parse_node(node, host, sizeof(host), &port);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < cfg->nnodes; i++)
+		if (!strcmp(cfg->nodes[i], node))
+			return rs_seterr(RS_E_EXISTS, "node '%s' listed twice",
+					 node);
+	if (cfg->nnodes >= CLI_RING_MAX_NODES)
+		return rs_seterr(RS_E_TOOBIG, "more than %d nodes",
+				 CLI_RING_MAX_NODES);
+	copy = strdup(node);
+	if (!copy)
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	nodes = realloc(cfg->nodes, (cfg->nnodes + 1) * sizeof(*nodes));
+	if (!nodes) {
+		free(copy);
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	}
+	nodes[cfg->nnodes++] = copy;
+	cfg->nodes = nodes;
+	return 0;
+}
+
+RS_EXPORT int rs_client_config_set_nodes(struct rs_client_config *cfg,
+					 const char *list)
+{
+	struct rs_client_config tmp = { 0 };
+	char *dup, *tok, *save = NULL;
+	int ret = 0;
+
+	if (!cfg || !list)
+		return rs_seterr(RS_E_INVAL, "config or node list is NULL");
+	dup = strdup(list);
+	if (!dup)
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	for (tok = strtok_r(dup, ", \t\n", &save); tok && !ret;
+	     tok = strtok_r(NULL, ", \t\n", &save))
+		ret = rs_client_config_add_node(&tmp, tok);
+	free(dup);
+	if (!ret && tmp.nnodes == 0)
+		ret = rs_seterr(RS_E_INVAL, "node list '%s' is empty", list);
+	if (ret) {
+		clear_nodes(&tmp);
+		return ret;
+	}
+	clear_nodes(cfg);
+	cfg->nodes = tmp.nodes;
+	cfg->nnodes = tmp.nnodes;
+	return 0;
+}
+
+static int in_range(const struct rs_client_config *cfg, const char *what,
+		    unsigned long long v, unsigned long long lo,
+		    unsigned long long hi)
+{
+	if (!cfg)
+		return rs_seterr(RS_E_INVAL, "config is NULL");
+	if (v < lo || v > hi)
+		return rs_seterr(RS_E_INVAL, "%s: %llu is out of range %llu..%llu",
+				 what, v, lo, hi);
+	return 0;
+}
+
+RS_EXPORT int rs_client_config_set_vnodes(struct rs_client_config *cfg,
+					  unsigned n)
+{
+	int ret = in_range(cfg, "vnodes", n, 1, CLI_RING_MAX_VNODES);
+
+	if (!ret)
+		cfg->vnodes = n;
+	return ret;
+}
+
+RS_EXPORT int rs_client_config_set_cache_entries(struct rs_client_config *cfg,
+						 size_t n)
+{
+	int ret = in_range(cfg, "cache entries", n, 0, (size_t)1 << 32);
+
+	if (!ret)
+		cfg->cache_entries = n;
+	return ret;
+}
+
+RS_EXPORT int rs_client_config_set_conns_per_node(struct rs_client_config *cfg,
+						  unsigned n)
+{
+	int ret = in_range(cfg, "connections per node", n, 1, CLI_MAX_CONNS);
+
+	if (!ret)
+		cfg->conns_per_node = n;
+	return ret;
+}
+
+RS_EXPORT int rs_client_config_set_torn_retries(struct rs_client_config *cfg,
+						unsigned n)
+{
+	int ret = in_range(cfg, "torn retries", n, 0, 1000);
+
+	if (!ret)
+		cfg->torn_retries = n;
+	return ret;
+}
+
+RS_EXPORT int rs_client_config_set_timeout_ms(struct rs_client_config *cfg,
+					      unsigned ms)
+{
+	int ret = in_range(cfg, "timeout ms", ms, 1, 3600000);
+
+	if (!ret)
+		cfg->timeout_ms = ms;
+	return ret;
+}
+
+RS_EXPORT int rs_client_config_set_rpc_reads(struct rs_client_config *cfg,
+					     int on)
+{
+	int ret = in_range(cfg, "rpc reads", (unsigned)on, 0, 1);
+
+	if (!ret)
+		cfg->rpc_reads = on;
+	return ret;
+}
+
+RS_EXPORT int rs_client_config_set_async_threads(struct rs_client_config *cfg,
+						 unsigned n)
+{
+	int ret = in_range(cfg, "async threads", n, 0, 64);
+
+	if (!ret)
+		cfg->async_threads = n;
+	return ret;
+}
+
+RS_EXPORT int rs_client_config_set_spin_us(struct rs_client_config *cfg,
+					   unsigned us)
+{
+	int ret = in_range(cfg, "spin us", us, 0, 100000);
+
+	if (!ret)
+		cfg->spin_us = us;
+	return ret;
+}
+
+RS_EXPORT int rs_client_config_set_trace(struct rs_client_config *cfg,
+					 const char *path, double rate)
+{
+	char *copy = NULL;
+
+	if (!cfg)
+		return rs_seterr(RS_E_INVAL, "config is NULL");
+	if (!(rate >= 0.0 && rate <= 1.0))
+		return rs_seterr(RS_E_INVAL, "trace rate %g: not in [0, 1]",
+				 rate);
+	if (path) {
+		if (!*path)
+			return rs_seterr(RS_E_INVAL, "trace path is empty");
+		copy = strdup(path);
+		if (!copy)
+			return rs_seterr(-ENOMEM, "config: out of memory");
+	}
+	free(cfg->trace_path);
+	cfg->trace_path = copy;
+	cfg->trace_rate = rate;
+	return 0;
+}
+
+RS_EXPORT int rs_client_config_set_device(struct rs_client_config *cfg,
+					  const char *dev)
+{
+	char *copy = NULL;
+
+	if (!cfg)
+		return rs_seterr(RS_E_INVAL, "config is NULL");
+	if (dev && *dev) {
+		if (strlen(dev) >= CLI_HOST_MAX)
+			return rs_seterr(RS_E_INVAL, "device '%s': too long",
+					 dev);
+		copy = strdup(dev);
+		if (!copy)
+			return rs_seterr(-ENOMEM, "config: out of memory");
+	}
+	free(cfg->device);
+	cfg->device = copy;
+	return 0;
+}
+
+int cli_config_copy(struct rs_client_config *dst,
+		    const struct rs_client_config *src)
+{
+	*dst = *src;
+	dst->nodes = NULL;
+	dst->nnodes = 0;
+	dst->trace_path = NULL;
+	dst->device = NULL;
+	if (src->trace_path) {
+		dst->trace_path = strdup(src->trace_path);
+		if (!dst->trace_path)
+			goto fail;
+	}
+	if (src->device) {
+		dst->device = strdup(src->device);
+		if (!dst->device)
+			goto fail;
+	}
+	for (size_t i = 0; i < src->nnodes; i++)
+		if (rs_client_config_add_node(dst, src->nodes[i]))
+			goto fail;
+	return 0;
+fail:
+	clear_nodes(dst);
+	free(dst->trace_path);
+	free(dst->device);
+	dst->trace_path = NULL;
+	dst->device = NULL;
+	return rs_seterr(-ENOMEM, "config: out of memory");
+}
+
+void cli_config_release(struct rs_client_config *cfg)
+{
+	clear_nodes(cfg);
+	free(cfg->trace_path);
+	free(cfg->device);
+	cfg->trace_path = NULL;
+	cfg->device = NULL;
+}

@@ -1,0 +1,200 @@
+/*
+ * conn.c - connection contexts and per-node pools (see conn.h).
+ *
+ * Opening a context: rv_connect() with our receive limit (CLI_MSG_MAX) and
+ * credits, then the HELLO exchange (cli_wire_hello(), wire.c) that checks
+ * the protocol version. Then a CLI_CONN_BUF_BYTES READ landing zone is
+ * registered (LOCAL_WRITE only: nobody reads or writes our memory).
+ *
+ * Locking: the pool mutex guards the free list and the count; it is never
+ * held while connecting (a slow connect must not block returns), so the
+ * count is raised first and lowered again if the connect fails.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client/client_internal.h"
+#include "common/rs_internal.h"
+
+int cli_pool_init(struct cli_pool *p, unsigned max)
+{
+	memset(p, 0, sizeof(*p));
+	p->max = max;
+	if (pthread_mutex_init(&p->lock, NULL))
+		return rs_seterr(-ENOMEM, "pool: mutex");
+	if (pthread_cond_init(&p->cond, NULL)) {
+		pthread_mutex_destroy(&p->lock);
+		return rs_seterr(-ENOMEM, "pool: condition variable");
+	}
+	return 0;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void conn_close(struct cli_conn *c)
+{
+	if (!c)
+		return;
+	rv_conn_close(&c->rc);
+	rv_mr_free(&c->buf);
+	free(c->msg);
+	free(c);
+}
+
+void cli_pool_destroy(struct cli_pool *p)
+{
+	while (p->free) {
+		struct cli_conn *c = p->free;
+
+		p->free = c->next;
+		conn_close(c);
+	}
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->lock);
+}
+
+static int conn_open(struct cli_node *n, struct cli_conn **out)
+{
+	struct rv_conn_attr a;
+	struct cli_conn *c;
+	int ret;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return rs_seterr(-ENOMEM, "node %s: out of memory", n->name);
+	c->node = n;
+	rv_conn_attr_init(&a);
+	a.msg_max = CLI_MSG_MAX;
+	a.credits = CLI_MSG_CREDITS;
+	a.send_slots = CLI_MSG_CREDITS;
+	a.connect_timeout_ms = (int)n->timeout_ms;
+	a.spin_us = n->spin_us;
+	ret = rv_connect(n->dev, n->host, n->port, &a, &c->rc);
+	if (ret) {
+		rs_seterr(ret, "node %s: connect: %s", n->name,
+			  rs_errormsg()[0] ? rs_errormsg() : rs_strerror(ret));
+		goto close_conn;
+	}
+	c->msg_max = rv_conn_msg_max(c->rc);
+	if (c->msg_max > CLI_MSG_MAX)
+		c->msg_max = CLI_MSG_MAX;
+	c->rd_depth = rv_conn_rd_depth(c->rc);
+	c->msg = malloc(c->msg_max);
+	if (!c->msg) {
+		ret = rs_seterr(-ENOMEM, "node %s: out of memory", n->name);
+		goto close_conn;
+	}
+	ret = rv_mem_alloc(n->dev, CLI_CONN_BUF_BYTES, RV_ACC_LOCAL_WRITE,
+			   &c->buf);
+	if (ret)
+		goto close_conn;
+	ret = cli_wire_hello(c);
+	if (ret)
+		goto close_conn;
+	*out = c;
+	return 0;
+
+close_conn:
+	conn_close(c);
+	return ret;
+}
+
+int cli_conn_get(struct cli_node *n, struct cli_conn **out)
+{
+	struct cli_pool *p = &n->pool;
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	while (!p->free && p->count >= p->max)
+		pthread_cond_wait(&p->cond, &p->lock);
+	while (p->free) {
+		struct cli_conn *c = p->free;
+		uint64_t now = now_ms();
+
+		p->free = c->next;
+		/* A context that idled a while may have lost its peer: look
+		 * at its rdma_cm events (a system call, so not every time;
+		 * a busy context learns of failures from its operations). */
+		if (now - c->last_used < CLI_IDLE_CHECK_MS ||
+		    rv_conn_status(c->rc) == 0) {
+			pthread_mutex_unlock(&p->lock);
+			*out = c;
+			return 0;
+		}
+		p->count--;
+		conn_close(c);
+	}
+	if (p->count >= p->max) {
+		/* closed a dead one and the pool is still full: wait again */
+		pthread_mutex_unlock(&p->lock);
+		return cli_conn_get(n, out);
+	}
+	p->count++;
+	pthread_mutex_unlock(&p->lock);
+
+	ret = conn_open(n, out);
+	if (ret) {
+		pthread_mutex_lock(&p->lock);
+		p->count--;
+		pthread_cond_signal(&p->cond);
+		pthread_mutex_unlock(&p->lock);
+	}
+	return ret;
+}
+
+void cli_conn_put(struct cli_conn *c)
+{
+	struct cli_pool *p;
+
+	if (!c)
+		return;
+	p = &c->node->pool;
+	c->last_used = now_ms();
+	if (c->failed) {
+		conn_close(c);
+		pthread_mutex_lock(&p->lock);
+		p->count--;
+	} else {
+		pthread_mutex_lock(&p->lock);
+		c->next = p->free;
+		p->free = c;
+	}
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
+int cli_conn_fail(struct cli_conn *c, int code)
+{
+	c->failed = 1;
+	return code;
+}
+
+int cli_conn_send(struct cli_conn *c, const void *buf, size_t len)
+{
+	int ret = rv_msg_send(c->rc, buf, len, (int)c->node->timeout_ms);
+
+	if (ret < 0)
+		return cli_conn_fail(c, rs_seterr(ret, "node %s: send: %s",
+						  c->node->name,
+						  rs_strerror(ret)));
+	return 0;
+}
+
+int cli_conn_recv(struct cli_conn *c, struct rv_msg *m)
+{
+	int ret = rv_msg_recv(c->rc, m, 1, (int)c->node->timeout_ms);
+
+	if (ret < 0)
+		return cli_conn_fail(c, rs_seterr(ret, "node %s: receive: %s",
+						  c->node->name,
+						  rs_strerror(ret)));
+	return 0;
+}

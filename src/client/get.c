@@ -1,0 +1,612 @@
+/*
+ * get.c - batched GET by one-sided RDMA READ.
+ *
+ * Every key of a batch runs a small state machine; the batch advances in
+ * rounds, and in each round every node with work gets ONE asynchronous
+ * READ batch (rv_read_post: chained, selectively signaled, bounded by the
+ * QP's outstanding-READ limit, the rest posted as completions come in).
+ * All nodes are posted before any is waited for, so nodes work in parallel.
+ *
+ *   BUCKETS  READ both candidate buckets (two requests, adjacent in one
+ *            chain, so one round trip). Each image is validated with
+ *            pet_bucket_validate() (version + checksum, the server's own
+ *            code): torn -> READ again. Key found -> ROW. Found in neither
+ *            -> READ both again and compare versions (pet_confirm_absent:
+ *            a cuckoo move may carry a key across the two READs); equal ->
+ *            MISSING, else try again.
+ *   ROW      READ the row at rows.addr + ref * stride; row_validate()
+ *            (version + checksum + key + state + geometry): 0 -> FOUND
+ *            (converted to fp32, location cached); torn -> READ again;
+ *            stale (tombstone, other key: the slot was reused) -> the
+ *            location was wrong: drop it from the cache, back to BUCKETS.
+ *   RPC      too many torn/stale retries (cfg torn_retries), a failed
+ *            READ, or a table layout this client cannot parse: the key is
+ *            served by the GET RPC after the rounds (cli_rpc_get_selected).
+ *
+ * A location-cache hit starts a key in ROW: a hot key costs one READ.
+ *
+ * Buffers: a round places each key's READ destination in the borrowed
+ * context's registered buffer; keys that do not fit wait for the next
+ * round (so batches of any size work, in buffer-sized waves).
+ *
+ * Concurrency: everything here is per call (the contexts are borrowed,
+ * key state is on the heap of this call); the cache and counters are
+ * thread-safe.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client/client_internal.h"
+#include "common/rs_internal.h"
+#include "trace/trace.h"
+
+enum gstate { G_BUCKETS, G_ROW, G_RPC, G_DONE };
+
+/* Multi-node waits poll every node's CQ for this long after the last
+ * completion before sleeping on the completion channels. */
+#define CLI_SPIN_NS(c) ((uint64_t)(c)->cfg.spin_us * 1000u)
+
+struct gkey {
+	uint32_t node;
+	uint32_t view;	   /* index into the call's views[] */
+	uint8_t state;
+	uint8_t cached;	   /* ROW location came from the cache */
+	uint8_t have_v1;   /* a first miss round was seen */
+	uint8_t inround;
+	uint16_t tries;
+	uint32_t ref;
+	uint32_t off;	   /* READ destination in the node's buffer */
+	struct pet_loc ploc;
+	uint64_t v1[2];
+};
+
+struct gnode {
+	struct cli_conn *cc;
+	size_t *keys;	   /* indexes of this node's keys */
+	size_t nkeys;
+	struct rv_read_req *reqs;
+	size_t nreqs;
+	struct rv_batch batch;
+	bool posted;
+};
+
+struct gcall {
+	struct rs_client *c;
+	const struct cli_key *keys;
+	size_t n;
+	int *status;
+	unsigned flags;
+	struct gkey *k;
+	struct gnode *nodes;
+	struct rs_table **tabs; /* distinct tables of the batch */
+	size_t ntabs, tabs_cap;
+	struct cli_tloc *views; /* [ntabs * nnodes] */
+	struct pollfd *pfd;	/* [nnodes] */
+	void *block;		/* k, nodes, pfd, key lists, reqs: one malloc */
+	/* small batches need no further allocation */
+	struct rs_table *tabs_inline[8];
+	struct cli_tloc views_inline[4];
+	size_t pending;		/* keys in BUCKETS or ROW */
+	uint64_t trace_id;
+	bool sampled;
+};
+
+static struct cli_tloc *view_of(struct gcall *g, const struct gkey *k)
+{
+	return &g->views[k->view];
+}
+
+static int collect_tables(struct gcall *g)
+{
+	size_t nn = g->c->nnodes;
+	struct rs_table *last = NULL;
+	size_t lastidx = 0;
+
+	g->tabs = g->tabs_inline;
+	g->tabs_cap = RS_ARRAY_SIZE(g->tabs_inline);
+	for (size_t i = 0; i < g->n; i++) {
+		struct rs_table *t = g->keys[i].t;
+		size_t j;
+
+		if (t == last) {
+			g->k[i].view = (uint32_t)(lastidx * nn);
+			continue;
+		}
+		for (j = 0; j < g->ntabs && g->tabs[j] != t; j++)
+			;
+		if (j == g->ntabs) {
+			if (g->ntabs == g->tabs_cap) {
+				size_t cap = 2 * g->tabs_cap;
+				struct rs_table **grown = malloc(
+					cap * sizeof(*grown));
+
+				if (!grown)
+					return rs_seterr(-ENOMEM, "get: memory");
+				memcpy(grown, g->tabs,
+				       g->ntabs * sizeof(*grown));
+				if (g->tabs != g->tabs_inline)
+					free(g->tabs);
+				g->tabs = grown;
+				g->tabs_cap = cap;
+			}
+			g->tabs[g->ntabs++] = t;
+		}
+		last = t;
+		lastidx = j;
+		g->k[i].view = (uint32_t)(j * nn);
+	}
+	if (g->ntabs * nn <= RS_ARRAY_SIZE(g->views_inline))
+		g->views = g->views_inline;
+	else
+		g->views = calloc(g->ntabs * nn, sizeof(*g->views));
+	if (!g->views)
+		return rs_seterr(-ENOMEM, "get: out of memory");
+	for (size_t j = 0; j < g->ntabs; j++)
+		for (size_t nd = 0; nd < nn; nd++)
+			cli_table_loc(g->tabs[j], (unsigned)nd,
+				      &g->views[j * nn + nd]);
+	return 0;
+}
+
+/* Place keys on nodes, consult the cache, group per node. */
+static int plan(struct gcall *g, bool use_rpc, size_t *keyidx,
+		struct rv_read_req *reqs)
+{
+	struct rs_client *c = g->c;
+
+	for (size_t i = 0; i < g->n; i++) {
+		struct gkey *k = &g->k[i];
+		struct cli_tloc *v;
+		struct cli_loc loc;
+
+		k->node = cli_ring_node(c->ring, g->keys[i].key);
+		k->view += k->node;
+		v = view_of(g, k);
+		g->status[i] = RS_KEY_MISSING;
+		if (use_rpc || !v->onesided) {
+			k->state = G_RPC;
+			continue;
+		}
+		g->nodes[k->node].nkeys++;
+		g->pending++;
+		if (!(g->flags & RS_F_NOCACHE) &&
+		    cli_lcache_get(c->cache, v->uid, g->keys[i].key, &loc) &&
+		    loc.addr < v->rgeom.nrows) {
+			k->state = G_ROW;
+			k->cached = 1;
+			k->ref = (uint32_t)loc.addr;
+		} else {
+			k->state = G_BUCKETS;
+			pet_locate(&v->geom, g->keys[i].key, &k->ploc);
+		}
+	}
+	/* Carve each node's key list and READ requests out of the block. */
+	for (size_t nd = 0; nd < c->nnodes; nd++) {
+		struct gnode *gn = &g->nodes[nd];
+
+		gn->keys = keyidx;
+		gn->reqs = reqs;
+		keyidx += gn->nkeys;
+		reqs += 2 * gn->nkeys;
+		gn->nkeys = 0;
+	}
+	for (size_t i = 0; i < g->n; i++) {
+		struct gnode *gn = &g->nodes[g->k[i].node];
+
+		if (g->k[i].state != G_RPC)
+			gn->keys[gn->nkeys++] = i;
+	}
+	return 0;
+}
+
+static void add_req(struct gnode *gn, uint8_t *base, uint32_t off,
+		    uint32_t len, uint64_t remote, uint32_t rkey)
+{
+	struct rv_read_req *r = &gn->reqs[gn->nreqs++];
+
+	r->local = base + off;
+	r->lkey = gn->cc->buf->lkey;
+	r->len = len;
+	r->remote = remote;
+	r->rkey = rkey;
+	r->status = 0;
+}
+
+/* Build and post one node's READs for this round. */
+static int post_node(struct gcall *g, struct gnode *gn)
+{
+	uint8_t *base = gn->cc->buf->addr;
+	uint32_t off = 0;
+	int ret;
+
+	gn->nreqs = 0;
+	gn->posted = false;
+	for (size_t j = 0; j < gn->nkeys; j++) {
+		struct gkey *k = &g->k[gn->keys[j]];
+		struct cli_tloc *v = view_of(g, k);
+		uint32_t need;
+
+		k->inround = 0;
+		if (k->state != G_BUCKETS && k->state != G_ROW)
+			continue;
+		need = k->state == G_BUCKETS ? 2 * PET_BUCKET_BYTES
+					     : v->rgeom.stride;
+		if (off + need > gn->cc->buf->len)
+			continue; /* next round */
+		k->inround = 1;
+		k->off = off;
+		if (k->state == G_BUCKETS) {
+			for (int b = 0; b < 2; b++)
+				add_req(gn, base, off + b * PET_BUCKET_BYTES,
+					PET_BUCKET_BYTES,
+					v->info.index.addr +
+						pet_bucket_off(&v->geom,
+							       k->ploc.b[b]),
+					v->info.index.rkey);
+		} else {
+			add_req(gn, base, off, v->rgeom.stride,
+				v->info.rows.addr +
+					row_off(&v->rgeom, k->ref),
+				v->info.rows.rkey);
+		}
+		off += need;
+	}
+	if (!gn->nreqs)
+		return 0;
+	CLI_INC(g->c, reads_posted, gn->nreqs);
+	ret = rv_read_post(gn->cc->rc, &gn->batch, gn->reqs, gn->nreqs);
+	gn->posted = ret == 0;
+	return ret;
+}
+
+/* A key gives up on READs: serve it by RPC. */
+static void to_rpc(struct gcall *g, struct gkey *k)
+{
+	k->state = G_RPC;
+	g->pending--;
+	CLI_INC(g->c, rpc_fallbacks, 1);
+}
+
+static void retry(struct gcall *g, struct gkey *k)
+{
+	CLI_INC(g->c, torn_retries, 1);
+	if (++k->tries > g->c->cfg.torn_retries)
+		to_rpc(g, k);
+}
+
+static void on_buckets(struct gcall *g, size_t i, const uint8_t *img)
+{
+	struct gkey *k = &g->k[i];
+	uint64_t key = g->keys[i].key, v[2];
+	uint32_t ref;
+
+	if (pet_bucket_validate(img, k->ploc.b[0]) ||
+	    pet_bucket_validate(img + PET_BUCKET_BYTES, k->ploc.b[1])) {
+		retry(g, k);
+		return;
+	}
+	if (!pet_bucket_find(img, key, k->ploc.tag, &ref) ||
+	    !pet_bucket_find(img + PET_BUCKET_BYTES, key, k->ploc.tag, &ref)) {
+		if (ref >= view_of(g, k)->rgeom.nrows) {
+			retry(g, k); /* cannot be: treat as torn */
+			return;
+		}
+		k->ref = ref;
+		k->cached = 0;
+		k->state = G_ROW;
+		return;
+	}
+	v[0] = pet_bucket_version(img);
+	v[1] = pet_bucket_version(img + PET_BUCKET_BYTES);
+	if (k->have_v1 && pet_confirm_absent(k->v1, v)) {
+		k->state = G_DONE;
+		g->pending--;
+		g->status[i] = RS_KEY_MISSING;
+		return;
+	}
+	if (k->have_v1)
+		retry(g, k);
+	k->v1[0] = v[0];
+	k->v1[1] = v[1];
+	k->have_v1 = 1;
+}
+
+static void on_row(struct gcall *g, size_t i, const uint8_t *img)
+{
+	struct gkey *k = &g->k[i];
+	struct cli_tloc *v = view_of(g, k);
+	uint64_t key = g->keys[i].key, version;
+	int ret = row_validate(img, &v->rgeom, k->ref, key, &version);
+
+	if (ret == 0) {
+		row_payload_to_f32(&v->rgeom, row_payload(img),
+				   g->keys[i].out);
+		g->status[i] = RS_KEY_FOUND;
+		k->state = G_DONE;
+		g->pending--;
+		CLI_INC(g->c, onesided_keys, 1);
+		if (!k->cached && !(g->flags & RS_F_NOCACHE)) {
+			struct cli_loc loc = { .addr = k->ref,
+					       .version = (uint32_t)version,
+					       .len = v->rgeom.stride,
+					       .node = k->node };
+
+			cli_lcache_put(g->c->cache, v->uid, key, &loc);
+		}
+		return;
+	}
+	if (ret == RS_E_STALE && k->cached) {
+		/* The cached location is no longer this key's row. */
+		CLI_INC(g->c, stale_locations, 1);
+		cli_lcache_invalidate(g->c->cache, v->uid, key, k->ref);
+		k->cached = 0;
+		k->have_v1 = 0;
+		k->state = G_BUCKETS;
+		pet_locate(&v->geom, key, &k->ploc);
+		return;
+	}
+	if (ret == RS_E_STALE) {
+		/* Moved between our bucket and row READs: resolve again. */
+		k->have_v1 = 0;
+		k->state = G_BUCKETS;
+		pet_locate(&v->geom, key, &k->ploc);
+	}
+	retry(g, k);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Wait for the rounds of several nodes at once. Waiting on one node's
+ * batch would leave the others' queued READs unposted (rv posts the rest
+ * of a batch as completions are polled), so every node's CQ is driven
+ * here: poll all for cfg spin_us after the last completion, then arm all
+ * completion channels (poll, re-arm, poll) and sleep in poll(2) on their
+ * fds. Returns 0 when every batch is done, RS_E_TIMEOUT otherwise.
+ */
+static int wait_nodes(struct gcall *g)
+{
+	size_t nn = g->c->nnodes;
+	uint64_t last = now_ns();
+
+	for (;;) {
+		size_t busy = 0, np = 0;
+		bool progressed = false, work = false;
+		int r;
+
+		for (size_t nd = 0; nd < nn; nd++) {
+			struct gnode *gn = &g->nodes[nd];
+
+			if (!gn->posted || rv_batch_done(&gn->batch))
+				continue;
+			if (rv_conn_progress(gn->cc->rc) > 0)
+				progressed = true;
+			busy += !rv_batch_done(&gn->batch);
+		}
+		if (!busy)
+			return 0;
+		if (progressed || now_ns() - last < CLI_SPIN_NS(g->c)) {
+			if (progressed)
+				last = now_ns();
+			continue;
+		}
+		for (size_t nd = 0; nd < nn; nd++) {
+			struct gnode *gn = &g->nodes[nd];
+
+			if (!gn->posted || rv_batch_done(&gn->batch))
+				continue;
+			if (rv_conn_arm(gn->cc->rc) != 0)
+				work = true;
+			g->pfd[np].fd = rv_conn_fd(gn->cc->rc);
+			g->pfd[np].events = POLLIN;
+			np++;
+		}
+		if (!work) {
+			r = poll(g->pfd, np, (int)g->c->cfg.timeout_ms);
+			if (r == 0)
+				return RS_E_TIMEOUT;
+		}
+		last = now_ns();
+	}
+}
+
+/* Collect one node's round (waited for already, or wait for it here if
+ * it is the only node) and advance its keys. */
+static int finish_node(struct gcall *g, struct gnode *gn, bool waited)
+{
+	uint8_t *base = gn->cc->buf->addr;
+	int ret;
+
+	if (!gn->nkeys || !gn->posted)
+		return 0;
+	if (!waited || rv_batch_done(&gn->batch))
+		ret = rv_batch_wait(gn->cc->rc, &gn->batch,
+				    waited ? 0 : (int)g->c->cfg.timeout_ms);
+	else
+		ret = rs_seterr(RS_E_TIMEOUT, "node %s: READs timed out",
+				gn->cc->node->name);
+	/* A batch still pending here belongs to a context failed below:
+	 * closing it (cli_conn_put) completes the batch while reqs live. */
+	gn->posted = false;
+	if (ret) {
+		/* The QP is unusable (e.g. a region went away with its
+		 * table): these keys go to the RPC, which reconnects. */
+		cli_conn_fail(gn->cc, ret);
+		for (size_t j = 0; j < gn->nkeys; j++) {
+			struct gkey *k = &g->k[gn->keys[j]];
+
+			if (k->state == G_BUCKETS || k->state == G_ROW)
+				to_rpc(g, k);
+		}
+		return 0;
+	}
+	for (size_t j = 0; j < gn->nkeys; j++) {
+		size_t i = gn->keys[j];
+		struct gkey *k = &g->k[i];
+
+		if (!k->inround)
+			continue;
+		if (k->state == G_BUCKETS)
+			on_buckets(g, i, base + k->off);
+		else if (k->state == G_ROW)
+			on_row(g, i, base + k->off);
+	}
+	return 0;
+}
+
+static int rounds(struct gcall *g)
+{
+	struct rs_client *c = g->c;
+	int ret = 0;
+
+	/* Borrow in node order (see conn.h: no waiting cycles). A node we
+	 * cannot reach sends its keys to the RPC path, which reports them. */
+	for (size_t nd = 0; nd < c->nnodes; nd++) {
+		struct gnode *gn = &g->nodes[nd];
+
+		if (!gn->nkeys || !cli_conn_get(&c->nodes[nd], &gn->cc))
+			continue;
+		for (size_t j = 0; j < gn->nkeys; j++) {
+			g->k[gn->keys[j]].state = G_RPC;
+			g->pending--;
+		}
+		gn->nkeys = 0;
+	}
+	while (!ret && g->pending) {
+		size_t nposted;
+		struct trace_event ev = { .trace_id = g->trace_id,
+					  .stage = "client.build",
+					  .batch = (uint32_t)g->pending,
+					  .start_us = trace_now_us() };
+
+		for (size_t nd = 0; nd < c->nnodes && !ret; nd++)
+			if (g->nodes[nd].nkeys && !g->nodes[nd].cc->failed)
+				ret = post_node(g, &g->nodes[nd]);
+		if (g->sampled) {
+			trace_end(&ev);
+			ev.stage = "client.wait";
+			ev.start_us = trace_now_us();
+		}
+		nposted = 0;
+		for (size_t nd = 0; nd < c->nnodes; nd++)
+			nposted += g->nodes[nd].posted;
+		if (!ret && nposted > 1)
+			(void)wait_nodes(g); /* a timeout shows per node */
+		for (size_t nd = 0; nd < c->nnodes && !ret; nd++)
+			ret = finish_node(g, &g->nodes[nd], nposted > 1);
+		if (g->sampled)
+			trace_end(&ev);
+	}
+	if (ret) {
+		/* Posting failed: the contexts are closed on return, which
+		 * completes whatever they still had in flight. */
+		for (size_t nd = 0; nd < c->nnodes; nd++)
+			if (g->nodes[nd].posted) {
+				cli_conn_fail(g->nodes[nd].cc, ret);
+				g->nodes[nd].posted = false;
+			}
+	}
+	for (size_t nd = 0; nd < c->nnodes; nd++) {
+		cli_conn_put(g->nodes[nd].cc);
+		g->nodes[nd].cc = NULL;
+	}
+	return ret;
+}
+
+static void gcall_free(struct gcall *g)
+{
+	if (g->tabs != g->tabs_inline)
+		free(g->tabs);
+	if (g->views != g->views_inline)
+		free(g->views);
+	free(g->block);
+}
+
+/* One allocation for everything sized by n and the node count. */
+static int gcall_alloc(struct gcall *g, size_t **keyidx,
+		       struct rv_read_req **reqs)
+{
+	size_t nn = g->c->nnodes, n = g->n;
+	size_t off_nodes = n * sizeof(struct gkey);
+	size_t off_pfd = off_nodes + nn * sizeof(struct gnode);
+	size_t off_idx = off_pfd + nn * sizeof(struct pollfd);
+	size_t off_reqs = (off_idx + n * sizeof(size_t) + 7) & ~(size_t)7;
+	size_t total = off_reqs + 2 * n * sizeof(struct rv_read_req);
+	uint8_t *b;
+
+	b = calloc(1, total);
+	if (!b)
+		return rs_seterr(-ENOMEM, "get: out of memory");
+	g->block = b;
+	g->k = (struct gkey *)b;
+	g->nodes = (struct gnode *)(b + off_nodes);
+	g->pfd = (struct pollfd *)(b + off_pfd);
+	*keyidx = (size_t *)(b + off_idx);
+	*reqs = (struct rv_read_req *)(b + off_reqs);
+	return 0;
+}
+
+int cli_get(struct rs_client *c, const struct cli_key *keys, size_t n,
+	    int *status, unsigned flags)
+{
+	struct gcall g = { .c = c, .keys = keys, .n = n, .status = status,
+			   .flags = flags };
+	bool use_rpc = (flags & RS_F_RPC) || c->cfg.rpc_reads;
+	struct trace_event ev = { .stage = "client.op", .batch = (uint32_t)n,
+				  .start_us = trace_now_us() };
+	size_t *sel = NULL, m = 0, *keyidx = NULL;
+	struct rv_read_req *reqs = NULL;
+	int ret, found = 0;
+
+	g.trace_id = trace_new_id();
+	g.sampled = trace_sampled(g.trace_id);
+	ev.trace_id = g.trace_id;
+	CLI_INC(c, get_keys, n);
+	ret = gcall_alloc(&g, &keyidx, &reqs);
+	if (!ret)
+		ret = collect_tables(&g);
+	if (!ret)
+		ret = plan(&g, use_rpc, keyidx, reqs);
+	if (!ret)
+		ret = rounds(&g);
+	if (ret)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		m += g.k[i].state == G_RPC;
+	if (m) {
+		sel = malloc(m * sizeof(*sel));
+		if (!sel) {
+			ret = rs_seterr(-ENOMEM, "get: out of memory");
+			goto out;
+		}
+		m = 0;
+		for (size_t i = 0; i < n; i++)
+			if (g.k[i].state == G_RPC)
+				sel[m++] = i;
+		ret = cli_rpc_get_selected(c, keys, sel, m, status,
+					   g.trace_id, g.sampled);
+		if (ret < 0)
+			goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		found += status[i] == RS_KEY_FOUND;
+	ret = found;
+out:
+	if (g.sampled) {
+		if (n)
+			ev.table = keys[0].t->name;
+		trace_end(&ev);
+	}
+	free(sel);
+	gcall_free(&g);
+	return ret;
+}

@@ -1,0 +1,544 @@
+/*
+ * rpc.c - keyed RPCs (GET, GET_OR_INIT, PUT, UPDATE, DELETE) for batches
+ * whose keys may span tables and nodes.
+ *
+ * 1. Fold duplicates: every distinct (table, key) is sent once. UPDATE sums
+ *    the gradients of a key's occurrences in batch order (the node applies
+ *    ONE optimizer step per key and batch, ARCHITECTURE.md), PUT keeps the
+ *    last row, gets copy the one answer to every occurrence. Folding on the
+ *    client also keeps a key's occurrences out of different messages, which
+ *    different server workers might apply in either order.
+ * 2. Group the distinct keys by node, and by table within a node.
+ * 3. Per node: cut the keys into messages no larger than the node accepts
+ *    and whose replies fit our receive buffers (proto_keys_per_msg), keep
+ *    up to CLI_RPC_WINDOW requests in flight, and read replies in order
+ *    (one context per node, borrowed in node order). Every node gets its
+ *    first window before any reply is awaited, so nodes work in parallel.
+ * 4. A whole-request error that says the table changed (RS_E_STALE,
+ *    RS_E_NOTFOUND) refreshes that table's directory and resends the
+ *    affected keys once.
+ *
+ * Gradients and PUT rows travel as fp32 whatever the table stores (the
+ * node converts); GET replies come in the table's dtype and are converted
+ * here.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client_internal.h"
+#include "common/rs_internal.h"
+#include "trace/trace.h"
+
+struct ukey {
+	size_t first;	     /* representative index into keys[] */
+	uint32_t node;
+	uint32_t tab;	     /* index into call's tabs[] */
+	const float *row;    /* PUT/UPDATE payload */
+	int status;
+	bool sent_stale;     /* whole-request stale error: retry */
+};
+
+struct rmsg {
+	size_t start, count; /* range of the node's order[] */
+	uint64_t req_id;     /* 0: slot free */
+};
+
+struct rnode {
+	struct cli_conn *cc;
+	size_t *order;	     /* ukey indexes, grouped by table */
+	size_t n, next;
+	struct rmsg win[CLI_RPC_WINDOW]; /* requests awaiting replies */
+	unsigned inflight;
+	uint64_t *kbuf;
+	float *rbuf;
+	size_t kpm_cap;	     /* keys kbuf holds */
+	size_t rcap;	     /* floats rbuf holds */
+	int err;
+};
+
+struct rcall {
+	struct rs_client *c;
+	uint32_t op;
+	const struct cli_key *keys;
+	const float *const *in;
+	int *status;
+	struct ukey *u;
+	size_t nu;
+	size_t *urep;	     /* listed index -> ukey */
+	float *sums;	     /* UPDATE: summed gradients of duplicates */
+	struct rs_table **tabs;
+	size_t ntabs;
+	struct cli_tloc *views; /* [ntabs * nnodes] */
+	struct rnode *nodes;
+	uint64_t trace_id;
+	bool sampled;
+	bool stale;
+};
+
+static bool has_rows_in(uint32_t op)
+{
+	return op == PROTO_OP_PUT || op == PROTO_OP_UPDATE;
+}
+
+static bool has_rows_out(uint32_t op)
+{
+	return op == PROTO_OP_GET || op == PROTO_OP_GET_OR_INIT;
+}
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return x;
+}
+
+static size_t tab_index(struct rcall *r, struct rs_table *t)
+{
+	size_t j;
+
+	for (j = 0; j < r->ntabs; j++)
+		if (r->tabs[j] == t)
+			return j;
+	r->tabs[r->ntabs] = t;
+	return r->ntabs++;
+}
+
+/* Step 1: distinct keys (open addressing over listed indexes). */
+static int fold(struct rcall *r, const size_t *sel, size_t m)
+{
+	size_t cap = 16, *slot;
+	uint32_t dim = 0;
+
+	while (cap < 2 * m)
+		cap <<= 1;
+	slot = malloc(cap * sizeof(*slot));
+	r->u = calloc(m ? m : 1, sizeof(*r->u));
+	r->urep = malloc((m ? m : 1) * sizeof(*r->urep));
+	r->tabs = malloc((m ? m : 1) * sizeof(*r->tabs));
+	if (!slot || !r->u || !r->urep || !r->tabs) {
+		free(slot);
+		return rs_seterr(-ENOMEM, "rpc: out of memory");
+	}
+	memset(slot, 0xff, cap * sizeof(*slot));
+	for (size_t j = 0; j < m; j++) {
+		size_t i = sel ? sel[j] : j;
+		const struct cli_key *k = &r->keys[i];
+		size_t h = mix(k->key ^ (uintptr_t)k->t) & (cap - 1);
+
+		while (slot[h] != SIZE_MAX) {
+			const struct cli_key *o = &r->keys[r->u[slot[h]].first];
+
+			if (o->key == k->key && o->t == k->t)
+				break;
+			h = (h + 1) & (cap - 1);
+		}
+		if (slot[h] == SIZE_MAX) {
+			struct ukey *u = &r->u[r->nu];
+
+			slot[h] = r->nu++;
+			u->first = i;
+			u->node = cli_ring_node(r->c->ring, k->key);
+			u->tab = (uint32_t)tab_index(r, k->t);
+			u->row = r->in ? r->in[i] : NULL;
+		} else if (r->op == PROTO_OP_PUT) {
+			r->u[slot[h]].row = r->in[i]; /* last row wins */
+		} else if (r->op == PROTO_OP_UPDATE) {
+			r->u[slot[h]].row = NULL; /* summed below */
+		}
+		r->urep[j] = slot[h];
+	}
+	free(slot);
+	if (r->op != PROTO_OP_UPDATE)
+		return 0;
+	/* Sum the gradients of duplicated keys in batch order. */
+	for (size_t j = 0; j < r->nu; j++)
+		if (!r->u[j].row && r->tabs[r->u[j].tab]->dim > dim)
+			dim = r->tabs[r->u[j].tab]->dim;
+	if (!dim)
+		return 0;
+	r->sums = calloc(r->nu, (size_t)dim * sizeof(float));
+	if (!r->sums)
+		return rs_seterr(-ENOMEM, "rpc: out of memory");
+	for (size_t j = 0; j < m; j++) {
+		struct ukey *u = &r->u[r->urep[j]];
+		size_t i = sel ? sel[j] : j;
+		uint32_t d = r->tabs[u->tab]->dim;
+		float *s = r->sums + r->urep[j] * dim;
+
+		if (u->row && u->row != s)
+			continue; /* not duplicated */
+		for (uint32_t e = 0; e < d; e++)
+			s[e] += r->in[i][e];
+		u->row = s;
+	}
+	return 0;
+}
+
+static int snapshot_views(struct rcall *r)
+{
+	size_t nn = r->c->nnodes;
+
+	free(r->views);
+	r->views = calloc(r->ntabs * nn, sizeof(*r->views));
+	if (!r->views)
+		return rs_seterr(-ENOMEM, "rpc: out of memory");
+	for (size_t j = 0; j < r->ntabs; j++)
+		for (size_t nd = 0; nd < nn; nd++)
+			cli_table_loc(r->tabs[j], (unsigned)nd,
+				      &r->views[j * nn + nd]);
+	return 0;
+}
+
+static const struct cli_tloc *uview(const struct rcall *r,
+				    const struct ukey *u)
+{
+	return &r->views[u->tab * r->c->nnodes + u->node];
+}
+
+/* Step 2: per node, the keys to send, grouped by table. */
+static int group(struct rcall *r, bool only_stale)
+{
+	size_t nn = r->c->nnodes;
+
+	for (size_t nd = 0; nd < nn; nd++) {
+		free(r->nodes[nd].order);
+		memset(&r->nodes[nd], 0, offsetof(struct rnode, kbuf));
+	}
+	for (size_t j = 0; j < r->nu; j++)
+		if (!only_stale || r->u[j].sent_stale)
+			r->nodes[r->u[j].node].n++;
+	for (size_t nd = 0; nd < nn; nd++) {
+		struct rnode *rn = &r->nodes[nd];
+
+		if (!rn->n)
+			continue;
+		rn->order = malloc(rn->n * sizeof(size_t));
+		if (!rn->order)
+			return rs_seterr(-ENOMEM, "rpc: out of memory");
+		rn->n = 0;
+	}
+	for (size_t t = 0; t < r->ntabs; t++)
+		for (size_t j = 0; j < r->nu; j++) {
+			struct ukey *u = &r->u[j];
+
+			if (u->tab != t || (only_stale && !u->sent_stale))
+				continue;
+			u->sent_stale = false;
+			r->nodes[u->node].order[r->nodes[u->node].n++] = j;
+		}
+	return 0;
+}
+
+static uint32_t req_dtype(const struct rcall *r, const struct cli_tloc *v)
+{
+	return has_rows_in(r->op) ? PROTO_DTYPE_FP32 : v->info.spec.dtype;
+}
+
+/* Keys per message for table view v on context cc. */
+static int keys_per_msg(struct rcall *r, struct rnode *rn,
+			const struct cli_tloc *v)
+{
+	uint32_t dim = v->info.spec.dim;
+	int kpm = proto_keys_per_msg(r->op, dim, req_dtype(r, v),
+				     rn->cc->msg_max, CLI_MSG_MAX,
+				     rn->cc->max_batch_keys ?
+					     rn->cc->max_batch_keys :
+					     PROTO_DEFAULT_BATCH_KEYS);
+
+	if (kpm <= 0)
+		return kpm < 0 ? kpm : RS_E_TOOBIG;
+	if ((size_t)kpm > rn->kpm_cap) {
+		uint64_t *kb = realloc(rn->kbuf, (size_t)kpm * sizeof(*kb));
+
+		if (!kb)
+			return rs_seterr(-ENOMEM, "rpc: out of memory");
+		rn->kbuf = kb;
+		rn->kpm_cap = (size_t)kpm;
+	}
+	if (has_rows_in(r->op) && (size_t)kpm * dim > rn->rcap) {
+		float *rb = realloc(rn->rbuf, (size_t)kpm * dim *
+						      sizeof(float));
+
+		if (!rb)
+			return rs_seterr(-ENOMEM, "rpc: out of memory");
+		rn->rbuf = rb;
+		rn->rcap = (size_t)kpm * dim;
+	}
+	return kpm;
+}
+
+/* Send the next message of node rn (keys of one table). */
+static int send_next(struct rcall *r, struct rnode *rn)
+{
+	const struct ukey *u0 = &r->u[rn->order[rn->next]];
+	const struct cli_tloc *v = uview(r, u0);
+	struct proto_keys_req kr = { 0 };
+	struct proto_hdr h;
+	struct rmsg *msg;
+	size_t cnt = 0;
+	int kpm, len;
+
+	if (!v->valid)
+		return rs_seterr(RS_E_NOTFOUND, "table '%s' missing on node %s",
+				 r->tabs[u0->tab]->name, rn->cc->node->name);
+	kpm = keys_per_msg(r, rn, v);
+	if (kpm < 0)
+		return kpm;
+	while (rn->next + cnt < rn->n && cnt < (size_t)kpm) {
+		const struct ukey *u = &r->u[rn->order[rn->next + cnt]];
+
+		if (u->tab != u0->tab)
+			break;
+		rn->kbuf[cnt] = r->keys[u->first].key;
+		if (has_rows_in(r->op))
+			memcpy(rn->rbuf + cnt * v->info.spec.dim, u->row,
+			       v->info.spec.dim * sizeof(float));
+		cnt++;
+	}
+	kr.table_id = v->info.id;
+	kr.table_gen = v->info.generation;
+	kr.n = (uint32_t)cnt;
+	kr.keys = rn->kbuf;
+	if (has_rows_in(r->op)) {
+		kr.dim = v->info.spec.dim;
+		kr.dtype = PROTO_DTYPE_FP32;
+		kr.rows = rn->rbuf;
+	}
+	cli_hdr_init(&h, r->trace_id, r->sampled);
+	len = proto_enc_keys_req(rn->cc->msg, rn->cc->msg_max, &h, r->op, &kr);
+	if (len < 0)
+		return len;
+	for (msg = rn->win; msg->req_id; msg++)
+		;
+	msg->start = rn->next;
+	msg->count = cnt;
+	msg->req_id = h.req_id;
+	rn->next += cnt;
+	rn->inflight++;
+	CLI_INC(r->c, rpcs, 1);
+	return cli_conn_send(rn->cc, rn->cc->msg, (size_t)len);
+}
+
+static int map_status(uint32_t op, int32_t st)
+{
+	if (st == PROTO_ST_CREATED)
+		return RS_KEY_CREATED;
+	if (st == PROTO_ST_OK)
+		return RS_KEY_FOUND;
+	if (st == RS_E_NOTFOUND)
+		return RS_KEY_MISSING;
+	return st < 0 ? st : RS_E_PROTO;
+}
+
+static void row_out(const struct cli_tloc *v, const uint8_t *wire,
+		    uint32_t dtype, float *out)
+{
+	uint32_t dim = v->info.spec.dim;
+
+	if (dtype == PROTO_DTYPE_FP32) {
+		proto_load_f32(out, wire, dim);
+		return;
+	}
+	for (uint32_t e = 0; e < dim; e++) {
+		uint16_t h = (uint16_t)(wire[2 * e] | wire[2 * e + 1] << 8);
+
+		out[e] = dtype == PROTO_DTYPE_FP16 ? row_f16_to_f32(h)
+						   : row_bf16_to_f32(h);
+	}
+}
+
+/* Receive the next reply of node rn (any of its requests in flight: node
+ * workers may answer them out of order) and record its outcomes. */
+static int recv_one(struct rcall *r, struct rnode *rn)
+{
+	struct rmsg *msg = NULL;
+	struct proto_msg m;
+	struct rv_msg raw;
+	int ret;
+
+	ret = cli_wire_recv(rn->cc, (uint8_t)r->op, 0, &raw, &m);
+	if (rn->cc->failed)
+		return ret;
+	for (unsigned w = 0; w < CLI_RPC_WINDOW; w++)
+		if (rn->win[w].req_id && rn->win[w].req_id == m.hdr.req_id)
+			msg = &rn->win[w];
+	if (!msg) {
+		if (!ret)
+			rv_msg_release(&raw);
+		return cli_conn_fail(rn->cc, rs_seterr(RS_E_PROTO,
+				     "node %s: reply to unknown request %llu",
+				     rn->cc->node->name,
+				     (unsigned long long)m.hdr.req_id));
+	}
+	msg->req_id = 0;
+	rn->inflight--;
+	if (ret) {
+		/* whole-request error reply: these keys failed */
+		bool stale = ret == RS_E_STALE || ret == RS_E_NOTFOUND;
+
+		for (size_t j = 0; j < msg->count; j++) {
+			struct ukey *u = &r->u[rn->order[msg->start + j]];
+
+			u->status = ret;
+			u->sent_stale = stale;
+		}
+		r->stale |= stale;
+		return 0;
+	}
+	if (m.u.keys_reply.n != msg->count ||
+	    (has_rows_out(r->op) && m.u.keys_reply.n &&
+	     !m.u.keys_reply.rows)) {
+		rv_msg_release(&raw);
+		return cli_conn_fail(rn->cc, rs_seterr(RS_E_PROTO,
+				     "node %s: %u statuses for %zu keys",
+				     rn->cc->node->name, m.u.keys_reply.n,
+				     msg->count));
+	}
+	for (size_t j = 0; j < msg->count; j++) {
+		struct ukey *u = &r->u[rn->order[msg->start + j]];
+		int32_t st = proto_status_at(m.u.keys_reply.status,
+					     (uint32_t)j);
+
+		u->status = map_status(r->op, st);
+		if (has_rows_out(r->op) && st >= 0) {
+			const struct cli_tloc *v = uview(r, u);
+			uint32_t dt = m.u.keys_reply.dtype;
+			size_t rb = (size_t)m.u.keys_reply.dim *
+				    proto_dtype_size(dt);
+
+			if (m.u.keys_reply.dim != v->info.spec.dim) {
+				u->status = RS_E_DIM;
+				continue;
+			}
+			row_out(v, (const uint8_t *)m.u.keys_reply.rows +
+					   j * rb, dt, r->keys[u->first].out);
+		}
+	}
+	rv_msg_release(&raw);
+	return 0;
+}
+
+/* Fail every key of node rn that has no outcome yet. */
+static void fail_node(struct rcall *r, struct rnode *rn, int code)
+{
+	for (size_t j = 0; j < rn->n; j++) {
+		struct ukey *u = &r->u[rn->order[j]];
+
+		if (j >= rn->next || u->status == 0)
+			u->status = code;
+	}
+	rn->err = code;
+}
+
+/* Step 3: all nodes, pipelined. */
+static void exchange(struct rcall *r)
+{
+	size_t nn = r->c->nnodes;
+	bool busy = true;
+
+	for (size_t nd = 0; nd < nn; nd++) {
+		struct rnode *rn = &r->nodes[nd];
+		int ret;
+
+		if (!rn->n)
+			continue;
+		for (size_t j = 0; j < rn->n; j++)
+			r->u[rn->order[j]].status = 0;
+		ret = cli_conn_get(&r->c->nodes[nd], &rn->cc);
+		if (ret)
+			fail_node(r, rn, ret);
+	}
+	while (busy) {
+		busy = false;
+		for (size_t nd = 0; nd < nn; nd++) {
+			struct rnode *rn = &r->nodes[nd];
+			int ret = 0;
+
+			if (!rn->n || rn->err)
+				continue;
+			while (!ret && rn->next < rn->n &&
+			       rn->inflight < CLI_RPC_WINDOW)
+				ret = send_next(r, rn);
+			if (!ret && rn->inflight)
+				ret = recv_one(r, rn);
+			if (ret) {
+				fail_node(r, rn, ret);
+				cli_conn_fail(rn->cc, ret);
+				continue;
+			}
+			busy |= rn->inflight || rn->next < rn->n;
+		}
+	}
+	for (size_t nd = 0; nd < nn; nd++) {
+		cli_conn_put(r->nodes[nd].cc);
+		r->nodes[nd].cc = NULL;
+	}
+}
+
+static void rcall_free(struct rcall *r)
+{
+	if (r->nodes)
+		for (size_t nd = 0; nd < r->c->nnodes; nd++) {
+			free(r->nodes[nd].order);
+			free(r->nodes[nd].kbuf);
+			free(r->nodes[nd].rbuf);
+		}
+	free(r->nodes);
+	free(r->u);
+	free(r->urep);
+	free(r->sums);
+	free(r->tabs);
+	free(r->views);
+}
+
+int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
+	    const float *const *in, const size_t *sel, size_t m, int *status,
+	    uint64_t trace_id, bool sampled)
+{
+	struct rcall r = { .c = c, .op = op, .keys = keys, .in = in,
+			   .status = status, .trace_id = trace_id,
+			   .sampled = sampled };
+	int ret;
+
+	r.nodes = calloc(c->nnodes, sizeof(*r.nodes));
+	if (!r.nodes) {
+		ret = rs_seterr(-ENOMEM, "rpc: out of memory");
+		goto out;
+	}
+	ret = fold(&r, sel, m);
+	if (!ret)
+		ret = snapshot_views(&r);
+	if (!ret)
+		ret = group(&r, false);
+	if (ret)
+		goto out;
+	exchange(&r);
+	if (r.stale) {
+		/* The table changed under us: refresh and resend once. */
+		for (size_t t = 0; t < r.ntabs; t++)
+			(void)cli_table_refresh(r.tabs[t]);
+		r.stale = false;
+		ret = snapshot_views(&r);
+		if (!ret)
+			ret = group(&r, true);
+		if (ret)
+			goto out;
+		exchange(&r);
+	}
+	CLI_INC(c, rpc_keys, has_rows_out(op) ? m : 0);
+	/* Step 5: outcomes to every occurrence. */
+	for (size_t j = 0; j < m; j++) {
+		size_t i = sel ? sel[j] : j;
+		const struct ukey *u = &r.u[r.urep[j]];
+
+		status[i] = u->status;
+		if (has_rows_out(op) && i != u->first && u->status > 0)
+			memcpy(keys[i].out, keys[u->first].out,
+			       keys[i].t->dim * sizeof(float));
+	}
+out:
+	rcall_free(&r);
+	return ret;
+}

@@ -1,0 +1,572 @@
+/*
+ * table.c - tables by name: handles, directory refresh, and the admin RPCs
+ * (create, drop, list, node stats) that recstore-ctl uses.
+ *
+ * A handle's per-node view (struct cli_tloc) is replaced wholesale by
+ * cli_table_refresh() under the handle's write lock; data paths copy the
+ * view of the node they need under the read lock (cli_table_loc()). A view
+ * whose (id, generation) changed gets a new uid, which retires every
+ * location-cache entry of the old incarnation.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client_internal.h"
+#include "common/rs_internal.h"
+#include "value/row_format.h"
+
+/* ---- specs ---- */
+
+RS_EXPORT int rs_table_spec_init(struct rs_table_spec *spec, const char *name,
+				 uint32_t dim)
+{
+	struct optim_params op;
+	int ret;
+
+	if (!spec || !name)
+		return rs_seterr(RS_E_INVAL, "table spec: NULL argument");
+	memset(spec, 0, sizeof(*spec));
+	ret = proto_name_check("table name", name, strlen(name));
+	if (ret)
+		return ret;
+	if (dim < 1 || dim > PROTO_MAX_DIM)
+		return rs_seterr(RS_E_INVAL, "table '%s': dim %u not in 1..%u",
+				 name, dim, PROTO_MAX_DIM);
+	strcpy(spec->name, name);
+	spec->dim = dim;
+	spec->dtype = RS_DTYPE_FP32;
+	spec->capacity = 1u << 20;
+	optim_params_default(&op, OPTIM_SGD);
+	spec->optim.kind = op.kind;
+	spec->optim.flags = op.flags;
+	spec->optim.lr = op.lr;
+	spec->optim.eps = op.eps;
+	spec->optim.beta1 = op.beta1;
+	spec->optim.beta2 = op.beta2;
+	spec->optim.weight_decay = op.weight_decay;
+	spec->optim.initial_accumulator = op.initial_accumulator;
+	spec->init.kind = RS_INIT_ZEROS;
+	return 0;
+}
+
+RS_EXPORT int rs_table_spec_set_optimizer(struct rs_table_spec *spec,
+					  const char *name)
+{
+	struct optim_params op;
+	int kind;
+
+	if (!spec || !name)
+		return rs_seterr(RS_E_INVAL, "table spec: NULL argument");
+	kind = optim_kind_parse(name);
+	if (kind < 0)
+		return kind;
+	optim_params_default(&op, (uint32_t)kind);
+	spec->optim.kind = op.kind;
+	spec->optim.flags = op.flags;
+	spec->optim.lr = op.lr;
+	spec->optim.eps = op.eps;
+	spec->optim.beta1 = op.beta1;
+	spec->optim.beta2 = op.beta2;
+	spec->optim.weight_decay = op.weight_decay;
+	spec->optim.initial_accumulator = op.initial_accumulator;
+	return 0;
+}
+
+static void spec_to_proto(const struct rs_table_spec *s,
+			  struct proto_table_spec *p)
+{
+	memset(p, 0, sizeof(*p));
+	memcpy(p->name, s->name, sizeof(p->name));
+	p->name[PROTO_NAME_MAX] = '\0';
+	p->dim = s->dim;
+	p->dtype = s->dtype;
+	p->capacity = s->capacity;
+	p->optim.kind = s->optim.kind;
+	p->optim.flags = s->optim.flags;
+	p->optim.lr = s->optim.lr;
+	p->optim.eps = s->optim.eps;
+	p->optim.beta1 = s->optim.beta1;
+	p->optim.beta2 = s->optim.beta2;
+	p->optim.weight_decay = s->optim.weight_decay;
+	p->optim.initial_accumulator = s->optim.initial_accumulator;
+	p->init.kind = s->init.kind;
+	p->init.value = s->init.value;
+	p->init.a = s->init.a;
+	p->init.std = s->init.std;
+	p->init.seed = s->init.seed;
+}
+
+static void spec_from_proto(const struct proto_table_spec *p,
+			    struct rs_table_spec *s)
+{
+	memset(s, 0, sizeof(*s));
+	memcpy(s->name, p->name, sizeof(s->name));
+	s->dim = p->dim;
+	s->dtype = p->dtype;
+	s->capacity = p->capacity;
+	s->optim.kind = p->optim.kind;
+	s->optim.flags = p->optim.flags;
+	s->optim.lr = p->optim.lr;
+	s->optim.eps = p->optim.eps;
+	s->optim.beta1 = p->optim.beta1;
+	s->optim.beta2 = p->optim.beta2;
+	s->optim.weight_decay = p->optim.weight_decay;
+	s->optim.initial_accumulator = p->optim.initial_accumulator;
+	s->init.kind = p->init.kind;
+	s->init.value = p->init.value;
+	s->init.a = p->init.a;
+	s->init.std = p->init.std;
+	s->init.seed = p->init.seed;
+}
+
+/* ---- per-node views ---- */
+
+/* Fill a view from a directory entry; RS_E_UNSUPPORTED for a layout this
+ * client cannot READ (it then uses the RPC for that table). */
+static int tloc_fill(struct cli_tloc *l, const struct proto_table_info *in)
+{
+	memset(l, 0, sizeof(*l));
+	l->info = *in;
+	l->geom.nbuckets = in->index.nbuckets;
+	l->geom.seed1 = in->index.seed1;
+	l->geom.seed2 = in->index.seed2;
+	l->geom.bucket_bytes = in->index.bucket_bytes;
+	l->geom.buckets_off = in->index.buckets_off;
+	l->valid = true;
+	l->onesided = in->index.layout == PET_LAYOUT_VERSION &&
+		      in->index.bucket_bytes == PET_BUCKET_BYTES &&
+		      in->index.slots == PET_SLOTS &&
+		      in->index.nbuckets >= 2 && in->rows.row_bytes &&
+		      row_geom_init(&l->rgeom, in->spec.dim,
+				    in->spec.dtype + 1,
+				    in->rows.bytes / in->rows.row_bytes,
+				    (uint16_t)in->id) == 0 &&
+		      l->rgeom.stride == in->rows.row_bytes;
+	return 0;
+}
+
+void cli_table_loc(struct rs_table *t, unsigned node, struct cli_tloc *out)
+{
+	pthread_rwlock_rdlock(&t->lock);
+	*out = t->loc[node];
+	pthread_rwlock_unlock(&t->lock);
+}
+
+int cli_table_refresh(struct rs_table *t)
+{
+	struct rs_client *c = t->c;
+	struct cli_tloc *fresh;
+	unsigned have = 0;
+	int ret = 0;
+
+	fresh = calloc(c->nnodes, sizeof(*fresh));
+	if (!fresh)
+		return rs_seterr(-ENOMEM, "table: out of memory");
+	CLI_INC(c, dir_refreshes, 1);
+	for (size_t i = 0; i < c->nnodes && !ret; i++) {
+		struct proto_table_info *dir;
+		uint32_t n;
+		uint64_t gen;
+
+		ret = cli_wire_dir(&c->nodes[i], &dir, &n, &gen);
+		for (uint32_t j = 0; !ret && j < n; j++)
+			if (!strcmp(dir[j].spec.name, t->name)) {
+				tloc_fill(&fresh[i], &dir[j]);
+				have++;
+				break;
+			}
+		free(dir);
+	}
+	if (!ret && have == 0)
+		ret = rs_seterr(RS_E_NOTFOUND, "table '%s': no node has it",
+				t->name);
+	for (size_t i = 0; !ret && i < c->nnodes; i++) {
+		if (!fresh[i].valid)
+			ret = rs_seterr(RS_E_NOTFOUND, "table '%s': missing on "
+					"node %s", t->name, c->nodes[i].name);
+		else if (fresh[i].info.spec.dim != fresh[0].info.spec.dim ||
+			 fresh[i].info.spec.dtype != fresh[0].info.spec.dtype)
+			ret = rs_seterr(RS_E_DIM, "table '%s': nodes disagree "
+					"on dim/dtype", t->name);
+	}
+	if (ret) {
+		free(fresh);
+		return ret;
+	}
+	pthread_rwlock_wrlock(&t->lock);
+	for (size_t i = 0; i < c->nnodes; i++) {
+		const struct cli_tloc *old = &t->loc[i];
+
+		if (old->valid && old->info.id == fresh[i].info.id &&
+		    old->info.generation == fresh[i].info.generation)
+			fresh[i].uid = old->uid;
+		else
+			fresh[i].uid = atomic_fetch_add(&c->next_uid, 1);
+	}
+	free(t->loc);
+	t->loc = fresh;
+	t->dim = fresh[0].info.spec.dim;
+	t->dtype = fresh[0].info.spec.dtype;
+	pthread_rwlock_unlock(&t->lock);
+	return 0;
+}
+
+/* ---- handles ---- */
+
+static struct rs_table *find_handle(struct rs_client *c, const char *name)
+{
+	for (struct rs_table *t = c->tables; t; t = t->next)
+		if (!strcmp(t->name, name))
+			return t;
+	return NULL;
+}
+
+RS_EXPORT int rs_table_open(struct rs_client *c, const char *name,
+			    struct rs_table **out)
+{
+	struct rs_table *t;
+	int ret;
+
+	if (!c || !name || !out)
+		return rs_seterr(RS_E_INVAL, "table open: NULL argument");
+	ret = proto_name_check("table name", name, strlen(name));
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&c->tables_lock);
+	t = find_handle(c, name);
+	if (t) {
+		pthread_mutex_unlock(&c->tables_lock);
+		*out = t;
+		return 0;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t || !(t->loc = calloc(c->nnodes, sizeof(*t->loc)))) {
+		free(t);
+		pthread_mutex_unlock(&c->tables_lock);
+		return rs_seterr(-ENOMEM, "table: out of memory");
+	}
+	t->c = c;
+	strcpy(t->name, name);
+	pthread_rwlock_init(&t->lock, NULL);
+	/* Refresh under the list lock: two openers of one name must not
+	 * make two handles. Opening is rare. */
+	ret = cli_table_refresh(t);
+	if (ret) {
+		pthread_rwlock_destroy(&t->lock);
+		free(t->loc);
+		free(t);
+	} else {
+		t->next = c->tables;
+		c->tables = t;
+		*out = t;
+	}
+	pthread_mutex_unlock(&c->tables_lock);
+	return ret;
+}
+
+RS_EXPORT uint32_t rs_table_dim(const struct rs_table *t)
+{
+	return t ? t->dim : 0;
+}
+
+RS_EXPORT const char *rs_table_name(const struct rs_table *t)
+{
+	return t ? t->name : NULL;
+}
+
+/* ---- admin RPCs ---- */
+
+/* One control request to node n, built by enc(), reply checked by ok(). */
+static int node_call(struct cli_node *n, int (*enc)(struct cli_conn *, void *),
+		     void *arg)
+{
+	struct cli_conn *cc;
+	struct proto_msg m;
+	struct rv_msg raw;
+	int ret, len;
+
+	ret = cli_conn_get(n, &cc);
+	if (ret)
+		return ret;
+	len = enc(cc, arg);
+	ret = len < 0 ? len : cli_wire_call(cc, (size_t)len, &raw, &m);
+	if (len >= 0 && !ret)
+		rv_msg_release(&raw);
+	cli_conn_put(cc);
+	return ret;
+}
+
+static int enc_create(struct cli_conn *cc, void *arg)
+{
+	struct proto_hdr h;
+
+	cli_hdr_init(&h, 0, false);
+	return proto_enc_table_create_req(cc->msg, cc->msg_max, &h, arg);
+}
+
+static int enc_drop(struct cli_conn *cc, void *arg)
+{
+	struct proto_hdr h;
+
+	cli_hdr_init(&h, 0, false);
+	return proto_enc_table_drop_req(cc->msg, cc->msg_max, &h, arg);
+}
+
+static void refresh_handle(struct rs_client *c, const char *name)
+{
+	struct rs_table *t;
+
+	pthread_mutex_lock(&c->tables_lock);
+	t = find_handle(c, name);
+	pthread_mutex_unlock(&c->tables_lock);
+	if (t)
+		(void)cli_table_refresh(t);
+}
+
+RS_EXPORT int rs_table_create(struct rs_client *c,
+			      const struct rs_table_spec *spec)
+{
+	struct proto_table_spec ps;
+	struct proto_limits lim;
+	size_t existed = 0;
+	int ret;
+
+	if (!c || !spec)
+		return rs_seterr(RS_E_INVAL, "table create: NULL argument");
+	spec_to_proto(spec, &ps);
+	proto_limits_default(&lim);
+	lim.max_dim = PROTO_MAX_DIM;
+	ret = proto_table_spec_validate(&ps, &lim);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < c->nnodes; i++) {
+		ret = node_call(&c->nodes[i], enc_create, &ps);
+		if (ret == RS_E_EXISTS)
+			existed++;
+		else if (ret)
+			return ret;
+	}
+	refresh_handle(c, spec->name);
+	if (existed == c->nnodes)
+		return rs_seterr(RS_E_EXISTS, "table '%s' exists", spec->name);
+	return 0;
+}
+
+RS_EXPORT int rs_table_drop(struct rs_client *c, const char *name)
+{
+	char n[PROTO_NAME_MAX + 1];
+	size_t missing = 0;
+	int ret;
+
+	if (!c || !name)
+		return rs_seterr(RS_E_INVAL, "table drop: NULL argument");
+	ret = proto_name_check("table name", name, strlen(name));
+	if (ret)
+		return ret;
+	strcpy(n, name);
+	for (size_t i = 0; i < c->nnodes; i++) {
+		ret = node_call(&c->nodes[i], enc_drop, n);
+		if (ret == RS_E_NOTFOUND)
+			missing++;
+		else if (ret)
+			return ret;
+	}
+	if (missing == c->nnodes)
+		return rs_seterr(RS_E_NOTFOUND, "table '%s' not found", name);
+	return 0;
+}
+
+/* ---- node stats ---- */
+
+struct stats_ctx {
+	int (*fn)(void *arg, const char *table, const char *key, uint64_t v);
+	void *arg;
+	struct proto_table_info *dir;
+	uint32_t ndir;
+};
+
+static const char *table_of(const struct stats_ctx *s, uint32_t id)
+{
+	if (id == PROTO_NO_TABLE)
+		return NULL;
+	for (uint32_t i = 0; i < s->ndir; i++)
+		if (s->dir[i].id == id)
+			return s->dir[i].spec.name;
+	return "?";
+}
+
+static int stats_pages(struct cli_conn *cc, struct stats_ctx *s)
+{
+	uint32_t start = 0, total = 1;
+	int ret = 0, stop = 0;
+
+	while (!ret && !stop && start < total) {
+		struct proto_list_req lr = { .start = start };
+		struct proto_hdr h;
+		struct proto_msg m;
+		struct proto_stat st;
+		struct rv_msg raw;
+		int len;
+
+		cli_hdr_init(&h, 0, false);
+		len = proto_enc_list_req(cc->msg, cc->msg_max, &h,
+					 PROTO_OP_STATS, &lr);
+		if (len < 0)
+			return len;
+		ret = cli_wire_call(cc, (size_t)len, &raw, &m);
+		if (ret)
+			return ret;
+		total = m.u.stats.total;
+		if (m.u.stats.n == 0 && start < total)
+			ret = rs_seterr(RS_E_PROTO, "empty stats page");
+		start += m.u.stats.n;
+		while (!stop && proto_stats_next(&m.u.stats, &st)) {
+			stop = s->fn(s->arg, table_of(s, st.table_id), st.key,
+				     st.value);
+		}
+		rv_msg_release(&raw);
+		if (stop)
+			ret = stop;
+	}
+	return ret;
+}
+
+RS_EXPORT int rs_node_stats_foreach(struct rs_client *c, unsigned node,
+				    int (*fn)(void *, const char *,
+					      const char *, uint64_t),
+				    void *arg)
+{
+	struct stats_ctx s = { .fn = fn, .arg = arg };
+	struct cli_conn *cc;
+	uint64_t gen;
+	int ret;
+
+	if (!c || !fn || node >= c->nnodes)
+		return rs_seterr(RS_E_INVAL, "stats: bad argument");
+	ret = cli_wire_dir(&c->nodes[node], &s.dir, &s.ndir, &gen);
+	if (ret)
+		return ret;
+	ret = cli_conn_get(&c->nodes[node], &cc);
+	if (!ret) {
+		ret = stats_pages(cc, &s);
+		cli_conn_put(cc);
+	}
+	free(s.dir);
+	return ret;
+}
+
+/* Counter names a node reports (docs/protocol.md, STATS) -> fields. */
+static int stats_fill(void *arg, const char *table, const char *key,
+		      uint64_t v)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+	} map[] = {
+#define F(k, f) { k, offsetof(struct rs_node_stats, f) }
+		F("tables", tables), F("rows", rows),
+		F("get_keys", rpc_get_keys),
+		F("get_or_init_keys", rpc_get_or_init_keys),
+		F("put_keys", rpc_put_keys), F("update_keys", rpc_update_keys),
+		F("delete_keys", rpc_delete_keys), F("requests", rpc_requests),
+		F("cpu_user_us", cpu_user_us), F("cpu_sys_us", cpu_sys_us),
+		F("mem_registered", mem_registered),
+#undef F
+	};
+	struct rs_node_stats *st = arg;
+
+	if (table)
+		return 0;
+	for (size_t i = 0; i < RS_ARRAY_SIZE(map); i++)
+		if (!strcmp(map[i].key, key))
+			*(uint64_t *)((char *)st + map[i].off) = v;
+	return 0;
+}
+
+RS_EXPORT int rs_node_get_stats(struct rs_client *c, unsigned node,
+				struct rs_node_stats *out)
+{
+	if (!out)
+		return rs_seterr(RS_E_INVAL, "stats: NULL argument");
+	memset(out, 0, sizeof(*out));
+	return rs_node_stats_foreach(c, node, stats_fill, out);
+}
+
+/* ---- listing ---- */
+
+struct rows_ctx {
+	struct rs_table_info *all;
+	size_t nall;
+};
+
+static int add_rows(void *arg, const char *table, const char *key,
+		    uint64_t v)
+{
+	struct rows_ctx *r = arg;
+
+	if (!table || strcmp(key, "rows"))
+		return 0;
+	for (size_t k = 0; k < r->nall; k++)
+		if (!strcmp(r->all[k].spec.name, table))
+			r->all[k].rows += v;
+	return 0;
+}
+
+static int cmp_info(const void *a, const void *b)
+{
+	return strcmp(((const struct rs_table_info *)a)->spec.name,
+		      ((const struct rs_table_info *)b)->spec.name);
+}
+
+RS_EXPORT int rs_table_list(struct rs_client *c, struct rs_table_info *out,
+			    size_t max)
+{
+	struct rs_table_info *all = NULL, *grown;
+	size_t nall = 0;
+	int ret = 0;
+
+	if (!c || (!out && max))
+		return rs_seterr(RS_E_INVAL, "table list: NULL argument");
+	for (size_t i = 0; i < c->nnodes && !ret; i++) {
+		struct proto_table_info *dir;
+		uint32_t n;
+		uint64_t gen;
+
+		ret = cli_wire_dir(&c->nodes[i], &dir, &n, &gen);
+		for (uint32_t j = 0; !ret && j < n; j++) {
+			size_t k;
+
+			for (k = 0; k < nall; k++)
+				if (!strcmp(all[k].spec.name,
+					    dir[j].spec.name))
+					break;
+			if (k == nall) {
+				grown = realloc(all, (nall + 1) * sizeof(*all));
+				if (!grown) {
+					ret = rs_seterr(-ENOMEM, "list: memory");
+					break;
+				}
+				all = grown;
+				memset(&all[nall], 0, sizeof(*all));
+				spec_from_proto(&dir[j].spec, &all[nall].spec);
+				nall++;
+			}
+			all[k].capacity += dir[j].spec.capacity;
+		}
+		free(dir);
+	}
+	for (size_t i = 0; i < c->nnodes && !ret; i++) {
+		struct rows_ctx rc = { all, nall };
+
+		ret = rs_node_stats_foreach(c, (unsigned)i, add_rows, &rc);
+	}
+	if (!ret) {
+		qsort(all, nall, sizeof(*all), cmp_info);
+		memcpy(out, all, (nall < max ? nall : max) * sizeof(*all));
+		ret = (int)nall;
+	}
+	free(all);
+	return ret;
+}
+
