@@ -483,6 +483,7 @@ struct conn_wait {
 	int (*check)(void *);	/* called with c->lock held */
 	void *arg;
 	bool rx;	/* accepted conn waiting for credits: poll the SRQ CQ */
+	bool lockless;	/* check reads atomics only (a batch) */
 };
 
 static int cw_progress(void *p)
@@ -506,6 +507,8 @@ static int cw_check(void *p)
 	struct conn_wait *w = p;
 	int r;
 
+	if (w->lockless)
+		return w->check(w->arg);
 	pthread_mutex_lock(&w->c->lock);
 	r = w->check(w->arg);
 	pthread_mutex_unlock(&w->c->lock);
@@ -593,7 +596,8 @@ int rv_conn_wait(struct rv_conn *c, int (*check)(void *), void *arg,
 		 bool rx, int timeout_ms)
 {
 	struct conn_wait cw = { .c = c, .check = check, .arg = arg,
-				.rx = c->l && rx };
+				.rx = c->l && rx,
+				.lockless = check == rv_batch_check };
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX :
 			    rv_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	struct timespec ts;

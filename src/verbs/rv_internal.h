@@ -249,6 +249,7 @@ void rv_conn_cm_events_locked(struct rv_conn *c);
 void rv_conn_tick_locked(struct rv_conn *c);
 
 /* rv_read.c */
+int rv_batch_check(void *b);	/* wait condition; needs no lock */
 void rv_read_post_queued_locked(struct rv_conn *c);
 void rv_read_fail_queued_locked(struct rv_conn *c, int code);
 void rv_op_retire_locked(struct rv_conn *c, uint64_t seq, int code);

@@ -173,7 +173,7 @@ int rv_read_post(struct rv_conn *c, struct rv_batch *b,
 	return code ? rv_conn_err(c) : 0;
 }
 
-static int batch_check(void *p)
+int rv_batch_check(void *p)	/* lock-free: b->done is atomic */
 {
 	return rv_batch_done(p) ? 1 : 0;
 }
@@ -192,7 +192,7 @@ int rv_batch_wait(struct rv_conn *c, struct rv_batch *b, int timeout_ms)
 	int ret;
 
 	if (!rv_batch_done(b)) {
-		ret = rv_conn_wait(c, batch_check, b, false, timeout_ms);
+		ret = rv_conn_wait(c, rv_batch_check, b, false, timeout_ms);
 		if (ret)
 			return ret;
 	}

@@ -3,7 +3,8 @@
  * and sizes (1 B .. 1 MiB) over a 256 MiB registered region compared byte
  * for byte, one call with 4096 READs, the asynchronous form with several
  * batches in flight, zero-length and oversized requests, and per-chain
- * status when a chain fails (bad rkey). The server is a thread of this
+ * status when a chain fails (bad rkey), and caller memory registered with
+ * rv_mr_reg. The server is a thread of this
  * process; its region is filled with a known pattern.
  */
 #include <setjmp.h>
@@ -249,6 +250,39 @@ static void failing_chain(void **state)
 	check_req(&reqs[0]);
 }
 
+/* Caller memory (as a PMEM mapping would be) registered with rv_mr_reg. */
+static void caller_memory(void **state)
+{
+	enum { LEN = 3u << 20 };
+	uint8_t *mem = aligned_alloc(4096, LEN);
+	struct rv_read_req r[3];
+	struct rv_mr *mr;
+
+	assert_non_null(mem);
+	for (size_t i = 0; i < LEN; i++)
+		mem[i] = (uint8_t)(i * 13 + 5);
+	assert_int_equal(rv_mr_reg(dev, NULL, 1, 0, &mr), RS_E_INVAL);
+	assert_int_equal(rv_mr_reg(dev, mem, LEN, 1u << 9, &mr), RS_E_INVAL);
+	VT_CHECK(rv_mr_reg(dev, mem, LEN, RV_ACC_REMOTE_READ, &mr));
+	assert_ptr_equal(mr->addr, mem);
+	for (int i = 0; i < 3; i++)
+		r[i] = (struct rv_read_req){
+			.local = (uint8_t *)local->addr + (size_t)i * (1 << 20),
+			.lkey = local->lkey, .len = 1 << 20,
+			.remote = (uintptr_t)mem + (uint64_t)i * (1 << 20) + 7,
+			.rkey = mr->rkey,
+		};
+	r[2].len -= 7;
+	VT_CHECK(rv_read_batch(conn, r, 3, 30000));
+	for (int i = 0; i < 3; i++)
+		assert_memory_equal(r[i].local,
+				    mem + (size_t)i * (1 << 20) + 7, r[i].len);
+	rv_mr_free(&mr);
+	assert_null(mr);
+	assert_non_null(mem);	/* still the caller's */
+	free(mem);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,6 +290,7 @@ int main(void)
 		cmocka_unit_test(batch_4096),
 		cmocka_unit_test(async_batches),
 		cmocka_unit_test(edge_lengths),
+		cmocka_unit_test(caller_memory),
 		cmocka_unit_test(failing_chain),
 	};
 
