@@ -21,16 +21,18 @@
 #   RS_RDMA_IPS, RS_RDMA_GID_INDEX (and RS_PMEM_DEV with --pmem), the
 #   caller's PATH and every RS_* / CTEST_* / *SAN_OPTIONS variable.
 # - CMD's stdout and stderr come back live over two virtio-serial ports
-#   (fifos on the host side); its exit status comes back through a per-run control
-#   share. Exit status: CMD's own; 124 when the guest timed out; 125 when the
-#   guest died without reporting a status or the set-up failed.
+#   (fifos on the host side); its exit status comes back through a per-run
+#   control share. Exit status: CMD's own; 124 when the guest timed out; 125
+#   when the guest died without reporting a status or the set-up failed.
+# - --pmem FILE:SIZE (SIZE with M or G) adds an emulated NVDIMM backed by
+#   FILE (created if missing, kept across boots), exposed as /dev/dax0.0.
 #
 # Environment: RS_VM_CACHE (cache dir), RS_VM_TIMEOUT / RS_VM_MEM / RS_VM_SMP
-# (defaults for the options), RS_VM_HUGEPAGES (2 MiB pages to reserve),
-# RS_VM_KERNEL_PKG (kernel package name override), RS_VM_APPEND (more
-# kernel parameters), RS_VM_VERBOSE=1 (copy the
-# guest console to stderr), RS_VM_CONSOLE=FILE (save the guest console
-# there), RS_VM_QUIET=1 (no summary lines).
+# (defaults for the options), RS_VM_HUGEPAGES (2 MiB pages to reserve,
+# default 256), RS_VM_KERNEL_PKG (kernel package override), RS_VM_APPEND
+# (more kernel parameters), RS_VM_VERBOSE=1 (print the guest console's tail),
+# RS_VM_CONSOLE=FILE (save the guest console there), RS_VM_QUIET=1 (no
+# summary lines).
 set -euo pipefail
 
 prog=rxe-vm
@@ -74,16 +76,18 @@ for t in qemu-system-x86_64 busybox cpio gzip modinfo apt-get dpkg-deb \
 done
 [ -x /bin/busybox ] || die "/bin/busybox missing (package busybox-static)"
 
-pmem_file= pmem_size= pmem_mb=0
+pmem_file='' pmem_size='' pmem_mb=0
 if [ -n "$pmem" ]; then
 	[[ $pmem == *:* ]] || die "--pmem wants FILE:SIZE (e.g. /tmp/pm.img:1G)"
 	pmem_file=${pmem%:*} pmem_size=${pmem##*:}
+	[[ $pmem_size =~ ^[0-9]+[mMgG]$ ]] ||
+		die "--pmem SIZE wants a number with M or G, got '$pmem_size'"
 	case $pmem_size in
 	*[gG]) pmem_mb=$((${pmem_size%[gG]} * 1024)) ;;
 	*[mM]) pmem_mb=${pmem_size%[mM]} ;;
 	*) die "--pmem SIZE wants a M or G suffix, got '$pmem_size'" ;;
 	esac
-	[[ $pmem_mb =~ ^[0-9]+$ ]] && [ "$pmem_mb" -ge 128 ] ||
+	[ "$pmem_mb" -ge 128 ] ||
 		die "--pmem SIZE must be at least 128M, got '$pmem_size'"
 	[ $((pmem_mb % 2)) -eq 0 ] || die "--pmem SIZE must be a multiple of 2M"
 	mkdir -p "$(dirname "$pmem_file")"
@@ -114,7 +118,8 @@ else
 		awk '$1 == "Depends:" && $2 ~ /^linux-image-/ { print $2; exit }')
 	if [ -z "$kpkg" ]; then
 		# apt lists unavailable: fall back to the newest cached kernel
-		kpkg=$(ls -d "$cache"/linux-image-*/ 2>/dev/null | sort -V |
+		kpkg=$(find "$cache" -mindepth 2 -maxdepth 2 -name .complete \
+			-path '*/linux-image-*' -printf '%h\n' | sort -V |
 			tail -1 | xargs -r basename)
 		[ -n "$kpkg" ] || die "cannot find which kernel package \
 linux-image-amd64 depends on (apt-cache depends failed; try apt-get update)"
@@ -301,7 +306,7 @@ flock -u 9
 
 # ------------------------------------------------------------ per run ------
 ctl=$(mktemp -d "${TMPDIR:-/tmp}/rxe-vm.XXXXXX")
-qemu_pid= out_pid= err_pid= ready_pid= dog_pid=
+qemu_pid='' out_pid='' err_pid='' ready_pid='' dog_pid=''
 cleanup() {
 	local p
 	# qemu_pid is timeout(1)'s, which passes the signal on to QEMU
@@ -311,12 +316,13 @@ cleanup() {
 	rm -rf "$ctl"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'echo "$prog: interrupted, stopping the guest" >&2; exit 130' INT
+trap 'echo "$prog: terminated, stopping the guest" >&2; exit 143' TERM
 
 printf '%s\n' "$cwd_phys" >"$ctl/cwd"
 [ -z "$pmem" ] || touch "$ctl/pmem"
 hugepages=${RS_VM_HUGEPAGES:-256}
+[[ $hugepages =~ ^[0-9]+$ ]] || die "RS_VM_HUGEPAGES wants a count"
 [ $((hugepages * 2 * 8)) -le "$mem_mb" ] || hugepages=$((mem_mb / 16))
 
 {
@@ -442,6 +448,7 @@ ulimit -c 0
 	export "${cmd_env[@]}" HOME=/root TERM=dumb RS_RDMA_DEV=rxe0 \
 		RS_RDMA_IP=10.77.0.1 RS_RDMA_IPS="$ips" RS_RDMA_GID_INDEX=1 \
 		"${extra_env[@]}"
+	exec 3>&- 4>&- 5<&-
 	exec "${cmd[@]}"
 ) </dev/null >&3 2>&4
 rc=$?
@@ -459,10 +466,6 @@ drain() {
 	exec cat "$1" >/dev/null 2>&1
 }
 mkfifo "$ctl/out" "$ctl/err"
-drain "$ctl/out" &
-out_pid=$!
-drain "$ctl/err" 2>/dev/null >&2 &
-err_pid=$!
 
 machine=pc
 memopt=${mem_mb}M
@@ -470,7 +473,9 @@ pmem_args=()
 if [ -n "$pmem" ]; then
 	machine=pc,nvdimm=on
 	memopt="${mem_mb}M,slots=2,maxmem=$((mem_mb + pmem_mb + 1024))M"
-	pmem_args=(-object "memory-backend-file,id=mem1,share=on,mem-path=$pmem_file,size=${pmem_mb}M"
+	# shellcheck disable=SC2054 # commas belong to QEMU's option syntax
+	pmem_args=(-object
+		"memory-backend-file,id=mem1,share=on,mem-path=$pmem_file,size=${pmem_mb}M"
 		-device nvdimm,id=nvdimm1,memdev=mem1)
 fi
 
@@ -478,7 +483,9 @@ fi
 # tsc=reliable: clock_gettime stays in the vDSO instead of trapping to an
 # emulated HPET (QEMU's TCG TSC follows the host clock).
 kcmdline="console=ttyS0 quiet loglevel=5 panic=1 rdinit=/init mitigations=off"
-kcmdline+=" tsc=reliable i8042.nokbd i8042.noaux ${RS_VM_APPEND:-}"
+kcmdline+=" tsc=reliable no_timer_check i8042.nokbd i8042.noaux"
+kcmdline+=" ${RS_VM_APPEND:-}"
+# shellcheck disable=SC2054 # commas belong to QEMU's option syntax
 qemu_args=(
 	-name rxe-vm -machine "$machine" -accel tcg -cpu max
 	-m "$memopt" -smp "$smp" -nodefaults -no-user-config -no-reboot
@@ -497,46 +504,78 @@ qemu_args=(
 	"${pmem_args[@]}"
 )
 
+# One boot: sets qrc (timeout(1)'s status) and the time spent.
+boot_once() {
+	local limit=$1 i
+	rm -f "$ctl/ready" "$ctl/rc"
+	drain "$ctl/out" &
+	out_pid=$!
+	drain "$ctl/err" 2>/dev/null >&2 &
+	err_pid=$!
+	(
+		while [ ! -s "$ctl/ready" ]; do sleep 0.2; done
+		t=$(date +%s.%N)
+		note "$(printf 'guest up, rxe0 ready after %.1f s (guest uptime %s s)' \
+			"$(awk "BEGIN { print $t - $t0 }")" "$(cat "$ctl/ready")")"
+	) &
+	ready_pid=$!
+	# timeout(1) puts QEMU in a process group of its own: a signal to ours
+	# does not reach it. So QEMU runs in the background (the traps can run
+	# while we wait) and a watchdog stops it if this script is killed.
+	timeout -k 10 "$limit" qemu-system-x86_64 "${qemu_args[@]}" \
+		</dev/null >"$ctl/qemu.log" 2>&1 &
+	qemu_pid=$!
+	(
+		trap - EXIT INT TERM
+		while kill -0 $$ 2>/dev/null; do sleep 2; done
+		kill "$qemu_pid" 2>/dev/null
+	) </dev/null >/dev/null 2>&1 &
+	dog_pid=$!
+	set +e
+	wait "$qemu_pid"
+	qrc=$?
+	set -e
+	qemu_pid=''
+	kill "$dog_pid" 2>/dev/null || true
+	dog_pid=''
+	kill "$ready_pid" 2>/dev/null || true
+	wait "$ready_pid" 2>/dev/null || true
+	ready_pid=''
+	# the readers end at QEMU's exit (EOF); give them time to write it out
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$out_pid" 2>/dev/null ||
+			kill -0 "$err_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill "$out_pid" "$err_pid" 2>/dev/null || true
+	wait "$out_pid" "$err_pid" 2>/dev/null || true
+	out_pid='' err_pid=''
+}
+
+# A guest that dies before CMD starts (early-boot hiccups of emulated timers
+# on a loaded host, set-up steps that time out) is booted again, up to 3
+# times in all, within the one --timeout budget: CMD never ran, so this is
+# safe.
 t0=$(date +%s.%N)
 note "booting guest (kernel $kver, ${mem_mb} MiB, $smp vCPU, timeout ${timeout_s}s)"
-(
-	while [ ! -s "$ctl/ready" ]; do sleep 0.2; done
-	t=$(date +%s.%N)
-	note "$(printf 'guest up, rxe0 ready after %.1f s (guest uptime %s s)' \
-		"$(awk "BEGIN { print $t - $t0 }")" "$(cat "$ctl/ready")")"
-) &
-ready_pid=$!
-# timeout(1) runs QEMU in a process group of its own: a signal to ours does
-# not reach it, so QEMU runs in the background (the traps can run while we
-# wait) and a watchdog stops it if this script is killed outright.
-timeout -k 10 "$timeout_s" qemu-system-x86_64 "${qemu_args[@]}" \
-	</dev/null >"$ctl/qemu.log" 2>&1 &
-qemu_pid=$!
-(
-	trap - EXIT INT TERM
-	while kill -0 $$ 2>/dev/null; do sleep 2; done
-	kill "$qemu_pid" 2>/dev/null
-) </dev/null >/dev/null 2>&1 &
-dog_pid=$!
-set +e
-wait "$qemu_pid"
-qrc=$?
-set -e
-qemu_pid=
-kill "$dog_pid" 2>/dev/null || true
-dog_pid=
-t1=$(date +%s.%N)
-kill "$ready_pid" 2>/dev/null || true
-wait "$ready_pid" 2>/dev/null || true
-ready_pid=
-# the readers end at QEMU's exit (EOF); give them time to write it all out
-for ((i = 0; i < 100; i++)); do
-	kill -0 "$out_pid" 2>/dev/null || kill -0 "$err_pid" 2>/dev/null || break
-	sleep 0.1
+attempt=1
+while :; do
+	elapsed=$(awk "BEGIN { printf \"%d\", $(date +%s.%N) - $t0 }")
+	limit=$((timeout_s - elapsed))
+	[ "$timeout_s" -ne 0 ] || limit=0
+	boot_once "$limit"
+	[ "$qrc" -ne 124 ] && [ "$qrc" -ne 137 ] || break
+	[ ! -e "$ctl/ready" ] || break
+	[ "$attempt" -lt 3 ] || break
+	elapsed=$(awk "BEGIN { printf \"%d\", $(date +%s.%N) - $t0 }")
+	[ "$timeout_s" -eq 0 ] || [ $((timeout_s - elapsed)) -ge 60 ] || break
+	cp "$ctl/console.log" "$ctl/console.$attempt.log" 2>/dev/null || :
+	why=$(grep -m1 -E 'panic|set-up failed|FATAL' "$ctl/console.log" \
+		2>/dev/null | cut -c1-160 || :)
+	note "guest failed before the command started (attempt $attempt/3${why:+: $why}); booting again"
+	attempt=$((attempt + 1))
 done
-kill "$out_pid" "$err_pid" 2>/dev/null || true
-wait "$out_pid" "$err_pid" 2>/dev/null || true
-out_pid= err_pid=
+t1=$(date +%s.%N)
 
 show_console() {
 	echo "$prog: --- last guest console lines ($1) ---" >&2
@@ -552,10 +591,11 @@ show_console() {
 	echo "$prog: warning: cannot save the console to $RS_VM_CONSOLE" >&2
 
 total=$(awk "BEGIN { print $t1 - $t0 }")
-if [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ]; then
+if [ "$qrc" -eq 124 ] ||
+	{ [ "$qrc" -eq 137 ] && [ "${total%.*}" -ge "$timeout_s" ]; }; then
 	show_console "timeout"
-	echo "$prog: error: guest timed out after ${timeout_s}s (--timeout);" \
-		"killed QEMU" >&2
+	echo "$prog: error: guest timed out after ${timeout_s}s (--timeout," \
+		"boot included); killed QEMU" >&2
 	exit 124
 fi
 if [ ! -s "$ctl/rc" ]; then
