@@ -1,0 +1,794 @@
+/*
+ * server.c - the memory node's life cycle (rs_server_*), its run loop, its
+ * worker threads and its connections. Overview: docs/server.md.
+ *
+ * Open (rs_server_open) does everything that can fail: device, NUMA
+ * decision, metrics, slab pool and table recovery, config tables, the
+ * listener, the metrics endpoint, tracing. Run (rs_server_run) starts the
+ * workers and runs the event loop on the calling thread until stop.
+ *
+ * Run thread: one epoll set with the listener's rdma_cm channel, the stop
+ * eventfd and the "poke" eventfd (a dead connection became closable). It
+ * sleeps in epoll_wait without a timeout while nothing is pending: an idle
+ * node costs nothing here. It handles CONNECTED (a struct srv_conn is
+ * attached as the rv_conn's user pointer) and DISCONNECTED (the conn is
+ * marked dead), and closes dead conns.
+ *
+ * Workers: leader/followers. One worker at a time (the leader) waits in
+ * rv_listener_recv() on the listener's shared receive queue (rv spins for
+ * spin_us after the last completion, then sleeps on the completion
+ * channel); the others sleep on a condition variable. When the leader gets
+ * messages it counts them on their conns, hands the leadership to a
+ * follower and handles its batch (decode, run, reply, release), so batches
+ * are handled in parallel while only one thread ever polls. The leader
+ * is woken for a stop or a pending close by a message the node sends to
+ * itself (the wake connection below); an idle node does not wake at all
+ * (without a wake connection: once per SRV_RECV_TIMEOUT_MS).
+ *
+ * Closing a connection safely. rv requires that every message received on
+ * a conn was released before the conn is closed. A worker learns a
+ * message's conn only when rv_listener_recv() returns, so there is a window
+ * in which a message is out but not yet counted. The receive gate closes
+ * it: the leader holds the gate (gate.inside) from before
+ * rv_listener_recv() until it has counted every returned message on its
+ * conn (conn.held); the run thread closes conns only while it holds the
+ * gate shut (gate.closers, no leader inside) and only conns with held == 0,
+ * so no message of a closed conn is ever out. Shutting the gate waits for
+ * the leader's next return (the run thread wakes it, see "the wake
+ * connection") without stopping anyone: handling goes on meanwhile.
+ *
+ * A conn may deliver a message before its CONNECTED event was handled (the
+ * client sends as soon as its side is established): the worker then
+ * attaches the srv_conn itself (conn_of, under conns_lock). Such a conn is
+ * "undelivered" until CONNECTED; if it fails before that, rv frees it
+ * itself, and it is never closed here (rv_listener_close closes leftovers).
+ *
+ * Dead conns: a DISCONNECTED event, a failed or timed-out send (the peer
+ * returns no credits), or a failed conn. The run thread closes them once
+ * their held count drops to 0 (the worker releasing the last message
+ * pokes it).
+ */
+#include <errno.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/srv_internal.h"
+#include "trace/trace.h"
+
+void srv_log(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "recstore-server: %s\n", line);
+}
+
+int srv_scratch(void **buf, size_t *cap, size_t bytes)
+{
+	void *p;
+
+	if (bytes <= *cap)
+		return 0;
+	bytes = bytes < 4096 ? 4096 : bytes + bytes / 2;
+	p = realloc(*buf, bytes);
+	if (!p)
+		return -ENOMEM;
+	*buf = p;
+	*cap = bytes;
+	return 0;
+}
+
+static void fd_poke(int fd)
+{
+	uint64_t one = 1;
+	ssize_t r = write(fd, &one, sizeof(one));
+
+	(void)r;
+}
+
+static void fd_drain(int fd)
+{
+	uint64_t v;
+	ssize_t r = read(fd, &v, sizeof(v));
+
+	(void)r;
+}
+
+/* ---- the receive gate: leader/followers ---- */
+
+/* Become the leader (the one worker receiving); false when stopping. */
+static bool gate_enter(struct rs_server *s)
+{
+	struct srv_gate *g = &s->gate;
+	bool ok;
+
+	pthread_mutex_lock(&g->lock);
+	while ((g->inside || g->closers) && !atomic_load(&s->stopping))
+		pthread_cond_wait(&g->cond, &g->lock);
+	ok = !atomic_load(&s->stopping);
+	if (ok)
+		g->inside = 1;
+	pthread_mutex_unlock(&g->lock);
+	return ok;
+}
+
+/* Hand the leadership over (and let a waiting closer in). */
+static void gate_leave(struct rs_server *s)
+{
+	struct srv_gate *g = &s->gate;
+
+	pthread_mutex_lock(&g->lock);
+	g->inside = 0;
+	if (g->closers)
+		pthread_cond_broadcast(&g->cond);
+	else
+		pthread_cond_signal(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Run thread: wait until no worker receives, and keep them out. */
+static void wake_leader(struct rs_server *s);
+
+static void gate_shut(struct rs_server *s)
+{
+	struct srv_gate *g = &s->gate;
+	struct timespec ts;
+
+	pthread_mutex_lock(&g->lock);
+	g->closers++;
+	while (g->inside) {
+		pthread_mutex_unlock(&g->lock);
+		wake_leader(s);
+		pthread_mutex_lock(&g->lock);
+		if (!g->inside)
+			break;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 200 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&g->cond, &g->lock, &ts);
+	}
+	pthread_mutex_unlock(&g->lock);
+}
+
+static void gate_reopen(struct rs_server *s)
+{
+	struct srv_gate *g = &s->gate;
+
+	pthread_mutex_lock(&g->lock);
+	g->closers--;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* ---- connections ---- */
+
+/* The srv_conn of rc, attached on first sight. Caller: the run thread, or
+ * a worker inside the gate. NULL only when out of memory. */
+static struct srv_conn *conn_of(struct rs_server *s, struct rv_conn *rc,
+				bool delivered)
+{
+	struct srv_conn *c;
+
+	pthread_mutex_lock(&s->conns_lock);
+	c = rv_conn_user(rc);
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (c) {
+			size_t plen = 0;
+			const void *p = rv_conn_peer_data(rc, &plen);
+
+			c->rc = rc;
+			c->srv = s;
+			c->reply_max = rv_conn_msg_max(rc);
+			c->is_wake = plen == SRV_WAKE_LEN &&
+				     !memcmp(p, s->wake_msg, SRV_WAKE_LEN);
+			if (!c->is_wake) {
+				c->id = ++s->conns_total;
+				s->nconns++;
+			}
+			c->next = s->conns;
+			if (s->conns)
+				s->conns->prev = c;
+			s->conns = c;
+			rv_conn_set_user(rc, c);
+		}
+	}
+	if (c && delivered)
+		c->delivered = true;
+	pthread_mutex_unlock(&s->conns_lock);
+	return c;
+}
+
+void srv_conn_kill(struct srv_conn *c, int why)
+{
+	if (!atomic_exchange(&c->dead, true)) {
+		if (why != RS_E_DISCONNECTED)
+			srv_log("connection %" PRIu64 "%s%s dropped: %s",
+				c->id, c->peer[0] ? " from " : "", c->peer,
+				rs_strerror(why));
+		fd_poke(c->srv->poke_fd);
+	}
+}
+
+/* A worker is done with one message of c. */
+static void conn_release(struct srv_conn *c)
+{
+	if (atomic_fetch_sub(&c->held, 1) == 1 && atomic_load(&c->dead))
+		fd_poke(c->srv->poke_fd);
+}
+
+static void conn_unlink_locked(struct rs_server *s, struct srv_conn *c)
+{
+	struct rv_stats st;
+
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	if (!c->is_wake)
+		s->nconns--;
+	if (c->delivered) {
+		rv_conn_stats(c->rc, &st);
+		s->closed_cq.spin_ns += st.spin_ns;
+		s->closed_cq.block_ns += st.block_ns;
+		s->closed_cq.wakeups += st.wakeups;
+	}
+}
+
+/* Close dead conns (every conn with all == true) that no worker holds. */
+static void reap(struct rs_server *s, bool all)
+{
+	struct srv_conn *c, *next, *gone = NULL;
+	bool any = false;
+
+	pthread_mutex_lock(&s->conns_lock);
+	for (c = s->conns; c && !any; c = c->next)
+		any = (all || atomic_load(&c->dead)) &&
+		      !atomic_load(&c->held);
+	pthread_mutex_unlock(&s->conns_lock);
+	if (!any)
+		return;
+	gate_shut(s);
+	pthread_mutex_lock(&s->conns_lock);
+	for (c = s->conns; c; c = next) {
+		next = c->next;
+		if ((all || atomic_load(&c->dead)) && !atomic_load(&c->held)) {
+			conn_unlink_locked(s, c);
+			c->next = gone;
+			gone = c;
+		}
+	}
+	pthread_mutex_unlock(&s->conns_lock);
+	for (c = gone; c; c = next) {
+		next = c->next;
+		if (c->delivered)
+			rv_conn_close(&c->rc);
+		free(c);
+	}
+	gate_reopen(s);
+}
+
+static void on_event(struct rs_server *s, const struct rv_event *ev)
+{
+	struct srv_conn *c;
+
+	switch (ev->type) {
+	case RV_EV_CONNECTED:
+		c = conn_of(s, ev->conn, true);
+		if (!c) {
+			srv_log("out of memory: closing a new connection");
+			rv_conn_close(&(struct rv_conn *){ ev->conn });
+		}
+		break;
+	case RV_EV_DISCONNECTED:
+		c = rv_conn_user(ev->conn);
+		if (c) {
+			c->delivered = true;
+			srv_conn_kill(c, RS_E_DISCONNECTED);
+		} else {
+			rv_conn_close(&(struct rv_conn *){ ev->conn });
+		}
+		break;
+	}
+}
+
+/* ---- the wake connection ----
+ *
+ * The leader sleeps in rv_listener_recv(), which returns only for a
+ * message or a timeout. To wake it without polling, the node connects to
+ * its own listener (rxe and RoCE NICs loop the traffic back) and sends a
+ * 16-byte message: "RSWAKE" + the node id, which no protocol message can be
+ * (a header alone is 32 bytes). The wake conn is recognised by its
+ * handshake bytes (the same 16 bytes), is not counted as a client and gets
+ * no replies. If it cannot be set up, the leader falls back to waking
+ * every SRV_RECV_TIMEOUT_MS.
+ */
+
+static void wake_leader(struct rs_server *s)
+{
+	struct rv_conn *w = atomic_load(&s->wake);
+
+	if (w) /* no credit: an earlier wake message is on its way */
+		(void)rv_msg_send(w, s->wake_msg, SRV_WAKE_LEN, 0);
+}
+
+static bool is_wake_msg(const struct rs_server *s, const struct rv_msg *m)
+{
+	return m->len == SRV_WAKE_LEN &&
+	       !memcmp(m->data, s->wake_msg, SRV_WAKE_LEN);
+}
+
+static void *wake_connect_main(void *arg)
+{
+	struct rs_server *s = arg;
+	struct rv_conn_attr a;
+	struct rv_conn *c = NULL;
+	int ret;
+
+	rv_conn_attr_init(&a);
+	a.msg_max = PROTO_MIN_MESSAGE_BYTES;
+	a.credits = 3;
+	a.send_slots = 2;
+	a.connect_timeout_ms = 3000;
+	a.priv = s->wake_msg;
+	a.priv_len = SRV_WAKE_LEN;
+	ret = rv_connect(s->dev, s->o.listen_ip, rv_listener_port(s->l), &a,
+			 &c);
+	if (ret)
+		srv_log("note: no wake connection to itself (%s): idle "
+			"workers poll every %d ms", rs_errormsg(),
+			SRV_RECV_TIMEOUT_MS);
+	else
+		atomic_store(&s->wake, c);
+	atomic_store(&s->wake_thr_done, true);
+	fd_poke(s->poke_fd);
+	return NULL;
+}
+
+static void wake_start(struct rs_server *s)
+{
+	memcpy(s->wake_msg, "RSWAKE\0\0", 8);
+	memcpy(s->wake_msg + 8, &s->node_id, 8);
+	atomic_store(&s->wake_thr_done, false);
+	if (pthread_create(&s->wake_thr, NULL, wake_connect_main, s)) {
+		atomic_store(&s->wake_thr_done, true);
+		return;
+	}
+	s->wake_thr_started = true;
+}
+
+/* After the run loop: let the connect finish (it needs our events), then
+ * close the client side (the node side is closed with the others). */
+static void wake_stop(struct rs_server *s)
+{
+	struct rv_event ev;
+	struct rv_conn *w;
+
+	if (!s->wake_thr_started)
+		return;
+	while (!atomic_load(&s->wake_thr_done))
+		if (rv_listener_event(s->l, &ev, 50) == 0)
+			on_event(s, &ev);
+	pthread_join(s->wake_thr, NULL);
+	s->wake_thr_started = false;
+	w = atomic_exchange(&s->wake, NULL);
+	rv_conn_close(&w);
+}
+
+/* ---- workers ---- */
+
+static void worker_handle(struct srv_worker *w, struct rv_msg *m)
+{
+	struct rs_server *s = w->srv;
+	struct srv_conn *c = rv_conn_user(m->conn);
+
+	atomic_fetch_add(&s->inflight, 1);
+	if (!c->is_wake && !atomic_load(&c->dead))
+		srv_handle(w, c, m->data, m->len);
+	else if (c->is_wake && !is_wake_msg(s, m))
+		srv_log("warning: unexpected message on the wake connection");
+	rv_msg_release(m);
+	atomic_fetch_sub(&s->inflight, 1);
+	conn_release(c);
+}
+
+static void *worker_main(void *arg)
+{
+	struct srv_worker *w = arg;
+	struct rs_server *s = w->srv;
+	struct rv_msg msgs[SRV_RECV_BATCH];
+	char name[16];
+	int n;
+
+	snprintf(name, sizeof(name), "rs-worker-%u", w->idx);
+	pthread_setname_np(pthread_self(), name);
+	srv_numa_bind_thread(&s->numa);
+	while (gate_enter(s)) {
+		n = rv_listener_recv(s->l, msgs, SRV_RECV_BATCH,
+				     atomic_load(&s->wake) ?
+					     SRV_RECV_TIMEOUT_WAKE_MS :
+					     SRV_RECV_TIMEOUT_MS);
+		for (int i = 0; i < n; i++) {
+			struct srv_conn *c = conn_of(s, msgs[i].conn, false);
+
+			if (!c) { /* out of memory: drop the message */
+				rv_msg_release(&msgs[i]);
+				msgs[i].conn = NULL;
+				continue;
+			}
+			atomic_fetch_add(&c->held, 1);
+		}
+		gate_leave(s);
+		if (n == RS_E_TIMEOUT)
+			continue;
+		if (n < 0) {
+			srv_log("worker %u: receive failed: %s", w->idx,
+				rs_errormsg());
+			s->fatal = n;
+			rs_server_stop(s);
+			break;
+		}
+		for (int i = 0; i < n; i++)
+			if (msgs[i].conn)
+				worker_handle(w, &msgs[i]);
+	}
+	return NULL;
+}
+
+static void worker_free(struct srv_worker *w)
+{
+	free(w->keys);
+	free(w->vals);
+	free(w->idx_map);
+	free(w->coalesce);
+	free(w->status);
+	free(w->row);
+	free(w->state);
+	free(w->tmp);
+}
+
+static int workers_start(struct rs_server *s)
+{
+	s->workers = calloc(s->o.workers, sizeof(*s->workers));
+	if (!s->workers)
+		return rs_seterr(-ENOMEM, "workers: out of memory");
+	for (unsigned i = 0; i < s->o.workers; i++) {
+		struct srv_worker *w = &s->workers[i];
+		int ret;
+
+		w->srv = s;
+		w->idx = i;
+		ret = pthread_create(&w->thr, NULL, worker_main, w);
+		if (ret)
+			return rs_seterr(-ret, "starting worker %u: %s", i,
+					 strerror(ret));
+		w->started = true;
+		s->nworkers++;
+	}
+	return 0;
+}
+
+static void workers_stop(struct rs_server *s)
+{
+	atomic_store(&s->stopping, true);
+	pthread_mutex_lock(&s->gate.lock);
+	pthread_cond_broadcast(&s->gate.cond);
+	pthread_mutex_unlock(&s->gate.lock);
+	for (unsigned i = 0; s->workers && i < s->o.workers; i++) {
+		struct timespec ts;
+
+		while (s->workers[i].started) {
+			wake_leader(s);
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			if (!pthread_timedjoin_np(s->workers[i].thr, NULL, &ts))
+				s->workers[i].started = false;
+		}
+		worker_free(&s->workers[i]);
+	}
+	free(s->workers);
+	s->workers = NULL;
+	s->nworkers = 0;
+}
+
+/* ---- run ---- */
+
+static int epoll_add(int ep, int fd)
+{
+	struct epoll_event e = { .events = EPOLLIN, .data.fd = fd };
+
+	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e) ? -errno : 0;
+}
+
+static int run_loop(struct rs_server *s, int ep)
+{
+	struct epoll_event evs[4];
+	struct rv_event ev;
+	int ret;
+
+	for (;;) {
+		while ((ret = rv_listener_event(s->l, &ev, 0)) == 0)
+			on_event(s, &ev);
+		if (ret != RS_E_TIMEOUT) {
+			srv_log("listener failed: %s", rs_errormsg());
+			return ret;
+		}
+		reap(s, false);
+		if (atomic_load(&s->stop_req))
+			return s->fatal;
+		ret = epoll_wait(ep, evs, 4, -1);
+		if (ret < 0 && errno != EINTR)
+			return rs_seterr(-errno, "epoll_wait: %s",
+					 strerror(errno));
+		for (int i = 0; i < ret; i++)
+			if (evs[i].data.fd == s->stop_fd ||
+			    evs[i].data.fd == s->poke_fd)
+				fd_drain(evs[i].data.fd);
+	}
+}
+
+RS_EXPORT int rs_server_run(struct rs_server *s)
+{
+	int ep, ret;
+
+	if (!s)
+		return rs_seterr(RS_E_INVAL, "server: NULL");
+	if (atomic_exchange(&s->running, true))
+		return rs_seterr(RS_E_INVAL, "server: already running");
+	srv_numa_bind_thread(&s->numa);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0) {
+		ret = rs_seterr(-errno, "epoll_create1: %s", strerror(errno));
+		goto not_running;
+	}
+	if ((ret = epoll_add(ep, rv_listener_fd(s->l))) ||
+	    (ret = epoll_add(ep, s->stop_fd)) ||
+	    (ret = epoll_add(ep, s->poke_fd))) {
+		ret = rs_seterr(ret, "epoll_ctl: %s", strerror(-ret));
+		goto close_ep;
+	}
+	atomic_store(&s->stopping, false);
+	ret = workers_start(s);
+	if (!ret) {
+		wake_start(s);
+		ret = run_loop(s, ep);
+	}
+	workers_stop(s);
+	wake_stop(s);
+	reap(s, true);
+close_ep:
+	close(ep);
+not_running:
+	atomic_store(&s->running, false);
+	return ret;
+}
+
+RS_EXPORT void rs_server_stop(struct rs_server *s)
+{
+	if (!s)
+		return;
+	atomic_store(&s->stop_req, true);
+	fd_poke(s->stop_fd);
+}
+
+/* ---- open / close ---- */
+
+/* First IPv4 address of the netdev under an RDMA device (port 1). */
+static int device_ipv4(const char *dev, char *out, size_t len)
+{
+	char path[512], ndev[IF_NAMESIZE + 2] = "";
+	struct ifaddrs *ifa, *i;
+	FILE *f;
+	int found = 0;
+
+	for (int gid = 0; gid < 4 && !ndev[0]; gid++) {
+		snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/"
+			 "gid_attrs/ndevs/%d", dev, gid);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (!fgets(ndev, sizeof(ndev), f))
+			ndev[0] = '\0';
+		fclose(f);
+		ndev[strcspn(ndev, "\n")] = '\0';
+	}
+	if (!ndev[0] || getifaddrs(&ifa))
+		return -1;
+	for (i = ifa; i && !found; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+		    !strcmp(i->ifa_name, ndev))
+			found = inet_ntop(AF_INET,
+					  &((struct sockaddr_in *)i->ifa_addr)
+						   ->sin_addr,
+					  out, (socklen_t)len) != NULL;
+	freeifaddrs(ifa);
+	return found ? 0 : -1;
+}
+
+static int open_device(struct rs_server *s)
+{
+	struct srv_opts *o = &s->o;
+	const char *spec = o->device[0] ? o->device
+			   : o->listen_ip[0] ? o->listen_ip : NULL;
+	int ret;
+
+	ret = rv_dev_open(&s->dev, spec);
+	if (ret)
+		return ret; /* rv's message names the device or address */
+	rv_dev_caps(s->dev, &s->caps);
+	if (!o->listen_ip[0] &&
+	    device_ipv4(s->caps.name, o->listen_ip, sizeof(o->listen_ip)))
+		return rs_seterr(RS_E_NODEV, "listen: device %s has no IPv4 "
+				 "address; set \"listen\"", s->caps.name);
+	return 0;
+}
+
+static int open_listener(struct rs_server *s)
+{
+	struct rv_listener_attr la;
+	int ret;
+
+	rv_listener_attr_init(&la);
+	la.conn.msg_max = s->o.limits.max_message_bytes;
+	la.conn.credits = (uint16_t)s->o.credits;
+	la.conn.send_slots = (uint16_t)s->o.credits;
+	if (s->o.spin_us)
+		la.conn.spin_us = s->o.spin_us;
+	la.max_conns = s->o.max_conns;
+	ret = rv_listen(s->dev, s->o.listen_ip, s->o.port, &la, &s->l);
+	if (ret)
+		return rs_seterr(ret, "listen on %s:%u: %s", s->o.listen_ip,
+				 s->o.port, rs_errormsg());
+	snprintf(s->listen_addr, sizeof(s->listen_addr), "%s:%u",
+		 s->o.listen_ip, rv_listener_port(s->l));
+	return 0;
+}
+
+static int open_trace(struct rs_server *s)
+{
+	int ret;
+
+	if (s->o.trace_path) {
+		ret = trace_open(s->o.trace_path, s->o.trace_sample);
+		if (ret == RS_E_EXISTS)
+			return 0; /* the process traces already */
+		if (ret)
+			return rs_seterr(ret, "trace: %s", rs_errormsg());
+		s->trace_opened = true;
+		return 0;
+	}
+	ret = trace_open_env();
+	if (ret < 0)
+		return rs_seterr(ret, "RS_TRACE: %s", rs_errormsg());
+	s->trace_opened = ret == 1;
+	return 0;
+}
+
+static int open_all(struct rs_server *s)
+{
+	int ret;
+
+	if ((ret = open_device(s)))
+		return ret;
+	ret = srv_numa_init(&s->numa, s->caps.name, NULL, NULL);
+	if (ret)
+		srv_log("warning: %s", rs_errormsg());
+	else if (s->numa.nnodes > 1)
+		srv_log("numa: %s", s->numa.why);
+	if ((ret = srv_metrics_init(s)))
+		return ret;
+	if ((ret = srv_tables_open(&s->tables, s, &s->o)))
+		return ret;
+	s->tables_open = true;
+	if ((ret = srv_tables_apply_config(&s->tables, &s->o)))
+		return ret;
+	if ((ret = open_listener(s)))
+		return ret;
+	if ((ret = srv_metrics_serve(s)))
+		return ret;
+	return open_trace(s);
+}
+
+RS_EXPORT int rs_server_open(struct rs_server **out,
+			     const struct rs_server_config *cfg)
+{
+	struct rs_server *s;
+	int ret;
+
+	if (!out)
+		return rs_seterr(RS_E_INVAL, "server: out is NULL");
+	*out = NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return rs_seterr(-ENOMEM, "server: out of memory");
+	s->stop_fd = s->poke_fd = -1;
+	pthread_mutex_init(&s->gate.lock, NULL);
+	pthread_cond_init(&s->gate.cond, NULL);
+	pthread_mutex_init(&s->conns_lock, NULL);
+	s->numa.node = -1;
+	ret = srv_config_to_opts(cfg, &s->o);
+	if (ret)
+		goto close;
+	if (getrandom(&s->node_id, sizeof(s->node_id), 0) !=
+	    (ssize_t)sizeof(s->node_id))
+		s->node_id = (uint64_t)getpid() << 32 | (uint64_t)time(NULL);
+	s->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	s->poke_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (s->stop_fd < 0 || s->poke_fd < 0) {
+		ret = rs_seterr(-errno, "eventfd: %s", strerror(errno));
+		goto close;
+	}
+	ret = open_all(s);
+	if (ret)
+		goto close;
+	*out = s;
+	return 0;
+
+close:
+	{
+		char msg[1024];
+
+		snprintf(msg, sizeof(msg), "%s", rs_errormsg());
+		rs_server_close(&s);
+		rs_seterr(ret, "%s", msg);
+	}
+	return ret;
+}
+
+RS_EXPORT void rs_server_close(struct rs_server **sp)
+{
+	struct rs_server *s = sp ? *sp : NULL;
+
+	if (!s)
+		return;
+	reap(s, true);
+	rv_listener_close(&s->l);
+	metrics_http_stop(&s->m.http);
+	if (s->tables_open)
+		srv_tables_close(&s->tables);
+	srv_metrics_fini(s);
+	if (s->trace_opened)
+		trace_close();
+	rv_dev_close(&s->dev);
+	srv_numa_fini(&s->numa);
+	if (s->stop_fd >= 0)
+		close(s->stop_fd);
+	if (s->poke_fd >= 0)
+		close(s->poke_fd);
+	srv_opts_free(&s->o);
+	pthread_mutex_destroy(&s->conns_lock);
+	pthread_cond_destroy(&s->gate.cond);
+	pthread_mutex_destroy(&s->gate.lock);
+	free(s);
+	*sp = NULL;
+}
+
+RS_EXPORT const char *rs_server_listen_addr(const struct rs_server *s)
+{
+	return s ? s->listen_addr : NULL;
+}
+
+RS_EXPORT unsigned rs_server_metrics_port(const struct rs_server *s)
+{
+	return s && s->m.http ? metrics_http_port(s->m.http) : 0;
+}

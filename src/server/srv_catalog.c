@@ -1,0 +1,305 @@
+/*
+ * srv_catalog.c - the table catalog of a file-backed node: what the slab
+ * pool does not keep about a table (optimizer and initializer parameters),
+ * in a JSON file next to the pool ("<pool>.tables.json").
+ *
+ * Format (written by this file only):
+ *   {"format": "recstore-tables", "version": 1,
+ *    "tables": [{"uid": "00c0ffee12345678", "spec": {
+ *        "name": "ads", "dim": 64, "dtype": "fp32", "capacity": 100000,
+ *        "optimizer": {"kind": "adagrad", "flags": 0, "lr": 0.01, ...},
+ *        "init": {"kind": "uniform", "value": 0, "a": 0.01, "std": 0.01,
+ *                 "seed": 7}}}]}
+ * uid is the slab table's incarnation id (hex; "" for an entry written
+ * before its table existed). Floats are stored as doubles, which round-
+ * trip every float exactly.
+ *
+ * Crash safety: the file is replaced atomically (write "<file>.tmp",
+ * fsync, rename, fsync the directory). The order against the pool is
+ * chosen so that every table in the pool has an entry: an entry is written
+ * BEFORE slab_table_create() and removed AFTER slab_table_drop(); a stale
+ * entry without a table is pruned at the next open (srv_tables.c).
+ *
+ * Not thread-safe: callers hold tables.admin.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "server/srv_catalog.h"
+
+static json_t *optim_to_json(const struct optim_params *p)
+{
+	const char *kind = optim_kind_name(p->kind);
+
+	return json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f}",
+			 "kind", kind ? kind : "?", "flags",
+			 (json_int_t)p->flags, "lr", (double)p->lr, "eps",
+			 (double)p->eps, "beta1", (double)p->beta1, "beta2",
+			 (double)p->beta2, "weight_decay",
+			 (double)p->weight_decay, "initial_accumulator",
+			 (double)p->initial_accumulator);
+}
+
+static json_t *init_to_json(const struct init_params *p)
+{
+	const char *kind = init_kind_name(p->kind);
+	char seed[24];
+
+	snprintf(seed, sizeof(seed), "%016" PRIx64, p->seed);
+	return json_pack("{s:s, s:f, s:f, s:f, s:s}", "kind",
+			 kind ? kind : "?", "value", (double)p->value, "a",
+			 (double)p->a, "std", (double)p->std, "seed", seed);
+}
+
+json_t *srv_spec_to_json(const struct proto_table_spec *s)
+{
+	const char *dt = proto_dtype_name(s->dtype);
+
+	return json_pack("{s:s, s:I, s:s, s:I, s:o, s:o}", "name", s->name,
+			 "dim", (json_int_t)s->dim, "dtype", dt ? dt : "?",
+			 "capacity", (json_int_t)s->capacity, "optimizer",
+			 optim_to_json(&s->optim), "init",
+			 init_to_json(&s->init));
+}
+
+static int hex64(const char *s, uint64_t *out)
+{
+	char *end;
+
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	*out = strtoull(s, &end, 16);
+	return errno || *end ? -1 : 0;
+}
+
+/* Read a number field as float (json real or integer). */
+static int num_field(json_t *o, const char *key, float *out)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (!json_is_number(v))
+		return -1;
+	*out = (float)json_number_value(v);
+	return 0;
+}
+
+int srv_spec_from_json(json_t *j, struct proto_table_spec *s)
+{
+	json_t *opt, *ini;
+	const char *name, *dtype, *okind, *ikind, *seed;
+	json_int_t dim, cap, flags;
+	int k;
+
+	memset(s, 0, sizeof(*s));
+	if (json_unpack(j, "{s:s, s:I, s:s, s:I, s:o, s:o}", "name", &name,
+			"dim", &dim, "dtype", &dtype, "capacity", &cap,
+			"optimizer", &opt, "init", &ini))
+		return -1;
+	if (strlen(name) > PROTO_NAME_MAX || dim < 1 || dim > PROTO_MAX_DIM ||
+	    cap < 1)
+		return -1;
+	strcpy(s->name, name);
+	s->dim = (uint32_t)dim;
+	s->capacity = (uint64_t)cap;
+	k = proto_dtype_parse(dtype);
+	if (k < 0)
+		return -1;
+	s->dtype = (uint32_t)k;
+	if (json_unpack(opt, "{s:s, s:I}", "kind", &okind, "flags", &flags))
+		return -1;
+	k = optim_kind_parse(okind);
+	if (k < 0)
+		return -1;
+	s->optim.kind = (uint32_t)k;
+	s->optim.flags = (uint32_t)flags;
+	if (num_field(opt, "lr", &s->optim.lr) ||
+	    num_field(opt, "eps", &s->optim.eps) ||
+	    num_field(opt, "beta1", &s->optim.beta1) ||
+	    num_field(opt, "beta2", &s->optim.beta2) ||
+	    num_field(opt, "weight_decay", &s->optim.weight_decay) ||
+	    num_field(opt, "initial_accumulator",
+		      &s->optim.initial_accumulator))
+		return -1;
+	if (json_unpack(ini, "{s:s, s:s}", "kind", &ikind, "seed", &seed))
+		return -1;
+	k = init_kind_parse(ikind);
+	if (k < 0 || hex64(seed, &s->init.seed))
+		return -1;
+	s->init.kind = (uint32_t)k;
+	if (num_field(ini, "value", &s->init.value) ||
+	    num_field(ini, "a", &s->init.a) ||
+	    num_field(ini, "std", &s->init.std))
+		return -1;
+	return 0;
+}
+
+void srv_catalog_init(struct srv_catalog *c, const char *pool_path)
+{
+	memset(c, 0, sizeof(*c));
+	if (pool_path)
+		snprintf(c->path, sizeof(c->path), "%s.tables.json",
+			 pool_path);
+}
+
+int srv_catalog_find(const struct srv_catalog *c, const char *name)
+{
+	for (unsigned i = 0; i < c->n; i++)
+		if (!strcmp(c->ent[i].spec.name, name))
+			return (int)i;
+	return -1;
+}
+
+int srv_catalog_set(struct srv_catalog *c, const struct proto_table_spec *s,
+		    uint64_t uid)
+{
+	int i = srv_catalog_find(c, s->name);
+
+	if (i < 0) {
+		if (c->n == SRV_CATALOG_MAX)
+			return rs_seterr(RS_E_FULL, "catalog: %d tables",
+					 SRV_CATALOG_MAX);
+		i = (int)c->n++;
+	}
+	c->ent[i].spec = *s;
+	c->ent[i].uid = uid;
+	return 0;
+}
+
+void srv_catalog_remove(struct srv_catalog *c, const char *name)
+{
+	int i = srv_catalog_find(c, name);
+
+	if (i < 0)
+		return;
+	c->ent[i] = c->ent[--c->n];
+}
+
+int srv_catalog_load(struct srv_catalog *c)
+{
+	json_error_t jerr;
+	json_t *root, *tabs, *e;
+	size_t i;
+
+	c->n = 0;
+	if (!c->path[0])
+		return 0;
+	if (access(c->path, F_OK) && errno == ENOENT)
+		return 0;
+	root = json_load_file(c->path, 0, &jerr);
+	if (!root)
+		return rs_seterr(RS_E_CORRUPT, "catalog %s: line %d: %s",
+				 c->path, jerr.line, jerr.text);
+	tabs = json_object_get(root, "tables");
+	if (!json_is_array(tabs)) {
+		json_decref(root);
+		return rs_seterr(RS_E_CORRUPT, "catalog %s: no \"tables\" "
+				 "array", c->path);
+	}
+	json_array_foreach(tabs, i, e) {
+		struct proto_table_spec s;
+		const char *uid = json_string_value(json_object_get(e, "uid"));
+		uint64_t u = 0;
+
+		if (srv_spec_from_json(json_object_get(e, "spec"), &s) ||
+		    !uid || (*uid && hex64(uid, &u)) ||
+		    srv_catalog_set(c, &s, u)) {
+			json_decref(root);
+			return rs_seterr(RS_E_CORRUPT, "catalog %s: entry %zu "
+					 "is malformed", c->path, i);
+		}
+	}
+	json_decref(root);
+	return 0;
+}
+
+static int fsync_dir_of(const char *path)
+{
+	char buf[sizeof(((struct srv_catalog *)0)->path)];
+	int fd, ret = 0;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	fd = open(dirname(buf), O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd))
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+int srv_catalog_save(const struct srv_catalog *c)
+{
+	char tmp[sizeof(c->path) + 8];
+	json_t *root, *tabs;
+	char *text = NULL;
+	int fd = -1, ret;
+
+	if (!c->path[0])
+		return 0;
+	tabs = json_array();
+	root = json_pack("{s:s, s:i, s:o}", "format", "recstore-tables",
+			 "version", 1, "tables", tabs);
+	if (!root)
+		return rs_seterr(-ENOMEM, "catalog: out of memory");
+	for (unsigned i = 0; i < c->n; i++) {
+		char uid[24] = "";
+
+		if (c->ent[i].uid)
+			snprintf(uid, sizeof(uid), "%016" PRIx64,
+				 c->ent[i].uid);
+		json_array_append_new(tabs, json_pack(
+			"{s:s, s:o}", "uid", uid, "spec",
+			srv_spec_to_json(&c->ent[i].spec)));
+	}
+	text = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(9));
+	json_decref(root);
+	if (!text)
+		return rs_seterr(-ENOMEM, "catalog: out of memory");
+	snprintf(tmp, sizeof(tmp), "%s.tmp", c->path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		ret = -errno;
+		goto free_text;
+	}
+	ret = write_all(fd, text, strlen(text));
+	if (!ret)
+		ret = write_all(fd, "\n", 1);
+	if (!ret && fsync(fd))
+		ret = -errno;
+	if (close(fd) && !ret)
+		ret = -errno;
+	if (!ret && rename(tmp, c->path))
+		ret = -errno;
+	if (!ret)
+		ret = fsync_dir_of(c->path);
+	if (ret)
+		unlink(tmp);
+free_text:
+	free(text);
+	return ret ? rs_seterr(ret, "catalog %s: %s", c->path, strerror(-ret))
+		   : 0;
+}

@@ -1,0 +1,789 @@
+/*
+ * srv_handlers.c - one request, start to finish: decode, check, run,
+ * reply (called by a worker for every received message).
+ *
+ * Decoding. Every message goes through proto_decode() with the node's
+ * limits, which checks every length, count and field and never reads out
+ * of bounds (src/common/proto.h). What the node does with a message that
+ * fails:
+ *   - the header is sound (>= 32 bytes, our magic and version, a known
+ *     opcode): an error reply to that opcode and request id, with the
+ *     decoder's code (RS_E_PROTO malformed, RS_E_TOOBIG over a limit,
+ *     RS_E_INVAL out of range) and its message;
+ *   - the header is not (too short, foreign magic or version, unknown
+ *     opcode): an error reply with request id 0 on opcode HELLO and
+ *     RS_E_PROTO: the sender does not speak the protocol, and nothing it
+ *     sent can be echoed with confidence. A client library treats a reply
+ *     to id 0 as fatal for its connection.
+ * Either way the connection stays up (a misbehaving client only hurts
+ * itself) and the message is counted (rs_request_errors_total{type="bad"}).
+ * Then semantic checks: unknown table id (RS_E_NOTFOUND), a table
+ * generation that is not the current one (RS_E_STALE: the client's
+ * directory is old), rows of the wrong dimension (RS_E_DIM), a reply that
+ * would not fit the client's receive buffer (RS_E_TOOBIG).
+ *
+ * Keys. A request that passed the checks always gets a keyed reply with
+ * one status per key, in request order: 0 (ok), PROTO_ST_CREATED, or a
+ * negative code (RS_E_NOTFOUND, RS_E_FULL, -EIO, ...). Never a silent
+ * zero: a GET row of a missing key is zeros WITH status RS_E_NOTFOUND.
+ *
+ * Updates. Duplicate keys of one batch are summed first (optim_coalesce,
+ * first-occurrence order), then each distinct key gets ONE optimizer step
+ * in place under the row's write protocol (slab_write_begin / commit:
+ * version odd, payload written, checksum, version even), so a one-sided
+ * reader never accepts a torn row; every duplicate gets its key's status.
+ * With PROTO_KF_CREATE a missing key is first created from the table's
+ * initializer (state from optim_init_state) and then updated.
+ *
+ * Replies. GET and GET_OR_INIT are written in place into the connection's
+ * send slot (zero copy: rows land in the registered send buffer); the other
+ * replies are computed first and encoded once a slot is free, so that no
+ * table reference is held while waiting for a send credit. A send that
+ * cannot complete within SRV_SEND_TIMEOUT_MS (the peer stopped returning
+ * credits) or fails marks the connection dead (srv_conn_kill).
+ *
+ * Tracing: when the request's trace id is sampled (trace_wanted) the
+ * handler emits server.total (whole request), server.index (key lookups
+ * and reads: GET, GET_OR_INIT, DELETE) and server.apply (writes: UPDATE's
+ * coalescing and optimizer steps, PUT).
+ *
+ * Concurrency: runs on any worker; everything it touches is either the
+ * worker's own scratch, a referenced table (thread-safe slab calls), or the
+ * connection's send path (thread-safe in rv).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/srv_internal.h"
+#include "trace/trace.h"
+#include "value/row_format.h"
+
+struct req {
+	struct srv_worker *w;
+	struct srv_conn *c;
+	struct rs_server *s;
+	struct proto_msg m;
+	struct proto_hdr rh;	/* reply header: id, trace id, trace flag */
+	unsigned rt;		/* enum srv_req_type */
+	uint8_t op;
+	bool traced;
+	bool failed;		/* an error reply was sent */
+	uint64_t t0_ns;
+	uint64_t t0_us;
+	const char *table;	/* for trace events */
+	uint32_t nkeys;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static unsigned rt_of(uint8_t op)
+{
+	static const unsigned map[PROTO_OP_COUNT] = {
+		[PROTO_OP_HELLO] = SRV_RT_HELLO,
+		[PROTO_OP_TABLE_CREATE] = SRV_RT_CREATE,
+		[PROTO_OP_TABLE_DROP] = SRV_RT_DROP,
+		[PROTO_OP_TABLE_DIR] = SRV_RT_DIR,
+		[PROTO_OP_GET] = SRV_RT_GET,
+		[PROTO_OP_GET_OR_INIT] = SRV_RT_GET_OR_INIT,
+		[PROTO_OP_PUT] = SRV_RT_PUT,
+		[PROTO_OP_UPDATE] = SRV_RT_UPDATE,
+		[PROTO_OP_DELETE] = SRV_RT_DELETE,
+		[PROTO_OP_STATS] = SRV_RT_STATS,
+	};
+
+	return op > 0 && op < PROTO_OP_COUNT ? map[op] : SRV_RT_BAD;
+}
+
+/* ---- sending ---- */
+
+/* Reserve the connection's next send slot: its capacity, or < 0 (the
+ * connection is then marked dead). */
+static int slot_get(struct req *r, void **buf)
+{
+	int waited = 0, cap;
+
+	/* wait in short steps, so that once the conn is declared dead (by
+	 * another worker's timeout, or a disconnect) nobody waits on */
+	for (;;) {
+		if (atomic_load(&r->c->dead))
+			return RS_E_DISCONNECTED;
+		cap = rv_msg_get_buf(r->c->rc, buf, SRV_SEND_STEP_MS);
+		if (cap != RS_E_TIMEOUT)
+			break;
+		waited += SRV_SEND_STEP_MS;
+		if (waited >= r->s->o.send_timeout_ms)
+			break;
+	}
+	if (cap < 0) {
+		srv_conn_kill(r->c, cap);
+		return cap;
+	}
+	if (r->c->reply_max && (uint32_t)cap > r->c->reply_max)
+		cap = (int)r->c->reply_max;
+	return cap;
+}
+
+static void slot_post(struct req *r, int len)
+{
+	int ret = rv_msg_post(r->c->rc, (size_t)len);
+
+	if (ret < 0)
+		srv_conn_kill(r->c, ret);
+	else
+		metrics_counter_add(r->s->m.bytes_served, (uint64_t)len);
+}
+
+/* Encode an error reply into a reserved slot. */
+static int enc_error(struct req *r, void *buf, int cap, uint8_t op,
+		     int code, const char *msg)
+{
+	int len;
+
+	if (code >= 0)
+		code = RS_E_PROTO;
+	len = proto_enc_error(buf, (size_t)cap, &r->rh, op, code, msg);
+	r->failed = true;
+	metrics_counter_add(r->s->m.errors[r->rt], 1);
+	return len;
+}
+
+/* Send an error reply (slot reserved here). */
+static void reply_error(struct req *r, uint8_t op, int code, const char *fmt,
+			...) __attribute__((format(printf, 4, 5)));
+static void reply_error(struct req *r, uint8_t op, int code, const char *fmt,
+			...)
+{
+	char msg[PROTO_ERRMSG_MAX + 1];
+	va_list ap;
+	void *buf;
+	int cap, len;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cap = slot_get(r, &buf);
+	if (cap < 0)
+		return;
+	len = enc_error(r, buf, cap, op, code, msg);
+	if (len > 0)
+		slot_post(r, len);
+	else
+		srv_conn_kill(r->c, len);
+}
+
+/* ---- tracing ---- */
+
+static void trace_stage(const struct req *r, const char *stage,
+			uint64_t start_us, uint64_t bytes)
+{
+	struct trace_event ev = {
+		.trace_id = r->rh.trace_id,
+		.stage = stage,
+		.table = r->table,
+		.batch = r->nkeys,
+		.bytes = bytes,
+		.start_us = start_us,
+	};
+
+	if (r->traced)
+		trace_end(&ev);
+}
+
+/* ---- control requests ---- */
+
+static void do_hello(struct req *r)
+{
+	const struct proto_hello_req *h = &r->m.u.hello_req;
+	struct proto_hello_reply rep;
+	void *buf;
+	int cap, len;
+
+	if (h->recv_bytes >= PROTO_MIN_MESSAGE_BYTES &&
+	    (!r->c->reply_max || h->recv_bytes < r->c->reply_max))
+		r->c->reply_max = h->recv_bytes;
+	if (h->name[0])
+		snprintf(r->c->peer, sizeof(r->c->peer), "%s", h->name);
+	memset(&rep, 0, sizeof(rep));
+	rep.node_id = r->s->node_id;
+	rep.dir_generation = atomic_load(&r->s->tables.dir_gen);
+	rep.limits = r->s->o.limits;
+	snprintf(rep.name, sizeof(rep.name), "%s", r->s->o.name);
+	cap = slot_get(r, &buf);
+	if (cap < 0)
+		return;
+	len = proto_enc_hello_reply(buf, (size_t)cap, &r->rh, &rep);
+	if (len < 0)
+		len = enc_error(r, buf, cap, r->op, len, rs_errormsg());
+	slot_post(r, len);
+}
+
+static void do_create(struct req *r)
+{
+	struct proto_table_info info;
+	void *buf;
+	int cap, len, ret;
+
+	r->table = r->m.u.table_create.name;
+	ret = srv_table_create(&r->s->tables, &r->m.u.table_create, &info);
+	if (ret) {
+		reply_error(r, r->op, ret, "%s", rs_errormsg());
+		return;
+	}
+	srv_log("table '%s' created (id %u, dim %u, %s, capacity %" PRIu64
+		", %s)", info.spec.name, info.id, info.spec.dim,
+		proto_dtype_name(info.spec.dtype), info.spec.capacity,
+		optim_kind_name(info.spec.optim.kind));
+	cap = slot_get(r, &buf);
+	if (cap < 0)
+		return;
+	len = proto_enc_table_create_reply(buf, (size_t)cap, &r->rh, &info);
+	if (len < 0)
+		len = enc_error(r, buf, cap, r->op, len, rs_errormsg());
+	slot_post(r, len);
+}
+
+static void do_drop(struct req *r)
+{
+	void *buf;
+	int cap, len, ret;
+
+	r->table = r->m.u.table_drop;
+	ret = srv_table_drop(&r->s->tables, r->m.u.table_drop);
+	if (ret) {
+		reply_error(r, r->op, ret, "%s", rs_errormsg());
+		return;
+	}
+	srv_log("table '%s' dropped", r->m.u.table_drop);
+	cap = slot_get(r, &buf);
+	if (cap < 0)
+		return;
+	len = proto_enc_table_drop_reply(buf, (size_t)cap, &r->rh);
+	slot_post(r, len);
+}
+
+static void do_dir(struct req *r)
+{
+	struct proto_table_info *dir = NULL;
+	uint32_t start = r->m.u.list_req.start, written = 0, total;
+	uint64_t gen;
+	void *buf;
+	int n, cap, len;
+
+	n = srv_tables_dir(&r->s->tables, &dir, &gen);
+	if (n < 0) {
+		reply_error(r, r->op, n, "%s", rs_errormsg());
+		return;
+	}
+	total = (uint32_t)n;
+	if (start > total)
+		start = total;
+	cap = slot_get(r, &buf);
+	if (cap >= 0) {
+		len = proto_enc_table_dir_reply(buf, (size_t)cap, &r->rh, gen,
+						total, start, dir + start,
+						total - start, &written);
+		if (len < 0)
+			len = enc_error(r, buf, cap, r->op, len,
+					rs_errormsg());
+		slot_post(r, len);
+	}
+	free(dir);
+}
+
+static void do_stats(struct req *r)
+{
+	struct srv_stat_list l = { 0 };
+	uint32_t start = r->m.u.list_req.start, written = 0;
+	void *buf;
+	int ret, cap, len;
+
+	ret = srv_stats_collect(r->s, &l);
+	if (ret < 0) {
+		free(l.v);
+		reply_error(r, r->op, ret, "%s", rs_errormsg());
+		return;
+	}
+	if (start > l.n)
+		start = l.n;
+	cap = slot_get(r, &buf);
+	if (cap >= 0) {
+		len = proto_enc_stats_reply(buf, (size_t)cap, &r->rh, l.n,
+					    start, l.v + start, l.n - start,
+					    &written);
+		if (len < 0)
+			len = enc_error(r, buf, cap, r->op, len,
+					rs_errormsg());
+		slot_post(r, len);
+	}
+	free(l.v);
+}
+
+/* ---- keyed requests ---- */
+
+/* The table of a keyed request, checked against the request; NULL after
+ * an error reply. The caller srv_table_put()s it. */
+static struct srv_table *keyed_table(struct req *r)
+{
+	const struct proto_keys_req *k = &r->m.u.keys_req;
+	struct srv_table *t = srv_table_get(&r->s->tables, k->table_id);
+
+	if (!t) {
+		reply_error(r, r->op, RS_E_NOTFOUND, "table id %u: no such "
+			    "table on this node (dropped? refresh the "
+			    "directory)", k->table_id);
+		return NULL;
+	}
+	r->table = t->spec.name;
+	if (k->table_gen && k->table_gen != t->info.generation) {
+		reply_error(r, r->op, RS_E_STALE, "table '%s' (id %u): "
+			    "generation %016" PRIx64 " is not the current "
+			    "%016" PRIx64 " (dropped and recreated; refresh "
+			    "the directory)", t->spec.name, k->table_id,
+			    k->table_gen, t->info.generation);
+		goto put;
+	}
+	if (k->rows && k->dim != t->spec.dim) {
+		reply_error(r, r->op, RS_E_DIM, "table '%s': rows of dimension "
+			    "%u, the table has %u", t->spec.name, k->dim,
+			    t->spec.dim);
+		goto put;
+	}
+	return t;
+put:
+	srv_table_put(t);
+	return NULL;
+}
+
+/* Wire rows (n x dim in dtype) -> host floats in the worker's scratch. */
+static float *rows_to_f32(struct srv_worker *w, const void *wire, uint32_t n,
+			  uint32_t dim, uint32_t dtype)
+{
+	size_t cnt = (size_t)n * dim;
+	float *out;
+
+	if (srv_scratch(&w->vals, &w->vals_cap, cnt * sizeof(float) + 1))
+		return NULL;
+	out = w->vals;
+	if (dtype == PROTO_DTYPE_FP32) {
+		proto_load_f32(out, wire, cnt);
+		return out;
+	}
+	/* 16-bit elements: load, then widen */
+	if (srv_scratch(&w->tmp, &w->tmp_cap, cnt * sizeof(uint16_t) + 2))
+		return NULL;
+	proto_load_u16(w->tmp, wire, cnt);
+	for (size_t i = 0; i < cnt; i++) {
+		uint16_t h = ((uint16_t *)w->tmp)[i];
+
+		out[i] = dtype == PROTO_DTYPE_FP16 ? row_f16_to_f32(h)
+						   : row_bf16_to_f32(h);
+	}
+	return out;
+}
+
+static int row_scratch(struct srv_worker *w, const struct srv_table *t)
+{
+	if (srv_scratch(&w->row, &w->row_cap, t->spec.dim * sizeof(float)))
+		return -ENOMEM;
+	return srv_scratch(&w->state, &w->state_cap,
+			   (t->state_floats + 1) * sizeof(float));
+}
+
+/* Payload of a fresh row of key, and its optimizer state. */
+static void fresh_row(const struct srv_table *t, uint64_t key, float *row,
+		      float *state)
+{
+	init_row(&t->spec.init, key, row, t->spec.dim);
+	optim_init_state(&t->spec.optim, state, t->spec.dim);
+}
+
+/* One key of GET / GET_OR_INIT into reply slot i. */
+static int32_t get_one(struct srv_table *t, struct srv_worker *w, bool init,
+		       uint64_t key)
+{
+	float *row = w->row;
+	bool created = false;
+	int ret;
+
+	for (int tries = 0; tries < 4; tries++) {
+		ret = slab_read(t->st, key, row, NULL);
+		if (ret != RS_E_NOTFOUND || !init)
+			break;
+		fresh_row(t, key, row, w->state);
+		ret = slab_get_or_insert(t->st, key, row, w->state, NULL,
+					 &created);
+		if (ret)
+			break;
+		/* read back: the stored (rounded) row, or a concurrent
+		 * writer's; a concurrent delete makes us go again */
+	}
+	if (ret)
+		return ret;
+	return created ? PROTO_ST_CREATED : PROTO_ST_OK;
+}
+
+static void do_get(struct req *r)
+{
+	const struct proto_keys_req *k = &r->m.u.keys_req;
+	const bool init = r->op == PROTO_OP_GET_OR_INIT;
+	struct proto_reply_writer pw;
+	struct srv_table *t;
+	uint64_t t1, found = 0, created = 0;
+	void *buf;
+	int cap, len;
+
+	/* slot first: the rows are written straight into it */
+	cap = slot_get(r, &buf);
+	if (cap < 0)
+		return;
+	t = srv_table_get(&r->s->tables, k->table_id);
+	if (t && (!k->table_gen || k->table_gen == t->info.generation)) {
+		r->table = t->spec.name;
+		len = proto_keys_reply_begin(buf, (size_t)cap, &r->rh, r->op,
+					     k->n, t->spec.dim, t->spec.dtype,
+					     &pw);
+		if (len < 0) {
+			len = enc_error(r, buf, cap, r->op, RS_E_TOOBIG,
+					"the reply does not fit the client's "
+					"receive buffer: split the batch");
+		} else if (row_scratch(r->w, t)) {
+			len = enc_error(r, buf, cap, r->op, -ENOMEM,
+					"out of memory");
+		}
+	} else {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), t ? "table id %u: stale generation "
+			 "(dropped and recreated; refresh the directory)" :
+			 "table id %u: no such table on this node",
+			 k->table_id);
+		len = enc_error(r, buf, cap, r->op,
+				t ? RS_E_STALE : RS_E_NOTFOUND, msg);
+	}
+	if (r->failed) {
+		srv_table_put(t);
+		slot_post(r, len);
+		return;
+	}
+	t1 = trace_now_us();
+	for (uint32_t i = 0; i < k->n; i++) {
+		int32_t st = get_one(t, r->w, init, proto_key_at(k->keys, i));
+
+		if (st >= 0) {
+			row_payload_from_f32(&t->rgeom, r->w->row,
+					     pw.rows + i * pw.row_bytes);
+			proto_reply_set(&pw, i, st);
+			found++;
+			created += st == PROTO_ST_CREATED;
+		} else {
+			proto_reply_fail(&pw, i, st);
+		}
+	}
+	trace_stage(r, "server.index", t1, (uint64_t)len);
+	if (init) {
+		atomic_fetch_add(&t->cnt.get_or_init_keys, k->n);
+		atomic_fetch_add(&t->cnt.created_keys, created);
+	} else {
+		atomic_fetch_add(&t->cnt.get_keys, k->n);
+	}
+	atomic_fetch_add(&t->cnt.missing_keys, k->n - found);
+	metrics_counter_add(r->s->m.keys_served, found);
+	srv_table_put(t);
+	slot_post(r, len);
+}
+
+/* Send n statuses of a PUT / UPDATE / DELETE. */
+static void reply_statuses(struct req *r, const int32_t *st, uint32_t n)
+{
+	struct proto_keys_reply rep = { .n = n, .status = st };
+	void *buf;
+	int cap, len;
+
+	cap = slot_get(r, &buf);
+	if (cap < 0)
+		return;
+	len = proto_enc_keys_reply(buf, (size_t)cap, &r->rh, r->op, &rep);
+	if (len < 0)
+		len = enc_error(r, buf, cap, r->op, len, rs_errormsg());
+	slot_post(r, len);
+}
+
+/* Check that n statuses fit the client's buffer before doing the work. */
+static bool statuses_fit(struct req *r, uint32_t n)
+{
+	size_t need = proto_keys_reply_bytes(r->op, n, 0, 0);
+	uint32_t cap = r->c->reply_max ? r->c->reply_max
+				       : rv_conn_msg_max(r->c->rc);
+
+	if (need <= cap)
+		return true;
+	reply_error(r, r->op, RS_E_TOOBIG, "the reply to %u keys needs %zu "
+		    "bytes, the client receives %u: split the batch", n, need,
+		    cap);
+	return false;
+}
+
+/* One optimizer step on key with gradient g; status. */
+static int32_t update_one(struct req *r, struct srv_table *t, uint64_t key,
+			  const float *g, bool create)
+{
+	struct srv_worker *w = r->w;
+	struct slab_wr wr = { .val = w->row,
+			      .state = t->state_floats ? w->state : NULL };
+	bool created = false;
+	uint64_t a0;
+	int ret;
+
+	ret = slab_write_begin(t->st, key, &wr);
+	for (int tries = 0; ret == RS_E_NOTFOUND && create && tries < 4;
+	     tries++) {
+		fresh_row(t, key, w->row, w->state);
+		ret = slab_insert(t->st, key, w->row, w->state, NULL);
+		if (ret == 0)
+			created = true;
+		else if (ret != RS_E_EXISTS)
+			return ret;
+		ret = slab_write_begin(t->st, key, &wr);
+	}
+	if (ret)
+		return ret;
+	a0 = now_ns();
+	ret = optim_apply(&t->spec.optim, wr.val, wr.state, g, t->spec.dim);
+	if (ret) {
+		slab_write_abort(&wr);
+		return ret;
+	}
+	metrics_histogram_observe(r->s->m.apply[t->spec.optim.kind & 3],
+				  now_ns() - a0);
+	ret = slab_write_commit(&wr);
+	if (ret)
+		return ret;
+	return created ? PROTO_ST_CREATED : PROTO_ST_OK;
+}
+
+static void do_update(struct req *r, struct srv_table *t)
+{
+	const struct proto_keys_req *k = &r->m.u.keys_req;
+	struct srv_worker *w = r->w;
+	const bool create = k->flags & PROTO_KF_CREATE;
+	uint32_t n = k->n, m, dim = t->spec.dim;
+	int32_t *st, *out;
+	uint64_t *keys, t1;
+	uint32_t *idx;
+	float *g;
+
+	if (srv_scratch(&w->keys, &w->keys_cap, (size_t)n * 8 + 8) ||
+	    srv_scratch(&w->idx_map, &w->idx_cap, (size_t)n * 4 + 4) ||
+	    srv_scratch(&w->coalesce, &w->coalesce_cap,
+			optim_coalesce_scratch_size(n)) ||
+	    row_scratch(w, t) ||
+	    !(g = rows_to_f32(w, k->rows, n, dim, k->dtype)) ||
+	    srv_scratch(&w->status, &w->status_cap, (size_t)n * 8 + 8)) {
+		reply_error(r, r->op, -ENOMEM, "out of memory");
+		return;
+	}
+	keys = w->keys;
+	idx = w->idx_map;
+	st = w->status;
+	out = st + n;
+	proto_load_u64(keys, k->keys, n);
+	t1 = trace_now_us();
+	m = optim_coalesce(keys, g, n, dim, keys, g, idx, w->coalesce);
+	for (uint32_t j = 0; j < m; j++)
+		st[j] = update_one(r, t, keys[j], g + (size_t)j * dim, create);
+	for (uint32_t i = 0; i < n; i++)
+		out[i] = st[idx[i]];
+	trace_stage(r, "server.apply", t1, (uint64_t)n * dim * 4);
+	atomic_fetch_add(&t->cnt.update_keys, n);
+	reply_statuses(r, out, n);
+}
+
+static void do_put(struct req *r, struct srv_table *t)
+{
+	const struct proto_keys_req *k = &r->m.u.keys_req;
+	struct srv_worker *w = r->w;
+	uint32_t n = k->n, dim = t->spec.dim;
+	bool state_ready = false;
+	uint64_t t1;
+	int32_t *st;
+	float *v;
+
+	if (row_scratch(w, t) ||
+	    !(v = rows_to_f32(w, k->rows, n, dim, k->dtype)) ||
+	    srv_scratch(&w->status, &w->status_cap, (size_t)n * 4 + 4)) {
+		reply_error(r, r->op, -ENOMEM, "out of memory");
+		return;
+	}
+	st = w->status;
+	t1 = trace_now_us();
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t key = proto_key_at(k->keys, i);
+		const float *row = v + (size_t)i * dim;
+		bool created = false;
+		int ret;
+
+		if (!state_ready) {
+			optim_init_state(&t->spec.optim, w->state, dim);
+			state_ready = true;
+		}
+		ret = slab_insert(t->st, key, row, w->state, NULL);
+		if (ret == 0)
+			created = true;
+		else if (ret == RS_E_EXISTS)
+			ret = slab_put(t->st, key, row, &created);
+		st[i] = ret ? ret : created ? PROTO_ST_CREATED : PROTO_ST_OK;
+	}
+	trace_stage(r, "server.apply", t1, (uint64_t)n * dim * 4);
+	atomic_fetch_add(&t->cnt.put_keys, n);
+	reply_statuses(r, st, n);
+}
+
+static void do_delete(struct req *r, struct srv_table *t)
+{
+	const struct proto_keys_req *k = &r->m.u.keys_req;
+	struct srv_worker *w = r->w;
+	uint64_t t1;
+	int32_t *st;
+
+	if (srv_scratch(&w->status, &w->status_cap, (size_t)k->n * 4 + 4)) {
+		reply_error(r, r->op, -ENOMEM, "out of memory");
+		return;
+	}
+	st = w->status;
+	t1 = trace_now_us();
+	for (uint32_t i = 0; i < k->n; i++) {
+		int ret = slab_delete(t->st, proto_key_at(k->keys, i));
+
+		st[i] = ret ? ret : PROTO_ST_OK;
+	}
+	trace_stage(r, "server.index", t1, (uint64_t)k->n * 8);
+	atomic_fetch_add(&t->cnt.delete_keys, k->n);
+	reply_statuses(r, st, k->n);
+}
+
+static void do_keyed(struct req *r)
+{
+	struct srv_table *t;
+
+	r->nkeys = r->m.u.keys_req.n;
+	metrics_histogram_observe(r->s->m.batch[r->rt], r->nkeys);
+	if (r->op == PROTO_OP_GET || r->op == PROTO_OP_GET_OR_INIT) {
+		do_get(r);
+		return;
+	}
+	if (!statuses_fit(r, r->nkeys))
+		return;
+	t = keyed_table(r);
+	if (!t)
+		return;
+	switch (r->op) {
+	case PROTO_OP_UPDATE:
+		do_update(r, t);
+		break;
+	case PROTO_OP_PUT:
+		do_put(r, t);
+		break;
+	default:
+		do_delete(r, t);
+		break;
+	}
+	srv_table_put(t);
+}
+
+/* ---- entry ---- */
+
+static uint32_t ld32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+/* A message that did not decode: see the head comment. */
+static void reply_undecodable(struct req *r, const void *msg, size_t len,
+			      int code)
+{
+	const uint8_t *p = msg;
+	char err[PROTO_ERRMSG_MAX + 1];
+	bool sound = len >= PROTO_HDR_BYTES && ld32(p) == PROTO_MAGIC &&
+		     p[4] == PROTO_VERSION && p[5] > 0 &&
+		     p[5] < PROTO_OP_COUNT;
+
+	snprintf(err, sizeof(err), "%s", rs_errormsg());
+	r->rt = SRV_RT_BAD;
+	metrics_counter_add(r->s->m.requests[SRV_RT_BAD], 1);
+	if (sound) {
+		r->rh.req_id = r->m.hdr.req_id;
+		r->rh.trace_id = r->m.hdr.trace_id;
+		r->rh.flags = r->m.hdr.flags & PROTO_F_TRACE;
+		reply_error(r, p[5], code, "%s", err);
+	} else {
+		memset(&r->rh, 0, sizeof(r->rh));
+		reply_error(r, PROTO_OP_HELLO, RS_E_PROTO, "%s", err);
+	}
+}
+
+void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
+		size_t len)
+{
+	struct rs_server *s = w->srv;
+	struct req r;
+	int ret;
+
+	memset(&r, 0, sizeof(r));
+	r.w = w;
+	r.c = c;
+	r.s = s;
+	r.t0_ns = now_ns();
+	r.t0_us = trace_now_us();
+	ret = proto_decode(msg, len, &s->o.limits, &r.m);
+	if (ret) {
+		reply_undecodable(&r, msg, len, ret);
+		return;
+	}
+	r.op = r.m.hdr.opcode;
+	r.rt = rt_of(r.op);
+	r.rh.req_id = r.m.hdr.req_id;
+	r.rh.trace_id = r.m.hdr.trace_id;
+	r.rh.flags = r.m.hdr.flags & PROTO_F_TRACE;
+	r.traced = r.m.hdr.trace_id &&
+		   trace_wanted(r.m.hdr.trace_id,
+				r.m.hdr.flags & PROTO_F_TRACE);
+	metrics_counter_add(s->m.requests[r.rt], 1);
+	if (r.m.hdr.flags & PROTO_F_REPLY) {
+		reply_error(&r, r.op, RS_E_PROTO, "%s: a reply sent to the "
+			    "node", proto_op_name(r.op));
+		return;
+	}
+	switch (r.op) {
+	case PROTO_OP_HELLO:
+		do_hello(&r);
+		break;
+	case PROTO_OP_TABLE_CREATE:
+		do_create(&r);
+		break;
+	case PROTO_OP_TABLE_DROP:
+		do_drop(&r);
+		break;
+	case PROTO_OP_TABLE_DIR:
+		do_dir(&r);
+		break;
+	case PROTO_OP_STATS:
+		do_stats(&r);
+		break;
+	default:
+		do_keyed(&r);
+		break;
+	}
+	metrics_histogram_observe(s->m.duration[r.rt], now_ns() - r.t0_ns);
+	trace_stage(&r, "server.total", r.t0_us, len);
+}

@@ -1,0 +1,325 @@
+/*
+ * srv_internal.h - the memory node's internal structures (prefix srv_),
+ * shared by the files of src/server. Design notes: docs/server.md.
+ *
+ * Objects and ownership
+ *   struct rs_server   the node: owns the options copy, the device, the
+ *                      slab store, the table registry, the listener, the
+ *                      connections, the workers, metrics and NUMA state.
+ *   struct srv_tables  the registry: one struct srv_table per live table,
+ *                      indexed by the slab table id (= the wire table id =
+ *                      the row header's table_id).
+ *   struct srv_table   one table: its slab handle, its REMOTE_READ
+ *                      registration (index + rows, one MR), its spec
+ *                      (optimizer, initializer) and directory entry.
+ *                      Reference counted: the registry holds one reference,
+ *                      every request using it holds one for its duration.
+ *   struct srv_conn    one client connection (user pointer of its rv_conn).
+ *   struct srv_worker  one worker thread and its scratch buffers.
+ *
+ * Threads
+ *   run thread   rs_server_run(): rdma_cm events (connect/disconnect),
+ *                closing dead connections, the stop request.
+ *   workers      leader/followers: one receives from the listener's
+ *                shared receive queue (rv_listener_recv, adaptive
+ *                spin-then-block), hands over, and handles what it got
+ *                (decode, run, reply on the request's connection).
+ *   metrics      libmicrohttpd's thread (metrics.c) when metrics_port != 0.
+ *
+ * Locks (never take one to the left while holding one to the right):
+ *   tables.admin -> tables.lock -> gate.lock
+ *   tables.admin  serializes create / drop (slab calls, MR registration,
+ *                 catalog file).
+ *   tables.lock   rwlock over the slot array and the directory snapshot.
+ *   gate.lock     the receive gate (see srv_gate_* in server.c).
+ */
+#ifndef RS_SERVER_SRV_INTERNAL_H
+#define RS_SERVER_SRV_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <hwloc.h>
+
+#include "common/proto.h"
+#include "common/rs_internal.h"
+#include "recstore/server.h"
+#include "server/srv_catalog.h"
+#include "trace/metrics.h"
+#include "value/slab.h"
+#include "verbs/rv.h"
+
+#define SRV_MAX_WORKERS 256
+#define SRV_RECV_BATCH 16	  /* messages taken per rv_listener_recv */
+#define SRV_RECV_TIMEOUT_MS 1000  /* the leader re-checks "stop" this often */
+#define SRV_RECV_TIMEOUT_WAKE_MS 60000 /* ... when it can be woken */
+#define SRV_WAKE_LEN 16		  /* wake message: magic + node id */
+#define SRV_SEND_TIMEOUT_MS 2000  /* a peer that returns no credit is dead */
+#define SRV_SEND_STEP_MS 50	  /* re-check "dead" while waiting to send */
+
+/* ---- options: everything the node runs with (from the config) ---- */
+
+struct srv_opts {
+	char listen_ip[256];	/* "" : the first IPv4 address of the device */
+	uint16_t port;
+	char device[64];	/* "" : the device of listen_ip */
+	char name[PROTO_NAME_MAX + 1];
+	unsigned workers;
+	unsigned metrics_port;	/* 0: off */
+	char metrics_addr[64];	/* "" : 127.0.0.1 */
+	char *pool_path;	/* NULL: DRAM pool */
+	uint64_t pool_bytes;
+	unsigned slab_flags;	/* SLAB_F_* */
+	double index_load;	/* 0: slab default */
+	struct proto_limits limits; /* max_message_bytes: receive buffers */
+	uint32_t credits;	/* receive buffers per connection - 1 */
+	uint32_t max_conns;
+	uint32_t spin_us;
+	int send_timeout_ms;
+	char *trace_path;	/* NULL: RS_TRACE from the environment */
+	double trace_sample;
+	struct proto_table_spec *tables; /* created at open if missing */
+	size_t ntables;
+};
+
+void srv_opts_defaults(struct srv_opts *o);
+int srv_opts_copy(struct srv_opts *dst, const struct srv_opts *src);
+void srv_opts_free(struct srv_opts *o);
+/* Cross-field checks; RS_E_INVAL names the field. */
+int srv_opts_validate(const struct srv_opts *o);
+/* "ADDR:PORT" or "[v6]:PORT" -> ip, port. */
+int srv_parse_listen(const char *s, char *ip, size_t iplen, uint16_t *port);
+
+/* The public config object is a box around the options. */
+struct rs_server_config {
+	struct srv_opts o;
+};
+
+/* Options from a parsed config file (srv_config_load.c). */
+struct srv_config;
+int srv_opts_from_config(struct srv_opts *o, const struct srv_config *c);
+/* Validate cfg and copy its options into *o (srv_opts_free). */
+int srv_config_to_opts(const struct rs_server_config *cfg,
+		       struct srv_opts *o);
+
+/* ---- NUMA placement (srv_numa.c) ---- */
+
+struct srv_numa {
+	hwloc_topology_t topo;
+	int nnodes;
+	int node;		/* chosen NUMA node (os index), -1: none */
+	hwloc_cpuset_t cpuset;	/* NULL: nothing to bind */
+	hwloc_nodeset_t nodeset;
+	hwloc_nodeset_t saved_set;
+	hwloc_membind_policy_t saved_policy;
+	char why[192];		/* the decision, for the log */
+};
+
+/* NUMA node of an RDMA device from sysfs (sysfs_root NULL: "/sys"); -1 if
+ * unknown. */
+int srv_numa_dev_node(const char *sysfs_root, const char *dev);
+/* Load the topology (synthetic: hwloc synthetic description, for tests;
+ * NULL: this machine) and decide. Not placing is not an error. */
+int srv_numa_init(struct srv_numa *n, const char *dev, const char *sysfs_root,
+		  const char *synthetic);
+void srv_numa_fini(struct srv_numa *n);
+/* Bind the calling thread: 1 bound, 0 nothing to do, < 0 failed. */
+int srv_numa_bind_thread(const struct srv_numa *n);
+/* Bind the calling thread's allocations to the node until leave. */
+int srv_numa_mem_enter(struct srv_numa *n);
+void srv_numa_mem_leave(struct srv_numa *n);
+
+/* ---- tables (srv_tables.c) ---- */
+
+struct srv_table_counters {
+	_Atomic uint64_t get_keys, get_or_init_keys, put_keys, update_keys,
+		delete_keys, created_keys, missing_keys;
+};
+
+struct srv_table {
+	unsigned id;
+	struct proto_table_spec spec;
+	struct proto_table_info info;	/* directory entry */
+	struct slab_table *st;
+	struct row_geom rgeom;		/* payload conversions */
+	struct rv_mr *mr;		/* index + rows, REMOTE_READ */
+	uint32_t state_floats;
+	atomic_uint refs;
+	struct srv_table_counters cnt;
+	struct metrics_gauge *m_rows, *m_bytes, *m_fill;
+	struct srv_tables *reg;
+};
+
+struct srv_tables {
+	pthread_mutex_t admin;
+	pthread_rwlock_t lock;
+	struct srv_table *slot[SLAB_MAX_TABLES];
+	unsigned count;
+	_Atomic uint64_t dir_gen;	/* bumped by every create / drop */
+	struct slab_store *store;
+	struct rv_dev *dev;
+	struct rs_server *srv;		/* for metrics and the log */
+	struct srv_numa *numa;
+	struct srv_catalog *cat;	/* file pools: table specs */
+	bool file_backed;
+	double index_load;
+	struct proto_limits limits;
+	_Atomic uint64_t registered_bytes;
+};
+
+/* Open the slab store of o (DRAM or file; a file pool recovers its
+ * tables, their specs come from the catalog file next to it). */
+int srv_tables_open(struct srv_tables *r, struct rs_server *s,
+		    const struct srv_opts *o);
+void srv_tables_close(struct srv_tables *r);
+/* Create (or, for an existing table of the same shape, adopt) the tables
+ * of the config. Errors name the field ("tables[1]: ..."). */
+int srv_tables_apply_config(struct srv_tables *r, const struct srv_opts *o);
+
+/* Create a table: 0 and *info, RS_E_EXISTS, RS_E_FULL, RS_E_INVAL, ... */
+int srv_table_create(struct srv_tables *r, const struct proto_table_spec *s,
+		     struct proto_table_info *info);
+int srv_table_drop(struct srv_tables *r, const char *name);
+
+/* A reference to table id (NULL if none); srv_table_put() when done. */
+struct srv_table *srv_table_get(struct srv_tables *r, uint32_t id);
+void srv_table_put(struct srv_table *t);
+
+/* Snapshot of the directory: *out (malloc'ed, caller frees) gets the
+ * entries sorted by id; returns the count and *gen the generation. */
+int srv_tables_dir(struct srv_tables *r, struct proto_table_info **out,
+		   uint64_t *gen);
+
+/* ---- connections ---- */
+
+struct srv_conn {
+	struct rv_conn *rc;
+	struct rs_server *srv;
+	uint64_t id;
+	atomic_uint held;	/* messages handed to workers, not released */
+	atomic_bool dead;	/* to be closed by the run thread */
+	bool delivered;		/* rv reported it CONNECTED */
+	bool is_wake;		/* the node's own wake connection */
+	uint32_t reply_max;	/* the peer's receive buffer size */
+	char peer[PROTO_NAME_MAX + 1];
+	struct srv_conn *next, *prev;
+};
+
+/* Ask the run thread to close c (any thread). */
+void srv_conn_kill(struct srv_conn *c, int why);
+
+/* ---- metrics and stats (srv_stats.c) ---- */
+
+enum srv_req_type {
+	SRV_RT_HELLO, SRV_RT_CREATE, SRV_RT_DROP, SRV_RT_DIR, SRV_RT_GET,
+	SRV_RT_GET_OR_INIT, SRV_RT_PUT, SRV_RT_UPDATE, SRV_RT_DELETE,
+	SRV_RT_STATS, SRV_RT_BAD, SRV_RT_COUNT
+};
+
+struct srv_metrics {
+	struct metrics_registry *reg;
+	struct metrics_counter *requests[SRV_RT_COUNT];
+	struct metrics_counter *errors[SRV_RT_COUNT];
+	struct metrics_histogram *duration[SRV_RT_COUNT];
+	struct metrics_histogram *batch[SRV_RT_COUNT];
+	struct metrics_histogram *apply[4];	/* per optimizer kind */
+	struct metrics_counter *keys_served;
+	struct metrics_counter *bytes_served;
+	struct metrics_counter *conns_total;
+	struct metrics_gauge *conns;
+	struct metrics_gauge *queue_depth;
+	struct metrics_gauge *registered;
+	struct metrics_counter *cq_spin, *cq_block, *cq_wakeups;
+	struct metrics_http *http;
+};
+
+int srv_metrics_init(struct rs_server *s);
+/* Start the HTTP endpoint when metrics_port != 0. */
+int srv_metrics_serve(struct rs_server *s);
+void srv_metrics_fini(struct rs_server *s);
+void srv_metrics_table_add(struct rs_server *s, struct srv_table *t);
+void srv_metrics_table_remove(struct rs_server *s, struct srv_table *t);
+const char *srv_req_type_name(unsigned rt);
+
+/* One STATS entry source: the node's counters and every table's. */
+struct srv_stat_list {
+	struct proto_stat *v;
+	uint32_t n, cap;
+};
+int srv_stats_collect(struct rs_server *s, struct srv_stat_list *out);
+
+/* ---- workers and request handling (srv_worker.c, srv_handlers.c) ---- */
+
+struct srv_worker {
+	struct rs_server *srv;
+	unsigned idx;
+	pthread_t thr;
+	bool started;
+	atomic_uint_fast64_t busy_ns;
+	/* scratch, grown on demand (srv_scratch) */
+	void *keys, *vals, *idx_map, *coalesce, *status, *row, *state, *tmp;
+	size_t keys_cap, vals_cap, idx_cap, coalesce_cap, status_cap,
+		row_cap, state_cap, tmp_cap;
+};
+
+/* Grow *buf to at least bytes. 0 or -ENOMEM. */
+int srv_scratch(void **buf, size_t *cap, size_t bytes);
+
+/* Handle one received message completely: decode, run, reply. */
+void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
+		size_t len);
+
+/* ---- the node ---- */
+
+struct srv_gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned inside;	/* 1: a leader is receiving (and counting) */
+	unsigned closers;	/* run thread closing conns */
+};
+
+struct rs_server {
+	struct srv_opts o;
+	char listen_addr[300];
+	struct rv_dev *dev;
+	struct rv_dev_caps caps;
+	struct srv_numa numa;
+	struct srv_tables tables;
+	struct srv_metrics m;
+	struct rv_listener *l;
+	uint64_t node_id;
+	bool trace_opened;
+
+	int stop_fd;		/* eventfd: rs_server_stop() */
+	int poke_fd;		/* eventfd: a conn became closable */
+	atomic_bool stopping;	/* workers: leave */
+	atomic_bool stop_req;	/* run loop: leave */
+	atomic_bool running;
+	int fatal;		/* why the node stopped by itself */
+	bool tables_open;
+
+	struct srv_gate gate;
+	pthread_mutex_t conns_lock;	/* the list below, nconns */
+	struct srv_conn *conns;
+	unsigned nconns;	/* clients (the wake conn not counted) */
+	uint64_t conns_total;
+	struct rv_stats closed_cq;	/* CQ counters of closed conns */
+	atomic_uint inflight;	/* requests being handled */
+
+	struct srv_worker *workers;
+	unsigned nworkers;
+
+	/* wake connection: the node's own client conn to its listener */
+	struct rv_conn *_Atomic wake;
+	uint8_t wake_msg[SRV_WAKE_LEN];
+	pthread_t wake_thr;
+	bool wake_thr_started;
+	atomic_bool wake_thr_done;
+};
+
+/* Log a line to stderr: "recstore-server: ..." */
+void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,261 @@
+/*
+ * srv_opts.c - struct rs_server_config (public, opaque) and struct
+ * srv_opts, the options a node runs with.
+ *
+ * rs_server_config holds one srv_opts. rs_server_config_new() gives the
+ * defaults below; rs_server_config_load() fills it from a JSON file
+ * (srv_config_*.c); the setters validate when called and name the value
+ * they refuse. rs_server_open() copies the options, so a config may be
+ * deleted as soon as the node is open.
+ *
+ * Defaults: those of the config file (srv_config_defaults(), docs/
+ * config.md: port 7471 on the first IPv4 address of the first RDMA
+ * device, 2 workers, a 256 MiB DRAM pool, 256 KiB messages, metrics off,
+ * no tables), plus what the file does not set: 16 credits per connection,
+ * up to 128 connections, a 2 s send timeout, huge pages when the system
+ * has them, tracing from RS_TRACE / RS_TRACE_SAMPLE unless the file says.
+ *
+ * Ownership: an srv_opts owns pool_path, trace_path and tables.
+ * Not thread-safe (a config is built by one thread, then handed over).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/config.h"
+#include "server/srv_internal.h"
+
+void srv_opts_defaults(struct srv_opts *o)
+{
+	struct srv_config c;
+
+	/* the config file's defaults (config.h), plus what only the
+	 * library sets */
+	srv_config_defaults(&c);
+	memset(o, 0, sizeof(*o));
+	o->port = c.listen_port;
+	o->workers = c.workers;
+	o->spin_us = c.spin_us;
+	o->pool_bytes = c.storage_bytes;
+	o->limits = c.limits;
+	o->trace_sample = c.trace_sample;
+	o->slab_flags = SLAB_F_HUGEPAGES;
+	o->credits = 16;
+	o->max_conns = 128;
+	o->send_timeout_ms = SRV_SEND_TIMEOUT_MS;
+}
+
+void srv_opts_free(struct srv_opts *o)
+{
+	free(o->pool_path);
+	free(o->trace_path);
+	free(o->tables);
+	o->pool_path = o->trace_path = NULL;
+	o->tables = NULL;
+	o->ntables = 0;
+}
+
+static int dup_str(char **dst, const char *src)
+{
+	*dst = NULL;
+	if (!src)
+		return 0;
+	*dst = strdup(src);
+	return *dst ? 0 : -ENOMEM;
+}
+
+int srv_opts_copy(struct srv_opts *dst, const struct srv_opts *src)
+{
+	*dst = *src;
+	dst->pool_path = dst->trace_path = NULL;
+	dst->tables = NULL;
+	if (dup_str(&dst->pool_path, src->pool_path) ||
+	    dup_str(&dst->trace_path, src->trace_path))
+		goto nomem;
+	if (src->ntables) {
+		dst->tables = malloc(src->ntables * sizeof(*dst->tables));
+		if (!dst->tables)
+			goto nomem;
+		memcpy(dst->tables, src->tables,
+		       src->ntables * sizeof(*dst->tables));
+	}
+	return 0;
+nomem:
+	srv_opts_free(dst);
+	return rs_seterr(-ENOMEM, "config: out of memory");
+}
+
+/* Every cross-field check, run by open (and by the loader). */
+int srv_opts_validate(const struct srv_opts *o)
+{
+	int ret;
+
+	if (o->workers < 1 || o->workers > SRV_MAX_WORKERS)
+		return rs_seterr(RS_E_INVAL, "workers: %u is not in 1..%d",
+				 o->workers, SRV_MAX_WORKERS);
+	if (o->credits < 3 || o->credits > 1024)
+		return rs_seterr(RS_E_INVAL, "credits: %u is not in 3..1024",
+				 o->credits);
+	if (o->max_conns < 1 || o->max_conns > 4096)
+		return rs_seterr(RS_E_INVAL, "max_connections: %u is not in "
+				 "1..4096", o->max_conns);
+	if (o->metrics_port > 65535)
+		return rs_seterr(RS_E_INVAL, "metrics_port: %u is not in "
+				 "0..65535", o->metrics_port);
+	if (o->pool_bytes && o->pool_bytes < SRV_CONFIG_MIN_STORAGE_BYTES)
+		return rs_seterr(RS_E_INVAL, "storage.size: at least 1 MiB");
+	if (o->index_load < 0 || o->index_load > 1)
+		return rs_seterr(RS_E_INVAL, "index_load: %g is not in (0, 1]",
+				 o->index_load);
+	ret = proto_limits_validate(&o->limits);
+	if (ret)
+		return rs_seterr(ret, "limits: %s", rs_errormsg());
+	for (size_t i = 0; i < o->ntables; i++) {
+		ret = proto_table_spec_validate(&o->tables[i], &o->limits);
+		if (ret)
+			return rs_seterr(ret, "tables[%zu]: %s", i,
+					 rs_errormsg());
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(o->tables[i].name, o->tables[j].name))
+				return rs_seterr(RS_E_INVAL, "tables[%zu].name: "
+						 "'%s' is also tables[%zu]", i,
+						 o->tables[i].name, j);
+	}
+	if (o->ntables > SLAB_MAX_TABLES)
+		return rs_seterr(RS_E_INVAL, "tables: %zu tables, a node holds "
+				 "at most %d", o->ntables, SLAB_MAX_TABLES);
+	return 0;
+}
+
+/* "ADDR:PORT" (IPv4, or [IPv6]:PORT). */
+int srv_parse_listen(const char *s, char *ip, size_t iplen, uint16_t *port)
+{
+	const char *colon, *host = s;
+	size_t hl;
+	unsigned long p;
+	char *end;
+
+	if (!s || !*s)
+		return rs_seterr(RS_E_INVAL, "listen: empty address");
+	colon = strrchr(s, ':');
+	if (!colon || colon == s)
+		return rs_seterr(RS_E_INVAL, "listen: '%s' is not ADDR:PORT",
+				 s);
+	hl = (size_t)(colon - s);
+	if (s[0] == '[' && hl >= 2 && s[hl - 1] == ']') {
+		host++;
+		hl -= 2;
+	}
+	if (hl >= iplen)
+		return rs_seterr(RS_E_INVAL, "listen: address '%s' is too "
+				 "long", s);
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (errno || end == colon + 1 || *end || p > 65535)
+		return rs_seterr(RS_E_INVAL, "listen: port '%s' is not in "
+				 "0..65535", colon + 1);
+	memcpy(ip, host, hl);
+	ip[hl] = '\0';
+	*port = (uint16_t)p;
+	return 0;
+}
+
+/* ---- public config object ---- */
+
+RS_EXPORT int rs_server_config_new(struct rs_server_config **out)
+{
+	struct rs_server_config *c;
+
+	if (!out)
+		return rs_seterr(RS_E_INVAL, "config: out is NULL");
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		*out = NULL;
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	}
+	srv_opts_defaults(&c->o);
+	*out = c;
+	return 0;
+}
+
+RS_EXPORT void rs_server_config_delete(struct rs_server_config **cfg)
+{
+	if (!cfg || !*cfg)
+		return;
+	srv_opts_free(&(*cfg)->o);
+	free(*cfg);
+	*cfg = NULL;
+}
+
+RS_EXPORT int rs_server_config_set_listen(struct rs_server_config *cfg,
+					  const char *addr_port)
+{
+	char ip[sizeof(cfg->o.listen_ip)];
+	uint16_t port;
+	int ret;
+
+	if (!cfg)
+		return rs_seterr(RS_E_INVAL, "config: NULL");
+	ret = srv_parse_listen(addr_port, ip, sizeof(ip), &port);
+	if (ret)
+		return ret;
+	memcpy(cfg->o.listen_ip, ip, sizeof(ip));
+	cfg->o.port = port;
+	return 0;
+}
+
+RS_EXPORT int rs_server_config_set_workers(struct rs_server_config *cfg,
+					   unsigned n)
+{
+	if (!cfg)
+		return rs_seterr(RS_E_INVAL, "config: NULL");
+	if (n < 1 || n > SRV_MAX_WORKERS)
+		return rs_seterr(RS_E_INVAL, "workers: %u is not in 1..%d", n,
+				 SRV_MAX_WORKERS);
+	cfg->o.workers = n;
+	return 0;
+}
+
+RS_EXPORT int rs_server_config_set_storage(struct rs_server_config *cfg,
+					   const char *path, uint64_t size)
+{
+	char *p = NULL;
+
+	if (!cfg)
+		return rs_seterr(RS_E_INVAL, "config: NULL");
+	if (path && !*path)
+		return rs_seterr(RS_E_INVAL, "storage.path: empty");
+	if (size && size < SRV_CONFIG_MIN_STORAGE_BYTES)
+		return rs_seterr(RS_E_INVAL, "storage.size: at least 1 MiB");
+	if (path && !(p = strdup(path)))
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	free(cfg->o.pool_path);
+	cfg->o.pool_path = p;
+	cfg->o.pool_bytes = size ? size : SRV_CONFIG_STORAGE_BYTES;
+	return 0;
+}
+
+RS_EXPORT int rs_server_config_set_metrics_port(struct rs_server_config *cfg,
+						unsigned port)
+{
+	if (!cfg)
+		return rs_seterr(RS_E_INVAL, "config: NULL");
+	if (port > 65535)
+		return rs_seterr(RS_E_INVAL, "metrics_port: %u is not in "
+				 "0..65535", port);
+	cfg->o.metrics_port = port;
+	return 0;
+}
+
+int srv_config_to_opts(const struct rs_server_config *cfg, struct srv_opts *o)
+{
+	int ret;
+
+	if (!cfg)
+		return rs_seterr(RS_E_INVAL, "server: config is NULL");
+	ret = srv_opts_validate(&cfg->o);
+	if (ret)
+		return ret;
+	return srv_opts_copy(o, &cfg->o);
+}

@@ -1,0 +1,424 @@
+/*
+ * srv_stats.c - the memory node's counters: registered as rs_* metrics
+ * (src/trace/metrics.h; Prometheus on config "metrics_port") and returned
+ * by the STATS RPC, from the same series, so both report the same numbers.
+ *
+ * Node series (names in metrics.h):
+ *   rs_requests_total{type}          requests handled, per RPC type
+ *                                    (type "bad": undecodable messages)
+ *   rs_request_errors_total{type}    requests answered with an error reply
+ *   rs_request_duration_seconds{type} handling time (decode to reply post)
+ *   rs_batch_keys{type}              keys per keyed request (its _sum is
+ *                                    the keys asked for, per type)
+ *   rs_keys_served_total             keys found or created by GET requests
+ *   rs_bytes_served_total            reply bytes sent
+ *   rs_optimizer_apply_seconds{optimizer} one optimizer step on one row
+ *   rs_connections                   clients connected now
+ *   rs_rpc_queue_depth               requests being handled now
+ *   rs_registered_memory_bytes       bytes registered for REMOTE_READ
+ *   rs_cq_spin_seconds_total, rs_cq_blocked_seconds_total,
+ *   rs_cq_wakeups_total              adaptive completion waiting (the
+ *                                    listener's receive side + every
+ *                                    connection's send side)
+ *   rs_process_*, rs_build_info      metrics_register_process()
+ * Table series: rs_table_rows{table}, rs_table_bytes{table},
+ * rs_index_fill_ratio{table} (read when rendered).
+ *
+ * STATS entries (docs/server.md lists them): node entries carry table_id
+ * PROTO_NO_TABLE ("tables", "rows", "requests", "get_keys", ...,
+ * "cpu_user_us", "mem_registered", "requests.<type>", "errors.<type>"),
+ * table entries the table id ("rows", "capacity", "get_keys", ...).
+ *
+ * Concurrency: counters are lock-free; callback series take the locks of
+ * what they read (conns_lock, tables.lock) while the registry lock is held
+ * (lock order: registry -> conns_lock / tables.lock; nothing holding those
+ * two calls into the registry).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "server/srv_internal.h"
+#include "trace/trace.h"
+
+static const char *const rt_names[SRV_RT_COUNT] = {
+	[SRV_RT_HELLO] = "hello",	 [SRV_RT_CREATE] = "table_create",
+	[SRV_RT_DROP] = "table_drop",	 [SRV_RT_DIR] = "table_dir",
+	[SRV_RT_GET] = "get",		 [SRV_RT_GET_OR_INIT] = "get_or_init",
+	[SRV_RT_PUT] = "put",		 [SRV_RT_UPDATE] = "update",
+	[SRV_RT_DELETE] = "delete",	 [SRV_RT_STATS] = "stats",
+	[SRV_RT_BAD] = "bad",
+};
+
+const char *srv_req_type_name(unsigned rt)
+{
+	return rt < SRV_RT_COUNT ? rt_names[rt] : "?";
+}
+
+/* ---- callback series ---- */
+
+static void cq_totals(struct rs_server *s, struct rv_stats *sum)
+{
+	struct rv_stats st;
+
+	memset(sum, 0, sizeof(*sum));
+	if (s->l)
+		rv_listener_stats(s->l, sum);
+	pthread_mutex_lock(&s->conns_lock);
+	for (struct srv_conn *c = s->conns; c; c = c->next) {
+		rv_conn_stats(c->rc, &st);
+		sum->spin_ns += st.spin_ns;
+		sum->block_ns += st.block_ns;
+		sum->wakeups += st.wakeups;
+	}
+	sum->spin_ns += s->closed_cq.spin_ns;
+	sum->block_ns += s->closed_cq.block_ns;
+	sum->wakeups += s->closed_cq.wakeups;
+	pthread_mutex_unlock(&s->conns_lock);
+}
+
+static double rd_cq_spin(void *arg)
+{
+	struct rv_stats st;
+
+	cq_totals(arg, &st);
+	return (double)st.spin_ns / 1e9;
+}
+
+static double rd_cq_block(void *arg)
+{
+	struct rv_stats st;
+
+	cq_totals(arg, &st);
+	return (double)st.block_ns / 1e9;
+}
+
+static double rd_cq_wakeups(void *arg)
+{
+	struct rv_stats st;
+
+	cq_totals(arg, &st);
+	return (double)st.wakeups;
+}
+
+static double rd_conns(void *arg)
+{
+	struct rs_server *s = arg;
+	unsigned n;
+
+	pthread_mutex_lock(&s->conns_lock);
+	n = s->nconns;
+	pthread_mutex_unlock(&s->conns_lock);
+	return n;
+}
+
+static double rd_inflight(void *arg)
+{
+	return atomic_load(&((struct rs_server *)arg)->inflight);
+}
+
+static double rd_registered(void *arg)
+{
+	return (double)atomic_load(
+		&((struct rs_server *)arg)->tables.registered_bytes);
+}
+
+static double rd_table_rows(void *arg)
+{
+	struct slab_table_stats st;
+
+	slab_table_stats(((struct srv_table *)arg)->st, &st);
+	return (double)st.live;
+}
+
+static double rd_table_bytes(void *arg)
+{
+	const struct srv_table *t = arg;
+
+	return t->mr ? (double)t->mr->len : 0;
+}
+
+static double rd_table_fill(void *arg)
+{
+	struct slab_table_stats st;
+
+	slab_table_stats(((struct srv_table *)arg)->st, &st);
+	return st.index.fill;
+}
+
+/* ---- set-up ---- */
+
+#define TRY(expr)                                                      \
+	do {                                                           \
+		int try_ret_ = (expr);                                 \
+		if (try_ret_ < 0)                                      \
+			return try_ret_;                               \
+	} while (0)
+
+static int register_types(struct rs_server *s)
+{
+	struct srv_metrics *m = &s->m;
+
+	for (unsigned i = 0; i < SRV_RT_COUNT; i++) {
+		TRY(metrics_counter(m->reg, &m->requests[i], RS_M_REQUESTS,
+				    "RPC requests handled by the node", 1,
+				    "type", rt_names[i], NULL));
+		TRY(metrics_counter(m->reg, &m->errors[i],
+				    RS_M_REQUEST_ERRORS,
+				    "RPC requests answered with an error", 1,
+				    "type", rt_names[i], NULL));
+		TRY(metrics_histogram(m->reg, &m->duration[i],
+				      RS_M_REQUEST_DURATION,
+				      "Time to handle one RPC request",
+				      METRICS_BUCKETS_NS, "type",
+				      rt_names[i], NULL));
+		TRY(metrics_histogram(m->reg, &m->batch[i], RS_M_BATCH_KEYS,
+				      "Keys per keyed RPC request",
+				      METRICS_BUCKETS_COUNT, "type",
+				      rt_names[i], NULL));
+	}
+	for (unsigned k = 0; k < 4; k++)
+		TRY(metrics_histogram(m->reg, &m->apply[k],
+				      RS_M_OPTIMIZER_APPLY,
+				      "One optimizer step on one row",
+				      METRICS_BUCKETS_NS, "optimizer",
+				      optim_kind_name(k), NULL));
+	return 0;
+}
+
+static int register_node(struct rs_server *s)
+{
+	struct srv_metrics *m = &s->m;
+
+	TRY(metrics_counter(m->reg, &m->keys_served, RS_M_KEYS_SERVED,
+			    "Keys found or created by GET RPCs", 1, NULL));
+	TRY(metrics_counter(m->reg, &m->bytes_served, RS_M_BYTES_SERVED,
+			    "Reply bytes sent", 1, NULL));
+	TRY(metrics_gauge_fn(m->reg, &m->conns, RS_M_CONNECTIONS,
+			     "Client connections", rd_conns, s, NULL));
+	TRY(metrics_gauge_fn(m->reg, &m->queue_depth, RS_M_RPC_QUEUE_DEPTH,
+			     "RPC requests being handled", rd_inflight, s,
+			     NULL));
+	TRY(metrics_gauge_fn(m->reg, &m->registered, RS_M_REGISTERED_BYTES,
+			     "Bytes registered for one-sided READ",
+			     rd_registered, s, NULL));
+	TRY(metrics_counter_fn(m->reg, &m->cq_spin, RS_M_CQ_SPIN,
+			       "Time spent polling completion queues",
+			       rd_cq_spin, s, NULL));
+	TRY(metrics_counter_fn(m->reg, &m->cq_block, RS_M_CQ_BLOCKED,
+			       "Time spent blocked on completion channels",
+			       rd_cq_block, s, NULL));
+	TRY(metrics_counter_fn(m->reg, &m->cq_wakeups, RS_M_CQ_WAKEUPS,
+			       "Wake-ups from completion channels",
+			       rd_cq_wakeups, s, NULL));
+	return metrics_register_process(m->reg);
+}
+
+int srv_metrics_init(struct rs_server *s)
+{
+	struct srv_metrics *m = &s->m;
+	int ret;
+
+	ret = metrics_registry_new(&m->reg);
+	if (ret)
+		return ret;
+	ret = register_types(s);
+	if (!ret)
+		ret = register_node(s);
+	if (ret)
+		return rs_seterr(ret, "metrics: %s", rs_errormsg());
+	return 0;
+}
+
+int srv_metrics_serve(struct rs_server *s)
+{
+	const char *addr = s->o.metrics_addr[0] ? s->o.metrics_addr : NULL;
+	int ret;
+
+	if (!s->o.metrics_port)
+		return 0;
+	ret = metrics_http_start(s->m.reg, addr, (uint16_t)s->o.metrics_port,
+				 &s->m.http);
+	if (ret)
+		return rs_seterr(ret, "metrics_port %u: %s", s->o.metrics_port,
+				 rs_errormsg());
+	return 0;
+}
+
+void srv_metrics_fini(struct rs_server *s)
+{
+	metrics_http_stop(&s->m.http);
+	metrics_registry_delete(&s->m.reg);
+}
+
+void srv_metrics_table_add(struct rs_server *s, struct srv_table *t)
+{
+	struct metrics_registry *r = s->m.reg;
+
+	if (!r)
+		return;
+	if (metrics_gauge_fn(r, &t->m_rows, RS_M_TABLE_ROWS,
+			     "Live rows of a table", rd_table_rows, t, "table",
+			     t->spec.name, NULL) ||
+	    metrics_gauge_fn(r, &t->m_bytes, RS_M_TABLE_BYTES,
+			     "Bytes of a table registered for READ",
+			     rd_table_bytes, t, "table", t->spec.name, NULL) ||
+	    metrics_gauge_fn(r, &t->m_fill, RS_M_INDEX_FILL,
+			     "Occupied share of a table's index slots",
+			     rd_table_fill, t, "table", t->spec.name, NULL))
+		srv_log("warning: metrics of table '%s': %s", t->spec.name,
+			rs_errormsg());
+}
+
+void srv_metrics_table_remove(struct rs_server *s, struct srv_table *t)
+{
+	struct metrics_registry *r = s->m.reg;
+
+	if (!r)
+		return;
+	metrics_gauge_remove(r, &t->m_rows);
+	metrics_gauge_remove(r, &t->m_bytes);
+	metrics_gauge_remove(r, &t->m_fill);
+}
+
+/* ---- STATS ---- */
+
+static int add(struct srv_stat_list *l, uint32_t table, const char *key,
+	       uint64_t v)
+{
+	if (l->n == l->cap) {
+		uint32_t cap = l->cap ? l->cap * 2 : 64;
+		struct proto_stat *g = realloc(l->v, cap * sizeof(*g));
+
+		if (!g)
+			return rs_seterr(-ENOMEM, "stats: out of memory");
+		l->v = g;
+		l->cap = cap;
+	}
+	l->v[l->n].table_id = table;
+	snprintf(l->v[l->n].key, sizeof(l->v[l->n].key), "%s", key);
+	l->v[l->n].value = v;
+	l->n++;
+	return 0;
+}
+
+static uint64_t hist_sum(const struct metrics_histogram *h)
+{
+	double v = metrics_histogram_sum(h);
+
+	return v > 0 ? (uint64_t)(v + 0.5) : 0;
+}
+
+static int node_stats(struct rs_server *s, struct srv_stat_list *l,
+		      uint64_t tables, uint64_t rows, uint64_t capacity)
+{
+	const uint32_t N = PROTO_NO_TABLE;
+	struct srv_metrics *m = &s->m;
+	uint64_t req = 0, err = 0;
+	struct rusage ru;
+	struct rv_stats cq;
+	char key[PROTO_NAME_MAX + 1];
+
+	for (unsigned i = 0; i < SRV_RT_COUNT; i++) {
+		req += metrics_counter_value(m->requests[i]);
+		err += metrics_counter_value(m->errors[i]);
+	}
+	getrusage(RUSAGE_SELF, &ru);
+	cq_totals(s, &cq);
+	TRY(add(l, N, "tables", tables));
+	TRY(add(l, N, "rows", rows));
+	TRY(add(l, N, "capacity", capacity));
+	TRY(add(l, N, "requests", req));
+	TRY(add(l, N, "request_errors", err));
+	TRY(add(l, N, "bad_messages",
+		metrics_counter_value(m->requests[SRV_RT_BAD])));
+	TRY(add(l, N, "get_keys", hist_sum(m->batch[SRV_RT_GET])));
+	TRY(add(l, N, "get_or_init_keys",
+		hist_sum(m->batch[SRV_RT_GET_OR_INIT])));
+	TRY(add(l, N, "put_keys", hist_sum(m->batch[SRV_RT_PUT])));
+	TRY(add(l, N, "update_keys", hist_sum(m->batch[SRV_RT_UPDATE])));
+	TRY(add(l, N, "delete_keys", hist_sum(m->batch[SRV_RT_DELETE])));
+	TRY(add(l, N, "keys_served", metrics_counter_value(m->keys_served)));
+	TRY(add(l, N, "bytes_served",
+		metrics_counter_value(m->bytes_served)));
+	TRY(add(l, N, "connections", (uint64_t)rd_conns(s)));
+	TRY(add(l, N, "connections_total", s->conns_total));
+	TRY(add(l, N, "workers", s->nworkers));
+	TRY(add(l, N, "mem_registered",
+		atomic_load(&s->tables.registered_bytes)));
+	TRY(add(l, N, "cpu_user_us", (uint64_t)ru.ru_utime.tv_sec * 1000000 +
+					     (uint64_t)ru.ru_utime.tv_usec));
+	TRY(add(l, N, "cpu_sys_us", (uint64_t)ru.ru_stime.tv_sec * 1000000 +
+					    (uint64_t)ru.ru_stime.tv_usec));
+	TRY(add(l, N, "max_rss_kb", (uint64_t)ru.ru_maxrss));
+	TRY(add(l, N, "cq_spin_us", cq.spin_ns / 1000));
+	TRY(add(l, N, "cq_block_us", cq.block_ns / 1000));
+	TRY(add(l, N, "cq_wakeups", cq.wakeups));
+	TRY(add(l, N, "dir_generation", atomic_load(&s->tables.dir_gen)));
+	TRY(add(l, N, "numa_node", (uint64_t)(int64_t)s->numa.node));
+	for (unsigned i = 0; i < SRV_RT_COUNT; i++) {
+		snprintf(key, sizeof(key), "requests.%s", rt_names[i]);
+		TRY(add(l, N, key, metrics_counter_value(m->requests[i])));
+		snprintf(key, sizeof(key), "errors.%s", rt_names[i]);
+		TRY(add(l, N, key, metrics_counter_value(m->errors[i])));
+	}
+	return 0;
+}
+
+static int table_stats(struct srv_table *t, struct srv_stat_list *l,
+		       uint64_t *rows, uint64_t *capacity)
+{
+	const struct srv_table_counters *c = &t->cnt;
+	struct slab_table_stats st;
+	uint32_t id = t->id;
+
+	slab_table_stats(t->st, &st);
+	*rows += st.live;
+	*capacity += st.capacity;
+	TRY(add(l, id, "rows", st.live));
+	TRY(add(l, id, "capacity", st.capacity));
+	TRY(add(l, id, "bytes", t->mr ? t->mr->len : 0));
+	TRY(add(l, id, "index_fill_ppm",
+		(uint64_t)(st.index.fill * 1e6 + 0.5)));
+	TRY(add(l, id, "get_keys", atomic_load(&c->get_keys)));
+	TRY(add(l, id, "get_or_init_keys", atomic_load(&c->get_or_init_keys)));
+	TRY(add(l, id, "put_keys", atomic_load(&c->put_keys)));
+	TRY(add(l, id, "update_keys", atomic_load(&c->update_keys)));
+	TRY(add(l, id, "delete_keys", atomic_load(&c->delete_keys)));
+	TRY(add(l, id, "created_keys", atomic_load(&c->created_keys)));
+	TRY(add(l, id, "missing_keys", atomic_load(&c->missing_keys)));
+	TRY(add(l, id, "inserts", st.inserts));
+	TRY(add(l, id, "deletes", st.deletes));
+	TRY(add(l, id, "updates", st.updates));
+	TRY(add(l, id, "read_retries", st.read_retries));
+	TRY(add(l, id, "index_displacements", st.index.displacements));
+	TRY(add(l, id, "index_full_refusals", st.index.full_refusals));
+	return 0;
+}
+
+int srv_stats_collect(struct rs_server *s, struct srv_stat_list *l)
+{
+	struct srv_stat_list tl = { 0 };
+	uint64_t rows = 0, capacity = 0, ntables = 0;
+	int ret = 0;
+
+	/* tables first (they give the node's sums), then the node's own
+	 * entries in front */
+	for (uint32_t id = 0; id < SLAB_MAX_TABLES && !ret; id++) {
+		struct srv_table *t = srv_table_get(&s->tables, id);
+
+		if (!t)
+			continue;
+		ntables++;
+		ret = table_stats(t, &tl, &rows, &capacity);
+		srv_table_put(t);
+	}
+	if (!ret)
+		ret = node_stats(s, l, ntables, rows, capacity);
+	for (uint32_t i = 0; !ret && i < tl.n; i++)
+		ret = add(l, tl.v[i].table_id, tl.v[i].key, tl.v[i].value);
+	free(tl.v);
+	return ret < 0 ? ret : (int)l->n;
+}

@@ -1,0 +1,249 @@
+/*
+ * test_server_kill.c - clients that vanish must not hurt the node.
+ *
+ * The node runs in this process (a thread). Client processes (this binary
+ * re-executed with --child) misbehave while a well-behaved client in a
+ * thread is checked all along (PUT + GET + verify):
+ *   kill   sends a burst of large UPDATE requests and is SIGKILLed while
+ *          the node is still working on them (mid-request, replies
+ *          pending, receive buffers of the dead QP in use);
+ *   stuck  keeps sending requests and never consumes a reply, so the node
+ *          runs out of send credits toward it: the node must drop it after
+ *          its send timeout instead of blocking workers for ever.
+ * After each phase the node must be serving, and its connection count
+ * (STATS "connections") must come back to the clients still alive.
+ */
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "server_harness.h"
+
+#define DIM 32
+#define BATCH 1500
+
+static struct sv_node node;
+static volatile int good_stop;
+static volatile unsigned long good_rounds;
+
+static void *good_main(void *arg)
+{
+	struct proto_table_spec spec;
+	struct proto_table_info t;
+	struct sv_cli k;
+	uint64_t keys[16];
+	float rows[16 * 4], out[16 * 4];
+	int32_t st[16];
+
+	(void)arg;
+	sv_cli_open(&k, node.ip, node.port);
+	sv_spec(&spec, "good", 4, OPTIM_SGD);
+	SV_OK(sv_create(&k, &spec, &t));
+	for (unsigned long r = 0; !good_stop; r++) {
+		for (int i = 0; i < 16; i++) {
+			keys[i] = r % 200 * 16 + (uint64_t)i;
+			for (int j = 0; j < 4; j++)
+				rows[i * 4 + j] = (float)r + (float)j;
+		}
+		SV_OK(sv_keys(&k, PROTO_OP_PUT, &t, keys, 16, rows, 0, st,
+			      NULL));
+		SV_OK(sv_keys(&k, PROTO_OP_GET, &t, keys, 16, NULL, 0, st,
+			      out));
+		for (int i = 0; i < 16; i++)
+			SV_CHECK(st[i] == 0 && !memcmp(&out[i * 4],
+						       &rows[i * 4], 16),
+				 "key %llu: status %d or wrong row",
+				 (unsigned long long)keys[i], st[i]);
+		good_rounds = r + 1;
+	}
+	sv_cli_close(&k);
+	return NULL;
+}
+
+/* ---- child side ---- */
+
+static size_t enc_update(struct sv_cli *k, uint32_t id, uint64_t gen,
+			 uint32_t n, uint64_t salt)
+{
+	static uint64_t keys[BATCH];
+	static float g[BATCH * DIM];
+	struct proto_keys_req q = { .table_id = id, .table_gen = gen, .n = n,
+				    .dim = DIM, .flags = PROTO_KF_CREATE,
+				    .keys = keys, .rows = g };
+	struct proto_hdr h;
+	int len;
+
+	for (uint32_t i = 0; i < n; i++) {
+		keys[i] = salt * 100000 + i;
+		for (int j = 0; j < DIM; j++)
+			g[i * DIM + j] = 0.001f * (float)(j + 1);
+	}
+	sv_hdr(k, &h);
+	len = proto_enc_keys_req(k->buf, k->cap, &h, PROTO_OP_UPDATE, &q);
+	SV_OK(len);
+	return (size_t)len;
+}
+
+static int child(char **argv)
+{
+	const char *mode = argv[2], *ip = argv[3];
+	uint16_t port = (uint16_t)atoi(argv[4]);
+	uint32_t id = (uint32_t)strtoul(argv[5], NULL, 10);
+	uint64_t gen = strtoull(argv[6], NULL, 16);
+	struct sv_cli k;
+
+	sv_memlock();
+	sv_cli_open(&k, ip, port);
+	if (!strcmp(mode, "kill")) {
+		for (int i = 0; i < 12; i++) {
+			size_t len = enc_update(&k, id, gen, BATCH,
+						(uint64_t)getpid() + i);
+
+			SV_OK(rv_msg_send(k.c, k.buf, len, SV_TIMEOUT_MS));
+		}
+		printf("sent\n");
+		fflush(stdout);
+		pause(); /* the parent kills us now */
+		return 1;
+	}
+	/* stuck: send until the node drops us; never receive */
+	for (int i = 0; i < 10000; i++) {
+		size_t len = enc_update(&k, id, gen, 16, (uint64_t)i);
+		int ret = rv_msg_send(k.c, k.buf, len, 20000);
+
+		if (ret < 0) {
+			printf("dropped after %d requests: %s\n", i,
+			       rs_strerror(ret));
+			fflush(stdout);
+			_exit(0); /* keep the dead conn: exit, no close */
+		}
+	}
+	printf("never dropped\n");
+	return 1;
+}
+
+/* ---- parent side ---- */
+
+struct kid {
+	pid_t pid;
+	FILE *out;
+};
+
+static void spawn(struct kid *c, const char *mode,
+		  const struct proto_table_info *t)
+{
+	char port[16], id[16], gen[24];
+	int fds[2];
+
+	snprintf(port, sizeof(port), "%u", node.port);
+	snprintf(id, sizeof(id), "%u", t->id);
+	snprintf(gen, sizeof(gen), "%" PRIx64, t->generation);
+	if (pipe(fds))
+		sv_die("pipe");
+	c->pid = fork();
+	if (c->pid < 0)
+		sv_die("fork");
+	if (c->pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		close(fds[1]);
+		execl("/proc/self/exe", "test_server_kill", "--child", mode,
+		      node.ip, port, id, gen, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	c->out = fdopen(fds[0], "r");
+}
+
+static void read_line(struct kid *c, char *line, size_t len)
+{
+	if (!fgets(line, (int)len, c->out))
+		sv_die("child %d said nothing", (int)c->pid);
+	line[strcspn(line, "\n")] = '\0';
+}
+
+static int reap(struct kid *c)
+{
+	int status;
+
+	waitpid(c->pid, &status, 0);
+	fclose(c->out);
+	return status;
+}
+
+/* Wait until the node counts `want` connections (dead ones cleaned up). */
+static void wait_conns(struct sv_cli *ctl, uint64_t want, const char *what)
+{
+	double t0 = sv_now();
+	uint64_t n;
+
+	while ((n = sv_stat(ctl, PROTO_NO_TABLE, "connections")) != want) {
+		SV_CHECK(sv_now() - t0 < 30, "%s: %llu connections after "
+			 "30 s, expected %llu", what, (unsigned long long)n,
+			 (unsigned long long)want);
+		usleep(100 * 1000);
+	}
+	printf("%s: node back to %llu connections after %.1f s\n", what,
+	       (unsigned long long)want, sv_now() - t0);
+}
+
+int main(int argc, char **argv)
+{
+	struct proto_table_spec spec;
+	struct proto_table_info t;
+	struct sv_cli ctl;
+	pthread_t good;
+	char line[256];
+	unsigned long r0;
+	struct kid c;
+	const char *ip;
+	int status;
+
+	if (argc >= 7 && !strcmp(argv[1], "--child"))
+		return child(argv);
+	ip = sv_ip();
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+	sv_memlock();
+	sv_node_start(&node, ip, NULL);
+	printf("node on %s\n", node.addr);
+	sv_cli_open(&ctl, node.ip, node.port);
+	sv_spec(&spec, "k", DIM, OPTIM_ADAGRAD);
+	spec.capacity = 65536;
+	SV_OK(sv_create(&ctl, &spec, &t));
+	if (pthread_create(&good, NULL, good_main, NULL))
+		sv_die("pthread_create");
+	while (!good_rounds)
+		usleep(10000);
+
+	for (int round = 0; round < 3; round++) {
+		r0 = good_rounds;
+		spawn(&c, "kill", &t);
+		read_line(&c, line, sizeof(line));
+		SV_CHECK(!strcmp(line, "sent"), "child: %s", line);
+		kill(c.pid, SIGKILL);
+		status = reap(&c);
+		SV_CHECK(WIFSIGNALED(status), "child was not killed");
+		printf("round %d: client killed with 12 x %d-key updates in "
+		       "flight\n", round, BATCH);
+		wait_conns(&ctl, 2, "after the kill");
+		SV_CHECK(good_rounds > r0, "good client starved");
+	}
+
+	r0 = good_rounds;
+	spawn(&c, "stuck", &t);
+	read_line(&c, line, sizeof(line));
+	status = reap(&c);
+	printf("stuck client: %s\n", line);
+	SV_CHECK(!strncmp(line, "dropped", 7) && WIFEXITED(status) &&
+		 WEXITSTATUS(status) == 0, "stuck client was not dropped");
+	wait_conns(&ctl, 2, "after the stuck client");
+	SV_CHECK(good_rounds > r0, "good client starved by the stuck one");
+
+	good_stop = 1;
+	pthread_join(good, NULL);
+	printf("well-behaved client: %lu verified rounds\n", good_rounds);
+	sv_cli_close(&ctl);
+	sv_node_stop(&node);
+	printf("ok\n");
+	return 0;
+}

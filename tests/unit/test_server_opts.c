@@ -1,0 +1,267 @@
+/*
+ * test_server_opts.c - the memory node's configuration objects and table
+ * catalog, without a device: rs_server_config_* setters and loading
+ * (messages name the field), the mapping from the config file to the
+ * node's options, and the catalog file (atomic save, exact round trip of
+ * every spec field, malformed files refused).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "server/srv_catalog.h"
+#include "server/srv_internal.h"
+
+static char dir[64];
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/rs-opts-XXXXXX");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) ? -1 : 0;
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void listen_parsing(void **state)
+{
+	char ip[64];
+	uint16_t port;
+
+	(void)state;
+	assert_int_equal(srv_parse_listen("10.0.0.1:7471", ip, sizeof(ip),
+					  &port), 0);
+	assert_string_equal(ip, "10.0.0.1");
+	assert_int_equal(port, 7471);
+	assert_int_equal(srv_parse_listen("[fe80::1]:0", ip, sizeof(ip),
+					  &port), 0);
+	assert_string_equal(ip, "fe80::1");
+	assert_int_equal(port, 0);
+	assert_int_equal(srv_parse_listen("10.0.0.1", ip, sizeof(ip), &port),
+			 RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "listen"));
+	assert_int_equal(srv_parse_listen("10.0.0.1:65536", ip, sizeof(ip),
+					  &port), RS_E_INVAL);
+	assert_int_equal(srv_parse_listen(":80", ip, sizeof(ip), &port),
+			 RS_E_INVAL);
+	assert_int_equal(srv_parse_listen("1.2.3.4:x", ip, sizeof(ip), &port),
+			 RS_E_INVAL);
+	assert_int_equal(srv_parse_listen("", ip, sizeof(ip), &port),
+			 RS_E_INVAL);
+}
+
+static void setters(void **state)
+{
+	struct rs_server_config *c = NULL;
+
+	(void)state;
+	assert_int_equal(rs_server_config_new(&c), 0);
+	assert_int_equal(c->o.port, RS_SERVER_DEFAULT_PORT);
+	assert_int_equal(c->o.workers, 2);
+	assert_null(c->o.pool_path);
+	assert_int_equal(rs_server_config_set_workers(c, 0), RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "workers"));
+	assert_int_equal(rs_server_config_set_workers(c, 257), RS_E_INVAL);
+	assert_int_equal(rs_server_config_set_workers(c, 8), 0);
+	assert_int_equal(rs_server_config_set_metrics_port(c, 70000),
+			 RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "metrics_port"));
+	assert_int_equal(rs_server_config_set_listen(c, "bad"), RS_E_INVAL);
+	assert_int_equal(rs_server_config_set_listen(c, "10.1.2.3:99"), 0);
+	assert_string_equal(c->o.listen_ip, "10.1.2.3");
+	assert_int_equal(c->o.port, 99);
+	assert_int_equal(rs_server_config_set_storage(c, "", 0), RS_E_INVAL);
+	assert_int_equal(rs_server_config_set_storage(c, NULL, 1000),
+			 RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "storage.size"));
+	assert_int_equal(rs_server_config_set_storage(c, "/x/pool", 0), 0);
+	assert_string_equal(c->o.pool_path, "/x/pool");
+	assert_int_equal(rs_server_config_set_storage(c, NULL, 64 << 20), 0);
+	assert_null(c->o.pool_path);
+	rs_server_config_delete(&c);
+	assert_null(c);
+	rs_server_config_delete(&c);
+	rs_server_config_delete(NULL);
+	assert_int_equal(rs_server_config_set_workers(NULL, 2), RS_E_INVAL);
+}
+
+static void load_maps_the_file(void **state)
+{
+	struct rs_server_config *c = NULL;
+	char path[128];
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/node.json", dir);
+	write_file(path,
+		   "{\"name\": \"mem-0\", \"listen\": {\"addr\": \"10.0.0.5\","
+		   " \"port\": 7000}, \"metrics_port\": 9100, \"workers\": 3,"
+		   " \"spin_us\": 20, \"storage\": {\"backend\": \"pmem\","
+		   " \"path\": \"/mnt/pmem/pool\", \"size\": \"64MiB\"},"
+		   " \"tables\": [{\"name\": \"a\", \"dim\": 8, \"capacity\":"
+		   " 100, \"optimizer\": {\"type\": \"adagrad\", \"lr\":"
+		   " 0.5}}]}");
+	assert_int_equal(rs_server_config_load(&c, path), 0);
+	assert_string_equal(c->o.name, "mem-0");
+	assert_string_equal(c->o.listen_ip, "10.0.0.5");
+	assert_int_equal(c->o.port, 7000);
+	assert_int_equal(c->o.metrics_port, 9100);
+	assert_int_equal(c->o.workers, 3);
+	assert_int_equal(c->o.spin_us, 20);
+	assert_string_equal(c->o.pool_path, "/mnt/pmem/pool");
+	assert_true(c->o.pool_bytes == 64ull << 20);
+	assert_int_equal(c->o.ntables, 1);
+	assert_string_equal(c->o.tables[0].name, "a");
+	assert_int_equal(c->o.tables[0].optim.kind, OPTIM_ADAGRAD);
+	assert_true(c->o.tables[0].optim.lr == 0.5f);
+	/* the library-only knobs keep their defaults */
+	assert_int_equal(c->o.credits, 16);
+	rs_server_config_delete(&c);
+
+	write_file(path, "{\"tables\": [{\"name\": \"a\", \"dim\": 8,"
+			 " \"capacity\": 10}, {\"name\": \"a\", \"dim\": 4,"
+			 " \"capacity\": 10}]}");
+	assert_int_equal(rs_server_config_load(&c, path), RS_E_INVAL);
+	assert_null(c);
+	assert_non_null(strstr(rs_errormsg(), "tables[1]"));
+	write_file(path, "{\"workers\": 0}");
+	assert_int_equal(rs_server_config_load(&c, path), RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "workers"));
+	assert_non_null(strstr(rs_errormsg(), "node.json"));
+	assert_true(rs_server_config_load(&c, "/nonexistent/x.json") < 0);
+	assert_int_equal(rs_server_config_load(NULL, path), RS_E_INVAL);
+	/* NULL path: the defaults, like rs_server_config_new() */
+	assert_int_equal(rs_server_config_load(&c, NULL), 0);
+	assert_int_equal(c->o.port, RS_SERVER_DEFAULT_PORT);
+	rs_server_config_delete(&c);
+}
+
+static void opts_copy_is_deep(void **state)
+{
+	struct rs_server_config *c = NULL;
+	struct srv_opts o;
+
+	(void)state;
+	assert_int_equal(rs_server_config_new(&c), 0);
+	assert_int_equal(rs_server_config_set_storage(c, "/p", 0), 0);
+	assert_int_equal(srv_config_to_opts(c, &o), 0);
+	assert_ptr_not_equal(o.pool_path, c->o.pool_path);
+	assert_string_equal(o.pool_path, "/p");
+	rs_server_config_delete(&c);
+	assert_string_equal(o.pool_path, "/p");
+	srv_opts_free(&o);
+	assert_int_equal(srv_config_to_opts(NULL, &o), RS_E_INVAL);
+}
+
+static void spec_fill(struct proto_table_spec *s, const char *name)
+{
+	memset(s, 0, sizeof(*s));
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	s->dim = 24;
+	s->dtype = PROTO_DTYPE_BF16;
+	s->capacity = 123457;
+	optim_params_default(&s->optim, OPTIM_ADAM);
+	s->optim.flags = OPTIM_F_DECOUPLED;
+	s->optim.lr = 0.1f / 3.0f; /* not exact in decimal */
+	s->optim.weight_decay = 1e-7f;
+	init_params_default(&s->init, INIT_NORMAL);
+	s->init.std = 0.3f;
+	s->init.seed = 0xfedcba9876543210ull;
+}
+
+static void catalog_round_trip(void **state)
+{
+	static struct srv_catalog a, b;
+	struct proto_table_spec s1, s2;
+	char pool[128];
+
+	(void)state;
+	snprintf(pool, sizeof(pool), "%s/pool", dir);
+	srv_catalog_init(&a, pool);
+	assert_int_equal(srv_catalog_load(&a), 0); /* no file: empty */
+	assert_int_equal(a.n, 0);
+	spec_fill(&s1, "one");
+	spec_fill(&s2, "two");
+	s2.dtype = PROTO_DTYPE_FP32;
+	optim_params_default(&s2.optim, OPTIM_ROWWISE_ADAGRAD);
+	init_params_default(&s2.init, INIT_CONSTANT);
+	s2.init.value = -2.5f;
+	assert_int_equal(srv_catalog_set(&a, &s1, 0x1234), 0);
+	assert_int_equal(srv_catalog_set(&a, &s2, 0), 0);
+	assert_int_equal(srv_catalog_save(&a), 0);
+
+	srv_catalog_init(&b, pool);
+	assert_int_equal(srv_catalog_load(&b), 0);
+	assert_int_equal(b.n, 2);
+	assert_int_equal(srv_catalog_find(&b, "one"), 0);
+	assert_memory_equal(&b.ent[0].spec, &s1, sizeof(s1));
+	assert_true(b.ent[0].uid == 0x1234);
+	assert_memory_equal(&b.ent[1].spec, &s2, sizeof(s2));
+	assert_true(b.ent[1].uid == 0);
+
+	srv_catalog_remove(&b, "one");
+	assert_int_equal(b.n, 1);
+	assert_int_equal(srv_catalog_find(&b, "one"), -1);
+	assert_int_equal(srv_catalog_find(&b, "two"), 0);
+	assert_int_equal(srv_catalog_save(&b), 0);
+	assert_int_equal(srv_catalog_load(&a), 0);
+	assert_int_equal(a.n, 1);
+
+	/* a DRAM node has no catalog */
+	srv_catalog_init(&a, NULL);
+	assert_int_equal(srv_catalog_save(&a), 0);
+	assert_int_equal(srv_catalog_load(&a), 0);
+}
+
+static void catalog_refuses_garbage(void **state)
+{
+	static struct srv_catalog c;
+	char pool[128], file[160];
+
+	(void)state;
+	snprintf(pool, sizeof(pool), "%s/bad", dir);
+	snprintf(file, sizeof(file), "%s.tables.json", pool);
+	srv_catalog_init(&c, pool);
+	write_file(file, "{not json");
+	assert_int_equal(srv_catalog_load(&c), RS_E_CORRUPT);
+	assert_non_null(strstr(rs_errormsg(), file));
+	write_file(file, "{\"format\": \"recstore-tables\"}");
+	assert_int_equal(srv_catalog_load(&c), RS_E_CORRUPT);
+	write_file(file, "{\"tables\": [{\"uid\": \"zz\", \"spec\": {}}]}");
+	assert_int_equal(srv_catalog_load(&c), RS_E_CORRUPT);
+	assert_non_null(strstr(rs_errormsg(), "entry 0"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(listen_parsing),
+		cmocka_unit_test(setters),
+		cmocka_unit_test(load_maps_the_file),
+		cmocka_unit_test(opts_copy_is_deep),
+		cmocka_unit_test(catalog_round_trip),
+		cmocka_unit_test(catalog_refuses_garbage),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,371 @@
+/*
+ * recstore-ctl - administer memory nodes: create, list and drop tables,
+ * show a node's counters. A thin front end over the client library's
+ * admin calls (include/recstore/client.h: rs_table_create, rs_table_drop,
+ * rs_table_list, rs_node_stats_foreach).
+ *
+ *   recstore-ctl -s ADDR:PORT[,ADDR:PORT...] COMMAND [ARGS]
+ *     create NAME --dim D [--capacity N] [--dtype fp32|fp16|bf16]
+ *            [--optimizer sgd|adagrad|rowwise_adagrad|adam] [--lr X]
+ *            [--eps X] [--beta1 X] [--beta2 X] [--weight-decay X]
+ *            [--decoupled] [--initial-accumulator X]
+ *            [--init zeros|constant|uniform|normal] [--init-value X]
+ *            [--init-a X] [--init-std X] [--seed N]
+ *     list
+ *     drop NAME
+ *     stats
+ *
+ * With several nodes a table is created on / dropped from every node (a
+ * table exists on every node, each holding its share of the keys); list
+ * shows the union; stats prints each node's counters. Exit status: 0, 1
+ * when the operation failed (the node's message is printed), 2 for a bad
+ * command line.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recstore/client.h"
+
+static const char *const dtypes[] = { "fp32", "fp16", "bf16" };
+static const char *const inits[] = { "zeros", "constant", "uniform",
+				     "normal" };
+static const char *const optims[] = { "sgd", "adagrad", "rowwise_adagrad",
+				      "adam" };
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: recstore-ctl -s ADDR:PORT[,ADDR:PORT...] COMMAND\n"
+		"  create NAME --dim D [--capacity N] [--dtype fp32|fp16|bf16]\n"
+		"         [--optimizer sgd|adagrad|rowwise_adagrad|adam] "
+		"[--lr X] [--eps X]\n"
+		"         [--beta1 X] [--beta2 X] [--weight-decay X] "
+		"[--decoupled]\n"
+		"         [--initial-accumulator X] "
+		"[--init zeros|constant|uniform|normal]\n"
+		"         [--init-value X] [--init-a X] [--init-std X] "
+		"[--seed N]\n"
+		"  list\n"
+		"  drop NAME\n"
+		"  stats\n");
+}
+
+static int bad(const char *what, const char *v)
+{
+	fprintf(stderr, "recstore-ctl: %s: bad value '%s'\n", what, v);
+	return 2;
+}
+
+static int pick(const char *const *names, int n, const char *v)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(names[i], v))
+			return i;
+	return -1;
+}
+
+static int parse_float(const char *v, float *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtof(v, &end);
+	return errno || end == v || *end ? -1 : 0;
+}
+
+static int parse_u64(const char *v, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(v, &end, 0);
+	return errno || end == v || *end || *v == '-' ? -1 : 0;
+}
+
+static int fail(const char *what, int ret)
+{
+	const char *m = rs_errormsg();
+
+	fprintf(stderr, "recstore-ctl: %s: %s\n", what,
+		m && *m ? m : rs_strerror(ret));
+	return 1;
+}
+
+/* ---- create ---- */
+
+enum {
+	O_DIM = 1, O_CAP, O_DTYPE, O_OPT, O_LR, O_EPS, O_B1, O_B2, O_WD,
+	O_DEC, O_ACC, O_INIT, O_IVAL, O_IA, O_ISTD, O_SEED
+};
+
+/* Apply one create option to spec; 0 or an exit status. */
+static int create_opt(struct rs_table_spec *s, int o, const char *v)
+{
+	uint64_t u;
+	float *f = NULL;
+	int k;
+
+	switch (o) {
+	case O_DIM:
+		if (parse_u64(v, &u) || !u || u > 65536)
+			return bad("--dim", v);
+		s->dim = (uint32_t)u;
+		return 0;
+	case O_CAP:
+		if (parse_u64(v, &u) || !u)
+			return bad("--capacity", v);
+		s->capacity = u;
+		return 0;
+	case O_DTYPE:
+		if ((k = pick(dtypes, 3, v)) < 0)
+			return bad("--dtype", v);
+		s->dtype = (uint32_t)k;
+		return 0;
+	case O_OPT:
+		if (pick(optims, 4, v) < 0 || rs_table_spec_set_optimizer(s, v))
+			return bad("--optimizer", v);
+		return 0;
+	case O_DEC:
+		s->optim.flags |= 1;
+		return 0;
+	case O_INIT:
+		if ((k = pick(inits, 4, v)) < 0)
+			return bad("--init", v);
+		s->init.kind = (uint32_t)k;
+		return 0;
+	case O_SEED:
+		if (parse_u64(v, &s->init.seed))
+			return bad("--seed", v);
+		return 0;
+	case O_LR: f = &s->optim.lr; break;
+	case O_EPS: f = &s->optim.eps; break;
+	case O_B1: f = &s->optim.beta1; break;
+	case O_B2: f = &s->optim.beta2; break;
+	case O_WD: f = &s->optim.weight_decay; break;
+	case O_ACC: f = &s->optim.initial_accumulator; break;
+	case O_IVAL: f = &s->init.value; break;
+	case O_IA: f = &s->init.a; break;
+	case O_ISTD: f = &s->init.std; break;
+	}
+	if (!f || parse_float(v, f))
+		return bad("option", v);
+	return 0;
+}
+
+/* --optimizer resets the hyper-parameters to its defaults, so it is
+ * applied first; the other options in command-line order. */
+static int cmd_create(struct rs_client *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "dim", required_argument, NULL, O_DIM },
+		{ "capacity", required_argument, NULL, O_CAP },
+		{ "dtype", required_argument, NULL, O_DTYPE },
+		{ "optimizer", required_argument, NULL, O_OPT },
+		{ "lr", required_argument, NULL, O_LR },
+		{ "eps", required_argument, NULL, O_EPS },
+		{ "beta1", required_argument, NULL, O_B1 },
+		{ "beta2", required_argument, NULL, O_B2 },
+		{ "weight-decay", required_argument, NULL, O_WD },
+		{ "decoupled", no_argument, NULL, O_DEC },
+		{ "initial-accumulator", required_argument, NULL, O_ACC },
+		{ "init", required_argument, NULL, O_INIT },
+		{ "init-value", required_argument, NULL, O_IVAL },
+		{ "init-a", required_argument, NULL, O_IA },
+		{ "init-std", required_argument, NULL, O_ISTD },
+		{ "seed", required_argument, NULL, O_SEED },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct { int o; const char *v; } seen[64];
+	struct rs_table_spec s;
+	int n = 0, o, ret;
+
+	if (argc < 2 || argv[1][0] == '-') {
+		usage(stderr);
+		return 2;
+	}
+	if (rs_table_spec_init(&s, argv[1], 1))
+		return fail("create", RS_E_INVAL);
+	s.dim = 0;
+	optind = 2;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (o == '?' || n == 64) {
+			usage(stderr);
+			return 2;
+		}
+		seen[n].o = o;
+		seen[n++].v = optarg;
+	}
+	if (optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	for (int i = 0; i < n; i++)
+		if (seen[i].o == O_OPT && (ret = create_opt(&s, O_OPT,
+							    seen[i].v)))
+			return ret;
+	for (int i = 0; i < n; i++)
+		if (seen[i].o != O_OPT &&
+		    (ret = create_opt(&s, seen[i].o, seen[i].v)))
+			return ret;
+	if (!s.dim) {
+		fprintf(stderr, "recstore-ctl: create: --dim is required\n");
+		return 2;
+	}
+	ret = rs_table_create(c, &s);
+	if (ret)
+		return fail("create", ret);
+	printf("created table '%s': dim %u, %s, capacity %" PRIu64
+	       " per node, optimizer %s (lr %g), init %s\n", s.name, s.dim,
+	       dtypes[s.dtype], s.capacity, optims[s.optim.kind],
+	       (double)s.optim.lr, inits[s.init.kind]);
+	return 0;
+}
+
+/* ---- list / drop / stats ---- */
+
+static int cmd_list(struct rs_client *c)
+{
+	struct rs_table_info *t = NULL, *g;
+	size_t cap = 64;
+	int n;
+
+	for (;;) {
+		g = realloc(t, cap * sizeof(*t));
+		if (!g) {
+			free(t);
+			return fail("list", -ENOMEM);
+		}
+		t = g;
+		n = rs_table_list(c, t, cap);
+		if (n < 0 || (size_t)n <= cap)
+			break;
+		cap = (size_t)n;
+	}
+	if (n < 0) {
+		free(t);
+		return fail("list", n);
+	}
+	printf("%-24s %6s %5s %16s %12s %-16s %s\n", "NAME", "DIM", "DTYPE",
+	       "ROWS", "CAPACITY", "OPTIMIZER", "LR");
+	for (int i = 0; i < n; i++)
+		printf("%-24s %6u %5s %16" PRIu64 " %12" PRIu64 " %-16s %g\n",
+		       t[i].spec.name, t[i].spec.dim,
+		       t[i].spec.dtype < 3 ? dtypes[t[i].spec.dtype] : "?",
+		       t[i].rows, t[i].capacity,
+		       t[i].spec.optim.kind < 4 ? optims[t[i].spec.optim.kind]
+						: "?",
+		       (double)t[i].spec.optim.lr);
+	free(t);
+	return 0;
+}
+
+static int cmd_drop(struct rs_client *c, int argc, char **argv)
+{
+	int ret;
+
+	if (argc != 2) {
+		usage(stderr);
+		return 2;
+	}
+	ret = rs_table_drop(c, argv[1]);
+	if (ret)
+		return fail("drop", ret);
+	printf("dropped table '%s'\n", argv[1]);
+	return 0;
+}
+
+static int print_stat(void *arg, const char *table, const char *key,
+		      uint64_t v)
+{
+	(void)arg;
+	if (table)
+		printf("  %s.%s %" PRIu64 "\n", table, key, v);
+	else
+		printf("  %s %" PRIu64 "\n", key, v);
+	return 0;
+}
+
+static int cmd_stats(struct rs_client *c)
+{
+	for (unsigned k = 0; k < rs_client_node_count(c); k++) {
+		int ret;
+
+		printf("node %s\n", rs_client_node_name(c, k));
+		ret = rs_node_stats_foreach(c, k, print_stat, NULL);
+		if (ret)
+			return fail("stats", ret);
+	}
+	return 0;
+}
+
+/* ---- main ---- */
+
+static int connect_nodes(const char *nodes, struct rs_client **c)
+{
+	struct rs_client_config *cfg;
+	int ret;
+
+	ret = rs_client_config_new(&cfg);
+	if (!ret)
+		ret = rs_client_config_set_nodes(cfg, nodes);
+	if (!ret)
+		ret = rs_client_config_set_cache_entries(cfg, 0);
+	if (!ret)
+		ret = rs_client_config_set_async_threads(cfg, 0);
+	if (!ret)
+		ret = rs_client_config_set_conns_per_node(cfg, 1);
+	if (!ret)
+		ret = rs_client_open(c, cfg);
+	rs_client_config_delete(&cfg);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	const char *nodes = NULL, *cmd;
+	struct rs_client *c = NULL;
+	int i = 1, ret;
+
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "-s") && i + 1 < argc) {
+			nodes = argv[++i];
+		} else if (!strncmp(argv[i], "--server=", 9)) {
+			nodes = argv[i] + 9;
+		} else if (!strcmp(argv[i], "-h") ||
+			   !strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return 0;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!nodes || i >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	cmd = argv[i];
+	if (strcmp(cmd, "create") && strcmp(cmd, "list") &&
+	    strcmp(cmd, "drop") && strcmp(cmd, "stats")) {
+		fprintf(stderr, "recstore-ctl: unknown command '%s'\n", cmd);
+		usage(stderr);
+		return 2;
+	}
+	ret = connect_nodes(nodes, &c);
+	if (ret)
+		return fail(nodes, ret);
+	if (!strcmp(cmd, "create"))
+		ret = cmd_create(c, argc - i, argv + i);
+	else if (!strcmp(cmd, "list"))
+		ret = argc - i == 1 ? cmd_list(c) : (usage(stderr), 2);
+	else if (!strcmp(cmd, "drop"))
+		ret = cmd_drop(c, argc - i, argv + i);
+	else
+		ret = argc - i == 1 ? cmd_stats(c) : (usage(stderr), 2);
+	rs_client_close(&c);
+	return ret;
+}
