@@ -78,6 +78,17 @@ void srv_log(const char *fmt, ...)
 	fprintf(stderr, "recstore-server: %s\n", line);
 }
 
+int srv_err(int code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return rs_seterr(code, "%s", msg);
+}
+
 int srv_scratch(void **buf, size_t *cap, size_t bytes)
 {
 	void *p;
@@ -657,7 +668,7 @@ static int open_listener(struct rs_server *s)
 	la.max_conns = s->o.max_conns;
 	ret = rv_listen(s->dev, s->o.listen_ip, s->o.port, &la, &s->l);
 	if (ret)
-		return rs_seterr(ret, "listen on %s:%u: %s", s->o.listen_ip,
+		return srv_err(ret, "listen on %s:%u: %s", s->o.listen_ip,
 				 s->o.port, rs_errormsg());
 	snprintf(s->listen_addr, sizeof(s->listen_addr), "%s:%u",
 		 s->o.listen_ip, rv_listener_port(s->l));
@@ -673,13 +684,13 @@ static int open_trace(struct rs_server *s)
 		if (ret == RS_E_EXISTS)
 			return 0; /* the process traces already */
 		if (ret)
-			return rs_seterr(ret, "trace: %s", rs_errormsg());
+			return srv_err(ret, "trace: %s", rs_errormsg());
 		s->trace_opened = true;
 		return 0;
 	}
 	ret = trace_open_env();
 	if (ret < 0)
-		return rs_seterr(ret, "RS_TRACE: %s", rs_errormsg());
+		return srv_err(ret, "RS_TRACE: %s", rs_errormsg());
 	s->trace_opened = ret == 1;
 	return 0;
 }

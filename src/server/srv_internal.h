@@ -163,6 +163,7 @@ struct srv_tables {
 	struct rs_server *srv;		/* for metrics and the log */
 	struct srv_numa *numa;
 	struct srv_catalog *cat;	/* file pools: table specs */
+	const char *pool_path;		/* NULL: DRAM (points into opts) */
 	bool file_backed;
 	double index_load;
 	struct proto_limits limits;
@@ -318,6 +319,11 @@ struct rs_server {
 	bool wake_thr_started;
 	atomic_bool wake_thr_done;
 };
+
+/* rs_seterr() for messages built from rs_errormsg() (which rs_seterr
+ * would overwrite while reading it): formats into a local buffer first. */
+int srv_err(int code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* Log a line to stderr: "recstore-server: ..." */
 void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -110,11 +110,11 @@ int srv_opts_validate(const struct srv_opts *o)
 				 o->index_load);
 	ret = proto_limits_validate(&o->limits);
 	if (ret)
-		return rs_seterr(ret, "limits: %s", rs_errormsg());
+		return srv_err(ret, "limits: %s", rs_errormsg());
 	for (size_t i = 0; i < o->ntables; i++) {
 		ret = proto_table_spec_validate(&o->tables[i], &o->limits);
 		if (ret)
-			return rs_seterr(ret, "tables[%zu]: %s", i,
+			return srv_err(ret, "tables[%zu]: %s", i,
 					 rs_errormsg());
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(o->tables[i].name, o->tables[j].name))

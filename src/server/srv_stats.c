@@ -228,7 +228,7 @@ int srv_metrics_init(struct rs_server *s)
 	if (!ret)
 		ret = register_node(s);
 	if (ret)
-		return rs_seterr(ret, "metrics: %s", rs_errormsg());
+		return srv_err(ret, "metrics: %s", rs_errormsg());
 	return 0;
 }
 
@@ -242,7 +242,7 @@ int srv_metrics_serve(struct rs_server *s)
 	ret = metrics_http_start(s->m.reg, addr, (uint16_t)s->o.metrics_port,
 				 &s->m.http);
 	if (ret)
-		return rs_seterr(ret, "metrics_port %u: %s", s->o.metrics_port,
+		return srv_err(ret, "metrics_port %u: %s", s->o.metrics_port,
 				 rs_errormsg());
 	return 0;
 }

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <time.h>
 
@@ -98,9 +99,10 @@ static int table_register(struct srv_tables *r, struct srv_table *t)
 				 "has no on-demand paging); put the pool on "
 				 "devdax (/dev/daxN.M) or use DRAM storage",
 				 t->spec.name, rd.len,
-				 r->cat ? r->cat->path : "?", strerror(-ret));
+				 r->pool_path ? r->pool_path : "?",
+				 strerror(-ret));
 	if (ret)
-		return rs_seterr(ret, "table '%s': registering %zu bytes for "
+		return srv_err(ret, "table '%s': registering %zu bytes for "
 				 "RDMA READ: %s", t->spec.name, rd.len,
 				 rs_errormsg());
 	atomic_fetch_add(&r->registered_bytes, rd.len);
@@ -221,7 +223,7 @@ int srv_table_create(struct srv_tables *r, const struct proto_table_spec *s,
 		srv_numa_mem_leave(r->numa);
 	if (ret) {
 		if (ret == RS_E_FULL)
-			rs_seterr(ret, "table '%s': %s", s->name,
+			srv_err(ret, "table '%s': %s", s->name,
 				  rs_errormsg());
 		goto forget;
 	}
@@ -278,7 +280,7 @@ int srv_table_drop(struct srv_tables *r, const char *name)
 	}
 	pthread_mutex_unlock(&r->admin);
 	if (ret)
-		return rs_seterr(ret, "table '%s': slab drop failed: %s", name,
+		return srv_err(ret, "table '%s': slab drop failed: %s", name,
 				 rs_errormsg());
 	return 0;
 }
@@ -455,7 +457,7 @@ int srv_tables_apply_config(struct srv_tables *r, const struct srv_opts *o)
 			continue; /* recovered and checked */
 		ret = srv_table_create(r, &o->tables[i], NULL);
 		if (ret)
-			return rs_seterr(ret, "tables[%zu] ('%s'): %s", i,
+			return srv_err(ret, "tables[%zu] ('%s'): %s", i,
 					 o->tables[i].name, rs_errormsg());
 	}
 	return 0;
@@ -479,6 +481,7 @@ int srv_tables_open(struct srv_tables *r, struct rs_server *s,
 	r->index_load = o->index_load;
 	r->limits = o->limits;
 	r->file_backed = o->pool_path != NULL;
+	r->pool_path = o->pool_path;
 	if (getrandom(&g0, sizeof(g0), 0) != (ssize_t)sizeof(g0))
 		g0 = (uint64_t)time(NULL) << 20;
 	atomic_init(&r->dir_gen, (g0 >> 1) + 1);
@@ -502,9 +505,15 @@ int srv_tables_open(struct srv_tables *r, struct rs_server *s,
 	if (mem > 0)
 		srv_numa_mem_leave(r->numa);
 	if (ret) {
-		ret = rs_seterr(ret, "storage: %s: %s",
-				o->pool_path ? o->pool_path : "DRAM pool",
-				rs_errormsg());
+		struct stat sb;
+		bool chr = o->pool_path && !stat(o->pool_path, &sb) &&
+			   S_ISCHR(sb.st_mode);
+
+		ret = srv_err(ret, "storage: %s%s", rs_errormsg(),
+			      chr && ret == RS_E_CORRUPT ?
+				      " (a device dax holds no pool until "
+				      "one is formatted on it: the slab "
+				      "store cannot format devices yet)" : "");
 		goto free_cat;
 	}
 	ret = tables_recover(r, o);
