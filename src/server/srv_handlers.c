@@ -33,7 +33,10 @@
  * version odd, payload written, checksum, version even), so a one-sided
  * reader never accepts a torn row; every duplicate gets its key's status.
  * With PROTO_KF_CREATE a missing key is first created from the table's
- * initializer (state from optim_init_state) and then updated.
+ * initializer (state from optim_init_state) and then updated. A key whose
+ * (summed) gradient, or PUT value, holds a NaN or an infinity is refused
+ * with RS_E_INVAL and left untouched: one bad element would poison the row
+ * and the optimizer state for good.
  *
  * Replies. GET and GET_OR_INIT are written in place into the connection's
  * send slot (zero copy: rows land in the registered send buffer); the other
@@ -53,6 +56,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -111,6 +115,7 @@ static unsigned rt_of(uint8_t op)
 static int slot_get(struct req *r, void **buf)
 {
 	int waited = 0, cap;
+	uint32_t rmax;
 
 	/* wait in short steps, so that once the conn is declared dead (by
 	 * another worker's timeout, or a disconnect) nobody waits on */
@@ -128,8 +133,9 @@ static int slot_get(struct req *r, void **buf)
 		srv_conn_kill(r->c, cap);
 		return cap;
 	}
-	if (r->c->reply_max && (uint32_t)cap > r->c->reply_max)
-		cap = (int)r->c->reply_max;
+	rmax = atomic_load_explicit(&r->c->reply_max, memory_order_relaxed);
+	if (rmax && (uint32_t)cap > rmax)
+		cap = (int)rmax;
 	return cap;
 }
 
@@ -205,12 +211,13 @@ static void do_hello(struct req *r)
 {
 	const struct proto_hello_req *h = &r->m.u.hello_req;
 	struct proto_hello_reply rep;
+	uint32_t rmax = atomic_load(&r->c->reply_max);
 	void *buf;
 	int cap, len;
 
 	if (h->recv_bytes >= PROTO_MIN_MESSAGE_BYTES &&
-	    (!r->c->reply_max || h->recv_bytes < r->c->reply_max))
-		r->c->reply_max = h->recv_bytes;
+	    (!rmax || h->recv_bytes < rmax))
+		atomic_store(&r->c->reply_max, h->recv_bytes);
 	if (h->name[0])
 		snprintf(r->c->peer, sizeof(r->c->peer), "%s", h->name);
 	memset(&rep, 0, sizeof(rep));
@@ -522,8 +529,8 @@ static void reply_statuses(struct req *r, const int32_t *st, uint32_t n)
 static bool statuses_fit(struct req *r, uint32_t n)
 {
 	size_t need = proto_keys_reply_bytes(r->op, n, 0, 0);
-	uint32_t cap = r->c->reply_max ? r->c->reply_max
-				       : rv_conn_msg_max(r->c->rc);
+	uint32_t rmax = atomic_load(&r->c->reply_max);
+	uint32_t cap = rmax ? rmax : rv_conn_msg_max(r->c->rc);
 
 	if (need <= cap)
 		return true;
@@ -531,6 +538,16 @@ static bool statuses_fit(struct req *r, uint32_t n)
 		    "bytes, the client receives %u: split the batch", n, need,
 		    cap);
 	return false;
+}
+
+/* Gradients and values must be finite: a NaN or infinity would poison
+ * the row (and, through Adagrad / Adam state, every later step). */
+static bool all_finite(const float *v, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (!isfinite(v[i]))
+			return false;
+	return true;
 }
 
 /* One optimizer step on key with gradient g; status. */
@@ -544,6 +561,8 @@ static int32_t update_one(struct req *r, struct srv_table *t, uint64_t key,
 	uint64_t a0;
 	int ret;
 
+	if (!all_finite(g, t->spec.dim))
+		return RS_E_INVAL;
 	ret = slab_write_begin(t->st, key, &wr);
 	for (int tries = 0; ret == RS_E_NOTFOUND && create && tries < 4;
 	     tries++) {
@@ -632,6 +651,10 @@ static void do_put(struct req *r, struct srv_table *t)
 		bool created = false;
 		int ret;
 
+		if (!all_finite(row, dim)) {
+			st[i] = RS_E_INVAL;
+			continue;
+		}
 		if (!state_ready) {
 			optim_init_state(&t->spec.optim, w->state, dim);
 			state_ready = true;

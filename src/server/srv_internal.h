@@ -203,7 +203,7 @@ struct srv_conn {
 	atomic_bool dead;	/* to be closed by the run thread */
 	bool delivered;		/* rv reported it CONNECTED */
 	bool is_wake;		/* the node's own wake connection */
-	uint32_t reply_max;	/* the peer's receive buffer size */
+	_Atomic uint32_t reply_max; /* the peer's receive buffer size */
 	char peer[PROTO_NAME_MAX + 1];
 	struct srv_conn *next, *prev;
 };

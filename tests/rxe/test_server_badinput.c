@@ -10,6 +10,8 @@
  * connection must stay usable, and a second, well-behaved client must be
  * served correctly the whole time (a thread doing PUT + GET + verify).
  */
+#include <math.h>
+
 #include "server_harness.h"
 
 #define HDR PROTO_HDR_BYTES
@@ -250,6 +252,28 @@ static void semantic_cases(const struct proto_table_info *t,
 	expect_code(b, len, RS_E_STALE, "stale generation (PUT)");
 	len = enc_get(b, wide, 2000, PROTO_OP_GET);
 	expect_code(b, len, RS_E_TOOBIG, "reply over the client buffer");
+
+	/* non-finite gradients and values: refused per key, rows intact */
+	{
+		uint64_t k2[2] = { 1, 2 };
+		float g[8] = { 0, 0, 0, 0, 0, NAN, 0, 0 }, out[8];
+		float v[8] = { 7, 7, 7, 7, INFINITY, 1, 1, 1 };
+		int32_t st[2];
+
+		SV_OK(sv_keys(&bad, PROTO_OP_GET, t, k2, 2, NULL, 0, st, out));
+		SV_OK(sv_keys(&bad, PROTO_OP_UPDATE, t, k2, 2, g, 0, st,
+			      NULL));
+		SV_CHECK(st[0] == 0 && st[1] == RS_E_INVAL,
+			 "NaN gradient: statuses %d %d", st[0], st[1]);
+		SV_OK(sv_keys(&bad, PROTO_OP_PUT, t, k2, 2, v, 0, st, NULL));
+		SV_CHECK(st[0] == 0 && st[1] == RS_E_INVAL,
+			 "infinite value: statuses %d %d", st[0], st[1]);
+		SV_OK(sv_keys(&bad, PROTO_OP_GET, t, &k2[1], 1, NULL, 0, st,
+			      g));
+		SV_CHECK(!memcmp(g, &out[4], 16), "refused key changed");
+		printf("  %-28s -> per-key %s, row untouched\n",
+		       "NaN gradient / inf value", rs_strerror(RS_E_INVAL));
+	}
 
 	sv_spec(&s, "t", 4, OPTIM_SGD);
 	sv_hdr(&bad, &h);

@@ -277,16 +277,21 @@ static double self_cpu(void)
 	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 }
 
-/* Start a node on ip:0; its address into addr. */
-static void start_node(struct proc *p, const char *ip, char *addr,
-		       size_t len)
+/* Start a node on ip:0 (with config file cfg, or none); its address into
+ * addr. */
+static void start_node_cfg(struct proc *p, const char *ip, const char *cfg,
+			   char *addr, size_t len)
 {
 	char listen[80], line[512];
 	const char *at;
 
 	snprintf(listen, sizeof(listen), "%s:0", ip);
-	start(p, (const char *[]){ "--listen", listen, "--workers", "2",
-				   NULL });
+	if (cfg)
+		start(p, (const char *[]){ "-c", cfg, "--listen", listen,
+					   NULL });
+	else
+		start(p, (const char *[]){ "--listen", listen, "--workers",
+					   "2", NULL });
 	if (!fgets(line, sizeof(line), p->out))
 		sv_die("the node printed nothing");
 	line[strcspn(line, "\n")] = '\0';
@@ -294,6 +299,12 @@ static void start_node(struct proc *p, const char *ip, char *addr,
 	SV_CHECK(at == line, "first line: %s", line);
 	snprintf(addr, len, "%.120s", line + strlen("recstore-server: listening "
 						"on "));
+}
+
+static void start_node(struct proc *p, const char *ip, char *addr,
+		       size_t len)
+{
+	start_node_cfg(p, ip, NULL, addr, len);
 }
 
 static void stop_node(struct proc *p, int sig)
@@ -359,8 +370,26 @@ static void idle_case(const char *ip)
 	stop_node(&p, SIGTERM); /* with the client connected */
 	sv_cli_close(&k);
 
-	start_node(&p, ip, addr, sizeof(addr));
-	stop_node(&p, SIGINT);
+	/* tables from the config file exist when the node listens */
+	{
+		char dir[] = "/tmp/rs-tool-XXXXXX", path[64];
+
+		SV_CHECK(mkdtemp(dir), "mkdtemp");
+		snprintf(path, sizeof(path), "%s/node.json", dir);
+		write_file(path, "{\"name\": \"cfg-node\", \"workers\": 3,"
+				 " \"tables\": [{\"name\": \"from_config\","
+				 " \"dim\": 4, \"capacity\": 100, "
+				 "\"optimizer\": {\"type\": \"rowwise_adagrad\","
+				 " \"lr\": 0.25}}]}");
+		start_node_cfg(&p, ip, path, addr, sizeof(addr));
+		ctl_expect((const char *[]){ "-s", addr, "list", NULL }, 0,
+			   "from_config");
+		ctl_expect((const char *[]){ "-s", addr, "stats", NULL }, 0,
+			   "workers 3");
+		stop_node(&p, SIGINT);
+		unlink(path);
+		rmdir(dir);
+	}
 }
 
 int main(void)
