@@ -42,6 +42,7 @@ tool() {
 	else echo "$build/$1"; fi
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print 0 }'; }
+least() { sort -g | head -1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 res() { awk -v k="$1" '$1 == "result" && $2 == k { print $3 }' "$2"; }
 
@@ -80,6 +81,8 @@ for r in $(seq "$reps"); do
 	echo "$(ratio "$c" "$l")" >>"$tmp/rc"
 	echo "$(ratio "$p" "$l")" >>"$tmp/rp"
 	echo "$l" >>"$tmp/lat"
+	echo "$w" >>"$tmp/warm"
+	echo "$c" >>"$tmp/cold"
 done
 say "== batched: ib_read_bw -s $row vs recstore-bench gets"
 bw1=$(perf ib_read_bw -s "$row" -n 20000 | awk '{ print $5 }')
@@ -100,6 +103,10 @@ say "ib_read_lat t_typical median $(median <"$tmp/lat") us; ib_read_bw $bw1 / $b
 say "ratio single_warm_p50/ib_read_lat $(median <"$tmp/rw") (median of $reps; aim <= 1.2)"
 say "ratio single_cold_p50/ib_read_lat $(median <"$tmp/rc") (median of $reps; aim <= 2.2)"
 say "ratio single_rpc_p50/ib_read_lat $(median <"$tmp/rp")"
+# TCG timing is bimodal (runs land in a fast or a slow mode); the best p50
+# of each tool over the reps compares like with like.
+say "ratio best_warm_p50/best_ib_read_lat $(ratio "$(least <"$tmp/warm")" "$(least <"$tmp/lat")")"
+say "ratio best_cold_p50/best_ib_read_lat $(ratio "$(least <"$tmp/cold")" "$(least <"$tmp/lat")")"
 say "ratio batched_get/ib_read_bw $(ratio "$(res get_keys_per_s "$tmp/batch")" "$bw") (aim >= 0.8)"
 say "ratio batched_get_rpc/ib_read_bw $(ratio "$(res get_rpc_keys_per_s "$tmp/batch")" "$bw")"
 say "server CPU, one-sided gets: $(res get_server_cpu_pct "$tmp/batch")% of a core, $(res get_server_cpu_s_per_mkeys "$tmp/batch") s per M keys"

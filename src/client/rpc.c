@@ -502,6 +502,10 @@ int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 			   .sampled = sampled };
 	int ret;
 
+	struct trace_event ev = { .trace_id = trace_id, .stage = "client.build",
+				  .batch = (uint32_t)m,
+				  .start_us = trace_now_us() };
+
 	r.nodes = calloc(c->nnodes, sizeof(*r.nodes));
 	if (!r.nodes) {
 		ret = rs_seterr(-ENOMEM, "rpc: out of memory");
@@ -514,7 +518,14 @@ int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 		ret = group(&r, false);
 	if (ret)
 		goto out;
+	if (sampled) {
+		trace_end(&ev);
+		ev.stage = "client.wait"; /* requests out, replies in */
+		ev.start_us = trace_now_us();
+	}
 	exchange(&r);
+	if (sampled)
+		trace_end(&ev);
 	if (r.stale) {
 		/* The table changed under us: refresh and resend once. */
 		for (size_t t = 0; t < r.ntabs; t++)

@@ -1,0 +1,235 @@
+/*
+ * test_client_basic.c - the client against one in-process memory node over
+ * rxe: put/get by one-sided READ, by RPC and with the cache bypassed agree;
+ * missing keys say so; get-or-init creates from the initializer; a deleted
+ * then re-put key is re-resolved (never stale data from the location
+ * cache); a batch far above the QP's outstanding-READ bound; fp16 rows
+ * come back as fp32; async gets overlap; list, stats, drop.
+ */
+#include <math.h>
+
+#include "client_harness.h"
+
+#define DIM 32
+#define N 3000 /* > any rxe max_qp_rd_atom: the batch is pipelined */
+
+static float val(uint64_t key, unsigned e, unsigned gen)
+{
+	return (float)((key * 7 + e * 3 + gen * 1000) % 4096) / 16.0f;
+}
+
+static void fill(float *rows, const uint64_t *keys, size_t n, unsigned gen)
+{
+	for (size_t i = 0; i < n; i++)
+		for (unsigned e = 0; e < DIM; e++)
+			rows[i * DIM + e] = val(keys[i], e, gen);
+}
+
+static void expect_rows(const float *rows, const int *st,
+			const uint64_t *keys, size_t n, unsigned gen,
+			const char *what)
+{
+	for (size_t i = 0; i < n; i++) {
+		H_CHECK(st[i] == RS_KEY_FOUND, "%s: key %llu status %d", what,
+			(unsigned long long)keys[i], st[i]);
+		for (unsigned e = 0; e < DIM; e++)
+			H_CHECK(rows[i * DIM + e] == val(keys[i], e, gen),
+				"%s: key %llu elem %u: %g != %g", what,
+				(unsigned long long)keys[i], e,
+				rows[i * DIM + e], val(keys[i], e, gen));
+	}
+}
+
+static void put_get(struct rs_client *c, struct rs_table *t)
+{
+	static uint64_t keys[N];
+	static float rows[N * DIM];
+	static int st[N];
+	struct rs_client_stats s0, s1;
+	static const unsigned flags[] = { 0, 0, RS_F_NOCACHE, RS_F_RPC };
+
+	for (size_t i = 0; i < N; i++)
+		keys[i] = i * 1000003ull + 17;
+	fill(rows, keys, N, 1);
+	H_CHECK(rs_put(t, keys, N, rows, st, 0) == N, "put");
+	for (size_t f = 0; f < 4; f++) {
+		rs_client_get_stats(c, &s0);
+		memset(rows, 0, sizeof(rows));
+		H_CHECK(rs_get(t, keys, N, rows, st, flags[f]) == N,
+			"get flags %u", flags[f]);
+		expect_rows(rows, st, keys, N, 1, "get");
+		rs_client_get_stats(c, &s1);
+		if (flags[f] & RS_F_RPC)
+			H_CHECK(s1.rpc_keys - s0.rpc_keys == N, "rpc keys");
+		else
+			H_CHECK(s1.onesided_keys - s0.onesided_keys == N,
+				"one-sided keys");
+		if (f == 1) /* second plain get: all from the cache */
+			H_CHECK(s1.cache_hits - s0.cache_hits == N &&
+					s1.reads_posted - s0.reads_posted == N,
+				"hot keys take one READ (%llu hits, %llu "
+				"reads)",
+				(unsigned long long)(s1.cache_hits -
+						     s0.cache_hits),
+				(unsigned long long)(s1.reads_posted -
+						     s0.reads_posted));
+	}
+	printf("put/get: %d keys by READ, cached READ, cold READ, RPC: ok\n",
+	       N);
+}
+
+static void missing_and_init(struct rs_table *t)
+{
+	uint64_t keys[3] = { 999999999, 17, 888888888 };
+	float rows[3 * DIM];
+	int st[3];
+
+	H_CHECK(rs_get(t, keys, 3, rows, st, 0) == 1, "get missing");
+	H_CHECK(st[0] == RS_KEY_MISSING && st[1] == RS_KEY_FOUND &&
+			st[2] == RS_KEY_MISSING,
+		"statuses %d %d %d", st[0], st[1], st[2]);
+	H_CHECK(rs_get(t, keys, 3, rows, st, RS_F_RPC) == 1, "rpc missing");
+	H_CHECK(st[0] == RS_KEY_MISSING && st[2] == RS_KEY_MISSING, "rpc st");
+	H_CHECK(rs_get_or_init(t, keys, 3, rows, st, 0) == 3, "init");
+	H_CHECK(st[0] == RS_KEY_CREATED && st[1] == RS_KEY_FOUND &&
+			st[2] == RS_KEY_CREATED,
+		"init statuses %d %d %d", st[0], st[1], st[2]);
+	for (unsigned e = 0; e < DIM; e++)
+		H_CHECK(rows[e] == 0.0f, "zeros initializer");
+	H_CHECK(rs_get(t, keys, 3, rows, st, 0) == 3, "get created");
+	printf("missing keys and get-or-init: ok\n");
+}
+
+static void delete_reput(struct rs_client *c, struct rs_table *t)
+{
+	uint64_t keys[64];
+	float rows[64 * DIM];
+	int st[64];
+	struct rs_client_stats s0, s1;
+
+	for (size_t i = 0; i < 64; i++)
+		keys[i] = (1ull << 40) + i;
+	fill(rows, keys, 64, 2);
+	H_CHECK(rs_put(t, keys, 64, rows, st, 0) == 64, "put");
+	H_CHECK(rs_get(t, keys, 64, rows, st, 0) == 64, "get (caches)");
+	expect_rows(rows, st, keys, 64, 2, "before delete");
+	H_CHECK(rs_delete(t, keys, 32, st, 0) == 32, "delete");
+	rs_client_get_stats(c, &s0);
+	H_CHECK(rs_get(t, keys, 64, rows, st, 0) == 32, "get after delete");
+	for (size_t i = 0; i < 32; i++)
+		H_CHECK(st[i] == RS_KEY_MISSING, "deleted key %zu: %d", i,
+			st[i]);
+	rs_client_get_stats(c, &s1);
+	H_CHECK(s1.stale_locations - s0.stale_locations >= 32,
+		"stale cache entries detected by the row header");
+	/* Re-put with new values, interleaved with other new keys so the
+	 * freed slots get reused by other keys too. */
+	for (size_t i = 0; i < 32; i++)
+		keys[32 + i] = (1ull << 41) + i;
+	fill(rows, keys, 64, 3);
+	H_CHECK(rs_put(t, keys + 32, 32, rows + 32 * DIM, st, 0) == 32, "p2");
+	H_CHECK(rs_put(t, keys, 32, rows, st, 0) == 32, "re-put");
+	for (int round = 0; round < 2; round++) {
+		memset(rows, 0, sizeof(rows));
+		H_CHECK(rs_get(t, keys, 64, rows, st, 0) == 64, "get re-put");
+		expect_rows(rows, st, keys, 64, 3, "after re-put");
+	}
+	printf("delete + re-put through the location cache: ok\n");
+}
+
+static void half_precision(struct rs_client *c, const char *name,
+			   uint32_t dtype)
+{
+	struct rs_table *t = h_table(c, name, DIM, "sgd", dtype, 1024);
+	uint64_t keys[16];
+	float rows[16 * DIM], back[16 * DIM];
+	int st[16];
+
+	for (size_t i = 0; i < 16; i++)
+		keys[i] = i;
+	for (size_t i = 0; i < 16 * DIM; i++)
+		rows[i] = (float)(i % 64) / 4.0f; /* exact in fp16 and bf16 */
+	H_CHECK(rs_put(t, keys, 16, rows, st, 0) == 16, "put %s", name);
+	for (int f = 0; f < 2; f++) {
+		H_CHECK(rs_get(t, keys, 16, back, st, f ? RS_F_RPC : 0) == 16,
+			"get %s", name);
+		H_CHECK(!memcmp(rows, back, sizeof(rows)), "%s round trip",
+			name);
+	}
+	printf("%s table: ok\n", name);
+}
+
+static void async_overlap(struct rs_table *t)
+{
+	static uint64_t keys[4][500];
+	static float rows[4][500 * DIM];
+	static int st[4][500];
+	struct rs_op *op[4];
+	int done = 0;
+
+	for (int b = 0; b < 4; b++) {
+		for (size_t i = 0; i < 500; i++)
+			keys[b][i] = (b * 500 + i) * 1000003ull + 17;
+		H_OK(rs_get_async(t, keys[b], 500, rows[b], st[b], 0, &op[b]));
+	}
+	/* "compute" while the batches fly */
+	for (volatile int spin = 0; spin < 1000000; spin++)
+		;
+	for (int b = 0; b < 4; b++) {
+		done += rs_op_test(op[b]) == 1;
+		H_CHECK(rs_op_wait(&op[b]) == 500 && !op[b], "async %d", b);
+		expect_rows(rows[b], st[b], keys[b], 500, 1, "async");
+	}
+	printf("async gets: ok (%d finished before the wait)\n", done);
+}
+
+static void admin(struct rs_client *c)
+{
+	struct rs_table_info info[8];
+	struct rs_node_stats ns;
+	int n;
+
+	H_OK(rs_node_get_stats(c, 0, &ns));
+	n = rs_table_list(c, info, 8);
+
+	H_CHECK(n == 3, "three tables listed, got %d", n);
+	H_CHECK(!strcmp(info[0].spec.name, "basic") &&
+			!strcmp(info[1].spec.name, "bhalfs") &&
+			!strcmp(info[2].spec.name, "halfs") &&
+			info[2].spec.dtype == RS_DTYPE_FP16 &&
+			info[0].spec.dim == DIM && info[0].rows > N,
+		"list content (rows %llu)",
+		(unsigned long long)info[0].rows);
+	H_CHECK(ns.rpc_requests > 0 && ns.tables == 3,
+		"node stats: %llu requests, %llu tables",
+		(unsigned long long)ns.rpc_requests,
+		(unsigned long long)ns.tables);
+	H_OK(rs_table_drop(c, "halfs"));
+	H_CHECK(rs_table_drop(c, "halfs") == RS_E_NOTFOUND, "drop twice");
+	H_CHECK(rs_table_list(c, info, 8) == 2, "two tables left");
+	printf("list/stats/drop: ok\n");
+}
+
+int main(void)
+{
+	struct harness h;
+	struct rs_client *c;
+	struct rs_table *t;
+
+	h_start(&h, 1);
+	c = h_client(&h);
+	t = h_table(c, "basic", DIM, "sgd", RS_DTYPE_FP32, 16384);
+	H_CHECK(rs_table_dim(t) == DIM, "dim");
+	put_get(c, t);
+	missing_and_init(t);
+	delete_reput(c, t);
+	half_precision(c, "halfs", RS_DTYPE_FP16);
+	half_precision(c, "bhalfs", RS_DTYPE_BF16);
+	async_overlap(t);
+	admin(c);
+	rs_client_close(&c);
+	H_CHECK(c == NULL, "close clears the handle");
+	h_stop(&h);
+	printf("1 passed, 0 failed\n");
+	return 0;
+}

@@ -1,0 +1,69 @@
+/*
+ * test_client_multinode.c - several memory nodes (RS_RDMA_IP plus the
+ * addresses of RS_RDMA_IPS, all on one rxe device). Keys written through a
+ * client of all nodes spread over them as the ring says; every key is
+ * found on the node the ring names, and ONLY there: checked with one
+ * direct single-node client per node (its ring sends every key to that one
+ * node, so its GET RPC asks exactly that node). Gets that span nodes run
+ * in parallel and agree with the RPC path.
+ */
+#include "client_harness.h"
+
+#define DIM 8
+#define N 2000
+#define NODES 3
+
+int main(void)
+{
+	struct harness h;
+	struct rs_client *c, *direct[NODES];
+	struct rs_table *t, *td[NODES];
+	static uint64_t keys[N];
+	static float rows[N * DIM], back[N * DIM];
+	static int st[N];
+	size_t per[NODES] = { 0 };
+
+	h_start(&h, NODES);
+	c = h_client(&h);
+	t = h_table(c, "spread", DIM, "sgd", RS_DTYPE_FP32, 4096);
+	for (size_t i = 0; i < N; i++) {
+		keys[i] = (uint64_t)(i % 26) << 56 | i;
+		for (int e = 0; e < DIM; e++)
+			rows[i * DIM + e] = (float)(i * DIM + e);
+	}
+	H_CHECK(rs_put(t, keys, N, rows, st, 0) == N, "put");
+	for (int f = 0; f < 2; f++) {
+		memset(back, 0, sizeof(back));
+		H_CHECK(rs_get(t, keys, N, back, st, f ? RS_F_RPC : 0) == N,
+			"get across nodes");
+		H_CHECK(!memcmp(rows, back, sizeof(rows)), "rows agree");
+	}
+	for (unsigned n = 0; n < NODES; n++) {
+		direct[n] = h_client_opts(&h, (int)n, 0, 0);
+		H_OK(rs_table_open(direct[n], "spread", &td[n]));
+	}
+	for (size_t i = 0; i < N; i++) {
+		unsigned owner = rs_client_key_node(c, keys[i]);
+		float row[DIM];
+		int s;
+
+		H_CHECK(owner < NODES, "owner");
+		per[owner]++;
+		for (unsigned n = 0; n < NODES; n++) {
+			H_OK(rs_get(td[n], &keys[i], 1, row, &s, RS_F_RPC));
+			H_CHECK((s == RS_KEY_FOUND) == (n == owner),
+				"key %zu: node %u says %d, owner %u (%s)", i,
+				n, s, owner, rs_client_node_name(c, owner));
+		}
+	}
+	for (unsigned n = 0; n < NODES; n++) {
+		printf("node %s holds %zu of %d keys\n",
+		       rs_client_node_name(c, n), per[n], N);
+		H_CHECK(per[n] > N / NODES / 2, "keys spread over the nodes");
+		rs_client_close(&direct[n]);
+	}
+	rs_client_close(&c);
+	h_stop(&h);
+	printf("1 passed, 0 failed\n");
+	return 0;
+}
