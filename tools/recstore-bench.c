@@ -20,7 +20,7 @@
  * "result NAME VALUE" lines follow for ci/bench-store.sh.
  *
  * Defaults are small so that a run finishes in well under a minute inside
- * the TCG-emulated rxe guest: 2000 keys per table, 5 iterations per phase.
+ * the TCG-emulated rxe guest: 1000 keys per table, 5 iterations per phase.
  * For real hardware use e.g. --keys 1000000 --seconds 10.
  */
 #include <errno.h>
@@ -633,7 +633,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: recstore-bench --nodes ADDR:PORT[,ADDR:PORT...] [options]\n"
 "  --tables N       tables (default 26)      --dim N      floats/row (128)\n"
-"  --batch N        keys per batch (4096)    --keys N     rows/table (2000)\n"
+"  --batch N        keys per batch (4096)    --keys N     rows/table (1000)\n"
 "  --zipf S         Zipf exponent (0.99)     --threads N  threads (1)\n"
 "  --iters N        batches per phase and thread (5)\n"
 "  --seconds S      run each phase S seconds instead of --iters\n"
@@ -677,7 +677,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 
 	*o = (struct opts){ .tables = 26, .batch = 4096, .dim = 128,
 			    .threads = 1, .iters = 5, .zipf = 0.99,
-			    .keys = 2000, .optim = "sgd", .prefix = "bench_t",
+			    .keys = 1000, .optim = "sgd", .prefix = "bench_t",
 			    .lat_samples = 200, .spin_us = -1 };
 	o->nodes = getenv("RS_NODES");
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
