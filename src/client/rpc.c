@@ -538,7 +538,7 @@ int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 			goto out;
 		exchange(&r);
 	}
-	CLI_INC(c, rpc_keys, has_rows_out(op) ? m : 0);
+	CLI_INC(c, rpc_keys, op == PROTO_OP_GET ? m : 0);
 	/* Step 5: outcomes to every occurrence. */
 	for (size_t j = 0; j < m; j++) {
 		size_t i = sel ? sel[j] : j;
