@@ -423,11 +423,12 @@ static int wait_nodes(struct gcall *g)
  * it is the only node) and advance its keys. */
 static int finish_node(struct gcall *g, struct gnode *gn, bool waited)
 {
-	uint8_t *base = gn->cc->buf->addr;
+	uint8_t *base;
 	int ret;
 
 	if (!gn->nkeys || !gn->posted)
 		return 0;
+	base = gn->cc->buf->addr;
 	if (!waited || rv_batch_done(&gn->batch))
 		ret = rv_batch_wait(gn->cc->rc, &gn->batch,
 				    waited ? 0 : (int)g->c->cfg.timeout_ms);

@@ -5,21 +5,79 @@
  * found on the node the ring names, and ONLY there: checked with one
  * direct single-node client per node (its ring sends every key to that one
  * node, so its GET RPC asks exactly that node). Gets that span nodes run
- * in parallel and agree with the RPC path.
+ * in parallel and agree with the RPC path. Then one node stops: its keys
+ * fail with a per-key error (promptly, no hang), the others' keys are
+ * still served, by READ and by RPC.
  */
+#include <stdbool.h>
+#include <time.h>
+
 #include "client_harness.h"
 
 #define DIM 8
 #define N 2000
 #define NODES 3
 
+static uint64_t keys[N];
+static float rows[N * DIM];
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Stop the last node; its keys must fail, the others' must not. */
+static void node_down(struct harness *h, struct rs_client *c,
+		      struct rs_table *t)
+{
+	static float back[N * DIM];
+	static int st[N];
+	unsigned dead = NODES - 1;
+
+	rs_server_stop(h->srv[dead]);
+	pthread_join(h->th[dead], NULL);
+	rs_server_close(&h->srv[dead]);
+	h->n = dead; /* h_stop() leaves it alone */
+	for (int f = 0; f < 2; f++) {
+		size_t ok = 0, failed = 0;
+		int code = 0;
+		double t0 = now_s();
+		int ret = rs_get(t, keys, N, back, st, f ? RS_F_RPC : 0);
+
+		H_CHECK(ret >= 0, "the call itself succeeds (%d)", ret);
+		for (size_t i = 0; i < N; i++) {
+			bool on_dead = rs_client_key_node(c, keys[i]) == dead;
+
+			if (on_dead) {
+				H_CHECK(st[i] < 0, "key %zu on the stopped node:"
+					" status %d", i, st[i]);
+				failed++;
+				code = st[i];
+			} else {
+				H_CHECK(st[i] == RS_KEY_FOUND &&
+						!memcmp(back + i * DIM,
+							rows + i * DIM,
+							DIM * sizeof(float)),
+					"key %zu on a live node: %d", i, st[i]);
+				ok++;
+			}
+		}
+		printf("node %u stopped, %s get: %zu keys served, %zu failed "
+		       "(%s) in %.2f s\n", dead, f ? "RPC" : "one-sided", ok,
+		       failed, rs_strerror(code), now_s() - t0);
+		H_CHECK(failed > 0 && ok > 0, "both kinds of keys");
+	}
+}
+
 int main(void)
 {
 	struct harness h;
 	struct rs_client *c, *direct[NODES];
 	struct rs_table *t, *td[NODES];
-	static uint64_t keys[N];
-	static float rows[N * DIM], back[N * DIM];
+	static float back[N * DIM];
 	static int st[N];
 	size_t per[NODES] = { 0 };
 
@@ -62,6 +120,7 @@ int main(void)
 		H_CHECK(per[n] > N / NODES / 2, "keys spread over the nodes");
 		rs_client_close(&direct[n]);
 	}
+	node_down(&h, c, t);
 	rs_client_close(&c);
 	h_stop(&h);
 	printf("1 passed, 0 failed\n");
