@@ -159,6 +159,37 @@ static void half_precision(struct rs_client *c, const char *name,
 	printf("%s table: ok\n", name);
 }
 
+/* Another client drops and re-creates a table this client has open and
+ * cached: gets must see the new table's rows (never the old ones, never
+ * a false MISSING). */
+static void recreated_table(struct harness *h, struct rs_client *c)
+{
+	struct rs_client *other = h_client(h);
+	struct rs_table *t = h_table(c, "again", DIM, "sgd", RS_DTYPE_FP32,
+				     512), *t2;
+	uint64_t keys[40];
+	float rows[40 * DIM];
+	int st[40];
+
+	for (size_t i = 0; i < 40; i++)
+		keys[i] = 700 + i;
+	fill(rows, keys, 40, 5);
+	H_CHECK(rs_put(t, keys, 40, rows, st, 0) == 40, "put");
+	H_CHECK(rs_get(t, keys, 40, rows, st, 0) == 40, "get (caches)");
+	H_OK(rs_table_drop(other, "again"));
+	t2 = h_table(other, "again", DIM, "adagrad", RS_DTYPE_FP32, 2048);
+	fill(rows, keys, 40, 6);
+	H_CHECK(rs_put(t2, keys, 40, rows, st, 0) == 40, "put new");
+	for (int f = 0; f < 3; f++) {
+		memset(rows, 0, sizeof(rows));
+		H_OK(rs_get(t, keys, 40, rows, st, f == 2 ? RS_F_RPC : 0));
+		expect_rows(rows, st, keys, 40, 6, "re-created table");
+	}
+	rs_client_close(&other);
+	H_OK(rs_table_drop(c, "again"));
+	printf("table dropped and re-created by another client: ok\n");
+}
+
 static void async_overlap(struct rs_table *t)
 {
 	static uint64_t keys[4][500];
@@ -226,6 +257,7 @@ int main(void)
 	half_precision(c, "halfs", RS_DTYPE_FP16);
 	half_precision(c, "bhalfs", RS_DTYPE_BF16);
 	async_overlap(t);
+	recreated_table(&h, c);
 	admin(c);
 	rs_client_close(&c);
 	H_CHECK(c == NULL, "close clears the handle");
