@@ -10,7 +10,7 @@ ulimit -l unlimited 2>/dev/null || true
 port=${RS_PORT:-7471}
 log=$(mktemp /tmp/recstore-server.XXXXXX.log)
 
-"$build/tools/recstore-server" --listen "$RS_RDMA_IP:$port" >"$log" 2>&1 &
+"$build/recstore-server" --listen "$RS_RDMA_IP:$port" >"$log" 2>&1 &
 srv=$!
 trap 'kill $srv 2>/dev/null || true; wait $srv 2>/dev/null || true; rm -f "$log"' EXIT
 for _ in $(seq 300); do
@@ -20,7 +20,7 @@ for _ in $(seq 300); do
 done
 grep -q 'listening on' "$log" || { cat "$log"; echo "main-job: node did not start" >&2; exit 1; }
 cat "$log"
-"$build/tools/recstore-bench" --nodes "$RS_RDMA_IP:$port" --server-pid $srv "$@"
+"$build/recstore-bench" --nodes "$RS_RDMA_IP:$port" --server-pid $srv "$@"
 kill -INT $srv
 wait $srv
 trap - EXIT

@@ -562,8 +562,11 @@ RS_EXPORT int rs_table_list(struct rs_client *c, struct rs_table_info *out,
 		ret = rs_node_stats_foreach(c, (unsigned)i, add_rows, &rc);
 	}
 	if (!ret) {
-		qsort(all, nall, sizeof(*all), cmp_info);
-		memcpy(out, all, (nall < max ? nall : max) * sizeof(*all));
+		if (nall)
+			qsort(all, nall, sizeof(*all), cmp_info);
+		if (out && max && nall)
+			memcpy(out, all,
+			       (nall < max ? nall : max) * sizeof(*all));
 		ret = (int)nall;
 	}
 	free(all);
