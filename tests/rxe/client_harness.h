@@ -22,6 +22,7 @@
 
 #include "recstore/client.h"
 #include "recstore/server.h"
+#include "harness_check.h"
 
 #define H_MAX_NODES 5
 
@@ -33,33 +34,9 @@ struct harness {
 	char list[H_MAX_NODES * 260];
 };
 
-static inline void h_die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, " [%s]\n", rs_errormsg());
-	exit(1);
-}
-
-#define H_OK(expr)                                                        \
-	do {                                                              \
-		int h_ret_ = (expr);                                      \
-		if (h_ret_ < 0)                                           \
-			h_die("%s:%d: %s = %d (%s)", __FILE__, __LINE__,  \
-			      #expr, h_ret_, rs_strerror(h_ret_));        \
-	} while (0)
-
-#define H_CHECK(cond, ...)                                                \
-	do {                                                              \
-		if (!(cond)) {                                            \
-			fprintf(stderr, "%s:%d: check failed: %s: ",      \
-				__FILE__, __LINE__, #cond);               \
-			h_die(__VA_ARGS__);                               \
-		}                                                         \
-	} while (0)
+#define h_die hc_die
+#define H_OK HC_OK
+#define H_CHECK HC_CHECK
 
 static void *h_run(void *arg)
 {

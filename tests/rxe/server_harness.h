@@ -25,38 +25,15 @@
 #include "common/proto.h"
 #include "common/rs_internal.h"
 #include "recstore/server.h"
+#include "harness_check.h"
 #include "verbs/rv.h"
 
 #define SV_MSG_MAX (256u << 10)
 #define SV_TIMEOUT_MS 30000
 
-static inline void sv_die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, " [%s]\n", rs_errormsg());
-	exit(1);
-}
-
-#define SV_OK(expr)                                                       \
-	do {                                                              \
-		int sv_ret_ = (expr);                                     \
-		if (sv_ret_ < 0)                                          \
-			sv_die("%s:%d: %s = %d (%s)", __FILE__, __LINE__, \
-			       #expr, sv_ret_, rs_strerror(sv_ret_));     \
-	} while (0)
-
-#define SV_CHECK(cond, ...)                                               \
-	do {                                                              \
-		if (!(cond)) {                                            \
-			fprintf(stderr, "%s:%d: check failed: %s: ",      \
-				__FILE__, __LINE__, #cond);               \
-			sv_die(__VA_ARGS__);                              \
-		}                                                         \
-	} while (0)
+#define sv_die hc_die
+#define SV_OK HC_OK
+#define SV_CHECK HC_CHECK
 
 static inline double sv_now(void)
 {
