@@ -78,6 +78,7 @@ struct req {
 	bool failed;		/* an error reply was sent */
 	uint64_t t0_ns;
 	uint64_t t0_us;
+	uint64_t tpost_ns;	/* reply handed to the NIC; 0: not yet */
 	const char *table;	/* for trace events */
 	uint32_t nkeys;
 };
@@ -141,7 +142,14 @@ static int slot_get(struct req *r, void **buf)
 
 static void slot_post(struct req *r, int len)
 {
-	int ret = rv_msg_post(r->c->rc, (size_t)len);
+	int ret;
+
+	/* server.total ends here: under Soft-RoCE the kernel transmits the
+	 * reply inside the post call, so the client can have it before the
+	 * call returns. Time after this point is the NIC's, not the node's. */
+	if (!r->tpost_ns)
+		r->tpost_ns = now_ns();
+	ret = rv_msg_post(r->c->rc, (size_t)len);
 
 	if (ret < 0)
 		srv_conn_kill(r->c, ret);
@@ -760,6 +768,7 @@ void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 {
 	struct rs_server *s = w->srv;
 	struct req r;
+	uint64_t end_ns;
 	int ret;
 
 	memset(&r, 0, sizeof(r));
@@ -767,7 +776,7 @@ void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 	r.c = c;
 	r.s = s;
 	r.t0_ns = now_ns();
-	r.t0_us = trace_now_us();
+	r.t0_us = r.t0_ns / 1000u;
 	ret = proto_decode(msg, len, &s->o.limits, &r.m);
 	if (ret) {
 		reply_undecodable(&r, msg, len, ret);
@@ -807,6 +816,16 @@ void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 		do_keyed(&r);
 		break;
 	}
-	metrics_histogram_observe(s->m.duration[r.rt], now_ns() - r.t0_ns);
-	trace_stage(&r, "server.total", r.t0_us, len);
+	end_ns = r.tpost_ns ? r.tpost_ns : now_ns();
+	metrics_histogram_observe(s->m.duration[r.rt], end_ns - r.t0_ns);
+	if (r.traced) {
+		struct trace_event ev = {
+			.trace_id = r.rh.trace_id, .stage = "server.total",
+			.table = r.table, .batch = r.nkeys, .bytes = len,
+			.start_us = r.t0_us,
+			.dur_us = (end_ns - r.t0_ns) / 1000u,
+		};
+
+		trace_emit(&ev);
+	}
 }
