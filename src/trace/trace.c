@@ -28,6 +28,15 @@
  * sleeping / writer: store sleeping, kernel compares wake) makes skipping
  * the system call safe.
  *
+ * Idle. After TRACE_IDLE_PASSES empty passes at the longest timeout (about
+ * one second without events) the writer sets g.idle, checks every ring once
+ * more and, if all are empty, sleeps without a timeout: an idle traced
+ * process wakes nobody. A producer publishes head, then (seq_cst fence)
+ * loads g.idle and kicks the writer when it is set. Either the producer
+ * sees g.idle or the writer's re-check sees the new head, so an event is
+ * never left in a ring while the writer sleeps for good. The fence is paid
+ * per recorded event only, never when tracing is off or not sampled.
+ *
  * Flushing. trace_flush() takes a ticket (++g.flush_req) and waits until
  * the writer has completed a pass that started after the ticket
  * (g.flush_done >= ticket). The writer write(2)s its buffer at the end of
@@ -60,6 +69,7 @@
 #define TRACE_BUF_SIZE (64 * 1024)
 #define TRACE_SLEEP_MIN_MS 1
 #define TRACE_SLEEP_MAX_MS 64
+#define TRACE_IDLE_PASSES 16
 #define TRACE_RING_MIN 8
 #define TRACE_RING_MAX (1u << 24)
 
@@ -112,6 +122,7 @@ static struct {
 	_Atomic uint32_t ring_slots;
 	_Atomic uint32_t wake;
 	atomic_int sleeping;
+	atomic_bool idle;		/* writer sleeps until kicked */
 	atomic_bool paused;
 	_Atomic uint64_t written;
 	_Atomic uint64_t dropped;	/* full rings, accounted by writer */
@@ -319,6 +330,9 @@ void trace_emit_(const struct trace_event *ev)
 	else
 		s->table[0] = '\0';
 	atomic_store_explicit(&r->head, h + 1, memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst); /* see "Idle" above */
+	if (RS_UNLIKELY(atomic_load_explicit(&g.idle, memory_order_relaxed)))
+		kick_writer();
 
 	half = (r->mask + 1) / 2;
 	fill = h + 1 - r->tail_cache;
@@ -480,19 +494,35 @@ static uint64_t drain_all(void)
 	return total;
 }
 
+/* Sleep until g.wake moves from seen, or ms milliseconds (< 0: no limit). */
 static void writer_sleep(uint32_t seen, int ms)
 {
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	atomic_store(&g.sleeping, 1);
-	syscall(SYS_futex, (uint32_t *)&g.wake, FUTEX_WAIT_PRIVATE, seen, &ts,
-		NULL, 0);
+	syscall(SYS_futex, (uint32_t *)&g.wake, FUTEX_WAIT_PRIVATE, seen,
+		ms < 0 ? NULL : &ts, NULL, 0);
 	atomic_store(&g.sleeping, 0);
+}
+
+/* Does any ring hold an event the writer has not taken? (seq_cst loads of
+ * head: the writer's half of the "Idle" handshake.) */
+static bool rings_pending(void)
+{
+	bool any = false;
+
+	pthread_mutex_lock(&g.lock);
+	for (struct trace_ring *r = g.rings; r && !any; r = r->next)
+		any = atomic_load(&r->head) !=
+		      atomic_load_explicit(&r->tail, memory_order_relaxed);
+	pthread_mutex_unlock(&g.lock);
+	return any;
 }
 
 static void *writer_main(void *arg)
 {
 	int sleep_ms = TRACE_SLEEP_MIN_MS;
+	unsigned idle_passes = 0;
 
 	for (;;) {
 		uint32_t seen = atomic_load(&g.wake);
@@ -511,6 +541,18 @@ static void *writer_main(void *arg)
 		pthread_mutex_unlock(&g.lock);
 		if (stop)
 			break;
+		if (n || atomic_load(&g.paused)) {
+			idle_passes = 0;
+		} else if (sleep_ms == TRACE_SLEEP_MAX_MS &&
+			   ++idle_passes >= TRACE_IDLE_PASSES) {
+			atomic_store(&g.idle, true);
+			if (!rings_pending())
+				writer_sleep(seen, -1);
+			atomic_store(&g.idle, false);
+			idle_passes = 0;
+			sleep_ms = TRACE_SLEEP_MIN_MS;
+			continue;
+		}
 		sleep_ms = n ? TRACE_SLEEP_MIN_MS
 			     : (sleep_ms * 2 > TRACE_SLEEP_MAX_MS
 					? TRACE_SLEEP_MAX_MS : sleep_ms * 2);
@@ -792,6 +834,11 @@ void trace_get_stats(struct trace_stats *st)
 	pthread_mutex_lock(&g.lock);
 	st->rings = g.nrings;
 	pthread_mutex_unlock(&g.lock);
+}
+
+bool trace_test_writer_idle(void)
+{
+	return atomic_load(&g.idle);
 }
 
 void trace_test_pause_writer(bool pause)

@@ -174,5 +174,7 @@ int trace_register_metrics(struct metrics_registry *r);
 
 /* Tests only: stop (true) or resume (false) the writer's draining. */
 void trace_test_pause_writer(bool pause);
+/* Tests only: is the writer asleep until kicked (no events for ~1 s)? */
+bool trace_test_writer_idle(void);
 
 #endif

@@ -466,15 +466,96 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Optimized builds: a flag test and a branch. -O0 and sanitizers call the
- * inline functions out of line, so only a sanity bound applies there. */
-#if defined(__OPTIMIZE__) && !defined(__SANITIZE_ADDRESS__)
-#define OFF_BOUND_NS 5.0
-#else
-#define OFF_BOUND_NS 200.0
-#endif
+/* Voluntary context switches of this process' "rs-trace" thread. */
+static long writer_switches(void)
+{
+	char path[96], comm[32], line[128];
+	long v = -1;
 
-static void off_costs_nothing(void **state)
+	for (int tid = 1; tid < 4194304 && v < 0; tid++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		comm[0] = '\0';
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = '\0';
+		fclose(f);
+		if (strncmp(comm, "rs-trace", 8))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
+		f = fopen(path, "r");
+		assert_non_null(f);
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "voluntary_ctxt_switches:", 24))
+				v = strtol(line + 24, NULL, 10);
+		fclose(f);
+	}
+	return v;
+}
+
+static void *emit_one(void *arg)
+{
+	trace_emit(&(struct trace_event){.trace_id = (uintptr_t)arg,
+					 .stage = "client.op"});
+	return NULL;
+}
+
+/* Without events the writer sleeps for good (no periodic wake-ups), and an
+ * event from any thread, old or new, wakes it without a trace_flush(). */
+static void idle_writer_sleeps_and_wakes(void **state)
+{
+	struct trace_stats st;
+	struct parsed p;
+	pthread_t th;
+	char path[256];
+	long s0, s1;
+	int i;
+
+	tmp_path(path, sizeof(path), "idle");
+	assert_int_equal(trace_open(path, 1), 0);
+	emit_one((void *)1);
+	assert_int_equal(trace_flush(), 0);
+	for (i = 0; i < 1000 && !trace_test_writer_idle(); i++)
+		usleep(10000);
+	assert_true(trace_test_writer_idle());
+	s0 = writer_switches();
+	assert_true(s0 >= 0);
+	usleep(500000);
+	s1 = writer_switches();
+	print_message("idle writer: %ld wake-ups in 0.5 s\n", s1 - s0);
+	assert_int_equal(s1, s0);
+	for (int round = 0; round < 2; round++) {
+		/* round 0: this thread's ring; round 1: a new thread's */
+		if (round == 0) {
+			emit_one((void *)2);
+		} else {
+			for (i = 0; i < 1000 && !trace_test_writer_idle(); i++)
+				usleep(10000);
+			assert_true(trace_test_writer_idle());
+			assert_int_equal(pthread_create(&th, NULL, emit_one,
+							(void *)3), 0);
+			pthread_join(th, NULL);
+		}
+		for (i = 0; i < 500; i++) {
+			trace_get_stats(&st);
+			if (st.written == 2u + (unsigned)round)
+				break;
+			usleep(10000);
+		}
+		assert_int_equal(st.written, 2 + round);
+	}
+	assert_int_equal(trace_close(), 0);
+	parse_file(path, &p);
+	assert_int_equal(p.bad, 0);
+	assert_int_equal(p.events, 3);
+	json_decref(p.ev);
+	unlink(path);
+}
+
+static void off_records_nothing(void **state)
 {
 	enum { N = 20000000 };
 	struct trace_stats before, after;
@@ -495,12 +576,14 @@ static void off_costs_nothing(void **state)
 	t1 = thread_cpu_ns();
 	trace_get_stats(&after);
 	ns = (double)(t1 - t0) / N;
-	print_message("off: %.2f ns (thread CPU) per sampled()+emit() pair, "
-		      "bound %.0f\n", ns, OFF_BOUND_NS);
+	/* a figure, not a verdict: the cost is measured in
+	 * tools/recstore-trace-bench (docs/benchmarks.md) */
+	print_message("off: %.2f ns (thread CPU) per sampled()+emit() pair\n",
+		      ns);
 	assert_int_equal(hits, 0);
 	/* nothing registered */
 	assert_int_equal(after.rings, before.rings);
-	assert_true(ns < OFF_BOUND_NS);
+	assert_int_equal(after.written, before.written);
 }
 
 /* The value of an unlabelled series, read from the exposition text. */
@@ -566,7 +649,8 @@ int main(void)
 		cmocka_unit_test(from_environment),
 		cmocka_unit_test(names_escaped_and_truncated),
 		cmocka_unit_test(ids_unique),
-		cmocka_unit_test(off_costs_nothing),
+		cmocka_unit_test(off_records_nothing),
+		cmocka_unit_test(idle_writer_sleeps_and_wakes),
 		cmocka_unit_test(exported_as_metrics),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
