@@ -28,6 +28,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@ struct opts {
 	const char *prefix;
 	char server_pids[256];
 	int single_key, verify, no_rpc, no_update, cold;
+	double idle; /* --idle: seconds to stay connected and idle at the end */
 	unsigned lat_samples;
 	int spin_us; /* < 0: client default */
 };
@@ -634,6 +636,59 @@ out:
 	return ret < 0 ? ret : 0;
 }
 
+/* ---- what the client sent; staying idle ---- */
+
+/* The keyed requests this client sent, by the type names the node's
+ * rs_requests_total{type} uses (tests/rxe/test_observe_e2e.sh compares). */
+static void print_client_requests(struct bench *b)
+{
+	struct rs_client_stats cs;
+
+	rs_client_get_stats(b->c, &cs);
+	const struct {
+		const char *name;
+		struct rs_rpc_count n;
+	} t[] = { { "get", cs.rpc_get }, { "get_or_init", cs.rpc_get_or_init },
+		  { "put", cs.rpc_put }, { "update", cs.rpc_update },
+		  { "delete", cs.rpc_delete } };
+
+	printf("bench: client sent");
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		printf("%s %s %" PRIu64 " (%" PRIu64 " keys)", i ? "," : "",
+		       t[i].name, t[i].n.requests, t[i].n.keys);
+	printf("\n");
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		printf("result client_requests_%s %" PRIu64 "\n"
+		       "result client_keys_%s %" PRIu64 "\n", t[i].name,
+		       t[i].n.requests, t[i].name, t[i].n.keys);
+}
+
+/*
+ * --idle: stay connected, doing nothing, until SIGINT/SIGTERM or the time
+ * is up; then close normally. The signals are blocked in every thread from
+ * the start (main() does it before the client's threads exist) and taken
+ * here with sigtimedwait(), so nothing polls while idle.
+ */
+static void stay_idle(double secs)
+{
+	struct timespec ts = { .tv_sec = (time_t)secs,
+			       .tv_nsec = (long)((secs - (time_t)secs) * 1e9) };
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	printf("bench: idle, connected, for up to %.0f s (pid %d)\n", secs,
+	       (int)getpid());
+	fflush(stdout);
+	do
+		sig = sigtimedwait(&set, NULL, &ts);
+	while (sig < 0 && errno == EINTR);
+	printf("bench: idle period ended (%s)\n",
+	       sig > 0 ? "signal" : "time");
+}
+
 /* ---- arguments ---- */
 
 static void usage(FILE *f)
@@ -652,7 +707,9 @@ static void usage(FILE *f)
 "  --spin-us N      client completion polling window (default 50)\n"
 "  --cold           do not pre-fill the location cache before the phases\n"
 "  --single-key     one-key get latency, warm and cold cache (--samples N)\n"
-"  --verify         put, read back (cached, uncached, RPC) and compare\n");
+"  --verify         put, read back (cached, uncached, RPC) and compare\n"
+"  --idle S         at the end stay connected and idle for S seconds, or\n"
+"                   until SIGINT/SIGTERM (blocked until then)\n");
 }
 
 static int parse_uint(const char *s, unsigned long long lo,
@@ -678,7 +735,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		{ "single-key", 0, 0, '1' }, { "verify", 0, 0, 'v' },
 		{ "samples", 1, 0, 'S' }, { "help", 0, 0, 'h' },
 		{ "cold", 0, 0, 'C' }, { "spin-us", 1, 0, 'W' },
-		{ 0, 0, 0, 0 }
+		{ "idle", 1, 0, 'I' }, { 0, 0, 0, 0 }
 	};
 	unsigned long long v;
 	int c;
@@ -722,6 +779,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		case 'C': o->cold = 1; break;
 		case 'W': bad = parse_uint(optarg, 0, 100000, &v);
 			o->spin_us = (int)v; break;
+		case 'I': o->idle = strtod(optarg, NULL);
+			bad = !(o->idle > 0 && o->idle <= 86400); break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -763,6 +822,7 @@ static int run(struct bench *b)
 		ret = bench_phase(b, PH_UPDATE);
 	if (!ret && !b->o.no_rpc)
 		ret = bench_phase(b, PH_GET_RPC);
+	print_client_requests(b);
 	return ret;
 }
 
@@ -774,6 +834,14 @@ int main(int argc, char **argv)
 
 	if (parse_args(&b.o, argc, argv))
 		return 2;
+	if (b.o.idle > 0) { /* before any thread exists: see stay_idle() */
+		sigset_t set;
+
+		sigemptyset(&set);
+		sigaddset(&set, SIGINT);
+		sigaddset(&set, SIGTERM);
+		pthread_sigmask(SIG_BLOCK, &set, NULL);
+	}
 	ret = rs_client_config_new(&cfg);
 	if (!ret)
 		ret = rs_client_config_set_nodes(cfg, b.o.nodes);
@@ -788,6 +856,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ret = run(&b);
+	if (!ret && b.o.idle > 0)
+		stay_idle(b.o.idle);
 	rs_client_close(&b.c);
 	free(b.cdf);
 	return ret ? 1 : 0;

@@ -137,6 +137,13 @@ struct rs_client_stats {
 	uint64_t reads_posted;	  /* one-sided READ work requests */
 	uint64_t rpcs;		  /* request messages sent */
 	uint64_t dir_refreshes;	  /* table directory fetches */
+	/* Keyed requests sent, by type, and the keys they carried after the
+	 * client folded each batch's duplicate keys: with one client, what a
+	 * node counts as rs_requests_total{type} and the sum of
+	 * rs_batch_keys{type} (docs/metrics.md). */
+	struct rs_rpc_count {
+		uint64_t requests, keys;
+	} rpc_get, rpc_get_or_init, rpc_put, rpc_update, rpc_delete;
 };
 void rs_client_get_stats(const struct rs_client *c,
 			 struct rs_client_stats *out);

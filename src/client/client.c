@@ -179,6 +179,14 @@ RS_EXPORT unsigned rs_client_key_node(const struct rs_client *c, uint64_t key)
 
 #define LOAD(f) atomic_load_explicit(&c->cnt.f, memory_order_relaxed)
 
+static struct rs_rpc_count op_count(const struct rs_client *c, uint32_t op)
+{
+	return (struct rs_rpc_count){
+		.requests = LOAD(op_rpcs[op - PROTO_OP_GET]),
+		.keys = LOAD(op_keys[op - PROTO_OP_GET]),
+	};
+}
+
 RS_EXPORT void rs_client_get_stats(const struct rs_client *c,
 				   struct rs_client_stats *out)
 {
@@ -196,6 +204,11 @@ RS_EXPORT void rs_client_get_stats(const struct rs_client *c,
 	out->reads_posted = LOAD(reads_posted);
 	out->rpcs = LOAD(rpcs);
 	out->dir_refreshes = LOAD(dir_refreshes);
+	out->rpc_get = op_count(c, PROTO_OP_GET);
+	out->rpc_get_or_init = op_count(c, PROTO_OP_GET_OR_INIT);
+	out->rpc_put = op_count(c, PROTO_OP_PUT);
+	out->rpc_update = op_count(c, PROTO_OP_UPDATE);
+	out->rpc_delete = op_count(c, PROTO_OP_DELETE);
 	cli_lcache_get_stats(c->cache, &cs);
 	out->cache_hits = cs.hits;
 	out->cache_misses = cs.misses;
