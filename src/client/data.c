@@ -140,7 +140,7 @@ static int keyed(struct rs_table *t, uint32_t op, const uint64_t *keys,
 	bool sampled = trace_sampled(id);
 	struct trace_event ev = { .trace_id = id, .stage = "client.op",
 				  .table = t->name, .batch = (uint32_t)n,
-				  .start_us = trace_now_us() };
+				  .start_us = trace_start_us(sampled) };
 	const float **inp = NULL;
 	struct cli_key *k;
 	int *st = status, ret;

@@ -487,7 +487,7 @@ static int rounds(struct gcall *g)
 		struct trace_event ev = { .trace_id = g->trace_id,
 					  .stage = "client.build",
 					  .batch = (uint32_t)g->pending,
-					  .start_us = trace_now_us() };
+					  .start_us = trace_start_us(g->sampled) };
 
 		for (size_t nd = 0; nd < c->nnodes && !ret; nd++)
 			if (g->nodes[nd].nkeys && !g->nodes[nd].cc->failed)
@@ -562,8 +562,7 @@ int cli_get(struct rs_client *c, const struct cli_key *keys, size_t n,
 	struct gcall g = { .c = c, .keys = keys, .n = n, .status = status,
 			   .flags = flags };
 	bool use_rpc = (flags & RS_F_RPC) || c->cfg.rpc_reads;
-	struct trace_event ev = { .stage = "client.op", .batch = (uint32_t)n,
-				  .start_us = trace_now_us() };
+	struct trace_event ev = { .stage = "client.op", .batch = (uint32_t)n };
 	size_t *sel = NULL, m = 0, *keyidx = NULL;
 	struct rv_read_req *reqs = NULL;
 	int ret, found = 0;
@@ -571,6 +570,7 @@ int cli_get(struct rs_client *c, const struct cli_key *keys, size_t n,
 	g.trace_id = trace_new_id();
 	g.sampled = trace_sampled(g.trace_id);
 	ev.trace_id = g.trace_id;
+	ev.start_us = trace_start_us(g.sampled);
 	CLI_INC(c, get_keys, n);
 	ret = gcall_alloc(&g, &keyidx, &reqs);
 	if (!ret)

@@ -506,7 +506,7 @@ int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 
 	struct trace_event ev = { .trace_id = trace_id, .stage = "client.build",
 				  .batch = (uint32_t)m,
-				  .start_us = trace_now_us() };
+				  .start_us = trace_start_us(sampled) };
 
 	r.nodes = calloc(c->nnodes, sizeof(*r.nodes));
 	if (!r.nodes) {

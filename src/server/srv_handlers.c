@@ -490,7 +490,7 @@ static void do_get(struct req *r)
 		slot_post(r, len);
 		return;
 	}
-	t1 = trace_now_us();
+	t1 = trace_start_us(r->traced);
 	for (uint32_t i = 0; i < k->n; i++) {
 		int32_t st = get_one(t, r->w, init, proto_key_at(k->keys, i));
 
@@ -624,7 +624,7 @@ static void do_update(struct req *r, struct srv_table *t)
 	st = w->status;
 	out = st + n;
 	proto_load_u64(keys, k->keys, n);
-	t1 = trace_now_us();
+	t1 = trace_start_us(r->traced);
 	m = optim_coalesce(keys, g, n, dim, keys, g, idx, w->coalesce);
 	for (uint32_t j = 0; j < m; j++)
 		st[j] = update_one(r, t, keys[j], g + (size_t)j * dim, create);
@@ -652,7 +652,7 @@ static void do_put(struct req *r, struct srv_table *t)
 		return;
 	}
 	st = w->status;
-	t1 = trace_now_us();
+	t1 = trace_start_us(r->traced);
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t key = proto_key_at(k->keys, i);
 		const float *row = v + (size_t)i * dim;
@@ -691,7 +691,7 @@ static void do_delete(struct req *r, struct srv_table *t)
 		return;
 	}
 	st = w->status;
-	t1 = trace_now_us();
+	t1 = trace_start_us(r->traced);
 	for (uint32_t i = 0; i < k->n; i++) {
 		int ret = slab_delete(t->st, proto_key_at(k->keys, i));
 

@@ -156,6 +156,13 @@ static inline void trace_emit(const struct trace_event *ev)
 		trace_emit_(ev);
 }
 
+/* The start of a stage that will be recorded only when `sampled`: reads
+ * the clock only then, so that an unsampled op pays no clock read. */
+static inline uint64_t trace_start_us(bool sampled)
+{
+	return RS_UNLIKELY(sampled) ? trace_now_us() : 0;
+}
+
 /* Set ev->dur_us = now - ev->start_us and record it. */
 static inline void trace_end(struct trace_event *ev)
 {

@@ -423,10 +423,23 @@ static void names_escaped_and_truncated(void **state)
 	trace_emit(&(struct trace_event){.trace_id = UINT64_MAX,
 					 .stage = NULL,
 					 .bytes = UINT64_MAX});
+	/* control characters; an overlong '/', a surrogate: not UTF-8 */
+	trace_emit(&(struct trace_event){.trace_id = 5, .stage = "s\x01\t\r",
+					 .table = "\xc0\xaf"});
+	trace_emit(&(struct trace_event){.trace_id = 6, .stage = "\xed\xa0\x80",
+					 .table = "caf\xc3\xa9"});
 	assert_int_equal(trace_close(), 0);
 	parse_file(path, &p);
 	assert_int_equal(p.bad, 0);
-	assert_int_equal(p.events, 4);
+	assert_int_equal(p.events, 6);
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(p.ev, 4), "stage")), "s\x01\t\r");
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(p.ev, 4), "table")), "?");
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(p.ev, 5), "stage")), "?");
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(p.ev, 5), "table")), "caf\xc3\xa9");
 	assert_string_equal(json_string_value(json_object_get(
 		json_array_get(p.ev, 0), "stage")), "x\"y\n");
 	assert_string_equal(json_string_value(json_object_get(
@@ -577,7 +590,7 @@ static void off_records_nothing(void **state)
 	trace_get_stats(&after);
 	ns = (double)(t1 - t0) / N;
 	/* a figure, not a verdict: the cost is measured in
-	 * tools/recstore-trace-bench (docs/benchmarks.md) */
+	 * ci/bench-trace.sh (docs/benchmarks.md) */
 	print_message("off: %.2f ns (thread CPU) per sampled()+emit() pair\n",
 		      ns);
 	assert_int_equal(hits, 0);
