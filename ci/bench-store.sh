@@ -19,13 +19,9 @@
 # longer window measured slower, as the spinning vCPU is the one the
 # emulated NIC's kernel work needs).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$top/build}
-build=$(cd "$build" && pwd)
-if [ -z "${RS_RDMA_DEV:-}" ]; then
-	exec bash "$top/ci/with-rxe.sh" bash "$top/ci/bench-store.sh" "$build"
-fi
-ulimit -l unlimited 2>/dev/null || true
+# shellcheck source=ci/bench-lib.sh
+. "$(dirname "$0")/bench-lib.sh"
+bench_init bench-store "$@"
 dim=${RS_BENCH_DIM:-128}
 reps=${RS_BENCH_REPS:-5}
 spin=${RS_BENCH_SPIN_US:-50}
@@ -33,18 +29,11 @@ spin=${RS_BENCH_SPIN_US:-50}
 row=$(( (32 + dim * 4 + 63) / 64 * 64 ))
 gid=${RS_RDMA_GID_INDEX:-1}
 ip=$RS_RDMA_IP
-out=bench-store.out
 tmp=$(mktemp -d /tmp/bench-store.XXXXXX)
-: >"$out"
-say() { echo "$*" | tee -a "$out"; }
 tool() {
 	if [ -x "$build/tools/$1" ]; then echo "$build/tools/$1"
 	else echo "$build/$1"; fi
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print 0 }'; }
-least() { sort -g | head -1; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-res() { awk -v k="$1" '$1 == "result" && $2 == k { print $3 }' "$2"; }
 
 # perftest pair on the one device: server in the background, then client.
 perf() {

@@ -26,27 +26,15 @@
 # RS_BENCH_CG_ITERS (20 batches per phase under callgrind), RS_BENCH_TABLES
 # (8), RS_BENCH_DIM (64), RS_BENCH_BATCH (512), RS_BENCH_KEYS (5000).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$top/build}
-build=$(cd "$build" && pwd)
-if [ -z "${RS_RDMA_DEV:-}" ]; then
-	exec bash "$top/ci/with-rxe.sh" bash "$top/ci/bench-trace.sh" "$build"
-fi
-ulimit -l unlimited 2>/dev/null || true
+# shellcheck source=ci/bench-lib.sh
+. "$(dirname "$0")/bench-lib.sh"
+bench_init bench-trace "$@"
 reps=${RS_BENCH_REPS:-5}
 secs=${RS_BENCH_SECONDS:-3}
 cg_iters=${RS_BENCH_CG_ITERS:-20}
 shape=(--tables "${RS_BENCH_TABLES:-8}" --dim "${RS_BENCH_DIM:-64}"
 	--batch "${RS_BENCH_BATCH:-512}" --keys "${RS_BENCH_KEYS:-5000}")
-out=$PWD/bench-trace.out
 tmp=$(mktemp -d /tmp/bench-trace.XXXXXX)
-# callgrind's output must outlive the guest's tmpfs only as figures: keep it
-# in tmp and print the totals.
-: >"$out"
-say() { echo "$*" | tee -a "$out"; }
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print 0 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.4f", a / b; else print "n/a" }'; }
-res() { awk -v k="$1" '$1 == "result" && $2 == k { print $3 }' "$2"; }
 srv=
 trap '[ -n "$srv" ] && kill $srv 2>/dev/null; rm -rf "$tmp"' EXIT
 
@@ -114,8 +102,8 @@ for r in $(seq "$reps"); do
 		c=$(res "${p}_keys_per_s" "$tmp/tp.off2.$r")
 		echo "$a" >>"$tmp/off.$p"
 		echo "$b" >>"$tmp/pct.$p"
-		echo "$(ratio "$b" "$a")" >>"$tmp/ratio.$p"
-		echo "$(ratio "$c" "$a")" >>"$tmp/aa.$p"
+		echo "$(ratio "$b" "$a" 4)" >>"$tmp/ratio.$p"
+		echo "$(ratio "$c" "$a" 4)" >>"$tmp/aa.$p"
 		line="$line $p off $a 1% $b off $c;"
 	done
 	say "$line $(tail -n 1 "$tmp/tp.0.01.$r")"
@@ -154,5 +142,5 @@ for m in off 0 0.01 1; do
 done
 for m in 0 0.01 1; do
 	case $m in 0) n=0pct ;; 0.01) n=1pct ;; 1) n=100pct ;; esac
-	say "result trace_cg_${n}_over_off_process $(ratio "$(cat "$tmp/all.$m")" "$(cat "$tmp/all.off")")"
+	say "result trace_cg_${n}_over_off_process $(ratio "$(cat "$tmp/all.$m")" "$(cat "$tmp/all.off")" 4)"
 done

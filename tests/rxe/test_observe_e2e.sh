@@ -180,17 +180,18 @@ awk -v p="$node_pct" 'BEGIN { exit !(p < 1.0) }' || fail "idle node at $node_pct
 awk -v p="$client_pct" 'BEGIN { exit !(p < 1.0) }' || fail "idle client at $client_pct%"
 
 # ---- stop both; the trace files are complete once they have closed ------------
-kill -TERM "$bench_pid"
-rc=0
-wait "$bench_pid" || rc=$?
+# stop PID WHAT: SIGTERM, and the process must exit 0
+stop() {
+  local rc=0
+  kill -TERM "$1"
+  wait "$1" || rc=$?
+  [ "$rc" = 0 ] || fail "$2 exit status $rc after SIGTERM"
+}
+stop "$bench_pid" bench
 bench_pid=
-[ "$rc" = 0 ] || fail "bench exit status $rc"
 grep -q "idle period ended (signal)" "$d/bench.log" || fail "bench did not end on the signal"
-kill -TERM "$node_pid"
-rc=0
-wait "$node_pid" || rc=$?
+stop "$node_pid" node
 node_pid=
-[ "$rc" = 0 ] || fail "node exit status $rc"
 grep -q "stopped" "$d/node.log" || fail "node did not stop cleanly"
 
 # ---- the analyzer ----------------------------------------------------------
