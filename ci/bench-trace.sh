@@ -14,7 +14,8 @@
 #      client: instructions of the whole process, of the bench threads
 #      (worker_main, inclusive) and, inside them, of the tracing calls
 #      (trace_emit_, trace_in_sample_, trace_new_id, trace_now_us), and of
-#      the trace writer thread (writer_main). Differences between whole runs
+#      the trace writer thread (writer_main); the node runs under callgrind
+#      too (its workers, their tracing calls, its writer). Differences between whole runs
 #      carry about 0.1% (process) to 1% (threads) of noise from completion
 #      polling; the per-function figures do not.
 # Where no RDMA device exists it re-runs itself through ci/with-rxe.sh.
@@ -36,20 +37,23 @@ shape=(--tables "${RS_BENCH_TABLES:-8}" --dim "${RS_BENCH_DIM:-64}"
 	--batch "${RS_BENCH_BATCH:-512}" --keys "${RS_BENCH_KEYS:-5000}")
 tmp=$(mktemp -d /tmp/bench-trace.XXXXXX)
 srv=
+node_wrap=() # a command the node runs under (callgrind)
 trap '[ -n "$srv" ] && kill $srv 2>/dev/null; rm -rf "$tmp"' EXIT
 
-# node_start TRACE(0|1): a fresh node on an ephemeral port; sets srv, addr.
+# node_start TRACE(0|1): a fresh node on an ephemeral port, under
+# ${node_wrap[@]} if set; sets srv, addr.
 node_start() {
 	local log=$tmp/node.log
 	rm -f "$tmp/node.jsonl"
 	if [ "$1" = 1 ]; then
-		RS_TRACE=$tmp/node.jsonl RS_TRACE_SAMPLE=0 \
+		RS_TRACE=$tmp/node.jsonl RS_TRACE_SAMPLE=0 "${node_wrap[@]}" \
 			"$build/recstore-server" --listen "$RS_RDMA_IP:0" >"$log" 2>&1 &
 	else
-		"$build/recstore-server" --listen "$RS_RDMA_IP:0" >"$log" 2>&1 &
+		"${node_wrap[@]}" \
+			"$build/recstore-server" --listen "$RS_RDMA_IP:0" >"$log" 2>&1 &
 	fi
 	srv=$!
-	for _ in $(seq 300); do
+	for _ in $(seq 1200); do
 		grep -q 'listening on' "$log" && break
 		kill -0 $srv 2>/dev/null || { cat "$log"; exit 1; }
 		sleep 0.1
@@ -123,7 +127,9 @@ incl() {
 	awk -v f="$1" '!v && index($0, ":" f " [") { v = $1; gsub(",", "", v) }
 		END { print v + 0 }' "$2"
 }
+pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b ? 100 * a / b : 0 }'; }
 for m in off 0 0.01 1; do
+	node_wrap=(valgrind --tool=callgrind --callgrind-out-file="$tmp/cgn.$m.out")
 	one "$m" "$tmp/cg.$m" valgrind --tool=callgrind \
 		--callgrind-out-file="$tmp/cg.$m.out" \
 		"$build/recstore-bench" "${shape[@]}" --iters "$cg_iters" \
@@ -138,8 +144,20 @@ for m in off 0 0.01 1; do
 	done
 	wr=$(incl writer_main "$tmp/cg.$m.txt")
 	echo "$all" >"$tmp/all.$m"
-	say "sampling $m: process $all instructions; bench threads $hot, of which tracing calls $tr ($(awk -v a="$tr" -v b="$hot" 'BEGIN { printf "%.3f", b ? 100 * a / b : 0 }')%); trace writer thread $wr ($(awk -v a="$wr" -v b="$all" 'BEGIN { printf "%.3f", b ? 100 * a / b : 0 }')% of the process)$(grep -h 'trace lines' "$tmp/cg.$m" | sed 's/^/; /')"
+	say "sampling $m, client: process $all instructions; bench threads $hot, of which tracing calls $tr ($(pct "$tr" "$hot")%); trace writer thread $wr ($(pct "$wr" "$all")% of the process)$(grep -h 'trace lines' "$tmp/cg.$m" | sed 's/^/; /')"
+	# the node: its workers (server.c worker_main) and its writer
+	callgrind_annotate --inclusive=yes --threshold=100 "$tmp/cgn.$m.out" \
+		>"$tmp/cgn.$m.txt" 2>/dev/null || true
+	nall=$(awk '/^summary:/ { print $2 }' "$tmp/cgn.$m.out")
+	nhot=$(incl worker_main "$tmp/cgn.$m.txt")
+	ntr=0
+	for f in trace_emit_ trace_in_sample_ trace_now_us; do
+		ntr=$((ntr + $(incl "$f" "$tmp/cgn.$m.txt")))
+	done
+	nwr=$(incl writer_main "$tmp/cgn.$m.txt")
+	say "sampling $m, node: process $nall instructions; worker threads $nhot, of which tracing calls $ntr ($(pct "$ntr" "$nhot")%); trace writer thread $nwr ($(pct "$nwr" "$nall")% of the process)"
 done
+node_wrap=()
 for m in 0 0.01 1; do
 	case $m in 0) n=0pct ;; 0.01) n=1pct ;; 1) n=100pct ;; esac
 	say "result trace_cg_${n}_over_off_process $(ratio "$(cat "$tmp/all.$m")" "$(cat "$tmp/all.off")" 4)"
