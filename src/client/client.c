@@ -202,13 +202,15 @@ RS_EXPORT void rs_client_get_stats(const struct rs_client *c,
 	out->torn_retries = LOAD(torn_retries);
 	out->stale_locations = LOAD(stale_locations);
 	out->reads_posted = LOAD(reads_posted);
-	out->rpcs = LOAD(rpcs);
 	out->dir_refreshes = LOAD(dir_refreshes);
 	out->rpc_get = op_count(c, PROTO_OP_GET);
 	out->rpc_get_or_init = op_count(c, PROTO_OP_GET_OR_INIT);
 	out->rpc_put = op_count(c, PROTO_OP_PUT);
 	out->rpc_update = op_count(c, PROTO_OP_UPDATE);
 	out->rpc_delete = op_count(c, PROTO_OP_DELETE);
+	out->rpcs = out->rpc_get.requests + out->rpc_get_or_init.requests +
+		    out->rpc_put.requests + out->rpc_update.requests +
+		    out->rpc_delete.requests;
 	cli_lcache_get_stats(c->cache, &cs);
 	out->cache_hits = cs.hits;
 	out->cache_misses = cs.misses;

@@ -86,8 +86,9 @@ struct cli_async; /* async.c */
 struct cli_counters {
 	atomic_uint_fast64_t get_keys, onesided_keys, rpc_keys, rpc_fallbacks;
 	atomic_uint_fast64_t torn_retries, stale_locations, reads_posted;
-	atomic_uint_fast64_t rpcs, dir_refreshes;
-	/* keyed requests sent and keys carried, by PROTO_OP_GET..DELETE */
+	atomic_uint_fast64_t dir_refreshes;
+	/* keyed requests sent (their sum is rs_client_stats.rpcs) and keys
+	 * carried, by PROTO_OP_GET..DELETE */
 	atomic_uint_fast64_t op_rpcs[PROTO_OP_DELETE - PROTO_OP_GET + 1];
 	atomic_uint_fast64_t op_keys[PROTO_OP_DELETE - PROTO_OP_GET + 1];
 };

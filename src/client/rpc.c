@@ -317,7 +317,6 @@ static int send_next(struct rcall *r, struct rnode *rn)
 	msg->req_id = h.req_id;
 	rn->next += cnt;
 	rn->inflight++;
-	CLI_INC(r->c, rpcs, 1);
 	CLI_INC(r->c, op_rpcs[r->op - PROTO_OP_GET], 1);
 	CLI_INC(r->c, op_keys[r->op - PROTO_OP_GET], cnt);
 	return cli_conn_send(rn->cc, rn->cc->msg, (size_t)len);

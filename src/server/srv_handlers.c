@@ -76,8 +76,7 @@ struct req {
 	uint8_t op;
 	bool traced;
 	bool failed;		/* an error reply was sent */
-	uint64_t t0_ns;
-	uint64_t t0_us;
+	uint64_t t0_ns;		/* received (CLOCK_MONOTONIC, as trace_now_us) */
 	uint64_t tpost_ns;	/* reply handed to the NIC; 0: not yet */
 	const char *table;	/* for trace events */
 	uint32_t nkeys;
@@ -197,8 +196,9 @@ static void reply_error(struct req *r, uint8_t op, int code, const char *fmt,
 
 /* ---- tracing ---- */
 
-static void trace_stage(const struct req *r, const char *stage,
-			uint64_t start_us, uint64_t bytes)
+/* Record stage of r from start_us for dur_us (a traced request only). */
+static void trace_span(const struct req *r, const char *stage,
+		       uint64_t start_us, uint64_t dur_us, uint64_t bytes)
 {
 	struct trace_event ev = {
 		.trace_id = r->rh.trace_id,
@@ -207,10 +207,24 @@ static void trace_stage(const struct req *r, const char *stage,
 		.batch = r->nkeys,
 		.bytes = bytes,
 		.start_us = start_us,
+		.dur_us = dur_us,
 	};
 
 	if (r->traced)
-		trace_end(&ev);
+		trace_emit(&ev);
+}
+
+/* Record stage of r from start_us until now. */
+static void trace_stage(const struct req *r, const char *stage,
+			uint64_t start_us, uint64_t bytes)
+{
+	uint64_t now;
+
+	if (!r->traced)
+		return;
+	now = trace_now_us();
+	trace_span(r, stage, start_us, now > start_us ? now - start_us : 0,
+		   bytes);
 }
 
 /* ---- control requests ---- */
@@ -776,7 +790,6 @@ void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 	r.c = c;
 	r.s = s;
 	r.t0_ns = now_ns();
-	r.t0_us = r.t0_ns / 1000u;
 	ret = proto_decode(msg, len, &s->o.limits, &r.m);
 	if (ret) {
 		reply_undecodable(&r, msg, len, ret);
@@ -818,14 +831,6 @@ void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 	}
 	end_ns = r.tpost_ns ? r.tpost_ns : now_ns();
 	metrics_histogram_observe(s->m.duration[r.rt], end_ns - r.t0_ns);
-	if (r.traced) {
-		struct trace_event ev = {
-			.trace_id = r.rh.trace_id, .stage = "server.total",
-			.table = r.table, .batch = r.nkeys, .bytes = len,
-			.start_us = r.t0_us,
-			.dur_us = (end_ns - r.t0_ns) / 1000u,
-		};
-
-		trace_emit(&ev);
-	}
+	trace_span(&r, "server.total", r.t0_ns / 1000u,
+		   (end_ns - r.t0_ns) / 1000u, len);
 }

@@ -277,16 +277,24 @@ static struct trace_ring *ring_register(void)
 	return r;
 }
 
-static size_t copy_table(char *dst, const char *src)
+/* Length of s cut to at most max bytes, never inside a UTF-8 sequence
+ * (backs up over continuation bytes). */
+static size_t utf8_cut(const char *s, size_t max)
 {
-	size_t n = strnlen(src, TRACE_TABLE_MAX + 1);
+	size_t n = strnlen(s, max + 1);
 
-	if (n > TRACE_TABLE_MAX) {
-		n = TRACE_TABLE_MAX;
-		/* do not cut a UTF-8 sequence: back up over continuations */
-		while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
+	if (n > max) {
+		n = max;
+		while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
 			n--;
 	}
+	return n;
+}
+
+static size_t copy_table(char *dst, const char *src)
+{
+	size_t n = utf8_cut(src, TRACE_TABLE_MAX);
+
 	memcpy(dst, src, n);
 	dst[n] = '\0';
 	return n;
@@ -428,21 +436,17 @@ static bool utf8_valid(const unsigned char *p)
 #define TRACE_LINE_MAX (6 * (TRACE_STAGE_OUT_MAX + TRACE_TABLE_MAX) + 256)
 
 /* Append "s" as a JSON string, escaped; fallback when s is not UTF-8. */
+static const char hex_digits[] = "0123456789abcdef";
+
 static char *put_jstr(char *o, const char *s, size_t max,
 		      const char *fallback)
 {
-	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p;
 	size_t n;
 
 	if (!s || !utf8_valid((const unsigned char *)s))
 		s = fallback;
-	n = strnlen(s, max + 1);
-	if (n > max) {
-		n = max;
-		while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-			n--;
-	}
+	n = utf8_cut(s, max);
 	*o++ = '"';
 	for (p = (const unsigned char *)s; p < (const unsigned char *)s + n;
 	     p++) {
@@ -457,8 +461,8 @@ static char *put_jstr(char *o, const char *s, size_t max,
 			*o++ = 't';
 		} else if (*p < 0x20) {
 			memcpy(o, "\\u00", 4);
-			o[4] = hex[*p >> 4];
-			o[5] = hex[*p & 15];
+			o[4] = hex_digits[*p >> 4];
+			o[5] = hex_digits[*p & 15];
 			o += 6;
 		} else {
 			*o++ = (char)*p;
@@ -493,7 +497,6 @@ static char *put_u64(char *o, const char *key, uint64_t v)
  */
 static void put_event(const struct trace_slot *s, pid_t tid)
 {
-	static const char hex[] = "0123456789abcdef";
 	char *o;
 
 	if (TRACE_BUF_SIZE - g.buf_len < TRACE_LINE_MAX)
@@ -502,7 +505,7 @@ static void put_event(const struct trace_slot *s, pid_t tid)
 	memcpy(o, "{\"trace\":\"", 10);
 	o += 10;
 	for (int i = 60; i >= 0; i -= 4)
-		*o++ = hex[(s->trace_id >> i) & 15];
+		*o++ = hex_digits[(s->trace_id >> i) & 15];
 	*o++ = '"';
 	memcpy(o, ",\"stage\":", 9);
 	o = put_jstr(o + 9, s->stage, TRACE_STAGE_OUT_MAX, "?");
