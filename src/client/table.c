@@ -18,6 +18,22 @@
 
 /* ---- specs ---- */
 
+/*
+ * The fields that struct rs_table_spec (public), struct proto_table_spec
+ * (wire) and struct optim_params (kernels) share by name, listed once:
+ * FIELDS(X, dst, src) expands to X(dst, src, field) for each.
+ */
+#define COPY_FIELD(dst, src, f) (dst)->f = (src)->f;
+#define OPTIM_FIELDS(X, dst, src)                                      \
+	X(dst, src, kind) X(dst, src, flags) X(dst, src, lr)           \
+	X(dst, src, eps) X(dst, src, beta1) X(dst, src, beta2)         \
+	X(dst, src, weight_decay) X(dst, src, initial_accumulator)
+#define SPEC_FIELDS(X, dst, src)                                       \
+	X(dst, src, dim) X(dst, src, dtype) X(dst, src, capacity)      \
+	OPTIM_FIELDS(X, &(dst)->optim, &(src)->optim)                  \
+	X(dst, src, init.kind) X(dst, src, init.value)                 \
+	X(dst, src, init.a) X(dst, src, init.std) X(dst, src, init.seed)
+
 RS_EXPORT int rs_table_spec_init(struct rs_table_spec *spec, const char *name,
 				 uint32_t dim)
 {
@@ -38,14 +54,7 @@ RS_EXPORT int rs_table_spec_init(struct rs_table_spec *spec, const char *name,
 	spec->dtype = RS_DTYPE_FP32;
 	spec->capacity = 1u << 20;
 	optim_params_default(&op, OPTIM_SGD);
-	spec->optim.kind = op.kind;
-	spec->optim.flags = op.flags;
-	spec->optim.lr = op.lr;
-	spec->optim.eps = op.eps;
-	spec->optim.beta1 = op.beta1;
-	spec->optim.beta2 = op.beta2;
-	spec->optim.weight_decay = op.weight_decay;
-	spec->optim.initial_accumulator = op.initial_accumulator;
+	OPTIM_FIELDS(COPY_FIELD, &spec->optim, &op)
 	spec->init.kind = RS_INIT_ZEROS;
 	return 0;
 }
@@ -62,14 +71,7 @@ RS_EXPORT int rs_table_spec_set_optimizer(struct rs_table_spec *spec,
 	if (kind < 0)
 		return kind;
 	optim_params_default(&op, (uint32_t)kind);
-	spec->optim.kind = op.kind;
-	spec->optim.flags = op.flags;
-	spec->optim.lr = op.lr;
-	spec->optim.eps = op.eps;
-	spec->optim.beta1 = op.beta1;
-	spec->optim.beta2 = op.beta2;
-	spec->optim.weight_decay = op.weight_decay;
-	spec->optim.initial_accumulator = op.initial_accumulator;
+	OPTIM_FIELDS(COPY_FIELD, &spec->optim, &op)
 	return 0;
 }
 
@@ -79,22 +81,7 @@ static void spec_to_proto(const struct rs_table_spec *s,
 	memset(p, 0, sizeof(*p));
 	memcpy(p->name, s->name, sizeof(p->name));
 	p->name[PROTO_NAME_MAX] = '\0';
-	p->dim = s->dim;
-	p->dtype = s->dtype;
-	p->capacity = s->capacity;
-	p->optim.kind = s->optim.kind;
-	p->optim.flags = s->optim.flags;
-	p->optim.lr = s->optim.lr;
-	p->optim.eps = s->optim.eps;
-	p->optim.beta1 = s->optim.beta1;
-	p->optim.beta2 = s->optim.beta2;
-	p->optim.weight_decay = s->optim.weight_decay;
-	p->optim.initial_accumulator = s->optim.initial_accumulator;
-	p->init.kind = s->init.kind;
-	p->init.value = s->init.value;
-	p->init.a = s->init.a;
-	p->init.std = s->init.std;
-	p->init.seed = s->init.seed;
+	SPEC_FIELDS(COPY_FIELD, p, s)
 }
 
 static void spec_from_proto(const struct proto_table_spec *p,
@@ -102,22 +89,7 @@ static void spec_from_proto(const struct proto_table_spec *p,
 {
 	memset(s, 0, sizeof(*s));
 	memcpy(s->name, p->name, sizeof(s->name));
-	s->dim = p->dim;
-	s->dtype = p->dtype;
-	s->capacity = p->capacity;
-	s->optim.kind = p->optim.kind;
-	s->optim.flags = p->optim.flags;
-	s->optim.lr = p->optim.lr;
-	s->optim.eps = p->optim.eps;
-	s->optim.beta1 = p->optim.beta1;
-	s->optim.beta2 = p->optim.beta2;
-	s->optim.weight_decay = p->optim.weight_decay;
-	s->optim.initial_accumulator = p->optim.initial_accumulator;
-	s->init.kind = p->init.kind;
-	s->init.value = p->init.value;
-	s->init.a = p->init.a;
-	s->init.std = p->init.std;
-	s->init.seed = p->init.seed;
+	SPEC_FIELDS(COPY_FIELD, s, p)
 }
 
 /* ---- per-node views ---- */
