@@ -327,4 +327,79 @@ static inline uint64_t sv_stat(struct sv_cli *k, uint32_t table,
 	return v;
 }
 
+/*
+ * The well-behaved client that runs beside a hostile or dying one: on its
+ * own connection it creates table "good" (dim floats, SGD) and, round
+ * after round until stopped, PUTs nkeys rows (keys cycle over `span`
+ * rounds' worth), GETs them back and checks every status and row.
+ * `rounds` counts the verified rounds.
+ */
+#define SV_GOOD_MAX_KEYS 32
+#define SV_GOOD_MAX_DIM 8
+
+struct sv_good {
+	struct sv_node *node;
+	unsigned nkeys, dim, span;
+	volatile int stop;
+	volatile unsigned long rounds;
+	pthread_t th;
+};
+
+static void *sv_good_main(void *arg)
+{
+	struct sv_good *g = arg;
+	struct proto_table_spec spec;
+	struct proto_table_info t;
+	struct sv_cli k;
+	uint64_t keys[SV_GOOD_MAX_KEYS];
+	float rows[SV_GOOD_MAX_KEYS * SV_GOOD_MAX_DIM];
+	float out[SV_GOOD_MAX_KEYS * SV_GOOD_MAX_DIM];
+	int32_t st[SV_GOOD_MAX_KEYS];
+	unsigned n = g->nkeys, dim = g->dim;
+
+	sv_cli_open(&k, g->node->ip, g->node->port);
+	sv_spec(&spec, "good", dim, OPTIM_SGD);
+	SV_OK(sv_create(&k, &spec, &t));
+	for (unsigned long r = 0; !g->stop; r++) {
+		for (unsigned i = 0; i < n; i++) {
+			keys[i] = r % g->span * n + i;
+			for (unsigned j = 0; j < dim; j++)
+				rows[i * dim + j] = (float)(r * 10 + j);
+		}
+		SV_OK(sv_keys(&k, PROTO_OP_PUT, &t, keys, n, rows, 0, st,
+			      NULL));
+		for (unsigned i = 0; i < n; i++)
+			SV_CHECK(st[i] >= 0, "good client: put status %d",
+				 st[i]);
+		memset(out, 0xff, sizeof(out));
+		SV_OK(sv_keys(&k, PROTO_OP_GET, &t, keys, n, NULL, 0, st,
+			      out));
+		for (unsigned i = 0; i < n; i++)
+			SV_CHECK(st[i] == 0 && !memcmp(&out[i * dim],
+						       &rows[i * dim],
+						       dim * sizeof(float)),
+				 "good client: key %llu: status %d or wrong "
+				 "row", (unsigned long long)keys[i], st[i]);
+		g->rounds = r + 1;
+	}
+	sv_cli_close(&k);
+	return NULL;
+}
+
+static inline void sv_good_start(struct sv_good *g)
+{
+	SV_CHECK(g->nkeys <= SV_GOOD_MAX_KEYS && g->dim <= SV_GOOD_MAX_DIM &&
+		 g->span > 0, "sv_good: bad shape");
+	if (pthread_create(&g->th, NULL, sv_good_main, g))
+		sv_die("pthread_create");
+}
+
+/* Stop the good client; its verified rounds. */
+static inline unsigned long sv_good_stop(struct sv_good *g)
+{
+	g->stop = 1;
+	pthread_join(g->th, NULL);
+	return g->rounds;
+}
+
 #endif

@@ -18,48 +18,8 @@
 #define KEYS_OFF (HDR + 32)
 
 static struct sv_node node;
-static volatile int good_stop;
-static unsigned long good_rounds;
-
-/* ---- the well-behaved client ---- */
-
-static void *good_main(void *arg)
-{
-	struct proto_table_spec spec;
-	struct proto_table_info t;
-	struct sv_cli k;
-	uint64_t keys[32];
-	float rows[32 * 8], out[32 * 8];
-	int32_t st[32];
-
-	(void)arg;
-	sv_cli_open(&k, node.ip, node.port);
-	sv_spec(&spec, "good", 8, OPTIM_SGD);
-	SV_OK(sv_create(&k, &spec, &t));
-	for (unsigned long r = 0; !good_stop; r++) {
-		for (int i = 0; i < 32; i++) {
-			keys[i] = r % 100 * 32 + (uint64_t)i; /* < capacity */
-			for (int j = 0; j < 8; j++)
-				rows[i * 8 + j] = (float)(r * 10 + (unsigned)j);
-		}
-		SV_OK(sv_keys(&k, PROTO_OP_PUT, &t, keys, 32, rows, 0, st,
-			      NULL));
-		for (int i = 0; i < 32; i++)
-			SV_CHECK(st[i] >= 0, "put status %d", st[i]);
-		memset(out, 0xff, sizeof(out));
-		SV_OK(sv_keys(&k, PROTO_OP_GET, &t, keys, 32, NULL, 0, st,
-			      out));
-		for (int i = 0; i < 32; i++) {
-			SV_CHECK(st[i] == 0, "get status %d", st[i]);
-			SV_CHECK(!memcmp(&out[i * 8], &rows[i * 8],
-					 8 * sizeof(float)),
-				 "row %d differs", i);
-		}
-		good_rounds = r + 1;
-	}
-	sv_cli_close(&k);
-	return NULL;
-}
+static struct sv_good good = { .node = &node, .nkeys = 32, .dim = 8,
+				 .span = 100 };
 
 /* ---- the hostile client ---- */
 
@@ -349,15 +309,13 @@ int main(void)
 			   16 };
 	float out[16];
 	int32_t st[4];
-	pthread_t good;
 	uint64_t badcount;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	sv_memlock();
 	sv_node_start(&node, ip, NULL);
 	printf("node on %s\n", node.addr);
-	if (pthread_create(&good, NULL, good_main, NULL))
-		sv_die("pthread_create");
+	sv_good_start(&good);
 
 	sv_cli_open(&bad, node.ip, node.port);
 	sv_spec(&spec, "t", 4, OPTIM_SGD);
@@ -382,11 +340,10 @@ int main(void)
 	SV_CHECK(badcount >= 6, "bad_messages %llu",
 		 (unsigned long long)badcount);
 
-	good_stop = 1;
-	pthread_join(good, NULL);
+	sv_good_stop(&good);
 	printf("well-behaved client: %lu verified PUT+GET rounds meanwhile\n",
-	       good_rounds);
-	SV_CHECK(good_rounds > 0, "the good client was not served");
+	       good.rounds);
+	SV_CHECK(good.rounds > 0, "the good client was not served");
 	sv_cli_close(&bad);
 	sv_node_stop(&node);
 	printf("ok\n");

@@ -22,42 +22,8 @@
 #define BATCH 1500
 
 static struct sv_node node;
-static volatile int good_stop;
-static volatile unsigned long good_rounds;
-
-static void *good_main(void *arg)
-{
-	struct proto_table_spec spec;
-	struct proto_table_info t;
-	struct sv_cli k;
-	uint64_t keys[16];
-	float rows[16 * 4], out[16 * 4];
-	int32_t st[16];
-
-	(void)arg;
-	sv_cli_open(&k, node.ip, node.port);
-	sv_spec(&spec, "good", 4, OPTIM_SGD);
-	SV_OK(sv_create(&k, &spec, &t));
-	for (unsigned long r = 0; !good_stop; r++) {
-		for (int i = 0; i < 16; i++) {
-			keys[i] = r % 200 * 16 + (uint64_t)i;
-			for (int j = 0; j < 4; j++)
-				rows[i * 4 + j] = (float)r + (float)j;
-		}
-		SV_OK(sv_keys(&k, PROTO_OP_PUT, &t, keys, 16, rows, 0, st,
-			      NULL));
-		SV_OK(sv_keys(&k, PROTO_OP_GET, &t, keys, 16, NULL, 0, st,
-			      out));
-		for (int i = 0; i < 16; i++)
-			SV_CHECK(st[i] == 0 && !memcmp(&out[i * 4],
-						       &rows[i * 4], 16),
-				 "key %llu: status %d or wrong row",
-				 (unsigned long long)keys[i], st[i]);
-		good_rounds = r + 1;
-	}
-	sv_cli_close(&k);
-	return NULL;
-}
+static struct sv_good good = { .node = &node, .nkeys = 16, .dim = 4,
+				 .span = 200 };
 
 /* ---- child side ---- */
 
@@ -191,7 +157,6 @@ int main(int argc, char **argv)
 	struct proto_table_spec spec;
 	struct proto_table_info t;
 	struct sv_cli ctl;
-	pthread_t good;
 	char line[256];
 	unsigned long r0;
 	struct kid c;
@@ -210,13 +175,12 @@ int main(int argc, char **argv)
 	sv_spec(&spec, "k", DIM, OPTIM_ADAGRAD);
 	spec.capacity = 65536;
 	SV_OK(sv_create(&ctl, &spec, &t));
-	if (pthread_create(&good, NULL, good_main, NULL))
-		sv_die("pthread_create");
-	while (!good_rounds)
+	sv_good_start(&good);
+	while (!good.rounds)
 		usleep(10000);
 
 	for (int round = 0; round < 3; round++) {
-		r0 = good_rounds;
+		r0 = good.rounds;
 		spawn(&c, "kill", &t);
 		read_line(&c, line, sizeof(line));
 		SV_CHECK(!strcmp(line, "sent"), "child: %s", line);
@@ -226,10 +190,10 @@ int main(int argc, char **argv)
 		printf("round %d: client killed with 12 x %d-key updates in "
 		       "flight\n", round, BATCH);
 		wait_conns(&ctl, 2, "after the kill");
-		SV_CHECK(good_rounds > r0, "good client starved");
+		SV_CHECK(good.rounds > r0, "good client starved");
 	}
 
-	r0 = good_rounds;
+	r0 = good.rounds;
 	spawn(&c, "stuck", &t);
 	read_line(&c, line, sizeof(line));
 	status = reap(&c);
@@ -237,11 +201,10 @@ int main(int argc, char **argv)
 	SV_CHECK(!strncmp(line, "dropped", 7) && WIFEXITED(status) &&
 		 WEXITSTATUS(status) == 0, "stuck client was not dropped");
 	wait_conns(&ctl, 2, "after the stuck client");
-	SV_CHECK(good_rounds > r0, "good client starved by the stuck one");
+	SV_CHECK(good.rounds > r0, "good client starved by the stuck one");
 
-	good_stop = 1;
-	pthread_join(good, NULL);
-	printf("well-behaved client: %lu verified rounds\n", good_rounds);
+	sv_good_stop(&good);
+	printf("well-behaved client: %lu verified rounds\n", good.rounds);
 	sv_cli_close(&ctl);
 	sv_node_stop(&node);
 	printf("ok\n");

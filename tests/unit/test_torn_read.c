@@ -69,6 +69,34 @@ static uint64_t scale(void)
 	return f > 0 ? (uint64_t)(f * 1000) : 1000;
 }
 
+/*
+ * The race both stress tests run: WRITERS threads on writer_arg(i) and
+ * READERS threads on reader_arg; once every reader has done its reads,
+ * *stop is raised and the writers are joined.
+ */
+static void race(void *(*writer)(void *), void *(*writer_arg)(void *, int),
+		 void *(*reader)(void *), void *ctx, _Atomic int *stop)
+{
+	pthread_t w[WRITERS], rd[READERS];
+
+	for (int i = 0; i < WRITERS; i++)
+		assert_int_equal(pthread_create(&w[i], NULL, writer,
+						writer_arg(ctx, i)), 0);
+	for (int i = 0; i < READERS; i++)
+		assert_int_equal(pthread_create(&rd[i], NULL, reader, ctx), 0);
+	for (int i = 0; i < READERS; i++)
+		pthread_join(rd[i], NULL);
+	atomic_store(stop, 1);
+	for (int i = 0; i < WRITERS; i++)
+		pthread_join(w[i], NULL);
+}
+
+static void *same_arg(void *ctx, int i)
+{
+	(void)i;
+	return ctx;
+}
+
 /* ---- the "NIC": unordered, chunked copy ---- */
 
 static void nic_delay(struct rng *r)
@@ -308,7 +336,6 @@ static void torn_rows(void **state)
 	struct slab_table_stats ts;
 	struct slab_store *st;
 	struct rows_ctx *c = calloc(1, sizeof(*c));
-	pthread_t w[WRITERS], rd[READERS];
 	float val[DIM];
 	double t0;
 
@@ -323,17 +350,7 @@ static void torn_rows(void **state)
 		assert_int_equal(slab_insert(c->t, k, val, NULL, NULL), 0);
 	}
 	t0 = now();
-	for (int i = 0; i < WRITERS; i++)
-		assert_int_equal(pthread_create(&w[i], NULL, rows_writer, c),
-				 0);
-	for (int i = 0; i < READERS; i++)
-		assert_int_equal(pthread_create(&rd[i], NULL, rows_reader, c),
-				 0);
-	for (int i = 0; i < READERS; i++)
-		pthread_join(rd[i], NULL);
-	atomic_store(&c->stop, 1);
-	for (int i = 0; i < WRITERS; i++)
-		pthread_join(w[i], NULL);
+	race(rows_writer, same_arg, rows_reader, c, &c->stop);
 	slab_table_stats(c->t, &ts);
 	print_message(
 		"rows: %.1f s, %llu row READs + %llu bucket READs; accepted "
@@ -363,7 +380,13 @@ static void torn_rows(void **state)
 #define PINNED 2000
 #define CHURN 5700 /* (PINNED + CHURN) / (NB * 8) = 94% */
 
+struct idx_writer {
+	struct idx_ctx *c;
+	int id;
+};
+
 struct idx_ctx {
+	struct idx_writer w[WRITERS]; /* the writers' arguments */
 	void *region;
 	struct pet_index *p;
 	const struct pet_geom *g;
@@ -379,10 +402,13 @@ static uint32_t ref_of(uint64_t key)
 	return (uint32_t)(key * 0x9E3779B97F4A7C15ULL >> 32);
 }
 
-struct idx_writer {
-	struct idx_ctx *c;
-	int id;
-};
+static void *idx_writer_arg(void *ctx, int i)
+{
+	struct idx_ctx *c = ctx;
+
+	c->w[i] = (struct idx_writer){c, i};
+	return &c->w[i];
+}
 
 static void *idx_writer(void *arg)
 {
@@ -502,8 +528,6 @@ static void torn_buckets(void **state)
 			     .bucket_bytes = PET_BUCKET_BYTES,
 			     .buckets_off = PET_HEADER_BYTES};
 	size_t len = pet_region_bytes(NB);
-	pthread_t w[WRITERS], rd[READERS];
-	struct idx_writer iw[WRITERS];
 	struct pet_stats ps;
 	struct rng r = {42};
 	double t0;
@@ -524,20 +548,7 @@ static void torn_buckets(void **state)
 	pet_get_stats(c->p, &ps);
 	print_message("index at %.1f%% fill\n", 100 * ps.fill);
 	t0 = now();
-	for (int i = 0; i < WRITERS; i++) {
-		iw[i] = (struct idx_writer){c, i};
-		assert_int_equal(pthread_create(&w[i], NULL, idx_writer,
-						&iw[i]),
-				 0);
-	}
-	for (int i = 0; i < READERS; i++)
-		assert_int_equal(pthread_create(&rd[i], NULL, idx_reader, c),
-				 0);
-	for (int i = 0; i < READERS; i++)
-		pthread_join(rd[i], NULL);
-	atomic_store(&c->stop, 1);
-	for (int i = 0; i < WRITERS; i++)
-		pthread_join(w[i], NULL);
+	race(idx_writer, idx_writer_arg, idx_reader, c, &c->stop);
 	pet_get_stats(c->p, &ps);
 	print_message(
 		"buckets: %.1f s, %llu bucket READs, %llu accepted; torn "
