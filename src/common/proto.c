@@ -286,6 +286,12 @@ static int reply_has_rows(uint32_t op)
 	return op == PROTO_OP_GET || op == PROTO_OP_GET_OR_INIT;
 }
 
+/* PROTO_KF_* bits a keyed request of op may carry */
+static uint32_t keys_flags_allowed(uint32_t op)
+{
+	return op == PROTO_OP_UPDATE ? PROTO_KF_CREATE : 0;
+}
+
 static int name_char(unsigned char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -389,6 +395,12 @@ static uint64_t rows_bytes(uint32_t n, uint32_t dim, uint32_t dtype)
 	return (uint64_t)n * dim * proto_dtype_size(dtype);
 }
 
+/* n int32 statuses, padded to 8 bytes */
+static uint64_t status_bytes(uint32_t n)
+{
+	return 4 * (uint64_t)n + 4 * (n & 1);
+}
+
 static uint64_t req_bytes(uint32_t op, uint32_t n, uint32_t dim,
 			  uint32_t dtype)
 {
@@ -399,8 +411,7 @@ static uint64_t req_bytes(uint32_t op, uint32_t n, uint32_t dim,
 static uint64_t reply_bytes(uint32_t op, uint32_t n, uint32_t dim,
 			    uint32_t dtype)
 {
-	return PROTO_HDR_BYTES + KEYS_REPLY_FIXED + 4 * (uint64_t)n +
-	       4 * (n & 1) +
+	return PROTO_HDR_BYTES + KEYS_REPLY_FIXED + status_bytes(n) +
 	       (reply_has_rows(op) ? rows_bytes(n, dim, dtype) : 0);
 }
 
@@ -896,11 +907,10 @@ static int dec_hello_req(struct rd *r, struct proto_hello_req *m)
 	m->recv_bytes = rd_u32(r, "recv_bytes");
 	rd_zero(r, 4, "reserved");
 	rd_str(r, "name", STR_OPT_NAME, m->name, sizeof(m->name));
-	if (!r->rc && (m->recv_bytes < PROTO_MIN_MESSAGE_BYTES ||
-		       m->recv_bytes > PROTO_MAX_MESSAGE_BYTES))
-		rd_fail(r, RS_E_INVAL, "recv_bytes: %u is outside [%u, %u]",
-			m->recv_bytes, PROTO_MIN_MESSAGE_BYTES,
-			PROTO_MAX_MESSAGE_BYTES);
+	if (!r->rc && check_limit("recv_bytes", m->recv_bytes,
+				  PROTO_MIN_MESSAGE_BYTES,
+				  PROTO_MAX_MESSAGE_BYTES))
+		rd_fail(r, RS_E_INVAL, "%s", rs_errormsg());
 	return r->rc;
 }
 
@@ -925,6 +935,23 @@ static int dec_list_req(struct rd *r, struct proto_list_req *m)
 	return r->rc;
 }
 
+/* entries [start, start + n) of a list must lie within total */
+static int rd_entries(struct rd *r, uint32_t start, uint32_t n,
+		      uint32_t total)
+{
+	if ((uint64_t)start + n > total)
+		return rd_fail(r, RS_E_PROTO, "entries [%u, %u + %u) exceed "
+			       "total %u", start, start, n, total);
+	return 0;
+}
+
+static void rd_stat(struct rd *r, struct proto_stat *e)
+{
+	e->table_id = rd_u32(r, "stat.table_id");
+	e->value = rd_u64(r, "stat.value");
+	rd_str(r, "stat.key", STR_NAME, e->key, sizeof(e->key));
+}
+
 static int dec_table_dir(struct rd *r, const struct proto_limits *lim,
 			  struct proto_table_dir *d)
 {
@@ -940,9 +967,8 @@ static int dec_table_dir(struct rd *r, const struct proto_limits *lim,
 	if (d->total > lim->max_tables)
 		return rd_fail(r, RS_E_TOOBIG, "total: %u tables, over the "
 			       "limit %u", d->total, lim->max_tables);
-	if ((uint64_t)d->start + d->n > d->total)
-		return rd_fail(r, RS_E_PROTO, "entries [%u, %u + %u) exceed "
-			       "total %u", d->start, d->start, d->n, d->total);
+	if (rd_entries(r, d->start, d->n, d->total))
+		return r->rc;
 	d->p = r->p;
 	d->len = r->len;
 	d->off = r->off;
@@ -965,29 +991,61 @@ static int dec_stats(struct rd *r, struct proto_stats *s)
 	rd_zero(r, 4, "reserved");
 	if (r->rc)
 		return r->rc;
-	if ((uint64_t)s->start + s->n > s->total)
-		return rd_fail(r, RS_E_PROTO, "entries [%u, %u + %u) exceed "
-			       "total %u", s->start, s->start, s->n, s->total);
+	if (rd_entries(r, s->start, s->n, s->total))
+		return r->rc;
 	s->p = r->p;
 	s->len = r->len;
 	s->off = r->off;
 	s->next = 0;
 	/* each entry takes >= STAT_FIXED + 3 bytes: the loop is bounded
 	 * by the body length whatever n claims */
-	for (uint32_t i = 0; i < s->n && !r->rc; i++) {
-		e.table_id = rd_u32(r, "stat.table_id");
-		e.value = rd_u64(r, "stat.value");
-		rd_str(r, "stat.key", STR_NAME, e.key, sizeof(e.key));
-	}
+	for (uint32_t i = 0; i < s->n && !r->rc; i++)
+		rd_stat(r, &e);
 	return r->rc;
+}
+
+/*
+ * n, dim and dtype of a keyed body against the limits, then the length of
+ * what follows the fixed part: items_bytes of keys or statuses, plus *rb
+ * bytes of rows when the body carries rows (else dim and dtype must be 0).
+ */
+static int rd_keyed_shape(struct rd *r, const struct proto_limits *lim,
+			  int rows, uint32_t n, uint32_t dim, uint32_t dtype,
+			  const char *items, uint64_t items_bytes,
+			  uint64_t *rb)
+{
+	*rb = 0;
+	if (n > lim->max_batch_keys)
+		return rd_fail(r, RS_E_TOOBIG, "n: %u keys, over the limit %u",
+			       n, lim->max_batch_keys);
+	if (rows) {
+		if (dtype >= PROTO_DTYPE_COUNT)
+			return rd_fail(r, RS_E_PROTO, "dtype: unknown value %u",
+				       dtype);
+		if (dim == 0)
+			return rd_fail(r, RS_E_PROTO, "dim: must be >= 1");
+		if (dim > lim->max_dim)
+			return rd_fail(r, RS_E_TOOBIG, "dim: %u is over the "
+				       "limit %u", dim, lim->max_dim);
+		*rb = rows_bytes(n, dim, dtype);
+	} else if (dim || dtype) {
+		return rd_fail(r, RS_E_PROTO, "dim %u / dtype %u: must be 0 "
+			       "(no rows)", dim, dtype);
+	}
+	if (r->len - r->off != items_bytes + *rb)
+		return rd_fail(r, RS_E_PROTO, "%u %s%s need %" PRIu64
+			       " bytes after the fixed part, %zu present",
+			       n, items, *rb ? " and rows" : "",
+			       items_bytes + *rb, r->len - r->off);
+	return 0;
 }
 
 static int dec_keys_req(struct rd *r, uint32_t op,
 			 const struct proto_limits *lim,
 			 struct proto_keys_req *m)
 {
-	const uint32_t allowed = op == PROTO_OP_UPDATE ? PROTO_KF_CREATE : 0;
-	uint64_t rb = 0;
+	const uint32_t allowed = keys_flags_allowed(op);
+	uint64_t rb;
 
 	m->table_id = rd_u32(r, "table_id");
 	m->flags = rd_u32(r, "flags");
@@ -1002,28 +1060,9 @@ static int dec_keys_req(struct rd *r, uint32_t op,
 	if (m->flags & ~allowed)
 		return rd_fail(r, RS_E_PROTO, "flags: unknown bits 0x%x",
 			       m->flags & ~allowed);
-	if (m->n > lim->max_batch_keys)
-		return rd_fail(r, RS_E_TOOBIG, "n: %u keys, over the limit %u",
-			       m->n, lim->max_batch_keys);
-	if (req_has_rows(op)) {
-		if (m->dtype >= PROTO_DTYPE_COUNT)
-			return rd_fail(r, RS_E_PROTO, "dtype: unknown value %u",
-				       m->dtype);
-		if (m->dim == 0)
-			return rd_fail(r, RS_E_PROTO, "dim: must be >= 1");
-		if (m->dim > lim->max_dim)
-			return rd_fail(r, RS_E_TOOBIG, "dim: %u is over the "
-				       "limit %u", m->dim, lim->max_dim);
-		rb = rows_bytes(m->n, m->dim, m->dtype);
-	} else if (m->dim || m->dtype) {
-		return rd_fail(r, RS_E_PROTO, "dim %u / dtype %u: must be 0 "
-			       "(no rows)", m->dim, m->dtype);
-	}
-	if (r->len - r->off != 8 * (uint64_t)m->n + rb)
-		return rd_fail(r, RS_E_PROTO, "%u keys%s need %" PRIu64
-			       " bytes after the fixed part, %zu present",
-			       m->n, rb ? " and rows" : "",
-			       8 * (uint64_t)m->n + rb, r->len - r->off);
+	if (rd_keyed_shape(r, lim, req_has_rows(op), m->n, m->dim, m->dtype,
+			   "keys", 8 * (uint64_t)m->n, &rb))
+		return r->rc;
 	m->keys = rd_take(r, 8 * (size_t)m->n, "keys");
 	if (rb)
 		m->rows = rd_take(r, (size_t)rb, "rows");
@@ -1036,7 +1075,7 @@ static int dec_keys_reply(struct rd *r, uint32_t op,
 {
 	const int may_create = op == PROTO_OP_GET_OR_INIT ||
 			       op == PROTO_OP_PUT || op == PROTO_OP_UPDATE;
-	uint64_t rb = 0;
+	uint64_t rb;
 
 	m->n = rd_u32(r, "n");
 	m->dim = rd_u32(r, "dim");
@@ -1045,29 +1084,9 @@ static int dec_keys_reply(struct rd *r, uint32_t op,
 	m->status = m->rows = NULL;
 	if (r->rc)
 		return r->rc;
-	if (m->n > lim->max_batch_keys)
-		return rd_fail(r, RS_E_TOOBIG, "n: %u keys, over the limit %u",
-			       m->n, lim->max_batch_keys);
-	if (reply_has_rows(op)) {
-		if (m->dtype >= PROTO_DTYPE_COUNT)
-			return rd_fail(r, RS_E_PROTO, "dtype: unknown value %u",
-				       m->dtype);
-		if (m->dim == 0)
-			return rd_fail(r, RS_E_PROTO, "dim: must be >= 1");
-		if (m->dim > lim->max_dim)
-			return rd_fail(r, RS_E_TOOBIG, "dim: %u is over the "
-				       "limit %u", m->dim, lim->max_dim);
-		rb = rows_bytes(m->n, m->dim, m->dtype);
-	} else if (m->dim || m->dtype) {
-		return rd_fail(r, RS_E_PROTO, "dim %u / dtype %u: must be 0 "
-			       "(no rows)", m->dim, m->dtype);
-	}
-	if (r->len - r->off != 4 * (uint64_t)m->n + 4 * (m->n & 1) + rb)
-		return rd_fail(r, RS_E_PROTO, "%u statuses%s need %" PRIu64
-			       " bytes after the fixed part, %zu present",
-			       m->n, rb ? " and rows" : "",
-			       4 * (uint64_t)m->n + 4 * (m->n & 1) + rb,
-			       r->len - r->off);
+	if (rd_keyed_shape(r, lim, reply_has_rows(op), m->n, m->dim,
+			   m->dtype, "statuses", status_bytes(m->n), &rb))
+		return r->rc;
 	m->status = rd_take(r, 4 * (size_t)m->n, "status");
 	for (uint32_t i = 0; i < m->n; i++) {
 		int32_t st = proto_status_at(m->status, i);
@@ -1235,9 +1254,7 @@ int proto_stats_next(struct proto_stats *s, struct proto_stat *out)
 
 	if (s->next >= s->n)
 		return 0;
-	out->table_id = rd_u32(&r, "stat.table_id");
-	out->value = rd_u64(&r, "stat.value");
-	rd_str(&r, "stat.key", STR_NAME, out->key, sizeof(out->key));
+	rd_stat(&r, out);
 	s->off = r.off;
 	s->next++;
 	return r.rc ? 0 : 1;
@@ -1348,24 +1365,32 @@ int proto_enc_list_req(void *buf, size_t cap, const struct proto_hdr *h,
 	return wr_finish(&w, h, op, 0);
 }
 
-int proto_enc_table_dir_reply(void *buf, size_t cap, const struct proto_hdr *h,
-			      uint64_t generation, uint32_t total,
-			      uint32_t start,
-			      const struct proto_table_info *tables,
-			      uint32_t n, uint32_t *written)
+/*
+ * A list reply (TABLE_DIR, STATS): the generation (TABLE_DIR only), total,
+ * start, n and reserved, then as many of the n entries as fit; put()
+ * checks and writes entry k of list. An entry that does not fit is rolled
+ * back and n patched to those written; when not even the first fits, the
+ * reply is RS_E_TOOBIG.
+ */
+static int enc_list_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			  uint32_t op, uint64_t generation, uint32_t total,
+			  uint32_t start, const void *list, uint32_t n,
+			  int (*put)(struct wr *, const void *, uint32_t),
+			  uint32_t *written)
 {
 	struct wr w;
-	size_t nlen, n_at;
+	size_t n_at;
 	uint32_t k = 0;
 	int rc;
 
 	*written = 0;
 	if ((uint64_t)start + n > total)
-		return rs_seterr(RS_E_INVAL, "TABLE_DIR reply: entries [%u, "
-				 "%u + %u) exceed total %u", start, start, n,
-				 total);
+		return rs_seterr(RS_E_INVAL, "%s reply: entries [%u, %u + %u) "
+				 "exceed total %u", proto_op_name(op), start,
+				 start, n, total);
 	wr_begin(&w, buf, cap);
-	wr_u64(&w, generation);
+	if (op == PROTO_OP_TABLE_DIR)
+		wr_u64(&w, generation);
 	wr_u32(&w, total);
 	wr_u32(&w, start);
 	n_at = w.off;
@@ -1374,20 +1399,56 @@ int proto_enc_table_dir_reply(void *buf, size_t cap, const struct proto_hdr *h,
 	for (; k < n; k++) {
 		size_t before = w.off;
 
-		if ((rc = enc_spec_check(&tables[k].spec, &nlen)))
+		if ((rc = put(&w, list, k)))
 			return rc;
-		wr_info(&w, &tables[k], nlen);
 		if (w.off > w.cap) {
-			if (k == 0)
-				break; /* not even one: RS_E_TOOBIG below */
-			w.off = before;
+			if (k > 0) /* else not even one: RS_E_TOOBIG below */
+				w.off = before;
 			break;
 		}
 	}
 	if (w.off <= w.cap)
 		st32(w.p + n_at, k);
 	*written = w.off <= w.cap ? k : 0;
-	return wr_finish(&w, h, PROTO_OP_TABLE_DIR, 1);
+	return wr_finish(&w, h, op, 1);
+}
+
+static int put_table_info(struct wr *w, const void *list, uint32_t k)
+{
+	const struct proto_table_info *t =
+		(const struct proto_table_info *)list + k;
+	size_t nlen;
+	int rc = enc_spec_check(&t->spec, &nlen);
+
+	if (rc)
+		return rc;
+	wr_info(w, t, nlen);
+	return 0;
+}
+
+static int put_stat(struct wr *w, const void *list, uint32_t k)
+{
+	const struct proto_stat *s = (const struct proto_stat *)list + k;
+	size_t klen;
+	int rc = enc_name_check("stat key", s->key, sizeof(s->key), 0, &klen);
+
+	if (rc)
+		return rc;
+	wr_u32(w, s->table_id);
+	wr_u64(w, s->value);
+	wr_str(w, s->key, klen);
+	return 0;
+}
+
+int proto_enc_table_dir_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			      uint64_t generation, uint32_t total,
+			      uint32_t start,
+			      const struct proto_table_info *tables,
+			      uint32_t n, uint32_t *written)
+{
+	return enc_list_reply(buf, cap, h, PROTO_OP_TABLE_DIR, generation,
+			      total, start, tables, n, put_table_info,
+			      written);
 }
 
 int proto_enc_stats_reply(void *buf, size_t cap, const struct proto_hdr *h,
@@ -1395,42 +1456,8 @@ int proto_enc_stats_reply(void *buf, size_t cap, const struct proto_hdr *h,
 			  const struct proto_stat *stats, uint32_t n,
 			  uint32_t *written)
 {
-	struct wr w;
-	size_t klen, n_at;
-	uint32_t k = 0;
-	int rc;
-
-	*written = 0;
-	if ((uint64_t)start + n > total)
-		return rs_seterr(RS_E_INVAL, "STATS reply: entries [%u, %u + "
-				 "%u) exceed total %u", start, start, n, total);
-	wr_begin(&w, buf, cap);
-	wr_u32(&w, total);
-	wr_u32(&w, start);
-	n_at = w.off;
-	wr_u32(&w, 0);
-	wr_u32(&w, 0);
-	for (; k < n; k++) {
-		size_t before = w.off;
-
-		rc = enc_name_check("stat key", stats[k].key,
-				    sizeof(stats[k].key), 0, &klen);
-		if (rc)
-			return rc;
-		wr_u32(&w, stats[k].table_id);
-		wr_u64(&w, stats[k].value);
-		wr_str(&w, stats[k].key, klen);
-		if (w.off > w.cap) {
-			if (k == 0)
-				break;
-			w.off = before;
-			break;
-		}
-	}
-	if (w.off <= w.cap)
-		st32(w.p + n_at, k);
-	*written = w.off <= w.cap ? k : 0;
-	return wr_finish(&w, h, PROTO_OP_STATS, 1);
+	return enc_list_reply(buf, cap, h, PROTO_OP_STATS, 0, total, start,
+			      stats, n, put_stat, written);
 }
 
 static int check_keyed(uint32_t op, uint32_t n, uint32_t dim,
@@ -1450,6 +1477,16 @@ static int check_keyed(uint32_t op, uint32_t n, uint32_t dim,
 	return 0;
 }
 
+/* n, dim, dtype and reserved: the tail of both keyed fixed parts */
+static void wr_keyed_shape(struct wr *w, uint32_t n, uint32_t dim,
+			   uint32_t dtype, int rows)
+{
+	wr_u32(w, n);
+	wr_u32(w, rows ? dim : 0);
+	wr_u8(w, (uint8_t)(rows ? dtype : 0));
+	wr_zero(w, 7);
+}
+
 int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,
 		       uint32_t op, const struct proto_keys_req *m)
 {
@@ -1461,17 +1498,14 @@ int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,
 
 	if (rc)
 		return rc;
-	if (m->flags & ~(op == PROTO_OP_UPDATE ? PROTO_KF_CREATE : 0u))
+	if (m->flags & ~keys_flags_allowed(op))
 		return rs_seterr(RS_E_INVAL, "%s request: flags 0x%x not "
 				 "allowed", proto_op_name(op), m->flags);
 	wr_begin(&w, buf, cap);
 	wr_u32(&w, m->table_id);
 	wr_u32(&w, m->flags);
 	wr_u64(&w, m->table_gen);
-	wr_u32(&w, m->n);
-	wr_u32(&w, rows ? m->dim : 0);
-	wr_u8(&w, (uint8_t)(rows ? m->dtype : 0));
-	wr_zero(&w, 7);
+	wr_keyed_shape(&w, m->n, m->dim, m->dtype, rows);
 	if ((q = wr_take(&w, 8 * (size_t)m->n)))
 		store_u64s(q, m->keys, m->n);
 	if (rb && (q = wr_take(&w, (size_t)rb)))
@@ -1491,10 +1525,7 @@ int proto_keys_reply_begin(void *buf, size_t cap, const struct proto_hdr *h,
 	if (rc)
 		return rc;
 	wr_begin(&w, buf, cap);
-	wr_u32(&w, n);
-	wr_u32(&w, rows ? dim : 0);
-	wr_u8(&w, (uint8_t)(rows ? dtype : 0));
-	wr_zero(&w, 7);
+	wr_keyed_shape(&w, n, dim, dtype, rows);
 	wo->status = wr_take(&w, 4 * (size_t)n);
 	if (n & 1)
 		wr_zero(&w, 4);
