@@ -34,7 +34,8 @@ static void expect_err(const void *msg, size_t len,
 	int rc = proto_decode(msg, len, lim, &m);
 
 	if (rc != code)
-		fail_msg("expected %d got %d (%s)", code, rc, rs_errormsg());
+		fail_msg("'%s': expected %d got %d (%s)", needle, code, rc,
+			 rs_errormsg());
 	if (!strstr(rs_errormsg(), needle))
 		fail_msg("message '%s' lacks '%s'", rs_errormsg(), needle);
 }
@@ -587,120 +588,93 @@ static size_t copy_seed(const char *name)
 	return 0;
 }
 
-static void put32(size_t off, uint32_t v)
+/* v little-endian into width bytes of buf at off */
+static void put_le(size_t off, uint32_t v, int width)
 {
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < width; i++)
 		buf[off + i] = (uint8_t)(v >> (8 * i));
 }
+
+/* one field of a seed changed, and what the decoder must say about it */
+struct mutation {
+	const char *seed;
+	size_t off;
+	int width; /* 1: a byte, 4: a u32 */
+	uint32_t v;
+	int code;
+	const char *needle;
+};
+
+static const struct mutation mutations[] = {
+	/* header */
+	{ "get_req", 0, 1, 'X', RS_E_PROTO, "bad magic" },
+	{ "get_req", 4, 1, 2, RS_E_PROTO, "unsupported protocol version 2" },
+	{ "get_req", 5, 1, 0, RS_E_PROTO, "unknown opcode 0" },
+	{ "get_req", 5, 1, PROTO_OP_COUNT, RS_E_PROTO, "unknown opcode 11" },
+	{ "get_req", 6, 1, 0x4, RS_E_PROTO, "unknown header flags 0x4" },
+	{ "get_req", 24, 4, 1000, RS_E_PROTO, "header says 1000 body bytes" },
+	{ "get_req", 28, 4, 5, RS_E_PROTO, "status 5 (must be 0)" },
+	{ "update_reply", 28, 4, 5, RS_E_PROTO, "status 5 (must be <= 0)" },
+	/* keyed request body; n lies: one key more than present */
+	{ "get_req", 48, 4, 8, RS_E_PROTO, "8 keys need 64 bytes" },
+	{ "get_req", 48, 4, 0xffffffff, RS_E_TOOBIG, "n: 4294967295" },
+	/* GET carries no rows: dtype must be 0 */
+	{ "get_req", 56, 1, 1, RS_E_PROTO, "must be 0 (no rows)" },
+	{ "get_req", 60, 1, 1, RS_E_PROTO, "reserved byte 3 is 0x01" },
+	/* CREATE on a GET */
+	{ "get_req", 36, 4, 1, RS_E_PROTO, "flags: unknown bits 0x1" },
+	{ "put_req", 56, 1, 7, RS_E_PROTO, "dtype: unknown value 7" },
+	{ "put_req", 52, 4, 0, RS_E_PROTO, "dim: must be >= 1" },
+	{ "put_req", 52, 4, 5000, RS_E_TOOBIG, "dim: 5000 is over" },
+	/* strings; 'a' makes a u16 length of 0x6102 */
+	{ "drop_req", 33, 1, 'a', RS_E_PROTO, "name: length 24834 over" },
+	{ "drop_req", 34, 1, ' ', RS_E_INVAL, "name: byte 0x20 at 0" },
+	{ "drop_req", 32, 1, 0, RS_E_INVAL, "name: must not be empty" },
+	{ "drop_req", 32, 1, 3, RS_E_PROTO, "truncated at name" },
+	/* table spec enums; optimizer flags */
+	{ "create_req", 32 + 5, 1, OPTIM_KIND_COUNT, RS_E_PROTO,
+	  "optimizer.type: unknown" },
+	{ "create_req", 32 + 6, 1, 9, RS_E_PROTO, "initializer.type: unknown" },
+	{ "create_req", 32 + 7, 1, 1, RS_E_PROTO, "spec reserved" },
+	{ "create_req", 32 + 16, 4, 0x80, RS_E_INVAL, "optimizer.flags" },
+	/* lists: n beyond total; n 5 of total 9 from 2: only 4 present */
+	{ "dir_reply", 32 + 16, 4, 4, RS_E_PROTO, "exceed total 3" },
+	{ "stats_reply", 32 + 8, 4, 5, RS_E_PROTO,
+	  "truncated at stat.table_id" },
+	/* max_message_bytes under the minimum */
+	{ "hello_reply", 32 + 16, 4, 1000, RS_E_INVAL,
+	  "max_message_bytes: 1000" },
+};
 
 static void decode_checks(void **state)
 {
 	struct proto_limits lim;
 	size_t len;
 
-	proto_limits_default(&lim);
+	for (size_t i = 0; i < RS_ARRAY_SIZE(mutations); i++) {
+		const struct mutation *x = &mutations[i];
+
+		len = copy_seed(x->seed);
+		put_le(x->off, x->v, x->width);
+		expect_err(buf, len, NULL, x->code, x->needle);
+	}
+
+	/* what a single field cannot say: length, limits, trailing bytes */
 	len = copy_seed("get_req");
 	expect_err(buf, 31, NULL, RS_E_PROTO, "shorter than the 32-byte");
-	buf[0] = 'X';
-	expect_err(buf, len, NULL, RS_E_PROTO, "bad magic");
-	len = copy_seed("get_req");
-	buf[4] = 2;
-	expect_err(buf, len, NULL, RS_E_PROTO,
-		   "unsupported protocol version 2");
-	len = copy_seed("get_req");
-	buf[5] = 0;
-	expect_err(buf, len, NULL, RS_E_PROTO, "unknown opcode 0");
-	buf[5] = PROTO_OP_COUNT;
-	expect_err(buf, len, NULL, RS_E_PROTO, "unknown opcode 11");
-	len = copy_seed("get_req");
-	buf[6] = 0x4;
-	expect_err(buf, len, NULL, RS_E_PROTO, "unknown header flags 0x4");
-	len = copy_seed("get_req");
-	put32(24, 1000);
-	expect_err(buf, len, NULL, RS_E_PROTO, "header says 1000 body bytes");
-	len = copy_seed("get_req");
-	put32(28, 5);
-	expect_err(buf, len, NULL, RS_E_PROTO, "status 5 (must be 0)");
-	len = copy_seed("update_reply");
-	put32(28, 5);
-	expect_err(buf, len, NULL, RS_E_PROTO, "status 5 (must be <= 0)");
-	len = copy_seed("get_req");
+	proto_limits_default(&lim);
 	lim.max_message_bytes = 100;
 	expect_err(buf, len, &lim, RS_E_TOOBIG, "over the limit 100");
 	proto_limits_default(&lim);
-
-	/* keyed request body */
-	len = copy_seed("get_req");
 	lim.max_batch_keys = 6;
 	expect_err(buf, len, &lim, RS_E_TOOBIG, "n: 7 keys, over the limit 6");
-	proto_limits_default(&lim);
-	put32(48, 8); /* n lies: one key more than present */
-	expect_err(buf, len, NULL, RS_E_PROTO, "8 keys need 64 bytes");
-	put32(48, 0xffffffff);
-	expect_err(buf, len, NULL, RS_E_TOOBIG, "n: 4294967295");
-	len = copy_seed("get_req");
-	buf[56] = 1; /* GET carries no rows: dtype must be 0 */
-	expect_err(buf, len, NULL, RS_E_PROTO, "must be 0 (no rows)");
-	len = copy_seed("get_req");
-	buf[60] = 1;
-	expect_err(buf, len, NULL, RS_E_PROTO, "reserved byte 3 is 0x01");
-	len = copy_seed("get_req");
-	put32(36, 1); /* CREATE on a GET */
-	expect_err(buf, len, NULL, RS_E_PROTO, "flags: unknown bits 0x1");
 	len = copy_seed("put_req");
-	buf[56] = 7;
-	expect_err(buf, len, NULL, RS_E_PROTO, "dtype: unknown value 7");
-	len = copy_seed("put_req");
-	put32(52, 0);
-	expect_err(buf, len, NULL, RS_E_PROTO, "dim: must be >= 1");
-	put32(52, 5000);
-	expect_err(buf, len, NULL, RS_E_TOOBIG, "dim: 5000 is over");
-	len = copy_seed("put_req");
-	put32(24, (uint32_t)(len - 32 + 1));
+	put_le(24, (uint32_t)(len - 32 + 1), 4);
 	buf[len] = 0;
 	expect_err(buf, len + 1, NULL, RS_E_PROTO, "need 168 bytes");
-
-	/* strings */
-	len = copy_seed("drop_req");
-	buf[33] = 'a'; /* a u16 length of 0x6102 */
-	expect_err(buf, len, NULL, RS_E_PROTO, "name: length 24834 over");
-	len = copy_seed("drop_req");
-	buf[34] = ' ';
-	expect_err(buf, len, NULL, RS_E_INVAL, "name: byte 0x20 at 0");
-	len = copy_seed("drop_req");
-	buf[32] = 0;
-	expect_err(buf, len, NULL, RS_E_INVAL, "name: must not be empty");
-	len = copy_seed("drop_req");
-	buf[32] = 3;
-	expect_err(buf, len, NULL, RS_E_PROTO, "truncated at name");
 	len = copy_seed("drop_reply");
-	put32(24, 1);
+	put_le(24, 1, 4);
 	expect_err(buf, len + 1, NULL, RS_E_PROTO, "1 trailing bytes");
-
-	/* table spec enums */
-	len = copy_seed("create_req");
-	buf[32 + 5] = OPTIM_KIND_COUNT;
-	expect_err(buf, len, NULL, RS_E_PROTO, "optimizer.type: unknown");
-	len = copy_seed("create_req");
-	buf[32 + 6] = 9;
-	expect_err(buf, len, NULL, RS_E_PROTO, "initializer.type: unknown");
-	len = copy_seed("create_req");
-	buf[32 + 7] = 1;
-	expect_err(buf, len, NULL, RS_E_PROTO, "spec reserved");
-	len = copy_seed("create_req");
-	put32(32 + 16, 0x80); /* optimizer flags */
-	expect_err(buf, len, NULL, RS_E_INVAL, "optimizer.flags");
-
-	/* lists: n beyond total, truncated entries */
-	len = copy_seed("dir_reply");
-	put32(32 + 16, 4);
-	expect_err(buf, len, NULL, RS_E_PROTO, "exceed total 3");
-	len = copy_seed("stats_reply");
-	put32(32 + 8, 5); /* n 5 of total 9 from 2: only 4 present */
-	expect_err(buf, len, NULL, RS_E_PROTO, "truncated at stat.table_id");
-	len = copy_seed("hello_reply");
-	put32(32 + 16, 1000); /* max_message_bytes under the minimum */
-	expect_err(buf, len, NULL, RS_E_INVAL, "max_message_bytes: 1000");
 }
 
 static void names_limits_dtypes(void **state)
