@@ -10,7 +10,8 @@
  *
  * Errors: every message starts with the JSON path of the offending field,
  * kept in struct ctx as the parser descends ("tables[2].optimizer.lr");
- * fail() formats "<path>: <what>" and returns RS_E_INVAL. The first error
+ * fail() formats "<path>: <what>" and returns RS_E_INVAL, fail_at() does
+ * the same for a field one level below the path. The first error
  * stops the parse; everything allocated so far is freed by the caller's
  * srv_config_free().
  *
@@ -38,28 +39,87 @@ struct ctx {
 	size_t len;
 };
 
+/* append sep and part to the path (truncated to fit); returns the length
+ * to restore with pop() */
+static size_t push(struct ctx *c, const char *sep, const char *part)
+{
+	size_t old = c->len;
+	int n = snprintf(c->path + c->len, sizeof(c->path) - c->len, "%s%s",
+			 sep, part);
+
+	if (n > 0)
+		c->len += (size_t)n < sizeof(c->path) - c->len
+				  ? (size_t)n
+				  : sizeof(c->path) - 1 - c->len;
+	return old;
+}
+
+/* descend into .key / [i] */
+static size_t push_key(struct ctx *c, const char *key)
+{
+	return push(c, c->len ? "." : "", key);
+}
+
+static size_t push_index(struct ctx *c, size_t i)
+{
+	char idx[24];
+
+	snprintf(idx, sizeof(idx), "[%zu]", i);
+	return push(c, "", idx);
+}
+
+static void pop(struct ctx *c, size_t old)
+{
+	c->len = old;
+	c->path[old] = '\0';
+}
+
+static int vfail(struct ctx *c, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
 static int fail(struct ctx *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+static int fail_at(struct ctx *c, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
-static int fail(struct ctx *c, const char *fmt, ...)
+static int vfail(struct ctx *c, const char *fmt, va_list ap)
 {
 	char msg[400];
-	va_list ap;
 
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	return rs_seterr(RS_E_INVAL, "%s: %s", c->len ? c->path : "config",
 			 msg);
 }
 
-/* Re-issue the current message under the current path: "<path>: msg". */
-static int fail_inner(struct ctx *c)
+static int fail(struct ctx *c, const char *fmt, ...)
 {
-	char inner[400];
+	va_list ap;
+	int rc;
 
-	snprintf(inner, sizeof(inner), "%s", rs_errormsg());
-	return fail(c, "%s", inner);
+	va_start(ap, fmt);
+	rc = vfail(c, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* fail() at the field key below the current path: "<path>.key: what" */
+static int fail_at(struct ctx *c, const char *key, const char *fmt, ...)
+{
+	size_t old = push_key(c, key);
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vfail(c, fmt, ap);
+	va_end(ap);
+	pop(c, old);
+	return rc;
+}
+
+/* Re-issue the current message under the field key: "<path>.key: msg".
+ * (vfail() copies the message before rs_seterr() overwrites it.) */
+static int fail_inner(struct ctx *c, const char *key)
+{
+	return fail_at(c, key, "%s", rs_errormsg());
 }
 
 /* The current message names a field below the current path ("lr: must
@@ -71,39 +131,6 @@ static int fail_below(struct ctx *c)
 	snprintf(inner, sizeof(inner), "%s", rs_errormsg());
 	return rs_seterr(RS_E_INVAL, "%s%s%s", c->path, c->len ? "." : "",
 			 inner);
-}
-
-/* descend into .key / [i]; returns the length to restore with pop() */
-static size_t push_key(struct ctx *c, const char *key)
-{
-	size_t old = c->len;
-	int n = snprintf(c->path + c->len, sizeof(c->path) - c->len, "%s%s",
-			 c->len ? "." : "", key);
-
-	if (n > 0)
-		c->len += (size_t)n < sizeof(c->path) - c->len
-				  ? (size_t)n
-				  : sizeof(c->path) - 1 - c->len;
-	return old;
-}
-
-static size_t push_index(struct ctx *c, size_t i)
-{
-	size_t old = c->len;
-	int n = snprintf(c->path + c->len, sizeof(c->path) - c->len, "[%zu]",
-			 i);
-
-	if (n > 0)
-		c->len += (size_t)n < sizeof(c->path) - c->len
-				  ? (size_t)n
-				  : sizeof(c->path) - 1 - c->len;
-	return old;
-}
-
-static void pop(struct ctx *c, size_t old)
-{
-	c->len = old;
-	c->path[old] = '\0';
 }
 
 /* ---- unknown keys ---- */
@@ -146,9 +173,8 @@ static int is_known(const char *key, const char *const *known)
 static int check_keys(struct ctx *c, json_t *obj, const char *const *known)
 {
 	const char *key, *best = NULL;
-	size_t d, best_d = 3, old;
+	size_t d, best_d = 3;
 	json_t *v;
-	int rc;
 
 	json_object_foreach(obj, key, v) {
 		if (is_known(key, known))
@@ -156,11 +182,9 @@ static int check_keys(struct ctx *c, json_t *obj, const char *const *known)
 		for (const char *const *k = known; *k; k++)
 			if ((d = edit_distance(key, *k)) < best_d)
 				best_d = d, best = *k;
-		old = push_key(c, key);
-		rc = best ? fail(c, "unknown field (did you mean '%s'?)", best)
-			  : fail(c, "unknown field");
-		pop(c, old);
-		return rc;
+		return best ? fail_at(c, key, "unknown field (did you mean "
+				      "'%s'?)", best)
+			    : fail_at(c, key, "unknown field");
 	}
 	return 0;
 }
@@ -171,21 +195,16 @@ static int get_uint(struct ctx *c, json_t *obj, const char *key,
 		    uint64_t lo, uint64_t hi, uint64_t *out)
 {
 	json_t *v = json_object_get(obj, key);
-	size_t old;
-	int rc = 0;
 
 	if (!v)
 		return 0;
-	old = push_key(c, key);
 	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
 	    (uint64_t)json_integer_value(v) < lo ||
 	    (uint64_t)json_integer_value(v) > hi)
-		rc = fail(c, "must be an integer in [%llu, %llu]",
-			  (unsigned long long)lo, (unsigned long long)hi);
-	else
-		*out = (uint64_t)json_integer_value(v);
-	pop(c, old);
-	return rc;
+		return fail_at(c, key, "must be an integer in [%llu, %llu]",
+			       (unsigned long long)lo, (unsigned long long)hi);
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
 }
 
 static int get_u32(struct ctx *c, json_t *obj, const char *key, uint32_t lo,
@@ -212,35 +231,25 @@ static int get_float(struct ctx *c, json_t *obj, const char *key,
 		     float *out)
 {
 	json_t *v = json_object_get(obj, key);
-	size_t old;
-	int rc = 0;
 
 	if (!v)
 		return 0;
-	old = push_key(c, key);
 	if (!json_is_number(v))
-		rc = fail(c, "must be a number");
-	else
-		*out = (float)json_number_value(v);
-	pop(c, old);
-	return rc;
+		return fail_at(c, key, "must be a number");
+	*out = (float)json_number_value(v);
+	return 0;
 }
 
 static int get_bool(struct ctx *c, json_t *obj, const char *key, int *out)
 {
 	json_t *v = json_object_get(obj, key);
-	size_t old;
-	int rc = 0;
 
 	if (!v)
 		return 0;
-	old = push_key(c, key);
 	if (!json_is_boolean(v))
-		rc = fail(c, "must be true or false");
-	else
-		*out = json_is_true(v);
-	pop(c, old);
-	return rc;
+		return fail_at(c, key, "must be true or false");
+	*out = json_is_true(v);
+	return 0;
 }
 
 /* a string into out[cap]; NULL when absent (or null and nullable) */
@@ -248,36 +257,27 @@ static int get_str(struct ctx *c, json_t *obj, const char *key,
 		   int nullable, const char **out)
 {
 	json_t *v = json_object_get(obj, key);
-	size_t old;
-	int rc = 0;
 
 	*out = NULL;
 	if (!v || (nullable && json_is_null(v)))
 		return 0;
-	old = push_key(c, key);
 	if (!json_is_string(v))
-		rc = fail(c, "must be a string%s", nullable ? " or null" : "");
-	else
-		*out = json_string_value(v);
-	pop(c, old);
-	return rc;
+		return fail_at(c, key, "must be a string%s",
+			       nullable ? " or null" : "");
+	*out = json_string_value(v);
+	return 0;
 }
 
 static int copy_str(struct ctx *c, json_t *obj, const char *key, char *dst,
 		    size_t cap)
 {
 	const char *s;
-	size_t old;
 	int rc = get_str(c, obj, key, 0, &s);
 
 	if (rc || !s)
 		return rc;
-	if (strlen(s) >= cap) {
-		old = push_key(c, key);
-		rc = fail(c, "longer than %zu bytes", cap - 1);
-		pop(c, old);
-		return rc;
-	}
+	if (strlen(s) >= cap)
+		return fail_at(c, key, "longer than %zu bytes", cap - 1);
 	memcpy(dst, s, strlen(s) + 1);
 	return 0;
 }
@@ -285,17 +285,12 @@ static int copy_str(struct ctx *c, json_t *obj, const char *key, char *dst,
 static int dup_path(struct ctx *c, json_t *obj, const char *key, char **dst)
 {
 	const char *s;
-	size_t old;
 	int rc = get_str(c, obj, key, 1, &s);
 
 	if (rc || !s)
 		return rc;
-	if (!*s) {
-		old = push_key(c, key);
-		rc = fail(c, "must not be empty (use null for none)");
-		pop(c, old);
-		return rc;
-	}
+	if (!*s)
+		return fail_at(c, key, "must not be empty (use null for none)");
 	free(*dst);
 	if (!(*dst = strdup(s)))
 		return rs_seterr(-ENOMEM, "config: out of memory");
@@ -371,32 +366,22 @@ static int get_size(struct ctx *c, json_t *obj, const char *key, uint64_t lo,
 {
 	json_t *v = json_object_get(obj, key);
 	uint64_t n;
-	size_t old;
-	int rc = 0;
 
 	if (!v)
 		return 0;
-	old = push_key(c, key);
-	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+	if (json_is_integer(v) && json_integer_value(v) >= 0)
 		n = (uint64_t)json_integer_value(v);
-	} else if (json_is_string(v)) {
-		if (srv_config_parse_size(json_string_value(v), &n)) {
-			rc = fail_inner(c);
-			goto out;
-		}
-	} else {
-		rc = fail(c, "must be a byte count or a string like \"1GiB\"");
-		goto out;
-	}
+	else if (!json_is_string(v))
+		return fail_at(c, key, "must be a byte count or a string like "
+			       "\"1GiB\"");
+	else if (srv_config_parse_size(json_string_value(v), &n))
+		return fail_inner(c, key);
 	if (n < lo || n > hi)
-		rc = fail(c, "%llu bytes is outside [%llu, %llu]",
-			  (unsigned long long)n, (unsigned long long)lo,
-			  (unsigned long long)hi);
-	else
-		*out = n;
-out:
-	pop(c, old);
-	return rc;
+		return fail_at(c, key, "%llu bytes is outside [%llu, %llu]",
+			       (unsigned long long)n, (unsigned long long)lo,
+			       (unsigned long long)hi);
+	*out = n;
+	return 0;
 }
 
 static int get_seed(struct ctx *c, json_t *obj, const char *key,
@@ -405,33 +390,30 @@ static int get_seed(struct ctx *c, json_t *obj, const char *key,
 	json_t *v = json_object_get(obj, key);
 	const char *s, *digits;
 	char *end;
-	size_t old;
-	int rc = 0, hex;
+	int hex;
 
 	if (!v)
 		return 0;
-	old = push_key(c, key);
 	if (json_is_integer(v) && json_integer_value(v) >= 0) {
 		*out = (uint64_t)json_integer_value(v);
-	} else if (json_is_string(v)) {
-		s = json_string_value(v);
-		hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
-		digits = hex ? s + 2 : s;
-		/* strtoull would accept spaces and a sign: demand a digit */
-		end = (char *)digits;
-		errno = 0;
-		if (hex ? isxdigit((unsigned char)digits[0])
-			: isdigit((unsigned char)digits[0]))
-			*out = strtoull(digits, &end, hex ? 16 : 10);
-		if (end == digits || *end || errno)
-			rc = fail(c, "'%s' is not a 64-bit unsigned integer "
-				  "(decimal or 0x hex)", s);
-	} else {
-		rc = fail(c, "must be an integer >= 0 or a string (decimal or "
-			  "0x hex)");
+		return 0;
 	}
-	pop(c, old);
-	return rc;
+	if (!json_is_string(v))
+		return fail_at(c, key, "must be an integer >= 0 or a string "
+			       "(decimal or 0x hex)");
+	s = json_string_value(v);
+	hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+	digits = hex ? s + 2 : s;
+	/* strtoull would accept spaces and a sign: demand a digit */
+	end = (char *)digits;
+	errno = 0;
+	if (hex ? isxdigit((unsigned char)digits[0])
+		: isdigit((unsigned char)digits[0]))
+		*out = strtoull(digits, &end, hex ? 16 : 10);
+	if (end == digits || *end || errno)
+		return fail_at(c, key, "'%s' is not a 64-bit unsigned integer "
+			       "(decimal or 0x hex)", s);
+	return 0;
 }
 
 /* ---- tables ---- */
@@ -463,36 +445,28 @@ static int parse_optimizer(struct ctx *c, json_t *o, struct optim_params *p)
 {
 	const char *type;
 	int kind = 0, adamw = 0, decoupled, rc = 0;
-	size_t old;
 
 	if (!json_is_object(o))
 		return fail(c, "must be an object");
 	if ((rc = check_keys(c, o, optim_keys)) ||
 	    (rc = get_str(c, o, "type", 0, &type)))
 		return rc;
-	old = push_key(c, "type");
-	if (!type) {
-		rc = fail(c, "required (sgd, adagrad, rowwise_adagrad, adam or "
-			  "adamw)");
-	} else if (strcmp(type, "adamw") == 0) {
+	if (!type)
+		return fail_at(c, "type", "required (sgd, adagrad, "
+			       "rowwise_adagrad, adam or adamw)");
+	if (strcmp(type, "adamw") == 0) {
 		kind = OPTIM_ADAM;
 		adamw = 1;
 	} else if ((kind = optim_kind_parse(type)) < 0) {
-		rc = fail(c, "unknown optimizer '%s' (expected sgd, adagrad, "
-			  "rowwise_adagrad, adam or adamw)", type);
+		return fail_at(c, "type", "unknown optimizer '%s' (expected "
+			       "sgd, adagrad, rowwise_adagrad, adam or adamw)",
+			       type);
 	}
-	pop(c, old);
-	if (rc)
-		return rc;
-	for (size_t i = 0; i < RS_ARRAY_SIZE(optim_fields); i++) {
-		if (!json_object_get(o, optim_fields[i].name) ||
-		    (optim_fields[i].kinds & OPT_BIT(kind)))
-			continue;
-		old = push_key(c, optim_fields[i].name);
-		rc = fail(c, "not used by optimizer '%s'", type);
-		pop(c, old);
-		return rc;
-	}
+	for (size_t i = 0; i < RS_ARRAY_SIZE(optim_fields); i++)
+		if (json_object_get(o, optim_fields[i].name) &&
+		    !(optim_fields[i].kinds & OPT_BIT(kind)))
+			return fail_at(c, optim_fields[i].name,
+				       "not used by optimizer '%s'", type);
 	optim_params_default(p, (uint32_t)kind);
 	if (adamw)
 		p->weight_decay = 0.01f; /* as torch.optim.AdamW */
@@ -529,7 +503,6 @@ static const char *const init_keys[] = { "type", "value", "a", "std", "seed",
 static int parse_initializer(struct ctx *c, json_t *o, struct init_params *p)
 {
 	const char *type;
-	size_t old;
 	int kind = 0, rc = 0;
 
 	if (!json_is_object(o))
@@ -537,29 +510,19 @@ static int parse_initializer(struct ctx *c, json_t *o, struct init_params *p)
 	if ((rc = check_keys(c, o, init_keys)) ||
 	    (rc = get_str(c, o, "type", 0, &type)))
 		return rc;
-	old = push_key(c, "type");
 	if (!type)
-		rc = fail(c, "required (zeros, constant, uniform or normal)");
-	else if ((kind = init_kind_parse(type)) < 0)
-		rc = fail_inner(c);
-	pop(c, old);
-	if (rc)
-		return rc;
-	for (size_t i = 0; i < RS_ARRAY_SIZE(init_fields); i++) {
-		if (!json_object_get(o, init_fields[i].name) ||
-		    (init_fields[i].kinds & INI_BIT(kind)))
-			continue;
-		old = push_key(c, init_fields[i].name);
-		rc = fail(c, "not used by initializer '%s'", type);
-		pop(c, old);
-		return rc;
-	}
-	if (kind == INIT_CONSTANT && !json_object_get(o, "value")) {
-		old = push_key(c, "value");
-		rc = fail(c, "required by initializer 'constant'");
-		pop(c, old);
-		return rc;
-	}
+		return fail_at(c, "type", "required (zeros, constant, uniform "
+			       "or normal)");
+	if ((kind = init_kind_parse(type)) < 0)
+		return fail_inner(c, "type");
+	for (size_t i = 0; i < RS_ARRAY_SIZE(init_fields); i++)
+		if (json_object_get(o, init_fields[i].name) &&
+		    !(init_fields[i].kinds & INI_BIT(kind)))
+			return fail_at(c, init_fields[i].name,
+				       "not used by initializer '%s'", type);
+	if (kind == INIT_CONSTANT && !json_object_get(o, "value"))
+		return fail_at(c, "value",
+			       "required by initializer 'constant'");
 	init_params_default(p, (uint32_t)kind);
 	if ((rc = get_float(c, o, "value", &p->value)) ||
 	    (rc = get_float(c, o, "a", &p->a)) ||
@@ -592,46 +555,28 @@ static int parse_table(struct ctx *c, json_t *t, const struct srv_config *cfg,
 
 	if ((rc = get_str(c, t, "name", 0, &name)))
 		return rc;
-	old = push_key(c, "name");
 	if (!name)
-		rc = fail(c, "required");
-	else if (proto_name_check("name", name, strlen(name)))
-		rc = fail(c, "'%s' is not a table name (1 to %d of "
-			  "[A-Za-z0-9_.-])", name, PROTO_NAME_MAX);
-	else
-		memcpy(s->name, name, strlen(name) + 1);
-	pop(c, old);
-	if (rc)
-		return rc;
+		return fail_at(c, "name", "required");
+	if (proto_name_check("name", name, strlen(name)))
+		return fail_at(c, "name", "'%s' is not a table name (1 to %d "
+			       "of [A-Za-z0-9_.-])", name, PROTO_NAME_MAX);
+	memcpy(s->name, name, strlen(name) + 1);
 
-	if (!json_object_get(t, "dim")) {
-		old = push_key(c, "dim");
-		rc = fail(c, "required");
-		pop(c, old);
-		return rc;
-	}
+	if (!json_object_get(t, "dim"))
+		return fail_at(c, "dim", "required");
 	if ((rc = get_u32(c, t, "dim", 1, cfg->limits.max_dim, &s->dim)))
 		return rc;
 
 	if ((rc = get_str(c, t, "dtype", 0, &dtype)))
 		return rc;
 	if (dtype) {
-		old = push_key(c, "dtype");
 		if ((d = proto_dtype_parse(dtype)) < 0)
-			rc = fail_inner(c);
-		else
-			s->dtype = (uint32_t)d;
-		pop(c, old);
-		if (rc)
-			return rc;
+			return fail_inner(c, "dtype");
+		s->dtype = (uint32_t)d;
 	}
 
-	if (!json_object_get(t, "capacity")) {
-		old = push_key(c, "capacity");
-		rc = fail(c, "required (rows)");
-		pop(c, old);
-		return rc;
-	}
+	if (!json_object_get(t, "capacity"))
+		return fail_at(c, "capacity", "required (rows)");
 	if ((rc = get_uint(c, t, "capacity", 1, UINT32_MAX, &cap)))
 		return rc;
 	s->capacity = cap;
@@ -668,18 +613,14 @@ static int check_fits(struct ctx *c, const struct proto_table_spec *s,
 		      const struct proto_limits *lim)
 {
 	const size_t m = lim->max_message_bytes;
-	size_t old;
-	int rc = 0;
 
 	if (proto_keys_per_msg(PROTO_OP_GET, s->dim, s->dtype, m, m, 1) < 0 ||
 	    proto_keys_per_msg(PROTO_OP_UPDATE, s->dim, PROTO_DTYPE_FP32, m,
-			       m, 1) < 0) {
-		old = push_key(c, "dim");
-		rc = fail(c, "a row of %u elements does not fit one message of "
-			  "max_message_bytes %zu", s->dim, m);
-		pop(c, old);
-	}
-	return rc;
+			       m, 1) < 0)
+		return fail_at(c, "dim", "a row of %u elements does not fit "
+			       "one message of max_message_bytes %zu", s->dim,
+			       m);
+	return 0;
 }
 
 static int parse_tables(struct ctx *c, json_t *arr, struct srv_config *cfg)
@@ -704,13 +645,9 @@ static int parse_tables(struct ctx *c, json_t *arr, struct srv_config *cfg)
 		if (!rc)
 			rc = check_fits(c, s, &cfg->limits);
 		for (size_t j = 0; !rc && j < i; j++)
-			if (strcmp(cfg->tables[j].name, s->name) == 0) {
-				size_t o2 = push_key(c, "name");
-
-				rc = fail(c, "duplicate table '%s' (also "
-					  "tables[%zu])", s->name, j);
-				pop(c, o2);
-			}
+			if (strcmp(cfg->tables[j].name, s->name) == 0)
+				rc = fail_at(c, "name", "duplicate table '%s' "
+					     "(also tables[%zu])", s->name, j);
 		pop(c, old);
 		if (rc)
 			return rc;
@@ -776,7 +713,7 @@ static int parse_listen(struct ctx *c, json_t *root, struct srv_config *cfg)
 static int parse_storage(struct ctx *c, json_t *root, struct srv_config *cfg)
 {
 	const char *backend;
-	size_t old, o2;
+	size_t old;
 	json_t *o;
 	int rc;
 
@@ -786,28 +723,24 @@ static int parse_storage(struct ctx *c, json_t *root, struct srv_config *cfg)
 	if ((rc = get_str(c, o, "backend", 0, &backend)))
 		goto out;
 	if (backend) {
-		o2 = push_key(c, "backend");
 		if (strcmp(backend, "dram") == 0)
 			cfg->backend = SRV_BACKEND_DRAM;
 		else if (strcmp(backend, "pmem") == 0)
 			cfg->backend = SRV_BACKEND_PMEM;
-		else
-			rc = fail(c, "unknown backend '%s' (expected dram or "
-				  "pmem)", backend);
-		pop(c, o2);
-		if (rc)
+		else {
+			rc = fail_at(c, "backend", "unknown backend '%s' "
+				     "(expected dram or pmem)", backend);
 			goto out;
+		}
 	}
 	if ((rc = dup_path(c, o, "path", &cfg->storage_path)) ||
 	    (rc = get_size(c, o, "size", SRV_CONFIG_MIN_STORAGE_BYTES,
 			   UINT64_MAX, &cfg->storage_bytes)))
 		goto out;
-	o2 = push_key(c, "path");
 	if (cfg->backend == SRV_BACKEND_PMEM && !cfg->storage_path)
-		rc = fail(c, "required with backend pmem");
+		rc = fail_at(c, "path", "required with backend pmem");
 	else if (cfg->backend == SRV_BACKEND_DRAM && cfg->storage_path)
-		rc = fail(c, "only used with backend pmem");
-	pop(c, o2);
+		rc = fail_at(c, "path", "only used with backend pmem");
 out:
 	pop(c, old);
 	return rc;
@@ -816,7 +749,7 @@ out:
 static int parse_trace(struct ctx *c, json_t *root, struct srv_config *cfg)
 {
 	json_t *o, *v;
-	size_t old, o2;
+	size_t old;
 	int rc;
 
 	if ((rc = sub_object(c, root, "trace", trace_keys, &o, &old)) || !o)
@@ -824,13 +757,11 @@ static int parse_trace(struct ctx *c, json_t *root, struct srv_config *cfg)
 	if ((rc = dup_path(c, o, "path", &cfg->trace_path)))
 		goto out;
 	if ((v = json_object_get(o, "sample"))) {
-		o2 = push_key(c, "sample");
 		if (!json_is_number(v) || !(json_number_value(v) >= 0) ||
 		    json_number_value(v) > 1)
-			rc = fail(c, "must be a number in [0, 1]");
+			rc = fail_at(c, "sample", "must be a number in [0, 1]");
 		else
 			cfg->trace_sample = json_number_value(v);
-		pop(c, o2);
 	}
 out:
 	pop(c, old);
@@ -871,13 +802,9 @@ static int parse_root(struct ctx *c, json_t *root, struct srv_config *cfg)
 		return rc;
 	cfg->limits.max_message_bytes = (uint32_t)msg;
 	if (cfg->name[0] && proto_name_check("name", cfg->name,
-					     strlen(cfg->name))) {
-		old = push_key(c, "name");
-		rc = fail(c, "'%s' is not a node name (up to %d of "
-			  "[A-Za-z0-9_.-])", cfg->name, PROTO_NAME_MAX);
-		pop(c, old);
-		return rc;
-	}
+					     strlen(cfg->name)))
+		return fail_at(c, "name", "'%s' is not a node name (up to %d "
+			       "of [A-Za-z0-9_.-])", cfg->name, PROTO_NAME_MAX);
 	if (!(t = json_object_get(root, "tables")))
 		return 0;
 	old = push_key(c, "tables");
