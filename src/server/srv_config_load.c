@@ -5,54 +5,38 @@
  * to config.c; this file only maps fields, so that rs_server_config_new()
  * and an empty config file give the same node.
  */
-#include <errno.h>
-#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "server/config.h"
 #include "server/srv_internal.h"
 
-static int dup_or_null(char **dst, const char *src)
-{
-	*dst = NULL;
-	if (!src)
-		return 0;
-	*dst = strdup(src);
-	return *dst ? 0 : -ENOMEM;
-}
-
-/* Map a parsed config onto options that start from the defaults. */
+/* Map a parsed config onto options that start from the defaults: the
+ * fields go into a view that borrows c's strings and tables, and
+ * srv_opts_copy() makes o's own copies of them. */
 int srv_opts_from_config(struct srv_opts *o, const struct srv_config *c)
 {
+	struct srv_opts v;
+
 	srv_opts_free(o);
-	snprintf(o->name, sizeof(o->name), "%s", c->name);
-	snprintf(o->device, sizeof(o->device), "%s", c->device);
-	_Static_assert(sizeof(o->listen_ip) >= sizeof(c->listen_addr),
+	v = *o;
+	snprintf(v.name, sizeof(v.name), "%s", c->name);
+	snprintf(v.device, sizeof(v.device), "%s", c->device);
+	_Static_assert(sizeof(v.listen_ip) >= sizeof(c->listen_addr),
 		       "listen address");
-	memcpy(o->listen_ip, c->listen_addr, sizeof(c->listen_addr));
-	o->port = c->listen_port;
-	o->metrics_port = c->metrics_port;
-	o->workers = c->workers;
-	o->spin_us = c->spin_us;
-	o->limits = c->limits;
-	o->pool_bytes = c->storage_bytes;
-	o->trace_sample = c->trace_sample;
-	if ((c->backend == SRV_BACKEND_PMEM &&
-	     dup_or_null(&o->pool_path, c->storage_path)) ||
-	    dup_or_null(&o->trace_path, c->trace_path))
-		goto nomem;
-	if (c->ntables) {
-		o->tables = malloc(c->ntables * sizeof(*o->tables));
-		if (!o->tables)
-			goto nomem;
-		memcpy(o->tables, c->tables, c->ntables * sizeof(*o->tables));
-		o->ntables = c->ntables;
-	}
-	return 0;
-nomem:
-	srv_opts_free(o);
-	return rs_seterr(-ENOMEM, "config: out of memory");
+	memcpy(v.listen_ip, c->listen_addr, sizeof(c->listen_addr));
+	v.port = c->listen_port;
+	v.metrics_port = c->metrics_port;
+	v.workers = c->workers;
+	v.spin_us = c->spin_us;
+	v.limits = c->limits;
+	v.pool_bytes = c->storage_bytes;
+	v.trace_sample = c->trace_sample;
+	v.pool_path = c->backend == SRV_BACKEND_PMEM ? c->storage_path : NULL;
+	v.trace_path = c->trace_path;
+	v.tables = c->tables;
+	v.ntables = c->ntables;
+	return srv_opts_copy(o, &v);
 }
 
 RS_EXPORT int rs_server_config_load(struct rs_server_config **out,

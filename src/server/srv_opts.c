@@ -86,25 +86,48 @@ nomem:
 	return rs_seterr(-ENOMEM, "config: out of memory");
 }
 
+/* The checks of single fields that both a setter and srv_opts_validate()
+ * make, with the same message. */
+static int check_workers(unsigned n)
+{
+	if (n < 1 || n > SRV_MAX_WORKERS)
+		return rs_seterr(RS_E_INVAL, "workers: %u is not in 1..%d", n,
+				 SRV_MAX_WORKERS);
+	return 0;
+}
+
+static int check_metrics_port(unsigned port)
+{
+	if (port > 65535)
+		return rs_seterr(RS_E_INVAL, "metrics_port: %u is not in "
+				 "0..65535", port);
+	return 0;
+}
+
+/* 0 stands for the default size */
+static int check_pool_bytes(uint64_t size)
+{
+	if (size && size < SRV_CONFIG_MIN_STORAGE_BYTES)
+		return rs_seterr(RS_E_INVAL, "storage.size: at least 1 MiB");
+	return 0;
+}
+
 /* Every cross-field check, run by open (and by the loader). */
 int srv_opts_validate(const struct srv_opts *o)
 {
 	int ret;
 
-	if (o->workers < 1 || o->workers > SRV_MAX_WORKERS)
-		return rs_seterr(RS_E_INVAL, "workers: %u is not in 1..%d",
-				 o->workers, SRV_MAX_WORKERS);
+	if ((ret = check_workers(o->workers)))
+		return ret;
 	if (o->credits < 3 || o->credits > 1024)
 		return rs_seterr(RS_E_INVAL, "credits: %u is not in 3..1024",
 				 o->credits);
 	if (o->max_conns < 1 || o->max_conns > 4096)
 		return rs_seterr(RS_E_INVAL, "max_connections: %u is not in "
 				 "1..4096", o->max_conns);
-	if (o->metrics_port > 65535)
-		return rs_seterr(RS_E_INVAL, "metrics_port: %u is not in "
-				 "0..65535", o->metrics_port);
-	if (o->pool_bytes && o->pool_bytes < SRV_CONFIG_MIN_STORAGE_BYTES)
-		return rs_seterr(RS_E_INVAL, "storage.size: at least 1 MiB");
+	if ((ret = check_metrics_port(o->metrics_port)) ||
+	    (ret = check_pool_bytes(o->pool_bytes)))
+		return ret;
 	if (o->index_load < 0 || o->index_load > 1)
 		return rs_seterr(RS_E_INVAL, "index_load: %g is not in (0, 1]",
 				 o->index_load);
@@ -208,11 +231,12 @@ RS_EXPORT int rs_server_config_set_listen(struct rs_server_config *cfg,
 RS_EXPORT int rs_server_config_set_workers(struct rs_server_config *cfg,
 					   unsigned n)
 {
+	int ret;
+
 	if (!cfg)
 		return rs_seterr(RS_E_INVAL, "config: NULL");
-	if (n < 1 || n > SRV_MAX_WORKERS)
-		return rs_seterr(RS_E_INVAL, "workers: %u is not in 1..%d", n,
-				 SRV_MAX_WORKERS);
+	if ((ret = check_workers(n)))
+		return ret;
 	cfg->o.workers = n;
 	return 0;
 }
@@ -221,13 +245,14 @@ RS_EXPORT int rs_server_config_set_storage(struct rs_server_config *cfg,
 					   const char *path, uint64_t size)
 {
 	char *p = NULL;
+	int ret;
 
 	if (!cfg)
 		return rs_seterr(RS_E_INVAL, "config: NULL");
 	if (path && !*path)
 		return rs_seterr(RS_E_INVAL, "storage.path: empty");
-	if (size && size < SRV_CONFIG_MIN_STORAGE_BYTES)
-		return rs_seterr(RS_E_INVAL, "storage.size: at least 1 MiB");
+	if ((ret = check_pool_bytes(size)))
+		return ret;
 	if (path && !(p = strdup(path)))
 		return rs_seterr(-ENOMEM, "config: out of memory");
 	free(cfg->o.pool_path);
@@ -239,11 +264,12 @@ RS_EXPORT int rs_server_config_set_storage(struct rs_server_config *cfg,
 RS_EXPORT int rs_server_config_set_metrics_port(struct rs_server_config *cfg,
 						unsigned port)
 {
+	int ret;
+
 	if (!cfg)
 		return rs_seterr(RS_E_INVAL, "config: NULL");
-	if (port > 65535)
-		return rs_seterr(RS_E_INVAL, "metrics_port: %u is not in "
-				 "0..65535", port);
+	if ((ret = check_metrics_port(port)))
+		return ret;
 	cfg->o.metrics_port = port;
 	return 0;
 }

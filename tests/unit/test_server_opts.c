@@ -156,6 +156,68 @@ static void load_maps_the_file(void **state)
 	rs_server_config_delete(&c);
 }
 
+/* A setter and srv_opts_validate() refuse a field with the same message. */
+static void setter_and_validate_agree(void **state)
+{
+	static const char *const workers = "workers: 0 is not in 1..256";
+	static const char *const port = "metrics_port: 70000 is not in "
+					"0..65535";
+	static const char *const size = "storage.size: at least 1 MiB";
+	struct rs_server_config *c = NULL;
+	struct srv_opts o;
+
+	(void)state;
+	assert_int_equal(rs_server_config_new(&c), 0);
+	assert_int_equal(rs_server_config_set_workers(c, 0), RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), workers);
+	assert_int_equal(rs_server_config_set_metrics_port(c, 70000),
+			 RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), port);
+	assert_int_equal(rs_server_config_set_storage(c, "/p", 4096),
+			 RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), size);
+	assert_null(c->o.pool_path);
+	assert_int_equal(srv_opts_validate(&c->o), 0);
+
+	o = c->o;
+	o.workers = 0;
+	assert_int_equal(srv_opts_validate(&o), RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), workers);
+	o = c->o;
+	o.metrics_port = 70000;
+	assert_int_equal(srv_opts_validate(&o), RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), port);
+	o = c->o;
+	o.pool_bytes = 4096;
+	assert_int_equal(srv_opts_validate(&o), RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), size);
+	o.pool_bytes = 0; /* the default size */
+	assert_int_equal(srv_opts_validate(&o), 0);
+	rs_server_config_delete(&c);
+}
+
+/* The options own copies of the file's strings and tables. */
+static void load_copies_strings(void **state)
+{
+	struct rs_server_config *c = NULL;
+	char path[128];
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/trace.json", dir);
+	write_file(path, "{\"trace\": {\"path\": \"/t/x.jsonl\","
+			 " \"sample\": 0.25}, \"tables\": [{\"name\": \"a\","
+			 " \"dim\": 8, \"capacity\": 10}, {\"name\": \"b\","
+			 " \"dim\": 4, \"capacity\": 10}]}");
+	assert_int_equal(rs_server_config_load(&c, path), 0);
+	assert_null(c->o.pool_path);
+	assert_string_equal(c->o.trace_path, "/t/x.jsonl");
+	assert_true(c->o.trace_sample == 0.25);
+	assert_int_equal(c->o.ntables, 2);
+	assert_string_equal(c->o.tables[1].name, "b");
+	assert_int_equal(c->o.tables[1].dim, 4);
+	rs_server_config_delete(&c);
+}
+
 static void opts_copy_is_deep(void **state)
 {
 	struct rs_server_config *c = NULL;
@@ -258,6 +320,8 @@ int main(void)
 		cmocka_unit_test(listen_parsing),
 		cmocka_unit_test(setters),
 		cmocka_unit_test(load_maps_the_file),
+		cmocka_unit_test(setter_and_validate_agree),
+		cmocka_unit_test(load_copies_strings),
 		cmocka_unit_test(opts_copy_is_deep),
 		cmocka_unit_test(catalog_round_trip),
 		cmocka_unit_test(catalog_refuses_garbage),
