@@ -76,6 +76,60 @@ static void ranges(void **state)
 	rs_client_config_delete(&cfg);
 }
 
+/* Each unsigned setter stores into its own field, and a refused value
+ * leaves the field as it was, with a message naming the setting. */
+static void unsigned_setters(void **state)
+{
+	static const struct {
+		int (*set)(struct rs_client_config *, unsigned);
+		size_t off;
+		unsigned good, bad;
+		const char *msg;
+	} cases[] = {
+		{ rs_client_config_set_vnodes,
+		  offsetof(struct rs_client_config, vnodes), 4096, 4097,
+		  "vnodes: 4097 is out of range 1..4096" },
+		{ rs_client_config_set_conns_per_node,
+		  offsetof(struct rs_client_config, conns_per_node), 3, 0,
+		  "connections per node: 0 is out of range 1..256" },
+		{ rs_client_config_set_torn_retries,
+		  offsetof(struct rs_client_config, torn_retries), 1000, 1001,
+		  "torn retries: 1001 is out of range 0..1000" },
+		{ rs_client_config_set_timeout_ms,
+		  offsetof(struct rs_client_config, timeout_ms), 3600000,
+		  3600001, "timeout ms: 3600001 is out of range 1..3600000" },
+		{ rs_client_config_set_async_threads,
+		  offsetof(struct rs_client_config, async_threads), 0, 65,
+		  "async threads: 65 is out of range 0..64" },
+		{ rs_client_config_set_spin_us,
+		  offsetof(struct rs_client_config, spin_us), 100000, 100001,
+		  "spin us: 100001 is out of range 0..100000" },
+	};
+	enum { N = sizeof(cases) / sizeof(cases[0]) };
+	struct rs_client_config *cfg;
+	unsigned want[N];
+
+	assert_int_equal(rs_client_config_new(&cfg), 0);
+	for (size_t i = 0; i < N; i++)
+		want[i] = *(unsigned *)((char *)cfg + cases[i].off);
+	for (size_t i = 0; i < N; i++) {
+		assert_int_equal(cases[i].set(cfg, cases[i].bad), RS_E_INVAL);
+		assert_string_equal(rs_errormsg(), cases[i].msg);
+		assert_int_equal(cases[i].set(NULL, cases[i].good),
+				 RS_E_INVAL);
+		assert_string_equal(rs_errormsg(), "config is NULL");
+		for (size_t j = 0; j < N; j++)
+			assert_int_equal(*(unsigned *)((char *)cfg +
+						      cases[j].off), want[j]);
+		assert_int_equal(cases[i].set(cfg, cases[i].good), 0);
+		want[i] = cases[i].good;
+		for (size_t j = 0; j < N; j++)
+			assert_int_equal(*(unsigned *)((char *)cfg +
+						      cases[j].off), want[j]);
+	}
+	rs_client_config_delete(&cfg);
+}
+
 static void open_refuses(void **state)
 {
 	struct rs_client_config *cfg;
@@ -112,6 +166,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(nodes),
 		cmocka_unit_test(ranges),
+		cmocka_unit_test(unsigned_setters),
 		cmocka_unit_test(open_refuses),
 		cmocka_unit_test(specs),
 	};
