@@ -8,7 +8,6 @@
  * Not thread-safe (a config is built by one thread, then handed over).
  */
 #include <errno.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,29 +161,14 @@ static int in_range(const struct rs_client_config *cfg, const char *what,
 	return 0;
 }
 
-/* The offset of an unsigned field of the config (a compile error if the
- * field is not unsigned), for set_unsigned(). */
-#define UFIELD(f)                                    \
-	(offsetof(struct rs_client_config, f) +      \
-	 0 * sizeof(_Generic(((struct rs_client_config *)0)->f, unsigned: 1)))
-
-/* The setters of unsigned fields: refuse v outside [lo, hi] naming what,
- * else store it in the field at offset off. */
-static int set_unsigned(struct rs_client_config *cfg, size_t off,
-			const char *what, unsigned v, unsigned lo, unsigned hi)
-{
-	int ret = in_range(cfg, what, v, lo, hi);
-
-	if (!ret)
-		*(unsigned *)((char *)cfg + off) = v;
-	return ret;
-}
-
 RS_EXPORT int rs_client_config_set_vnodes(struct rs_client_config *cfg,
 					  unsigned n)
 {
-	return set_unsigned(cfg, UFIELD(vnodes), "vnodes",
-			    n, 1, CLI_RING_MAX_VNODES);
+	int ret = in_range(cfg, "vnodes", n, 1, CLI_RING_MAX_VNODES);
+
+	if (!ret)
+		cfg->vnodes = n;
+	return ret;
 }
 
 RS_EXPORT int rs_client_config_set_cache_entries(struct rs_client_config *cfg,
@@ -200,22 +184,31 @@ RS_EXPORT int rs_client_config_set_cache_entries(struct rs_client_config *cfg,
 RS_EXPORT int rs_client_config_set_conns_per_node(struct rs_client_config *cfg,
 						  unsigned n)
 {
-	return set_unsigned(cfg, UFIELD(conns_per_node), "connections per node",
-			    n, 1, CLI_MAX_CONNS);
+	int ret = in_range(cfg, "connections per node", n, 1, CLI_MAX_CONNS);
+
+	if (!ret)
+		cfg->conns_per_node = n;
+	return ret;
 }
 
 RS_EXPORT int rs_client_config_set_torn_retries(struct rs_client_config *cfg,
 						unsigned n)
 {
-	return set_unsigned(cfg, UFIELD(torn_retries), "torn retries",
-			    n, 0, 1000);
+	int ret = in_range(cfg, "torn retries", n, 0, 1000);
+
+	if (!ret)
+		cfg->torn_retries = n;
+	return ret;
 }
 
 RS_EXPORT int rs_client_config_set_timeout_ms(struct rs_client_config *cfg,
 					      unsigned ms)
 {
-	return set_unsigned(cfg, UFIELD(timeout_ms), "timeout ms",
-			    ms, 1, 3600000);
+	int ret = in_range(cfg, "timeout ms", ms, 1, 3600000);
+
+	if (!ret)
+		cfg->timeout_ms = ms;
+	return ret;
 }
 
 RS_EXPORT int rs_client_config_set_rpc_reads(struct rs_client_config *cfg,
@@ -231,14 +224,21 @@ RS_EXPORT int rs_client_config_set_rpc_reads(struct rs_client_config *cfg,
 RS_EXPORT int rs_client_config_set_async_threads(struct rs_client_config *cfg,
 						 unsigned n)
 {
-	return set_unsigned(cfg, UFIELD(async_threads), "async threads",
-			    n, 0, 64);
+	int ret = in_range(cfg, "async threads", n, 0, 64);
+
+	if (!ret)
+		cfg->async_threads = n;
+	return ret;
 }
 
 RS_EXPORT int rs_client_config_set_spin_us(struct rs_client_config *cfg,
 					   unsigned us)
 {
-	return set_unsigned(cfg, UFIELD(spin_us), "spin us", us, 0, 100000);
+	int ret = in_range(cfg, "spin us", us, 0, 100000);
+
+	if (!ret)
+		cfg->spin_us = us;
+	return ret;
 }
 
 RS_EXPORT int rs_client_config_set_trace(struct rs_client_config *cfg,
