@@ -9,7 +9,7 @@ pkgs=(
   rdmacm-utils perftest
   libpmem-dev libhwloc-dev libcmocka-dev libjansson-dev libxxhash-dev
   libmicrohttpd-dev
-  qemu-system-x86 busybox-static iproute2 kmod ndctl
+  qemu-system-x86 busybox-static cpio iproute2 kmod ndctl
   valgrind curl procps python3
 )
 
