@@ -6,7 +6,7 @@
 #   ci/rxe-vm.sh [--timeout SECS] [--mem MB] [--smp N] [--pmem FILE:SIZE]
 #                -- CMD [ARGS...]
 #
-# How (facts: ../shared/docs/softroce-in-qemu.md, pitfalls: docs/DEVELOPING.md):
+# How (facts: docs/softroce-in-qemu.md, pitfalls: docs/DEVELOPING.md):
 # - The kernel package that linux-image-amd64 depends on is fetched with
 #   `apt-get download` and unpacked under $RS_VM_CACHE (default
 #   /var/cache/recstore-rxe-vm). A busybox initramfs holding the needed
