@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# bench-path.sh [BUILD_DIR] - instructions per key on the hot paths (get,
+# update, RPC get), for the client and for the node, in ONE guest boot.
+#
+# Instruction counts (callgrind) are the figures to compare between two
+# builds: wall time under TCG is noise, instructions are repeatable. Each
+# phase is measured by difference, so that connecting, creating tables and
+# the warm-up cancel out: three runs of recstore-bench, each against a fresh
+# node, with the client and the node both under callgrind and no spinning
+# (--spin-us 0, node spin_us 0):
+#   A: get phase only          (--no-rpc --no-update)
+#   B: get + update            (--no-rpc)
+#   C: get + RPC get           (--no-update)
+# client get    = worker threads of A            / keys of the get phase
+# client update = (worker threads of B - A)      / keys of the update phase
+# client rpc    = (worker threads of C - A)      / keys of the rpc phase
+# node update   = (node worker threads of B - A) / keys of the update phase
+# node rpc      = (node worker threads of C - A) / keys of the rpc phase
+# ("worker threads": worker_main inclusive, in the bench and in the node).
+# The one-sided get costs the node nothing by design (run A's node work is
+# the warm-up's GET_OR_INIT, which cancels out of B - A and C - A).
+#
+# Where no RDMA device exists it re-runs itself through ci/with-rxe.sh.
+# Output: the measurement lines, also written to bench-path.out in the
+# current directory. Environment: RS_BENCH_CG_ITERS (20 batches per phase),
+# RS_BENCH_TABLES (8), RS_BENCH_DIM (64), RS_BENCH_BATCH (512),
+# RS_BENCH_KEYS (5000), RS_BENCH_OPTIM (sgd).
+set -euo pipefail
+# shellcheck source=ci/bench-lib.sh
+. "$(dirname "$0")/bench-lib.sh"
+bench_init bench-path "$@"
+iters=${RS_BENCH_CG_ITERS:-20}
+shape=(--tables "${RS_BENCH_TABLES:-8}" --dim "${RS_BENCH_DIM:-64}"
+	--batch "${RS_BENCH_BATCH:-512}" --keys "${RS_BENCH_KEYS:-5000}"
+	--optim "${RS_BENCH_OPTIM:-sgd}" --iters "$iters" --spin-us 0)
+tmp=$(mktemp -d /tmp/bench-path.XXXXXX)
+srv=
+trap '[ -n "$srv" ] && kill $srv 2>/dev/null; [ -n "${RS_BENCH_KEEP:-}" ] || rm -rf "$tmp"' EXIT
+
+# inclusive instructions of function $1 in callgrind_annotate output $2
+incl() {
+	awk -v f="$1" '!v && index($0, ":" f " [") { v = $1; gsub(",", "", v) }
+		END { print v + 0 }' "$2"
+}
+
+# run NAME [bench args...]: a fresh node and the bench, both under callgrind
+run() {
+	local n=$1 log=$tmp/node.$1.log
+	shift
+	printf '{"spin_us": 0}\n' >"$tmp/node.json"
+	valgrind --tool=callgrind --callgrind-out-file="$tmp/cgn.$n.out" \
+		"$build/recstore-server" -c "$tmp/node.json" \
+		--listen "$RS_RDMA_IP:0" >"$log" 2>&1 &
+	srv=$!
+	for _ in $(seq 1200); do
+		grep -q 'listening on' "$log" && break
+		kill -0 $srv 2>/dev/null || { cat "$log"; exit 1; }
+		sleep 0.1
+	done
+	addr=$(sed -n 's/.*listening on \(.*\)$/\1/p' "$log" | head -n 1)
+	valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.$n.out" \
+		"$build/recstore-bench" "${shape[@]}" "$@" --nodes "$addr" \
+		>"$tmp/bench.$n" 2>&1 || { cat "$tmp/bench.$n"; exit 1; }
+	kill -TERM $srv
+	wait $srv || true
+	srv=
+	callgrind_annotate --inclusive=yes --threshold=100 "$tmp/cg.$n.out" \
+		>"$tmp/cg.$n.txt" 2>/dev/null || true
+	callgrind_annotate --inclusive=yes --threshold=100 "$tmp/cgn.$n.out" \
+		>"$tmp/cgn.$n.txt" 2>/dev/null || true
+	echo "$(incl worker_main "$tmp/cg.$n.txt")" >"$tmp/c.$n"
+	echo "$(incl worker_main "$tmp/cgn.$n.txt")" >"$tmp/s.$n"
+}
+# keys of phase $1 in run $2: batches x batch size
+keys() {
+	local b
+	b=$(sed -n "s/^bench: $1 .*(\([0-9]*\) batches.*/\1/p" "$tmp/bench.$2")
+	echo $((b * ${RS_BENCH_BATCH:-512}))
+}
+per() { awk -v a="$1" -v k="$2" 'BEGIN { printf "%.0f", (k > 0 ? a / k : 0) }'; }
+
+say "== instructions per key (callgrind, spin window 0): ${shape[*]}"
+run A --no-rpc --no-update
+run B --no-rpc
+run C --no-update
+cA=$(cat "$tmp/c.A") cB=$(cat "$tmp/c.B") cC=$(cat "$tmp/c.C")
+sA=$(cat "$tmp/s.A") sB=$(cat "$tmp/s.B") sC=$(cat "$tmp/s.C")
+kg=$(keys get A) ku=$(keys update B) kr=$(keys get_rpc C)
+say "result path_client_get_instr_per_key $(per "$cA" "$kg") ($kg keys)"
+say "result path_client_update_instr_per_key $(per $((cB - cA)) "$ku") ($ku keys)"
+say "result path_client_rpc_get_instr_per_key $(per $((cC - cA)) "$kr") ($kr keys)"
+say "result path_node_update_instr_per_key $(per $((sB - sA)) "$ku")"
+say "result path_node_rpc_get_instr_per_key $(per $((sC - sA)) "$kr")"
