@@ -13,7 +13,8 @@
  *   8   checksum  XXH3-64 of bytes [16, 32 + payload_bytes) seeded with
  *                 row_seed(version, row index)
  *   16  key       the full 64-bit key the row holds (or held, if FREE)
- *   24  state     u8: ROW_LIVE, or ROW_FREE (a tombstone: deleted)
+ *   24  state     u8: ROW_LIVE, ROW_FREE (a tombstone: deleted), or
+ *                 ROW_PENDING (an insert not yet in the index)
  *   25  dtype     u8: ROW_F32 / ROW_F16 / ROW_BF16
  *   26  table_id  u16
  *   28  dim       u32
@@ -23,8 +24,8 @@
  * row_validate() accepts a row image only if its version is even and the
  * checksum matches (else RS_E_TORN: READ it again), and then reports
  * RS_E_STALE if the row is valid but not what the reader looked for: a
- * tombstone, another key (the slot was freed and reused) or another table
- * geometry. A reader holding a cached location re-resolves the key through
+ * tombstone, a pending insert, another key (the slot was freed and reused)
+ * or another table geometry. A reader holding a cached location re-resolves the key through
  * the index on RS_E_STALE.
  *
  * Element types: fp32; fp16 (IEEE binary16) and bf16 (upper half of an
@@ -55,7 +56,10 @@
 #define ROW_W_META 3
 
 enum row_dtype { ROW_F32 = 1, ROW_F16 = 2, ROW_BF16 = 3 };
-enum row_state { ROW_FREE = 0x46, ROW_LIVE = 0x4c }; /* 'F', 'L' */
+/* ROW_PENDING: written by an insert whose index slot does not exist yet;
+ * no reader accepts it (it becomes LIVE only once the index points at it,
+ * or a tombstone if the insert loses). */
+enum row_state { ROW_FREE = 0x46, ROW_LIVE = 0x4c, ROW_PENDING = 0x50 };
 
 struct row_hdr {
 	uint64_t version;

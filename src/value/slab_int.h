@@ -174,6 +174,12 @@ void slab_row_store(struct slab_table *t, uint32_t r, const uint64_t *img);
 void slab_row_tombstone(struct slab_table *t, uint32_t r);
 void slab_free_push(struct slab_table *t, uint32_t r);
 
+/* White-box tests only (NULL otherwise): called by slab_insert() with the
+ * row lock held, after the new row was published (not yet LIVE) and before
+ * its index slot is inserted. */
+extern void (*slab_test_insert_hook)(struct slab_table *t, uint32_t row,
+				     uint64_t key);
+
 /* slab_recover.c: exclusive; rebuilds allocator and counters. */
 int slab_recover(struct slab_table *t);
 uint64_t slab_log_checksum(const struct slab_table *t, const uint8_t *entry);

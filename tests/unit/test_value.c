@@ -233,7 +233,7 @@ static void dram_basic(void **state)
 		fill_vals(v, keys[i], 1);
 		assert_int_equal(slab_read(t, keys[i], out, &ver), 0);
 		assert_memory_equal(out, v, sizeof(v));
-		assert_int_equal(ver, 2);
+		assert_int_equal(ver, 4);
 		assert_int_equal(slab_lookup(t, keys[i], &row), 0);
 		slab_read_row(t, row, raw);
 		assert_int_equal(row_validate(raw, &t->rg, row, keys[i], NULL),
@@ -247,7 +247,7 @@ static void dram_basic(void **state)
 		struct slab_wr w = {.val = out, .state = so};
 
 		assert_int_equal(slab_write_begin(t, 0, &w), 0);
-		assert_int_equal(w.version, 2);
+		assert_int_equal(w.version, 4);
 		fill_vals(v, 0, 1);
 		assert_memory_equal(w.val, v, sizeof(v));
 		for (int i = 0; i < DIM; i++)
@@ -255,7 +255,7 @@ static void dram_basic(void **state)
 		w.state[0] = 99;
 		assert_int_equal(slab_write_commit(&w), 0);
 		assert_int_equal(slab_read(t, 0, out, &ver), 0);
-		assert_int_equal(ver, 4);
+		assert_int_equal(ver, 6);
 		assert_float_equal(out[3], v[3] + 1, 0);
 		assert_int_equal(slab_read_state(t, 0, so), 0);
 		assert_float_equal(so[0], 99, 0);
@@ -263,7 +263,7 @@ static void dram_basic(void **state)
 		assert_int_equal(slab_write_begin(t, 1, &w), 0);
 		slab_write_abort(&w);
 		assert_int_equal(slab_read(t, 1, out, &ver), 0);
-		assert_int_equal(ver, 2);
+		assert_int_equal(ver, 4);
 	}
 	/* put and get-or-insert */
 	fill_vals(v, 5, 9);
@@ -311,14 +311,89 @@ static void stale_location_detected(void **state)
 	assert_int_equal(slab_delete(t, 10), 0);
 	slab_read_row(t, r, raw);
 	assert_int_equal(row_validate(raw, &t->rg, r, 10, &ver), RS_E_STALE);
-	assert_int_equal(ver, 4); /* the tombstone moved the version on */
+	assert_int_equal(ver, 6); /* the tombstone moved the version on */
 	/* the slot is reused by another key: still stale for 10 */
 	assert_int_equal(slab_insert(t, 11, v, NULL, &r2), 0);
 	assert_int_equal(r2, r);
 	slab_read_row(t, r, raw);
 	assert_int_equal(row_validate(raw, &t->rg, r, 10, NULL), RS_E_STALE);
 	assert_int_equal(row_validate(raw, &t->rg, r, 11, &ver), 0);
-	assert_int_equal(ver, 6);
+	assert_int_equal(ver, 10);
+	slab_store_close(&st);
+}
+
+/*
+ * Phantom rows. A client caches (key 10 -> row r); 10 is deleted; two
+ * writers insert 10 at once: A gets slot r (reused), B wins the index
+ * while A is between publishing its row and inserting its index slot (the
+ * test hook runs B there). A's row must never validate as LIVE for 10,
+ * neither in that window nor after A lost (RS_E_EXISTS).
+ */
+static struct {
+	uint32_t row;	 /* A's slot */
+	int depth;	 /* hook re-entry (B's own insert) */
+	int checked;	 /* times the window was inspected */
+	int accepted;	 /* times a reader accepted A's row */
+	bool race;	 /* run B inside A's window */
+	float *valb;
+} phantom;
+
+static void phantom_hook(struct slab_table *t, uint32_t row, uint64_t key)
+{
+	uint8_t raw[576];
+
+	if (phantom.depth++ == 0) {
+		phantom.row = row;
+		slab_read_row(t, row, raw);
+		phantom.checked++;
+		if (row_validate(raw, &t->rg, row, key, NULL) == 0)
+			phantom.accepted++;
+		if (phantom.race)
+			assert_int_equal(slab_insert(t, key, phantom.valb,
+						     NULL, NULL),
+					 0);
+		slab_read_row(t, row, raw);
+		if (row_validate(raw, &t->rg, row, key, NULL) == 0)
+			phantom.accepted++;
+	}
+	phantom.depth--;
+}
+
+static void phantom_rows_never_live(void **state)
+{
+	struct slab_store *st = dram_pool(16 * MiB);
+	struct slab_table *t = mktable(st, "t", 64, 0);
+	float va[DIM], vb[DIM], out[DIM];
+	uint8_t raw[576];
+	uint32_t r;
+
+	fill_vals(va, 10, 1);
+	fill_vals(vb, 10, 2);
+	assert_int_equal(slab_insert(t, 10, va, NULL, &r), 0);
+	assert_int_equal(slab_delete(t, 10), 0); /* a client still has r */
+	memset(&phantom, 0, sizeof(phantom));
+	phantom.race = true;
+	phantom.valb = vb;
+	slab_test_insert_hook = phantom_hook;
+	assert_int_equal(slab_insert(t, 10, va, NULL, NULL), RS_E_EXISTS);
+	slab_test_insert_hook = NULL;
+	assert_int_equal(phantom.row, r); /* A reused the cached slot */
+	assert_int_equal(phantom.checked, 1);
+	assert_int_equal(phantom.accepted, 0);
+	slab_read_row(t, r, raw);
+	assert_int_equal(row_validate(raw, &t->rg, r, 10, NULL), RS_E_STALE);
+	assert_int_equal(slab_read(t, 10, out, NULL), 0);
+	assert_memory_equal(out, vb, sizeof(vb)); /* B's value */
+	/* an insert that wins is LIVE once it returns */
+	memset(&phantom, 0, sizeof(phantom));
+	slab_test_insert_hook = phantom_hook;
+	assert_int_equal(slab_insert(t, 11, va, NULL, &r), 0);
+	slab_test_insert_hook = NULL;
+	assert_int_equal(phantom.checked, 1);
+	assert_int_equal(phantom.accepted, 0);
+	slab_read_row(t, r, raw);
+	assert_int_equal(row_validate(raw, &t->rg, r, 11, NULL), 0);
+	assert_int_equal(pet_verify(t->pet, NULL), 0);
 	slab_store_close(&st);
 }
 
@@ -380,6 +455,8 @@ static void index_full_status(void **state)
 	uint64_t ok = 0, full = 0;
 
 	assert_int_equal(slab_table_create(st, &tc, &t), 0);
+	memset(&phantom, 0, sizeof(phantom));
+	slab_test_insert_hook = phantom_hook; /* no refused row is ever LIVE */
 	/* index has exactly 8000 slots: rows never run out first */
 	for (uint64_t k = 0; k < 8000; k++) {
 		int rc = slab_insert(t, k * 0x9E3779B97F4A7C15ULL, NULL, NULL,
@@ -392,6 +469,9 @@ static void index_full_status(void **state)
 		else
 			fail_msg("insert: %s", rs_strerror(rc));
 	}
+	slab_test_insert_hook = NULL;
+	assert_int_equal(phantom.checked, 8000);
+	assert_int_equal(phantom.accepted, 0);
 	slab_table_stats(t, &ts);
 	print_message("index fill %.2f%% (%llu refused)\n",
 		      100 * ts.index.fill, (unsigned long long)full);
@@ -706,6 +786,7 @@ int main(void)
 		cmocka_unit_test(torn_rows_detected),
 		cmocka_unit_test(dram_basic),
 		cmocka_unit_test(stale_location_detected),
+		cmocka_unit_test(phantom_rows_never_live),
 		cmocka_unit_test(rows_full_then_reuse),
 		cmocka_unit_test(index_full_status),
 		cmocka_unit_test(tables_and_extents),
