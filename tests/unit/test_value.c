@@ -617,6 +617,51 @@ static void file_reopen(void **state)
 	slab_store_close(&st);
 }
 
+/* Bytes of the READable range of t past its index (padding, row slots):
+ * how many are not zero. */
+static uint64_t readable_dirty(struct slab_table *t)
+{
+	struct slab_region ri, rd;
+	uint64_t n = 0;
+
+	slab_table_regions(t, &ri, NULL, &rd);
+	for (size_t i = ri.len; i < rd.len; i++)
+		n += ((uint8_t *)rd.addr)[i] != 0;
+	return n;
+}
+
+/* A table dropped from a file pool leaves its bytes in the file; a new
+ * table on the same extent must not expose any of them to READs. */
+static void recreated_table_exposes_nothing(void **state)
+{
+	struct slab_store *st = file_pool(16 * MiB);
+	struct slab_table *a = mktable(st, "old", 1000, 0), *b;
+	struct slab_table_cfg tc = {.name = "new", .dim = 16, .capacity = 100};
+	struct slab_table_geom ga, gb;
+	float v[DIM];
+
+	for (uint64_t k = 0; k < 500; k++) {
+		fill_vals(v, k, 7);
+		assert_int_equal(slab_insert(a, k, v, NULL, NULL), 0);
+	}
+	slab_table_geom(a, &ga);
+	assert_int_equal(slab_table_drop(st, "old"), 0);
+	assert_int_equal(slab_table_create(st, &tc, &b), 0);
+	slab_table_geom(b, &gb);
+	/* same extent; b's smaller index ends inside a's buckets, b's rows
+	 * lie over a's index and rows */
+	assert_int_equal(gb.index_off, ga.index_off);
+	assert_true(gb.index_off + gb.index_len < gb.rows_off);
+	assert_true(gb.rows_off < ga.rows_off + 500 * ga.rows.stride);
+	assert_int_equal(readable_dirty(b), 0);
+	slab_store_close(&st);
+	st = file_pool(0); /* what the file holds */
+	b = slab_table_get(st, "new");
+	assert_non_null(b);
+	assert_int_equal(readable_dirty(b), 0);
+	slab_store_close(&st);
+}
+
 static void recover_crash_images(void **state)
 {
 	struct slab_store *st = file_pool(16 * MiB);
@@ -792,6 +837,8 @@ int main(void)
 		cmocka_unit_test(tables_and_extents),
 		cmocka_unit_test_setup_teardown(file_reopen, setup_path,
 						teardown_path),
+		cmocka_unit_test_setup_teardown(recreated_table_exposes_nothing,
+						setup_path, teardown_path),
 		cmocka_unit_test_setup_teardown(recover_crash_images,
 						setup_path, teardown_path),
 		cmocka_unit_test_setup_teardown(bad_pools_refused, setup_path,
