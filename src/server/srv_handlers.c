@@ -36,7 +36,11 @@
  * initializer (state from optim_init_state) and then updated. A key whose
  * (summed) gradient, or PUT value, holds a NaN or an infinity is refused
  * with RS_E_INVAL and left untouched: one bad element would poison the row
- * and the optimizer state for good.
+ * and the optimizer state for good. A finite gradient whose step would
+ * make a weight or a state value infinite (optim_apply() reports it on the
+ * copies slab_write_begin() handed out) is refused the same way with
+ * RS_E_OVERFLOW: the write is aborted, row and state stay bit for bit.
+ * (A key created by that request's PROTO_KF_CREATE keeps its initial row.)
  *
  * Replies. GET and GET_OR_INIT are written in place into the connection's
  * send slot (zero copy: rows land in the registered send buffer); the other
