@@ -264,6 +264,7 @@ static int vfix_init(struct vfix *f, uint32_t dim)
 
 	if (row_geom_init(&f->g, dim, ROW_F32, 1000, 1))
 		return -1;
+	f->g.incarnation = 0x5EED0F7AB1E5ULL; /* a table's uid */
 	f->row = aligned_alloc(64, f->g.stride);
 	if (!f->row)
 		return -1;
@@ -301,10 +302,11 @@ static int vfix_init(struct vfix *f, uint32_t dim)
 		memcpy(f->bucket + 8 * PET_W_REF0 + 4 * s, &rf, 4);
 	}
 	f->bucket_idx = 3;
-	cs = pet_bucket_checksum(f->bucket, f->bucket_idx, 0);
+	cs = pet_bucket_checksum(f->bucket, f->bucket_idx, 0,
+				 f->g.incarnation);
 	memcpy(f->bucket + 8, &cs, 8);
 	return row_validate(f->row, &f->g, 7, 42, NULL) ||
-	       pet_bucket_validate(f->bucket, f->bucket_idx);
+	       pet_bucket_validate(f->bucket, f->bucket_idx, f->g.incarnation);
 }
 
 __attribute__((target("sse4.2"))) static uint32_t crc32c(const void *p,
@@ -337,9 +339,9 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c(const void *p,
 	}
 
 CG_LOOP(cg_row_validate, row_validate(f->row, &f->g, 7, 42, NULL))
-CG_LOOP(cg_bucket_validate, pet_bucket_validate(f->bucket, f->bucket_idx))
+CG_LOOP(cg_bucket_validate, pet_bucket_validate(f->bucket, f->bucket_idx, f->g.incarnation))
 CG_LOOP(cg_bucket_validate_find,
-	pet_bucket_validate(f->bucket, f->bucket_idx) +
+	pet_bucket_validate(f->bucket, f->bucket_idx, f->g.incarnation) +
 		pet_bucket_find(f->bucket, mix(5), 0x85, &(uint32_t){0}))
 CG_LOOP(cg_xxh3_64, XXH3_64bits_withSeed(f->row + 16, f->covered, i))
 CG_LOOP(cg_xxh3_64_dispatch,

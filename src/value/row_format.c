@@ -79,7 +79,7 @@ uint64_t row_checksum(const void *row, const struct row_geom *g, uint32_t idx,
 {
 	return row_xxh3((const uint8_t *)row + ROW_CSUM_OFF,
 			ROW_HDR_BYTES - ROW_CSUM_OFF + g->payload_bytes,
-			row_seed(version, idx));
+			row_seed(g->incarnation, version, idx));
 }
 
 static inline uint64_t word(const void *row, unsigned i)

@@ -11,7 +11,7 @@
  *   0   version   even: stable; odd: a writer is inside. Per row slot,
  *                 only grows (also across delete and reuse)
  *   8   checksum  XXH3-64 of bytes [16, 32 + payload_bytes) seeded with
- *                 row_seed(version, row index)
+ *                 row_seed(table incarnation, version, row index)
  *   16  key       the full 64-bit key the row holds (or held, if FREE)
  *   24  state     u8: ROW_LIVE, ROW_FREE (a tombstone: deleted), or
  *                 ROW_PENDING (an insert not yet in the index)
@@ -48,6 +48,9 @@
 #define ROW_ALIGN 64
 #define ROW_CSUM_OFF 16 /* checksum covers [16, 32 + payload_bytes) */
 #define ROW_MAX_DIM 65536
+/* Rows layout version (TABLE_DIR rows.layout): 2 seeds the checksum with
+ * the table incarnation. */
+#define ROW_LAYOUT_VERSION 2
 
 /* word indices of the header */
 #define ROW_W_VERSION 0
@@ -81,6 +84,8 @@ struct row_geom {
 	uint32_t payload_bytes; /* dim * esize */
 	uint32_t stride;	/* bytes per row, multiple of 64 */
 	uint64_t nrows;		/* rows in the region */
+	uint64_t incarnation;	/* the table's incarnation (checksum seed):
+				   0 from row_geom_init(), set by the caller */
 };
 
 /* Geometry for dim elements of dtype; 0 or RS_E_INVAL (with message). */
@@ -98,9 +103,14 @@ static inline uint64_t row_off(const struct row_geom *g, uint32_t idx)
 	return (uint64_t)idx * g->stride;
 }
 
-static inline uint64_t row_seed(uint64_t version, uint32_t idx)
+/* Seed of a row checksum: the version, the slot and the table's
+ * incarnation (a random id per created table, the TABLE_DIR generation):
+ * a table dropped and created again on the same extent restarts its row
+ * versions, and only the incarnation tells its rows from the old ones. */
+static inline uint64_t row_seed(uint64_t incarnation, uint64_t version,
+				uint32_t idx)
 {
-	return version ^ ((uint64_t)idx * 0xC2B2AE3D27D4EB4FULL);
+	return version ^ ((uint64_t)idx * 0xC2B2AE3D27D4EB4FULL) ^ incarnation;
 }
 
 /* Checksum of a row image at `version` in slot idx. */

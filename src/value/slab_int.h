@@ -17,7 +17,7 @@
 #include "value/slab.h"
 
 #define SLAB_MAGIC 0x313042414C535352ULL /* "RSSLAB01" */
-#define SLAB_LAYOUT_VERSION 1
+#define SLAB_LAYOUT_VERSION 2 /* 2: checksums seeded by the table uid */
 #define SLAB_SB_BYTES 4096
 #define SLAB_DIR_OFF 4096
 #define SLAB_DIRENT_BYTES 256

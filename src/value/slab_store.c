@@ -296,6 +296,7 @@ static int table_attach(struct slab_store *st, const struct slab_dirent *e,
 	t->ent = *e;
 	rc = row_geom_init(&t->rg, e->dim, e->dtype, e->capacity,
 			   e->table_id);
+	t->rg.incarnation = e->uid;
 	if (rc || t->rg.stride != e->row_stride) {
 		rc = rs_seterr(RS_E_CORRUPT, "table '%.64s': bad row geometry",
 			       e->name);
@@ -319,7 +320,7 @@ static int table_attach(struct slab_store *st, const struct slab_dirent *e,
 		goto err_free;
 	g = pet_geometry(t->pet);
 	if (g->nbuckets != e->nbuckets || g->seed1 != e->seed1 ||
-	    g->seed2 != e->seed2) {
+	    g->seed2 != e->seed2 || g->incarnation != e->uid) {
 		rc = rs_seterr(RS_E_CORRUPT, "table '%.64s': index geometry "
 			       "differs from the directory", e->name);
 		goto err_pet;
@@ -390,7 +391,8 @@ static int extent_format(struct slab_store *st, const struct slab_dirent *e)
 			     .seed1 = e->seed1,
 			     .seed2 = e->seed2,
 			     .bucket_bytes = PET_BUCKET_BYTES,
-			     .buckets_off = PET_HEADER_BYTES};
+			     .buckets_off = PET_HEADER_BYTES,
+			     .incarnation = e->uid};
 	uint64_t log_len = (uint64_t)e->nstripes * e->log_entry;
 	uint64_t rd_len = e->rows_off + e->capacity * e->row_stride -
 			  e->index_off;
@@ -452,7 +454,9 @@ int slab_table_create(struct slab_store *st, const struct slab_table_cfg *cfg,
 	do
 		e.seed2 = rand64();
 	while (e.seed2 == e.seed1);
-	e.uid = rand64();
+	do /* the incarnation: seeds every checksum, never 0 */
+		e.uid = rand64();
+	while (!e.uid);
 	rc = extent_format(st, &e);
 	if (rc)
 		goto out;
