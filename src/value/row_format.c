@@ -166,6 +166,21 @@ void row_payload_to_f32(const struct row_geom *g, const void *payload,
 	}
 }
 
+int row_f32_fits(const struct row_geom *g, const float *in)
+{
+	uint16_t bad = 0;
+
+	if (g->dtype == ROW_F32)
+		return 1;
+	for (uint32_t i = 0; i < g->dim; i++) /* exponent all ones: inf */
+		bad |= g->dtype == ROW_F16
+			       ? (uint16_t)((row_f32_to_f16(in[i]) & 0x7c00) ==
+					    0x7c00)
+			       : (uint16_t)((row_f32_to_bf16(in[i]) & 0x7f80) ==
+					    0x7f80);
+	return !bad;
+}
+
 void row_payload_from_f32(const struct row_geom *g, const float *in,
 			  void *payload)
 {

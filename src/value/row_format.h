@@ -148,6 +148,11 @@ void row_payload_to_f32(const struct row_geom *g, const void *payload,
 void row_payload_from_f32(const struct row_geom *g, const float *in,
 			  void *payload);
 
+/* 1 if every one of the g->dim finite fp32 values in stays finite when
+ * stored as g->dtype (always for fp32; fp16 overflows at 65520, bf16 just
+ * below FLT_MAX), else 0: storing it would write an infinity. */
+int row_f32_fits(const struct row_geom *g, const float *in);
+
 /* Scalar conversions (round to nearest even; NaN stays NaN). */
 uint16_t row_f32_to_bf16(float f);
 float row_bf16_to_f32(uint16_t h);

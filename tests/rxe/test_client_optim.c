@@ -181,6 +181,28 @@ static void overflow(struct rs_client *c)
 		"a later ordinary step: %d", st[0]);
 	H_CHECK(rs_get(t, keys, 1, after, st, 0) == 1 && after[3] < 0.5f,
 		"a later ordinary step did not move the row (state)");
+	/* fp16 table: finite in fp32, infinite once stored (>= 65520) */
+	H_OK(rs_table_spec_init(&spec, "opt_overflow16", DIM));
+	spec.dtype = RS_DTYPE_FP16;
+	spec.capacity = 64;
+	spec.init.kind = RS_INIT_CONSTANT;
+	spec.init.value = 65000.0f;
+	spec.optim.lr = 1.0f;
+	H_OK(rs_table_create(c, &spec));
+	H_OK(rs_table_open(c, "opt_overflow16", &t));
+	H_CHECK(rs_get_or_init(t, keys, 1, before, st, 0) == 1, "init16");
+	for (int e = 0; e < DIM; e++)
+		grads[e] = e == 5 ? -1000.0f : 1.0f;
+	H_CHECK(rs_update(t, keys, 1, grads, st, 0) == 0 &&
+			st[0] == RS_E_OVERFLOW,
+		"fp16 update status %d", st[0]);
+	H_CHECK(rs_get(t, keys, 1, after, st, 0) == 1 &&
+			!memcmp(before, after, DIM * sizeof(float)),
+		"fp16: the refused key's row changed");
+	after[2] = 70000.0f;
+	H_CHECK(rs_put(t, &keys[1], 1, after, st, 0) == 0 &&
+			st[0] == RS_E_OVERFLOW,
+		"fp16 put of 70000: status %d", st[0]);
 	printf("overflow: refused with RS_E_OVERFLOW, row unchanged: ok\n");
 }
 

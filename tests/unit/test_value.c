@@ -107,6 +107,19 @@ static void row_geometry_and_types(void **state)
 	row_payload_to_f32(&g, pl, back);
 	for (int i = 0; i < 5; i++)
 		assert_true(fabsf(back[i] - f[i]) <= fabsf(f[i]) / 1024);
+	{ /* values that would be stored as an infinity */
+		float big[5] = {1.0f, -2.0f, 65504.0f, 3.0f, 4.0f};
+
+		assert_true(row_f32_fits(&g, big));
+		big[3] = -65520.0f; /* rounds to -inf in fp16 */
+		assert_false(row_f32_fits(&g, big));
+		assert_int_equal(row_geom_init(&g, 5, ROW_BF16, 1, 0), 0);
+		assert_true(row_f32_fits(&g, big));
+		big[1] = 3.4e38f; /* finite fp32, inf in bf16 */
+		assert_false(row_f32_fits(&g, big));
+		assert_int_equal(row_geom_init(&g, 5, ROW_F32, 1, 0), 0);
+		assert_true(row_f32_fits(&g, big));
+	}
 	assert_int_equal(row_geom_init(&g, 5, ROW_BF16, 1, 0), 0);
 	row_payload_from_f32(&g, f, pl);
 	row_payload_to_f32(&g, pl, back);
