@@ -12,7 +12,8 @@
  *                         [-k index keys] [-r rows] [-d dim]
  *                         [-n lookups] [-t threads] [-i iterations]
  *
- * -m callgrind runs each validation kernel -i times in its own function
+ * -m callgrind runs each validation kernel, and one optimizer step of each
+ * optimizer kind, -i times in its own function
  * (cg_*), for instruction counts that do not depend on a noisy machine:
  *   valgrind --tool=callgrind --callgrind-out-file=cg.out \
  *       recstore-engine-bench -m callgrind -i 100000
@@ -33,6 +34,7 @@
 
 #include "common/rs_internal.h"
 #include "index/pet.h"
+#include "value/optimizer.h"
 #include "value/slab.h"
 
 struct opts {
@@ -248,6 +250,8 @@ static int bench_rows(const struct opts *o)
 struct vfix {
 	struct row_geom g;
 	uint8_t *row;
+	float *w, *state, *grad; /* optimizer kernels: dim, 2 dim + 1, dim */
+	struct optim_params op[OPTIM_KIND_COUNT];
 	uint8_t bucket[PET_BUCKET_BYTES];
 	uint64_t bucket_idx;
 	size_t covered; /* bytes the row checksum covers */
@@ -260,6 +264,7 @@ static int vfix_init(struct vfix *f, uint32_t dim)
 
 	if (row_geom_init(&f->g, dim, ROW_F32, 1000, 1))
 		return -1;
+	f->g.incarnation = 0x5EED0F7AB1E5ULL; /* a table's uid */
 	f->row = aligned_alloc(64, f->g.stride);
 	if (!f->row)
 		return -1;
@@ -275,6 +280,17 @@ static int vfix_init(struct vfix *f, uint32_t dim)
 	cs = row_checksum(f->row, &f->g, 7, ver);
 	memcpy(f->row + 8, &cs, 8);
 	f->covered = 16 + f->g.payload_bytes;
+	f->w = calloc(4 * (size_t)dim + 1, sizeof(float));
+	if (!f->w)
+		return -1;
+	f->state = f->w + dim;
+	f->grad = f->state + 2 * (size_t)dim + 1;
+	for (uint32_t i = 0; i < dim; i++) {
+		f->w[i] = (float)i * 0.25f;
+		f->grad[i] = 1e-3f * (float)(i % 7) - 3e-3f;
+	}
+	for (uint32_t k = 0; k < OPTIM_KIND_COUNT; k++)
+		optim_params_default(&f->op[k], k);
 	/* a full bucket */
 	memset(f->bucket, 0, sizeof(f->bucket));
 	for (int s = 0; s < PET_SLOTS; s++) {
@@ -286,10 +302,11 @@ static int vfix_init(struct vfix *f, uint32_t dim)
 		memcpy(f->bucket + 8 * PET_W_REF0 + 4 * s, &rf, 4);
 	}
 	f->bucket_idx = 3;
-	cs = pet_bucket_checksum(f->bucket, f->bucket_idx, 0);
+	cs = pet_bucket_checksum(f->bucket, f->bucket_idx, 0,
+				 f->g.incarnation);
 	memcpy(f->bucket + 8, &cs, 8);
 	return row_validate(f->row, &f->g, 7, 42, NULL) ||
-	       pet_bucket_validate(f->bucket, f->bucket_idx);
+	       pet_bucket_validate(f->bucket, f->bucket_idx, f->g.incarnation);
 }
 
 __attribute__((target("sse4.2"))) static uint32_t crc32c(const void *p,
@@ -322,9 +339,9 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c(const void *p,
 	}
 
 CG_LOOP(cg_row_validate, row_validate(f->row, &f->g, 7, 42, NULL))
-CG_LOOP(cg_bucket_validate, pet_bucket_validate(f->bucket, f->bucket_idx))
+CG_LOOP(cg_bucket_validate, pet_bucket_validate(f->bucket, f->bucket_idx, f->g.incarnation))
 CG_LOOP(cg_bucket_validate_find,
-	pet_bucket_validate(f->bucket, f->bucket_idx) +
+	pet_bucket_validate(f->bucket, f->bucket_idx, f->g.incarnation) +
 		pet_bucket_find(f->bucket, mix(5), 0x85, &(uint32_t){0}))
 CG_LOOP(cg_xxh3_64, XXH3_64bits_withSeed(f->row + 16, f->covered, i))
 CG_LOOP(cg_xxh3_64_dispatch,
@@ -334,6 +351,13 @@ CG_LOOP(cg_xxh3_128,
 CG_LOOP(cg_xxh64, XXH64(f->row + 16, f->covered, i))
 CG_LOOP(cg_xxh32, XXH32(f->row + 16, f->covered, (uint32_t)i))
 CG_LOOP(cg_crc32c, crc32c(f->row + 16, f->covered))
+/* one optimizer step on a row of dim floats (state reused across calls:
+ * the values stay small and finite) */
+#define CG_OPTIM(k) optim_apply(&f->op[k], f->w, f->state, f->grad, f->g.dim)
+CG_LOOP(cg_optim_sgd, CG_OPTIM(OPTIM_SGD))
+CG_LOOP(cg_optim_adagrad, CG_OPTIM(OPTIM_ADAGRAD))
+CG_LOOP(cg_optim_rowwise_adagrad, CG_OPTIM(OPTIM_ROWWISE_ADAGRAD))
+CG_LOOP(cg_optim_adam, CG_OPTIM(OPTIM_ADAM))
 
 struct kernel {
 	const char *name;
@@ -350,6 +374,14 @@ static const struct kernel kernels[] = {
 	{"XXH64", cg_xxh64},
 	{"XXH32", cg_xxh32},
 	{"CRC32C (SSE4.2 crc32 instruction)", cg_crc32c},
+};
+
+/* Optimizer kernels (callgrind mode only): one step on one row. */
+static const struct kernel optim_kernels[] = {
+	{"optim_apply sgd", cg_optim_sgd},
+	{"optim_apply adagrad", cg_optim_adagrad},
+	{"optim_apply rowwise_adagrad", cg_optim_rowwise_adagrad},
+	{"optim_apply adam", cg_optim_adam},
 };
 
 /* Best of 5 runs of n calls: ns per call. */
@@ -382,6 +414,7 @@ static int bench_validate(const struct opts *o)
 		printf("| %s | %.1f |\n", kernels[i].name,
 		       time_kernel(&kernels[i], &f, o->iters));
 	printf("\n");
+	free(f.w);
 	free(f.row);
 	return 0;
 }
@@ -394,8 +427,11 @@ static int run_callgrind(const struct opts *o)
 		return -1;
 	for (size_t i = 0; i < RS_ARRAY_SIZE(kernels); i++)
 		kernels[i].fn(&f, o->iters);
+	for (size_t i = 0; i < RS_ARRAY_SIZE(optim_kernels); i++)
+		optim_kernels[i].fn(&f, o->iters);
 	printf("ran each cg_* kernel %llu times\n",
 	       (unsigned long long)o->iters);
+	free(f.w);
 	free(f.row);
 	return 0;
 }

@@ -36,7 +36,8 @@ enum rs_error {
 	RS_E_STALE = RS_E_BASE - 13,	  /* cached location no longer valid */
 	RS_E_TIMEOUT = RS_E_BASE - 14,	  /* operation did not finish in time */
 	RS_E_UNSUPPORTED = RS_E_BASE - 15, /* feature unavailable here */
-	RS_E_LAST = RS_E_BASE - 16
+	RS_E_OVERFLOW = RS_E_BASE - 16,	  /* update result would not be finite */
+	RS_E_LAST = RS_E_BASE - 17
 };
 
 /* Static description of any code (negative errno or RS_E_*). */

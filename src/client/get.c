@@ -283,8 +283,10 @@ static void on_buckets(struct gcall *g, size_t i, const uint8_t *img)
 	uint64_t key = g->keys[i].key, v[2];
 	uint32_t ref;
 
-	if (pet_bucket_validate(img, k->ploc.b[0]) ||
-	    pet_bucket_validate(img + PET_BUCKET_BYTES, k->ploc.b[1])) {
+	const uint64_t inc = view_of(g, k)->geom.incarnation;
+
+	if (pet_bucket_validate(img, k->ploc.b[0], inc) ||
+	    pet_bucket_validate(img + PET_BUCKET_BYTES, k->ploc.b[1], inc)) {
 		retry(g, k);
 		return;
 	}

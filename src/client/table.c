@@ -105,8 +105,10 @@ static int tloc_fill(struct cli_tloc *l, const struct proto_table_info *in)
 	l->geom.seed2 = in->index.seed2;
 	l->geom.bucket_bytes = in->index.bucket_bytes;
 	l->geom.buckets_off = in->index.buckets_off;
+	l->geom.incarnation = in->generation;
 	l->valid = true;
 	l->onesided = in->index.layout == PET_LAYOUT_VERSION &&
+		      in->rows.layout == ROW_LAYOUT_VERSION &&
 		      in->index.bucket_bytes == PET_BUCKET_BYTES &&
 		      in->index.slots == PET_SLOTS &&
 		      in->index.nbuckets >= 2 && in->rows.row_bytes &&
@@ -115,6 +117,8 @@ static int tloc_fill(struct cli_tloc *l, const struct proto_table_info *in)
 				    in->rows.bytes / in->rows.row_bytes,
 				    (uint16_t)in->id) == 0 &&
 		      l->rgeom.stride == in->rows.row_bytes;
+	/* the table incarnation seeds every row and bucket checksum */
+	l->rgeom.incarnation = in->generation;
 	return 0;
 }
 

@@ -30,6 +30,8 @@ static const char *const rs_names[] = {
 	[-(RS_E_STALE - RS_E_BASE)] = "stale location",
 	[-(RS_E_TIMEOUT - RS_E_BASE)] = "timed out",
 	[-(RS_E_UNSUPPORTED - RS_E_BASE)] = "not supported",
+	[-(RS_E_OVERFLOW - RS_E_BASE)] = "result would not be finite "
+					 "(update refused, row unchanged)",
 };
 
 RS_EXPORT const char *rs_strerror(int code)

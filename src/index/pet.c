@@ -196,7 +196,7 @@ static void bucket_publish(struct pet_index *p, uint64_t b, uint64_t *img)
 	uint64_t v = pet_ld(&w[PET_W_VERSION]);
 
 	img[PET_W_VERSION] = v + 2;
-	img[PET_W_CSUM] = pet_bucket_checksum(img, b, v + 2);
+	img[PET_W_CSUM] = pet_bucket_checksum(img, b, v + 2, p->g.incarnation);
 	v = pet_write_open(&w[PET_W_VERSION]);
 	pet_copy_in(w + 1, img + 1, PET_BUCKET_WORDS - 1);
 	pet_write_close(&w[PET_W_VERSION], v);
@@ -272,6 +272,7 @@ int pet_geom_for(uint64_t keys, double load, uint64_t seed1, uint64_t seed2,
 		g->nbuckets = 2;
 	g->seed1 = seed1;
 	g->seed2 = seed2;
+	g->incarnation = 0;
 	g->bucket_bytes = PET_BUCKET_BYTES;
 	g->buckets_off = PET_HEADER_BYTES;
 	return 0;
@@ -292,7 +293,7 @@ int pet_format(void *region, size_t len, const struct pet_geom *g,
 	w = (uint64_t *)((uint8_t *)region + PET_HEADER_BYTES);
 	for (uint64_t b = 0; b < g->nbuckets; b++, w += PET_BUCKET_WORDS) {
 		memset(w, 0, PET_BUCKET_BYTES);
-		w[PET_W_CSUM] = pet_bucket_checksum(w, b, 0);
+		w[PET_W_CSUM] = pet_bucket_checksum(w, b, 0, g->incarnation);
 	}
 	if (persist)
 		persist(ctx, region, pet_region_bytes(g->nbuckets));
@@ -630,7 +631,8 @@ void pet_repair(struct pet_index *p, pet_keep_fn keep, void *arg,
 
 	memset(st, 0, sizeof(*st));
 	for (uint64_t b = 0; b < p->g.nbuckets; b++) {
-		bool dirty = pet_bucket_validate(bucket_words(p, b), b) != 0;
+		bool dirty = pet_bucket_validate(bucket_words(p, b), b,
+						 p->g.incarnation) != 0;
 
 		if (dirty)
 			st->torn_buckets++;
@@ -669,7 +671,7 @@ int pet_verify(struct pet_index *p, uint64_t *keys)
 
 	for (uint64_t b = 0; b < p->g.nbuckets; b++) {
 		bucket_copy_locked(p, b, img);
-		if (pet_bucket_validate(img, b))
+		if (pet_bucket_validate(img, b, p->g.incarnation))
 			return rs_seterr(RS_E_CORRUPT, "bucket %llu torn",
 					 (unsigned long long)b);
 		for (unsigned s = 0; s < PET_SLOTS; s++) {

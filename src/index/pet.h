@@ -62,6 +62,7 @@ struct pet_repair_stats {
 /*
  * Geometry for `keys` keys at fill factor `load` (0 < load <= 1):
  * nbuckets = ceil(keys / (PET_SLOTS * load)), at least 2. seed1 != seed2.
+ * g->incarnation is 0; the caller sets it before pet_format().
  * 0 or RS_E_INVAL.
  */
 int pet_geom_for(uint64_t keys, double load, uint64_t seed1, uint64_t seed2,

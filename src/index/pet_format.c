@@ -39,11 +39,12 @@ void pet_locate(const struct pet_geom *g, uint64_t key, struct pet_loc *loc)
 	loc->tag = (uint8_t)(PET_TAG_USED | (h1 & 0x7f));
 }
 
-uint64_t pet_bucket_checksum(const void *bucket, uint64_t b, uint64_t version)
+uint64_t pet_bucket_checksum(const void *bucket, uint64_t b, uint64_t version,
+			     uint64_t incarnation)
 {
 	return XXH3_64bits_withSeed((const uint8_t *)bucket + PET_CSUM_OFF,
 				    PET_BUCKET_BYTES - PET_CSUM_OFF,
-				    pet_bucket_seed(version, b));
+				    pet_bucket_seed(version, b, incarnation));
 }
 
 /* Word i of a byte image (memcpy: no alignment or aliasing assumption on
@@ -56,13 +57,14 @@ static inline uint64_t word(const void *bucket, unsigned i)
 	return w;
 }
 
-int pet_bucket_validate(const void *bucket, uint64_t b)
+int pet_bucket_validate(const void *bucket, uint64_t b, uint64_t incarnation)
 {
 	uint64_t v = word(bucket, PET_W_VERSION);
 
 	if (v & 1)
 		return RS_E_TORN;
-	if (pet_bucket_checksum(bucket, b, v) != word(bucket, PET_W_CSUM))
+	if (pet_bucket_checksum(bucket, b, v, incarnation) !=
+	    word(bucket, PET_W_CSUM))
 		return RS_E_TORN;
 	return 0;
 }
@@ -111,6 +113,7 @@ void pet_header_fill(struct pet_header *h, const struct pet_geom *g)
 	h->nbuckets = g->nbuckets;
 	h->seed1 = g->seed1;
 	h->seed2 = g->seed2;
+	h->incarnation = g->incarnation;
 	h->checksum = header_checksum(h);
 }
 
@@ -128,6 +131,7 @@ int pet_header_parse(const void *hdr, struct pet_geom *g)
 	g->nbuckets = h.nbuckets;
 	g->seed1 = h.seed1;
 	g->seed2 = h.seed2;
+	g->incarnation = h.incarnation;
 	g->bucket_bytes = h.bucket_bytes;
 	g->buckets_off = h.buckets_off;
 	return 0;

@@ -15,7 +15,8 @@
  *
  *   word 0        version   even: stable; odd: a writer is inside
  *   word 1        checksum  XXH3-64 of bytes [16, 128) seeded with
- *                           pet_bucket_seed(version, bucket index)
+ *                           pet_bucket_seed(version, bucket index,
+ *                           incarnation)
  *   word 2        tag[8]    one byte per slot: 0 = empty, else
  *                           0x80 | 7-bit fingerprint of the key
  *   words 3..10   key[8]    full 64-bit keys (every value is a valid key:
@@ -57,7 +58,7 @@
 #endif
 
 #define PET_MAGIC 0x3148534148544550ULL /* "PETHASH1" */
-#define PET_LAYOUT_VERSION 1
+#define PET_LAYOUT_VERSION 2 /* 2: bucket checksums seeded by incarnation */
 #define PET_HEADER_BYTES 128
 #define PET_BUCKET_BYTES 128
 #define PET_BUCKET_WORDS (PET_BUCKET_BYTES / 8)
@@ -94,8 +95,9 @@ struct pet_header {
 	uint32_t buckets_off;	 /* offset of bucket 0: PET_HEADER_BYTES */
 	uint64_t nbuckets;
 	uint64_t seed1, seed2;
+	uint64_t incarnation; /* mixed into every bucket checksum seed */
 	uint64_t checksum; /* XXH3-64 of the bytes above, seed 0 */
-	uint8_t pad[PET_HEADER_BYTES - 56];
+	uint8_t pad[PET_HEADER_BYTES - 64];
 };
 _Static_assert(sizeof(struct pet_header) == PET_HEADER_BYTES, "header size");
 
@@ -105,6 +107,7 @@ struct pet_geom {
 	uint64_t seed1, seed2;
 	uint32_t bucket_bytes; /* PET_BUCKET_BYTES */
 	uint32_t buckets_off;  /* PET_HEADER_BYTES */
+	uint64_t incarnation;  /* of the table: bucket checksum seed */
 };
 
 /* Where a key may live. */
@@ -128,18 +131,25 @@ static inline uint64_t pet_bucket_off(const struct pet_geom *g, uint64_t b)
 /* Candidate buckets and tag of key (2 XXH3-64 of the key's bytes). */
 void pet_locate(const struct pet_geom *g, uint64_t key, struct pet_loc *loc);
 
-/* Seed of a bucket's checksum: binds it to the version and the position. */
-static inline uint64_t pet_bucket_seed(uint64_t version, uint64_t b)
+/* Seed of a bucket's checksum: binds it to the version, the position and
+ * the index's incarnation (pet_geom.incarnation: a table created again on
+ * the same extent restarts its bucket versions; a reader holding the old
+ * incarnation rejects every bucket of the new one). */
+static inline uint64_t pet_bucket_seed(uint64_t version, uint64_t b,
+				       uint64_t incarnation)
 {
-	return version ^ (b * 0x9E3779B97F4A7C15ULL);
+	return version ^ (b * 0x9E3779B97F4A7C15ULL) ^ incarnation;
 }
 
-/* Checksum bucket bytes would carry at version `version` as bucket b. */
-uint64_t pet_bucket_checksum(const void *bucket, uint64_t b, uint64_t version);
+/* Checksum bucket bytes would carry at version `version` as bucket b of an
+ * index of that incarnation. */
+uint64_t pet_bucket_checksum(const void *bucket, uint64_t b, uint64_t version,
+			     uint64_t incarnation);
 
-/* 0 if the 128 bytes at `bucket` are a consistent image of bucket b, else
- * RS_E_TORN (odd version or checksum mismatch). */
-int pet_bucket_validate(const void *bucket, uint64_t b);
+/* 0 if the 128 bytes at `bucket` are a consistent image of bucket b of an
+ * index of that incarnation, else RS_E_TORN (odd version or checksum
+ * mismatch). */
+int pet_bucket_validate(const void *bucket, uint64_t b, uint64_t incarnation);
 
 /* Search a VALIDATED bucket image: 0 and *ref if key is there, else
  * RS_E_NOTFOUND. tag is pet_loc.tag of the key. */

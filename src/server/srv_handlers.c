@@ -36,7 +36,13 @@
  * initializer (state from optim_init_state) and then updated. A key whose
  * (summed) gradient, or PUT value, holds a NaN or an infinity is refused
  * with RS_E_INVAL and left untouched: one bad element would poison the row
- * and the optimizer state for good.
+ * and the optimizer state for good. A finite gradient whose step would
+ * make a weight or a state value infinite (optim_apply() reports it on the
+ * copies slab_write_begin() handed out) is refused the same way with
+ * RS_E_OVERFLOW: the write is aborted, row and state stay bit for bit.
+ * The same holds for a result (or a PUT value) that is finite in fp32 but
+ * would be stored as an infinity in an fp16 or bf16 table.
+ * (A key created by that request's PROTO_KF_CREATE keeps its initial row.)
  *
  * Replies. GET and GET_OR_INIT are written in place into the connection's
  * send slot (zero copy: rows land in the registered send buffer); the other
@@ -600,6 +606,8 @@ static int32_t update_one(struct req *r, struct srv_table *t, uint64_t key,
 		return ret;
 	a0 = now_ns();
 	ret = optim_apply(&t->spec.optim, wr.val, wr.state, g, t->spec.dim);
+	if (!ret && !row_f32_fits(&t->rgeom, wr.val))
+		ret = RS_E_OVERFLOW; /* finite in fp32, not in fp16/bf16 */
 	if (ret) {
 		slab_write_abort(&wr);
 		return ret;
@@ -675,6 +683,10 @@ static void do_put(struct req *r, struct srv_table *t)
 
 		if (!all_finite(row, dim)) {
 			st[i] = RS_E_INVAL;
+			continue;
+		}
+		if (!row_f32_fits(&t->rgeom, row)) { /* fp16/bf16 range */
+			st[i] = RS_E_OVERFLOW;
 			continue;
 		}
 		if (!state_ready) {

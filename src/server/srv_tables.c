@@ -16,7 +16,10 @@
  * of every row header (rows validate against it). The table generation is
  * the slab table's random incarnation id: a drop + create of the same
  * name, even at the same id, gives a new generation, and requests carrying
- * an old generation are refused with RS_E_STALE.
+ * an old generation are refused with RS_E_STALE. The same value seeds
+ * every row and bucket checksum (row_seed, pet_bucket_seed), so a client
+ * READing with an old generation rejects every row and bucket of a new
+ * table on the same extent as torn, even where versions repeat.
  *
  * Directory generation: one counter per node, bumped by every create and
  * drop; it starts from a random value at each open so that a restarted
@@ -46,7 +49,6 @@
 #include "server/config.h"
 #include "server/srv_internal.h"
 
-#define ROWS_LAYOUT_VERSION 1
 
 static unsigned row_dtype_of(uint32_t proto_dtype)
 {
@@ -63,7 +65,7 @@ static void table_info_fill(struct srv_table *t)
 	slab_table_regions(t->st, &idx, &rows, &rd);
 	memset(i, 0, sizeof(*i));
 	i->id = t->id;
-	i->generation = g.uid ? g.uid : 1;
+	i->generation = g.uid; /* never 0; also the checksum incarnation */
 	i->spec = t->spec;
 	i->spec.capacity = g.rows.nrows;
 	i->index.addr = (uint64_t)(uintptr_t)idx.addr;
@@ -79,7 +81,7 @@ static void table_info_fill(struct srv_table *t)
 	i->rows.addr = (uint64_t)(uintptr_t)rows.addr;
 	i->rows.bytes = rows.len;
 	i->rows.rkey = t->mr->rkey;
-	i->rows.layout = ROWS_LAYOUT_VERSION;
+	i->rows.layout = ROW_LAYOUT_VERSION;
 	i->rows.row_bytes = g.rows.stride;
 }
 

@@ -2,7 +2,11 @@
  * optimizer.c - optimizer kernels and duplicate-key coalescing.
  *
  * Every kernel is one pass over the row (row-wise Adagrad: two, a
- * reduction then the update). The loops are written with GCC vector
+ * reduction then the update). Each also sums (x - x) over every value it
+ * stores (see vnf()), so optim_apply() can report RS_E_OVERFLOW when a
+ * finite gradient drove a weight or an accumulator to an infinity (Adagrad
+ * with g = 1e20: g * g overflows; Adam with FLT_MAX; SGD past FLT_MAX):
+ * the caller, which computes on copies, then discards the step. The loops are written with GCC vector
  * extensions rather than left to the auto-vectoriser, because GCC 12 at
  * -O2 (the RelWithDebInfo default) only vectorises loops whose trip count
  * is a known multiple of the vector width, and because sqrtf() under the
@@ -74,6 +78,23 @@ static inline v4sf vsqrt(v4sf x)
 #else
 	return (v4sf){ sqrtf(x[0]), sqrtf(x[1]), sqrtf(x[2]), sqrtf(x[3]) };
 #endif
+}
+
+/*
+ * Finiteness of results. x - x is +0 for every finite x and NaN for an
+ * infinity or a NaN, so a lane sum of (x - x) over everything a kernel
+ * stores stays 0 exactly when all of it is finite: two vector operations
+ * per stored vector and one test per row, no branch per element. The
+ * compiler may not fold x - x to 0 (no -ffinite-math-only).
+ */
+static inline v4sf vnf(v4sf x)
+{
+	return x - x;
+}
+
+static inline int all_zero(v4sf bad, float tail)
+{
+	return bad[0] + bad[1] + bad[2] + bad[3] + tail == 0.0f;
 }
 
 static const char *const kind_names[OPTIM_KIND_COUNT] = {
@@ -220,45 +241,57 @@ static float apply_decay(const struct optim_params *p, float *restrict w,
 	return 0.0f;
 }
 
-/* w -= mult * (g + wd * w): SGD, and row-wise Adagrad's update pass */
-static void scaled_step(float *restrict w, const float *restrict g,
-			float mult, float wd, uint32_t dim)
+/* w -= mult * (g + wd * w): SGD, and row-wise Adagrad's update pass.
+ * 1 if every new weight is finite. */
+static int scaled_step(float *restrict w, const float *restrict g,
+		       float mult, float wd, uint32_t dim)
 {
 	const v4sf vm = vsplat(mult), vwd = vsplat(wd);
+	v4sf bad = vsplat(0.0f);
+	float tail = 0.0f;
 	uint32_t i = 0;
 
 	for (; i + VL <= dim; i += VL) {
 		const v4sf wi = vld(w + i);
+		const v4sf wn = wi - vm * (vld(g + i) + vwd * wi);
 
-		vst(w + i, wi - vm * (vld(g + i) + vwd * wi));
+		vst(w + i, wn);
+		bad += vnf(wn);
 	}
-	for (; i < dim; i++)
+	for (; i < dim; i++) {
 		w[i] -= mult * (g[i] + wd * w[i]);
+		tail += w[i] - w[i];
+	}
+	return all_zero(bad, tail);
 }
 
-static void sgd(const struct optim_params *p, float *restrict w,
-		const float *restrict g, uint32_t dim)
+static int sgd(const struct optim_params *p, float *restrict w,
+	       const float *restrict g, uint32_t dim)
 {
 	const float wd = apply_decay(p, w, dim);
 
-	scaled_step(w, g, p->lr, wd, dim);
+	return scaled_step(w, g, p->lr, wd, dim);
 }
 
-static void adagrad(const struct optim_params *p, float *restrict w,
+static int adagrad(const struct optim_params *p, float *restrict w,
 		    float *restrict acc, const float *restrict g, uint32_t dim)
 {
 	const float wd = apply_decay(p, w, dim);
 	const float lr = p->lr, eps = p->eps;
 	const v4sf vlr = vsplat(lr), veps = vsplat(eps), vwd = vsplat(wd);
+	v4sf bad = vsplat(0.0f);
+	float tail = 0.0f;
 	uint32_t i = 0;
 
 	for (; i + VL <= dim; i += VL) {
 		const v4sf wi = vld(w + i);
 		const v4sf gi = vld(g + i) + vwd * wi;
 		const v4sf a = vld(acc + i) + gi * gi;
+		const v4sf wn = wi - vlr * gi / (vsqrt(a) + veps);
 
 		vst(acc + i, a);
-		vst(w + i, wi - vlr * gi / (vsqrt(a) + veps));
+		vst(w + i, wn);
+		bad += vnf(a) + vnf(wn);
 	}
 	for (; i < dim; i++) {
 		const float gi = g[i] + wd * w[i];
@@ -266,7 +299,9 @@ static void adagrad(const struct optim_params *p, float *restrict w,
 
 		acc[i] = a;
 		w[i] -= lr * gi / (sqrtf(a) + eps);
+		tail += (a - a) + (w[i] - w[i]);
 	}
+	return all_zero(bad, tail);
 }
 
 /* sum over i of (g[i] + wd * w[i])^2: exact fp32 products (a float times a
@@ -295,20 +330,22 @@ static double sum_sq(const float *restrict w, const float *restrict g,
 	return s;
 }
 
-static void rowwise_adagrad(const struct optim_params *p, float *restrict w,
-			    float *restrict acc, const float *restrict g,
-			    uint32_t dim)
+static int rowwise_adagrad(const struct optim_params *p, float *restrict w,
+			   float *restrict acc, const float *restrict g,
+			   uint32_t dim)
 {
 	const float wd = apply_decay(p, w, dim);
 
 	if (dim == 0)
-		return;
+		return 1;
 	acc[0] = (float)((double)acc[0] + sum_sq(w, g, wd, dim) / dim);
-	scaled_step(w, g, (float)(p->lr / (sqrt((double)acc[0]) + p->eps)),
-		    wd, dim);
+	return scaled_step(w, g,
+			   (float)(p->lr / (sqrt((double)acc[0]) + p->eps)),
+			   wd, dim) &
+	       isfinite(acc[0]);
 }
 
-static void adam(const struct optim_params *p, float *restrict w,
+static int adam(const struct optim_params *p, float *restrict w,
 		 float *restrict st, const float *restrict g, uint32_t dim)
 {
 	float *restrict m = st;
@@ -318,7 +355,8 @@ static void adam(const struct optim_params *p, float *restrict w,
 	const float c1 = 1.0f - b1, c2 = 1.0f - b2;
 	uint32_t t = optim_adam_step(st, dim), i = 0;
 	float step, ibc2;
-	v4sf vb1, vb2, vc1, vc2, vstep, vibc2, veps, vwd;
+	v4sf vb1, vb2, vc1, vc2, vstep, vibc2, veps, vwd, bad = vsplat(0.0f);
+	float tail = 0.0f;
 
 	if (t < UINT32_MAX)
 		t++;
@@ -334,10 +372,14 @@ static void adam(const struct optim_params *p, float *restrict w,
 		const v4sf gi = vld(g + i) + vwd * wi;
 		const v4sf mi = vb1 * vld(m + i) + vc1 * gi;
 		const v4sf vi = vb2 * vld(v + i) + vc2 * gi * gi;
+		const v4sf wn = wi - vstep * mi / (vsqrt(vi) * vibc2 + veps);
 
 		vst(m + i, mi);
 		vst(v + i, vi);
-		vst(w + i, wi - vstep * mi / (vsqrt(vi) * vibc2 + veps));
+		vst(w + i, wn);
+		/* m need not be tested: step > 0 and a finite v make an
+		 * infinite or NaN m give an infinite or NaN w */
+		bad += vnf(vi) + vnf(wn);
 	}
 	for (; i < dim; i++) {
 		const float gi = g[i] + wd * w[i];
@@ -347,30 +389,35 @@ static void adam(const struct optim_params *p, float *restrict w,
 		m[i] = mi;
 		v[i] = vi;
 		w[i] -= step * mi / (sqrtf(vi) * ibc2 + eps);
+		tail += (vi - vi) + (w[i] - w[i]);
 	}
+	return all_zero(bad, tail);
 }
 
 int optim_apply(const struct optim_params *p, float *restrict row,
 		float *restrict state, const float *restrict grad,
 		uint32_t dim)
 {
+	int finite;
+
 	switch (p->kind) {
 	case OPTIM_SGD:
-		sgd(p, row, grad, dim);
-		return 0;
+		finite = sgd(p, row, grad, dim);
+		break;
 	case OPTIM_ADAGRAD:
-		adagrad(p, row, state, grad, dim);
-		return 0;
+		finite = adagrad(p, row, state, grad, dim);
+		break;
 	case OPTIM_ROWWISE_ADAGRAD:
-		rowwise_adagrad(p, row, state, grad, dim);
-		return 0;
+		finite = rowwise_adagrad(p, row, state, grad, dim);
+		break;
 	case OPTIM_ADAM:
-		adam(p, row, state, grad, dim);
-		return 0;
+		finite = adam(p, row, state, grad, dim);
+		break;
 	default:
 		return rs_seterr(RS_E_INVAL, "unknown optimizer kind %u",
 				 p->kind);
 	}
+	return finite ? 0 : RS_E_OVERFLOW; /* per-key outcome: no message */
 }
 
 /* ---- duplicate-key coalescing ---------------------------------------- */

@@ -86,8 +86,13 @@ void optim_init_state(const struct optim_params *p, float *state,
 
 /*
  * One optimizer step on one row with gradient grad[dim]: updates row[] and
- * state[] in place. p must have passed optim_params_validate(). Returns 0,
- * or RS_E_INVAL for an unknown kind (nothing is modified then).
+ * state[] in place. p must have passed optim_params_validate(). Returns 0;
+ * RS_E_OVERFLOW (no message: a per-key outcome) if a new weight or state
+ * value is not finite although the inputs were (the step overflowed):
+ * row[] and state[] then hold that result and must be discarded, which is
+ * why the server runs the kernels on slab_write_begin()'s copies and
+ * aborts the write; or RS_E_INVAL for an unknown kind (nothing is modified
+ * then).
  */
 int optim_apply(const struct optim_params *p, float *restrict row,
 		float *restrict state, const float *restrict grad,

@@ -79,7 +79,7 @@ uint64_t row_checksum(const void *row, const struct row_geom *g, uint32_t idx,
 {
 	return row_xxh3((const uint8_t *)row + ROW_CSUM_OFF,
 			ROW_HDR_BYTES - ROW_CSUM_OFF + g->payload_bytes,
-			row_seed(version, idx));
+			row_seed(g->incarnation, version, idx));
 }
 
 static inline uint64_t word(const void *row, unsigned i)
@@ -164,6 +164,21 @@ void row_payload_to_f32(const struct row_geom *g, const void *payload,
 		out[i] = g->dtype == ROW_F16 ? row_f16_to_f32(h)
 					     : row_bf16_to_f32(h);
 	}
+}
+
+int row_f32_fits(const struct row_geom *g, const float *in)
+{
+	uint16_t bad = 0;
+
+	if (g->dtype == ROW_F32)
+		return 1;
+	for (uint32_t i = 0; i < g->dim; i++) /* exponent all ones: inf */
+		bad |= g->dtype == ROW_F16
+			       ? (uint16_t)((row_f32_to_f16(in[i]) & 0x7c00) ==
+					    0x7c00)
+			       : (uint16_t)((row_f32_to_bf16(in[i]) & 0x7f80) ==
+					    0x7f80);
+	return !bad;
 }
 
 void row_payload_from_f32(const struct row_geom *g, const float *in,

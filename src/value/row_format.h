@@ -11,9 +11,10 @@
  *   0   version   even: stable; odd: a writer is inside. Per row slot,
  *                 only grows (also across delete and reuse)
  *   8   checksum  XXH3-64 of bytes [16, 32 + payload_bytes) seeded with
- *                 row_seed(version, row index)
+ *                 row_seed(table incarnation, version, row index)
  *   16  key       the full 64-bit key the row holds (or held, if FREE)
- *   24  state     u8: ROW_LIVE, or ROW_FREE (a tombstone: deleted)
+ *   24  state     u8: ROW_LIVE, ROW_FREE (a tombstone: deleted), or
+ *                 ROW_PENDING (an insert not yet in the index)
  *   25  dtype     u8: ROW_F32 / ROW_F16 / ROW_BF16
  *   26  table_id  u16
  *   28  dim       u32
@@ -23,8 +24,8 @@
  * row_validate() accepts a row image only if its version is even and the
  * checksum matches (else RS_E_TORN: READ it again), and then reports
  * RS_E_STALE if the row is valid but not what the reader looked for: a
- * tombstone, another key (the slot was freed and reused) or another table
- * geometry. A reader holding a cached location re-resolves the key through
+ * tombstone, a pending insert, another key (the slot was freed and reused)
+ * or another table geometry. A reader holding a cached location re-resolves the key through
  * the index on RS_E_STALE.
  *
  * Element types: fp32; fp16 (IEEE binary16) and bf16 (upper half of an
@@ -47,6 +48,9 @@
 #define ROW_ALIGN 64
 #define ROW_CSUM_OFF 16 /* checksum covers [16, 32 + payload_bytes) */
 #define ROW_MAX_DIM 65536
+/* Rows layout version (TABLE_DIR rows.layout): 2 seeds the checksum with
+ * the table incarnation. */
+#define ROW_LAYOUT_VERSION 2
 
 /* word indices of the header */
 #define ROW_W_VERSION 0
@@ -55,7 +59,10 @@
 #define ROW_W_META 3
 
 enum row_dtype { ROW_F32 = 1, ROW_F16 = 2, ROW_BF16 = 3 };
-enum row_state { ROW_FREE = 0x46, ROW_LIVE = 0x4c }; /* 'F', 'L' */
+/* ROW_PENDING: written by an insert whose index slot does not exist yet;
+ * no reader accepts it (it becomes LIVE only once the index points at it,
+ * or a tombstone if the insert loses). */
+enum row_state { ROW_FREE = 0x46, ROW_LIVE = 0x4c, ROW_PENDING = 0x50 };
 
 struct row_hdr {
 	uint64_t version;
@@ -77,6 +84,8 @@ struct row_geom {
 	uint32_t payload_bytes; /* dim * esize */
 	uint32_t stride;	/* bytes per row, multiple of 64 */
 	uint64_t nrows;		/* rows in the region */
+	uint64_t incarnation;	/* the table's incarnation (checksum seed):
+				   0 from row_geom_init(), set by the caller */
 };
 
 /* Geometry for dim elements of dtype; 0 or RS_E_INVAL (with message). */
@@ -94,9 +103,14 @@ static inline uint64_t row_off(const struct row_geom *g, uint32_t idx)
 	return (uint64_t)idx * g->stride;
 }
 
-static inline uint64_t row_seed(uint64_t version, uint32_t idx)
+/* Seed of a row checksum: the version, the slot and the table's
+ * incarnation (a random id per created table, the TABLE_DIR generation):
+ * a table dropped and created again on the same extent restarts its row
+ * versions, and only the incarnation tells its rows from the old ones. */
+static inline uint64_t row_seed(uint64_t incarnation, uint64_t version,
+				uint32_t idx)
 {
-	return version ^ ((uint64_t)idx * 0xC2B2AE3D27D4EB4FULL);
+	return version ^ ((uint64_t)idx * 0xC2B2AE3D27D4EB4FULL) ^ incarnation;
 }
 
 /* Checksum of a row image at `version` in slot idx. */
@@ -133,6 +147,11 @@ void row_payload_to_f32(const struct row_geom *g, const void *payload,
 			float *out);
 void row_payload_from_f32(const struct row_geom *g, const float *in,
 			  void *payload);
+
+/* 1 if every one of the g->dim finite fp32 values in stays finite when
+ * stored as g->dtype (always for fp32; fp16 overflows at 65520, bf16 just
+ * below FLT_MAX), else 0: storing it would write an infinity. */
+int row_f32_fits(const struct row_geom *g, const float *in);
 
 /* Scalar conversions (round to nearest even; NaN stays NaN). */
 uint16_t row_f32_to_bf16(float f);

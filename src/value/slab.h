@@ -135,7 +135,9 @@ struct slab_table_geom {
 	struct row_geom rows;
 	uint64_t index_off, index_len;
 	uint64_t rows_off, rows_len;
-	uint64_t uid; /* random id of this table incarnation */
+	uint64_t uid; /* random id of this table incarnation, never 0; also
+			 index.incarnation and rows.incarnation, the seed
+			 every row and bucket checksum mixes in */
 };
 void slab_table_geom(const struct slab_table *t, struct slab_table_geom *g);
 

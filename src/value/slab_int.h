@@ -17,7 +17,7 @@
 #include "value/slab.h"
 
 #define SLAB_MAGIC 0x313042414C535352ULL /* "RSSLAB01" */
-#define SLAB_LAYOUT_VERSION 1
+#define SLAB_LAYOUT_VERSION 2 /* 2: checksums seeded by the table uid */
 #define SLAB_SB_BYTES 4096
 #define SLAB_DIR_OFF 4096
 #define SLAB_DIRENT_BYTES 256
@@ -173,6 +173,12 @@ void slab_row_prepare(struct slab_table *t, uint32_t r, uint64_t *img);
 void slab_row_store(struct slab_table *t, uint32_t r, const uint64_t *img);
 void slab_row_tombstone(struct slab_table *t, uint32_t r);
 void slab_free_push(struct slab_table *t, uint32_t r);
+
+/* White-box tests only (NULL otherwise): called by slab_insert() with the
+ * row lock held, after the new row was published (not yet LIVE) and before
+ * its index slot is inserted. */
+extern void (*slab_test_insert_hook)(struct slab_table *t, uint32_t row,
+				     uint64_t key);
 
 /* slab_recover.c: exclusive; rebuilds allocator and counters. */
 int slab_recover(struct slab_table *t);

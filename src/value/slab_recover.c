@@ -5,8 +5,9 @@
  * What may be on media after a crash (slab_table.c gives the write orders):
  *  - a row torn by an in-place update, with a valid redo-log entry holding
  *    its complete new image (the entry was persisted first);
- *  - a torn or complete row of an insert whose index slot was never
- *    persisted (not acknowledged);
+ *  - a torn or PENDING row of an insert that was not acknowledged, with
+ *    or without its index slot (the row becomes LIVE only after the slot
+ *    is persisted, and the insert returns after that);
  *  - a bucket torn by an insert, remove or move (at most the slot that
  *    write changed differs; every other slot is identical in both
  *    versions), or a key in two buckets (a move between its two writes);
@@ -25,8 +26,8 @@
  *     before its slot, and a torn bucket write only damages the slot that
  *     write was about (never acknowledged).
  *  3. Rows below the high-water mark: claimed rows are live; blank and
- *     valid tombstones are free; anything else (unreferenced LIVE row,
- *     torn row) becomes a valid tombstone so that a stale reader sees
+ *     valid tombstones are free; anything else (unreferenced LIVE or
+ *     PENDING row, torn row) becomes a valid tombstone so that a stale reader sees
  *     RS_E_STALE instead of retrying a torn image forever; all unclaimed
  *     slots go on the free list.
  *  4. The redo log is invalidated (entries would otherwise be compared

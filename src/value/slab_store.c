@@ -21,8 +21,10 @@
  *
  * Extents are placed first fit between the live tables' extents, 2 MiB
  * aligned. A dropped table's rows stay in the file (or are released with
- * MADV_DONTNEED in DRAM); a new table on that extent ignores them: rows at
- * or above its high-water mark are never looked at.
+ * MADV_DONTNEED in DRAM); a new table on that extent clears its whole
+ * READable range (index, padding, every row slot) where it is not zero
+ * already and persists it before the table exists, so no byte of the old
+ * table is readable through the new table's registration.
  *
  * Concurrency: st->lock serializes create, drop, get and info; table
  * operations do not take it.
@@ -294,6 +296,7 @@ static int table_attach(struct slab_store *st, const struct slab_dirent *e,
 	t->ent = *e;
 	rc = row_geom_init(&t->rg, e->dim, e->dtype, e->capacity,
 			   e->table_id);
+	t->rg.incarnation = e->uid;
 	if (rc || t->rg.stride != e->row_stride) {
 		rc = rs_seterr(RS_E_CORRUPT, "table '%.64s': bad row geometry",
 			       e->name);
@@ -317,7 +320,7 @@ static int table_attach(struct slab_store *st, const struct slab_dirent *e,
 		goto err_free;
 	g = pet_geometry(t->pet);
 	if (g->nbuckets != e->nbuckets || g->seed1 != e->seed1 ||
-	    g->seed2 != e->seed2) {
+	    g->seed2 != e->seed2 || g->incarnation != e->uid) {
 		rc = rs_seterr(RS_E_CORRUPT, "table '%.64s': index geometry "
 			       "differs from the directory", e->name);
 		goto err_pet;
@@ -353,7 +356,33 @@ static struct slab_table *find_name(const struct slab_store *st,
 	return NULL;
 }
 
-/* Format extent e (meta, index, log) and persist it. */
+/* Clear [p, p + len) where it is not zero already, persisting what was
+ * written. Pages that read as zero are left alone, so the holes of a sparse
+ * file and untouched anonymous memory are not allocated by the clearing. */
+static void zero_range(struct slab_store *st, uint8_t *p, uint64_t len)
+{
+	while (len) {
+		uint64_t n = len < SLAB_PAGE ? len : SLAB_PAGE, acc = 0, w;
+
+		for (uint64_t i = 0; i + 8 <= n; i += 8) {
+			memcpy(&w, p + i, 8);
+			acc |= w;
+		}
+		for (uint64_t i = n & ~7ULL; i < n; i++)
+			acc |= p[i];
+		if (acc) {
+			memset(p, 0, n);
+			slab_persist(st, p, n);
+		}
+		p += n;
+		len -= n;
+	}
+}
+
+/* Format extent e (meta, index, log) and persist it. Every byte of the
+ * READable range (index, the padding after it, all row slots with their
+ * padding) is cleared first: a client may READ any of it, and an earlier
+ * table on this extent must not show through. */
 static int extent_format(struct slab_store *st, const struct slab_dirent *e)
 {
 	uint8_t *ext = st->base + e->ext_off;
@@ -362,10 +391,14 @@ static int extent_format(struct slab_store *st, const struct slab_dirent *e)
 			     .seed1 = e->seed1,
 			     .seed2 = e->seed2,
 			     .bucket_bytes = PET_BUCKET_BYTES,
-			     .buckets_off = PET_HEADER_BYTES};
+			     .buckets_off = PET_HEADER_BYTES,
+			     .incarnation = e->uid};
 	uint64_t log_len = (uint64_t)e->nstripes * e->log_entry;
+	uint64_t rd_len = e->rows_off + e->capacity * e->row_stride -
+			  e->index_off;
 	int rc;
 
+	zero_range(st, ext + e->index_off, rd_len);
 	rc = pet_format(ext + e->index_off, e->rows_off - e->index_off, &g,
 			slab_persist_cb, st);
 	if (rc)
@@ -421,7 +454,9 @@ int slab_table_create(struct slab_store *st, const struct slab_table_cfg *cfg,
 	do
 		e.seed2 = rand64();
 	while (e.seed2 == e.seed1);
-	e.uid = rand64();
+	do /* the incarnation: seeds every checksum, never 0 */
+		e.uid = rand64();
+	while (!e.uid);
 	rc = extent_format(st, &e);
 	if (rc)
 		goto out;

@@ -18,9 +18,11 @@
  * two writes fails validation (docs/storage.md).
  *
  * Orders that make crashes safe (file-backed; "persist" = slab_persist):
- *   insert: row (+state) persisted -> index slot published, persisted ->
- *           return 0. A crash in between leaves an unreferenced LIVE row,
- *           reclaimed by recovery.
+ *   insert: row PENDING (+state) persisted -> index slot published,
+ *           persisted -> row LIVE, persisted -> return 0. A crash before
+ *           the LIVE image is persisted leaves a PENDING (or torn) row that
+ *           no reader accepts: recovery drops its index slot, if any, and
+ *           makes it a tombstone (the insert was not acknowledged).
  *   update: log entry persisted -> row persisted -> state persisted ->
  *           return. Recovery replays a valid log entry over a torn row (or
  *           one not newer than the entry).
@@ -286,6 +288,36 @@ void *slab_row_ptr(const struct slab_table *t, uint32_t row)
 	return slab_row_words(t, row);
 }
 
+void (*slab_test_insert_hook)(struct slab_table *t, uint32_t row,
+			      uint64_t key);
+
+/* Turn the PENDING image img of slot r (locked) LIVE: only the checksum and
+ * the meta word change, so only they are stored (one line persisted). */
+static void row_make_live(struct slab_table *t, uint32_t r, uint64_t *img)
+{
+	uint64_t *w = slab_row_words(t, r);
+	uint64_t v;
+
+	img[ROW_W_META] = row_meta(&t->rg, ROW_LIVE);
+	slab_row_prepare(t, r, img);
+	v = pet_write_open(&w[ROW_W_VERSION]);
+	pet_st(&w[ROW_W_CSUM], img[ROW_W_CSUM]);
+	pet_st(&w[ROW_W_META], img[ROW_W_META]);
+	pet_write_close(&w[ROW_W_VERSION], v);
+	slab_persist(t->st, w, ROW_HDR_BYTES);
+}
+
+/*
+ * The row is published PENDING, then its index slot inserted, then it is
+ * made LIVE, all under the row lock: a reader holding a cached location of
+ * this slot (the key deleted and inserted again, possibly by two writers
+ * at once) never accepts a payload before the index points at it, and an
+ * insert that loses (RS_E_EXISTS, RS_E_FULL) turns its row into a
+ * tombstone without it ever having been LIVE. Holding the lock across
+ * pet_insert() makes a delete or update that finds the new slot wait for
+ * the LIVE image (lock order: row lock, then bucket locks; nothing takes
+ * them the other way round).
+ */
 int slab_insert(struct slab_table *t, uint64_t key, const float *init,
 		const float *state_init, uint32_t *row)
 {
@@ -301,19 +333,21 @@ int slab_insert(struct slab_table *t, uint64_t key, const float *init,
 	row_lock(t, r);
 	img = slab_stage(t, slab_stripe_of(r));
 	fill_image(t, img, key, init);
+	img[ROW_W_META] = row_meta(&t->rg, ROW_PENDING);
 	slab_row_prepare(t, r, img);
 	slab_row_store(t, r, img);
 	state_store(t, r, state_init);
-	row_unlock(t, r);
-
+	if (slab_test_insert_hook)
+		slab_test_insert_hook(t, r, key);
 	rc = pet_insert(t->pet, key, r);
-	if (rc) { /* EXISTS (lost a race) or FULL: undo */
-		row_lock(t, r);
+	if (rc) { /* EXISTS (lost a race) or FULL: never was LIVE */
 		slab_row_tombstone(t, r);
 		row_unlock(t, r);
 		slab_free_push(t, r);
 		return rc;
 	}
+	row_make_live(t, r, img);
+	row_unlock(t, r);
 	atomic_fetch_add_explicit(&t->live, 1, RELAXED);
 	atomic_fetch_add_explicit(&t->inserts, 1, RELAXED);
 	if (row)

@@ -144,6 +144,68 @@ static void run(struct rs_client *c, const char *opt)
 	       "error %.2g: ok\n", opt, ROUNDS, BATCH, worst);
 }
 
+/* A finite gradient whose Adagrad step overflows (g * g = 1e40): that key
+ * gets RS_E_OVERFLOW and keeps its row bit for bit (and its state: the
+ * next ordinary step still moves it); the other key of the batch is
+ * updated. */
+static void overflow(struct rs_client *c)
+{
+	struct rs_table_spec spec;
+	struct rs_table *t;
+	uint64_t keys[2] = { 7, 8 };
+	float before[2 * DIM], after[2 * DIM], grads[2 * DIM];
+	int st[2];
+
+	H_OK(rs_table_spec_init(&spec, "opt_overflow", DIM));
+	H_OK(rs_table_spec_set_optimizer(&spec, "adagrad"));
+	spec.capacity = 64;
+	spec.init.kind = RS_INIT_CONSTANT;
+	spec.init.value = 0.5f;
+	H_OK(rs_table_create(c, &spec));
+	H_OK(rs_table_open(c, "opt_overflow", &t));
+	H_CHECK(rs_get_or_init(t, keys, 2, before, st, 0) == 2, "init");
+	for (int e = 0; e < 2 * DIM; e++)
+		grads[e] = 0.25f;
+	grads[3] = 1e20f;
+	H_CHECK(rs_update(t, keys, 2, grads, st, 0) == 1, "update: %d %d",
+		st[0], st[1]);
+	H_CHECK(st[0] == RS_E_OVERFLOW, "status %d (%s)", st[0],
+		rs_strerror(st[0]));
+	H_CHECK(st[1] == RS_KEY_FOUND, "status of the other key %d", st[1]);
+	H_CHECK(rs_get(t, keys, 2, after, st, 0) == 2, "get");
+	H_CHECK(!memcmp(before, after, DIM * sizeof(float)),
+		"the refused key's row changed");
+	H_CHECK(after[DIM] != before[DIM], "the other key was not updated");
+	grads[3] = 0.25f;
+	H_CHECK(rs_update(t, keys, 1, grads, st, 0) == 1 && st[0] == 1,
+		"a later ordinary step: %d", st[0]);
+	H_CHECK(rs_get(t, keys, 1, after, st, 0) == 1 && after[3] < 0.5f,
+		"a later ordinary step did not move the row (state)");
+	/* fp16 table: finite in fp32, infinite once stored (>= 65520) */
+	H_OK(rs_table_spec_init(&spec, "opt_overflow16", DIM));
+	spec.dtype = RS_DTYPE_FP16;
+	spec.capacity = 64;
+	spec.init.kind = RS_INIT_CONSTANT;
+	spec.init.value = 65000.0f;
+	spec.optim.lr = 1.0f;
+	H_OK(rs_table_create(c, &spec));
+	H_OK(rs_table_open(c, "opt_overflow16", &t));
+	H_CHECK(rs_get_or_init(t, keys, 1, before, st, 0) == 1, "init16");
+	for (int e = 0; e < DIM; e++)
+		grads[e] = e == 5 ? -1000.0f : 1.0f;
+	H_CHECK(rs_update(t, keys, 1, grads, st, 0) == 0 &&
+			st[0] == RS_E_OVERFLOW,
+		"fp16 update status %d", st[0]);
+	H_CHECK(rs_get(t, keys, 1, after, st, 0) == 1 &&
+			!memcmp(before, after, DIM * sizeof(float)),
+		"fp16: the refused key's row changed");
+	after[2] = 70000.0f;
+	H_CHECK(rs_put(t, &keys[1], 1, after, st, 0) == 0 &&
+			st[0] == RS_E_OVERFLOW,
+		"fp16 put of 70000: status %d", st[0]);
+	printf("overflow: refused with RS_E_OVERFLOW, row unchanged: ok\n");
+}
+
 int main(void)
 {
 	static const char *const opts[] = { "sgd", "adagrad",
@@ -155,6 +217,7 @@ int main(void)
 	c = h_client(&h);
 	for (size_t i = 0; i < 4; i++)
 		run(c, opts[i]);
+	overflow(c);
 	rs_client_close(&c);
 	h_stop(&h);
 	printf("4 passed, 0 failed\n");

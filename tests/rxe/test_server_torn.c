@@ -84,7 +84,7 @@ static int64_t lookup(struct reader *r, uint64_t key)
 					  PET_BUCKET_BYTES, tab.index.rkey,
 					  b + i * PET_BUCKET_BYTES));
 			if (pet_bucket_validate(b + i * PET_BUCKET_BYTES,
-						loc.b[i]))
+						loc.b[i], r->pg.incarnation))
 				torn = true;
 		}
 		if (torn) {
@@ -134,10 +134,12 @@ int main(void)
 				  .seed1 = tab.index.seed1,
 				  .seed2 = tab.index.seed2,
 				  .bucket_bytes = tab.index.bucket_bytes,
-				  .buckets_off = tab.index.buckets_off };
+				  .buckets_off = tab.index.buckets_off,
+				  .incarnation = tab.generation };
 	SV_OK(row_geom_init(&r.rg, DIM, ROW_F32,
 			    tab.rows.bytes / tab.rows.row_bytes,
 			    (uint16_t)tab.id));
+	r.rg.incarnation = tab.generation;
 	SV_CHECK(r.rg.stride == tab.rows.row_bytes, "stride %u vs %u",
 		 r.rg.stride, tab.rows.row_bytes);
 	for (int i = 0; i < HOT; i++) {

@@ -16,6 +16,8 @@
 #include "common/rs_internal.h"
 #include "index/pet.h"
 
+#define FX_INC 0xfeedf00dULL /* the fixtures' incarnation */
+
 struct fx {
 	void *region;
 	size_t len;
@@ -46,7 +48,8 @@ static struct fx *fx_new(uint64_t nbuckets)
 			     .seed1 = 0x1234,
 			     .seed2 = 0xabcdef,
 			     .bucket_bytes = PET_BUCKET_BYTES,
-			     .buckets_off = PET_HEADER_BYTES};
+			     .buckets_off = PET_HEADER_BYTES,
+			     .incarnation = FX_INC};
 
 	assert_non_null(f);
 	f->len = pet_region_bytes(nbuckets);
@@ -258,39 +261,41 @@ static void torn_bucket_detected(void **state)
 	b = pet_bucket_find(before, k, loc.tag, &ref) == 0 ? loc.b[0]
 							   : loc.b[1];
 	memcpy(before, bucket_at(f, b), sizeof(before));
-	assert_int_equal(pet_bucket_validate(before, b), 0);
+	assert_int_equal(pet_bucket_validate(before, b, FX_INC), 0);
 	assert_int_equal(pet_bucket_find(before, k, loc.tag, &ref), 0);
 	assert_int_equal(ref, 1);
 	assert_int_equal(pet_remove(f->p, k, NULL), 0);
 	memcpy(after, bucket_at(f, b), sizeof(after));
 	assert_int_equal(pet_bucket_find(after, k, loc.tag, &ref),
 			 RS_E_NOTFOUND);
-	assert_int_equal(pet_bucket_validate(after, b), 0);
-	assert_int_equal(pet_bucket_validate(after, b ^ 1), RS_E_TORN);
+	assert_int_equal(pet_bucket_validate(after, b, FX_INC), 0);
+	assert_int_equal(pet_bucket_validate(after, b ^ 1, FX_INC), RS_E_TORN);
+	/* another incarnation of the index (a table created again) */
+	assert_int_equal(pet_bucket_validate(after, b, FX_INC ^ 1), RS_E_TORN);
 
 	/* every single-bit flip is caught */
 	for (size_t i = 0; i < sizeof(after) * 8; i++) {
 		memcpy(mix, after, sizeof(mix));
 		mix[i / 8] ^= (uint8_t)(1u << (i % 8));
-		assert_int_equal(pet_bucket_validate(mix, b), RS_E_TORN);
+		assert_int_equal(pet_bucket_validate(mix, b, FX_INC), RS_E_TORN);
 	}
 	/* odd version: a writer was inside */
 	memcpy(mix, after, sizeof(mix));
 	mix[0] |= 1;
-	assert_int_equal(pet_bucket_validate(mix, b), RS_E_TORN);
+	assert_int_equal(pet_bucket_validate(mix, b, FX_INC), RS_E_TORN);
 	/* the NIC returned lines (or 8-byte words) of two versions */
 	for (int w = 0; w < PET_BUCKET_WORDS; w++) {
 		memcpy(mix, after, sizeof(mix));
 		memcpy(mix + 8 * w, before + 8 * w, 8);
 		if (memcmp(mix, after, sizeof(mix)))
-			assert_int_equal(pet_bucket_validate(mix, b),
+			assert_int_equal(pet_bucket_validate(mix, b, FX_INC),
 					 RS_E_TORN);
 	}
 	for (int line = 0; line < 2; line++) {
 		memcpy(mix, after, sizeof(mix));
 		memcpy(mix + 64 * line, before + 64 * line, 64);
 		if (memcmp(mix, after, sizeof(mix)))
-			assert_int_equal(pet_bucket_validate(mix, b),
+			assert_int_equal(pet_bucket_validate(mix, b, FX_INC),
 					 RS_E_TORN);
 	}
 	fx_free(f);
@@ -326,7 +331,7 @@ static void repair_torn_bucket(void **state)
 	}
 	memset(bk + 8 * (PET_W_KEY0 + 6), 0xEE, 8); /* key 6 garbage */
 	bk[0] |= 1;				   /* crash mid-write */
-	assert_int_equal(pet_bucket_validate(bk, b), RS_E_TORN);
+	assert_int_equal(pet_bucket_validate(bk, b, FX_INC), RS_E_TORN);
 	keep_calls = 0;
 	pet_repair(f->p, keep_if_ref_matches, NULL, &rs);
 	assert_int_equal(rs.torn_buckets, 1);

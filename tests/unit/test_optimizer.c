@@ -9,6 +9,7 @@
  * used is max(|ref|, 1) since weights are O(1) and a relative bound means
  * nothing for a weight that happens to cross zero.
  */
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include "common/rs_internal.h"
 #include "value/initializer.h"
 #include "value/optimizer.h"
+#include "value/slab.h"
 
 #define NKEYS 48   /* distinct keys in the table */
 #define BATCH 64   /* keys per batch: many duplicates */
@@ -397,6 +399,92 @@ static void hand_worked_steps(void **state)
 
 /* ---- metadata, validation --------------------------------------------- */
 
+/*
+ * A finite gradient that drives a weight or an accumulator to an infinity:
+ * optim_apply() says RS_E_OVERFLOW, and on the server's path (a step on
+ * slab_write_begin()'s copies, then abort) the stored row and state stay
+ * exactly what they were. dim 7: one overflowing element in the vector
+ * part (1), one in the scalar tail (5).
+ */
+#define ODIM 7
+static void overflow_case(uint32_t kind, uint32_t pos)
+{
+	struct slab_store_cfg sc = {.size = 8u << 20};
+	struct optim_params p;
+	struct slab_store *st;
+	struct slab_table *t;
+	float w[ODIM], g[ODIM], s0[2 * ODIM + 1], val[ODIM],
+		sv[2 * ODIM + 1], s1[2 * ODIM + 1];
+	uint8_t raw0[64], raw1[64];
+	size_t nst = optim_state_floats(kind, ODIM);
+	struct slab_table_cfg tc = {.name = "o", .dim = ODIM, .capacity = 8,
+				    .state_floats = (uint32_t)nst};
+	struct slab_wr wr = {.val = val, .state = nst ? sv : NULL};
+	uint32_t r;
+
+	assert_int_equal(optim_params_default(&p, kind), 0);
+	for (uint32_t i = 0; i < ODIM; i++) {
+		w[i] = 0.5f * (float)i - 1.0f;
+		g[i] = 0.25f;
+	}
+	switch (kind) {
+	case OPTIM_SGD: /* w - lr * g past FLT_MAX */
+		w[pos] = 3.4e38f;
+		g[pos] = -FLT_MAX;
+		break;
+	case OPTIM_ADAM: /* v = (1 - beta2) * g * g */
+		g[pos] = FLT_MAX;
+		break;
+	default: /* Adagrad accumulators: g * g = 1e40 */
+		g[pos] = 1e20f;
+	}
+	optim_init_state(&p, s0, ODIM);
+	assert_int_equal(slab_store_open(&st, &sc), 0);
+	assert_int_equal(slab_table_create(st, &tc, &t), 0);
+	assert_int_equal(slab_insert(t, 5, w, nst ? s0 : NULL, &r), 0);
+	slab_read_row(t, r, raw0);
+	assert_int_equal(slab_write_begin(t, 5, &wr), 0);
+	assert_int_equal(optim_apply(&p, wr.val, wr.state, g, ODIM),
+			 RS_E_OVERFLOW);
+	slab_write_abort(&wr);
+	slab_read_row(t, r, raw1);
+	assert_memory_equal(raw0, raw1, sizeof(raw0));
+	if (nst) {
+		assert_int_equal(slab_read_state(t, 5, s1), 0);
+		assert_memory_equal(s0, s1, nst * sizeof(float));
+	}
+	/* the row still takes ordinary steps */
+	g[pos] = 0.25f;
+	assert_int_equal(slab_write_begin(t, 5, &wr), 0);
+	assert_int_equal(optim_apply(&p, wr.val, wr.state, g, ODIM), 0);
+	assert_int_equal(slab_write_commit(&wr), 0);
+	slab_store_close(&st);
+}
+
+static void overflow_sgd(void **state)
+{
+	overflow_case(OPTIM_SGD, 1);
+	overflow_case(OPTIM_SGD, 5);
+}
+
+static void overflow_adagrad(void **state)
+{
+	overflow_case(OPTIM_ADAGRAD, 1);
+	overflow_case(OPTIM_ADAGRAD, 5);
+}
+
+static void overflow_rowwise_adagrad(void **state)
+{
+	overflow_case(OPTIM_ROWWISE_ADAGRAD, 1);
+	overflow_case(OPTIM_ROWWISE_ADAGRAD, 5);
+}
+
+static void overflow_adam(void **state)
+{
+	overflow_case(OPTIM_ADAM, 1);
+	overflow_case(OPTIM_ADAM, 5);
+}
+
 static void state_sizes_and_names(void **state)
 {
 	assert_int_equal(optim_state_floats(OPTIM_SGD, 64), 0);
@@ -703,6 +791,10 @@ int main(void)
 		cmocka_unit_test(adagrad_vs_reference),
 		cmocka_unit_test(rowwise_adagrad_vs_reference),
 		cmocka_unit_test(adam_vs_reference),
+		cmocka_unit_test(overflow_sgd),
+		cmocka_unit_test(overflow_adagrad),
+		cmocka_unit_test(overflow_rowwise_adagrad),
+		cmocka_unit_test(overflow_adam),
 		cmocka_unit_test(coalesce_vs_naive),
 		cmocka_unit_test(coalesce_edges),
 		cmocka_unit_test(coalesce_large_batch),

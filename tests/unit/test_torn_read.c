@@ -212,7 +212,7 @@ static void read_bucket(const uint8_t *ibase, const struct pet_geom *g,
 		(*reads)++;
 		nic_read(buf, ibase + pet_bucket_off(g, b), PET_BUCKET_BYTES,
 			 r);
-		if (pet_bucket_validate(buf, b) == 0)
+		if (pet_bucket_validate(buf, b, g->incarnation) == 0)
 			return;
 		(*torn)++;
 	}
@@ -526,7 +526,8 @@ static void torn_buckets(void **state)
 	struct idx_ctx *c = calloc(1, sizeof(*c));
 	struct pet_geom g = {.nbuckets = NB, .seed1 = 11, .seed2 = 22,
 			     .bucket_bytes = PET_BUCKET_BYTES,
-			     .buckets_off = PET_HEADER_BYTES};
+			     .buckets_off = PET_HEADER_BYTES,
+			     .incarnation = 0x7ab1e};
 	size_t len = pet_region_bytes(NB);
 	struct pet_stats ps;
 	struct rng r = {42};

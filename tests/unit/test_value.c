@@ -107,6 +107,19 @@ static void row_geometry_and_types(void **state)
 	row_payload_to_f32(&g, pl, back);
 	for (int i = 0; i < 5; i++)
 		assert_true(fabsf(back[i] - f[i]) <= fabsf(f[i]) / 1024);
+	{ /* values that would be stored as an infinity */
+		float big[5] = {1.0f, -2.0f, 65504.0f, 3.0f, 4.0f};
+
+		assert_true(row_f32_fits(&g, big));
+		big[3] = -65520.0f; /* rounds to -inf in fp16 */
+		assert_false(row_f32_fits(&g, big));
+		assert_int_equal(row_geom_init(&g, 5, ROW_BF16, 1, 0), 0);
+		assert_true(row_f32_fits(&g, big));
+		big[1] = 3.4e38f; /* finite fp32, inf in bf16 */
+		assert_false(row_f32_fits(&g, big));
+		assert_int_equal(row_geom_init(&g, 5, ROW_F32, 1, 0), 0);
+		assert_true(row_f32_fits(&g, big));
+	}
 	assert_int_equal(row_geom_init(&g, 5, ROW_BF16, 1, 0), 0);
 	row_payload_from_f32(&g, f, pl);
 	row_payload_to_f32(&g, pl, back);
@@ -233,7 +246,7 @@ static void dram_basic(void **state)
 		fill_vals(v, keys[i], 1);
 		assert_int_equal(slab_read(t, keys[i], out, &ver), 0);
 		assert_memory_equal(out, v, sizeof(v));
-		assert_int_equal(ver, 2);
+		assert_int_equal(ver, 4);
 		assert_int_equal(slab_lookup(t, keys[i], &row), 0);
 		slab_read_row(t, row, raw);
 		assert_int_equal(row_validate(raw, &t->rg, row, keys[i], NULL),
@@ -247,7 +260,7 @@ static void dram_basic(void **state)
 		struct slab_wr w = {.val = out, .state = so};
 
 		assert_int_equal(slab_write_begin(t, 0, &w), 0);
-		assert_int_equal(w.version, 2);
+		assert_int_equal(w.version, 4);
 		fill_vals(v, 0, 1);
 		assert_memory_equal(w.val, v, sizeof(v));
 		for (int i = 0; i < DIM; i++)
@@ -255,7 +268,7 @@ static void dram_basic(void **state)
 		w.state[0] = 99;
 		assert_int_equal(slab_write_commit(&w), 0);
 		assert_int_equal(slab_read(t, 0, out, &ver), 0);
-		assert_int_equal(ver, 4);
+		assert_int_equal(ver, 6);
 		assert_float_equal(out[3], v[3] + 1, 0);
 		assert_int_equal(slab_read_state(t, 0, so), 0);
 		assert_float_equal(so[0], 99, 0);
@@ -263,7 +276,7 @@ static void dram_basic(void **state)
 		assert_int_equal(slab_write_begin(t, 1, &w), 0);
 		slab_write_abort(&w);
 		assert_int_equal(slab_read(t, 1, out, &ver), 0);
-		assert_int_equal(ver, 2);
+		assert_int_equal(ver, 4);
 	}
 	/* put and get-or-insert */
 	fill_vals(v, 5, 9);
@@ -311,14 +324,140 @@ static void stale_location_detected(void **state)
 	assert_int_equal(slab_delete(t, 10), 0);
 	slab_read_row(t, r, raw);
 	assert_int_equal(row_validate(raw, &t->rg, r, 10, &ver), RS_E_STALE);
-	assert_int_equal(ver, 4); /* the tombstone moved the version on */
+	assert_int_equal(ver, 6); /* the tombstone moved the version on */
 	/* the slot is reused by another key: still stale for 10 */
 	assert_int_equal(slab_insert(t, 11, v, NULL, &r2), 0);
 	assert_int_equal(r2, r);
 	slab_read_row(t, r, raw);
 	assert_int_equal(row_validate(raw, &t->rg, r, 10, NULL), RS_E_STALE);
 	assert_int_equal(row_validate(raw, &t->rg, r, 11, &ver), 0);
-	assert_int_equal(ver, 6);
+	assert_int_equal(ver, 10);
+	slab_store_close(&st);
+}
+
+/*
+ * Phantom rows. A client caches (key 10 -> row r); 10 is deleted; two
+ * writers insert 10 at once: A gets slot r (reused), B wins the index
+ * while A is between publishing its row and inserting its index slot (the
+ * test hook runs B there). A's row must never validate as LIVE for 10,
+ * neither in that window nor after A lost (RS_E_EXISTS).
+ */
+static struct {
+	uint32_t row;	 /* A's slot */
+	int depth;	 /* hook re-entry (B's own insert) */
+	int checked;	 /* times the window was inspected */
+	int accepted;	 /* times a reader accepted A's row */
+	bool race;	 /* run B inside A's window */
+	float *valb;
+} phantom;
+
+static void phantom_hook(struct slab_table *t, uint32_t row, uint64_t key)
+{
+	uint8_t raw[576];
+
+	if (phantom.depth++ == 0) {
+		phantom.row = row;
+		slab_read_row(t, row, raw);
+		phantom.checked++;
+		if (row_validate(raw, &t->rg, row, key, NULL) == 0)
+			phantom.accepted++;
+		if (phantom.race)
+			assert_int_equal(slab_insert(t, key, phantom.valb,
+						     NULL, NULL),
+					 0);
+		slab_read_row(t, row, raw);
+		if (row_validate(raw, &t->rg, row, key, NULL) == 0)
+			phantom.accepted++;
+	}
+	phantom.depth--;
+}
+
+static void phantom_rows_never_live(void **state)
+{
+	struct slab_store *st = dram_pool(16 * MiB);
+	struct slab_table *t = mktable(st, "t", 64, 0);
+	float va[DIM], vb[DIM], out[DIM];
+	uint8_t raw[576];
+	uint32_t r;
+
+	fill_vals(va, 10, 1);
+	fill_vals(vb, 10, 2);
+	assert_int_equal(slab_insert(t, 10, va, NULL, &r), 0);
+	assert_int_equal(slab_delete(t, 10), 0); /* a client still has r */
+	memset(&phantom, 0, sizeof(phantom));
+	phantom.race = true;
+	phantom.valb = vb;
+	slab_test_insert_hook = phantom_hook;
+	assert_int_equal(slab_insert(t, 10, va, NULL, NULL), RS_E_EXISTS);
+	slab_test_insert_hook = NULL;
+	assert_int_equal(phantom.row, r); /* A reused the cached slot */
+	assert_int_equal(phantom.checked, 1);
+	assert_int_equal(phantom.accepted, 0);
+	slab_read_row(t, r, raw);
+	assert_int_equal(row_validate(raw, &t->rg, r, 10, NULL), RS_E_STALE);
+	assert_int_equal(slab_read(t, 10, out, NULL), 0);
+	assert_memory_equal(out, vb, sizeof(vb)); /* B's value */
+	/* an insert that wins is LIVE once it returns */
+	memset(&phantom, 0, sizeof(phantom));
+	slab_test_insert_hook = phantom_hook;
+	assert_int_equal(slab_insert(t, 11, va, NULL, &r), 0);
+	slab_test_insert_hook = NULL;
+	assert_int_equal(phantom.checked, 1);
+	assert_int_equal(phantom.accepted, 0);
+	slab_read_row(t, r, raw);
+	assert_int_equal(row_validate(raw, &t->rg, r, 11, NULL), 0);
+	assert_int_equal(pet_verify(t->pet, NULL), 0);
+	slab_store_close(&st);
+}
+
+/*
+ * A table dropped and created again (same name, id and extent) restarts
+ * its row and bucket versions: the same key inserted with the same value
+ * gives a byte-identical row apart from the checksum. A reader still
+ * holding the old incarnation (TABLE_DIR generation) must reject every row
+ * and every bucket of the new table.
+ */
+static void recreated_table_rejects_stale_reader(void **state)
+{
+	struct slab_store *st = dram_pool(16 * MiB);
+	struct slab_table *t = mktable(st, "t", 64, 0);
+	struct slab_table_geom g1, g2;
+	struct slab_region ri;
+	uint8_t raw[576];
+	float v[DIM];
+	uint64_t ver1, ver2;
+	uint32_t r1, r2;
+
+	fill_vals(v, 10, 1);
+	assert_int_equal(slab_insert(t, 10, v, NULL, &r1), 0);
+	slab_table_geom(t, &g1);
+	slab_read_row(t, r1, raw);
+	assert_int_equal(row_validate(raw, &g1.rows, r1, 10, &ver1), 0);
+	assert_int_equal(slab_table_drop(st, "t"), 0);
+	t = mktable(st, "t", 64, 0);
+	assert_int_equal(slab_insert(t, 10, v, NULL, &r2), 0);
+	slab_table_geom(t, &g2);
+	assert_int_equal(g2.rows_off, g1.rows_off); /* same extent ... */
+	assert_int_equal(r2, r1);		     /* ... slot ... */
+	assert_int_equal(g2.rows.table_id, g1.rows.table_id);
+	assert_int_not_equal(g2.uid, g1.uid);
+	slab_read_row(t, r2, raw);
+	assert_int_equal(row_validate(raw, &g2.rows, r2, 10, &ver2), 0);
+	assert_int_equal(ver2, ver1); /* ... and version */
+	assert_int_equal(row_validate(raw, &g1.rows, r2, 10, NULL),
+			 RS_E_TORN);
+	slab_table_regions(t, &ri, NULL, NULL);
+	for (uint64_t b = 0; b < g2.index.nbuckets; b++) {
+		const uint8_t *bk = (const uint8_t *)ri.addr +
+				    pet_bucket_off(&g2.index, b);
+
+		assert_int_equal(pet_bucket_validate(bk, b,
+						     g2.index.incarnation),
+				 0);
+		assert_int_equal(pet_bucket_validate(bk, b,
+						     g1.index.incarnation),
+				 RS_E_TORN);
+	}
 	slab_store_close(&st);
 }
 
@@ -380,6 +519,8 @@ static void index_full_status(void **state)
 	uint64_t ok = 0, full = 0;
 
 	assert_int_equal(slab_table_create(st, &tc, &t), 0);
+	memset(&phantom, 0, sizeof(phantom));
+	slab_test_insert_hook = phantom_hook; /* no refused row is ever LIVE */
 	/* index has exactly 8000 slots: rows never run out first */
 	for (uint64_t k = 0; k < 8000; k++) {
 		int rc = slab_insert(t, k * 0x9E3779B97F4A7C15ULL, NULL, NULL,
@@ -392,6 +533,9 @@ static void index_full_status(void **state)
 		else
 			fail_msg("insert: %s", rs_strerror(rc));
 	}
+	slab_test_insert_hook = NULL;
+	assert_int_equal(phantom.checked, 8000);
+	assert_int_equal(phantom.accepted, 0);
 	slab_table_stats(t, &ts);
 	print_message("index fill %.2f%% (%llu refused)\n",
 		      100 * ts.index.fill, (unsigned long long)full);
@@ -537,6 +681,51 @@ static void file_reopen(void **state)
 	slab_store_close(&st);
 }
 
+/* Bytes of the READable range of t past its index (padding, row slots):
+ * how many are not zero. */
+static uint64_t readable_dirty(struct slab_table *t)
+{
+	struct slab_region ri, rd;
+	uint64_t n = 0;
+
+	slab_table_regions(t, &ri, NULL, &rd);
+	for (size_t i = ri.len; i < rd.len; i++)
+		n += ((uint8_t *)rd.addr)[i] != 0;
+	return n;
+}
+
+/* A table dropped from a file pool leaves its bytes in the file; a new
+ * table on the same extent must not expose any of them to READs. */
+static void recreated_table_exposes_nothing(void **state)
+{
+	struct slab_store *st = file_pool(16 * MiB);
+	struct slab_table *a = mktable(st, "old", 1000, 0), *b;
+	struct slab_table_cfg tc = {.name = "new", .dim = 16, .capacity = 100};
+	struct slab_table_geom ga, gb;
+	float v[DIM];
+
+	for (uint64_t k = 0; k < 500; k++) {
+		fill_vals(v, k, 7);
+		assert_int_equal(slab_insert(a, k, v, NULL, NULL), 0);
+	}
+	slab_table_geom(a, &ga);
+	assert_int_equal(slab_table_drop(st, "old"), 0);
+	assert_int_equal(slab_table_create(st, &tc, &b), 0);
+	slab_table_geom(b, &gb);
+	/* same extent; b's smaller index ends inside a's buckets, b's rows
+	 * lie over a's index and rows */
+	assert_int_equal(gb.index_off, ga.index_off);
+	assert_true(gb.index_off + gb.index_len < gb.rows_off);
+	assert_true(gb.rows_off < ga.rows_off + 500 * ga.rows.stride);
+	assert_int_equal(readable_dirty(b), 0);
+	slab_store_close(&st);
+	st = file_pool(0); /* what the file holds */
+	b = slab_table_get(st, "new");
+	assert_non_null(b);
+	assert_int_equal(readable_dirty(b), 0);
+	slab_store_close(&st);
+}
+
 static void recover_crash_images(void **state)
 {
 	struct slab_store *st = file_pool(16 * MiB);
@@ -610,7 +799,9 @@ static void recover_crash_images(void **state)
 		((uint8_t *)&bw[2])[s] = loc.tag;
 		bw[PET_W_KEY0 + s] = 61;
 		memcpy(bk, bw, 8 * (PET_W_KEY0 + s + 1)); /* refs not yet */
-		assert_int_equal(pet_bucket_validate(bk, torn_bucket),
+		assert_int_equal(pet_bucket_validate(bk, torn_bucket,
+						     pet_geometry(t->pet)
+							     ->incarnation),
 				 RS_E_TORN);
 	}
 	slab_store_close(&st);
@@ -657,7 +848,8 @@ static void recover_crash_images(void **state)
 							     pet_geometry(
 								     t->pet),
 							     torn_bucket),
-					     torn_bucket),
+					     torn_bucket,
+					     pet_geometry(t->pet)->incarnation),
 			 0);
 	assert_int_equal(pet_verify(t->pet, NULL), 0);
 	slab_store_close(&st);
@@ -706,11 +898,15 @@ int main(void)
 		cmocka_unit_test(torn_rows_detected),
 		cmocka_unit_test(dram_basic),
 		cmocka_unit_test(stale_location_detected),
+		cmocka_unit_test(phantom_rows_never_live),
+		cmocka_unit_test(recreated_table_rejects_stale_reader),
 		cmocka_unit_test(rows_full_then_reuse),
 		cmocka_unit_test(index_full_status),
 		cmocka_unit_test(tables_and_extents),
 		cmocka_unit_test_setup_teardown(file_reopen, setup_path,
 						teardown_path),
+		cmocka_unit_test_setup_teardown(recreated_table_exposes_nothing,
+						setup_path, teardown_path),
 		cmocka_unit_test_setup_teardown(recover_crash_images,
 						setup_path, teardown_path),
 		cmocka_unit_test_setup_teardown(bad_pools_refused, setup_path,
