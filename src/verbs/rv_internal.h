@@ -304,6 +304,12 @@ struct rv_listener {
 	struct ibv_srq *srq;
 	struct rv_cq rcq;
 	struct rv_pool pool;
+	/* shrinking: buffers of chunks >= live_chunks are not re-posted but
+	 * parked (rq_lock); a top chunk whose buffers are all parked is
+	 * freed */
+	_Atomic uint32_t live_chunks;
+	uint32_t *parked;		/* [max_chunks][per_chunk] slots */
+	uint32_t *nparked;		/* [max_chunks] */
 	struct rv_qpmap_ent *map;
 	uint32_t map_cap;
 	struct rv_lmsg *rq;		/* ready queue ring [rq_cap] */
@@ -335,5 +341,8 @@ void rv_listener_rearm(struct rv_listener *l);
 /* c failed on this side (any thread, any lock): the accept loop will
  * disconnect it and tell the owner. */
 void rv_listener_conn_failed(struct rv_listener *l);
+/* A released SRQ buffer: re-post it, or park it if its chunk is retiring.
+ * No lock held (takes rq_lock only for a retiring chunk). */
+int rv_listener_give_back(struct rv_listener *l, uint32_t slot);
 
 #endif

@@ -29,9 +29,15 @@
  * r_slots per live conn plus one spare chunk (a burst from a peer that
  * ignores its credits lands there while it is being cut off): the pool
  * grows by one chunk of r_slots buffers when a connection arrives and there
- * are fewer chunks than connections + 1 (it never shrinks; buffers are
- * shared, only the count matters), and at most max_conns connections are
- * accepted.
+ * are fewer live chunks than connections + 1 (buffers are shared, only the
+ * count matters), and at most max_conns connections are accepted. It
+ * shrinks when connections go: the chunks above conns + 1 retire (a posted
+ * receive cannot be taken back from an SRQ, so each of their buffers is
+ * parked instead of re-posted when it next comes back: after its message
+ * was received and released), and a retiring top chunk whose buffers are
+ * all parked is deregistered and freed. A connection arriving meanwhile
+ * revives retiring chunks first (their parked buffers are re-posted). The
+ * re-post path pays one compare for this (an atomic load in a release).
  *
  * Credits are enforced here, not trusted: a data message counts on its
  * conn (c->refs, one per message out) until released, and the peer's used
@@ -185,9 +191,57 @@ static int rq_take(struct rv_listener *l, struct rv_msg *msgs, int max)
 
 /* ---- receive completions ---- */
 
+/* Free the top chunks that are retiring and have all buffers parked. */
+static void free_retired_locked(struct rv_listener *l)
+{
+	struct rv_pool *p = &l->pool;
+	uint32_t n;
+
+	while ((n = atomic_load(&p->nchunks)) > atomic_load(&l->live_chunks) &&
+	       l->nparked[n - 1] == p->per_chunk) {
+		rv_mr_free(&p->chunks[n - 1]);
+		l->nparked[n - 1] = 0;
+		atomic_store(&p->nchunks, n - 1);
+	}
+}
+
+static int give_back_locked(struct rv_listener *l, uint32_t slot)
+{
+	uint32_t ch = slot / l->pool.per_chunk;
+
+	if (ch < atomic_load(&l->live_chunks))
+		return rv_pool_post(&l->pool, slot);
+	l->parked[ch * l->pool.per_chunk + l->nparked[ch]++] = slot;
+	free_retired_locked(l);
+	return 0;
+}
+
+int rv_listener_give_back(struct rv_listener *l, uint32_t slot)
+{
+	int ret;
+
+	if (slot / l->pool.per_chunk < atomic_load(&l->live_chunks))
+		return rv_pool_post(&l->pool, slot);
+	pthread_mutex_lock(&l->rq_lock);
+	ret = give_back_locked(l, slot);
+	pthread_mutex_unlock(&l->rq_lock);
+	return ret;
+}
+
+/* Conns went (cm_lock held): keep chunks for nconns + 1 only. */
+static void retire_extra(struct rv_listener *l)
+{
+	pthread_mutex_lock(&l->rq_lock);
+	if (l->nconns + 1 < atomic_load(&l->live_chunks)) {
+		atomic_store(&l->live_chunks, l->nconns + 1);
+		free_retired_locked(l);
+	}
+	pthread_mutex_unlock(&l->rq_lock);
+}
+
 static void repost(struct rv_listener *l, uint32_t slot)
 {
-	rv_pool_post(&l->pool, slot);
+	give_back_locked(l, slot);
 }
 
 static void rx_failed(struct rv_listener *l, struct rv_conn *c,
@@ -407,6 +461,7 @@ void rv_listener_forget_conn(struct rv_listener *l, struct rv_conn *c)
 		c->id->context = NULL;
 		list_unlink(l, c);
 		l->nconns--;
+		retire_extra(l);
 		if (c->state == RV_CS_CONNECTED)
 			rdma_disconnect(c->id);
 	}
@@ -525,13 +580,27 @@ static unsigned check_request(struct rv_listener *l, struct rdma_cm_event *e,
 	return admit(l, peer, limit);
 }
 
-/* Grow the SRQ pool so that it holds `chunks` chunks of r_slots buffers
- * (one per conn and a spare). */
+/* Grow the SRQ pool so that it holds `chunks` live chunks of r_slots
+ * buffers (one per conn and a spare): retiring chunks come back first
+ * (their parked buffers re-posted), then new ones are added. */
 static int ensure_pool(struct rv_listener *l, uint32_t chunks)
 {
-	uint32_t have;
-	int ret;
+	uint32_t have, live;
+	int ret = 0;
 
+	pthread_mutex_lock(&l->rq_lock);
+	while ((live = atomic_load(&l->live_chunks)) < chunks &&
+	       live < atomic_load(&l->pool.nchunks)) {
+		for (uint32_t i = 0; i < l->nparked[live] && !ret; i++)
+			ret = rv_pool_post(&l->pool,
+					   l->parked[live * l->pool.per_chunk +
+						     i]);
+		l->nparked[live] = 0;
+		atomic_store(&l->live_chunks, live + 1);
+	}
+	pthread_mutex_unlock(&l->rq_lock);
+	if (ret)
+		return ret;
 	while ((have = atomic_load(&l->pool.nchunks)) < chunks) {
 		ret = rv_pool_grow(&l->pool, l->dev);
 		if (ret)
@@ -542,6 +611,7 @@ static int ensure_pool(struct rv_listener *l, uint32_t chunks)
 			if (ret)
 				return ret;
 		}
+		atomic_store(&l->live_chunks, have + 1);
 	}
 	return 0;
 }
@@ -653,6 +723,7 @@ static struct rv_conn *drop_accepting(struct rv_listener *l,
 	c->id->context = NULL;
 	list_unlink(l, c);
 	l->nconns--;
+	retire_extra(l);
 	c->state = 0;
 	return c;
 }
@@ -920,7 +991,9 @@ static int make_rx(struct rv_listener *l)
 	l->map = calloc(l->map_cap, sizeof(*l->map));
 	l->rq_cap = total;
 	l->rq = calloc(total, sizeof(*l->rq));
-	if (!l->map || !l->rq)
+	l->parked = calloc(total, sizeof(*l->parked));
+	l->nparked = calloc(l->attr.max_conns + 1, sizeof(*l->nparked));
+	if (!l->map || !l->rq || !l->parked || !l->nparked)
 		return rs_seterr(-ENOMEM, "listener: out of memory");
 	l->q_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (l->q_evfd < 0)
@@ -1054,6 +1127,8 @@ void rv_listener_close(struct rv_listener **lp)
 		close(l->ka_tfd);
 	free(l->map);
 	free(l->rq);
+	free(l->parked);
+	free(l->nparked);
 	pthread_mutex_destroy(&l->cm_lock);
 	pthread_mutex_destroy(&l->rq_lock);
 	free(l);

@@ -13,8 +13,8 @@
  * Receive pools: `per_chunk` buffers of `size` bytes per registered chunk,
  * slot numbers global across chunks (slot / per_chunk = chunk). A client
  * conn has one chunk posted to its own RQ (credits + 1 buffers); a listener
- * adds a chunk per connection slot to its SRQ as connections arrive (never
- * shrinks; see rv_listen.c). wr_id = RV_WRID_RECV | slot.
+ * adds a chunk per connection slot to its SRQ as connections arrive and
+ * retires chunks when they go (see rv_listen.c). wr_id = RV_WRID_RECV | slot.
  *
  * Send ring: s_slots buffers of the peer's msg_max, used in order; a slot is
  * free again when its SEND op is retired (in order, rv_conn.c). A send needs
@@ -435,7 +435,7 @@ void rv_msg_release(struct rv_msg *m)
 	m->pool = NULL;
 	/* the SRQ is the listener's: the buffer goes back in any case */
 	if (c->l)
-		posted = rv_pool_post(p, m->slot) == 0;
+		posted = rv_listener_give_back(c->l, m->slot) == 0;
 	pthread_mutex_lock(&c->lock);
 	if (!c->l) {
 		posted = !c->closed && !atomic_load(&c->fail) &&

@@ -530,6 +530,52 @@ static void per_peer_limit(void **state)
 	rv_dev_close(&dev2);
 }
 
+/* ---- SRQ size follows the connections ---- */
+
+static void srq_shrinks(void **state)
+{
+	struct rv_listener_attr la;
+	struct rv_listener_counters ct;
+	struct rv_conn *c[4];
+	struct node n;
+	uint32_t v = 3;
+
+	listener_attr(&la);
+	node_start(&n, &la, true);
+	atomic_store(&n.release, true);
+	for (int i = 0; i < 4; i++)
+		c[i] = vt_connect(dev, rv_listener_port(n.l), NULL, NULL);
+	wait_for(&n.connected, 4, 5000);
+	rv_listener_counters(n.l, &ct);
+	assert_int_equal(ct.srq_buffers, 5 * (CREDITS + 1));	/* + spare */
+	for (int i = 1; i < 4; i++)
+		rv_conn_close(&c[i]);
+	wait_for(&n.disconnected, 3, 5000);
+	assert_int_equal(atomic_load(&n.disconnected), 3);
+	/* traffic cycles the SRQ: retired buffers are parked, chunks go */
+	for (int i = 0; i < 20 * (CREDITS + 1); i++)
+		VT_CHECK(rv_msg_send(c[0], &v, sizeof(v), 5000));
+	wait_for_long(&n.got, 20 * (CREDITS + 1), 5000);
+	rv_listener_counters(n.l, &ct);
+	printf("SRQ buffers after 3 of 4 conns went: %llu\n",
+	       (unsigned long long)ct.srq_buffers);
+	assert_int_equal(ct.srq_buffers, 2 * (CREDITS + 1));
+	/* and grows again */
+	c[1] = vt_connect(dev, rv_listener_port(n.l), NULL, NULL);
+	c[2] = vt_connect(dev, rv_listener_port(n.l), NULL, NULL);
+	wait_for(&n.connected, 6, 5000);
+	for (int i = 0; i < 3; i++)
+		for (int k = 0; k < 2 * CREDITS; k++)
+			VT_CHECK(rv_msg_send(c[i], &v, sizeof(v), 5000));
+	wait_for_long(&n.got, 20 * (CREDITS + 1) + 6 * CREDITS, 5000);
+	assert_int_equal(atomic_load(&n.got), 20 * (CREDITS + 1) + 6 * CREDITS);
+	rv_listener_counters(n.l, &ct);
+	assert_int_equal(ct.srq_buffers, 4 * (CREDITS + 1));
+	for (int i = 0; i < 3; i++)
+		rv_conn_close(&c[i]);
+	node_stop(&n);
+}
+
 /* ---- 5. keepalive ---- */
 
 static int netdev_of(const char *devname, char *out, size_t len)
@@ -615,6 +661,7 @@ int main(void)
 		cmocka_unit_test(credit_overrun),
 		cmocka_unit_test(bad_messages),
 		cmocka_unit_test(per_peer_limit),
+		cmocka_unit_test(srq_shrinks),
 		cmocka_unit_test(keepalive_vanished_peer),
 	};
 
