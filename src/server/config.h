@@ -40,6 +40,9 @@ enum srv_backend {
 #define SRV_CONFIG_MAX_SPIN_US 1000000
 #define SRV_CONFIG_TRACE_SAMPLE 0.01
 #define SRV_CONFIG_MESSAGE_BYTES (256u << 10)
+#define SRV_CONFIG_CONNS_PER_PEER 16
+#define SRV_CONFIG_KEEPALIVE_MS 5000
+#define SRV_CONFIG_MAX_KEEPALIVE_MS 3600000
 #define SRV_CONFIG_ADDR_MAX 255
 #define SRV_CONFIG_DEVICE_MAX 63
 
@@ -56,6 +59,8 @@ struct srv_config {
 	uint64_t storage_bytes;	  /* 256 MiB */
 	uint32_t workers;	  /* RPC worker threads; 2 */
 	uint32_t spin_us;	  /* adaptive polling window; 50 */
+	uint32_t max_conns_per_peer; /* from one IP address; 0: any; 16 */
+	uint32_t keepalive_ms;	  /* probe idle peers; 0: off; 5000 */
 	char *trace_path;	  /* JSONL trace file; NULL: tracing off */
 	double trace_sample;	  /* fraction of requests traced; 0.01 */
 	struct proto_limits limits; /* max_message_bytes 256 KiB (the

@@ -666,6 +666,8 @@ static int open_listener(struct rs_server *s)
 	if (s->o.spin_us)
 		la.conn.spin_us = s->o.spin_us;
 	la.max_conns = s->o.max_conns;
+	la.max_conns_per_peer = s->o.max_conns_per_peer;
+	la.conn.keepalive_ms = s->o.keepalive_ms;
 	ret = rv_listen(s->dev, s->o.listen_ip, s->o.port, &la, &s->l);
 	if (ret)
 		return srv_err(ret, "listen on %s:%u: %s", s->o.listen_ip,

@@ -77,6 +77,8 @@ struct srv_opts {
 	uint32_t credits;	/* receive buffers per connection - 1 */
 	uint32_t max_conns;
 	uint32_t spin_us;
+	uint32_t max_conns_per_peer; /* 0: no limit */
+	uint32_t keepalive_ms;	/* 0: off */
 	int send_timeout_ms;
 	char *trace_path;	/* NULL: RS_TRACE from the environment */
 	double trace_sample;

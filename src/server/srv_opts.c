@@ -37,6 +37,8 @@ void srv_opts_defaults(struct srv_opts *o)
 	o->port = c.listen_port;
 	o->workers = c.workers;
 	o->spin_us = c.spin_us;
+	o->max_conns_per_peer = c.max_conns_per_peer;
+	o->keepalive_ms = c.keepalive_ms;
 	o->pool_bytes = c.storage_bytes;
 	o->limits = c.limits;
 	o->trace_sample = c.trace_sample;

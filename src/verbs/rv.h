@@ -23,6 +23,10 @@
  *   its listener (rv_listener_close() closes leftovers, invalidating any
  *   pointer the caller still holds).  Every *_close / *_free takes a pointer
  *   to the handle, accepts NULL and sets the handle to NULL.
+ *   A received rv_msg may be released before or after its conn is closed
+ *   (the conn's memory lives until its last message is released); its data
+ *   is valid only until the release or the close, whichever comes first.
+ *   Every message of a listener must be released before rv_listener_close.
  *
  * Error convention
  * ----------------
@@ -153,6 +157,9 @@ struct rv_conn_attr {
 	const void *priv;	/* handshake bytes to send (copied); client:
 				 * <= RV_CONNECT_PRIV_MAX */
 	size_t priv_len;
+	uint32_t keepalive_ms;	/* probe an idle peer this often (a zero-
+				 * length RDMA WRITE; a peer that does not
+				 * answer fails the conn); 0: never; 5000 */
 };
 void rv_conn_attr_init(struct rv_conn_attr *a);
 
@@ -168,14 +175,19 @@ int rv_connect(struct rv_dev *d, const char *ip, uint16_t port,
 
 /*
  * Disconnect and free. Pending batches complete with RS_E_DISCONNECTED
- * (their request arrays must still be valid); every rv_msg received on the
- * conn must have been released before. Bounded: never waits more than about
- * a second for the device to flush.
+ * (their request arrays must still be valid). Messages received on the conn
+ * and not released yet stay safe to release: the conn's memory is freed by
+ * the last rv_msg_release() (which then only gives the buffer back, without
+ * returning a credit). Bounded: never waits more than about a second for
+ * the device to flush.
  */
 void rv_conn_close(struct rv_conn **c);
 
-/* 0 while connected, else the failure code. Consumes pending rdma_cm events
- * of a client conn, so it notices a peer that left while the conn idled. */
+/* 0 while connected, else the failure code (rs_errormsg() then says why:
+ * peer gone, keepalive unanswered, credits exceeded, a message without our
+ * immediate data, a message larger than the receive buffer...). Consumes
+ * pending rdma_cm events of a client conn, so it notices a peer that left
+ * while the conn idled, and probes a client conn idle for keepalive_ms. */
 int rv_conn_status(struct rv_conn *c);
 
 /* The peer's handshake bytes (valid until close). */
@@ -227,6 +239,9 @@ struct rv_listener_attr {
 	struct rv_conn_attr conn;	/* for every accepted conn (priv and
 					 * connect_timeout_ms unused) */
 	uint32_t max_conns;	/* connections at once (SRQ sizing); 64 */
+	uint32_t max_conns_per_peer; /* from one peer IP address (refused at
+				 * the request, before any allocation); 0:
+				 * no limit; 16 */
 	int backlog;		/* rdma_listen backlog; 64 */
 	/*
 	 * Optional handshake hook, called from rv_listener_event() for each
@@ -258,10 +273,17 @@ struct rv_event {
 
 /*
  * Run the accept loop: handles rdma_cm events (requests, establishment,
- * disconnects) until one is for the caller, then returns 0 with *ev filled;
+ * disconnects), conns that failed on this side, and the keepalive timer,
+ * until an event is for the caller, then returns 0 with *ev filled;
  * RS_E_TIMEOUT if none came in time. A DISCONNECTED event comes once per
- * conn that was delivered as CONNECTED and not closed yet. rv_listener_fd()
- * is readable when events are pending.
+ * conn that was delivered as CONNECTED and not closed yet: when the peer
+ * disconnected, and also when the node failed the conn (the peer broke the
+ * protocol, exceeded its credits, sent a message larger than the receive
+ * buffer, or did not answer keepalive probes: the conn is disconnected and
+ * rv_conn_status() says why). rv_listener_fd() is readable when there is
+ * work (an epoll fd); after it was readable call rv_listener_event(..., 0)
+ * until RS_E_TIMEOUT. Keepalive (conn.keepalive_ms) runs here: an idle
+ * listener wakes once per interval and probes each idle conn.
  */
 int rv_listener_event(struct rv_listener *l, struct rv_event *ev,
 		      int timeout_ms);
@@ -364,8 +386,29 @@ int rv_listener_recv_fd(const struct rv_listener *l);
 /* Receive-side counters of the listener (spin/sleep of rv_listener_recv). */
 void rv_listener_stats(const struct rv_listener *l, struct rv_stats *st);
 
-/* Give the buffer back (re-posted; its credit returns to the sender). Must
- * happen before the message's conn is closed. */
+/* What peers did to the listener (monotonic, read racily; srq_buffers is a
+ * gauge). For metrics and rate-limited logs of the listener's owner. */
+struct rv_listener_counters {
+	uint64_t rej_malformed;	/* requests without a valid handshake */
+	uint64_t rej_limits;	/* handshake numbers out of range */
+	uint64_t rej_full;	/* max_conns reached */
+	uint64_t rej_per_peer;	/* max_conns_per_peer reached */
+	uint64_t rej_refused;	/* on_request said no */
+	uint64_t rej_resources;	/* could not allocate the conn */
+	uint64_t credit_overruns; /* conns cut off: more messages than credits */
+	uint64_t proto_errors;	/* no immediate, unknown type, bogus credits */
+	uint64_t oversize;	/* message larger than the receive buffer */
+	uint64_t ka_probes;	/* keepalive probes posted */
+	uint64_t ka_failures;	/* conns failed by an unanswered probe */
+	uint64_t failed;	/* conns failed on this side and disconnected */
+	uint64_t srq_buffers;	/* receive buffers of the SRQ pool (gauge) */
+};
+void rv_listener_counters(const struct rv_listener *l,
+			  struct rv_listener_counters *out);
+
+/* Give the buffer back (re-posted; its credit returns to the sender). Safe
+ * after the conn was closed or failed (then nothing returns to the sender).
+ * Messages of a listener must be released before rv_listener_close(). */
 void rv_msg_release(struct rv_msg *m);
 
 #endif

@@ -29,6 +29,26 @@
  * own event channel, whose fd is part of every wait on the conn; accepted
  * conns get theirs through the listener's channel (rv_listen.c).
  *
+ * Lifetime. A conn's memory (not its QP or buffers) outlives
+ * rv_conn_close() while messages received on it are out: c->refs holds one
+ * reference for the owner and one per message handed to the application
+ * (queued in the listener's ready queue or a client conn's, or returned by
+ * a receive call). Close tears everything down under c->lock's c->closed
+ * and drops the owner's reference; rv_msg_release() drops a message's; the
+ * last one frees the memory. A release after the close re-posts an SRQ
+ * buffer (the listener's) but returns no credit and touches no QP. The
+ * same count is the node's credit check (rv_listen.c).
+ *
+ * Keepalive. A conn idle for keepalive_ms (no message received since the
+ * last look) gets a probe: a signaled zero-length RDMA WRITE, which needs
+ * no receive buffer, no rkey and no memory on the peer, and is answered by
+ * the peer's NIC alone. A peer that vanished never acknowledges it; after
+ * the transport retries (retry_cnt, ack_timeout) it completes in error and
+ * fails the conn ("keepalive unanswered"). Accepted conns are looked at by
+ * the listener's accept loop on its timer; client conns when
+ * rv_conn_status() is called or a data-path call ticks (never more often
+ * than keepalive_ms). The probe takes one send-queue slot of its own.
+ *
  * Locking: c->lock guards everything under "send queue", "send ring" and
  * the client receive queue, and the conn's CQ; it is never held while
  * sleeping. Counters are atomics.
@@ -58,6 +78,7 @@ void rv_conn_attr_init(struct rv_conn_attr *a)
 	a->retry_cnt = 6;
 	a->rnr_retry = 6;
 	a->connect_timeout_ms = 5000;
+	a->keepalive_ms = 5000;
 }
 
 static uint32_t dev_rd_max(const struct rv_dev *d)
@@ -88,6 +109,9 @@ static int check_attr(const struct rv_dev *d, const struct rv_conn_attr *a)
 	if (a->spin_us > 1000000)
 		return rs_seterr(RS_E_INVAL, "spin_us %u above one second",
 				 a->spin_us);
+	if (a->keepalive_ms > 3600000)
+		return rs_seterr(RS_E_INVAL, "keepalive_ms %u above one hour",
+				 a->keepalive_ms);
 	(void)d;
 	return 0;
 }
@@ -114,6 +138,8 @@ int rv_conn_new(struct rv_dev *d, const struct rv_conn_attr *a,
 	c->dev = d;
 	c->l = l;
 	c->epfd = -1;
+	atomic_init(&c->refs, 1);
+	c->ka_ns = (uint64_t)a->keepalive_ms * 1000000ull;
 	c->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (c->kick_fd < 0) {
 		ret = rs_seterr(-errno, "eventfd: %s", strerror(errno));
@@ -132,7 +158,7 @@ int rv_conn_new(struct rv_dev *d, const struct rv_conn_attr *a,
 	c->s_sig_every = c->s_slots / 2 ? c->s_slots / 2 : 1;
 	c->r_slots = (uint32_t)a->credits + 1;
 	c->r_size = a->msg_max;
-	c->sq_depth = c->rd_depth + c->s_slots + RV_CTRL_MAX;
+	c->sq_depth = c->rd_depth + c->s_slots + RV_CTRL_MAX + RV_PROBE_MAX;
 	c->ops_cap = c->sq_depth + 1;
 	ret = -ENOMEM;
 	c->ops = calloc(c->ops_cap, sizeof(*c->ops));
@@ -218,7 +244,8 @@ int rv_conn_apply_peer(struct rv_conn *c, const struct rv_hello *h)
 	if (c->chain_max > c->rd_depth)
 		c->chain_max = c->rd_depth;
 	c->s_size = h->msg_max;
-	atomic_store(&c->credits, h->slots - 1);	/* one is for control */
+	c->credits_max = (uint32_t)h->slots - 1;	/* one is for control */
+	atomic_store(&c->credits, (int)c->credits_max);
 	atomic_store(&c->token, 1);
 	c->c_thresh = rv_credit_thresh(c->r_slots);
 	ring = (size_t)c->s_slots * (c->s_size ? c->s_size : 1);
@@ -245,6 +272,8 @@ void rv_conn_fail(struct rv_conn *c, int code, const char *fmt, ...)
 	if (c->qp)
 		ibv_modify_qp(c->qp, &qa, IBV_QP_STATE);
 	rv_conn_kick(c);
+	if (c->l)
+		rv_listener_conn_failed(c->l);
 }
 
 int rv_conn_err(struct rv_conn *c)
@@ -279,6 +308,9 @@ void rv_op_retire_locked(struct rv_conn *c, uint64_t seq, int code)
 	case RV_OP_CREDIT:
 		c->ctrl_inflight--;
 		break;
+	case RV_OP_PROBE:
+		c->ka_inflight = false;
+		break;
 	}
 	c->sq_used -= op->nwr;
 	op->kind = 0;
@@ -306,6 +338,8 @@ static const char *op_name(const struct rv_conn *c, uint64_t seq)
 		return "READ";
 	case RV_OP_SEND:
 		return "SEND";
+	case RV_OP_PROBE:
+		return "keepalive probe (peer unresponsive?)";
 	default:
 		return "credit SEND";
 	}
@@ -327,6 +361,8 @@ static void sq_wc(struct rv_conn *c, const struct ibv_wc *wc)
 	} else {
 		code = wc->status == IBV_WC_WR_FLUSH_ERR ? RS_E_DISCONNECTED
 							 : RS_E_VERBS;
+		if (c->l && c->ops[seq % c->ops_cap].kind == RV_OP_PROBE)
+			rv_stat_add(&c->l->cnt.ka_failures, 1);
 		rv_conn_fail(c, code, "%s failed: %s (vendor error 0x%x)",
 			     op_name(c, seq), ibv_wc_status_str(wc->status),
 			     wc->vendor_err);
@@ -403,6 +439,58 @@ int rv_conn_progress_locked(struct rv_conn *c)
 	return n;
 }
 
+/* ---- keepalive ---- */
+
+static uint64_t seq_of_probe(struct rv_conn *c)
+{
+	uint64_t seq = c->seq_next++;
+	struct rv_op *op = &c->ops[seq % c->ops_cap];
+
+	op->kind = RV_OP_PROBE;
+	op->nwr = 1;
+	op->batch = NULL;
+	c->sq_used++;
+	return seq;
+}
+
+void rv_conn_keepalive_locked(struct rv_conn *c)
+{
+	struct ibv_send_wr wr, *bad;
+	uint64_t seen = __atomic_load_n(&c->st.recvs, __ATOMIC_RELAXED);
+	int ret;
+
+	rv_conn_reap_locked(c);	/* retires (or fails on) the last probe */
+	if (!c->ka_ns || !c->qp || atomic_load(&c->fail) || c->ka_inflight)
+		return;
+	if (seen != c->ka_seen) {	/* it spoke since the last look */
+		c->ka_seen = seen;
+		return;
+	}
+	if (c->sq_used >= c->sq_depth)
+		return;		/* busy sending: not idle */
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = seq_of_probe(c);
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	c->ka_inflight = true;
+	c->last_sig = wr.wr_id;
+	if (c->l)
+		rv_stat_add(&c->l->cnt.ka_probes, 1);
+	ret = ibv_post_send(c->qp, &wr, &bad);
+	if (ret)
+		rv_conn_fail(c, RS_E_VERBS, "ibv_post_send (keepalive): %s",
+			     strerror(ret));
+}
+
+/* Client conns: a keepalive look at most every keepalive_ms. */
+static void client_keepalive_locked(struct rv_conn *c, uint64_t now)
+{
+	if (!c->ka_ns || c->l || now < c->ka_next)
+		return;
+	c->ka_next = now + c->ka_ns;
+	rv_conn_keepalive_locked(c);
+}
+
 /* ---- client rdma_cm events after establishment ---- */
 
 void rv_conn_cm_events_locked(struct rv_conn *c)
@@ -458,6 +546,7 @@ void rv_conn_tick_locked(struct rv_conn *c)
 	if (now - c->cm_checked < RV_CM_CHECK_MS * 1000000ull)
 		return;
 	c->cm_checked = now;
+	client_keepalive_locked(c, now);
 	pf.fd = c->ech->fd;
 	pf.events = POLLIN;
 	if (poll(&pf, 1, 0) > 0)
@@ -639,8 +728,17 @@ int rv_conn_wait(struct rv_conn *c, int (*check)(void *), void *arg,
 static int cm_event_code(const struct rdma_cm_event *ev, const char *ip,
 			 uint16_t port)
 {
+	unsigned why;
+	uint32_t lim;
+
 	switch (ev->event) {
 	case RDMA_CM_EVENT_REJECTED:
+		if (rv_reject_unpack(ev->param.conn.private_data,
+				     ev->param.conn.private_data_len, &why,
+				     &lim) == 0)
+			return rs_seterr(-ECONNREFUSED, "connection to %s:%u "
+					 "rejected: %s (limit %u)", ip, port,
+					 rv_reject_str(why), lim);
 		return rs_seterr(-ECONNREFUSED, "connection to %s:%u refused "
 				 "(no listener, or rejected; status %d)", ip,
 				 port, ev->status);
@@ -773,7 +871,8 @@ static int client_connect(struct rv_conn *c, const struct rv_conn_attr *a,
 	if (ret)
 		return ret;
 	if (rv_hello_unpack(ev->param.conn.private_data,
-			    ev->param.conn.private_data_len, &h)) {
+			    ev->param.conn.private_data_len, &h) ||
+	    h.slots > RV_SLOTS_MAX || h.msg_max > (1u << 30)) {
 		rdma_ack_cm_event(ev);
 		return rs_seterr(RS_E_PROTO, "%s:%u: the server's handshake "
 				 "is not ours (not a verbs-layer listener?)",
@@ -832,12 +931,35 @@ static int idle_check(void *p)	/* c->lock held */
 	return c->seq_done == c->seq_next && !c->bq_head;
 }
 
+static void conn_free_memory(struct rv_conn *c)
+{
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+/* Under c->lock, like the message releases: the last one out frees the
+ * memory only once nobody else holds or waits for the lock. */
+void rv_conn_unref(struct rv_conn *c)
+{
+	bool last;
+
+	pthread_mutex_lock(&c->lock);
+	last = atomic_fetch_sub(&c->refs, 1) == 1;
+	pthread_mutex_unlock(&c->lock);
+	if (last)
+		conn_free_memory(c);
+}
+
 void rv_conn_free(struct rv_conn *c)
 {
 	if (!c)
 		return;
 	if (c->l)
 		rv_listener_drop_rx(c->l, c);
+	pthread_mutex_lock(&c->lock);
+	c->closed = true;	/* late releases touch no QP nor pool now */
+	pthread_mutex_unlock(&c->lock);
 	rv_dev_unlink(c->dev, c);
 	if (c->id && c->id->qp)
 		rdma_destroy_qp(c->id);
@@ -854,13 +976,19 @@ void rv_conn_free(struct rv_conn *c)
 		close(c->epfd);
 	if (c->kick_fd >= 0)
 		close(c->kick_fd);
+	c->epfd = c->kick_fd = -1;
 	free(c->rxq);
 	free(c->ops);
 	free(c->wr);
 	free(c->sge);
-	pthread_cond_destroy(&c->cv);
-	pthread_mutex_destroy(&c->lock);
-	free(c);
+	c->rxq = NULL;
+	c->ops = NULL;
+	c->wr = NULL;
+	c->sge = NULL;
+	c->qp = NULL;
+	c->id = NULL;
+	c->ech = NULL;
+	rv_conn_unref(c);	/* the owner's reference */
 }
 
 void rv_conn_close(struct rv_conn **cp)
@@ -870,14 +998,15 @@ void rv_conn_close(struct rv_conn **cp)
 
 	if (!c)
 		return;
-	rv_conn_fail(c, RS_E_DISCONNECTED, "connection closed");
 	id = c->id;
 	if (c->l) {
-		/* detach from the listener's event handling; disconnects */
+		/* detach from the listener's event handling (and its failed
+		 * conns scan) first; disconnects */
 		rv_listener_forget_conn(c->l, c);
-	} else if (id && c->state == RV_CS_CONNECTED) {
-		rdma_disconnect(id);
 	}
+	rv_conn_fail(c, RS_E_DISCONNECTED, "connection closed");
+	if (!c->l && id && c->state == RV_CS_CONNECTED)
+		rdma_disconnect(id);
 	if (rv_conn_wait(c, idle_check, c, false, 2 * RV_DRAIN_MS) < 0) {
 		pthread_mutex_lock(&c->lock);
 		rv_read_fail_queued_locked(c, atomic_load(&c->fail));
@@ -892,7 +1021,12 @@ void rv_conn_close(struct rv_conn **cp)
 
 int rv_conn_status(struct rv_conn *c)
 {
-	rv_conn_cm_events(c);
+	if (c->ech) {
+		pthread_mutex_lock(&c->lock);
+		rv_conn_cm_events_locked(c);
+		client_keepalive_locked(c, rv_now_ns());
+		pthread_mutex_unlock(&c->lock);
+	}
 	return rv_conn_err(c);
 }
 

@@ -11,7 +11,9 @@
  * Atomics without a lock: conn.fail (first failure wins), conn.credits and
  * conn.token (added by whoever polls the receive CQ, spent under
  * conn.lock), conn.owed (added by rv_msg_release) and conn.ack_pending
- * (set by the receive CQ poller), both taken under conn.lock; counters.
+ * (set by the receive CQ poller), both taken under conn.lock; counters;
+ * conn.refs (a reference per message out, see rv_conn.c "Lifetime");
+ * listener.fail_pending (set by rv_conn_fail, taken by the accept loop).
  */
 #ifndef RS_VERBS_RV_INTERNAL_H
 #define RS_VERBS_RV_INTERNAL_H
@@ -32,6 +34,7 @@
 #define RV_WRID_RECV (1ull << 63)
 #define RV_WRID_DRAIN (1ull << 62)
 #define RV_CTRL_MAX 4		/* credit messages in flight */
+#define RV_PROBE_MAX 1		/* keepalive probes in flight */
 #define RV_DRAIN_MS 1000	/* bound on waiting for a flush to finish */
 
 static inline uint64_t rv_now_ns(void)
@@ -125,7 +128,7 @@ void *rv_pool_addr(const struct rv_pool *p, uint32_t slot);
 int rv_pool_post(struct rv_pool *p, uint32_t slot);
 
 /* ---- connection ---- */
-enum rv_op_kind { RV_OP_READ = 1, RV_OP_SEND, RV_OP_CREDIT };
+enum rv_op_kind { RV_OP_READ = 1, RV_OP_SEND, RV_OP_CREDIT, RV_OP_PROBE };
 
 struct rv_op {
 	uint8_t kind;
@@ -158,6 +161,12 @@ struct rv_conn {
 	struct rv_cq cq;		/* client: send+recv; accepted: send */
 	atomic_int fail;
 	char fail_msg[160];		/* written once, by the first failure */
+	/* lifetime: one reference for the owner (dropped by close) and one
+	 * per received message not yet released; the last one frees */
+	atomic_int refs;
+	bool closed;			/* under lock: torn down, only the
+					 * memory is left for late releases */
+	struct sockaddr_storage peer;	/* accepted: the peer's address */
 	int state;			/* enum rv_conn_state (cm side) */
 	struct rv_conn *dev_next, *dev_prev;
 	struct rv_conn *l_next, *l_prev;	/* listener's list */
@@ -183,6 +192,10 @@ struct rv_conn {
 	uint32_t rd_inflight;
 	uint32_t chain_max;
 	uint32_t ctrl_inflight;
+	bool ka_inflight;		/* a keepalive probe is posted */
+	uint64_t ka_seen;		/* receives at the last keepalive look */
+	uint64_t ka_next;		/* client: next keepalive look (ns) */
+	uint64_t ka_ns;			/* keepalive interval; 0: off */
 	struct ibv_send_wr *wr;		/* [chain_max] scratch */
 	struct ibv_sge *sge;
 	struct rv_batch *bq_head, *bq_tail;	/* batches with unposted reqs */
@@ -199,6 +212,7 @@ struct rv_conn {
 	bool s_reserved;
 	uint32_t max_inline;
 	atomic_int credits;		/* peer data buffers we may fill */
+	uint32_t credits_max;		/* what the peer granted (slots - 1) */
 	atomic_int owed;		/* data buffers re-posted, untold */
 	atomic_int token;		/* may send a credit-only message */
 	atomic_int ack_pending;		/* peer's credit message re-posted */
@@ -220,6 +234,10 @@ struct rv_conn {
 };
 
 /* rv_conn.c */
+/* Drop one reference (see rv_conn.refs); the last frees the memory. */
+void rv_conn_unref(struct rv_conn *c);
+/* Post a keepalive probe if c was idle since the last call (c->lock). */
+void rv_conn_keepalive_locked(struct rv_conn *c);
 int rv_conn_new(struct rv_dev *d, const struct rv_conn_attr *a,
 		struct rv_listener *l, struct rv_conn **out);
 int rv_conn_setup_qp(struct rv_conn *c, struct rdma_cm_id *id);
@@ -256,7 +274,9 @@ void rv_op_retire_locked(struct rv_conn *c, uint64_t seq, int code);
 
 /* rv_msg.c */
 void rv_msg_recv_wc_locked(struct rv_conn *c, const struct ibv_wc *wc);
-void rv_msg_credit_in(struct rv_conn *c, uint32_t imm);
+/* Take the credits of an immediate; RS_E_PROTO (conn failed) if the peer
+ * returns more than it granted. */
+int rv_msg_credit_in(struct rv_conn *c, uint32_t imm);
 
 /* ---- listener ---- */
 struct rv_lmsg {
@@ -284,6 +304,12 @@ struct rv_listener {
 	struct ibv_srq *srq;
 	struct rv_cq rcq;
 	struct rv_pool pool;
+	/* shrinking: buffers of chunks >= live_chunks are not re-posted but
+	 * parked (rq_lock); a top chunk whose buffers are all parked is
+	 * freed */
+	_Atomic uint32_t live_chunks;
+	uint32_t *parked;		/* [max_chunks][per_chunk] slots */
+	uint32_t *nparked;		/* [max_chunks] */
 	struct rv_qpmap_ent *map;
 	uint32_t map_cap;
 	struct rv_lmsg *rq;		/* ready queue ring [rq_cap] */
@@ -292,6 +318,12 @@ struct rv_listener {
 	int recv_waiters;
 	uint32_t r_slots;
 	struct rv_stats st;
+	struct rv_listener_counters cnt;
+	/* rv_listener_fd(): epoll over ech, fail_evfd and ka_tfd */
+	int ep_fd;
+	int fail_evfd;			/* a conn failed on this side */
+	atomic_int fail_pending;
+	int ka_tfd;			/* keepalive timerfd, or -1 */
 };
 
 /* rv_listen.c */
@@ -306,5 +338,11 @@ void rv_listener_drop_rx(struct rv_listener *l, struct rv_conn *c);
 /* After a wait that may have taken the SRQ CQ's channel event: re-arm it
  * if receivers sleep on it. */
 void rv_listener_rearm(struct rv_listener *l);
+/* c failed on this side (any thread, any lock): the accept loop will
+ * disconnect it and tell the owner. */
+void rv_listener_conn_failed(struct rv_listener *l);
+/* A released SRQ buffer: re-post it, or park it if its chunk is retiring.
+ * No lock held (takes rq_lock only for a retiring chunk). */
+int rv_listener_give_back(struct rv_listener *l, uint32_t slot);
 
 #endif

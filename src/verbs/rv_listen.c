@@ -14,12 +14,53 @@
  * event read concurrently finds NULL, and rdma_destroy_id() in the closing
  * thread waits until that event is acknowledged.
  *
+ * Connection requests are checked before anything is allocated: our
+ * handshake header (absent, short or garbage bytes are refused), the
+ * peer's receive buffers (<= RV_SLOTS_MAX), max_conns, max_conns_per_peer
+ * (conns from the same IP address, counted on the listener's list), then
+ * the owner's on_request hook. A refusal carries its reason in the reject's
+ * private data (rv_reject_pack), which rv_connect() reports, and counts in
+ * l->cnt. The peer's msg_max sizes the conn's send ring (s_slots x
+ * msg_max), so it is clamped to our own msg_max: we never send a message
+ * larger than we accept.
+ *
  * Receive side. One SRQ and one receive CQ serve all accepted conns. Each
  * conn is promised r_slots (= credits + 1) buffers, so the SRQ holds
- * r_slots per live conn: the pool grows by one chunk of r_slots buffers
- * when a connection arrives and there are fewer chunks than connections
- * (it never shrinks; buffers are shared, only the count matters), and at
- * most max_conns connections are accepted. A completion is mapped to its
+ * r_slots per live conn plus one spare chunk (a burst from a peer that
+ * ignores its credits lands there while it is being cut off): the pool
+ * grows by one chunk of r_slots buffers when a connection arrives and there
+ * are fewer live chunks than connections + 1 (buffers are shared, only the
+ * count matters), and at most max_conns connections are accepted. It
+ * shrinks when connections go: the chunks above conns + 1 retire (a posted
+ * receive cannot be taken back from an SRQ, so each of their buffers is
+ * parked instead of re-posted when it next comes back: after its message
+ * was received and released), and a retiring top chunk whose buffers are
+ * all parked is deregistered and freed. A connection arriving meanwhile
+ * revives retiring chunks first (their parked buffers are re-posted). The
+ * re-post path pays one compare for this (an atomic load in a release).
+ *
+ * Credits are enforced here, not trusted: a data message counts on its
+ * conn (c->refs, one per message out) until released, and the peer's used
+ * credits (messages out + released but not yet returned, rv_credit_rx_ok)
+ * may never exceed the grant. A peer above it is cut off at once: the
+ * message is re-posted, the conn failed ("exceeded its credits") and
+ * counted, so it cannot hold more SRQ buffers than it was promised. A
+ * message without immediate data or of an unknown type, credits returned
+ * beyond the grant, and a message larger than the receive buffer (its RECV
+ * completes with a length error) fail the conn the same way, each with its
+ * reason and counter. Messages of a failed conn are re-posted, not queued.
+ *
+ * Failed conns. rv_conn_fail() on an accepted conn sets l->fail_pending and
+ * writes fail_evfd; rv_listener_event() then finds the CONNECTED conns that
+ * failed, disconnects them (rdma_disconnect) and delivers one DISCONNECTED
+ * each, as if the peer had left, so the owner closes them. A conn that
+ * fails before its ESTABLISHED is delivered CONNECTED, then DISCONNECTED.
+ *
+ * Keepalive. With conn.keepalive_ms set, a timerfd in rv_listener_fd()'s
+ * epoll set fires every interval; rv_listener_event() then lets every
+ * CONNECTED conn probe its peer if it was idle (rv_conn.c). An idle
+ * listener thus wakes once per interval, and a vanished peer fails its
+ * conn within about two intervals plus the transport's retry time. A completion is mapped to its
  * conn through wc.qp_num (open-addressing table, linear probing with
  * backward-shift deletion) and queued in a ring (the ready queue, one entry
  * per buffer, so it cannot overflow) until rv_listener_recv() hands it out.
@@ -40,7 +81,9 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "verbs/rv_internal.h"
@@ -50,6 +93,7 @@ void rv_listener_attr_init(struct rv_listener_attr *a)
 	memset(a, 0, sizeof(*a));
 	rv_conn_attr_init(&a->conn);
 	a->max_conns = 64;
+	a->max_conns_per_peer = 16;
 	a->backlog = 64;
 }
 
@@ -147,9 +191,115 @@ static int rq_take(struct rv_listener *l, struct rv_msg *msgs, int max)
 
 /* ---- receive completions ---- */
 
+/* Free the top chunks that are retiring and have all buffers parked. */
+static void free_retired_locked(struct rv_listener *l)
+{
+	struct rv_pool *p = &l->pool;
+	uint32_t n;
+
+	while ((n = atomic_load(&p->nchunks)) > atomic_load(&l->live_chunks) &&
+	       l->nparked[n - 1] == p->per_chunk) {
+		rv_mr_free(&p->chunks[n - 1]);
+		l->nparked[n - 1] = 0;
+		atomic_store(&p->nchunks, n - 1);
+	}
+}
+
+static int give_back_locked(struct rv_listener *l, uint32_t slot)
+{
+	uint32_t ch = slot / l->pool.per_chunk;
+
+	if (ch < atomic_load(&l->live_chunks))
+		return rv_pool_post(&l->pool, slot);
+	l->parked[ch * l->pool.per_chunk + l->nparked[ch]++] = slot;
+	free_retired_locked(l);
+	return 0;
+}
+
+int rv_listener_give_back(struct rv_listener *l, uint32_t slot)
+{
+	int ret;
+
+	if (slot / l->pool.per_chunk < atomic_load(&l->live_chunks))
+		return rv_pool_post(&l->pool, slot);
+	pthread_mutex_lock(&l->rq_lock);
+	ret = give_back_locked(l, slot);
+	pthread_mutex_unlock(&l->rq_lock);
+	return ret;
+}
+
+/* Conns went (cm_lock held): keep chunks for nconns + 1 only. */
+static void retire_extra(struct rv_listener *l)
+{
+	pthread_mutex_lock(&l->rq_lock);
+	if (l->nconns + 1 < atomic_load(&l->live_chunks)) {
+		atomic_store(&l->live_chunks, l->nconns + 1);
+		free_retired_locked(l);
+	}
+	pthread_mutex_unlock(&l->rq_lock);
+}
+
 static void repost(struct rv_listener *l, uint32_t slot)
 {
-	rv_pool_post(&l->pool, slot);
+	give_back_locked(l, slot);
+}
+
+static void rx_failed(struct rv_listener *l, struct rv_conn *c,
+		      const struct ibv_wc *wc)
+{
+	if (wc->status == IBV_WC_WR_FLUSH_ERR)
+		return;
+	/* too long for the buffer: a length error, or (rxe) a local QP
+	 * operation error; a RECV posted by us fails for nothing else */
+	if (wc->status == IBV_WC_LOC_LEN_ERR ||
+	    wc->status == IBV_WC_LOC_QP_OP_ERR) {
+		rv_stat_add(&l->cnt.oversize, 1);
+		rv_conn_fail(c, RS_E_TOOBIG, "peer sent a message larger than "
+			     "the receive buffer (%u bytes): %s", l->pool.size,
+			     ibv_wc_status_str(wc->status));
+		return;
+	}
+	rv_conn_fail(c, RS_E_VERBS, "RECV failed: %s (vendor error 0x%x)",
+		     ibv_wc_status_str(wc->status), wc->vendor_err);
+}
+
+/* A data message of c arrived: count it against c's credits. */
+static bool rx_data_ok(struct rv_listener *l, struct rv_conn *c)
+{
+	int held = atomic_fetch_add(&c->refs, 1);	/* this one included */
+
+	if (rv_credit_rx_ok(held, atomic_load(&c->owed), l->r_slots - 1))
+		return true;
+	atomic_fetch_sub(&c->refs, 1);
+	rv_stat_add(&l->cnt.credit_overruns, 1);
+	rv_conn_fail(c, RS_E_PROTO, "peer exceeded its credits (%d messages "
+		     "unreleased or unreturned, %u granted)",
+		     held + atomic_load(&c->owed), l->r_slots - 1);
+	return false;
+}
+
+static bool rx_proto_ok(struct rv_listener *l, struct rv_conn *c,
+			const struct ibv_wc *wc)
+{
+	unsigned type = rv_imm_type(ntohl(wc->imm_data));
+
+	if (!(wc->wc_flags & IBV_WC_WITH_IMM)) {
+		rv_stat_add(&l->cnt.proto_errors, 1);
+		rv_conn_fail(c, RS_E_PROTO, "peer sent a message without "
+			     "immediate data (not this protocol)");
+		return false;
+	}
+	if (type != RV_IMM_DATA && type != RV_IMM_CREDIT) {
+		rv_stat_add(&l->cnt.proto_errors, 1);
+		rv_conn_fail(c, RS_E_PROTO, "peer sent a message of unknown "
+			     "type %u", type);
+		return false;
+	}
+	if (rv_msg_credit_in(c, ntohl(wc->imm_data))) {
+		rv_stat_add(&l->cnt.proto_errors, 1);
+		return false;
+	}
+	return true;
 }
 
 static void rx_wc(struct rv_listener *l, const struct ibv_wc *wc)
@@ -158,31 +308,27 @@ static void rx_wc(struct rv_listener *l, const struct ibv_wc *wc)
 	struct rv_conn *c = map_get(l, wc->qp_num);
 
 	if (wc->status != IBV_WC_SUCCESS || !c) {
-		if (c && wc->status != IBV_WC_WR_FLUSH_ERR)
-			rv_conn_fail(c, RS_E_VERBS, "RECV failed: %s",
-				     ibv_wc_status_str(wc->status));
+		if (c)
+			rx_failed(l, c, wc);
 		repost(l, slot);
 		return;
 	}
-	if (!(wc->wc_flags & IBV_WC_WITH_IMM)) {
-		rv_conn_fail(c, RS_E_PROTO, "message without immediate data");
-		repost(l, slot);
+	if (atomic_load(&c->fail) || !rx_proto_ok(l, c, wc)) {
+		repost(l, slot);	/* cut off: its messages are dropped */
 		return;
 	}
 	imm = ntohl(wc->imm_data);
-	rv_msg_credit_in(c, imm);
 	if (rv_imm_type(imm) == RV_IMM_DATA) {
+		if (!rx_data_ok(l, c)) {
+			repost(l, slot);
+			return;
+		}
 		rq_push(l, c, slot, wc->byte_len);
 		rv_stat_add(&c->st.recvs, 1);
 		rv_stat_add(&l->st.recvs, 1);
 		return;
 	}
 	repost(l, slot);
-	if (rv_imm_type(imm) != RV_IMM_CREDIT) {
-		rv_conn_fail(c, RS_E_PROTO, "unknown message type %u",
-			     rv_imm_type(imm));
-		return;
-	}
 	atomic_store(&c->ack_pending, 1);	/* the control buffer */
 	pthread_mutex_lock(&c->lock);
 	rv_conn_maybe_credit_locked(c);		/* the ack may bring the token */
@@ -315,6 +461,7 @@ void rv_listener_forget_conn(struct rv_listener *l, struct rv_conn *c)
 		c->id->context = NULL;
 		list_unlink(l, c);
 		l->nconns--;
+		retire_extra(l);
 		if (c->state == RV_CS_CONNECTED)
 			rdma_disconnect(c->id);
 	}
@@ -333,9 +480,10 @@ void rv_listener_drop_rx(struct rv_listener *l, struct rv_conn *c)
 	for (uint32_t i = 0; i < l->rq_count; i++) {
 		struct rv_lmsg e = l->rq[(l->rq_head + i) % l->rq_cap];
 
-		if (e.c == c)
+		if (e.c == c) {
 			repost(l, e.slot);
-		else
+			atomic_fetch_sub(&c->refs, 1);	/* never the last */
+		} else
 			l->rq[(l->rq_head + keep++) % l->rq_cap] = e;
 	}
 	if (l->rq_count && !keep)
@@ -347,26 +495,123 @@ void rv_listener_drop_rx(struct rv_listener *l, struct rv_conn *c)
 
 /* ---- connection requests ---- */
 
-static void reject(struct rdma_cm_id *id)
+static void reject(struct rv_listener *l, struct rdma_cm_id *id,
+		   unsigned why, uint32_t limit)
 {
-	rdma_reject(id, NULL, 0);
+	uint64_t *ctr[] = {
+		[RV_REJ_MALFORMED] = &l->cnt.rej_malformed,
+		[RV_REJ_LIMITS] = &l->cnt.rej_limits,
+		[RV_REJ_FULL] = &l->cnt.rej_full,
+		[RV_REJ_PEER_LIMIT] = &l->cnt.rej_per_peer,
+		[RV_REJ_REFUSED] = &l->cnt.rej_refused,
+		[RV_REJ_RESOURCES] = &l->cnt.rej_resources,
+		[RV_REJ_DEVICE] = &l->cnt.rej_malformed,
+	};
+	uint8_t buf[RV_REJECT_LEN];
+	int len = rv_reject_pack(buf, sizeof(buf), why, limit);
+
+	if (why < RS_ARRAY_SIZE(ctr) && ctr[why])
+		rv_stat_add(ctr[why], 1);
+	rdma_reject(id, buf, (uint8_t)len);
 }
 
-/* Grow the SRQ pool so that it holds r_slots buffers per conn. */
-static int ensure_pool(struct rv_listener *l, uint32_t conns)
+static bool same_host(const struct sockaddr_storage *a,
+		      const struct sockaddr_storage *b)
 {
-	uint32_t have = atomic_load(&l->pool.nchunks);
-	int ret;
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr,
+			       sizeof(struct in6_addr));
+	return false;
+}
 
-	if (have >= conns)
-		return 0;
-	ret = rv_pool_grow(&l->pool, l->dev);
+/* Room for one more conn from `peer`? 0, or the reason (and *limit). */
+static unsigned admit(struct rv_listener *l,
+		      const struct sockaddr_storage *peer, uint32_t *limit)
+{
+	uint32_t same = 0, n;
+
+	pthread_mutex_lock(&l->cm_lock);
+	n = l->nconns;
+	if (l->attr.max_conns_per_peer)
+		for (struct rv_conn *c = l->conns; c; c = c->l_next)
+			same += same_host(&c->peer, peer);
+	pthread_mutex_unlock(&l->cm_lock);
+	if (n >= l->attr.max_conns) {
+		*limit = l->attr.max_conns;
+		return RV_REJ_FULL;
+	}
+	if (l->attr.max_conns_per_peer && same >= l->attr.max_conns_per_peer) {
+		*limit = l->attr.max_conns_per_peer;
+		return RV_REJ_PEER_LIMIT;
+	}
+	return 0;
+}
+
+/* Check a request's handshake and our limits: 0, or the reason. */
+static unsigned check_request(struct rv_listener *l, struct rdma_cm_event *e,
+			      struct rv_hello *h,
+			      struct sockaddr_storage *peer, uint32_t *limit)
+{
+	struct sockaddr *sa = rdma_get_peer_addr(e->id);
+
+	*limit = 0;
+	if (rv_hello_unpack(e->param.conn.private_data,
+			    e->param.conn.private_data_len, h))
+		return RV_REJ_MALFORMED;
+	if (e->id->verbs != l->dev->ctx)
+		return RV_REJ_DEVICE;
+	if (h->slots > RV_SLOTS_MAX) {
+		*limit = RV_SLOTS_MAX;
+		return RV_REJ_LIMITS;
+	}
+	if (h->msg_max > l->attr.conn.msg_max)
+		h->msg_max = l->attr.conn.msg_max;	/* sizes our ring */
+	memset(peer, 0, sizeof(*peer));
+	if (sa && sa->sa_family == AF_INET)
+		memcpy(peer, sa, sizeof(struct sockaddr_in));
+	else if (sa && sa->sa_family == AF_INET6)
+		memcpy(peer, sa, sizeof(struct sockaddr_in6));
+	return admit(l, peer, limit);
+}
+
+/* Grow the SRQ pool so that it holds `chunks` live chunks of r_slots
+ * buffers (one per conn and a spare): retiring chunks come back first
+ * (their parked buffers re-posted), then new ones are added. */
+static int ensure_pool(struct rv_listener *l, uint32_t chunks)
+{
+	uint32_t have, live;
+	int ret = 0;
+
+	pthread_mutex_lock(&l->rq_lock);
+	while ((live = atomic_load(&l->live_chunks)) < chunks &&
+	       live < atomic_load(&l->pool.nchunks)) {
+		for (uint32_t i = 0; i < l->nparked[live] && !ret; i++)
+			ret = rv_pool_post(&l->pool,
+					   l->parked[live * l->pool.per_chunk +
+						     i]);
+		l->nparked[live] = 0;
+		atomic_store(&l->live_chunks, live + 1);
+	}
+	pthread_mutex_unlock(&l->rq_lock);
 	if (ret)
 		return ret;
-	for (uint32_t i = 0; i < l->pool.per_chunk; i++) {
-		ret = rv_pool_post(&l->pool, have * l->pool.per_chunk + i);
+	while ((have = atomic_load(&l->pool.nchunks)) < chunks) {
+		ret = rv_pool_grow(&l->pool, l->dev);
 		if (ret)
 			return ret;
+		for (uint32_t i = 0; i < l->pool.per_chunk; i++) {
+			ret = rv_pool_post(&l->pool,
+					   have * l->pool.per_chunk + i);
+			if (ret)
+				return ret;
+		}
+		atomic_store(&l->live_chunks, have + 1);
 	}
 	return 0;
 }
@@ -387,22 +632,19 @@ static struct rv_conn *on_connect_request(struct rv_listener *l,
 	struct rdma_conn_param cp;
 	struct rv_hello h, mine;
 	struct rv_conn *c = NULL;
+	struct sockaddr_storage peer;
 	size_t rlen = 0;
-	uint32_t grant, n;
+	uint32_t grant, n, lim;
 	uint8_t tmo = ca->ack_timeout;
+	unsigned why;
 	int len;
 
 	*destroy_id = true;
 	id->context = NULL;
-	if (rv_hello_unpack(e->param.conn.private_data,
-			    e->param.conn.private_data_len, &h) ||
-	    id->verbs != l->dev->ctx)
+	why = check_request(l, e, &h, &peer, &lim);
+	if (why)
 		goto reject;
-	pthread_mutex_lock(&l->cm_lock);
-	n = l->nconns;
-	pthread_mutex_unlock(&l->cm_lock);
-	if (n >= l->attr.max_conns)
-		goto reject;
+	why = RV_REJ_REFUSED;
 	if (l->attr.on_request) {
 		if (l->attr.on_request(l->attr.arg, h.user, h.user_len, reply,
 				       &rlen) < 0 || rlen > RV_ACCEPT_PRIV_MAX)
@@ -412,13 +654,18 @@ static struct rv_conn *on_connect_request(struct rv_listener *l,
 		if (rlen)
 			memcpy(reply, ca->priv, rlen);
 	}
+	why = RV_REJ_RESOURCES;
 	if (rv_conn_new(l->dev, ca, l, &c))
 		goto reject;
+	c->peer = peer;
+	pthread_mutex_lock(&l->cm_lock);
+	n = l->nconns;
+	pthread_mutex_unlock(&l->cm_lock);
 	grant = h.rd_depth < c->rd_depth ? h.rd_depth : c->rd_depth;
 	mine = h;	/* our READs toward the client: its responder side */
 	mine.rd_depth = e->param.conn.initiator_depth ?
 			e->param.conn.initiator_depth : 1;
-	if (rv_conn_apply_peer(c, &mine) || ensure_pool(l, n + 1))
+	if (rv_conn_apply_peer(c, &mine) || ensure_pool(l, n + 2))
 		goto reject_conn;
 	rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &tmo,
 			sizeof(tmo));
@@ -462,10 +709,10 @@ static struct rv_conn *on_connect_request(struct rv_listener *l,
 reject_conn:
 	c->id = id;		/* rv_conn_free destroys QP and id */
 	*destroy_id = false;
-	reject(id);
+	reject(l, id, RV_REJ_RESOURCES, 0);
 	return c;
 reject:
-	reject(id);
+	reject(l, id, why, lim);
 	return NULL;
 }
 
@@ -476,6 +723,7 @@ static struct rv_conn *drop_accepting(struct rv_listener *l,
 	c->id->context = NULL;
 	list_unlink(l, c);
 	l->nconns--;
+	retire_extra(l);
 	c->state = 0;
 	return c;
 }
@@ -509,6 +757,8 @@ static int one_event(struct rv_listener *l, struct rv_event *out)
 			c->state = RV_CS_CONNECTED;
 			*out = (struct rv_event){ RV_EV_CONNECTED, c };
 			ret = 1;
+			if (atomic_load(&c->fail))	/* failed before */
+				atomic_store(&l->fail_pending, 1);
 		}
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
@@ -540,16 +790,70 @@ ack:
 	return ret;
 }
 
+void rv_listener_conn_failed(struct rv_listener *l)
+{
+	atomic_store(&l->fail_pending, 1);
+	evfd_set(l->fail_evfd, true);
+}
+
+/* A CONNECTED conn that failed on this side: disconnect it and tell the
+ * owner. 1 if *out is filled. */
+static int failed_event(struct rv_listener *l, struct rv_event *out)
+{
+	struct rv_conn *c;
+	uint64_t v;
+
+	if (!atomic_exchange(&l->fail_pending, 0))
+		return 0;
+	if (read(l->fail_evfd, &v, sizeof(v)) < 0) {
+		/* not readable: nothing to drain */
+	}
+	pthread_mutex_lock(&l->cm_lock);
+	for (c = l->conns; c; c = c->l_next)
+		if (c->state == RV_CS_CONNECTED && atomic_load(&c->fail))
+			break;
+	if (c) {
+		rdma_disconnect(c->id);
+		c->state = RV_CS_DISCONNECTED;
+		rv_stat_add(&l->cnt.failed, 1);
+		*out = (struct rv_event){ RV_EV_DISCONNECTED, c };
+		atomic_store(&l->fail_pending, 1);	/* maybe more */
+	}
+	pthread_mutex_unlock(&l->cm_lock);
+	return c != NULL;
+}
+
+/* The keepalive timer fired: let every established conn probe its peer. */
+static void keepalive_tick(struct rv_listener *l)
+{
+	uint64_t n;
+
+	if (l->ka_tfd < 0 || read(l->ka_tfd, &n, sizeof(n)) != sizeof(n))
+		return;
+	pthread_mutex_lock(&l->cm_lock);
+	for (struct rv_conn *c = l->conns; c; c = c->l_next) {
+		if (c->state != RV_CS_CONNECTED)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		rv_conn_keepalive_locked(c);
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&l->cm_lock);
+}
+
 int rv_listener_event(struct rv_listener *l, struct rv_event *ev,
 		      int timeout_ms)
 {
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX :
 			    rv_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-	struct pollfd pf = { .fd = l->ech->fd, .events = POLLIN };
+	struct pollfd pf = { .fd = l->ep_fd, .events = POLLIN };
 	uint64_t now;
 	int r, ms;
 
 	for (;;) {
+		keepalive_tick(l);
+		if (failed_event(l, ev))
+			return 0;
 		r = one_event(l, ev);
 		if (r == 1)
 			return 0;
@@ -571,7 +875,19 @@ int rv_listener_event(struct rv_listener *l, struct rv_event *ev,
 
 int rv_listener_fd(const struct rv_listener *l)
 {
-	return l->ech->fd;
+	return l->ep_fd;
+}
+
+void rv_listener_counters(const struct rv_listener *l,
+			  struct rv_listener_counters *out)
+{
+	const uint64_t *src = (const uint64_t *)&l->cnt;
+	uint64_t *dst = (uint64_t *)out;
+
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+	out->srq_buffers = (uint64_t)atomic_load(&l->pool.nchunks) *
+			   l->pool.per_chunk;
 }
 
 uint16_t rv_listener_port(const struct rv_listener *l)
@@ -625,7 +941,7 @@ static int bind_listen(struct rv_listener *l, const char *ip, uint16_t port)
 
 static int check_lattr(const struct rv_dev *d, const struct rv_listener_attr *a)
 {
-	uint64_t total = (uint64_t)a->max_conns * (a->conn.credits + 1u);
+	uint64_t total = ((uint64_t)a->max_conns + 1) * (a->conn.credits + 1u);
 
 	if (a->max_conns == 0 || a->max_conns > 65535)
 		return rs_seterr(RS_E_INVAL, "max_conns %u out of range "
@@ -651,7 +967,7 @@ static int check_lattr(const struct rv_dev *d, const struct rv_listener_attr *a)
 static int make_rx(struct rv_listener *l)
 {
 	struct ibv_srq_init_attr sa;
-	uint32_t total = l->attr.max_conns * l->r_slots;
+	uint32_t total = (l->attr.max_conns + 1) * l->r_slots;
 	int ret;
 
 	memset(&sa, 0, sizeof(sa));
@@ -666,7 +982,7 @@ static int make_rx(struct rv_listener *l)
 	if (ret)
 		return ret;
 	ret = rv_pool_init(&l->pool, l->attr.conn.msg_max, l->r_slots,
-			   l->attr.max_conns);
+			   l->attr.max_conns + 1);
 	if (ret)
 		return ret;
 	l->pool.srq = l->srq;
@@ -675,11 +991,45 @@ static int make_rx(struct rv_listener *l)
 	l->map = calloc(l->map_cap, sizeof(*l->map));
 	l->rq_cap = total;
 	l->rq = calloc(total, sizeof(*l->rq));
-	if (!l->map || !l->rq)
+	l->parked = calloc(total, sizeof(*l->parked));
+	l->nparked = calloc(l->attr.max_conns + 1, sizeof(*l->nparked));
+	if (!l->map || !l->rq || !l->parked || !l->nparked)
 		return rs_seterr(-ENOMEM, "listener: out of memory");
 	l->q_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (l->q_evfd < 0)
 		return rs_seterr(-errno, "eventfd: %s", strerror(errno));
+	return 0;
+}
+
+static int ep_add(int ep, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+
+	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+}
+
+/* rv_listener_fd(): the cm channel, failed conns, the keepalive timer. */
+static int make_fds(struct rv_listener *l)
+{
+	uint32_t ms = l->attr.conn.keepalive_ms;
+	struct itimerspec its = {
+		.it_interval = { ms / 1000, (long)(ms % 1000) * 1000000 },
+		.it_value = { ms / 1000, (long)(ms % 1000) * 1000000 },
+	};
+
+	l->ep_fd = epoll_create1(EPOLL_CLOEXEC);
+	l->fail_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (l->ep_fd < 0 || l->fail_evfd < 0 || ep_add(l->ep_fd, l->ech->fd) ||
+	    ep_add(l->ep_fd, l->fail_evfd))
+		return rs_seterr(-errno, "listener fds: %s", strerror(errno));
+	if (!ms)
+		return 0;
+	l->ka_tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC |
+				   TFD_NONBLOCK);
+	if (l->ka_tfd < 0 || timerfd_settime(l->ka_tfd, 0, &its, NULL) ||
+	    ep_add(l->ep_fd, l->ka_tfd))
+		return rs_seterr(-errno, "keepalive timer: %s",
+				 strerror(errno));
 	return 0;
 }
 
@@ -704,6 +1054,7 @@ int rv_listen(struct rv_dev *d, const char *ip, uint16_t port,
 	l->dev = d;
 	l->attr = *a;
 	l->q_evfd = -1;
+	l->ep_fd = l->fail_evfd = l->ka_tfd = -1;
 	if (a->conn.priv_len)
 		memcpy(l->reply_default, a->conn.priv, a->conn.priv_len);
 	l->attr.conn.priv = l->reply_default;
@@ -725,6 +1076,9 @@ int rv_listen(struct rv_dev *d, const char *ip, uint16_t port,
 		ret = rs_seterr(-errno, "cm channel: %s", strerror(errno));
 		goto err;
 	}
+	ret = make_fds(l);
+	if (ret)
+		goto err;
 	if (rdma_create_id(l->ech, &l->id, NULL, RDMA_PS_TCP)) {
 		l->id = NULL;
 		ret = rs_seterr(-errno, "rdma_create_id: %s", strerror(errno));
@@ -765,8 +1119,16 @@ void rv_listener_close(struct rv_listener **lp)
 	rv_pool_fini(&l->pool);
 	if (l->q_evfd >= 0)
 		close(l->q_evfd);
+	if (l->ep_fd >= 0)
+		close(l->ep_fd);
+	if (l->fail_evfd >= 0)
+		close(l->fail_evfd);
+	if (l->ka_tfd >= 0)
+		close(l->ka_tfd);
 	free(l->map);
 	free(l->rq);
+	free(l->parked);
+	free(l->nparked);
 	pthread_mutex_destroy(&l->cm_lock);
 	pthread_mutex_destroy(&l->rq_lock);
 	free(l);

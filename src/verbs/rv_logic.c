@@ -1,6 +1,6 @@
 /*
  * rv_logic.c - pure decisions of the verbs layer (see rv_logic.h): READ chain
- * sizing and the handshake header codec. No verbs calls, no state.
+ * sizing, the handshake header codec and the reject reasons. No verbs calls, no state.
  */
 #include <string.h>
 
@@ -84,4 +84,54 @@ int rv_hello_unpack(const void *buf, size_t len, struct rv_hello *h)
 	if (h->slots < 4 || h->rd_depth == 0)
 		return -1;
 	return 0;
+}
+
+int rv_reject_pack(uint8_t *buf, size_t cap, unsigned reason, uint32_t limit)
+{
+	if (cap < RV_REJECT_LEN)
+		return -1;
+	put16(buf, RV_HELLO_MAGIC);
+	buf[2] = RV_HELLO_VERSION;
+	buf[3] = RV_REJECT_TAG;
+	put16(buf + 4, (uint16_t)reason);
+	put16(buf + 6, 0);
+	put32(buf + 8, limit);
+	return RV_REJECT_LEN;
+}
+
+int rv_reject_unpack(const void *buf, size_t len, unsigned *reason,
+		     uint32_t *limit)
+{
+	const uint8_t *p = buf;
+
+	if (!p || len < RV_REJECT_LEN || get16(p) != RV_HELLO_MAGIC ||
+	    p[2] != RV_HELLO_VERSION || p[3] != RV_REJECT_TAG)
+		return -1;
+	*reason = get16(p + 4);
+	*limit = get32(p + 8);
+	if (*reason == 0 || *reason >= RV_REJ_MAX_)
+		return -1;
+	return 0;
+}
+
+const char *rv_reject_str(unsigned reason)
+{
+	switch (reason) {
+	case RV_REJ_MALFORMED:
+		return "handshake missing or malformed";
+	case RV_REJ_LIMITS:
+		return "handshake asks for more receive buffers than allowed";
+	case RV_REJ_FULL:
+		return "the node has its maximum number of connections";
+	case RV_REJ_PEER_LIMIT:
+		return "too many connections from this address";
+	case RV_REJ_REFUSED:
+		return "refused by the node";
+	case RV_REJ_RESOURCES:
+		return "the node could not allocate the connection";
+	case RV_REJ_DEVICE:
+		return "the request came through another RDMA device";
+	default:
+		return "unknown reason";
+	}
 }

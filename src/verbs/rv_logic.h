@@ -105,6 +105,30 @@ static inline uint32_t rv_imm_credits(uint32_t imm)
 }
 
 /*
+ * Credits from the wire are checked, never trusted:
+ *   - returned credits (the immediate of every message) may only bring the
+ *     sender's credit count back up to what the peer granted in its
+ *     handshake (slots - 1): more is a protocol violation (a 2^23 claim
+ *     would otherwise wrap a signed counter);
+ *   - a receiver that shares its buffers (the listener's SRQ) counts the
+ *     credits the peer has used: messages received and not released
+ *     (`held`, this one included) plus those released but not yet returned
+ *     (`owed`). Above the grant the peer ignored flow control.
+ */
+static inline bool rv_credit_return_ok(int32_t cur, uint32_t n,
+				       uint32_t granted)
+{
+	return cur >= 0 && n <= granted && (uint64_t)cur + n <= granted;
+}
+
+static inline bool rv_credit_rx_ok(int32_t held, int32_t owed,
+				   uint32_t granted)
+{
+	return held >= 0 && owed >= 0 &&
+	       (uint64_t)(uint32_t)held + (uint32_t)owed <= granted;
+}
+
+/*
  * Handshake header in front of the caller's bytes in rdma_cm private data
  * (12 bytes, little endian):
  *   0  u16 magic 0x5652 ("RV")   2 u8 version (1)   3 u8 caller bytes
@@ -126,10 +150,41 @@ struct rv_hello {
 	uint8_t user_len;
 };
 
+/* Bounds on a peer's handshake numbers (its receive buffers per conn: a
+ * node never lets a peer claim more than a conn may have, 16383 + 1). */
+#define RV_SLOTS_MAX 16384
+
 /* Pack hello + user bytes into buf; returns the length or -1 if too big. */
 int rv_hello_pack(uint8_t *buf, size_t cap, const struct rv_hello *h,
 		  const void *user, size_t user_len);
 /* Unpack; returns 0, or -1 for anything malformed (a peer's bytes). */
 int rv_hello_unpack(const void *buf, size_t len, struct rv_hello *h);
+
+/*
+ * Why a listener refused a connection request: carried in the reject's
+ * private data so that the client can say why (12 bytes, little endian):
+ *   0  u16 magic 0x5652   2 u8 version (1)   3 u8 0xee (a reject)
+ *   4  u16 reason          6 u16 0            8 u32 the limit involved
+ * Transports may pad the private data; anything else is "not ours".
+ */
+enum rv_reject_reason {
+	RV_REJ_MALFORMED = 1,	/* handshake absent, short, or not ours */
+	RV_REJ_LIMITS,		/* a handshake number out of range */
+	RV_REJ_FULL,		/* the listener's max_conns reached */
+	RV_REJ_PEER_LIMIT,	/* max_conns_per_peer reached for this address */
+	RV_REJ_REFUSED,		/* the listener's owner refused (on_request) */
+	RV_REJ_RESOURCES,	/* the node could not set the conn up */
+	RV_REJ_DEVICE,		/* the request came through another device */
+	RV_REJ_MAX_
+};
+#define RV_REJECT_LEN 12
+#define RV_REJECT_TAG 0xee
+
+int rv_reject_pack(uint8_t *buf, size_t cap, unsigned reason, uint32_t limit);
+/* 0 and the reason (and limit), or -1 if the bytes are not an rv reject. */
+int rv_reject_unpack(const void *buf, size_t len, unsigned *reason,
+		     uint32_t *limit);
+/* A phrase for a reason ("too many connections from this address"). */
+const char *rv_reject_str(unsigned reason);
 
 #endif

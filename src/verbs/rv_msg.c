@@ -13,8 +13,8 @@
  * Receive pools: `per_chunk` buffers of `size` bytes per registered chunk,
  * slot numbers global across chunks (slot / per_chunk = chunk). A client
  * conn has one chunk posted to its own RQ (credits + 1 buffers); a listener
- * adds a chunk per connection slot to its SRQ as connections arrive (never
- * shrinks; see rv_listen.c). wr_id = RV_WRID_RECV | slot.
+ * adds a chunk per connection slot to its SRQ as connections arrive and
+ * retires chunks when they go (see rv_listen.c). wr_id = RV_WRID_RECV | slot.
  *
  * Send ring: s_slots buffers of the peer's msg_max, used in order; a slot is
  * free again when its SEND op is retired (in order, rv_conn.c). A send needs
@@ -29,7 +29,16 @@
  * never before, or the peer could send into a buffer not yet posted. Every
  * send takes all of c->owed with it, and the ack of a credit-only message
  * we received (c->ack_pending), which returns the peer's c->token. A
- * credit-only message costs the token, never a data credit.
+ * credit-only message costs the token, never a data credit. Returned
+ * credits are checked against the peer's grant (rv_credit_return_ok): a
+ * peer returning more than it granted breaks the protocol and fails the
+ * conn, instead of wrapping c->credits.
+ *
+ * Release. Every message out holds a reference on its conn (rv_conn.c,
+ * "Lifetime"), so rv_msg_release() is safe after the conn was closed: the
+ * reference is dropped before the credit is counted (the node's credit
+ * check reads references + owed and must never see a credit twice), and a
+ * closed conn gets no credit and no post on its QP.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -109,14 +118,24 @@ int rv_pool_post(struct rv_pool *p, uint32_t slot)
 
 /* ---- credits ---- */
 
-void rv_msg_credit_in(struct rv_conn *c, uint32_t imm)
+int rv_msg_credit_in(struct rv_conn *c, uint32_t imm)
 {
 	uint32_t n = rv_imm_credits(imm);
+	int cur;
 
-	if (n)
-		atomic_fetch_add(&c->credits, (int)n);
+	if (n) {
+		cur = atomic_fetch_add(&c->credits, (int)n);
+		if (!rv_credit_return_ok(cur, n, c->credits_max)) {
+			atomic_fetch_sub(&c->credits, (int)n);
+			rv_conn_fail(c, RS_E_PROTO, "peer returned %u credits "
+				     "with %d left of the %u it granted", n, cur,
+				     c->credits_max);
+			return RS_E_PROTO;
+		}
+	}
 	if (rv_imm_ack(imm))
 		atomic_store(&c->token, 1);
+	return 0;
 }
 
 static uint64_t new_op(struct rv_conn *c, enum rv_op_kind kind)
@@ -179,11 +198,19 @@ void rv_msg_recv_wc_locked(struct rv_conn *c, const struct ibv_wc *wc)
 		return;		/* the QP is in error: not re-posted */
 	}
 	if (!(wc->wc_flags & IBV_WC_WITH_IMM)) {
-		rv_conn_fail(c, RS_E_PROTO, "message without immediate data");
+		rv_conn_fail(c, RS_E_PROTO, "peer sent a message without "
+			     "immediate data (not this protocol)");
 		return;
 	}
 	imm = ntohl(wc->imm_data);
-	rv_msg_credit_in(c, imm);
+	if (rv_imm_type(imm) != RV_IMM_DATA &&
+	    rv_imm_type(imm) != RV_IMM_CREDIT) {
+		rv_conn_fail(c, RS_E_PROTO, "peer sent a message of unknown "
+			     "type %u", rv_imm_type(imm));
+		return;
+	}
+	if (rv_msg_credit_in(c, imm))
+		return;
 	switch (rv_imm_type(imm)) {
 	case RV_IMM_CREDIT:
 		/* the control buffer: back at once, acknowledged in our next
@@ -201,9 +228,6 @@ void rv_msg_recv_wc_locked(struct rv_conn *c, const struct ibv_wc *wc)
 		c->rx_count++;
 		c->st.recvs++;
 		break;
-	default:
-		rv_conn_fail(c, RS_E_PROTO, "unknown message type %u",
-			     rv_imm_type(imm));
 	}
 }
 
@@ -350,6 +374,7 @@ static int take_locked(struct rv_conn *c, struct rv_msg *msgs, int max)
 		msgs[n].slot = e->slot;
 		msgs[n].pool = &c->pool;
 		c->outstanding++;
+		atomic_fetch_add(&c->refs, 1);
 		n++;
 	}
 	return n;
@@ -403,24 +428,30 @@ void rv_msg_release(struct rv_msg *m)
 {
 	struct rv_conn *c = m ? m->conn : NULL;
 	struct rv_pool *p = m ? m->pool : NULL;
-	bool posted;
+	bool posted = false, last;
 
 	if (!p)
 		return;
 	m->pool = NULL;
-	if (c->l) {
-		/* the SRQ is shared: the buffer goes back in any case */
-		posted = rv_pool_post(p, m->slot) == 0;
-	} else {
-		posted = !atomic_load(&c->fail) &&
-			 rv_pool_post(p, m->slot) == 0;
-	}
+	/* the SRQ is the listener's: the buffer goes back in any case */
+	if (c->l)
+		posted = rv_listener_give_back(c->l, m->slot) == 0;
 	pthread_mutex_lock(&c->lock);
-	if (!c->l)
+	if (!c->l) {
+		posted = !c->closed && !atomic_load(&c->fail) &&
+			 rv_pool_post(p, m->slot) == 0;
 		c->outstanding--;
-	if (posted) {
+	}
+	/* 1 -> 0 only after the close dropped the owner's reference */
+	last = atomic_fetch_sub(&c->refs, 1) == 1;
+	if (posted && !c->closed) {
 		atomic_fetch_add(&c->owed, 1);
 		rv_conn_maybe_credit_locked(c);
 	}
 	pthread_mutex_unlock(&c->lock);
+	if (last) {	/* the close is over: nobody else holds c */
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->lock);
+		free(c);
+	}
 }

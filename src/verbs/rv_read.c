@@ -17,6 +17,10 @@
  * the failure code at once and posted ones when their flush (or the drain)
  * completes. b->done counts finished requests and is published with release
  * order after the statuses, so rv_batch_done() can be read without the lock.
+ * A waiter that sees the batch done may free it at once (rv_read_batch's
+ * batch lives on its stack), so the store that completes a batch is the
+ * last access to it: it leaves the queue (its next pointer read) and its
+ * counters are updated before that store.
  * Zero-length requests succeed at once; a request longer than the port's
  * max_msg_sz fails alone with RS_E_TOOBIG (nothing posted for it).
  */
@@ -45,15 +49,21 @@ static bool postable(const struct rv_conn *c, const struct rv_read_req *r)
 	return r->len != 0 && r->len <= c->dev->max_msg;
 }
 
-/* Complete the unpostable requests at the head of b; true if b is empty. */
+/* Complete the unpostable requests at the head of b (the queue's head);
+ * true if b left the queue (then b may be gone: not touched after). */
 static bool skip_unpostable(struct rv_conn *c, struct rv_batch *b)
 {
 	while (b->posted < b->n && !postable(c, &b->reqs[b->posted])) {
-		finish_req(b, b->posted,
-			   b->reqs[b->posted].len ? RS_E_TOOBIG : 0);
-		b->posted++;
+		uint32_t i = b->posted++;
+		bool last = b->posted == b->n;
+
+		if (last)
+			pop_batch(c);
+		finish_req(b, i, b->reqs[i].len ? RS_E_TOOBIG : 0);
+		if (last)
+			return true;
 	}
-	return b->posted == b->n;
+	return false;
 }
 
 static uint32_t build_chain(struct rv_conn *c, struct rv_batch *b,
@@ -94,10 +104,8 @@ void rv_read_post_queued_locked(struct rv_conn *c)
 	int ret;
 
 	while ((b = c->bq_head)) {
-		if (skip_unpostable(c, b)) {
-			pop_batch(c);
+		if (skip_unpostable(c, b))
 			continue;
-		}
 		k = rv_chain_len(c->rd_inflight, c->rd_depth,
 				 c->sq_depth - c->sq_used, c->chain_max,
 				 b->n - b->posted);
@@ -133,15 +141,17 @@ void rv_read_fail_queued_locked(struct rv_conn *c, int code)
 	struct rv_batch *b;
 
 	while ((b = c->bq_head)) {
+		uint32_t left = b->n - b->posted;
+
 		for (uint32_t i = b->posted; i < b->n; i++) {
 			b->reqs[i].status = code;
 			if (!b->result)
 				b->result = code;
 		}
-		__atomic_store_n(&b->done, b->done + (b->n - b->posted),
-				 __ATOMIC_RELEASE);
 		b->posted = b->n;
 		pop_batch(c);
+		/* the last access: a waiter may free b once it is done */
+		__atomic_store_n(&b->done, b->done + left, __ATOMIC_RELEASE);
 	}
 }
 
@@ -160,6 +170,10 @@ int rv_read_post(struct rv_conn *c, struct rv_batch *b,
 	pthread_mutex_lock(&c->lock);
 	rv_conn_tick_locked(c);
 	code = atomic_load(&c->fail);
+	if (!n) {	/* done at once: never queued, where it could be freed */
+		pthread_mutex_unlock(&c->lock);
+		return code ? rv_conn_err(c) : 0;
+	}
 	if (c->bq_tail)
 		c->bq_tail->next = b;
 	else

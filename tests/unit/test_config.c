@@ -42,6 +42,8 @@ static void expect_defaults(const struct srv_config *c)
 	assert_true(c->storage_bytes == 256ull << 20);
 	assert_int_equal(c->workers, 2);
 	assert_int_equal(c->spin_us, 50);
+	assert_int_equal(c->max_conns_per_peer, 16);
+	assert_int_equal(c->keepalive_ms, 5000);
 	assert_null(c->trace_path);
 	assert_true(c->trace_sample == 0.01);
 	assert_int_equal(c->limits.max_message_bytes, 256 << 10);
@@ -85,6 +87,8 @@ static const char full_json[] =
 	"               \"size\": \"2 GiB\"},\n"
 	"  \"workers\": 4,\n"
 	"  \"spin_us\": 0,\n"
+	"  \"max_conns_per_peer\": 4,\n"
+	"  \"keepalive_ms\": 1000,\n"
 	"  \"trace\": {\"path\": \"/tmp/rs.jsonl\", \"sample\": 0.5},\n"
 	"  \"max_batch_keys\": 1000,\n"
 	"  \"max_message_bytes\": \"1MiB\",\n"
@@ -131,6 +135,8 @@ static void full_config(void **state)
 	assert_true(c->storage_bytes == 2ull << 30);
 	assert_int_equal(c->workers, 4);
 	assert_int_equal(c->spin_us, 0);
+	assert_int_equal(c->max_conns_per_peer, 4);
+	assert_int_equal(c->keepalive_ms, 1000);
 	assert_string_equal(c->trace_path, "/tmp/rs.jsonl");
 	assert_true(c->trace_sample == 0.5);
 	assert_int_equal(c->limits.max_batch_keys, 1000);
@@ -302,6 +308,10 @@ static const struct {
 	{ "{\"workers\": \"2\"}", "workers: must be an integer in [1, 256]" },
 	{ "{\"workers\": null}", "workers: must be an integer in [1, 256]" },
 	{ "{\"spin_us\": -1}", "spin_us: must be an integer in [0, 1000000]" },
+	{ "{\"keepalive_ms\": 3600001}",
+	  "keepalive_ms: must be an integer in [0, 3600000]" },
+	{ "{\"max_conns_per_peer\": -2}",
+	  "max_conns_per_peer: must be an integer in [0, 65535]" },
 	{ "{\"metrics_port\": 65536}",
 	  "metrics_port: must be an integer in [0, 65535]" },
 	{ "{\"max_batch_keys\": 0}",

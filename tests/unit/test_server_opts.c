@@ -116,7 +116,8 @@ static void load_maps_the_file(void **state)
 	write_file(path,
 		   "{\"name\": \"mem-0\", \"listen\": {\"addr\": \"10.0.0.5\","
 		   " \"port\": 7000}, \"metrics_port\": 9100, \"workers\": 3,"
-		   " \"spin_us\": 20, \"storage\": {\"backend\": \"pmem\","
+		   " \"spin_us\": 20, \"max_conns_per_peer\": 3,"
+		   " \"keepalive_ms\": 700, \"storage\": {\"backend\": \"pmem\","
 		   " \"path\": \"/mnt/pmem/pool\", \"size\": \"64MiB\"},"
 		   " \"tables\": [{\"name\": \"a\", \"dim\": 8, \"capacity\":"
 		   " 100, \"optimizer\": {\"type\": \"adagrad\", \"lr\":"
@@ -128,6 +129,8 @@ static void load_maps_the_file(void **state)
 	assert_int_equal(c->o.metrics_port, 9100);
 	assert_int_equal(c->o.workers, 3);
 	assert_int_equal(c->o.spin_us, 20);
+	assert_int_equal(c->o.max_conns_per_peer, 3);
+	assert_int_equal(c->o.keepalive_ms, 700);
 	assert_string_equal(c->o.pool_path, "/mnt/pmem/pool");
 	assert_true(c->o.pool_bytes == 64ull << 20);
 	assert_int_equal(c->o.ntables, 1);

@@ -340,6 +340,54 @@ static void hello_rejects_garbage(void **state)
 	}
 }
 
+static void reject_roundtrip(void **state)
+{
+	uint8_t buf[148];	/* IB CM pads a REJ's private data */
+	unsigned why;
+	uint32_t lim;
+
+	memset(buf, 0, sizeof(buf));
+	assert_int_equal(rv_reject_pack(buf, RV_REJECT_LEN - 1,
+					RV_REJ_PEER_LIMIT, 16), -1);
+	assert_int_equal(rv_reject_pack(buf, sizeof(buf), RV_REJ_PEER_LIMIT,
+					16), RV_REJECT_LEN);
+	assert_int_equal(rv_reject_unpack(buf, sizeof(buf), &why, &lim), 0);
+	assert_int_equal(why, RV_REJ_PEER_LIMIT);
+	assert_int_equal(lim, 16);
+	assert_string_equal(rv_reject_str(why),
+			    "too many connections from this address");
+	assert_int_equal(rv_reject_unpack(buf, RV_REJECT_LEN - 1, &why, &lim),
+			 -1);
+	assert_int_equal(rv_reject_unpack(NULL, 0, &why, &lim), -1);
+	buf[3] = 0;		/* a hello, not a reject */
+	assert_int_equal(rv_reject_unpack(buf, sizeof(buf), &why, &lim), -1);
+	rv_reject_pack(buf, sizeof(buf), RV_REJ_MAX_, 0);
+	assert_int_equal(rv_reject_unpack(buf, sizeof(buf), &why, &lim), -1);
+	for (unsigned r = RV_REJ_MALFORMED; r < RV_REJ_MAX_; r++)
+		assert_string_not_equal(rv_reject_str(r), "unknown reason");
+}
+
+/* Credits from the wire never take a sender above its grant, whatever the
+ * peer claims (the 23-bit field would wrap a signed counter). */
+static void credit_returns_bounded(void **state)
+{
+	assert_true(rv_credit_return_ok(0, 15, 15));
+	assert_true(rv_credit_return_ok(10, 5, 15));
+	assert_true(rv_credit_return_ok(15, 0, 15));
+	assert_false(rv_credit_return_ok(10, 6, 15));
+	assert_false(rv_credit_return_ok(0, RV_IMM_CREDIT_MAX, 15));
+	assert_false(rv_credit_return_ok(INT32_MAX, RV_IMM_CREDIT_MAX,
+					 RV_SLOTS_MAX));
+	assert_false(rv_credit_return_ok(-1, 0, 15));
+	/* a receiver sharing its buffers: held + owed within the grant */
+	assert_true(rv_credit_rx_ok(15, 0, 15));
+	assert_true(rv_credit_rx_ok(5, 10, 15));
+	assert_false(rv_credit_rx_ok(16, 0, 15));
+	assert_false(rv_credit_rx_ok(8, 8, 15));
+	assert_false(rv_credit_rx_ok(-1, 0, 15));
+	assert_false(rv_credit_rx_ok(1, INT32_MAX, 15));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -350,6 +398,8 @@ int main(void)
 		cmocka_unit_test(credits_safe_and_live),
 		cmocka_unit_test(hello_roundtrip),
 		cmocka_unit_test(hello_rejects_garbage),
+		cmocka_unit_test(reject_roundtrip),
+		cmocka_unit_test(credit_returns_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

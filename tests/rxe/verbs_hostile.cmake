@@ -1,0 +1,1 @@
+set_tests_properties(${name} PROPERTIES TIMEOUT 300)
