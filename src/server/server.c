@@ -46,7 +46,11 @@
  * Dead conns: a DISCONNECTED event, a failed or timed-out send (the peer
  * returns no credits), or a failed conn. The run thread closes them once
  * their held count drops to 0 (the worker releasing the last message
- * pokes it).
+ * pokes it). The dead mark is also a bit of the held word
+ * (SRV_HELD_DEAD): a worker's decrement is then its last access to the
+ * conn, and the killer and the last releaser cannot both miss the other
+ * (with two words, the releaser had to read "dead" after its decrement,
+ * when the run thread may already have freed the conn).
  */
 #include <errno.h>
 #include <ifaddrs.h>
@@ -228,22 +232,40 @@ static struct srv_conn *conn_of(struct rs_server *s, struct rv_conn *rc,
 	return c;
 }
 
+/* Caller: the run thread, or a worker holding a message of c (so c cannot
+ * be freed under it before the SRV_HELD_DEAD bit is set). */
 void srv_conn_kill(struct srv_conn *c, int why)
 {
+	struct rs_server *s = c->srv;
+
 	if (!atomic_exchange(&c->dead, true)) {
 		if (why != RS_E_DISCONNECTED)
 			srv_log("connection %" PRIu64 "%s%s dropped: %s",
 				c->id, c->peer[0] ? " from " : "", c->peer,
 				rs_strerror(why));
-		fd_poke(c->srv->poke_fd);
+		atomic_fetch_or(&c->held, SRV_HELD_DEAD);
+		fd_poke(s->poke_fd);
 	}
 }
 
-/* A worker is done with one message of c. */
+/* A worker is done with one message of c. The decrement is its last
+ * access to c: once the count is 0 and the conn dead, the run thread may
+ * free it at any moment. Dead and count are one word, so exactly one of
+ * the killer and the last releaser sees "dead and nothing held". */
 static void conn_release(struct srv_conn *c)
 {
-	if (atomic_fetch_sub(&c->held, 1) == 1 && atomic_load(&c->dead))
-		fd_poke(c->srv->poke_fd);
+	struct rs_server *s = c->srv;
+
+	if (atomic_fetch_sub(&c->held, 1) == (SRV_HELD_DEAD | 1))
+		fd_poke(s->poke_fd);
+}
+
+/* The run thread may close c (all: also a live one). */
+static bool conn_closable(struct srv_conn *c, bool all)
+{
+	unsigned h = atomic_load(&c->held);
+
+	return (h & ~SRV_HELD_DEAD) == 0 && (all || (h & SRV_HELD_DEAD));
 }
 
 static void conn_unlink_locked(struct rs_server *s, struct srv_conn *c)
@@ -274,8 +296,7 @@ static void reap(struct rs_server *s, bool all)
 
 	pthread_mutex_lock(&s->conns_lock);
 	for (c = s->conns; c && !any; c = c->next)
-		any = (all || atomic_load(&c->dead)) &&
-		      !atomic_load(&c->held);
+		any = conn_closable(c, all);
 	pthread_mutex_unlock(&s->conns_lock);
 	if (!any)
 		return;
@@ -283,7 +304,7 @@ static void reap(struct rs_server *s, bool all)
 	pthread_mutex_lock(&s->conns_lock);
 	for (c = s->conns; c; c = next) {
 		next = c->next;
-		if ((all || atomic_load(&c->dead)) && !atomic_load(&c->held)) {
+		if (conn_closable(c, all)) {
 			conn_unlink_locked(s, c);
 			c->next = gone;
 			gone = c;

@@ -199,7 +199,8 @@ struct srv_conn {
 	struct rv_conn *rc;
 	struct rs_server *srv;
 	uint64_t id;
-	atomic_uint held;	/* messages handed to workers, not released */
+	atomic_uint held;	/* messages handed to workers, not released;
+				 * | SRV_HELD_DEAD once dead */
 	atomic_bool dead;	/* to be closed by the run thread */
 	bool delivered;		/* rv reported it CONNECTED */
 	bool is_wake;		/* the node's own wake connection */
@@ -207,6 +208,8 @@ struct srv_conn {
 	char peer[PROTO_NAME_MAX + 1];
 	struct srv_conn *next, *prev;
 };
+
+#define SRV_HELD_DEAD (1u << 31)
 
 /* Ask the run thread to close c (any thread). */
 void srv_conn_kill(struct srv_conn *c, int why);
