@@ -82,6 +82,30 @@ void srv_log(const char *fmt, ...)
 	fprintf(stderr, "recstore-server: %s\n", line);
 }
 
+void srv_log_limited(struct rs_ratelimit *rl, const char *fmt, ...)
+{
+	char line[1024];
+	struct timespec ts;
+	unsigned sup = 0;
+	va_list ap;
+
+	/* the coarse clock is a vDSO read: no system call for a dropped
+	 * line */
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	if (!rs_ratelimit_ok(rl, SRV_LOG_BURST, SRV_LOG_INTERVAL_NS,
+			     (uint64_t)ts.tv_sec * 1000000000ull +
+				     (uint64_t)ts.tv_nsec, &sup))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (sup)
+		fprintf(stderr, "recstore-server: %s (%u similar lines "
+			"suppressed)\n", line, sup);
+	else
+		fprintf(stderr, "recstore-server: %s\n", line);
+}
+
 int srv_err(int code, const char *fmt, ...)
 {
 	char msg[1024];
@@ -239,10 +263,14 @@ void srv_conn_kill(struct srv_conn *c, int why)
 	struct rs_server *s = c->srv;
 
 	if (!atomic_exchange(&c->dead, true)) {
-		if (why != RS_E_DISCONNECTED)
-			srv_log("connection %" PRIu64 "%s%s dropped: %s",
-				c->id, c->peer[0] ? " from " : "", c->peer,
-				rs_strerror(why));
+		if (c->is_wake)
+			srv_log_peer("the wake connection dropped: %s (a "
+				     "message that is not the wake message?)",
+				     rs_strerror(why));
+		else if (why != RS_E_DISCONNECTED)
+			srv_log_peer("connection %" PRIu64 "%s%s dropped: %s",
+				     c->id, c->peer[0] ? " from " : "",
+				     c->peer, rs_strerror(why));
 		atomic_fetch_or(&c->held, SRV_HELD_DEAD);
 		fd_poke(s->poke_fd);
 	}
@@ -328,7 +356,8 @@ static void on_event(struct rs_server *s, const struct rv_event *ev)
 	case RV_EV_CONNECTED:
 		c = conn_of(s, ev->conn, true);
 		if (!c) {
-			srv_log("out of memory: closing a new connection");
+			srv_log_peer("out of memory: closing a new "
+				     "connection");
 			rv_conn_close(&(struct rv_conn *){ ev->conn });
 		}
 		break;
@@ -349,11 +378,14 @@ static void on_event(struct rs_server *s, const struct rv_event *ev)
  * The leader sleeps in rv_listener_recv(), which returns only for a
  * message or a timeout. To wake it without polling, the node connects to
  * its own listener (rxe and RoCE NICs loop the traffic back) and sends a
- * 16-byte message: "RSWAKE" + the node id, which no protocol message can be
- * (a header alone is 32 bytes). The wake conn is recognised by its
+ * 16-byte message: "RSWAKE" + a random token, which no protocol message can
+ * be (a header alone is 32 bytes). The wake conn is recognised by its
  * handshake bytes (the same 16 bytes), is not counted as a client and gets
  * no replies. If it cannot be set up, the leader falls back to waking
- * every SRV_RECV_TIMEOUT_MS.
+ * every SRV_RECV_TIMEOUT_MS. The token is not the node id (HELLO tells
+ * every client that one), so a peer cannot pass for the wake conn; a
+ * message on it other than the wake message is a protocol violation
+ * (logged, rate-limited, and the conn dropped).
  */
 
 static void wake_leader(struct rs_server *s)
@@ -400,7 +432,7 @@ static void *wake_connect_main(void *arg)
 static void wake_start(struct rs_server *s)
 {
 	memcpy(s->wake_msg, "RSWAKE\0\0", 8);
-	memcpy(s->wake_msg + 8, &s->node_id, 8);
+	memcpy(s->wake_msg + 8, &s->wake_token, 8);
 	atomic_store(&s->wake_thr_done, false);
 	if (pthread_create(&s->wake_thr, NULL, wake_connect_main, s)) {
 		atomic_store(&s->wake_thr_done, true);
@@ -438,7 +470,7 @@ static void worker_handle(struct srv_worker *w, struct rv_msg *m)
 	if (!c->is_wake && !atomic_load(&c->dead))
 		srv_handle(w, c, m->data, m->len);
 	else if (c->is_wake && !is_wake_msg(s, m))
-		srv_log("warning: unexpected message on the wake connection");
+		srv_conn_kill(c, RS_E_PROTO);
 	rv_msg_release(m);
 	atomic_fetch_sub(&s->inflight, 1);
 	conn_release(c);
@@ -764,6 +796,9 @@ RS_EXPORT int rs_server_open(struct rs_server **out,
 	if (getrandom(&s->node_id, sizeof(s->node_id), 0) !=
 	    (ssize_t)sizeof(s->node_id))
 		s->node_id = (uint64_t)getpid() << 32 | (uint64_t)time(NULL);
+	if (getrandom(&s->wake_token, sizeof(s->wake_token), 0) !=
+	    (ssize_t)sizeof(s->wake_token))
+		s->wake_token = ~s->node_id ^ (uint64_t)(uintptr_t)s;
 	s->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	s->poke_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (s->stop_fd < 0 || s->poke_fd < 0) {

@@ -268,10 +268,10 @@ static void do_create(struct req *r)
 		reply_error(r, r->op, ret, "%s", rs_errormsg());
 		return;
 	}
-	srv_log("table '%s' created (id %u, dim %u, %s, capacity %" PRIu64
-		", %s)", info.spec.name, info.id, info.spec.dim,
-		proto_dtype_name(info.spec.dtype), info.spec.capacity,
-		optim_kind_name(info.spec.optim.kind));
+	srv_log_peer("table '%s' created (id %u, dim %u, %s, capacity "
+		     "%" PRIu64 ", %s)", info.spec.name, info.id,
+		     info.spec.dim, proto_dtype_name(info.spec.dtype),
+		     info.spec.capacity, optim_kind_name(info.spec.optim.kind));
 	cap = slot_get(r, &buf);
 	if (cap < 0)
 		return;
@@ -292,7 +292,7 @@ static void do_drop(struct req *r)
 		reply_error(r, r->op, ret, "%s", rs_errormsg());
 		return;
 	}
-	srv_log("table '%s' dropped", r->m.u.table_drop);
+	srv_log_peer("table '%s' dropped", r->m.u.table_drop);
 	cap = slot_get(r, &buf);
 	if (cap < 0)
 		return;
@@ -764,6 +764,9 @@ static void reply_undecodable(struct req *r, const void *msg, size_t len,
 		     p[5] < PROTO_OP_COUNT;
 
 	snprintf(err, sizeof(err), "%s", rs_errormsg());
+	srv_log_peer("connection %" PRIu64 "%s%s: bad message of %zu bytes: "
+		     "%s", r->c->id, r->c->peer[0] ? " from " : "", r->c->peer,
+		     len, err);
 	r->rt = SRV_RT_BAD;
 	metrics_counter_add(r->s->m.requests[SRV_RT_BAD], 1);
 	if (sound) {

@@ -44,6 +44,7 @@
 #include <hwloc.h>
 
 #include "common/proto.h"
+#include "common/ratelimit.h"
 #include "common/rs_internal.h"
 #include "recstore/server.h"
 #include "server/srv_catalog.h"
@@ -318,6 +319,7 @@ struct rs_server {
 	/* wake connection: the node's own client conn to its listener */
 	struct rv_conn *_Atomic wake;
 	uint8_t wake_msg[SRV_WAKE_LEN];
+	uint64_t wake_token;	/* secret: not the node id HELLO tells */
 	pthread_t wake_thr;
 	bool wake_thr_started;
 	atomic_bool wake_thr_done;
@@ -330,5 +332,20 @@ int srv_err(int code, const char *fmt, ...)
 
 /* Log a line to stderr: "recstore-server: ..." */
 void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Lines a peer can cause (bad requests, dropped connections, protocol
+ * violations, table changes it asks for) go through a limiter of their
+ * call site: SRV_LOG_BURST lines per SRV_LOG_INTERVAL_NS, then one
+ * "(K similar lines suppressed)" on the next line let through. */
+#define SRV_LOG_BURST 10
+#define SRV_LOG_INTERVAL_NS (10ull * 1000000000ull)
+struct rs_ratelimit;
+void srv_log_limited(struct rs_ratelimit *rl, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+#define srv_log_peer(...)                                                 \
+	do {                                                              \
+		static struct rs_ratelimit srv_rl_;                       \
+		srv_log_limited(&srv_rl_, __VA_ARGS__);                   \
+	} while (0)
 
 #endif

@@ -268,8 +268,8 @@ void srv_metrics_table_add(struct rs_server *s, struct srv_table *t)
 	    metrics_gauge_fn(r, &t->m_fill, RS_M_INDEX_FILL,
 			     "Occupied share of a table's index slots",
 			     rd_table_fill, t, "table", t->spec.name, NULL))
-		srv_log("warning: metrics of table '%s': %s", t->spec.name,
-			rs_errormsg());
+		srv_log_peer("warning: metrics of table '%s': %s",
+			     t->spec.name, rs_errormsg());
 }
 
 void srv_metrics_table_remove(struct rs_server *s, struct srv_table *t)
