@@ -236,6 +236,8 @@ static struct srv_conn *conn_of(struct rs_server *s, struct rv_conn *rc,
 
 			c->rc = rc;
 			c->srv = s;
+			pthread_mutex_init(&c->send_lock, NULL);
+			c->parked_tail = &c->parked;
 			c->reply_max = rv_conn_msg_max(rc);
 			c->is_wake = plen == SRV_WAKE_LEN &&
 				     !memcmp(p, s->wake_msg, SRV_WAKE_LEN);
@@ -258,6 +260,16 @@ static struct srv_conn *conn_of(struct rs_server *s, struct rv_conn *rc,
 
 /* Caller: the run thread, or a worker holding a message of c (so c cannot
  * be freed under it before the SRV_HELD_DEAD bit is set). */
+static void conn_mark_dead(struct srv_conn *c)
+{
+	struct rs_server *s = c->srv;
+
+	if (!atomic_exchange(&c->dead, true)) {
+		atomic_fetch_or(&c->held, SRV_HELD_DEAD);
+		fd_poke(s->poke_fd);
+	}
+}
+
 void srv_conn_kill(struct srv_conn *c, int why)
 {
 	struct rs_server *s = c->srv;
@@ -316,6 +328,182 @@ static void conn_unlink_locked(struct rs_server *s, struct srv_conn *c)
 	}
 }
 
+/* ---- replies: sent at once or parked ----
+ *
+ * A worker never waits for a send slot or a credit of one conn: that
+ * would stall every other conn's requests behind a peer that returns no
+ * credits. A reply is built in the worker's scratch and sent with
+ * rv_msg_send(timeout 0) under the conn's send_lock (so the only other
+ * reservation a send can meet is none: rv's slot is reserved for the
+ * copy only). When there is no slot or credit at once, the reply is
+ * copied and parked on the conn; the next reply on the conn, or the run
+ * thread every SRV_PARK_TICK_MS while anything is parked, sends parked
+ * replies first, oldest first.
+ *
+ * A client within the protocol never leaves the node without a credit
+ * for long: it keeps at most its receive credits' worth of requests
+ * outstanding (sent, reply not yet released), and every request carries
+ * the credits of the replies it released. So a reply can only lack a
+ * slot while the NIC has not acknowledged earlier ones (microseconds),
+ * and the parked list holds at most as many replies as the node grants
+ * requests (credits + 1). A peer is cut off (logged, counted in
+ * rs_connections_cut_total) when its parked list would exceed that
+ * (overrun) or when parked replies made no progress for send_timeout_ms
+ * (no_credit). Nobody else waits meanwhile.
+ */
+struct srv_parked {
+	struct srv_parked *next;
+	size_t len;
+	uint8_t data[];
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint32_t srv_reply_cap(const struct srv_conn *c)
+{
+	uint32_t cap = rv_conn_msg_max(c->rc);
+	uint32_t rmax = atomic_load_explicit(&c->reply_max,
+					     memory_order_relaxed);
+
+	if (rmax && rmax < cap)
+		cap = rmax;
+	return cap < c->srv->reply_limit ? cap : c->srv->reply_limit;
+}
+
+/* Log, count and kill a peer that broke the protocol. */
+static void conn_cut(struct srv_conn *c, enum srv_cut_reason why)
+{
+	static const char *const what[SRV_CUT_COUNT] = {
+		[SRV_CUT_NO_CREDIT] = "returned no send credit",
+		[SRV_CUT_OVERRUN] = "has more replies owed than it may have "
+				    "requests outstanding",
+	};
+	struct rs_server *s = c->srv;
+
+	if (atomic_load(&c->dead))
+		return;
+	metrics_counter_add(s->m.cut[why], 1);
+	srv_log_peer("connection %" PRIu64 "%s%s cut off: it %s (%u replies "
+		     "parked, send timeout %d ms)", c->id,
+		     c->peer[0] ? " from " : "", c->peer, what[why],
+		     atomic_load(&c->nparked), s->o.send_timeout_ms);
+	conn_mark_dead(c);
+}
+
+static void parked_drop_one(struct srv_conn *c)
+{
+	struct srv_parked *p = c->parked;
+
+	c->parked = p->next;
+	free(p);
+	if (atomic_fetch_sub(&c->nparked, 1) == 1) {
+		c->parked_tail = &c->parked;
+		atomic_fetch_sub(&c->srv->parked_conns, 1);
+	}
+}
+
+/* Send parked replies, oldest first: 0 (none left), RS_E_TIMEOUT (still
+ * no slot or credit) or the conn's failure. c->send_lock held. */
+static int parked_flush_locked(struct srv_conn *c)
+{
+	int ret;
+
+	while (c->parked) {
+		ret = rv_msg_send(c->rc, c->parked->data, c->parked->len, 0);
+		if (ret < 0)
+			return ret;
+		metrics_counter_add(c->srv->m.bytes_served, c->parked->len);
+		parked_drop_one(c);
+		c->parked_since_ns = mono_ns();
+	}
+	return 0;
+}
+
+static int park_locked(struct srv_conn *c, const void *buf, size_t len)
+{
+	struct rs_server *s = c->srv;
+	struct srv_parked *p;
+
+	if (atomic_load(&c->nparked) > s->o.credits) {
+		conn_cut(c, SRV_CUT_OVERRUN);
+		return RS_E_PROTO;
+	}
+	p = malloc(sizeof(*p) + len);
+	if (!p)
+		return -ENOMEM;
+	p->next = NULL;
+	p->len = len;
+	memcpy(p->data, buf, len);
+	*c->parked_tail = p;
+	c->parked_tail = &p->next;
+	if (atomic_fetch_add(&c->nparked, 1) == 0) {
+		c->parked_since_ns = mono_ns();
+		if (atomic_fetch_add(&s->parked_conns, 1) == 0)
+			fd_poke(s->poke_fd);	/* start the run thread's tick */
+	}
+	return 1;
+}
+
+int srv_conn_send(struct srv_conn *c, const void *buf, size_t len)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&c->send_lock);
+	if (c->parked)
+		ret = parked_flush_locked(c);
+	if (!ret)
+		ret = rv_msg_send(c->rc, buf, len, 0);
+	if (ret == RS_E_TIMEOUT)
+		ret = park_locked(c, buf, len);
+	pthread_mutex_unlock(&c->send_lock);
+	if (ret < 0)
+		srv_conn_kill(c, ret);
+	return ret < 0 ? ret : 0;
+}
+
+/* Run thread: retry parked replies; cut off peers that made no progress
+ * for send_timeout_ms. */
+static void parked_tick(struct rs_server *s)
+{
+	uint64_t now, limit = (uint64_t)s->o.send_timeout_ms * 1000000ull;
+	struct srv_conn *c;
+	int ret;
+
+	if (!atomic_load(&s->parked_conns))
+		return;
+	now = mono_ns();
+	pthread_mutex_lock(&s->conns_lock);
+	for (c = s->conns; c; c = c->next) {
+		if (!atomic_load(&c->nparked) || atomic_load(&c->dead))
+			continue;
+		pthread_mutex_lock(&c->send_lock);
+		ret = c->parked ? parked_flush_locked(c) : 0;
+		if (ret == RS_E_TIMEOUT && now > c->parked_since_ns &&
+		    now - c->parked_since_ns >= limit) {
+			conn_cut(c, SRV_CUT_NO_CREDIT);
+			ret = 0;
+		}
+		pthread_mutex_unlock(&c->send_lock);
+		if (ret < 0 && ret != RS_E_TIMEOUT)
+			srv_conn_kill(c, ret);
+	}
+	pthread_mutex_unlock(&s->conns_lock);
+}
+
+static void conn_free(struct srv_conn *c)
+{
+	while (c->parked)
+		parked_drop_one(c);
+	pthread_mutex_destroy(&c->send_lock);
+	free(c);
+}
+
 /* Close dead conns (every conn with all == true) that no worker holds. */
 static void reap(struct rs_server *s, bool all)
 {
@@ -343,7 +531,7 @@ static void reap(struct rs_server *s, bool all)
 		next = c->next;
 		if (c->delivered)
 			rv_conn_close(&c->rc);
-		free(c);
+		conn_free(c);
 	}
 	gate_reopen(s);
 }
@@ -529,6 +717,7 @@ static void worker_free(struct srv_worker *w)
 	free(w->row);
 	free(w->state);
 	free(w->tmp);
+	free(w->reply);
 }
 
 static int workers_start(struct rs_server *s)
@@ -542,6 +731,9 @@ static int workers_start(struct rs_server *s)
 
 		w->srv = s;
 		w->idx = i;
+		w->reply = malloc(s->reply_limit);
+		if (!w->reply)
+			return rs_seterr(-ENOMEM, "worker %u: out of memory", i);
 		ret = pthread_create(&w->thr, NULL, worker_main, w);
 		if (ret)
 			return rs_seterr(-ret, "starting worker %u: %s", i,
@@ -597,10 +789,12 @@ static int run_loop(struct rs_server *s, int ep)
 			srv_log("listener failed: %s", rs_errormsg());
 			return ret;
 		}
+		parked_tick(s);
 		reap(s, false);
 		if (atomic_load(&s->stop_req))
 			return s->fatal;
-		ret = epoll_wait(ep, evs, 4, -1);
+		ret = epoll_wait(ep, evs, 4, atomic_load(&s->parked_conns) ?
+						     SRV_PARK_TICK_MS : -1);
 		if (ret < 0 && errno != EINTR)
 			return rs_seterr(-errno, "epoll_wait: %s",
 					 strerror(errno));
@@ -793,6 +987,8 @@ RS_EXPORT int rs_server_open(struct rs_server **out,
 	ret = srv_config_to_opts(cfg, &s->o);
 	if (ret)
 		goto close;
+	s->reply_limit = s->o.limits.max_message_bytes > SRV_REPLY_MIN_BYTES ?
+			 s->o.limits.max_message_bytes : SRV_REPLY_MIN_BYTES;
 	if (getrandom(&s->node_id, sizeof(s->node_id), 0) !=
 	    (ssize_t)sizeof(s->node_id))
 		s->node_id = (uint64_t)getpid() << 32 | (uint64_t)time(NULL);

@@ -58,7 +58,8 @@
 #define SRV_RECV_TIMEOUT_WAKE_MS 60000 /* ... when it can be woken */
 #define SRV_WAKE_LEN 16		  /* wake message: magic + node id */
 #define SRV_SEND_TIMEOUT_MS 2000  /* a peer that returns no credit is dead */
-#define SRV_SEND_STEP_MS 50	  /* re-check "dead" while waiting to send */
+#define SRV_PARK_TICK_MS 1	  /* run thread retries parked replies */
+#define SRV_REPLY_MIN_BYTES (256u << 10) /* reply bound: at least this */
 
 /* ---- options: everything the node runs with (from the config) ---- */
 
@@ -208,6 +209,11 @@ struct srv_conn {
 	_Atomic uint32_t reply_max; /* the peer's receive buffer size */
 	char peer[PROTO_NAME_MAX + 1];
 	struct srv_conn *next, *prev;
+	/* replies that found no send slot or credit at once (server.c) */
+	pthread_mutex_t send_lock;	/* sends on rc; the list below */
+	struct srv_parked *parked, **parked_tail;
+	atomic_uint nparked;
+	uint64_t parked_since_ns;	/* oldest parked or last progress */
 };
 
 #define SRV_HELD_DEAD (1u << 31)
@@ -215,12 +221,29 @@ struct srv_conn {
 /* Ask the run thread to close c (any thread). */
 void srv_conn_kill(struct srv_conn *c, int why);
 
+/* Largest reply c takes: its receive size (HELLO, rv), at most the node's
+ * reply bound max(max_message_bytes, SRV_REPLY_MIN_BYTES). */
+uint32_t srv_reply_cap(const struct srv_conn *c);
+
+/* Send a reply on c without waiting: sent at once, or copied and parked
+ * on c (sent by the next reply on c or by the run thread). 0, or < 0
+ * (c is then dead: failed, or cut off for breaking the protocol). Any
+ * worker holding a message of c. */
+int srv_conn_send(struct srv_conn *c, const void *buf, size_t len);
+
 /* ---- metrics and stats (srv_stats.c) ---- */
 
 enum srv_req_type {
 	SRV_RT_HELLO, SRV_RT_CREATE, SRV_RT_DROP, SRV_RT_DIR, SRV_RT_GET,
 	SRV_RT_GET_OR_INIT, SRV_RT_PUT, SRV_RT_UPDATE, SRV_RT_DELETE,
 	SRV_RT_STATS, SRV_RT_BAD, SRV_RT_COUNT
+};
+
+/* Why a peer was cut off (rs_connections_cut_total{reason}). */
+enum srv_cut_reason {
+	SRV_CUT_NO_CREDIT,	/* a reply found no credit for send_timeout */
+	SRV_CUT_OVERRUN,	/* more replies owed than requests allowed */
+	SRV_CUT_COUNT
 };
 
 struct srv_metrics {
@@ -237,6 +260,7 @@ struct srv_metrics {
 	struct metrics_gauge *queue_depth;
 	struct metrics_gauge *registered;
 	struct metrics_counter *cq_spin, *cq_block, *cq_wakeups;
+	struct metrics_counter *cut[SRV_CUT_COUNT];
 	struct metrics_http *http;
 };
 
@@ -267,6 +291,7 @@ struct srv_worker {
 	void *keys, *vals, *idx_map, *coalesce, *status, *row, *state, *tmp;
 	size_t keys_cap, vals_cap, idx_cap, coalesce_cap, status_cap,
 		row_cap, state_cap, tmp_cap;
+	void *reply;		/* the reply being built: reply_limit bytes */
 };
 
 /* Grow *buf to at least bytes. 0 or -ENOMEM. */
@@ -312,6 +337,8 @@ struct rs_server {
 	uint64_t conns_total;
 	struct rv_stats closed_cq;	/* CQ counters of closed conns */
 	atomic_uint inflight;	/* requests being handled */
+	atomic_uint parked_conns;	/* conns with parked replies */
+	uint32_t reply_limit;	/* max(max_message_bytes, SRV_REPLY_MIN_BYTES) */
 
 	struct srv_worker *workers;
 	unsigned nworkers;

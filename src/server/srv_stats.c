@@ -198,6 +198,12 @@ static int register_node(struct rs_server *s)
 			    "Reply bytes sent", 1, NULL));
 	TRY(metrics_gauge_fn(m->reg, &m->conns, RS_M_CONNECTIONS,
 			     "Client connections", rd_conns, s, NULL));
+	TRY(metrics_counter(m->reg, &m->cut[SRV_CUT_NO_CREDIT],
+			    RS_M_CONNS_CUT, "Connections cut off for breaking "
+			    "the protocol", 1, "reason", "no_credit", NULL));
+	TRY(metrics_counter(m->reg, &m->cut[SRV_CUT_OVERRUN], RS_M_CONNS_CUT,
+			    "Connections cut off for breaking the protocol", 1,
+			    "reason", "overrun", NULL));
 	TRY(metrics_gauge_fn(m->reg, &m->queue_depth, RS_M_RPC_QUEUE_DEPTH,
 			     "RPC requests being handled", rd_inflight, s,
 			     NULL));
@@ -345,6 +351,9 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		metrics_counter_value(m->bytes_served)));
 	TRY(add(l, N, "connections", (uint64_t)rd_conns(s)));
 	TRY(add(l, N, "connections_total", s->conns_total));
+	TRY(add(l, N, "connections_cut",
+		metrics_counter_value(m->cut[SRV_CUT_NO_CREDIT]) +
+			metrics_counter_value(m->cut[SRV_CUT_OVERRUN])));
 	TRY(add(l, N, "workers", s->nworkers));
 	TRY(add(l, N, "mem_registered",
 		atomic_load(&s->tables.registered_bytes)));
