@@ -1001,6 +1001,7 @@ RS_EXPORT int rs_server_open(struct rs_server **out,
 		ret = rs_seterr(-errno, "eventfd: %s", strerror(errno));
 		goto close;
 	}
+	srv_log_memory(&s->o);
 	ret = open_all(s);
 	if (ret)
 		goto close;

@@ -91,6 +91,29 @@ int srv_opts_copy(struct srv_opts *dst, const struct srv_opts *src);
 void srv_opts_free(struct srv_opts *o);
 /* Cross-field checks; RS_E_INVAL names the field. */
 int srv_opts_validate(const struct srv_opts *o);
+/* Worst-case memory of the options (srv_memory.c), in bytes. */
+struct srv_mem_budget {
+	uint64_t recv, send, parked, scratch, pool;
+	uint64_t registered;	/* recv + send + pool */
+	uint64_t total;
+};
+/* What the machine has: 0 unknown; memlock UINT64_MAX: no limit. */
+struct srv_machine {
+	uint64_t phys_bytes;
+	uint64_t avail_bytes;	/* MemAvailable */
+	uint64_t memlock_bytes;
+};
+void srv_opts_budget(const struct srv_opts *o, struct srv_mem_budget *b);
+/* This machine, or what srv_machine_set() installed (tests; NULL: probe
+ * again). */
+void srv_machine_probe(struct srv_machine *m);
+void srv_machine_set(const struct srv_machine *m);
+/* RS_E_INVAL when the worst case exceeds m; the message says both. */
+int srv_opts_check_memory(const struct srv_opts *o,
+			  const struct srv_machine *m);
+/* One log line: the worst case and the machine. */
+void srv_log_memory(const struct srv_opts *o);
+
 /* "ADDR:PORT" or "[v6]:PORT" -> ip, port. */
 int srv_parse_listen(const char *s, char *ip, size_t iplen, uint16_t *port);
 
