@@ -40,6 +40,9 @@ enum srv_backend {
 #define SRV_CONFIG_MAX_SPIN_US 1000000
 #define SRV_CONFIG_TRACE_SAMPLE 0.01
 #define SRV_CONFIG_MESSAGE_BYTES (256u << 10)
+#define SRV_CONFIG_SEND_TIMEOUT_MS 2000
+#define SRV_CONFIG_MIN_SEND_TIMEOUT_MS 10
+#define SRV_CONFIG_MAX_SEND_TIMEOUT_MS 600000
 #define SRV_CONFIG_ADDR_MAX 255
 #define SRV_CONFIG_DEVICE_MAX 63
 
@@ -56,6 +59,8 @@ struct srv_config {
 	uint64_t storage_bytes;	  /* 256 MiB */
 	uint32_t workers;	  /* RPC worker threads; 2 */
 	uint32_t spin_us;	  /* adaptive polling window; 50 */
+	uint32_t send_timeout_ms; /* a peer's replies without a credit this
+				     long: it is cut off; 2000 */
 	char *trace_path;	  /* JSONL trace file; NULL: tracing off */
 	double trace_sample;	  /* fraction of requests traced; 0.01 */
 	struct proto_limits limits; /* max_message_bytes 256 KiB (the

@@ -29,6 +29,7 @@ int srv_opts_from_config(struct srv_opts *o, const struct srv_config *c)
 	v.metrics_port = c->metrics_port;
 	v.workers = c->workers;
 	v.spin_us = c->spin_us;
+	v.send_timeout_ms = (int)c->send_timeout_ms;
 	v.limits = c->limits;
 	v.pool_bytes = c->storage_bytes;
 	v.trace_sample = c->trace_sample;

@@ -57,7 +57,6 @@
 #define SRV_RECV_TIMEOUT_MS 1000  /* the leader re-checks "stop" this often */
 #define SRV_RECV_TIMEOUT_WAKE_MS 60000 /* ... when it can be woken */
 #define SRV_WAKE_LEN 16		  /* wake message: magic + node id */
-#define SRV_SEND_TIMEOUT_MS 2000  /* a peer that returns no credit is dead */
 #define SRV_PARK_TICK_MS 1	  /* run thread retries parked replies */
 #define SRV_REPLY_MIN_BYTES (256u << 10) /* reply bound: at least this */
 

@@ -43,7 +43,7 @@ void srv_opts_defaults(struct srv_opts *o)
 	o->slab_flags = SLAB_F_HUGEPAGES;
 	o->credits = 16;
 	o->max_conns = 128;
-	o->send_timeout_ms = SRV_SEND_TIMEOUT_MS;
+	o->send_timeout_ms = (int)c.send_timeout_ms;
 }
 
 void srv_opts_free(struct srv_opts *o)
