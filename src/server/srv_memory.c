@@ -163,15 +163,16 @@ void srv_log_memory(const struct srv_opts *o)
 {
 	struct srv_machine m;
 	struct srv_mem_budget b;
+	char lock[32] = "unlimited";
 
 	srv_machine_probe(&m);
 	srv_opts_budget(o, &b);
+	if (m.memlock_bytes != UINT64_MAX)
+		snprintf(lock, sizeof(lock), "%.0f MiB", mib(m.memlock_bytes));
 	srv_log("memory: worst case %.0f MiB (registered %.0f: receive %.0f, "
 		"send %.0f, pool %.0f; parked replies %.0f, worker scratch "
-		"%.0f); machine: %.0f MiB available, memlock %s%.0f MiB",
+		"%.0f); machine: %.0f MiB available, memlock %s",
 		mib(b.total), mib(b.registered), mib(b.recv), mib(b.send),
 		mib(b.pool), mib(b.parked), mib(b.scratch),
-		mib(m.avail_bytes ? m.avail_bytes : m.phys_bytes),
-		m.memlock_bytes == UINT64_MAX ? "unlimited " : "",
-		m.memlock_bytes == UINT64_MAX ? 0.0 : mib(m.memlock_bytes));
+		mib(m.avail_bytes ? m.avail_bytes : m.phys_bytes), lock);
 }
