@@ -238,6 +238,9 @@ static struct srv_conn *conn_of(struct rs_server *s, struct rv_conn *rc,
 			c->srv = s;
 			pthread_mutex_init(&c->send_lock, NULL);
 			c->parked_tail = &c->parked;
+			pthread_mutex_init(&c->q_lock, NULL);
+			c->q = calloc(s->o.credits + 1, sizeof(*c->q));
+			c->q_cap = c->q ? s->o.credits + 1 : 0;
 			c->reply_max = rv_conn_msg_max(rc);
 			c->is_wake = plen == SRV_WAKE_LEN &&
 				     !memcmp(p, s->wake_msg, SRV_WAKE_LEN);
@@ -501,6 +504,8 @@ static void conn_free(struct srv_conn *c)
 	while (c->parked)
 		parked_drop_one(c);
 	pthread_mutex_destroy(&c->send_lock);
+	pthread_mutex_destroy(&c->q_lock);
+	free(c->q);
 	free(c);
 }
 
@@ -649,10 +654,93 @@ static void wake_stop(struct rs_server *s)
 
 /* ---- workers ---- */
 
-static void worker_handle(struct srv_worker *w, struct rv_msg *m)
+/* ---- fairness between conns ----
+ *
+ * A conn that floods the node (its credits' worth of requests in flight,
+ * refilled as soon as replies arrive) must not take every worker: at most
+ * conn_cap = max(1, workers - 1) of one conn's messages are handled at
+ * once, so a worker is always left for the others. A message over the cap
+ * waits in its conn's queue (bounded by the credits the node grants, and
+ * still counted in held) and is taken by the next worker that finishes one
+ * of that conn's messages; that worker handles it after the rest of its
+ * own batch, so one conn cannot hold a worker's other conns back either.
+ *
+ * Fast path (nothing queued): one compare-and-swap to start a message,
+ * one atomic subtraction and a load to finish it. The slow path takes
+ * q_lock. A message is queued only while the cap is reached: the queuer
+ * pushes, then re-reads active; the finisher decrements active, then
+ * reads nq; so one of them always sees the other (sequentially consistent
+ * atomics) and no message waits with no handler to take it.
+ */
+
+static bool active_take(struct srv_conn *c)
+{
+	unsigned a = atomic_load(&c->active);
+
+	while (a < c->srv->conn_cap)
+		if (atomic_compare_exchange_weak(&c->active, &a, a + 1))
+			return true;
+	return false;
+}
+
+/* Oldest queued message into *m. c->q_lock held, q_len > 0. */
+static void q_pop_locked(struct srv_conn *c, struct rv_msg *m)
+{
+	*m = c->q[c->q_head];
+	c->q_head = (c->q_head + 1) % c->q_cap;
+	c->q_len--;
+	atomic_fetch_sub(&c->nq, 1);
+}
+
+/* May a message of c be handled now? true: handle *m (which may now be an
+ * older message of c); false: *m was queued on c. */
+static bool conn_admit(struct srv_conn *c, struct rv_msg *m)
+{
+	bool go;
+
+	if (active_take(c))
+		return true;
+	pthread_mutex_lock(&c->q_lock);
+	if (c->q_len == c->q_cap) {	/* beyond its credits: no room */
+		pthread_mutex_unlock(&c->q_lock);
+		atomic_fetch_add(&c->active, 1);
+		return true;
+	}
+	c->q[(c->q_head + c->q_len) % c->q_cap] = *m;
+	c->q_len++;
+	atomic_fetch_add(&c->nq, 1);
+	atomic_fetch_add_explicit(&c->srv->deferred, 1, memory_order_relaxed);
+	go = active_take(c);	/* a finisher may have missed the push */
+	if (go)
+		q_pop_locked(c, m);
+	pthread_mutex_unlock(&c->q_lock);
+	return go;
+}
+
+/* A message of c was handled (c still held): true and *next when a queued
+ * message of c is now the caller's to handle. */
+static bool conn_done(struct srv_conn *c, struct rv_msg *next)
+{
+	bool go = false;
+
+	atomic_fetch_sub(&c->active, 1);
+	if (!atomic_load(&c->nq))
+		return false;
+	pthread_mutex_lock(&c->q_lock);
+	if (c->q_len && (go = active_take(c)))
+		q_pop_locked(c, next);
+	pthread_mutex_unlock(&c->q_lock);
+	return go;
+}
+
+/* Handle m; true and *next when a queued message of m's conn is now
+ * ours (see conn_done). */
+static bool worker_handle(struct srv_worker *w, struct rv_msg *m,
+			  struct rv_msg *next)
 {
 	struct rs_server *s = w->srv;
 	struct srv_conn *c = rv_conn_user(m->conn);
+	bool more;
 
 	atomic_fetch_add(&s->inflight, 1);
 	if (!c->is_wake && !atomic_load(&c->dead))
@@ -661,7 +749,26 @@ static void worker_handle(struct srv_worker *w, struct rv_msg *m)
 		srv_conn_kill(c, RS_E_PROTO);
 	rv_msg_release(m);
 	atomic_fetch_sub(&s->inflight, 1);
+	more = conn_done(c, next);	/* before: next holds c */
 	conn_release(c);
+	return more;
+}
+
+/* Handle a batch; messages taken over from conn queues go to its end. */
+static void worker_batch(struct srv_worker *w, struct rv_msg *q, int n)
+{
+	unsigned head = 0, len = (unsigned)n;
+	struct rv_msg m, next;
+
+	while (len) {
+		m = q[head];
+		head = (head + 1) % SRV_RECV_BATCH;
+		len--;
+		if (!m.conn || !conn_admit(rv_conn_user(m.conn), &m))
+			continue;
+		if (worker_handle(w, &m, &next))
+			q[(head + len++) % SRV_RECV_BATCH] = next;
+	}
 }
 
 static void *worker_main(void *arg)
@@ -700,9 +807,7 @@ static void *worker_main(void *arg)
 			rs_server_stop(s);
 			break;
 		}
-		for (int i = 0; i < n; i++)
-			if (msgs[i].conn)
-				worker_handle(w, &msgs[i]);
+		worker_batch(w, msgs, n);
 	}
 	return NULL;
 }
@@ -989,6 +1094,7 @@ RS_EXPORT int rs_server_open(struct rs_server **out,
 		goto close;
 	s->reply_limit = s->o.limits.max_message_bytes > SRV_REPLY_MIN_BYTES ?
 			 s->o.limits.max_message_bytes : SRV_REPLY_MIN_BYTES;
+	s->conn_cap = s->o.workers > 1 ? s->o.workers - 1 : 1;
 	if (getrandom(&s->node_id, sizeof(s->node_id), 0) !=
 	    (ssize_t)sizeof(s->node_id))
 		s->node_id = (uint64_t)getpid() << 32 | (uint64_t)time(NULL);

@@ -236,6 +236,13 @@ struct srv_conn {
 	struct srv_parked *parked, **parked_tail;
 	atomic_uint nparked;
 	uint64_t parked_since_ns;	/* oldest parked or last progress */
+	/* fairness: at most srv.conn_cap messages handled at once, the rest
+	 * wait here for a worker done with one of them (server.c) */
+	atomic_uint active;	/* being handled */
+	atomic_uint nq;		/* = q_len, read without q_lock */
+	pthread_mutex_t q_lock;
+	struct rv_msg *q;	/* ring of q_cap (credits + 1) */
+	uint32_t q_cap, q_head, q_len;
 };
 
 #define SRV_HELD_DEAD (1u << 31)
@@ -361,6 +368,8 @@ struct rs_server {
 	atomic_uint inflight;	/* requests being handled */
 	atomic_uint parked_conns;	/* conns with parked replies */
 	uint32_t reply_limit;	/* max(max_message_bytes, SRV_REPLY_MIN_BYTES) */
+	unsigned conn_cap;	/* messages of one conn handled at once */
+	_Atomic uint64_t deferred;	/* messages queued behind conn_cap */
 
 	struct srv_worker *workers;
 	unsigned nworkers;

@@ -351,6 +351,7 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		metrics_counter_value(m->bytes_served)));
 	TRY(add(l, N, "connections", (uint64_t)rd_conns(s)));
 	TRY(add(l, N, "connections_total", s->conns_total));
+	TRY(add(l, N, "requests_deferred", atomic_load(&s->deferred)));
 	TRY(add(l, N, "connections_cut",
 		metrics_counter_value(m->cut[SRV_CUT_NO_CREDIT]) +
 			metrics_counter_value(m->cut[SRV_CUT_OVERRUN])));
