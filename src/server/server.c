@@ -483,7 +483,8 @@ static void parked_tick(struct rs_server *s)
 	now = mono_ns();
 	pthread_mutex_lock(&s->conns_lock);
 	for (c = s->conns; c; c = c->next) {
-		if (!atomic_load(&c->nparked) || atomic_load(&c->dead))
+		if (!atomic_load(&c->nparked) || atomic_load(&c->dead) ||
+		    !c->delivered)
 			continue;
 		pthread_mutex_lock(&c->send_lock);
 		ret = c->parked ? parked_flush_locked(c) : 0;
@@ -557,7 +558,9 @@ static void on_event(struct rs_server *s, const struct rv_event *ev)
 	case RV_EV_DISCONNECTED:
 		c = rv_conn_user(ev->conn);
 		if (c) {
-			c->delivered = true;
+			pthread_mutex_lock(&s->conns_lock);
+			c->delivered = true;	/* read under conns_lock */
+			pthread_mutex_unlock(&s->conns_lock);
 			srv_conn_kill(c, RS_E_DISCONNECTED);
 		} else {
 			rv_conn_close(&(struct rv_conn *){ ev->conn });
@@ -754,20 +757,29 @@ static bool worker_handle(struct srv_worker *w, struct rv_msg *m,
 	return more;
 }
 
-/* Handle a batch; messages taken over from conn queues go to its end. */
+/* Handle a batch; messages taken over from conn queues go to its end,
+ * already admitted (their conn's active count includes them). */
 static void worker_batch(struct srv_worker *w, struct rv_msg *q, int n)
 {
-	unsigned head = 0, len = (unsigned)n;
+	bool admitted[SRV_RECV_BATCH] = { false };
+	unsigned head = 0, len = (unsigned)n, tail;
 	struct rv_msg m, next;
+	bool ok;
 
 	while (len) {
 		m = q[head];
+		ok = admitted[head];
 		head = (head + 1) % SRV_RECV_BATCH;
 		len--;
-		if (!m.conn || !conn_admit(rv_conn_user(m.conn), &m))
+		if (!m.conn)
 			continue;
-		if (worker_handle(w, &m, &next))
-			q[(head + len++) % SRV_RECV_BATCH] = next;
+		if (!ok && !conn_admit(rv_conn_user(m.conn), &m))
+			continue;
+		if (worker_handle(w, &m, &next)) {
+			tail = (head + len++) % SRV_RECV_BATCH;
+			q[tail] = next;
+			admitted[tail] = true;
+		}
 	}
 }
 

@@ -68,6 +68,10 @@ static void cq_totals(struct rs_server *s, struct rv_stats *sum)
 		rv_listener_stats(s->l, sum);
 	pthread_mutex_lock(&s->conns_lock);
 	for (struct srv_conn *c = s->conns; c; c = c->next) {
+		/* an undelivered conn's rv_conn is rv's (it frees it if the
+		 * conn fails before CONNECTED): not ours to read */
+		if (!c->delivered)
+			continue;
 		rv_conn_stats(c->rc, &st);
 		sum->spin_ns += st.spin_ns;
 		sum->block_ns += st.block_ns;
