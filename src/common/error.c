@@ -2,7 +2,9 @@
  * error.c - codes, messages and the thread-local last-error message.
  *
  * rs_seterr() formats into a per-thread buffer and returns the code it was
- * given, so a failing path reads `return rs_seterr(-ENOMEM, "...")`.
+ * given, so a failing path reads `return rs_seterr(-ENOMEM, "...")`. Its
+ * arguments may include rs_errormsg() (a message wrapping the previous
+ * one).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -55,13 +57,18 @@ RS_EXPORT const char *rs_version(void)
 	return RS_VERSION_STRING;
 }
 
+/* Formats into a local buffer first: an argument may be rs_errormsg()
+ * itself ("connect: %s", rs_errormsg()), which vsnprintf into errmsg
+ * would overwrite while reading it. Error paths only: the copy is free. */
 int rs_seterr(int code, const char *fmt, ...)
 {
+	char msg[sizeof(errmsg)];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(errmsg, sizeof(errmsg), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	memcpy(errmsg, msg, sizeof(errmsg));
 	return code;
 }
 

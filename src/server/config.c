@@ -673,7 +673,8 @@ static const char *const trace_keys[] = { "path", "sample", NULL };
 static const char *const top_keys[] = {
 	"name", "device", "listen", "metrics_port", "storage", "tables",
 	"workers", "spin_us", "trace", "max_batch_keys", "max_message_bytes",
-	"max_dim", "max_tables", "max_conns_per_peer", "keepalive_ms", NULL,
+	"max_dim", "max_tables", "max_conns_per_peer", "keepalive_ms",
+	"send_timeout_ms", NULL,
 };
 
 /* obj[key] must be an object if present; *sub = it or NULL */
@@ -793,6 +794,10 @@ static int parse_root(struct ctx *c, json_t *root, struct srv_config *cfg)
 			  &cfg->max_conns_per_peer)) ||
 	    (rc = get_u32(c, root, "keepalive_ms", 0,
 			  SRV_CONFIG_MAX_KEEPALIVE_MS, &cfg->keepalive_ms)) ||
+	    (rc = get_u32(c, root, "send_timeout_ms",
+			  SRV_CONFIG_MIN_SEND_TIMEOUT_MS,
+			  SRV_CONFIG_MAX_SEND_TIMEOUT_MS,
+			  &cfg->send_timeout_ms)) ||
 	    (rc = parse_trace(c, root, cfg)) ||
 	    (rc = get_u32(c, root, "max_batch_keys", 1, PROTO_MAX_BATCH_KEYS,
 			  &cfg->limits.max_batch_keys)) ||
@@ -829,6 +834,7 @@ void srv_config_defaults(struct srv_config *c)
 	c->spin_us = SRV_CONFIG_SPIN_US;
 	c->max_conns_per_peer = SRV_CONFIG_CONNS_PER_PEER;
 	c->keepalive_ms = SRV_CONFIG_KEEPALIVE_MS;
+	c->send_timeout_ms = SRV_CONFIG_SEND_TIMEOUT_MS;
 	c->trace_sample = SRV_CONFIG_TRACE_SAMPLE;
 	proto_limits_default(&c->limits);
 	c->limits.max_message_bytes = SRV_CONFIG_MESSAGE_BYTES;

@@ -43,6 +43,9 @@ enum srv_backend {
 #define SRV_CONFIG_CONNS_PER_PEER 16
 #define SRV_CONFIG_KEEPALIVE_MS 5000
 #define SRV_CONFIG_MAX_KEEPALIVE_MS 3600000
+#define SRV_CONFIG_SEND_TIMEOUT_MS 2000
+#define SRV_CONFIG_MIN_SEND_TIMEOUT_MS 10
+#define SRV_CONFIG_MAX_SEND_TIMEOUT_MS 600000
 #define SRV_CONFIG_ADDR_MAX 255
 #define SRV_CONFIG_DEVICE_MAX 63
 
@@ -61,6 +64,8 @@ struct srv_config {
 	uint32_t spin_us;	  /* adaptive polling window; 50 */
 	uint32_t max_conns_per_peer; /* from one IP address; 0: any; 16 */
 	uint32_t keepalive_ms;	  /* probe idle peers; 0: off; 5000 */
+	uint32_t send_timeout_ms; /* a peer's replies without a credit this
+				     long: it is cut off; 2000 */
 	char *trace_path;	  /* JSONL trace file; NULL: tracing off */
 	double trace_sample;	  /* fraction of requests traced; 0.01 */
 	struct proto_limits limits; /* max_message_bytes 256 KiB (the

@@ -46,7 +46,11 @@
  * Dead conns: a DISCONNECTED event, a failed or timed-out send (the peer
  * returns no credits), or a failed conn. The run thread closes them once
  * their held count drops to 0 (the worker releasing the last message
- * pokes it).
+ * pokes it). The dead mark is also a bit of the held word
+ * (SRV_HELD_DEAD): a worker's decrement is then its last access to the
+ * conn, and the killer and the last releaser cannot both miss the other
+ * (with two words, the releaser had to read "dead" after its decrement,
+ * when the run thread may already have freed the conn).
  */
 #include <errno.h>
 #include <ifaddrs.h>
@@ -76,6 +80,30 @@ void srv_log(const char *fmt, ...)
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "recstore-server: %s\n", line);
+}
+
+void srv_log_limited(struct rs_ratelimit *rl, const char *fmt, ...)
+{
+	char line[1024];
+	struct timespec ts;
+	unsigned sup = 0;
+	va_list ap;
+
+	/* the coarse clock is a vDSO read: no system call for a dropped
+	 * line */
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	if (!rs_ratelimit_ok(rl, SRV_LOG_BURST, SRV_LOG_INTERVAL_NS,
+			     (uint64_t)ts.tv_sec * 1000000000ull +
+				     (uint64_t)ts.tv_nsec, &sup))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (sup)
+		fprintf(stderr, "recstore-server: %s (%u similar lines "
+			"suppressed)\n", line, sup);
+	else
+		fprintf(stderr, "recstore-server: %s\n", line);
 }
 
 int srv_err(int code, const char *fmt, ...)
@@ -208,6 +236,11 @@ static struct srv_conn *conn_of(struct rs_server *s, struct rv_conn *rc,
 
 			c->rc = rc;
 			c->srv = s;
+			pthread_mutex_init(&c->send_lock, NULL);
+			c->parked_tail = &c->parked;
+			pthread_mutex_init(&c->q_lock, NULL);
+			c->q = calloc(s->o.credits + 1, sizeof(*c->q));
+			c->q_cap = c->q ? s->o.credits + 1 : 0;
 			c->reply_max = rv_conn_msg_max(rc);
 			c->is_wake = plen == SRV_WAKE_LEN &&
 				     !memcmp(p, s->wake_msg, SRV_WAKE_LEN);
@@ -228,22 +261,54 @@ static struct srv_conn *conn_of(struct rs_server *s, struct rv_conn *rc,
 	return c;
 }
 
-void srv_conn_kill(struct srv_conn *c, int why)
+/* Caller: the run thread, or a worker holding a message of c (so c cannot
+ * be freed under it before the SRV_HELD_DEAD bit is set). */
+static void conn_mark_dead(struct srv_conn *c)
 {
+	struct rs_server *s = c->srv;
+
 	if (!atomic_exchange(&c->dead, true)) {
-		if (why != RS_E_DISCONNECTED)
-			srv_log("connection %" PRIu64 "%s%s dropped: %s",
-				c->id, c->peer[0] ? " from " : "", c->peer,
-				rs_strerror(why));
-		fd_poke(c->srv->poke_fd);
+		atomic_fetch_or(&c->held, SRV_HELD_DEAD);
+		fd_poke(s->poke_fd);
 	}
 }
 
-/* A worker is done with one message of c. */
+void srv_conn_kill(struct srv_conn *c, int why)
+{
+	struct rs_server *s = c->srv;
+
+	if (!atomic_exchange(&c->dead, true)) {
+		if (c->is_wake)
+			srv_log_peer("the wake connection dropped: %s (a "
+				     "message that is not the wake message?)",
+				     rs_strerror(why));
+		else if (why != RS_E_DISCONNECTED)
+			srv_log_peer("connection %" PRIu64 "%s%s dropped: %s",
+				     c->id, c->peer[0] ? " from " : "",
+				     c->peer, rs_strerror(why));
+		atomic_fetch_or(&c->held, SRV_HELD_DEAD);
+		fd_poke(s->poke_fd);
+	}
+}
+
+/* A worker is done with one message of c. The decrement is its last
+ * access to c: once the count is 0 and the conn dead, the run thread may
+ * free it at any moment. Dead and count are one word, so exactly one of
+ * the killer and the last releaser sees "dead and nothing held". */
 static void conn_release(struct srv_conn *c)
 {
-	if (atomic_fetch_sub(&c->held, 1) == 1 && atomic_load(&c->dead))
-		fd_poke(c->srv->poke_fd);
+	struct rs_server *s = c->srv;
+
+	if (atomic_fetch_sub(&c->held, 1) == (SRV_HELD_DEAD | 1))
+		fd_poke(s->poke_fd);
+}
+
+/* The run thread may close c (all: also a live one). */
+static bool conn_closable(struct srv_conn *c, bool all)
+{
+	unsigned h = atomic_load(&c->held);
+
+	return (h & ~SRV_HELD_DEAD) == 0 && (all || (h & SRV_HELD_DEAD));
 }
 
 static void conn_unlink_locked(struct rs_server *s, struct srv_conn *c)
@@ -266,6 +331,185 @@ static void conn_unlink_locked(struct rs_server *s, struct srv_conn *c)
 	}
 }
 
+/* ---- replies: sent at once or parked ----
+ *
+ * A worker never waits for a send slot or a credit of one conn: that
+ * would stall every other conn's requests behind a peer that returns no
+ * credits. A reply is built in the worker's scratch and sent with
+ * rv_msg_send(timeout 0) under the conn's send_lock (so the only other
+ * reservation a send can meet is none: rv's slot is reserved for the
+ * copy only). When there is no slot or credit at once, the reply is
+ * copied and parked on the conn; the next reply on the conn, or the run
+ * thread every SRV_PARK_TICK_MS while anything is parked, sends parked
+ * replies first, oldest first.
+ *
+ * A client within the protocol never leaves the node without a credit
+ * for long: it keeps at most its receive credits' worth of requests
+ * outstanding (sent, reply not yet released), and every request carries
+ * the credits of the replies it released. So a reply can only lack a
+ * slot while the NIC has not acknowledged earlier ones (microseconds),
+ * and the parked list holds at most as many replies as the node grants
+ * requests (credits + 1). A peer is cut off (logged, counted in
+ * rs_connections_cut_total) when its parked list would exceed that
+ * (overrun) or when parked replies made no progress for send_timeout_ms
+ * (no_credit). Nobody else waits meanwhile.
+ */
+struct srv_parked {
+	struct srv_parked *next;
+	size_t len;
+	uint8_t data[];
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint32_t srv_reply_cap(const struct srv_conn *c)
+{
+	uint32_t cap = rv_conn_msg_max(c->rc);
+	uint32_t rmax = atomic_load_explicit(&c->reply_max,
+					     memory_order_relaxed);
+
+	if (rmax && rmax < cap)
+		cap = rmax;
+	return cap < c->srv->reply_limit ? cap : c->srv->reply_limit;
+}
+
+/* Log, count and kill a peer that broke the protocol. */
+static void conn_cut(struct srv_conn *c, enum srv_cut_reason why)
+{
+	static const char *const what[SRV_CUT_COUNT] = {
+		[SRV_CUT_NO_CREDIT] = "returned no send credit",
+		[SRV_CUT_OVERRUN] = "has more replies owed than it may have "
+				    "requests outstanding",
+	};
+	struct rs_server *s = c->srv;
+
+	if (atomic_load(&c->dead))
+		return;
+	metrics_counter_add(s->m.cut[why], 1);
+	srv_log_peer("connection %" PRIu64 "%s%s cut off: it %s (%u replies "
+		     "parked, send timeout %d ms)", c->id,
+		     c->peer[0] ? " from " : "", c->peer, what[why],
+		     atomic_load(&c->nparked), s->o.send_timeout_ms);
+	conn_mark_dead(c);
+}
+
+static void parked_drop_one(struct srv_conn *c)
+{
+	struct srv_parked *p = c->parked;
+
+	c->parked = p->next;
+	free(p);
+	if (atomic_fetch_sub(&c->nparked, 1) == 1) {
+		c->parked_tail = &c->parked;
+		atomic_fetch_sub(&c->srv->parked_conns, 1);
+	}
+}
+
+/* Send parked replies, oldest first: 0 (none left), RS_E_TIMEOUT (still
+ * no slot or credit) or the conn's failure. c->send_lock held. */
+static int parked_flush_locked(struct srv_conn *c)
+{
+	int ret;
+
+	while (c->parked) {
+		ret = rv_msg_send(c->rc, c->parked->data, c->parked->len, 0);
+		if (ret < 0)
+			return ret;
+		metrics_counter_add(c->srv->m.bytes_served, c->parked->len);
+		parked_drop_one(c);
+		c->parked_since_ns = mono_ns();
+	}
+	return 0;
+}
+
+static int park_locked(struct srv_conn *c, const void *buf, size_t len)
+{
+	struct rs_server *s = c->srv;
+	struct srv_parked *p;
+
+	if (atomic_load(&c->nparked) > s->o.credits) {
+		conn_cut(c, SRV_CUT_OVERRUN);
+		return RS_E_PROTO;
+	}
+	p = malloc(sizeof(*p) + len);
+	if (!p)
+		return -ENOMEM;
+	p->next = NULL;
+	p->len = len;
+	memcpy(p->data, buf, len);
+	*c->parked_tail = p;
+	c->parked_tail = &p->next;
+	if (atomic_fetch_add(&c->nparked, 1) == 0) {
+		c->parked_since_ns = mono_ns();
+		if (atomic_fetch_add(&s->parked_conns, 1) == 0)
+			fd_poke(s->poke_fd);	/* start the run thread's tick */
+	}
+	return 1;
+}
+
+int srv_conn_send(struct srv_conn *c, const void *buf, size_t len)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&c->send_lock);
+	if (c->parked)
+		ret = parked_flush_locked(c);
+	if (!ret)
+		ret = rv_msg_send(c->rc, buf, len, 0);
+	if (ret == RS_E_TIMEOUT)
+		ret = park_locked(c, buf, len);
+	pthread_mutex_unlock(&c->send_lock);
+	if (ret < 0)
+		srv_conn_kill(c, ret);
+	return ret < 0 ? ret : 0;
+}
+
+/* Run thread: retry parked replies; cut off peers that made no progress
+ * for send_timeout_ms. */
+static void parked_tick(struct rs_server *s)
+{
+	uint64_t now, limit = (uint64_t)s->o.send_timeout_ms * 1000000ull;
+	struct srv_conn *c;
+	int ret;
+
+	if (!atomic_load(&s->parked_conns))
+		return;
+	now = mono_ns();
+	pthread_mutex_lock(&s->conns_lock);
+	for (c = s->conns; c; c = c->next) {
+		if (!atomic_load(&c->nparked) || atomic_load(&c->dead) ||
+		    !c->delivered)
+			continue;
+		pthread_mutex_lock(&c->send_lock);
+		ret = c->parked ? parked_flush_locked(c) : 0;
+		if (ret == RS_E_TIMEOUT && now > c->parked_since_ns &&
+		    now - c->parked_since_ns >= limit) {
+			conn_cut(c, SRV_CUT_NO_CREDIT);
+			ret = 0;
+		}
+		pthread_mutex_unlock(&c->send_lock);
+		if (ret < 0 && ret != RS_E_TIMEOUT)
+			srv_conn_kill(c, ret);
+	}
+	pthread_mutex_unlock(&s->conns_lock);
+}
+
+static void conn_free(struct srv_conn *c)
+{
+	while (c->parked)
+		parked_drop_one(c);
+	pthread_mutex_destroy(&c->send_lock);
+	pthread_mutex_destroy(&c->q_lock);
+	free(c->q);
+	free(c);
+}
+
 /* Close dead conns (every conn with all == true) that no worker holds. */
 static void reap(struct rs_server *s, bool all)
 {
@@ -274,8 +518,7 @@ static void reap(struct rs_server *s, bool all)
 
 	pthread_mutex_lock(&s->conns_lock);
 	for (c = s->conns; c && !any; c = c->next)
-		any = (all || atomic_load(&c->dead)) &&
-		      !atomic_load(&c->held);
+		any = conn_closable(c, all);
 	pthread_mutex_unlock(&s->conns_lock);
 	if (!any)
 		return;
@@ -283,7 +526,7 @@ static void reap(struct rs_server *s, bool all)
 	pthread_mutex_lock(&s->conns_lock);
 	for (c = s->conns; c; c = next) {
 		next = c->next;
-		if ((all || atomic_load(&c->dead)) && !atomic_load(&c->held)) {
+		if (conn_closable(c, all)) {
 			conn_unlink_locked(s, c);
 			c->next = gone;
 			gone = c;
@@ -294,7 +537,7 @@ static void reap(struct rs_server *s, bool all)
 		next = c->next;
 		if (c->delivered)
 			rv_conn_close(&c->rc);
-		free(c);
+		conn_free(c);
 	}
 	gate_reopen(s);
 }
@@ -307,14 +550,17 @@ static void on_event(struct rs_server *s, const struct rv_event *ev)
 	case RV_EV_CONNECTED:
 		c = conn_of(s, ev->conn, true);
 		if (!c) {
-			srv_log("out of memory: closing a new connection");
+			srv_log_peer("out of memory: closing a new "
+				     "connection");
 			rv_conn_close(&(struct rv_conn *){ ev->conn });
 		}
 		break;
 	case RV_EV_DISCONNECTED:
 		c = rv_conn_user(ev->conn);
 		if (c) {
-			c->delivered = true;
+			pthread_mutex_lock(&s->conns_lock);
+			c->delivered = true;	/* read under conns_lock */
+			pthread_mutex_unlock(&s->conns_lock);
 			srv_conn_kill(c, RS_E_DISCONNECTED);
 		} else {
 			rv_conn_close(&(struct rv_conn *){ ev->conn });
@@ -328,11 +574,14 @@ static void on_event(struct rs_server *s, const struct rv_event *ev)
  * The leader sleeps in rv_listener_recv(), which returns only for a
  * message or a timeout. To wake it without polling, the node connects to
  * its own listener (rxe and RoCE NICs loop the traffic back) and sends a
- * 16-byte message: "RSWAKE" + the node id, which no protocol message can be
- * (a header alone is 32 bytes). The wake conn is recognised by its
+ * 16-byte message: "RSWAKE" + a random token, which no protocol message can
+ * be (a header alone is 32 bytes). The wake conn is recognised by its
  * handshake bytes (the same 16 bytes), is not counted as a client and gets
  * no replies. If it cannot be set up, the leader falls back to waking
- * every SRV_RECV_TIMEOUT_MS.
+ * every SRV_RECV_TIMEOUT_MS. The token is not the node id (HELLO tells
+ * every client that one), so a peer cannot pass for the wake conn; a
+ * message on it other than the wake message is a protocol violation
+ * (logged, rate-limited, and the conn dropped).
  */
 
 static void wake_leader(struct rs_server *s)
@@ -379,7 +628,7 @@ static void *wake_connect_main(void *arg)
 static void wake_start(struct rs_server *s)
 {
 	memcpy(s->wake_msg, "RSWAKE\0\0", 8);
-	memcpy(s->wake_msg + 8, &s->node_id, 8);
+	memcpy(s->wake_msg + 8, &s->wake_token, 8);
 	atomic_store(&s->wake_thr_done, false);
 	if (pthread_create(&s->wake_thr, NULL, wake_connect_main, s)) {
 		atomic_store(&s->wake_thr_done, true);
@@ -408,19 +657,130 @@ static void wake_stop(struct rs_server *s)
 
 /* ---- workers ---- */
 
-static void worker_handle(struct srv_worker *w, struct rv_msg *m)
+/* ---- fairness between conns ----
+ *
+ * A conn that floods the node (its credits' worth of requests in flight,
+ * refilled as soon as replies arrive) must not take every worker: at most
+ * conn_cap = max(1, workers - 1) of one conn's messages are handled at
+ * once, so a worker is always left for the others. A message over the cap
+ * waits in its conn's queue (bounded by the credits the node grants, and
+ * still counted in held) and is taken by the next worker that finishes one
+ * of that conn's messages; that worker handles it after the rest of its
+ * own batch, so one conn cannot hold a worker's other conns back either.
+ *
+ * Fast path (nothing queued): one compare-and-swap to start a message,
+ * one atomic subtraction and a load to finish it. The slow path takes
+ * q_lock. A message is queued only while the cap is reached: the queuer
+ * pushes, then re-reads active; the finisher decrements active, then
+ * reads nq; so one of them always sees the other (sequentially consistent
+ * atomics) and no message waits with no handler to take it.
+ */
+
+static bool active_take(struct srv_conn *c)
+{
+	unsigned a = atomic_load(&c->active);
+
+	while (a < c->srv->conn_cap)
+		if (atomic_compare_exchange_weak(&c->active, &a, a + 1))
+			return true;
+	return false;
+}
+
+/* Oldest queued message into *m. c->q_lock held, q_len > 0. */
+static void q_pop_locked(struct srv_conn *c, struct rv_msg *m)
+{
+	*m = c->q[c->q_head];
+	c->q_head = (c->q_head + 1) % c->q_cap;
+	c->q_len--;
+	atomic_fetch_sub(&c->nq, 1);
+}
+
+/* May a message of c be handled now? true: handle *m (which may now be an
+ * older message of c); false: *m was queued on c. */
+static bool conn_admit(struct srv_conn *c, struct rv_msg *m)
+{
+	bool go;
+
+	if (active_take(c))
+		return true;
+	pthread_mutex_lock(&c->q_lock);
+	if (c->q_len == c->q_cap) {	/* beyond its credits: no room */
+		pthread_mutex_unlock(&c->q_lock);
+		atomic_fetch_add(&c->active, 1);
+		return true;
+	}
+	c->q[(c->q_head + c->q_len) % c->q_cap] = *m;
+	c->q_len++;
+	atomic_fetch_add(&c->nq, 1);
+	atomic_fetch_add_explicit(&c->srv->deferred, 1, memory_order_relaxed);
+	go = active_take(c);	/* a finisher may have missed the push */
+	if (go)
+		q_pop_locked(c, m);
+	pthread_mutex_unlock(&c->q_lock);
+	return go;
+}
+
+/* A message of c was handled (c still held): true and *next when a queued
+ * message of c is now the caller's to handle. */
+static bool conn_done(struct srv_conn *c, struct rv_msg *next)
+{
+	bool go = false;
+
+	atomic_fetch_sub(&c->active, 1);
+	if (!atomic_load(&c->nq))
+		return false;
+	pthread_mutex_lock(&c->q_lock);
+	if (c->q_len && (go = active_take(c)))
+		q_pop_locked(c, next);
+	pthread_mutex_unlock(&c->q_lock);
+	return go;
+}
+
+/* Handle m; true and *next when a queued message of m's conn is now
+ * ours (see conn_done). */
+static bool worker_handle(struct srv_worker *w, struct rv_msg *m,
+			  struct rv_msg *next)
 {
 	struct rs_server *s = w->srv;
 	struct srv_conn *c = rv_conn_user(m->conn);
+	bool more;
 
 	atomic_fetch_add(&s->inflight, 1);
 	if (!c->is_wake && !atomic_load(&c->dead))
 		srv_handle(w, c, m->data, m->len);
 	else if (c->is_wake && !is_wake_msg(s, m))
-		srv_log("warning: unexpected message on the wake connection");
+		srv_conn_kill(c, RS_E_PROTO);
 	rv_msg_release(m);
 	atomic_fetch_sub(&s->inflight, 1);
+	more = conn_done(c, next);	/* before: next holds c */
 	conn_release(c);
+	return more;
+}
+
+/* Handle a batch; messages taken over from conn queues go to its end,
+ * already admitted (their conn's active count includes them). */
+static void worker_batch(struct srv_worker *w, struct rv_msg *q, int n)
+{
+	bool admitted[SRV_RECV_BATCH] = { false };
+	unsigned head = 0, len = (unsigned)n, tail;
+	struct rv_msg m, next;
+	bool ok;
+
+	while (len) {
+		m = q[head];
+		ok = admitted[head];
+		head = (head + 1) % SRV_RECV_BATCH;
+		len--;
+		if (!m.conn)
+			continue;
+		if (!ok && !conn_admit(rv_conn_user(m.conn), &m))
+			continue;
+		if (worker_handle(w, &m, &next)) {
+			tail = (head + len++) % SRV_RECV_BATCH;
+			q[tail] = next;
+			admitted[tail] = true;
+		}
+	}
 }
 
 static void *worker_main(void *arg)
@@ -459,9 +819,7 @@ static void *worker_main(void *arg)
 			rs_server_stop(s);
 			break;
 		}
-		for (int i = 0; i < n; i++)
-			if (msgs[i].conn)
-				worker_handle(w, &msgs[i]);
+		worker_batch(w, msgs, n);
 	}
 	return NULL;
 }
@@ -476,6 +834,7 @@ static void worker_free(struct srv_worker *w)
 	free(w->row);
 	free(w->state);
 	free(w->tmp);
+	free(w->reply);
 }
 
 static int workers_start(struct rs_server *s)
@@ -489,6 +848,9 @@ static int workers_start(struct rs_server *s)
 
 		w->srv = s;
 		w->idx = i;
+		w->reply = malloc(s->reply_limit);
+		if (!w->reply)
+			return rs_seterr(-ENOMEM, "worker %u: out of memory", i);
 		ret = pthread_create(&w->thr, NULL, worker_main, w);
 		if (ret)
 			return rs_seterr(-ret, "starting worker %u: %s", i,
@@ -544,10 +906,12 @@ static int run_loop(struct rs_server *s, int ep)
 			srv_log("listener failed: %s", rs_errormsg());
 			return ret;
 		}
+		parked_tick(s);
 		reap(s, false);
 		if (atomic_load(&s->stop_req))
 			return s->fatal;
-		ret = epoll_wait(ep, evs, 4, -1);
+		ret = epoll_wait(ep, evs, 4, atomic_load(&s->parked_conns) ?
+						     SRV_PARK_TICK_MS : -1);
 		if (ret < 0 && errno != EINTR)
 			return rs_seterr(-errno, "epoll_wait: %s",
 					 strerror(errno));
@@ -742,15 +1106,22 @@ RS_EXPORT int rs_server_open(struct rs_server **out,
 	ret = srv_config_to_opts(cfg, &s->o);
 	if (ret)
 		goto close;
+	s->reply_limit = s->o.limits.max_message_bytes > SRV_REPLY_MIN_BYTES ?
+			 s->o.limits.max_message_bytes : SRV_REPLY_MIN_BYTES;
+	s->conn_cap = s->o.workers > 1 ? s->o.workers - 1 : 1;
 	if (getrandom(&s->node_id, sizeof(s->node_id), 0) !=
 	    (ssize_t)sizeof(s->node_id))
 		s->node_id = (uint64_t)getpid() << 32 | (uint64_t)time(NULL);
+	if (getrandom(&s->wake_token, sizeof(s->wake_token), 0) !=
+	    (ssize_t)sizeof(s->wake_token))
+		s->wake_token = ~s->node_id ^ (uint64_t)(uintptr_t)s;
 	s->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	s->poke_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (s->stop_fd < 0 || s->poke_fd < 0) {
 		ret = rs_seterr(-errno, "eventfd: %s", strerror(errno));
 		goto close;
 	}
+	srv_log_memory(&s->o);
 	ret = open_all(s);
 	if (ret)
 		goto close;

@@ -31,6 +31,7 @@ int srv_opts_from_config(struct srv_opts *o, const struct srv_config *c)
 	v.spin_us = c->spin_us;
 	v.max_conns_per_peer = c->max_conns_per_peer;
 	v.keepalive_ms = c->keepalive_ms;
+	v.send_timeout_ms = (int)c->send_timeout_ms;
 	v.limits = c->limits;
 	v.pool_bytes = c->storage_bytes;
 	v.trace_sample = c->trace_sample;

@@ -44,12 +44,13 @@
  * would be stored as an infinity in an fp16 or bf16 table.
  * (A key created by that request's PROTO_KF_CREATE keeps its initial row.)
  *
- * Replies. GET and GET_OR_INIT are written in place into the connection's
- * send slot (zero copy: rows land in the registered send buffer); the other
- * replies are computed first and encoded once a slot is free, so that no
- * table reference is held while waiting for a send credit. A send that
- * cannot complete within SRV_SEND_TIMEOUT_MS (the peer stopped returning
- * credits) or fails marks the connection dead (srv_conn_kill).
+ * Replies. Every reply is built complete in the worker's reply buffer
+ * (GET rows land there directly) and only then handed to srv_conn_send(),
+ * which sends it at once or parks a copy on the connection (server.c):
+ * no worker holds a connection's send slot while it works, and none waits
+ * for one peer's credits. A send that fails, or a peer that stops
+ * returning credits (parked replies without progress for
+ * send_timeout_ms), marks the connection dead.
  *
  * Tracing: when the request's trace id is sampled (trace_wanted) the
  * handler emits server.total (whole request), server.index (key lookups
@@ -116,53 +117,30 @@ static unsigned rt_of(uint8_t op)
 
 /* ---- sending ---- */
 
-/* Reserve the connection's next send slot: its capacity, or < 0 (the
- * connection is then marked dead). */
-static int slot_get(struct req *r, void **buf)
+/* The worker's reply buffer and its capacity for this conn, or < 0 (the
+ * conn is dead). Nothing is reserved: the reply is built first and sent
+ * by reply_send() when complete, so no conn's send slot is held while a
+ * request is being worked on. */
+static int reply_buf(struct req *r, void **buf)
 {
-	int waited = 0, cap;
-	uint32_t rmax;
-
-	/* wait in short steps, so that once the conn is declared dead (by
-	 * another worker's timeout, or a disconnect) nobody waits on */
-	for (;;) {
-		if (atomic_load(&r->c->dead))
-			return RS_E_DISCONNECTED;
-		cap = rv_msg_get_buf(r->c->rc, buf, SRV_SEND_STEP_MS);
-		if (cap != RS_E_TIMEOUT)
-			break;
-		waited += SRV_SEND_STEP_MS;
-		if (waited >= r->s->o.send_timeout_ms)
-			break;
-	}
-	if (cap < 0) {
-		srv_conn_kill(r->c, cap);
-		return cap;
-	}
-	rmax = atomic_load_explicit(&r->c->reply_max, memory_order_relaxed);
-	if (rmax && (uint32_t)cap > rmax)
-		cap = (int)rmax;
-	return cap;
+	if (atomic_load(&r->c->dead))
+		return RS_E_DISCONNECTED;
+	*buf = r->w->reply;
+	return (int)srv_reply_cap(r->c);
 }
 
-static void slot_post(struct req *r, int len)
+static void reply_send(struct req *r, int len)
 {
-	int ret;
-
 	/* server.total ends here: under Soft-RoCE the kernel transmits the
 	 * reply inside the post call, so the client can have it before the
 	 * call returns. Time after this point is the NIC's, not the node's. */
 	if (!r->tpost_ns)
 		r->tpost_ns = now_ns();
-	ret = rv_msg_post(r->c->rc, (size_t)len);
-
-	if (ret < 0)
-		srv_conn_kill(r->c, ret);
-	else
+	if (srv_conn_send(r->c, r->w->reply, (size_t)len) == 0)
 		metrics_counter_add(r->s->m.bytes_served, (uint64_t)len);
 }
 
-/* Encode an error reply into a reserved slot. */
+/* Encode an error reply into the reply buffer. */
 static int enc_error(struct req *r, void *buf, int cap, uint8_t op,
 		     int code, const char *msg)
 {
@@ -176,7 +154,7 @@ static int enc_error(struct req *r, void *buf, int cap, uint8_t op,
 	return len;
 }
 
-/* Send an error reply (slot reserved here). */
+/* Send an error reply. */
 static void reply_error(struct req *r, uint8_t op, int code, const char *fmt,
 			...) __attribute__((format(printf, 4, 5)));
 static void reply_error(struct req *r, uint8_t op, int code, const char *fmt,
@@ -190,12 +168,12 @@ static void reply_error(struct req *r, uint8_t op, int code, const char *fmt,
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	cap = slot_get(r, &buf);
+	cap = reply_buf(r, &buf);
 	if (cap < 0)
 		return;
 	len = enc_error(r, buf, cap, op, code, msg);
 	if (len > 0)
-		slot_post(r, len);
+		reply_send(r, len);
 	else
 		srv_conn_kill(r->c, len);
 }
@@ -253,13 +231,13 @@ static void do_hello(struct req *r)
 	rep.dir_generation = atomic_load(&r->s->tables.dir_gen);
 	rep.limits = r->s->o.limits;
 	snprintf(rep.name, sizeof(rep.name), "%s", r->s->o.name);
-	cap = slot_get(r, &buf);
+	cap = reply_buf(r, &buf);
 	if (cap < 0)
 		return;
 	len = proto_enc_hello_reply(buf, (size_t)cap, &r->rh, &rep);
 	if (len < 0)
 		len = enc_error(r, buf, cap, r->op, len, rs_errormsg());
-	slot_post(r, len);
+	reply_send(r, len);
 }
 
 static void do_create(struct req *r)
@@ -274,17 +252,17 @@ static void do_create(struct req *r)
 		reply_error(r, r->op, ret, "%s", rs_errormsg());
 		return;
 	}
-	srv_log("table '%s' created (id %u, dim %u, %s, capacity %" PRIu64
-		", %s)", info.spec.name, info.id, info.spec.dim,
-		proto_dtype_name(info.spec.dtype), info.spec.capacity,
-		optim_kind_name(info.spec.optim.kind));
-	cap = slot_get(r, &buf);
+	srv_log_peer("table '%s' created (id %u, dim %u, %s, capacity "
+		     "%" PRIu64 ", %s)", info.spec.name, info.id,
+		     info.spec.dim, proto_dtype_name(info.spec.dtype),
+		     info.spec.capacity, optim_kind_name(info.spec.optim.kind));
+	cap = reply_buf(r, &buf);
 	if (cap < 0)
 		return;
 	len = proto_enc_table_create_reply(buf, (size_t)cap, &r->rh, &info);
 	if (len < 0)
 		len = enc_error(r, buf, cap, r->op, len, rs_errormsg());
-	slot_post(r, len);
+	reply_send(r, len);
 }
 
 static void do_drop(struct req *r)
@@ -298,12 +276,12 @@ static void do_drop(struct req *r)
 		reply_error(r, r->op, ret, "%s", rs_errormsg());
 		return;
 	}
-	srv_log("table '%s' dropped", r->m.u.table_drop);
-	cap = slot_get(r, &buf);
+	srv_log_peer("table '%s' dropped", r->m.u.table_drop);
+	cap = reply_buf(r, &buf);
 	if (cap < 0)
 		return;
 	len = proto_enc_table_drop_reply(buf, (size_t)cap, &r->rh);
-	slot_post(r, len);
+	reply_send(r, len);
 }
 
 static void do_dir(struct req *r)
@@ -322,7 +300,7 @@ static void do_dir(struct req *r)
 	total = (uint32_t)n;
 	if (start > total)
 		start = total;
-	cap = slot_get(r, &buf);
+	cap = reply_buf(r, &buf);
 	if (cap >= 0) {
 		len = proto_enc_table_dir_reply(buf, (size_t)cap, &r->rh, gen,
 						total, start, dir + start,
@@ -330,7 +308,7 @@ static void do_dir(struct req *r)
 		if (len < 0)
 			len = enc_error(r, buf, cap, r->op, len,
 					rs_errormsg());
-		slot_post(r, len);
+		reply_send(r, len);
 	}
 	free(dir);
 }
@@ -350,7 +328,7 @@ static void do_stats(struct req *r)
 	}
 	if (start > l.n)
 		start = l.n;
-	cap = slot_get(r, &buf);
+	cap = reply_buf(r, &buf);
 	if (cap >= 0) {
 		len = proto_enc_stats_reply(buf, (size_t)cap, &r->rh, l.n,
 					    start, l.v + start, l.n - start,
@@ -358,7 +336,7 @@ static void do_stats(struct req *r)
 		if (len < 0)
 			len = enc_error(r, buf, cap, r->op, len,
 					rs_errormsg());
-		slot_post(r, len);
+		reply_send(r, len);
 	}
 	free(l.v);
 }
@@ -477,8 +455,7 @@ static void do_get(struct req *r)
 	void *buf;
 	int cap, len;
 
-	/* slot first: the rows are written straight into it */
-	cap = slot_get(r, &buf);
+	cap = reply_buf(r, &buf);
 	if (cap < 0)
 		return;
 	t = srv_table_get(&r->s->tables, k->table_id);
@@ -507,7 +484,7 @@ static void do_get(struct req *r)
 	}
 	if (r->failed) {
 		srv_table_put(t);
-		slot_post(r, len);
+		reply_send(r, len);
 		return;
 	}
 	t1 = trace_start_us(r->traced);
@@ -534,7 +511,7 @@ static void do_get(struct req *r)
 	atomic_fetch_add(&t->cnt.missing_keys, k->n - found);
 	metrics_counter_add(r->s->m.keys_served, found);
 	srv_table_put(t);
-	slot_post(r, len);
+	reply_send(r, len);
 }
 
 /* Send n statuses of a PUT / UPDATE / DELETE. */
@@ -544,21 +521,20 @@ static void reply_statuses(struct req *r, const int32_t *st, uint32_t n)
 	void *buf;
 	int cap, len;
 
-	cap = slot_get(r, &buf);
+	cap = reply_buf(r, &buf);
 	if (cap < 0)
 		return;
 	len = proto_enc_keys_reply(buf, (size_t)cap, &r->rh, r->op, &rep);
 	if (len < 0)
 		len = enc_error(r, buf, cap, r->op, len, rs_errormsg());
-	slot_post(r, len);
+	reply_send(r, len);
 }
 
 /* Check that n statuses fit the client's buffer before doing the work. */
 static bool statuses_fit(struct req *r, uint32_t n)
 {
 	size_t need = proto_keys_reply_bytes(r->op, n, 0, 0);
-	uint32_t rmax = atomic_load(&r->c->reply_max);
-	uint32_t cap = rmax ? rmax : rv_conn_msg_max(r->c->rc);
+	uint32_t cap = srv_reply_cap(r->c);
 
 	if (need <= cap)
 		return true;
@@ -776,6 +752,9 @@ static void reply_undecodable(struct req *r, const void *msg, size_t len,
 		     p[5] < PROTO_OP_COUNT;
 
 	snprintf(err, sizeof(err), "%s", rs_errormsg());
+	srv_log_peer("connection %" PRIu64 "%s%s: bad message of %zu bytes: "
+		     "%s", r->c->id, r->c->peer[0] ? " from " : "", r->c->peer,
+		     len, err);
 	r->rt = SRV_RT_BAD;
 	metrics_counter_add(r->s->m.requests[SRV_RT_BAD], 1);
 	if (sound) {

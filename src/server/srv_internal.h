@@ -44,6 +44,7 @@
 #include <hwloc.h>
 
 #include "common/proto.h"
+#include "common/ratelimit.h"
 #include "common/rs_internal.h"
 #include "recstore/server.h"
 #include "server/srv_catalog.h"
@@ -56,8 +57,8 @@
 #define SRV_RECV_TIMEOUT_MS 1000  /* the leader re-checks "stop" this often */
 #define SRV_RECV_TIMEOUT_WAKE_MS 60000 /* ... when it can be woken */
 #define SRV_WAKE_LEN 16		  /* wake message: magic + node id */
-#define SRV_SEND_TIMEOUT_MS 2000  /* a peer that returns no credit is dead */
-#define SRV_SEND_STEP_MS 50	  /* re-check "dead" while waiting to send */
+#define SRV_PARK_TICK_MS 1	  /* run thread retries parked replies */
+#define SRV_REPLY_MIN_BYTES (256u << 10) /* reply bound: at least this */
 
 /* ---- options: everything the node runs with (from the config) ---- */
 
@@ -91,6 +92,29 @@ int srv_opts_copy(struct srv_opts *dst, const struct srv_opts *src);
 void srv_opts_free(struct srv_opts *o);
 /* Cross-field checks; RS_E_INVAL names the field. */
 int srv_opts_validate(const struct srv_opts *o);
+/* Worst-case memory of the options (srv_memory.c), in bytes. */
+struct srv_mem_budget {
+	uint64_t recv, send, parked, scratch, pool;
+	uint64_t registered;	/* recv + send + pool */
+	uint64_t total;
+};
+/* What the machine has: 0 unknown; memlock UINT64_MAX: no limit. */
+struct srv_machine {
+	uint64_t phys_bytes;
+	uint64_t avail_bytes;	/* MemAvailable */
+	uint64_t memlock_bytes;
+};
+void srv_opts_budget(const struct srv_opts *o, struct srv_mem_budget *b);
+/* This machine, or what srv_machine_set() installed (tests; NULL: probe
+ * again). */
+void srv_machine_probe(struct srv_machine *m);
+void srv_machine_set(const struct srv_machine *m);
+/* RS_E_INVAL when the worst case exceeds m; the message says both. */
+int srv_opts_check_memory(const struct srv_opts *o,
+			  const struct srv_machine *m);
+/* One log line: the worst case and the machine. */
+void srv_log_memory(const struct srv_opts *o);
+
 /* "ADDR:PORT" or "[v6]:PORT" -> ip, port. */
 int srv_parse_listen(const char *s, char *ip, size_t iplen, uint16_t *port);
 
@@ -201,17 +225,42 @@ struct srv_conn {
 	struct rv_conn *rc;
 	struct rs_server *srv;
 	uint64_t id;
-	atomic_uint held;	/* messages handed to workers, not released */
+	atomic_uint held;	/* messages handed to workers, not released;
+				 * | SRV_HELD_DEAD once dead */
 	atomic_bool dead;	/* to be closed by the run thread */
 	bool delivered;		/* rv reported it CONNECTED */
 	bool is_wake;		/* the node's own wake connection */
 	_Atomic uint32_t reply_max; /* the peer's receive buffer size */
 	char peer[PROTO_NAME_MAX + 1];
 	struct srv_conn *next, *prev;
+	/* replies that found no send slot or credit at once (server.c) */
+	pthread_mutex_t send_lock;	/* sends on rc; the list below */
+	struct srv_parked *parked, **parked_tail;
+	atomic_uint nparked;
+	uint64_t parked_since_ns;	/* oldest parked or last progress */
+	/* fairness: at most srv.conn_cap messages handled at once, the rest
+	 * wait here for a worker done with one of them (server.c) */
+	atomic_uint active;	/* being handled */
+	atomic_uint nq;		/* = q_len, read without q_lock */
+	pthread_mutex_t q_lock;
+	struct rv_msg *q;	/* ring of q_cap (credits + 1) */
+	uint32_t q_cap, q_head, q_len;
 };
+
+#define SRV_HELD_DEAD (1u << 31)
 
 /* Ask the run thread to close c (any thread). */
 void srv_conn_kill(struct srv_conn *c, int why);
+
+/* Largest reply c takes: its receive size (HELLO, rv), at most the node's
+ * reply bound max(max_message_bytes, SRV_REPLY_MIN_BYTES). */
+uint32_t srv_reply_cap(const struct srv_conn *c);
+
+/* Send a reply on c without waiting: sent at once, or copied and parked
+ * on c (sent by the next reply on c or by the run thread). 0, or < 0
+ * (c is then dead: failed, or cut off for breaking the protocol). Any
+ * worker holding a message of c. */
+int srv_conn_send(struct srv_conn *c, const void *buf, size_t len);
 
 /* ---- metrics and stats (srv_stats.c) ---- */
 
@@ -219,6 +268,13 @@ enum srv_req_type {
 	SRV_RT_HELLO, SRV_RT_CREATE, SRV_RT_DROP, SRV_RT_DIR, SRV_RT_GET,
 	SRV_RT_GET_OR_INIT, SRV_RT_PUT, SRV_RT_UPDATE, SRV_RT_DELETE,
 	SRV_RT_STATS, SRV_RT_BAD, SRV_RT_COUNT
+};
+
+/* Why a peer was cut off (rs_connections_cut_total{reason}). */
+enum srv_cut_reason {
+	SRV_CUT_NO_CREDIT,	/* a reply found no credit for send_timeout */
+	SRV_CUT_OVERRUN,	/* more replies owed than requests allowed */
+	SRV_CUT_COUNT
 };
 
 struct srv_metrics {
@@ -235,6 +291,7 @@ struct srv_metrics {
 	struct metrics_gauge *queue_depth;
 	struct metrics_gauge *registered;
 	struct metrics_counter *cq_spin, *cq_block, *cq_wakeups;
+	struct metrics_counter *cut[SRV_CUT_COUNT];
 	struct metrics_http *http;
 };
 
@@ -265,6 +322,7 @@ struct srv_worker {
 	void *keys, *vals, *idx_map, *coalesce, *status, *row, *state, *tmp;
 	size_t keys_cap, vals_cap, idx_cap, coalesce_cap, status_cap,
 		row_cap, state_cap, tmp_cap;
+	void *reply;		/* the reply being built: reply_limit bytes */
 };
 
 /* Grow *buf to at least bytes. 0 or -ENOMEM. */
@@ -310,6 +368,10 @@ struct rs_server {
 	uint64_t conns_total;
 	struct rv_stats closed_cq;	/* CQ counters of closed conns */
 	atomic_uint inflight;	/* requests being handled */
+	atomic_uint parked_conns;	/* conns with parked replies */
+	uint32_t reply_limit;	/* max(max_message_bytes, SRV_REPLY_MIN_BYTES) */
+	unsigned conn_cap;	/* messages of one conn handled at once */
+	_Atomic uint64_t deferred;	/* messages queued behind conn_cap */
 
 	struct srv_worker *workers;
 	unsigned nworkers;
@@ -317,6 +379,7 @@ struct rs_server {
 	/* wake connection: the node's own client conn to its listener */
 	struct rv_conn *_Atomic wake;
 	uint8_t wake_msg[SRV_WAKE_LEN];
+	uint64_t wake_token;	/* secret: not the node id HELLO tells */
 	pthread_t wake_thr;
 	bool wake_thr_started;
 	atomic_bool wake_thr_done;
@@ -329,5 +392,20 @@ int srv_err(int code, const char *fmt, ...)
 
 /* Log a line to stderr: "recstore-server: ..." */
 void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Lines a peer can cause (bad requests, dropped connections, protocol
+ * violations, table changes it asks for) go through a limiter of their
+ * call site: SRV_LOG_BURST lines per SRV_LOG_INTERVAL_NS, then one
+ * "(K similar lines suppressed)" on the next line let through. */
+#define SRV_LOG_BURST 10
+#define SRV_LOG_INTERVAL_NS (10ull * 1000000000ull)
+struct rs_ratelimit;
+void srv_log_limited(struct rs_ratelimit *rl, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+#define srv_log_peer(...)                                                 \
+	do {                                                              \
+		static struct rs_ratelimit srv_rl_;                       \
+		srv_log_limited(&srv_rl_, __VA_ARGS__);                   \
+	} while (0)
 
 #endif

@@ -45,7 +45,7 @@ void srv_opts_defaults(struct srv_opts *o)
 	o->slab_flags = SLAB_F_HUGEPAGES;
 	o->credits = 16;
 	o->max_conns = 128;
-	o->send_timeout_ms = SRV_SEND_TIMEOUT_MS;
+	o->send_timeout_ms = (int)c.send_timeout_ms;
 }
 
 void srv_opts_free(struct srv_opts *o)
@@ -117,6 +117,7 @@ static int check_pool_bytes(uint64_t size)
 /* Every cross-field check, run by open (and by the loader). */
 int srv_opts_validate(const struct srv_opts *o)
 {
+	struct srv_machine m;
 	int ret;
 
 	if ((ret = check_workers(o->workers)))
@@ -150,7 +151,8 @@ int srv_opts_validate(const struct srv_opts *o)
 	if (o->ntables > SLAB_MAX_TABLES)
 		return rs_seterr(RS_E_INVAL, "tables: %zu tables, a node holds "
 				 "at most %d", o->ntables, SLAB_MAX_TABLES);
-	return 0;
+	srv_machine_probe(&m);
+	return srv_opts_check_memory(o, &m);
 }
 
 /* "ADDR:PORT" (IPv4, or [IPv6]:PORT). */

@@ -68,6 +68,10 @@ static void cq_totals(struct rs_server *s, struct rv_stats *sum)
 		rv_listener_stats(s->l, sum);
 	pthread_mutex_lock(&s->conns_lock);
 	for (struct srv_conn *c = s->conns; c; c = c->next) {
+		/* an undelivered conn's rv_conn is rv's (it frees it if the
+		 * conn fails before CONNECTED): not ours to read */
+		if (!c->delivered)
+			continue;
 		rv_conn_stats(c->rc, &st);
 		sum->spin_ns += st.spin_ns;
 		sum->block_ns += st.block_ns;
@@ -198,6 +202,12 @@ static int register_node(struct rs_server *s)
 			    "Reply bytes sent", 1, NULL));
 	TRY(metrics_gauge_fn(m->reg, &m->conns, RS_M_CONNECTIONS,
 			     "Client connections", rd_conns, s, NULL));
+	TRY(metrics_counter(m->reg, &m->cut[SRV_CUT_NO_CREDIT],
+			    RS_M_CONNS_CUT, "Connections cut off for breaking "
+			    "the protocol", 1, "reason", "no_credit", NULL));
+	TRY(metrics_counter(m->reg, &m->cut[SRV_CUT_OVERRUN], RS_M_CONNS_CUT,
+			    "Connections cut off for breaking the protocol", 1,
+			    "reason", "overrun", NULL));
 	TRY(metrics_gauge_fn(m->reg, &m->queue_depth, RS_M_RPC_QUEUE_DEPTH,
 			     "RPC requests being handled", rd_inflight, s,
 			     NULL));
@@ -268,8 +278,8 @@ void srv_metrics_table_add(struct rs_server *s, struct srv_table *t)
 	    metrics_gauge_fn(r, &t->m_fill, RS_M_INDEX_FILL,
 			     "Occupied share of a table's index slots",
 			     rd_table_fill, t, "table", t->spec.name, NULL))
-		srv_log("warning: metrics of table '%s': %s", t->spec.name,
-			rs_errormsg());
+		srv_log_peer("warning: metrics of table '%s': %s",
+			     t->spec.name, rs_errormsg());
 }
 
 void srv_metrics_table_remove(struct rs_server *s, struct srv_table *t)
@@ -345,6 +355,10 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		metrics_counter_value(m->bytes_served)));
 	TRY(add(l, N, "connections", (uint64_t)rd_conns(s)));
 	TRY(add(l, N, "connections_total", s->conns_total));
+	TRY(add(l, N, "requests_deferred", atomic_load(&s->deferred)));
+	TRY(add(l, N, "connections_cut",
+		metrics_counter_value(m->cut[SRV_CUT_NO_CREDIT]) +
+			metrics_counter_value(m->cut[SRV_CUT_OVERRUN])));
 	TRY(add(l, N, "workers", s->nworkers));
 	TRY(add(l, N, "mem_registered",
 		atomic_load(&s->tables.registered_bytes)));

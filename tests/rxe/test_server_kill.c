@@ -192,6 +192,9 @@ int main(int argc, char **argv)
 		wait_conns(&ctl, 2, "after the kill");
 		SV_CHECK(good.rounds > r0, "good client starved");
 	}
+	printf("requests that waited behind their conn's share of the "
+	       "workers: %llu\n", (unsigned long long)sv_stat(
+		       &ctl, PROTO_NO_TABLE, "requests_deferred"));
 
 	r0 = good.rounds;
 	spawn(&c, "stuck", &t);

@@ -43,11 +43,24 @@ static void message_is_thread_local(void **state)
 	assert_non_null(rs_version());
 }
 
+/* A message built from the previous one (rs_seterr(code, "...: %s",
+ * rs_errormsg())) reads its argument before overwriting it. */
+static void message_may_quote_itself(void **state)
+{
+	(void)state;
+	rs_seterr(-ECONNREFUSED, "refused");
+	rs_seterr(-ECONNREFUSED, "node a: connect: %s", rs_errormsg());
+	assert_string_equal(rs_errormsg(), "node a: connect: refused");
+	rs_seterr(-ECONNREFUSED, "%s (again)", rs_errormsg());
+	assert_string_equal(rs_errormsg(), "node a: connect: refused (again)");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(codes_have_names),
 		cmocka_unit_test(message_is_thread_local),
+		cmocka_unit_test(message_may_quote_itself),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

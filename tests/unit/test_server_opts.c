@@ -19,9 +19,17 @@
 
 static char dir[64];
 
+/* A machine that holds any sane config, so that no test depends on the
+ * host's memory or memlock limit (memory_bounds installs its own). */
+static const struct srv_machine big = {
+	.phys_bytes = 1ull << 40, .avail_bytes = 1ull << 40,
+	.memlock_bytes = UINT64_MAX,
+};
+
 static int setup(void **state)
 {
 	(void)state;
+	srv_machine_set(&big);
 	snprintf(dir, sizeof(dir), "/tmp/rs-opts-XXXXXX");
 	return mkdtemp(dir) ? 0 : -1;
 }
@@ -199,6 +207,68 @@ static void setter_and_validate_agree(void **state)
 	rs_server_config_delete(&c);
 }
 
+/* The worst case (receive buffers, send rings, parked replies, worker
+ * scratch, pool) is held against the machine's memory and memlock limit;
+ * the message says what the config needs and what the machine has. */
+static void memory_bounds(void **state)
+{
+	struct srv_machine m = { .phys_bytes = 8ull << 30,
+				 .avail_bytes = 2ull << 30,
+				 .memlock_bytes = UINT64_MAX };
+	struct rs_server_config *c = NULL;
+	struct srv_mem_budget b;
+	struct srv_opts o;
+
+	(void)state;
+	assert_int_equal(rs_server_config_new(&c), 0);
+	o = c->o;
+	o.limits.max_message_bytes = 1u << 20;
+	o.credits = 64;
+	o.max_conns = 1024;
+	o.pool_bytes = 64ull << 20;
+	o.workers = 4;
+	srv_opts_budget(&o, &b);
+	assert_int_equal(b.recv, (1ull << 20) * 65 * 1024);
+	assert_int_equal(b.send, (1ull << 20) * 64 * 1024);
+	assert_int_equal(b.parked, (1ull << 20) * 65 * 1024);
+	assert_int_equal(b.scratch, 4ull * 7 * (1ull << 20));
+	assert_int_equal(b.registered, b.recv + b.send + b.pool);
+	assert_int_equal(b.total, b.registered + b.parked + b.scratch);
+
+	/* 194 GiB worst case on a 2 GiB machine */
+	assert_int_equal(srv_opts_check_memory(&o, &m), RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "may need 198748 MiB"));
+	assert_non_null(strstr(rs_errormsg(), "has 2048 MiB available"));
+	/* and through validate, with the machine installed */
+	srv_machine_set(&m);
+	assert_int_equal(srv_opts_validate(&o), RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "has 2048 MiB available"));
+	/* fits: 8 connections (1644 MiB) */
+	o.max_conns = 8;
+	assert_int_equal(srv_opts_validate(&o), 0);
+	/* MemAvailable unknown: the physical memory counts */
+	m.avail_bytes = 0;
+	srv_machine_set(&m);
+	o.max_conns = 40;	/* 7852 MiB */
+	assert_int_equal(srv_opts_validate(&o), 0);
+	o.max_conns = 42;	/* 8240 MiB */
+	assert_int_equal(srv_opts_validate(&o), RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "has 8192 MiB available"));
+	/* registered memory against RLIMIT_MEMLOCK */
+	o.max_conns = 8;
+	m.memlock_bytes = 64ull << 20;
+	srv_machine_set(&m);
+	assert_int_equal(srv_opts_validate(&o), RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "RLIMIT_MEMLOCK allows 64 MiB"));
+	/* the defaults fit a 4 GiB machine with memlock unlimited */
+	m.avail_bytes = 4ull << 30;
+	m.memlock_bytes = UINT64_MAX;
+	srv_machine_set(&m);
+	assert_int_equal(srv_opts_validate(&c->o), 0);
+	srv_machine_set(&big);
+	rs_server_config_delete(&c);
+}
+
 /* The options own copies of the file's strings and tables. */
 static void load_copies_strings(void **state)
 {
@@ -324,6 +394,7 @@ int main(void)
 		cmocka_unit_test(setters),
 		cmocka_unit_test(load_maps_the_file),
 		cmocka_unit_test(setter_and_validate_agree),
+		cmocka_unit_test(memory_bounds),
 		cmocka_unit_test(load_copies_strings),
 		cmocka_unit_test(opts_copy_is_deep),
 		cmocka_unit_test(catalog_round_trip),
