@@ -36,7 +36,10 @@ enum rs_error {
 	RS_E_STALE = RS_E_BASE - 13,	  /* cached location no longer valid */
 	RS_E_TIMEOUT = RS_E_BASE - 14,	  /* operation did not finish in time */
 	RS_E_UNSUPPORTED = RS_E_BASE - 15, /* feature unavailable here */
-	RS_E_LAST = RS_E_BASE - 16
+	RS_E_PERM = RS_E_BASE - 16,	  /* the connection's role may not do
+					     this */
+	RS_E_AUTH = RS_E_BASE - 17,	  /* authentication failed */
+	RS_E_LAST = RS_E_BASE - 18
 };
 
 /* Static description of any code (negative errno or RS_E_*). */
