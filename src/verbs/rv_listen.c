@@ -352,6 +352,15 @@ static void reject(struct rdma_cm_id *id)
 	rdma_reject(id, NULL, 0);
 }
 
+/* The on_request hook's refusal, with its reply bytes when they fit. */
+static void reject_with(struct rdma_cm_id *id, const void *data, size_t len)
+{
+	if (len && len <= RV_REJECT_PRIV_MAX)
+		rdma_reject(id, data, (uint8_t)len);
+	else
+		rdma_reject(id, NULL, 0);
+}
+
 /* Grow the SRQ pool so that it holds r_slots buffers per conn. */
 static int ensure_pool(struct rv_listener *l, uint32_t conns)
 {
@@ -405,7 +414,11 @@ static struct rv_conn *on_connect_request(struct rv_listener *l,
 		goto reject;
 	if (l->attr.on_request) {
 		if (l->attr.on_request(l->attr.arg, h.user, h.user_len, reply,
-				       &rlen) < 0 || rlen > RV_ACCEPT_PRIV_MAX)
+				       &rlen) < 0) {
+			reject_with(id, reply, rlen);
+			return NULL;
+		}
+		if (rlen > RV_ACCEPT_PRIV_MAX)
 			goto reject;
 	} else {
 		rlen = ca->priv_len;
