@@ -43,6 +43,7 @@
 
 #include <hwloc.h>
 
+#include "common/auth.h"
 #include "common/proto.h"
 #include "common/rs_internal.h"
 #include "recstore/server.h"
@@ -82,6 +83,9 @@ struct srv_opts {
 	double trace_sample;
 	struct proto_table_spec *tables; /* created at open if missing */
 	size_t ntables;
+	struct auth_key *keys;	/* credentials; none: every peer is admin */
+	size_t nkeys;
+	uint32_t auth_skew_s;	/* accepted clock difference, seconds */
 };
 
 void srv_opts_defaults(struct srv_opts *o);
@@ -89,6 +93,13 @@ int srv_opts_copy(struct srv_opts *dst, const struct srv_opts *src);
 void srv_opts_free(struct srv_opts *o);
 /* Cross-field checks; RS_E_INVAL names the field. */
 int srv_opts_validate(const struct srv_opts *o);
+/* Add a credential (id unique, role enum auth_role); the file form
+ * reads the secret from path and warns when others may read the file.
+ * RS_E_INVAL names `field` (e.g. "auth.keys[0]"). */
+int srv_opts_add_key(struct srv_opts *o, const char *field, uint32_t id,
+		     unsigned role, const void *secret, size_t len);
+int srv_opts_add_key_file(struct srv_opts *o, const char *field,
+			  uint32_t id, unsigned role, const char *path);
 /* "ADDR:PORT" or "[v6]:PORT" -> ip, port. */
 int srv_parse_listen(const char *s, char *ip, size_t iplen, uint16_t *port);
 
@@ -203,6 +214,7 @@ struct srv_conn {
 	atomic_bool dead;	/* to be closed by the run thread */
 	bool delivered;		/* rv reported it CONNECTED */
 	bool is_wake;		/* the node's own wake connection */
+	uint8_t role;		/* enum auth_role: what it may ask */
 	_Atomic uint32_t reply_max; /* the peer's receive buffer size */
 	char peer[PROTO_NAME_MAX + 1];
 	struct srv_conn *next, *prev;
@@ -210,6 +222,23 @@ struct srv_conn {
 
 /* Ask the run thread to close c (any thread). */
 void srv_conn_kill(struct srv_conn *c, int why);
+
+/* ---- credentials (srv_auth.c) ---- */
+
+/* Set up checking when s->o.keys has credentials (before the listener);
+ * srv_auth_announce() logs the mode once the listener has an address. */
+int srv_auth_open(struct rs_server *s);
+void srv_auth_announce(struct rs_server *s);
+void srv_auth_close(struct rs_server *s);
+/* rv_listener_attr.on_request: the credential check of a connect
+ * request (run thread, before the listener allocates anything). */
+int srv_auth_on_request(void *arg, const void *priv, size_t len,
+			void *reply, size_t *reply_len);
+/* Connect requests refused at the credential check (all reasons). */
+uint64_t srv_auth_refused(struct rs_server *s);
+/* The role of a connection from its connect request bytes. */
+unsigned srv_auth_conn_role(struct rs_server *s, const void *priv,
+			    size_t len);
 
 /* ---- metrics and stats (srv_stats.c) ---- */
 
@@ -291,6 +320,9 @@ struct rs_server {
 	struct srv_metrics m;
 	struct rv_listener *l;
 	uint64_t node_id;
+	struct auth_node auth;	/* used when auth_on */
+	bool auth_on;
+	struct metrics_counter *m_auth[AUTH_W_COUNT];
 	bool trace_opened;
 
 	int stop_fd;		/* eventfd: rs_server_stop() */
@@ -316,6 +348,7 @@ struct rs_server {
 	struct rv_conn *_Atomic wake;
 	uint8_t wake_msg[SRV_WAKE_LEN];
 	pthread_t wake_thr;
+	atomic_bool wake_pending;	/* its connect request is expected */
 	bool wake_thr_started;
 	atomic_bool wake_thr_done;
 };

@@ -345,6 +345,8 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		metrics_counter_value(m->bytes_served)));
 	TRY(add(l, N, "connections", (uint64_t)rd_conns(s)));
 	TRY(add(l, N, "connections_total", s->conns_total));
+	TRY(add(l, N, "auth_accepted", atomic_load(&s->auth.accepted)));
+	TRY(add(l, N, "auth_refused", srv_auth_refused(s)));
 	TRY(add(l, N, "workers", s->nworkers));
 	TRY(add(l, N, "mem_registered",
 		atomic_load(&s->tables.registered_bytes)));
