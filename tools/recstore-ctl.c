@@ -24,7 +24,8 @@
  * --secret-file, or the environment: RS_KEY_ID with RS_SECRET_FILE (or
  * RS_SECRET holding the secret itself; a secret is never taken from the
  * command line, where other users could see it in ps). Options win over
- * the environment. create and drop need an "admin" key, stats "data".
+ * the environment. create and drop need an "admin" key, list and stats
+ * any key.
  *
  * Exit status: 0, 1
  * when the operation failed (the node's message is printed), 2 for a bad

@@ -83,8 +83,8 @@ int rs_server_config_set_metrics_port(struct rs_server_config *cfg,
  * Credentials (docs/security.md). Without any, every peer that reaches the
  * port may do everything (the log says so). With at least one, a peer
  * must present a key id and prove it knows the key's secret when it
- * connects, and gets the key's role: "read" (table directory, GET,
- * one-sided READ), "data" (+ STATS, GET_OR_INIT, PUT, UPDATE, DELETE) or
+ * connects, and gets the key's role: "read" (table directory, GET, STATS,
+ * one-sided READ), "data" (+ GET_OR_INIT, PUT, UPDATE, DELETE) or
  * "admin" (+ create and drop tables). key_id: 1..2^32-1, unique. The
  * secret is 16..256 bytes (e.g. 32 random bytes, base64); the file form
  * reads it from path (one trailing newline ignored) and warns when the

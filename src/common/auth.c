@@ -34,7 +34,7 @@ static const uint8_t REJ_MAGIC[4] = { 'R', 'S', 'A', 'R' };
 static const uint32_t role_ops[] = {
 	[AUTH_ROLE_NONE] = 0,
 	[AUTH_ROLE_READ] = OPB(PROTO_OP_HELLO) | OPB(PROTO_OP_TABLE_DIR) |
-			   OPB(PROTO_OP_GET),
+			   OPB(PROTO_OP_GET) | OPB(PROTO_OP_STATS),
 	[AUTH_ROLE_DATA] = OPB(PROTO_OP_HELLO) | OPB(PROTO_OP_TABLE_DIR) |
 			   OPB(PROTO_OP_GET) | OPB(PROTO_OP_STATS) |
 			   OPB(PROTO_OP_GET_OR_INIT) | OPB(PROTO_OP_PUT) |

@@ -76,8 +76,9 @@
 /* Roles, each allowed everything the lower ones are. */
 enum auth_role {
 	AUTH_ROLE_NONE = 0,	/* nothing (not a valid configured role) */
-	AUTH_ROLE_READ = 1,	/* HELLO, TABLE_DIR, GET; one-sided READ */
-	AUTH_ROLE_DATA = 2,	/* + STATS, GET_OR_INIT, PUT, UPDATE, DELETE */
+	AUTH_ROLE_READ = 1,	/* HELLO, TABLE_DIR, GET, STATS (read-only
+				 * counters); one-sided READ */
+	AUTH_ROLE_DATA = 2,	/* + GET_OR_INIT, PUT, UPDATE, DELETE */
 	AUTH_ROLE_ADMIN = 3,	/* + TABLE_CREATE, TABLE_DROP */
 };
 
