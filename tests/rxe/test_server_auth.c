@@ -16,12 +16,15 @@
  *     and the GET RPC; PUT, UPDATE, DELETE, GET_OR_INIT (per-key
  *     RS_E_PERM, rows untouched, no key created), create and drop
  *     refused;
+ *   - recstore-ctl: no credentials refused; --key-id/--secret-file and
+ *     RS_KEY_ID with RS_SECRET_FILE or RS_SECRET; a read key cannot create;
  *   - a client with credentials refuses a node without any (it cannot
  *     prove it knows the secret), and that node still serves a client
  *     without credentials as admin.
  */
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "common/auth.h"
 #include "recstore/client.h"
@@ -301,6 +304,85 @@ static void read_role(const char *addr, int rpc_reads)
 	rs_client_close(&c);
 }
 
+/* ---- recstore-ctl ---- */
+
+#ifndef RS_CTL_BIN
+#error "RS_CTL_BIN: path of recstore-ctl (server_auth.cmake)"
+#endif
+
+/* Run recstore-ctl with args and environment env; its exit status, its
+ * stdout and stderr into out. */
+static int ctl(const char *const *args, char *const *env, char *out,
+	       size_t len)
+{
+	const char *argv[16] = { RS_CTL_BIN };
+	int p[2], n = 1, status;
+	size_t have = 0;
+	ssize_t r;
+	pid_t pid;
+
+	for (; *args && n < 15; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	SV_CHECK(!pipe(p), "pipe");
+	pid = fork();
+	SV_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		close(p[0]);
+		close(p[1]);
+		execve(RS_CTL_BIN, (char *const *)argv, env);
+		_exit(127);
+	}
+	close(p[1]);
+	while (have + 1 < len &&
+	       (r = read(p[0], out + have, len - 1 - have)) > 0)
+		have += (size_t)r;
+	out[have] = '\0';
+	close(p[0]);
+	SV_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static void ctl_expect(const char *const *args, char *const *env, int code,
+		       const char *needle)
+{
+	char out[8192];
+	int st = ctl(args, env, out, sizeof(out));
+
+	fprintf(stderr, "  recstore-ctl %s -> %d: %s", args[2], st, out);
+	SV_CHECK(st == code, "exit %d, expected %d: %s", st, code, out);
+	SV_CHECK(!needle || strstr(out, needle), "output lacks '%s': %s",
+		 needle, out);
+}
+
+static void ctl_cases(const char *addr)
+{
+	char id3[] = "RS_KEY_ID=3", id1[] = "RS_KEY_ID=1", file[96],
+	     secret[64];
+	char *none[] = { NULL };
+	char *env_file[] = { id3, file, NULL };
+	char *env_secret[] = { id1, secret, NULL };
+
+	snprintf(file, sizeof(file), "RS_SECRET_FILE=%s", read_file_path);
+	snprintf(secret, sizeof(secret), "RS_SECRET=%s", SA);
+	ctl_expect((const char *[]){ "-s", addr, "list", NULL }, none, 1,
+		   "requires credentials");
+	ctl_expect((const char *[]){ "-s", addr, "--key-id", "3",
+				     "--secret-file", read_file_path, "list",
+				     NULL }, none, 0, "emb");
+	ctl_expect((const char *[]){ "-s", addr, "--key-id", "2",
+				     "--secret-file", read_file_path, "list",
+				     NULL }, none, 1, "authentication failed");
+	ctl_expect((const char *[]){ "-s", addr, "create", "ctl_t", "--dim",
+				     "4", NULL }, env_file, 1, "admin");
+	ctl_expect((const char *[]){ "-s", addr, "create", "ctl_t", "--dim",
+				     "4", NULL }, env_secret, 0, "created");
+	ctl_expect((const char *[]){ "-s", addr, "drop", "ctl_t", NULL },
+		   env_secret, 0, "dropped");
+}
+
 /* A client with credentials and a node without any. */
 static void open_node(const char *ip)
 {
@@ -343,6 +425,7 @@ int main(void)
 	data_role(n.addr);
 	read_role(n.addr, 0);
 	read_role(n.addr, 1);
+	ctl_cases(n.addr);
 	sv_node_stop(&n);
 	unlink(read_file_path);
 
