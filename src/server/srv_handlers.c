@@ -812,9 +812,8 @@ void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 		return;
 	}
 	if (RS_UNLIKELY(!auth_role_allows(c->role, r.op))) {
-		reply_error(&r, r.op, RS_E_PERM, "%s: needs role '%s', this "
+		reply_error(&r, r.op, RS_E_PERM, "needs role '%s', this "
 			    "connection's credentials are '%s'",
-			    proto_op_name(r.op),
 			    auth_role_name(auth_role_needed(r.op)),
 			    auth_role_name(c->role));
 		return;
