@@ -5,7 +5,9 @@
  * Events. The listen id and every id it spawns report to one event channel
  * (l->ech, non-blocking). rv_listener_event() reads it: a CONNECT_REQUEST
  * is checked (our handshake header), answered by the caller's on_request
- * hook, and accepted with a new conn (state ACCEPTING) or rejected;
+ * hook (before anything is allocated for it), and accepted with a new
+ * conn (state ACCEPTING) or rejected (a hook's refusal with its reply
+ * bytes, e.g. a credential check's reason);
  * ESTABLISHED turns the conn CONNECTED and is returned to the caller; a
  * DISCONNECTED fails the conn (QP to error, flush), answers the peer
  * (rdma_disconnect) and is returned once. Conns that never got delivered
