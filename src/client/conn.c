@@ -5,8 +5,8 @@
  * credits and, when the client has credentials, a connect request MAC'ed
  * with them (src/common/auth.h) whose answer must prove that the node
  * knows the same secret; a refusal's reason (from the node's reject
- * bytes) becomes RS_E_AUTH. Then the HELLO exchange (cli_wire_hello(), wire.c) that checks
- * the protocol version. Then a CLI_CONN_BUF_BYTES READ landing zone is
+ * bytes) becomes RS_E_AUTH. Then the HELLO exchange (cli_wire_hello(),
+ * wire.c) that checks the protocol version. Then a CLI_CONN_BUF_BYTES READ landing zone is
  * registered (LOCAL_WRITE only: nobody reads or writes our memory).
  *
  * Locking: the pool mutex guards the free list and the count; it is never
@@ -70,12 +70,15 @@ static int connect_refused(struct cli_node *n, int ret, const uint8_t *rej,
 			   size_t len)
 {
 	unsigned why = auth_reject_reason(rej, len);
+	char msg[256];
 
 	if (ret == -ECONNREFUSED && why)
 		return rs_seterr(RS_E_AUTH, "node %s: connect refused: %s",
 				 n->name, auth_rej_text(why));
-	return rs_seterr(ret, "node %s: connect: %s", n->name,
-			 rs_errormsg()[0] ? rs_errormsg() : rs_strerror(ret));
+	/* rs_seterr() would overwrite the message while reading it */
+	snprintf(msg, sizeof(msg), "%s",
+		 rs_errormsg()[0] ? rs_errormsg() : rs_strerror(ret));
+	return rs_seterr(ret, "node %s: connect: %s", n->name, msg);
 }
 
 /* With credentials: the node's accept must carry its proof. */
