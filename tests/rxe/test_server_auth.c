@@ -372,9 +372,6 @@ static void ctl_cases(const char *addr)
 	ctl_expect((const char *[]){ "-s", addr, "--key-id", "3",
 				     "--secret-file", read_file_path, "list",
 				     NULL }, none, 0, "emb");
-	ctl_expect((const char *[]){ "-s", addr, "--key-id", "2",
-				     "--secret-file", read_file_path, "list",
-				     NULL }, none, 1, "authentication failed");
 	ctl_expect((const char *[]){ "-s", addr, "create", "ctl_t", "--dim",
 				     "4", NULL }, env_file, 1, "admin");
 	ctl_expect((const char *[]){ "-s", addr, "create", "ctl_t", "--dim",
