@@ -4,7 +4,8 @@
  * admin calls (include/recstore/client.h: rs_table_create, rs_table_drop,
  * rs_table_list, rs_node_stats_foreach).
  *
- *   recstore-ctl -s ADDR:PORT[,ADDR:PORT...] COMMAND [ARGS]
+ *   recstore-ctl -s ADDR:PORT[,ADDR:PORT...] [--key-id N --secret-file F]
+ *                COMMAND [ARGS]
  *     create NAME --dim D [--capacity N] [--dtype fp32|fp16|bf16]
  *            [--optimizer sgd|adagrad|rowwise_adagrad|adam] [--lr X]
  *            [--eps X] [--beta1 X] [--beta2 X] [--weight-decay X]
@@ -17,7 +18,16 @@
  *
  * With several nodes a table is created on / dropped from every node (a
  * table exists on every node, each holding its share of the keys); list
- * shows the union; stats prints each node's counters. Exit status: 0, 1
+ * shows the union; stats prints each node's counters.
+ *
+ * Credentials (nodes that require them, docs/security.md): --key-id and
+ * --secret-file, or the environment: RS_KEY_ID with RS_SECRET_FILE (or
+ * RS_SECRET holding the secret itself; a secret is never taken from the
+ * command line, where other users could see it in ps). Options win over
+ * the environment. create and drop need an "admin" key, list and stats
+ * any key.
+ *
+ * Exit status: 0, 1
  * when the operation failed (the node's message is printed), 2 for a bad
  * command line.
  */
@@ -39,7 +49,8 @@ static const char *const optims[] = { "sgd", "adagrad", "rowwise_adagrad",
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: recstore-ctl -s ADDR:PORT[,ADDR:PORT...] COMMAND\n"
+		"usage: recstore-ctl -s ADDR:PORT[,ADDR:PORT...] "
+		"[--key-id N --secret-file F] COMMAND\n"
 		"  create NAME --dim D [--capacity N] [--dtype fp32|fp16|bf16]\n"
 		"         [--optimizer sgd|adagrad|rowwise_adagrad|adam] "
 		"[--lr X] [--eps X]\n"
@@ -51,7 +62,9 @@ static void usage(FILE *f)
 		"[--seed N]\n"
 		"  list\n"
 		"  drop NAME\n"
-		"  stats\n");
+		"  stats\n"
+		"credentials also from RS_KEY_ID with RS_SECRET_FILE or "
+		"RS_SECRET\n");
 }
 
 static int bad(const char *what, const char *v)
@@ -86,9 +99,18 @@ static int parse_u64(const char *v, uint64_t *out)
 	return errno || end == v || *end || *v == '-' ? -1 : 0;
 }
 
+static char ctl_msg[160];
+
+/* A message of our own for fail() (the library's is not set). */
+static int ctl_err(const char *msg)
+{
+	snprintf(ctl_msg, sizeof(ctl_msg), "%s", msg);
+	return RS_E_INVAL;
+}
+
 static int fail(const char *what, int ret)
 {
-	const char *m = rs_errormsg();
+	const char *m = ctl_msg[0] ? ctl_msg : rs_errormsg();
 
 	fprintf(stderr, "recstore-ctl: %s: %s\n", what,
 		m && *m ? m : rs_strerror(ret));
@@ -304,12 +326,44 @@ static int cmd_stats(struct rs_client *c)
 
 /* ---- main ---- */
 
-static int connect_nodes(const char *nodes, struct rs_client **c)
+struct creds {
+	const char *key_id;	/* NULL: none */
+	const char *file;
+};
+
+/* Credentials from the options, else the environment; 0 or a code. */
+static int set_creds(struct rs_client_config *cfg, const struct creds *o)
+{
+	const char *id = o->key_id ? o->key_id : getenv("RS_KEY_ID");
+	const char *file = o->file ? o->file : getenv("RS_SECRET_FILE");
+	const char *secret = getenv("RS_SECRET");
+	uint64_t v;
+
+	if (!id && !o->file)
+		return 0;
+	if (!id || parse_u64(id, &v) || !v || v > UINT32_MAX)
+		return ctl_err("--key-id / RS_KEY_ID: need a key id "
+			       "1..4294967295");
+	if (file && *file)
+		return rs_client_config_set_credentials_file(cfg, (uint32_t)v,
+							     file);
+	if (secret && *secret)
+		return rs_client_config_set_credentials(cfg, (uint32_t)v,
+							secret,
+							strlen(secret));
+	return ctl_err("a key id without a secret: give --secret-file (or "
+		       "RS_SECRET_FILE / RS_SECRET)");
+}
+
+static int connect_nodes(const char *nodes, const struct creds *cr,
+			 struct rs_client **c)
 {
 	struct rs_client_config *cfg;
 	int ret;
 
 	ret = rs_client_config_new(&cfg);
+	if (!ret)
+		ret = set_creds(cfg, cr);
 	if (!ret)
 		ret = rs_client_config_set_nodes(cfg, nodes);
 	if (!ret)
@@ -327,6 +381,7 @@ static int connect_nodes(const char *nodes, struct rs_client **c)
 int main(int argc, char **argv)
 {
 	const char *nodes = NULL, *cmd;
+	struct creds cr = { NULL, NULL };
 	struct rs_client *c = NULL;
 	int i = 1, ret;
 
@@ -335,6 +390,14 @@ int main(int argc, char **argv)
 			nodes = argv[++i];
 		} else if (!strncmp(argv[i], "--server=", 9)) {
 			nodes = argv[i] + 9;
+		} else if (!strcmp(argv[i], "--key-id") && i + 1 < argc) {
+			cr.key_id = argv[++i];
+		} else if (!strncmp(argv[i], "--key-id=", 9)) {
+			cr.key_id = argv[i] + 9;
+		} else if (!strcmp(argv[i], "--secret-file") && i + 1 < argc) {
+			cr.file = argv[++i];
+		} else if (!strncmp(argv[i], "--secret-file=", 14)) {
+			cr.file = argv[i] + 14;
 		} else if (!strcmp(argv[i], "-h") ||
 			   !strcmp(argv[i], "--help")) {
 			usage(stdout);
@@ -355,7 +418,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	ret = connect_nodes(nodes, &c);
+	ret = connect_nodes(nodes, &cr, &c);
 	if (ret)
 		return fail(nodes, ret);
 	if (!strcmp(cmd, "create"))

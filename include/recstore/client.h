@@ -111,6 +111,23 @@ int rs_client_config_set_trace(struct rs_client_config *cfg, const char *path,
 int rs_client_config_set_device(struct rs_client_config *cfg,
 				const char *dev);
 
+/* Credentials for nodes that require them (docs/security.md): a key id
+ * and its secret (16..256 bytes), as configured on the nodes with a role.
+ * The secret never goes on the wire: each connect request carries a MAC
+ * of a fresh nonce and the time, and the client checks the node's MAC in
+ * return (a node that cannot prove it knows the secret is refused, so a
+ * client with credentials refuses nodes without any). The file form
+ * reads the secret from path (one trailing newline ignored; a warning
+ * when the file is readable by others). secret NULL: no credentials (the
+ * default). The config keeps a copy, zeroed when deleted. A refused
+ * connect fails with RS_E_AUTH ("authentication failed", never which
+ * part); a request the key's role may not make fails with RS_E_PERM. */
+int rs_client_config_set_credentials(struct rs_client_config *cfg,
+				     uint32_t key_id, const void *secret,
+				     size_t len);
+int rs_client_config_set_credentials_file(struct rs_client_config *cfg,
+					  uint32_t key_id, const char *path);
+
 /* ---- client ---- */
 
 /* Connect to every node of cfg (cfg is copied; delete it when you like). */

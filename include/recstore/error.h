@@ -37,7 +37,10 @@ enum rs_error {
 	RS_E_TIMEOUT = RS_E_BASE - 14,	  /* operation did not finish in time */
 	RS_E_UNSUPPORTED = RS_E_BASE - 15, /* feature unavailable here */
 	RS_E_OVERFLOW = RS_E_BASE - 16,	  /* update result would not be finite */
-	RS_E_LAST = RS_E_BASE - 17
+	RS_E_PERM = RS_E_BASE - 17,	  /* the connection's role may not do
+					     this */
+	RS_E_AUTH = RS_E_BASE - 18,	  /* authentication failed */
+	RS_E_LAST = RS_E_BASE - 19
 };
 
 /* Static description of any code (negative errno or RS_E_*). */

@@ -79,6 +79,30 @@ int rs_server_config_set_storage(struct rs_server_config *cfg,
 int rs_server_config_set_metrics_port(struct rs_server_config *cfg,
 				      unsigned port);
 
+/*
+ * Credentials (docs/security.md). Without any, every peer that reaches the
+ * port may do everything (the log says so). With at least one, a peer
+ * must present a key id and prove it knows the key's secret when it
+ * connects, and gets the key's role: "read" (table directory, GET, STATS,
+ * one-sided READ), "data" (+ GET_OR_INIT, PUT, UPDATE, DELETE) or
+ * "admin" (+ create and drop tables). key_id: 1..2^32-1, unique. The
+ * secret is 16..256 bytes (e.g. 32 random bytes, base64); the file form
+ * reads it from path (one trailing newline ignored) and warns when the
+ * file is readable by group or others. The config keeps a copy (zeroed
+ * when deleted).
+ */
+int rs_server_config_add_key(struct rs_server_config *cfg, uint32_t key_id,
+			     const char *role, const void *secret,
+			     size_t len);
+int rs_server_config_add_key_file(struct rs_server_config *cfg,
+				  uint32_t key_id, const char *role,
+				  const char *path);
+/* Largest accepted difference between a client's clock and the node's in
+ * a connect request, seconds (0..3600, default 60). Clocks only decide
+ * whether a connect is accepted, never the safety of data. */
+int rs_server_config_set_auth_skew(struct rs_server_config *cfg,
+				   unsigned seconds);
+
 /* ---- the node ---- */
 
 int rs_server_open(struct rs_server **out, const struct rs_server_config *cfg);

@@ -50,6 +50,7 @@ static int nodes_init(struct rs_client *c)
 		n->dev = c->dev;
 		n->timeout_ms = c->cfg.timeout_ms;
 		n->spin_us = c->cfg.spin_us;
+		n->key = c->cfg.key;
 		ret = cli_parse_node(n->name, n->host, sizeof(n->host),
 				     &n->port);
 		if (!ret)

@@ -60,6 +60,8 @@ struct rs_client_config {
 	char *trace_path;
 	double trace_rate; /* < 0: from the environment */
 	char *device;
+	struct auth_key *key;	/* credentials (owned, zeroed when freed);
+				 * NULL: none */
 };
 
 /* A table as one node holds it. */

@@ -3,6 +3,10 @@
  * each setter so that a bad value is refused where it is given, with a
  * message naming it (libpmem2 style), never at first use.
  *
+ * Credentials: a key id and its secret (given, or read from a file when
+ * set), sent to nodes only as a MAC in the connect request (conn.c,
+ * src/common/auth.h). The config owns a copy, zeroed when freed.
+ *
  * Ownership: the config owns copies of every string given to it;
  * rs_client_open() copies the config, so the caller may delete it at once.
  * Not thread-safe (a config is built by one thread, then handed over).
@@ -52,9 +56,7 @@ RS_EXPORT void rs_client_config_delete(struct rs_client_config **cfg)
 {
 	if (!cfg || !*cfg)
 		return;
-	clear_nodes(*cfg);
-	free((*cfg)->trace_path);
-	free((*cfg)->device);
+	cli_config_release(*cfg);
 	free(*cfg);
 	*cfg = NULL;
 }
@@ -284,6 +286,66 @@ RS_EXPORT int rs_client_config_set_device(struct rs_client_config *cfg,
 	return 0;
 }
 
+static void key_free(struct auth_key **k)
+{
+	if (*k) {
+		auth_key_wipe(*k);
+		free(*k);
+	}
+	*k = NULL;
+}
+
+RS_EXPORT int rs_client_config_set_credentials(struct rs_client_config *cfg,
+					       uint32_t key_id,
+					       const void *secret, size_t len)
+{
+	struct auth_key *k;
+	int ret;
+
+	if (!cfg)
+		return rs_seterr(RS_E_INVAL, "config is NULL");
+	if (!secret) {
+		key_free(&cfg->key);
+		return 0;
+	}
+	if ((ret = auth_init()))
+		return ret;
+	k = calloc(1, sizeof(*k));
+	if (!k)
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	ret = auth_key_init(k, key_id, AUTH_ROLE_NONE, secret, len);
+	if (ret) {
+		free(k);
+		return ret;
+	}
+	key_free(&cfg->key);
+	cfg->key = k;
+	return 0;
+}
+
+RS_EXPORT int rs_client_config_set_credentials_file(
+	struct rs_client_config *cfg, uint32_t key_id, const char *path)
+{
+	uint8_t secret[AUTH_SECRET_MAX];
+	size_t len;
+	bool world;
+	int ret;
+
+	if (!cfg || !path || !*path)
+		return rs_seterr(RS_E_INVAL, "config or secret file is NULL");
+	ret = auth_init();
+	if (!ret)
+		ret = auth_secret_file(path, secret, &len, &world);
+	if (ret)
+		return ret;
+	if (world)
+		fprintf(stderr, "recstore: warning: secret file %s may be "
+			"read by other users (chmod 600 it)\n", path);
+	ret = rs_client_config_set_credentials(cfg, key_id, secret, len);
+	sodium_memzero(secret, sizeof(secret));
+	return ret;
+}
+
 int cli_config_copy(struct rs_client_config *dst,
 		    const struct rs_client_config *src)
 {
@@ -292,6 +354,13 @@ int cli_config_copy(struct rs_client_config *dst,
 	dst->nnodes = 0;
 	dst->trace_path = NULL;
 	dst->device = NULL;
+	dst->key = NULL;
+	if (src->key) {
+		dst->key = malloc(sizeof(*dst->key));
+		if (!dst->key)
+			goto fail;
+		*dst->key = *src->key;
+	}
 	if (src->trace_path) {
 		dst->trace_path = strdup(src->trace_path);
 		if (!dst->trace_path)
@@ -307,11 +376,7 @@ int cli_config_copy(struct rs_client_config *dst,
 			goto fail;
 	return 0;
 fail:
-	clear_nodes(dst);
-	free(dst->trace_path);
-	free(dst->device);
-	dst->trace_path = NULL;
-	dst->device = NULL;
+	cli_config_release(dst);
 	return rs_seterr(-ENOMEM, "config: out of memory");
 }
 
@@ -322,4 +387,5 @@ void cli_config_release(struct rs_client_config *cfg)
 	free(cfg->device);
 	cfg->trace_path = NULL;
 	cfg->device = NULL;
+	key_free(&cfg->key);
 }

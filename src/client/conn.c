@@ -2,8 +2,11 @@
  * conn.c - connection contexts and per-node pools (see conn.h).
  *
  * Opening a context: rv_connect() with our receive limit (CLI_MSG_MAX) and
- * credits, then the HELLO exchange (cli_wire_hello(), wire.c) that checks
- * the protocol version. Then a CLI_CONN_BUF_BYTES READ landing zone is
+ * credits and, when the client has credentials, a connect request MAC'ed
+ * with them (src/common/auth.h) whose answer must prove that the node
+ * knows the same secret; a refusal's reason (from the node's reject
+ * bytes) becomes RS_E_AUTH. Then the HELLO exchange (cli_wire_hello(),
+ * wire.c) that checks the protocol version. Then a CLI_CONN_BUF_BYTES READ landing zone is
  * registered (LOCAL_WRITE only: nobody reads or writes our memory).
  *
  * Locking: the pool mutex guards the free list and the count; it is never
@@ -11,6 +14,7 @@
  * count is raised first and lowered again if the connect fails.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -61,8 +65,47 @@ void cli_pool_destroy(struct cli_pool *p)
 	pthread_mutex_destroy(&p->lock);
 }
 
+/* A refused connect: RS_E_AUTH when the node said why in its reject. */
+static int connect_refused(struct cli_node *n, int ret, const uint8_t *rej,
+			   size_t len)
+{
+	unsigned why = auth_reject_reason(rej, len);
+	char msg[256];
+
+	if (ret == -ECONNREFUSED && why)
+		return rs_seterr(RS_E_AUTH, "node %s: connect refused: %s",
+				 n->name, auth_rej_text(why));
+	/* rs_seterr() would overwrite the message while reading it */
+	snprintf(msg, sizeof(msg), "%s",
+		 rs_errormsg()[0] ? rs_errormsg() : rs_strerror(ret));
+	return rs_seterr(ret, "node %s: connect: %s", n->name, msg);
+}
+
+/* With credentials: the node's accept must carry its proof. */
+static int check_node(struct cli_node *n, struct cli_conn *c,
+		      const uint8_t *req)
+{
+	const void *reply;
+	size_t len = 0;
+	unsigned role;
+	int ret;
+
+	if (!n->key)
+		return 0;
+	reply = rv_conn_peer_data(c->rc, &len);
+	ret = auth_accept_check(n->key, req, reply, len, &role);
+	if (ret) {
+		char msg[256];
+
+		snprintf(msg, sizeof(msg), "%s", rs_errormsg());
+		return rs_seterr(ret, "node %s: %s", n->name, msg);
+	}
+	return 0;
+}
+
 static int conn_open(struct cli_node *n, struct cli_conn **out)
 {
+	uint8_t req[AUTH_REQ_LEN], rej[AUTH_REJ_LEN];
 	struct rv_conn_attr a;
 	struct cli_conn *c;
 	int ret;
@@ -77,12 +120,21 @@ static int conn_open(struct cli_node *n, struct cli_conn **out)
 	a.send_slots = CLI_MSG_CREDITS;
 	a.connect_timeout_ms = (int)n->timeout_ms;
 	a.spin_us = n->spin_us;
+	memset(rej, 0, sizeof(rej));
+	a.reject_buf = rej;
+	a.reject_cap = sizeof(rej);
+	if (n->key) {
+		auth_request_make(n->key, (uint64_t)time(NULL), req);
+		a.priv = req;
+		a.priv_len = sizeof(req);
+	}
 	ret = rv_connect(n->dev, n->host, n->port, &a, &c->rc);
 	if (ret) {
-		rs_seterr(ret, "node %s: connect: %s", n->name,
-			  rs_errormsg()[0] ? rs_errormsg() : rs_strerror(ret));
+		ret = connect_refused(n, ret, rej, sizeof(rej));
 		goto close_conn;
 	}
+	if ((ret = check_node(n, c, req)))
+		goto close_conn;
 	c->msg_max = rv_conn_msg_max(c->rc);
 	if (c->msg_max > CLI_MSG_MAX)
 		c->msg_max = CLI_MSG_MAX;

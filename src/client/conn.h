@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/auth.h"
 #include "verbs/rv.h"
 
 #define CLI_HOST_MAX 64
@@ -75,6 +76,7 @@ struct cli_node {
 	struct cli_pool pool;
 	unsigned timeout_ms;
 	unsigned spin_us;
+	const struct auth_key *key; /* the client's credentials, or NULL */
 };
 
 int cli_pool_init(struct cli_pool *p, unsigned max);

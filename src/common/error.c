@@ -34,6 +34,8 @@ static const char *const rs_names[] = {
 	[-(RS_E_UNSUPPORTED - RS_E_BASE)] = "not supported",
 	[-(RS_E_OVERFLOW - RS_E_BASE)] = "result would not be finite "
 					 "(update refused, row unchanged)",
+	[-(RS_E_PERM - RS_E_BASE)] = "permission denied (role)",
+	[-(RS_E_AUTH - RS_E_BASE)] = "authentication failed",
 };
 
 RS_EXPORT const char *rs_strerror(int code)

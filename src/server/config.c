@@ -19,6 +19,10 @@
  * refused, not rounded); float fields accept any JSON number and are
  * range-checked after conversion to fp32 (1e39 becomes inf and fails).
  * Seeds accept integers >= 0 or strings (decimal or 0x hex, full 64 bits).
+ *
+ * Credentials ("auth"): the parser checks their shape only; a secret_file
+ * is read when the config is applied (srv_config_load.c), and a secret
+ * given inline is zeroed when the config is freed.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -31,6 +35,7 @@
 #include <jansson.h>
 #include <xxhash.h>
 
+#include "common/auth.h"
 #include "common/rs_internal.h"
 #include "server/config.h"
 
@@ -665,6 +670,92 @@ static int parse_tables(struct ctx *c, json_t *arr, struct srv_config *cfg)
 	return 0;
 }
 
+/* ---- credentials ---- */
+
+static int sub_object(struct ctx *c, json_t *obj, const char *key,
+		      const char *const *known, json_t **sub, size_t *old);
+
+static const char *const key_keys[] = { "id", "role", "secret",
+					"secret_file", NULL };
+static const char *const auth_keys[] = { "keys", "max_skew_s", NULL };
+
+static int parse_key(struct ctx *c, json_t *o, struct srv_config_key *k)
+{
+	const char *role, *secret;
+	int rc, r;
+
+	if (!json_is_object(o))
+		return fail(c, "must be an object");
+	if ((rc = check_keys(c, o, key_keys)))
+		return rc;
+	if (!json_object_get(o, "id"))
+		return fail_at(c, "id", "required (1..4294967295)");
+	if ((rc = get_u32(c, o, "id", 1, UINT32_MAX, &k->id)) ||
+	    (rc = get_str(c, o, "role", 0, &role)))
+		return rc;
+	if ((r = auth_role_parse(role)) < 0)
+		return fail_at(c, "role", "required: read, data or admin");
+	k->role = (uint32_t)r;
+	if ((rc = get_str(c, o, "secret", 0, &secret)) ||
+	    (rc = dup_path(c, o, "secret_file", &k->secret_file)))
+		return rc;
+	if (!secret == !k->secret_file)
+		return fail(c, "give exactly one of secret and secret_file");
+	if (secret && (strlen(secret) < AUTH_SECRET_MIN ||
+		       strlen(secret) > AUTH_SECRET_MAX))
+		return fail_at(c, "secret", "must be %d to %d bytes",
+			       AUTH_SECRET_MIN, AUTH_SECRET_MAX);
+	if (secret && !(k->secret = strdup(secret)))
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	return 0;
+}
+
+static int parse_keys(struct ctx *c, json_t *arr, struct srv_config *cfg)
+{
+	size_t n, old;
+	int rc;
+
+	if (!json_is_array(arr))
+		return fail(c, "must be an array");
+	n = json_array_size(arr);
+	if (n > 4096)
+		return fail(c, "%zu keys, at most 4096", n);
+	if (n && !(cfg->keys = calloc(n, sizeof(*cfg->keys))))
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		old = push_index(c, i);
+		cfg->nkeys = (uint32_t)(i + 1);
+		rc = parse_key(c, json_array_get(arr, i), &cfg->keys[i]);
+		for (size_t j = 0; !rc && j < i; j++)
+			if (cfg->keys[j].id == cfg->keys[i].id)
+				rc = fail_at(c, "id", "key id %u also in "
+					     "keys[%zu]", cfg->keys[i].id, j);
+		pop(c, old);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int parse_auth(struct ctx *c, json_t *root, struct srv_config *cfg)
+{
+	size_t old, old2;
+	json_t *o, *k;
+	int rc;
+
+	if ((rc = sub_object(c, root, "auth", auth_keys, &o, &old)) || !o)
+		return rc;
+	rc = get_u32(c, o, "max_skew_s", 0, AUTH_MAX_SKEW_S,
+		     &cfg->auth_skew_s);
+	if (!rc && (k = json_object_get(o, "keys"))) {
+		old2 = push_key(c, "keys");
+		rc = parse_keys(c, k, cfg);
+		pop(c, old2);
+	}
+	pop(c, old);
+	return rc;
+}
+
 /* ---- top level ---- */
 
 static const char *const listen_keys[] = { "addr", "port", NULL };
@@ -674,7 +765,7 @@ static const char *const top_keys[] = {
 	"name", "device", "listen", "metrics_port", "storage", "tables",
 	"workers", "spin_us", "trace", "max_batch_keys", "max_message_bytes",
 	"max_dim", "max_tables", "max_conns_per_peer", "keepalive_ms",
-	"send_timeout_ms", NULL,
+	"send_timeout_ms", "auth", NULL,
 };
 
 /* obj[key] must be an object if present; *sub = it or NULL */
@@ -799,6 +890,7 @@ static int parse_root(struct ctx *c, json_t *root, struct srv_config *cfg)
 			  SRV_CONFIG_MAX_SEND_TIMEOUT_MS,
 			  &cfg->send_timeout_ms)) ||
 	    (rc = parse_trace(c, root, cfg)) ||
+	    (rc = parse_auth(c, root, cfg)) ||
 	    (rc = get_u32(c, root, "max_batch_keys", 1, PROTO_MAX_BATCH_KEYS,
 			  &cfg->limits.max_batch_keys)) ||
 	    (rc = get_size(c, root, "max_message_bytes",
@@ -838,6 +930,7 @@ void srv_config_defaults(struct srv_config *c)
 	c->trace_sample = SRV_CONFIG_TRACE_SAMPLE;
 	proto_limits_default(&c->limits);
 	c->limits.max_message_bytes = SRV_CONFIG_MESSAGE_BYTES;
+	c->auth_skew_s = AUTH_DEFAULT_SKEW_S;
 }
 
 void srv_config_free(struct srv_config **c)
@@ -847,6 +940,16 @@ void srv_config_free(struct srv_config **c)
 	free((*c)->storage_path);
 	free((*c)->trace_path);
 	free((*c)->tables);
+	for (uint32_t i = 0; i < (*c)->nkeys; i++) {
+		char *sec = (*c)->keys[i].secret;
+
+		if (sec) {
+			sodium_memzero(sec, strlen(sec));
+			free(sec);
+		}
+		free((*c)->keys[i].secret_file);
+	}
+	free((*c)->keys);
 	free(*c);
 	*c = NULL;
 }

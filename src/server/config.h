@@ -49,6 +49,15 @@ enum srv_backend {
 #define SRV_CONFIG_ADDR_MAX 255
 #define SRV_CONFIG_DEVICE_MAX 63
 
+/* One credential of the "auth" section: exactly one of secret and
+ * secret_file is set (the file is read when the config is applied). */
+struct srv_config_key {
+	uint32_t id;		  /* 1..2^32-1, unique */
+	uint32_t role;		  /* enum auth_role */
+	char *secret;		  /* 16..256 bytes, or NULL */
+	char *secret_file;	  /* or NULL */
+};
+
 struct srv_config {
 	char name[PROTO_NAME_MAX + 1];	      /* node name; "" */
 	char device[SRV_CONFIG_DEVICE_MAX + 1]; /* RDMA device; "": the
@@ -74,6 +83,9 @@ struct srv_config {
 				       max_tables 1024 */
 	uint32_t ntables;
 	struct proto_table_spec *tables; /* ntables, validated */
+	uint32_t nkeys;
+	struct srv_config_key *keys;	/* "auth.keys"; none: no checks */
+	uint32_t auth_skew_s;		/* "auth.max_skew_s"; 60 */
 };
 
 /* Fill *c with the defaults (no allocation; nothing to free). */

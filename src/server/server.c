@@ -248,6 +248,8 @@ static struct srv_conn *conn_of(struct rs_server *s, struct rv_conn *rc,
 				c->id = ++s->conns_total;
 				s->nconns++;
 			}
+			c->role = (uint8_t)(c->is_wake ? AUTH_ROLE_NONE :
+					    srv_auth_conn_role(s, p, plen));
 			c->next = s->conns;
 			if (s->conns)
 				s->conns->prev = c;
@@ -630,7 +632,9 @@ static void wake_start(struct rs_server *s)
 	memcpy(s->wake_msg, "RSWAKE\0\0", 8);
 	memcpy(s->wake_msg + 8, &s->wake_token, 8);
 	atomic_store(&s->wake_thr_done, false);
+	atomic_store(&s->wake_pending, true);
 	if (pthread_create(&s->wake_thr, NULL, wake_connect_main, s)) {
+		atomic_store(&s->wake_pending, false);
 		atomic_store(&s->wake_thr_done, true);
 		return;
 	}
@@ -1032,12 +1036,17 @@ static int open_listener(struct rs_server *s)
 	la.max_conns = s->o.max_conns;
 	la.max_conns_per_peer = s->o.max_conns_per_peer;
 	la.conn.keepalive_ms = s->o.keepalive_ms;
+	if (s->auth_on) {
+		la.on_request = srv_auth_on_request;
+		la.arg = s;
+	}
 	ret = rv_listen(s->dev, s->o.listen_ip, s->o.port, &la, &s->l);
 	if (ret)
 		return srv_err(ret, "listen on %s:%u: %s", s->o.listen_ip,
 				 s->o.port, rs_errormsg());
 	snprintf(s->listen_addr, sizeof(s->listen_addr), "%s:%u",
 		 s->o.listen_ip, rv_listener_port(s->l));
+	srv_auth_announce(s);
 	return 0;
 }
 
@@ -1078,6 +1087,8 @@ static int open_all(struct rs_server *s)
 		return ret;
 	s->tables_open = true;
 	if ((ret = srv_tables_apply_config(&s->tables, &s->o)))
+		return ret;
+	if ((ret = srv_auth_open(s)))
 		return ret;
 	if ((ret = open_listener(s)))
 		return ret;
@@ -1148,6 +1159,7 @@ RS_EXPORT void rs_server_close(struct rs_server **sp)
 	reap(s, true);
 	rv_listener_close(&s->l);
 	metrics_http_stop(&s->m.http);
+	srv_auth_close(s);
 	if (s->tables_open)
 		srv_tables_close(&s->tables);
 	srv_metrics_fini(s);

@@ -11,12 +11,33 @@
 #include "server/config.h"
 #include "server/srv_internal.h"
 
+/* The credentials of c into o (secret files are read here). */
+static int keys_from_config(struct srv_opts *o, const struct srv_config *c)
+{
+	char field[48];
+	int ret = 0;
+
+	for (uint32_t i = 0; !ret && i < c->nkeys; i++) {
+		const struct srv_config_key *k = &c->keys[i];
+
+		snprintf(field, sizeof(field), "auth.keys[%u]", i);
+		ret = k->secret_file ?
+			      srv_opts_add_key_file(o, field, k->id, k->role,
+						    k->secret_file) :
+			      srv_opts_add_key(o, field, k->id, k->role,
+					       k->secret, strlen(k->secret));
+	}
+	o->auth_skew_s = c->auth_skew_s;
+	return ret;
+}
+
 /* Map a parsed config onto options that start from the defaults: the
  * fields go into a view that borrows c's strings and tables, and
  * srv_opts_copy() makes o's own copies of them. */
 int srv_opts_from_config(struct srv_opts *o, const struct srv_config *c)
 {
 	struct srv_opts v;
+	int ret;
 
 	srv_opts_free(o);
 	v = *o;
@@ -39,7 +60,12 @@ int srv_opts_from_config(struct srv_opts *o, const struct srv_config *c)
 	v.trace_path = c->trace_path;
 	v.tables = c->tables;
 	v.ntables = c->ntables;
-	return srv_opts_copy(o, &v);
+	v.keys = NULL;
+	v.nkeys = 0;
+	ret = srv_opts_copy(o, &v);
+	if (!ret)
+		ret = keys_from_config(o, c);
+	return ret;
 }
 
 RS_EXPORT int rs_server_config_load(struct rs_server_config **out,

@@ -17,6 +17,8 @@
  *     to id 0 as fatal for its connection.
  * Either way the connection stays up (a misbehaving client only hurts
  * itself) and the message is counted (rs_request_errors_total{type="bad"}).
+ * Then the role: a request its connection's credentials do not allow
+ * (src/common/auth.h, docs/security.md) gets RS_E_PERM before any work.
  * Then semantic checks: unknown table id (RS_E_NOTFOUND), a table
  * generation that is not the current one (RS_E_STALE: the client's
  * directory is old), rows of the wrong dimension (RS_E_DIM), a reply that
@@ -798,6 +800,13 @@ void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 	if (r.m.hdr.flags & PROTO_F_REPLY) {
 		reply_error(&r, r.op, RS_E_PROTO, "%s: a reply sent to the "
 			    "node", proto_op_name(r.op));
+		return;
+	}
+	if (RS_UNLIKELY(!auth_role_allows(c->role, r.op))) {
+		reply_error(&r, r.op, RS_E_PERM, "needs role '%s', this "
+			    "connection's credentials are '%s'",
+			    auth_role_name(auth_role_needed(r.op)),
+			    auth_role_name(c->role));
 		return;
 	}
 	switch (r.op) {

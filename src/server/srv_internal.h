@@ -43,6 +43,7 @@
 
 #include <hwloc.h>
 
+#include "common/auth.h"
 #include "common/proto.h"
 #include "common/ratelimit.h"
 #include "common/rs_internal.h"
@@ -85,6 +86,9 @@ struct srv_opts {
 	double trace_sample;
 	struct proto_table_spec *tables; /* created at open if missing */
 	size_t ntables;
+	struct auth_key *keys;	/* credentials; none: every peer is admin */
+	size_t nkeys;
+	uint32_t auth_skew_s;	/* accepted clock difference, seconds */
 };
 
 void srv_opts_defaults(struct srv_opts *o);
@@ -115,6 +119,13 @@ int srv_opts_check_memory(const struct srv_opts *o,
 /* One log line: the worst case and the machine. */
 void srv_log_memory(const struct srv_opts *o);
 
+/* Add a credential (id unique, role enum auth_role); the file form
+ * reads the secret from path and warns when others may read the file.
+ * RS_E_INVAL names `field` (e.g. "auth.keys[0]"). */
+int srv_opts_add_key(struct srv_opts *o, const char *field, uint32_t id,
+		     unsigned role, const void *secret, size_t len);
+int srv_opts_add_key_file(struct srv_opts *o, const char *field,
+			  uint32_t id, unsigned role, const char *path);
 /* "ADDR:PORT" or "[v6]:PORT" -> ip, port. */
 int srv_parse_listen(const char *s, char *ip, size_t iplen, uint16_t *port);
 
@@ -230,6 +241,7 @@ struct srv_conn {
 	atomic_bool dead;	/* to be closed by the run thread */
 	bool delivered;		/* rv reported it CONNECTED */
 	bool is_wake;		/* the node's own wake connection */
+	uint8_t role;		/* enum auth_role: what it may ask */
 	_Atomic uint32_t reply_max; /* the peer's receive buffer size */
 	char peer[PROTO_NAME_MAX + 1];
 	struct srv_conn *next, *prev;
@@ -261,6 +273,22 @@ uint32_t srv_reply_cap(const struct srv_conn *c);
  * (c is then dead: failed, or cut off for breaking the protocol). Any
  * worker holding a message of c. */
 int srv_conn_send(struct srv_conn *c, const void *buf, size_t len);
+/* ---- credentials (srv_auth.c) ---- */
+
+/* Set up checking when s->o.keys has credentials (before the listener);
+ * srv_auth_announce() logs the mode once the listener has an address. */
+int srv_auth_open(struct rs_server *s);
+void srv_auth_announce(struct rs_server *s);
+void srv_auth_close(struct rs_server *s);
+/* rv_listener_attr.on_request: the credential check of a connect
+ * request (run thread, before the listener allocates anything). */
+int srv_auth_on_request(void *arg, const void *priv, size_t len,
+			void *reply, size_t *reply_len);
+/* Connect requests refused at the credential check (all reasons). */
+uint64_t srv_auth_refused(struct rs_server *s);
+/* The role of a connection from its connect request bytes. */
+unsigned srv_auth_conn_role(struct rs_server *s, const void *priv,
+			    size_t len);
 
 /* ---- metrics and stats (srv_stats.c) ---- */
 
@@ -351,6 +379,9 @@ struct rs_server {
 	struct srv_metrics m;
 	struct rv_listener *l;
 	uint64_t node_id;
+	struct auth_node auth;	/* used when auth_on */
+	bool auth_on;
+	struct metrics_counter *m_auth[AUTH_W_COUNT];
 	bool trace_opened;
 
 	int stop_fd;		/* eventfd: rs_server_stop() */
@@ -381,6 +412,7 @@ struct rs_server {
 	uint8_t wake_msg[SRV_WAKE_LEN];
 	uint64_t wake_token;	/* secret: not the node id HELLO tells */
 	pthread_t wake_thr;
+	atomic_bool wake_pending;	/* its connect request is expected */
 	bool wake_thr_started;
 	atomic_bool wake_thr_done;
 };

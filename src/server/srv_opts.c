@@ -15,7 +15,13 @@
  * up to 128 connections, a 2 s send timeout, huge pages when the system
  * has them, tracing from RS_TRACE / RS_TRACE_SAMPLE unless the file says.
  *
- * Ownership: an srv_opts owns pool_path, trace_path and tables.
+ * Credentials: keys (id, role, secret) added by rs_server_config_add_key*
+ * or the config file's "auth" section; none means every peer is admin.
+ * A secret file is read when it is added (so a bad path fails at
+ * configuration) and a warning is logged when others may read it.
+ *
+ * Ownership: an srv_opts owns pool_path, trace_path, tables and keys
+ * (secrets are zeroed when freed).
  * Not thread-safe (a config is built by one thread, then handed over).
  */
 #include <errno.h>
@@ -46,6 +52,7 @@ void srv_opts_defaults(struct srv_opts *o)
 	o->credits = 16;
 	o->max_conns = 128;
 	o->send_timeout_ms = (int)c.send_timeout_ms;
+	o->auth_skew_s = AUTH_DEFAULT_SKEW_S;
 }
 
 void srv_opts_free(struct srv_opts *o)
@@ -56,6 +63,13 @@ void srv_opts_free(struct srv_opts *o)
 	o->pool_path = o->trace_path = NULL;
 	o->tables = NULL;
 	o->ntables = 0;
+	if (o->keys) {
+		for (size_t i = 0; i < o->nkeys; i++)
+			auth_key_wipe(&o->keys[i]);
+		free(o->keys);
+	}
+	o->keys = NULL;
+	o->nkeys = 0;
 }
 
 static int dup_str(char **dst, const char *src)
@@ -72,6 +86,8 @@ int srv_opts_copy(struct srv_opts *dst, const struct srv_opts *src)
 	*dst = *src;
 	dst->pool_path = dst->trace_path = NULL;
 	dst->tables = NULL;
+	dst->keys = NULL;
+	dst->nkeys = 0;
 	if (dup_str(&dst->pool_path, src->pool_path) ||
 	    dup_str(&dst->trace_path, src->trace_path))
 		goto nomem;
@@ -81,6 +97,13 @@ int srv_opts_copy(struct srv_opts *dst, const struct srv_opts *src)
 			goto nomem;
 		memcpy(dst->tables, src->tables,
 		       src->ntables * sizeof(*dst->tables));
+	}
+	if (src->nkeys) {
+		dst->keys = malloc(src->nkeys * sizeof(*dst->keys));
+		if (!dst->keys)
+			goto nomem;
+		memcpy(dst->keys, src->keys, src->nkeys * sizeof(*dst->keys));
+		dst->nkeys = src->nkeys;
 	}
 	return 0;
 nomem:
@@ -148,11 +171,68 @@ int srv_opts_validate(const struct srv_opts *o)
 						 "'%s' is also tables[%zu]", i,
 						 o->tables[i].name, j);
 	}
+	if (o->auth_skew_s > AUTH_MAX_SKEW_S)
+		return rs_seterr(RS_E_INVAL, "auth.max_skew_s: %u is not in "
+				 "0..%d", o->auth_skew_s, AUTH_MAX_SKEW_S);
 	if (o->ntables > SLAB_MAX_TABLES)
 		return rs_seterr(RS_E_INVAL, "tables: %zu tables, a node holds "
 				 "at most %d", o->ntables, SLAB_MAX_TABLES);
 	srv_machine_probe(&m);
 	return srv_opts_check_memory(o, &m);
+}
+
+/* ---- credentials ---- */
+
+int srv_opts_add_key(struct srv_opts *o, const char *field, uint32_t id,
+		     unsigned role, const void *secret, size_t len)
+{
+	struct auth_key k, *keys;
+	int ret;
+
+	if (role < AUTH_ROLE_READ || role > AUTH_ROLE_ADMIN)
+		return rs_seterr(RS_E_INVAL, "%s.role: must be read, data or "
+				 "admin", field);
+	ret = auth_key_init(&k, id, role, secret, len);
+	if (ret)
+		return srv_err(ret, "%s: %s", field, rs_errormsg());
+	for (size_t i = 0; i < o->nkeys; i++)
+		if (o->keys[i].id == id) {
+			auth_key_wipe(&k);
+			return rs_seterr(RS_E_INVAL, "%s.id: key id %u is "
+					 "given twice", field, id);
+		}
+	keys = realloc(o->keys, (o->nkeys + 1) * sizeof(*keys));
+	if (!keys) {
+		auth_key_wipe(&k);
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	}
+	keys[o->nkeys++] = k;
+	o->keys = keys;
+	auth_key_wipe(&k);
+	return 0;
+}
+
+int srv_opts_add_key_file(struct srv_opts *o, const char *field,
+			  uint32_t id, unsigned role, const char *path)
+{
+	uint8_t secret[AUTH_SECRET_MAX];
+	size_t len;
+	bool world;
+	int ret;
+
+	if (!path || !*path)
+		return rs_seterr(RS_E_INVAL, "%s.secret_file: empty path",
+				 field);
+	ret = auth_secret_file(path, secret, &len, &world);
+	if (ret)
+		return srv_err(ret == RS_E_INVAL ? ret : RS_E_INVAL,
+			       "%s.secret_file: %s", field, rs_errormsg());
+	if (world)
+		srv_log("warning: %s.secret_file %s may be read by other "
+			"users (chmod 600 it)", field, path);
+	ret = srv_opts_add_key(o, field, id, role, secret, len);
+	sodium_memzero(secret, sizeof(secret));
+	return ret;
 }
 
 /* "ADDR:PORT" (IPv4, or [IPv6]:PORT). */
@@ -275,6 +355,57 @@ RS_EXPORT int rs_server_config_set_metrics_port(struct rs_server_config *cfg,
 	if ((ret = check_metrics_port(port)))
 		return ret;
 	cfg->o.metrics_port = port;
+	return 0;
+}
+
+static int role_arg(const char *role, unsigned *out)
+{
+	int r = auth_role_parse(role);
+
+	if (r < 0)
+		return rs_seterr(RS_E_INVAL, "role '%s': must be read, data "
+				 "or admin", role ? role : "(null)");
+	*out = (unsigned)r;
+	return 0;
+}
+
+RS_EXPORT int rs_server_config_add_key(struct rs_server_config *cfg,
+				       uint32_t key_id, const char *role,
+				       const void *secret, size_t len)
+{
+	unsigned r = 0;
+	int ret;
+
+	if (!cfg)
+		return rs_seterr(RS_E_INVAL, "config: NULL");
+	if ((ret = role_arg(role, &r)))
+		return ret;
+	return srv_opts_add_key(&cfg->o, "key", key_id, r, secret, len);
+}
+
+RS_EXPORT int rs_server_config_add_key_file(struct rs_server_config *cfg,
+					    uint32_t key_id, const char *role,
+					    const char *path)
+{
+	unsigned r = 0;
+	int ret;
+
+	if (!cfg)
+		return rs_seterr(RS_E_INVAL, "config: NULL");
+	if ((ret = role_arg(role, &r)))
+		return ret;
+	return srv_opts_add_key_file(&cfg->o, "key", key_id, r, path);
+}
+
+RS_EXPORT int rs_server_config_set_auth_skew(struct rs_server_config *cfg,
+					     unsigned seconds)
+{
+	if (!cfg)
+		return rs_seterr(RS_E_INVAL, "config: NULL");
+	if (seconds > AUTH_MAX_SKEW_S)
+		return rs_seterr(RS_E_INVAL, "auth.max_skew_s: %u is not in "
+				 "0..%d", seconds, AUTH_MAX_SKEW_S);
+	cfg->o.auth_skew_s = seconds;
 	return 0;
 }
 

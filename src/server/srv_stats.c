@@ -359,6 +359,8 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 	TRY(add(l, N, "connections_cut",
 		metrics_counter_value(m->cut[SRV_CUT_NO_CREDIT]) +
 			metrics_counter_value(m->cut[SRV_CUT_OVERRUN])));
+	TRY(add(l, N, "auth_accepted", atomic_load(&s->auth.accepted)));
+	TRY(add(l, N, "auth_refused", srv_auth_refused(s)));
 	TRY(add(l, N, "workers", s->nworkers));
 	TRY(add(l, N, "mem_registered",
 		atomic_load(&s->tables.registered_bytes)));

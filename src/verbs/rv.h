@@ -138,6 +138,7 @@ void rv_mr_free(struct rv_mr **mr);
 /* Caller bytes carried by the rdma_cm handshake (the rest is ours). */
 #define RV_CONNECT_PRIV_MAX 44	/* client -> server (56 minus our 12) */
 #define RV_ACCEPT_PRIV_MAX 184	/* server -> client (196 minus our 12) */
+#define RV_REJECT_PRIV_MAX 148	/* server -> client in a refusal (IB REJ) */
 
 struct rv_conn_attr {
 	uint32_t msg_max;	/* largest message we receive (bytes); 4096 */
@@ -160,6 +161,11 @@ struct rv_conn_attr {
 	uint32_t keepalive_ms;	/* probe an idle peer this often (a zero-
 				 * length RDMA WRITE; a peer that does not
 				 * answer fails the conn); 0: never; 5000 */
+	void *reject_buf;	/* client, optional: when the server refuses
+				 * with bytes (its on_request hook's reply),
+				 * rv_connect copies up to reject_cap of them
+				 * here, zero-padded (rdma_cm pads them) */
+	size_t reject_cap;
 };
 void rv_conn_attr_init(struct rv_conn_attr *a);
 
@@ -245,10 +251,12 @@ struct rv_listener_attr {
 	int backlog;		/* rdma_listen backlog; 64 */
 	/*
 	 * Optional handshake hook, called from rv_listener_event() for each
-	 * connection request with the client's bytes; fills up to
-	 * RV_ACCEPT_PRIV_MAX reply bytes (*reply_len, initially 0) and returns
-	 * 0 to accept or < 0 to reject. Without it every request is accepted
-	 * with conn.priv as the reply.
+	 * connection request with the client's bytes, before any resource
+	 * (QP, buffers) is spent on it; fills up to RV_ACCEPT_PRIV_MAX reply
+	 * bytes (*reply_len, initially 0) and returns 0 to accept or < 0 to
+	 * reject. A rejection carries its reply bytes to the client when
+	 * there are at most RV_REJECT_PRIV_MAX (see reject_buf). Without it
+	 * every request is accepted with conn.priv as the reply.
 	 */
 	int (*on_request)(void *arg, const void *priv, size_t len,
 			  void *reply, size_t *reply_len);

@@ -755,9 +755,24 @@ static int cm_event_code(const struct rdma_cm_event *ev, const char *ip,
 	}
 }
 
+/* A refusal's bytes for the caller (a->reject_buf), zero-padded. */
+static void keep_reject(const struct rv_conn_attr *a,
+			const struct rdma_cm_event *ev)
+{
+	size_t n = ev->param.conn.private_data_len;
+
+	memset(a->reject_buf, 0, a->reject_cap);
+	if (!ev->param.conn.private_data)
+		return;
+	if (n > a->reject_cap)
+		n = a->reject_cap;
+	memcpy(a->reject_buf, ev->param.conn.private_data, n);
+}
+
+/* Wait for event `want`; rej (optional) keeps a refusal's bytes. */
 static int cm_expect(struct rv_conn *c, enum rdma_cm_event_type want,
 		     uint64_t deadline, const char *ip, uint16_t port,
-		     struct rdma_cm_event **evp)
+		     const struct rv_conn_attr *rej, struct rdma_cm_event **evp)
 {
 	struct pollfd pf = { .fd = c->ech->fd, .events = POLLIN };
 	struct rdma_cm_event *ev;
@@ -780,6 +795,8 @@ static int cm_expect(struct rv_conn *c, enum rdma_cm_event_type want,
 		return rs_seterr(-errno, "rdma_get_cm_event: %s",
 				 strerror(errno));
 	if (ev->event != want || ev->status) {
+		if (ev->event == RDMA_CM_EVENT_REJECTED && rej && rej->reject_buf)
+			keep_reject(rej, ev);
 		ret = cm_event_code(ev, ip, port);
 		rdma_ack_cm_event(ev);
 		return ret;
@@ -830,7 +847,7 @@ static int client_connect(struct rv_conn *c, const struct rv_conn_attr *a,
 		return rs_seterr(-errno, "rdma_resolve_addr(%s): %s", ip,
 				 strerror(errno));
 	ret = cm_expect(c, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, ip, port,
-			&ev);
+			NULL, &ev);
 	if (ret)
 		return ret;
 	rdma_ack_cm_event(ev);
@@ -844,7 +861,7 @@ static int client_connect(struct rv_conn *c, const struct rv_conn_attr *a,
 		return rs_seterr(-errno, "rdma_resolve_route(%s): %s", ip,
 				 strerror(errno));
 	ret = cm_expect(c, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, ip, port,
-			&ev);
+			NULL, &ev);
 	if (ret)
 		return ret;
 	rdma_ack_cm_event(ev);
@@ -866,7 +883,7 @@ static int client_connect(struct rv_conn *c, const struct rv_conn_attr *a,
 	if (rdma_connect(c->id, &cp))
 		return rs_seterr(-errno, "rdma_connect(%s:%u): %s", ip, port,
 				 strerror(errno));
-	ret = cm_expect(c, RDMA_CM_EVENT_ESTABLISHED, deadline, ip, port,
+	ret = cm_expect(c, RDMA_CM_EVENT_ESTABLISHED, deadline, ip, port, a,
 			&ev);
 	if (ret)
 		return ret;

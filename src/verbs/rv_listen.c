@@ -5,7 +5,9 @@
  * Events. The listen id and every id it spawns report to one event channel
  * (l->ech, non-blocking). rv_listener_event() reads it: a CONNECT_REQUEST
  * is checked (our handshake header), answered by the caller's on_request
- * hook, and accepted with a new conn (state ACCEPTING) or rejected;
+ * hook (before anything is allocated for it), and accepted with a new
+ * conn (state ACCEPTING) or rejected (a hook's refusal with its reply
+ * bytes, e.g. a credential check's reason);
  * ESTABLISHED turns the conn CONNECTED and is returned to the caller; a
  * DISCONNECTED fails the conn (QP to error, flush), answers the peer
  * (rdma_disconnect) and is returned once. Conns that never got delivered
@@ -515,6 +517,17 @@ static void reject(struct rv_listener *l, struct rdma_cm_id *id,
 	rdma_reject(id, buf, (uint8_t)len);
 }
 
+/* The on_request hook's refusal, with its reply bytes when they fit. */
+static void reject_with(struct rv_listener *l, struct rdma_cm_id *id,
+			const void *data, size_t len)
+{
+	rv_stat_add(&l->cnt.rej_refused, 1);
+	if (len && len <= RV_REJECT_PRIV_MAX)
+		rdma_reject(id, data, (uint8_t)len);
+	else
+		rdma_reject(id, NULL, 0);
+}
+
 static bool same_host(const struct sockaddr_storage *a,
 		      const struct sockaddr_storage *b)
 {
@@ -647,7 +660,11 @@ static struct rv_conn *on_connect_request(struct rv_listener *l,
 	why = RV_REJ_REFUSED;
 	if (l->attr.on_request) {
 		if (l->attr.on_request(l->attr.arg, h.user, h.user_len, reply,
-				       &rlen) < 0 || rlen > RV_ACCEPT_PRIV_MAX)
+				       &rlen) < 0) {
+			reject_with(l, id, reply, rlen);
+			return NULL;
+		}
+		if (rlen > RV_ACCEPT_PRIV_MAX)
 			goto reject;
 	} else {
 		rlen = ca->priv_len;

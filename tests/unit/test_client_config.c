@@ -7,7 +7,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "client/client_internal.h"
@@ -143,6 +145,48 @@ static void open_refuses(void **state)
 	rs_client_close(&c);
 }
 
+static void credentials(void **state)
+{
+	struct rs_client_config *cfg, copy;
+	char path[] = "/tmp/rs-cred-XXXXXX";
+	int fd;
+
+	(void)state;
+	assert_int_equal(rs_client_config_new(&cfg), 0);
+	assert_null(cfg->key);
+	assert_int_equal(rs_client_config_set_credentials(cfg, 0,
+			 "0123456789abcdef", 16), RS_E_INVAL);
+	assert_int_equal(rs_client_config_set_credentials(cfg, 5, "short", 5),
+			 RS_E_INVAL);
+	assert_null(cfg->key);
+	assert_int_equal(rs_client_config_set_credentials(cfg, 5,
+			 "0123456789abcdef", 16), 0);
+	assert_non_null(cfg->key);
+	assert_int_equal(cfg->key->id, 5);
+	/* the copy rs_client_open makes owns its own key */
+	assert_int_equal(cli_config_copy(&copy, cfg), 0);
+	assert_ptr_not_equal(copy.key, cfg->key);
+	assert_memory_equal(copy.key->secret, "0123456789abcdef", 16);
+	cli_config_release(&copy);
+	assert_null(copy.key);
+	/* from a file, one trailing newline dropped */
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "fedcba9876543210XY\n", 19), 19);
+	close(fd);
+	assert_int_equal(rs_client_config_set_credentials_file(cfg, 6, path),
+			 0);
+	assert_int_equal(cfg->key->id, 6);
+	assert_int_equal(cfg->key->len, 18);
+	unlink(path);
+	assert_true(rs_client_config_set_credentials_file(cfg, 6, path) < 0);
+	assert_int_equal(cfg->key->id, 6);	/* kept on failure */
+	/* NULL secret: none */
+	assert_int_equal(rs_client_config_set_credentials(cfg, 0, NULL, 0), 0);
+	assert_null(cfg->key);
+	rs_client_config_delete(&cfg);
+}
+
 static void specs(void **state)
 {
 	struct rs_table_spec s;
@@ -169,6 +213,7 @@ int main(void)
 		cmocka_unit_test(unsigned_setters),
 		cmocka_unit_test(open_refuses),
 		cmocka_unit_test(specs),
+		cmocka_unit_test(credentials),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

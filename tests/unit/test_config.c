@@ -519,7 +519,63 @@ static const struct {
 	{ INI("uniform", ", \"seed\": \"12abc\""),
 	  "tables[0].initializer.seed: '12abc' is not a 64-bit unsigned "
 	  "integer (decimal or 0x hex)" },
+	/* credentials */
+	{ "{\"auth\": []}", "auth: must be an object" },
+	{ "{\"auth\": {\"key\": []}}",
+	  "auth.key: unknown field (did you mean 'keys'?)" },
+	{ "{\"auth\": {\"keys\": {}}}", "auth.keys: must be an array" },
+	{ "{\"auth\": {\"max_skew_s\": 3601}}",
+	  "auth.max_skew_s: must be an integer in [0, 3600]" },
+	{ "{\"auth\": {\"keys\": [{\"role\": \"read\", "
+	  "\"secret\": \"0123456789abcdef\"}]}}",
+	  "auth.keys[0].id: required (1..4294967295)" },
+	{ "{\"auth\": {\"keys\": [{\"id\": 0, \"role\": \"read\", "
+	  "\"secret\": \"0123456789abcdef\"}]}}",
+	  "auth.keys[0].id: must be an integer in [1, 4294967295]" },
+	{ "{\"auth\": {\"keys\": [{\"id\": 1, \"role\": \"root\", "
+	  "\"secret\": \"0123456789abcdef\"}]}}",
+	  "auth.keys[0].role: required: read, data or admin" },
+	{ "{\"auth\": {\"keys\": [{\"id\": 1, \"role\": \"read\"}]}}",
+	  "auth.keys[0]: give exactly one of secret and secret_file" },
+	{ "{\"auth\": {\"keys\": [{\"id\": 1, \"role\": \"read\", "
+	  "\"secret\": \"0123456789abcdef\", \"secret_file\": \"/x\"}]}}",
+	  "auth.keys[0]: give exactly one of secret and secret_file" },
+	{ "{\"auth\": {\"keys\": [{\"id\": 1, \"role\": \"read\", "
+	  "\"secret\": \"short\"}]}}",
+	  "auth.keys[0].secret: must be 16 to 256 bytes" },
+	{ "{\"auth\": {\"keys\": [{\"id\": 1, \"role\": \"read\", "
+	  "\"secret\": \"0123456789abcdef\"}, {\"id\": 1, \"role\": "
+	  "\"data\", \"secret\": \"0123456789abcdef\"}]}}",
+	  "auth.keys[1].id: key id 1 also in keys[0]" },
+	{ "{\"auth\": {\"keys\": [{\"id\": 1, \"role\": \"read\", "
+	  "\"secrte\": \"0123456789abcdef\"}]}}",
+	  "auth.keys[0].secrte: unknown field (did you mean 'secret'?)" },
 };
+
+static void auth_section(void **state)
+{
+	struct srv_config *c;
+
+	(void)state;
+	c = parse_ok("{}");
+	assert_int_equal(c->nkeys, 0);
+	assert_int_equal(c->auth_skew_s, 60);
+	srv_config_free(&c);
+	c = parse_ok("{\"auth\": {\"max_skew_s\": 5, \"keys\": ["
+		     "{\"id\": 9, \"role\": \"admin\", \"secret_file\": "
+		     "\"/etc/k\"}, {\"id\": 4294967295, \"role\": \"read\", "
+		     "\"secret\": \"0123456789abcdef\"}]}}");
+	assert_int_equal(c->auth_skew_s, 5);
+	assert_int_equal(c->nkeys, 2);
+	assert_int_equal(c->keys[0].id, 9);
+	assert_int_equal(c->keys[0].role, 3);
+	assert_string_equal(c->keys[0].secret_file, "/etc/k");
+	assert_null(c->keys[0].secret);
+	assert_int_equal(c->keys[1].id, 4294967295u);
+	assert_int_equal(c->keys[1].role, 1);
+	assert_string_equal(c->keys[1].secret, "0123456789abcdef");
+	srv_config_free(&c);
+}
 
 static void every_error(void **state)
 {
@@ -610,6 +666,7 @@ int main(void)
 		cmocka_unit_test(full_config),
 		cmocka_unit_test(load_files),
 		cmocka_unit_test(sizes),
+		cmocka_unit_test(auth_section),
 		cmocka_unit_test(every_error),
 		cmocka_unit_test(error_names_the_path),
 		cmocka_unit_test(syntax_errors),

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -165,6 +166,64 @@ static void load_maps_the_file(void **state)
 	assert_int_equal(rs_server_config_load(&c, NULL), 0);
 	assert_int_equal(c->o.port, RS_SERVER_DEFAULT_PORT);
 	rs_server_config_delete(&c);
+}
+
+/* Credentials from the file (inline and secret_file) and the setters. */
+static void load_keys(void **state)
+{
+	struct rs_server_config *c = NULL, *d = NULL;
+	struct srv_opts copy;
+	char path[128], key[128], json[512];
+
+	(void)state;
+	snprintf(key, sizeof(key), "%s/read.key", dir);
+	write_file(key, "reader-secret-0123456789\n");
+	assert_int_equal(chmod(key, 0600), 0);
+	snprintf(path, sizeof(path), "%s/node.json", dir);
+	snprintf(json, sizeof(json),
+		 "{\"auth\": {\"max_skew_s\": 30, \"keys\": ["
+		 "{\"id\": 1, \"role\": \"admin\", \"secret\": "
+		 "\"admin-secret-0123456789\"}, {\"id\": 3, \"role\": "
+		 "\"read\", \"secret_file\": \"%s\"}]}}", key);
+	write_file(path, json);
+	assert_int_equal(rs_server_config_load(&c, path), 0);
+	assert_int_equal(c->o.auth_skew_s, 30);
+	assert_int_equal(c->o.nkeys, 2);
+	assert_int_equal(c->o.keys[0].id, 1);
+	assert_int_equal(c->o.keys[0].role, AUTH_ROLE_ADMIN);
+	assert_int_equal(c->o.keys[1].id, 3);
+	assert_int_equal(c->o.keys[1].role, AUTH_ROLE_READ);
+	assert_int_equal(c->o.keys[1].len, strlen("reader-secret-0123456789"));
+	assert_memory_equal(c->o.keys[1].secret, "reader-secret-0123456789",
+			    c->o.keys[1].len);
+	assert_int_equal(srv_opts_copy(&copy, &c->o), 0);
+	assert_ptr_not_equal(copy.keys, c->o.keys);
+	assert_int_equal(copy.nkeys, 2);
+	srv_opts_free(&copy);
+	/* setters: same checks */
+	assert_int_equal(rs_server_config_add_key(c, 1, "data",
+			 "another-secret-0123", 19), RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "given twice"));
+	assert_int_equal(rs_server_config_add_key(c, 2, "root",
+			 "another-secret-0123", 19), RS_E_INVAL);
+	assert_int_equal(rs_server_config_add_key(c, 2, "data", "short", 5),
+			 RS_E_INVAL);
+	assert_int_equal(rs_server_config_add_key(c, 2, "data",
+			 "another-secret-0123", 19), 0);
+	assert_int_equal(c->o.nkeys, 3);
+	assert_int_equal(rs_server_config_set_auth_skew(c, 3601), RS_E_INVAL);
+	assert_int_equal(rs_server_config_set_auth_skew(c, 0), 0);
+	rs_server_config_delete(&c);
+	/* a missing secret file names the field */
+	unlink(key);
+	assert_int_equal(rs_server_config_load(&c, path), RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "auth.keys[1].secret_file"));
+	assert_null(c);
+	assert_int_equal(rs_server_config_new(&d), 0);
+	assert_int_equal(rs_server_config_add_key_file(d, 4, "read", key),
+			 RS_E_INVAL);
+	assert_int_equal(d->o.nkeys, 0);
+	rs_server_config_delete(&d);
 }
 
 /* A setter and srv_opts_validate() refuse a field with the same message. */
@@ -393,6 +452,7 @@ int main(void)
 		cmocka_unit_test(listen_parsing),
 		cmocka_unit_test(setters),
 		cmocka_unit_test(load_maps_the_file),
+		cmocka_unit_test(load_keys),
 		cmocka_unit_test(setter_and_validate_agree),
 		cmocka_unit_test(memory_bounds),
 		cmocka_unit_test(load_copies_strings),
