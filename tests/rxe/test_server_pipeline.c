@@ -55,7 +55,7 @@ int main(void)
 	static uint64_t keys[NKEYS];
 	struct rs_server_config *cfg;
 	struct proto_table_spec spec;
-	struct proto_table_info t;
+	struct proto_table_info t = { 0 };
 	struct sv_cli k;
 	const char *ip;
 
