@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "verbs/rv_internal.h"
+#include "verbs/rv_fi.h"
 
 static void pop_batch(struct rv_conn *c)
 {
@@ -93,6 +94,7 @@ void rv_read_post_queued_locked(struct rv_conn *c)
 	uint64_t seq;
 	int ret;
 
+	RS_ASSERT_HELD(&c->lock);
 	while ((b = c->bq_head)) {
 		if (skip_unpostable(c, b)) {
 			pop_batch(c);
@@ -132,6 +134,7 @@ void rv_read_fail_queued_locked(struct rv_conn *c, int code)
 {
 	struct rv_batch *b;
 
+	RS_ASSERT_HELD(&c->lock);
 	while ((b = c->bq_head)) {
 		for (uint32_t i = b->posted; i < b->n; i++) {
 			b->reqs[i].status = code;
