@@ -2,7 +2,8 @@
 # test.sh - the project's one test command (README, .ci/run).
 #
 # 1. installs missing Debian packages (scripts/install-deps.sh);
-# 2. builds two trees: build/ (RelWithDebInfo) and build-asan/ (ASan+UBSan);
+# 2. builds three trees: build/ (RelWithDebInfo), build-asan/ (ASan+UBSan)
+#    and build-tsan/ (ThreadSanitizer; its unit tests only, natively);
 # 3. runs the unit tests (no RDMA device) natively in both trees, and short
 #    libFuzzer runs of the wire decoder and config parser (clang);
 # 4. runs the rxe tests over real Soft-RoCE in both trees: natively when the
@@ -26,6 +27,10 @@ log "build (ASan+UBSan)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DRS_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 
+log "build (TSan)"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRS_SANITIZE=thread >/dev/null
+cmake --build build-tsan -j"$jobs"
+
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
@@ -35,6 +40,10 @@ log "unit tests (build-asan)"
 # The full-size torn-read stress runs in build/; under ASan (about 10x slower)
 # a fifth of it still checks the same code paths for memory errors.
 RS_STRESS_SCALE=${RS_STRESS_SCALE:-0.2} ctest --test-dir build-asan -L unit --output-on-failure -j"$jobs"
+
+log "unit tests (build-tsan)"
+TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1} \
+RS_STRESS_SCALE=${RS_STRESS_SCALE:-0.1} ctest --test-dir build-tsan -L unit --output-on-failure -j"$jobs"
 
 log "fuzz smoke runs (clang, libFuzzer)"
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug >/dev/null

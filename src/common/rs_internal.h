@@ -20,4 +20,21 @@ int rs_seterr(int code, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void rs_clearerr(void);
 
+/*
+ * Lock-rule assertions: RS_ASSERT_HELD(&mutex) states that the calling
+ * thread holds a pthread mutex, where a comment or a _locked suffix says
+ * so. Active with RS_DEBUG_LOCKS (Debug and sanitizer builds), compiled out
+ * otherwise. glibc records the owner's thread id in every mutex it locks
+ * (any type), so no wrapper type is needed; a broken rule prints the site
+ * and aborts (debug builds only, like assert()). src/common/lockcheck.c.
+ */
+#if defined(RS_DEBUG_LOCKS) && defined(__GLIBC__)
+#define RS_ASSERT_HELD(m) \
+	rs_lock_assert_held((m)->__data.__owner, #m, __FILE__, __LINE__)
+void rs_lock_assert_held(int owner, const char *what, const char *file,
+			 int line);
+#else
+#define RS_ASSERT_HELD(m) ((void)0)
+#endif
+
 #endif

@@ -317,6 +317,7 @@ static void conn_unlink_locked(struct rs_server *s, struct srv_conn *c)
 {
 	struct rv_stats st;
 
+	RS_ASSERT_HELD(&s->conns_lock);
 	if (c->prev)
 		c->prev->next = c->next;
 	else

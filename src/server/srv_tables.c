@@ -128,6 +128,7 @@ static int table_attach(struct srv_tables *r, struct slab_table *st,
 	struct srv_table *t;
 	int ret;
 
+	RS_ASSERT_HELD(&r->admin);
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return rs_seterr(-ENOMEM, "table '%s': out of memory",
@@ -168,6 +169,7 @@ static void table_detach(struct srv_tables *r, struct srv_table *t)
 {
 	struct timespec nap = { 0, 50 * 1000 };
 
+	RS_ASSERT_HELD(&r->admin);
 	pthread_rwlock_wrlock(&r->lock);
 	r->slot[t->id] = NULL;
 	r->count--;

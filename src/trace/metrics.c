@@ -296,6 +296,7 @@ static int family_get(struct metrics_registry *r, const struct mreq *q,
 	struct mfamily **pp, *f;
 	int c = 1;
 
+	RS_ASSERT_HELD(&r->lock);
 	for (pp = &r->fams; *pp && (c = strcmp((*pp)->name, q->name)) < 0;
 	     pp = &(*pp)->next)
 		;

@@ -66,6 +66,7 @@
 #include <unistd.h>
 
 #include "verbs/rv_internal.h"
+#include "verbs/rv_fi.h"
 
 void rv_conn_attr_init(struct rv_conn_attr *a)
 {
@@ -291,6 +292,7 @@ void rv_op_retire_locked(struct rv_conn *c, uint64_t seq, int code)
 	struct rv_op *op = &c->ops[seq % c->ops_cap];
 	struct rv_batch *b;
 
+	RS_ASSERT_HELD(&c->lock);
 	switch (op->kind) {
 	case RV_OP_READ:
 		b = op->batch;
@@ -410,6 +412,7 @@ int rv_conn_reap_locked(struct rv_conn *c)
 	struct ibv_wc wc[16];
 	int n = 0, k;
 
+	RS_ASSERT_HELD(&c->lock);
 	do {
 		k = ibv_poll_cq(c->cq.cq, RS_ARRAY_SIZE(wc), wc);
 		if (k < 0) {
@@ -428,6 +431,7 @@ int rv_conn_progress_locked(struct rv_conn *c)
 {
 	int n = rv_conn_reap_locked(c), code;
 
+	RS_ASSERT_HELD(&c->lock);
 	rv_conn_tick_locked(c);
 	code = atomic_load(&c->fail);
 	if (code) {
@@ -497,6 +501,7 @@ void rv_conn_cm_events_locked(struct rv_conn *c)
 {
 	struct rdma_cm_event *ev;
 
+	RS_ASSERT_HELD(&c->lock);
 	if (!c->ech)
 		return;
 	while (rdma_get_cm_event(c->ech, &ev) == 0) {
@@ -540,6 +545,7 @@ void rv_conn_tick_locked(struct rv_conn *c)
 	struct pollfd pf;
 	uint64_t now;
 
+	RS_ASSERT_HELD(&c->lock);
 	if (!c->ech || ++c->cm_tick % RV_CM_TICK)
 		return;
 	now = rv_now_ns();

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "verbs/rv_internal.h"
+#include "verbs/rv_fi.h"
 
 #define RV_HUGE (2u << 20)
 

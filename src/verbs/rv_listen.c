@@ -89,6 +89,7 @@
 #include <unistd.h>
 
 #include "verbs/rv_internal.h"
+#include "verbs/rv_fi.h"
 
 void rv_listener_attr_init(struct rv_listener_attr *a)
 {
@@ -342,6 +343,7 @@ static int rq_poll_locked(struct rv_listener *l)
 	struct ibv_wc wc[16];
 	int n = 0, k;
 
+	RS_ASSERT_HELD(&l->rq_lock);
 	do {
 		k = ibv_poll_cq(l->rcq.cq, RS_ARRAY_SIZE(wc), wc);
 		for (int i = 0; i < k; i++)

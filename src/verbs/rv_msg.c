@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "verbs/rv_internal.h"
+#include "verbs/rv_fi.h"
 
 /* ---- receive pools ---- */
 
@@ -156,6 +157,7 @@ void rv_conn_maybe_credit_locked(struct rv_conn *c)
 	uint32_t owed;
 	int ret;
 
+	RS_ASSERT_HELD(&c->lock);
 	if (!c->smr || atomic_load(&c->fail) ||
 	    !rv_credit_ctrl_due(atomic_load(&c->owed),
 				atomic_load(&c->token), c->c_thresh))
@@ -191,6 +193,7 @@ void rv_msg_recv_wc_locked(struct rv_conn *c, const struct ibv_wc *wc)
 	uint32_t slot = (uint32_t)(wc->wr_id & ~RV_WRID_RECV), imm;
 	struct rv_rxent *e;
 
+	RS_ASSERT_HELD(&c->lock);
 	if (wc->status != IBV_WC_SUCCESS) {
 		if (wc->status != IBV_WC_WR_FLUSH_ERR)
 			rv_conn_fail(c, RS_E_VERBS, "RECV failed: %s",
@@ -363,6 +366,7 @@ static int take_locked(struct rv_conn *c, struct rv_msg *msgs, int max)
 {
 	int n = 0;
 
+	RS_ASSERT_HELD(&c->lock);
 	while (n < max && c->rx_count) {
 		struct rv_rxent *e = &c->rxq[c->rx_head];
 

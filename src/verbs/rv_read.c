@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "verbs/rv_internal.h"
+#include "verbs/rv_fi.h"
 
 static void pop_batch(struct rv_conn *c)
 {
@@ -103,6 +104,7 @@ void rv_read_post_queued_locked(struct rv_conn *c)
 	uint64_t seq;
 	int ret;
 
+	RS_ASSERT_HELD(&c->lock);
 	while ((b = c->bq_head)) {
 		if (skip_unpostable(c, b))
 			continue;
@@ -140,6 +142,7 @@ void rv_read_fail_queued_locked(struct rv_conn *c, int code)
 {
 	struct rv_batch *b;
 
+	RS_ASSERT_HELD(&c->lock);
 	while ((b = c->bq_head)) {
 		uint32_t left = b->n - b->posted;
 

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "verbs/rv_internal.h"
+#include "verbs/rv_fi.h"
 
 #define RV_ACK_BATCH 64
 
@@ -87,6 +88,7 @@ int rv_cq_arm_locked(struct rv_cq *q)
 {
 	int ret = ibv_req_notify_cq(q->cq, 0);
 
+	RS_ASSERT_HELD(q->lock);
 	return ret ? rs_seterr(-ret, "ibv_req_notify_cq: %s", strerror(ret))
 		   : 0;
 }
@@ -96,6 +98,7 @@ void rv_cq_take_events_locked(struct rv_cq *q)
 	struct ibv_cq *ev_cq;
 	void *ev_ctx;
 
+	RS_ASSERT_HELD(q->lock);
 	while (ibv_get_cq_event(q->ch, &ev_cq, &ev_ctx) == 0) {
 		if (++q->unacked >= RV_ACK_BATCH) {
 			ibv_ack_cq_events(q->cq, q->unacked);

@@ -7,6 +7,7 @@
  * come back as fp32; async gets overlap; list, stats, drop.
  */
 #include <math.h>
+#include <sched.h>
 
 #include "client_harness.h"
 
@@ -207,10 +208,24 @@ static void async_overlap(struct rs_table *t)
 	for (volatile int spin = 0; spin < 1000000; spin++)
 		;
 	for (int b = 0; b < 4; b++) {
-		done += rs_op_test(op[b]) == 1;
+		int r = rs_op_test(op[b]);
+
+		H_CHECK(r == 0 || r == 1, "rs_op_test %d returned %d", b, r);
+		done += r;
+	}
+	/* Batch 0 through rs_op_test alone: once it says 1 the rows and
+	 * statuses are final, before rs_op_wait. */
+	for (long spins = 0; rs_op_test(op[0]) != 1; spins++) {
+		H_CHECK(spins < 100000000L, "rs_op_test never returned 1");
+		sched_yield();
+	}
+	expect_rows(rows[0], st[0], keys[0], 500, 1, "async (tested)");
+	H_CHECK(rs_op_test(op[0]) == 1, "a finished op stays finished");
+	for (int b = 0; b < 4; b++) {
 		H_CHECK(rs_op_wait(&op[b]) == 500 && !op[b], "async %d", b);
 		expect_rows(rows[b], st[b], keys[b], 500, 1, "async");
 	}
+	H_CHECK(rs_op_test(NULL) == RS_E_INVAL, "rs_op_test(NULL)");
 	printf("async gets: ok (%d finished before the wait)\n", done);
 }
 

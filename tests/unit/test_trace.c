@@ -22,8 +22,8 @@
 #include "trace/trace.h"
 
 #define NTHREADS 8
-#ifdef __SANITIZE_ADDRESS__
-#define PER_THREAD 5000		/* jansson parsing under ASan is slow */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PER_THREAD 5000		/* jansson parsing under ASan/TSan is slow */
 #else
 #define PER_THREAD 20000
 #endif
