@@ -882,7 +882,7 @@ static void attack_conns(struct result *r)
 	struct sockaddr_in src, dst;
 	uint8_t h[RAW_HELLO_LEN];
 	char why[300] = "";
-	double end = now_s() + 8.0;
+	double end = now_s() + 20.0;
 
 	if (!ech || !m)
 		return;
@@ -971,8 +971,9 @@ bad:
 		rdma_ack_cm_event(ev);
 	}
 	peak(r);
-	note(r, "%u tried: %u held open, %u refused, %u failed", started, up,
-	     refused, failed);
+	note(r, "%u tried: %u held open, %u refused, %u failed%s", started, up,
+	     refused, failed, refused ? "" : " (the node refused none: "
+	     "its limit was not reached in time)");
 	/* with all of them held: a new good client from its own address */
 	r->ok = 1;
 	if (good_ip && strcmp(good_ip, adv_ip)) {
