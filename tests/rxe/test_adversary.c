@@ -865,143 +865,182 @@ static void attack_withhold(struct result *r)
 
 /* ---- attack: 1,000 connections ---- */
 
+enum { MC_FREE, MC_RESOLVING, MC_CONNECTING, MC_UP, MC_FAILED };
+
 struct mconn {
 	struct rdma_cm_id *id;
-	int state;	/* 0 free, 1 resolving, 2 connecting, 3 up, 4 failed */
+	int state;
 };
+
+/* Many connections on one event channel, one PD and one CQ. */
+struct mass {
+	struct rdma_event_channel *ech;
+	struct mconn *m;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct sockaddr_in src, dst;
+	uint8_t hello[RAW_HELLO_LEN];
+	unsigned want, started, up, refused, failed, pending;
+};
+
+static void mass_fail(struct mass *a, struct mconn *x)
+{
+	if (x->state == MC_RESOLVING || x->state == MC_CONNECTING)
+		a->pending--;
+	else if (x->state == MC_UP)
+		a->up--;
+	else
+		return;
+	x->state = MC_FAILED;
+	a->failed++;
+}
+
+/* Route resolved: a minimal QP, then the (well-formed) handshake. */
+static int mass_connect_one(struct mass *a, struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr qa = { 0 };
+	struct rdma_conn_param cp = { 0 };
+
+	if (!a->pd) {
+		a->pd = ibv_alloc_pd(id->verbs);
+		a->cq = a->pd ? ibv_create_cq(id->verbs, 4096, NULL, NULL, 0)
+			      : NULL;
+	}
+	qa.send_cq = qa.recv_cq = a->cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 1;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	if (!a->cq || rdma_create_qp(id, a->pd, &qa))
+		return -1;
+	cp.private_data = a->hello;
+	cp.private_data_len = sizeof(a->hello);
+	cp.initiator_depth = cp.responder_resources = 1;
+	cp.retry_count = 3;
+	cp.rnr_retry_count = 3;
+	return rdma_connect(id, &cp) ? -1 : 0;
+}
+
+static void mass_event(struct mass *a, struct rdma_cm_event *ev)
+{
+	struct mconn *x = ev->id->context;
+
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		if (rdma_resolve_route(ev->id, 5000))
+			mass_fail(a, x);
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		if (mass_connect_one(a, ev->id))
+			mass_fail(a, x);
+		else
+			x->state = MC_CONNECTING;
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		x->state = MC_UP;
+		a->up++;
+		a->pending--;
+		break;
+	case RDMA_CM_EVENT_REJECTED:
+		x->state = MC_FAILED;
+		a->refused++;
+		a->pending--;
+		break;
+	default:	/* errors, unreachable, DISCONNECTED of a held one */
+		mass_fail(a, x);
+		break;
+	}
+}
+
+/* Connect up to a->want (32 in flight) until budget_s passes or the node
+ * has refused 256 times (it plainly refuses). */
+static void mass_run(struct mass *a, struct result *r, double budget_s)
+{
+	double end = now_s() + budget_s;
+
+	while ((a->started < a->want || a->pending) && now_s() < end &&
+	       a->refused < 256) {
+		struct rdma_cm_event *ev;
+
+		while (a->started < a->want && a->pending < 32) {
+			struct mconn *x = &a->m[a->started++];
+
+			if (rdma_create_id(a->ech, &x->id, x, RDMA_PS_TCP) ||
+			    rdma_resolve_addr(x->id,
+					      (struct sockaddr *)&a->src,
+					      (struct sockaddr *)&a->dst,
+					      5000)) {
+				x->state = MC_FAILED;
+				a->failed++;
+				continue;
+			}
+			x->state = MC_RESOLVING;
+			a->pending++;
+		}
+		if (raw_cm_wait(a->ech, 200, &ev))
+			continue;
+		mass_event(a, ev);
+		rdma_ack_cm_event(ev);
+		if (a->up && a->up % 32 == 0)
+			peak(r);
+	}
+}
+
+static void mass_close(struct mass *a)
+{
+	for (unsigned i = 0; i < a->started; i++) {
+		struct mconn *x = &a->m[i];
+
+		if (!x->id)
+			continue;
+		if (x->state == MC_UP)
+			rdma_disconnect(x->id);
+		if (x->id->qp)
+			rdma_destroy_qp(x->id);
+		rdma_destroy_id(x->id);
+	}
+	if (a->cq)
+		ibv_destroy_cq(a->cq);
+	if (a->pd)
+		ibv_dealloc_pd(a->pd);
+	if (a->ech)
+		rdma_destroy_event_channel(a->ech);
+	free(a->m);
+}
 
 static void attack_conns(struct result *r)
 {
 	const char *env = getenv("RS_ADV_CONNS");
-	unsigned want = env ? (unsigned)atoi(env) : 1000, started = 0;
-	unsigned up = 0, refused = 0, failed = 0, pending = 0;
-	struct rdma_event_channel *ech = rdma_create_event_channel();
-	struct mconn *m = calloc(want ? want : 1, sizeof(*m));
-	struct ibv_pd *pd = NULL;
-	struct ibv_cq *cq = NULL;
-	struct sockaddr_in src, dst;
-	uint8_t h[RAW_HELLO_LEN];
+	struct mass a = { .want = env ? (unsigned)atoi(env) : 1000 };
 	char why[300] = "";
-	double end = now_s() + 20.0;
 
-	if (!ech || !m)
+	a.ech = rdma_create_event_channel();
+	a.m = calloc(a.want ? a.want : 1, sizeof(*a.m));
+	if (!a.ech || !a.m) {
+		note(r, "out of memory");
+		mass_close(&a);
 		return;
-	raw_sockaddr(adv_ip, 0, &src);
-	raw_sockaddr(node_ip, node.port, &dst);
-	raw_hello(h, RAW_HELLO_MAGIC, 1, 0, 4, 1, 4096);
-	/* stop early once the node plainly refuses (256 refusals) */
-	while ((started < want || pending) && now_s() < end &&
-	       refused < 256) {
-		struct rdma_cm_event *ev;
-		struct mconn *x;
-
-		while (started < want && pending < 32) {
-			x = &m[started++];
-			if (rdma_create_id(ech, &x->id, x, RDMA_PS_TCP) ||
-			    rdma_resolve_addr(x->id, (struct sockaddr *)&src,
-					      (struct sockaddr *)&dst, 5000)) {
-				x->state = 4;
-				failed++;
-				continue;
-			}
-			x->state = 1;
-			pending++;
-		}
-		if (raw_cm_wait(ech, 200, &ev))
-			continue;
-		x = ev->id->context;
-		switch (ev->event) {
-		case RDMA_CM_EVENT_ADDR_RESOLVED:
-			if (rdma_resolve_route(ev->id, 5000))
-				goto bad;
-			break;
-		case RDMA_CM_EVENT_ROUTE_RESOLVED: {
-			struct ibv_qp_init_attr qa = { 0 };
-			struct rdma_conn_param cp = { 0 };
-
-			if (!pd) {
-				pd = ibv_alloc_pd(ev->id->verbs);
-				cq = pd ? ibv_create_cq(ev->id->verbs, 4096,
-							NULL, NULL, 0) : NULL;
-			}
-			qa.send_cq = qa.recv_cq = cq;
-			qa.qp_type = IBV_QPT_RC;
-			qa.cap.max_send_wr = qa.cap.max_recv_wr = 1;
-			qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-			if (!cq || rdma_create_qp(ev->id, pd, &qa))
-				goto bad;
-			cp.private_data = h;
-			cp.private_data_len = sizeof(h);
-			cp.initiator_depth = cp.responder_resources = 1;
-			cp.retry_count = 3;
-			cp.rnr_retry_count = 3;
-			if (rdma_connect(ev->id, &cp))
-				goto bad;
-			x->state = 2;
-			break;
-		}
-		case RDMA_CM_EVENT_ESTABLISHED:
-			x->state = 3;
-			up++;
-			pending--;
-			if (up % 64 == 0)
-				peak(r);
-			break;
-		case RDMA_CM_EVENT_REJECTED:
-			refused++;
-			x->state = 4;
-			pending--;
-			break;
-		case RDMA_CM_EVENT_DISCONNECTED:
-			if (x->state == 3) {
-				x->state = 4;
-				up--;
-				failed++;
-			}
-			break;
-		default:
-			if (x->state == 1 || x->state == 2) {
-bad:
-				x->state = 4;
-				failed++;
-				pending--;
-			}
-			break;
-		}
-		rdma_ack_cm_event(ev);
 	}
+	raw_sockaddr(adv_ip, 0, &a.src);
+	raw_sockaddr(node_ip, node.port, &a.dst);
+	raw_hello(a.hello, RAW_HELLO_MAGIC, 1, 0, 4, 1, 4096);
+	mass_run(&a, r, 20.0);
 	peak(r);
-	note(r, "%u tried: %u held open, %u refused, %u failed%s", started, up,
-	     refused, failed, refused ? "" : " (the node refused none: "
-	     "its limit was not reached in time)");
+	note(r, "%u tried: %u held open, %u refused, %u failed%s", a.started,
+	     a.up, a.refused, a.failed, a.refused ? "" : " (the node refused "
+	     "none: its limit was not reached in time)");
 	/* with all of them held: a new good client from its own address */
 	r->ok = 1;
 	if (good_ip && strcmp(good_ip, adv_ip)) {
 		int in = probe(why, sizeof(why));
 
 		note(r, "; new good client: %s", in ? "connects" : why);
-		if (!in)
-			r->ok = 0;
+		r->ok = in;
 	} else {
 		note(r, "; (no separate good address: new-client check "
 		     "skipped)");
 	}
 	peak(r);
-	for (unsigned i = 0; i < started; i++) {
-		if (!m[i].id)
-			continue;
-		if (m[i].state == 3)
-			rdma_disconnect(m[i].id);
-		if (m[i].id->qp)
-			rdma_destroy_qp(m[i].id);
-		rdma_destroy_id(m[i].id);
-	}
-	if (cq)
-		ibv_destroy_cq(cq);
-	if (pd)
-		ibv_dealloc_pd(pd);
-	rdma_destroy_event_channel(ech);
-	free(m);
+	mass_close(&a);
 }
 
 /* ---- attack: peers that vanish mid-request ---- */
@@ -1017,15 +1056,17 @@ static int vanish_child(char **argv)
 	struct proto_keys_req q = { .dim = DIM, .flags = PROTO_KF_CREATE,
 				    .keys = keys, .rows = g };
 	struct proto_hdr h = { 0 };
+	uint8_t *base;
 	uint32_t n;
 
 	node_ip = argv[2];
 	raw_opts_init(&o, argv[4], node_ip, (uint16_t)atoi(argv[3]));
 	q.table_id = (uint32_t)strtoul(argv[5], NULL, 10);
 	q.table_gen = strtoull(argv[6], NULL, 16);
-	o.ssize = NODE_MSG_MAX;
+	o.ssize = 12 * NODE_MSG_MAX;	/* a slot per message in flight */
 	if (raw_connect_ok(&c, &o))
 		return 2;
+	base = c.sbuf;
 	n = (NODE_MSG_MAX - 256) / (8 + DIM * 4);
 	q.n = n > 1024 ? 1024 : n;
 	for (int b = 0; b < 12; b++) {
@@ -1038,11 +1079,11 @@ static int vanish_child(char **argv)
 				g[i * DIM + j] = 0.01f;
 		}
 		h.req_id = (uint64_t)b + 1;
-		len = proto_enc_keys_req(c.sbuf, o.ssize, &h, PROTO_OP_UPDATE,
-					 &q);
+		c.sbuf = base + (size_t)b * NODE_MSG_MAX;
+		len = proto_enc_keys_req(c.sbuf, NODE_MSG_MAX, &h,
+					 PROTO_OP_UPDATE, &q);
 		if (len < 0 || raw_send(&c, (uint32_t)len))
 			return 3;
-		usleep(1000);	/* let the SEND leave the shared buffer */
 	}
 	printf("sent\n");
 	fflush(stdout);
@@ -1339,7 +1380,12 @@ static void run_one(const struct attack *a, struct row *w)
 		usleep(10000);
 	served = atomic_load(&good.total_ops) >= before + 3;
 	atomic_store(&good.cur, NULL);
-	usleep(50000);
+	/* the operation in flight may still write to s: wait for its end
+	 * (its writes come before its total_ops increment) */
+	before = atomic_load(&good.total_ops);
+	t0 = now_s();
+	while (atomic_load(&good.total_ops) < before + 2 && now_s() - t0 < 15)
+		usleep(10000);
 	alive = node_alive();
 	if (alive && served)
 		served = probe(why, sizeof(why));
