@@ -3,4 +3,4 @@
 target_compile_definitions(${name} PRIVATE
   RS_SERVER_BIN="$<TARGET_FILE:recstore-server>")
 add_dependencies(${name} recstore-server)
-set_tests_properties(${name} PROPERTIES TIMEOUT 300)
+set_tests_properties(${name} PROPERTIES TIMEOUT 420)
