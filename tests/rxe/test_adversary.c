@@ -24,7 +24,8 @@
  *              count and dim, a SEND without immediate, an unknown
  *              immediate type, a credit message granting 2^23-1 credits
  *              300 times, a SEND larger than the node's receive buffer, an
- *              empty SEND. None may get a success reply.
+ *              empty SEND. None may get a success reply, and each must
+ *              end in an error reply or a disconnect.
  *   flood      valid requests posted as fast as the send queue drains,
  *              ignoring the node's credits.
  *   withhold   conns that send requests and then never post receive
@@ -612,6 +613,24 @@ static void attack_handshake(struct result *r)
 
 /* ---- attack: garbage and lying messages ---- */
 
+static int conns_fn(void *arg, const char *table, const char *key,
+		    uint64_t value)
+{
+	if (!table && !strcmp(key, "connections"))
+		*(long long *)arg = (long long)value;
+	return 0;
+}
+
+/* The node's STATS "connections" (-1 if it cannot be read). */
+static long long node_conns(void)
+{
+	long long v = -1;
+
+	if (rs_node_stats_foreach(good.c, 0, conns_fn, &v) < 0)
+		return -1;
+	return v;
+}
+
 enum gkind {
 	G_RAND64, G_RAND4K, G_BODYLEN_LONG, G_BODYLEN_MAX, G_BODYLEN_SHORT,
 	G_NKEYS, G_NKEYS_MAX, G_DIM, G_NOIMM, G_IMM_TYPE, G_CREDIT_LIE,
@@ -626,8 +645,10 @@ static const char *const gname[G_COUNT] = {
 /* One garbage case on a fresh conn: 'R' error reply, 'S' SUCCESS reply
  * (wrong), 'D' dropped, '-' neither a reply within a second nor a
  * disconnect within 2.5 s more (wrong: a silent node leaves the peer
- * holding a conn that no longer works). */
-static char garbage_case(enum gkind k, const struct proto_table_info *t)
+ * holding a conn that no longer works). For '-', *held says whether the
+ * node still counted the conn among its connections (1) or not (0). */
+static char garbage_case(enum gkind k, const struct proto_table_info *t,
+			 int *held)
 {
 	struct raw_opts o = adv_opts();
 	struct raw_conn c;
@@ -705,7 +726,16 @@ static char garbage_case(enum gkind k, const struct proto_table_info *t)
 		return n == 0 && m.hdr.status == 0 ? 'S' : 'R';
 	}
 	n = n < 0 || raw_dropped(&c, 2500) ? 'D' : '-';
-	raw_close(&c);
+	if (n == '-') {
+		long long with = node_conns(), without;
+
+		raw_close(&c);
+		usleep(500000);
+		without = node_conns();
+		*held = with >= 0 && without >= 0 && with > without;
+	} else {
+		raw_close(&c);
+	}
 	return (char)n;
 }
 
@@ -720,8 +750,11 @@ static void attack_garbage(struct result *r)
 	}
 	r->ok = 1;
 	for (int k = 0; k < G_COUNT; k++) {
-		out[k] = garbage_case((enum gkind)k, &t);
-		note(r, "%s%s:%c", k ? " " : "", gname[k], out[k]);
+		int held = 0;
+
+		out[k] = garbage_case((enum gkind)k, &t, &held);
+		note(r, "%s%s:%c%s", k ? " " : "", gname[k], out[k],
+		     held ? "(still counted)" : "");
 		/* a success reply is right only for the lie about credits,
 		 * whose request itself is well-formed */
 		if ((out[k] == 'S' && k != G_CREDIT_LIE) || out[k] == '-' ||
