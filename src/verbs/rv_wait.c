@@ -69,10 +69,12 @@ err_ch:
 	return ret;
 }
 
+static void take_events(struct rv_cq *q);
+
 void rv_cq_destroy(struct rv_cq *q)
 {
 	if (q->cq) {
-		rv_cq_take_events_locked(q);
+		take_events(q);
 		if (q->unacked)
 			ibv_ack_cq_events(q->cq, q->unacked);
 		ibv_destroy_cq(q->cq);
@@ -93,18 +95,25 @@ int rv_cq_arm_locked(struct rv_cq *q)
 		   : 0;
 }
 
-void rv_cq_take_events_locked(struct rv_cq *q)
+/* Consume the channel's events; the caller owns q (its lock, or q is
+ * being destroyed and no other thread can reach it). */
+static void take_events(struct rv_cq *q)
 {
 	struct ibv_cq *ev_cq;
 	void *ev_ctx;
 
-	RS_ASSERT_HELD(q->lock);
 	while (ibv_get_cq_event(q->ch, &ev_cq, &ev_ctx) == 0) {
 		if (++q->unacked >= RV_ACK_BATCH) {
 			ibv_ack_cq_events(q->cq, q->unacked);
 			q->unacked = 0;
 		}
 	}
+}
+
+void rv_cq_take_events_locked(struct rv_cq *q)
+{
+	RS_ASSERT_HELD(q->lock);
+	take_events(q);
 }
 
 static void arm_all(const struct rv_wait *w)
