@@ -438,7 +438,11 @@ static int tables_recover(struct srv_tables *r, const struct srv_opts *o)
 				"and default parameters", spec.name, pool,
 				optim_kind_name(spec.optim.kind));
 		}
+		/* single-threaded at open, but attach's rule holds all the
+		 * same */
+		pthread_mutex_lock(&r->admin);
 		ret = table_attach(r, st, &spec, NULL);
+		pthread_mutex_unlock(&r->admin);
 		if (ret)
 			return ret;
 		srv_catalog_set(r->cat, &spec, g.uid);
