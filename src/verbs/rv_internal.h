@@ -50,6 +50,15 @@ static inline void rv_stat_add(uint64_t *p, uint64_t v)
 	__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
 
+/* A counter with one writer at a time (the writer holds the owner's lock)
+ * and racy readers (rv_conn_stats): a relaxed load and store, no locked
+ * instruction, but no torn or undefined read either. */
+static inline void rv_stat_bump(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + v,
+			 __ATOMIC_RELAXED);
+}
+
 /* ---- device ---- */
 struct rv_dev {
 	struct ibv_context **list;	/* rdma_get_devices(): keeps ctx open */

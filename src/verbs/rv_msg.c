@@ -179,7 +179,7 @@ void rv_conn_maybe_credit_locked(struct rv_conn *c)
 					atomic_exchange(&c->ack_pending, 0)));
 	c->ctrl_inflight++;
 	c->last_sig = wr.wr_id;
-	c->st.credit_msgs++;
+	rv_stat_bump(&c->st.credit_msgs, 1);
 	ret = ibv_post_send(c->qp, &wr, &bad);
 	if (ret)
 		rv_conn_fail(c, RS_E_VERBS, "ibv_post_send (credit): %s",
@@ -229,7 +229,7 @@ void rv_msg_recv_wc_locked(struct rv_conn *c, const struct ibv_wc *wc)
 		e->slot = slot;
 		e->len = wc->byte_len;
 		c->rx_count++;
-		c->st.recvs++;
+		rv_stat_bump(&c->st.recvs, 1);
 		break;
 	}
 }
@@ -334,7 +334,7 @@ int rv_msg_post(struct rv_conn *c, size_t len)
 		wr.send_flags |= IBV_SEND_INLINE;
 	c->s_head = (c->s_head + 1) % c->s_slots;
 	c->s_inflight++;
-	c->st.sends++;
+	rv_stat_bump(&c->st.sends, 1);
 	ret = ibv_post_send(c->qp, &wr, &bad);
 	if (ret)
 		rv_conn_fail(c, RS_E_VERBS, "ibv_post_send (SEND): %s",

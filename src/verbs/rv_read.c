@@ -127,8 +127,8 @@ void rv_read_post_queued_locked(struct rv_conn *c)
 		b->posted += m;
 		if (b->posted == b->n)
 			pop_batch(c);
-		c->st.reads += m;
-		c->st.chains++;
+		rv_stat_bump(&c->st.reads, m);
+		rv_stat_bump(&c->st.chains, 1);
 		ret = ibv_post_send(c->qp, c->wr, &bad);
 		if (ret) {
 			rv_conn_fail(c, RS_E_VERBS, "ibv_post_send (READ chain "

@@ -340,8 +340,8 @@ static inline uint64_t sv_stat(struct sv_cli *k, uint32_t table,
 struct sv_good {
 	struct sv_node *node;
 	unsigned nkeys, dim, span;
-	volatile int stop;
-	volatile unsigned long rounds;
+	_Atomic int stop;
+	_Atomic unsigned long rounds;	/* read by the main thread */
 	pthread_t th;
 };
 

@@ -362,7 +362,13 @@ static void idle_case(const char *ip)
 	print_tasks(&ta, &tb);
 	printf("idle client process: %.2f%% of a core\n",
 	       (c1 - c0) / 10.0 * 100.0);
+#ifndef __SANITIZE_THREAD__
 	SV_CHECK(pct < 1.0, "idle node uses %.2f%% of a core", pct);
+#else
+	/* ThreadSanitizer multiplies every wake-up's cost: the release and
+	 * ASan trees check the bound, this one only prints it */
+	(void)pct;
+#endif
 	/* still serving after the idle period */
 	SV_OK(sv_keys(&k, PROTO_OP_GET, &t, keys, 8, NULL, 0, st, out));
 	*colon = ':';

@@ -30,7 +30,7 @@
 
 static struct sv_node node;
 static struct proto_table_info tab;
-static volatile int writer_stop;
+static _Atomic int writer_stop;
 static unsigned long writer_steps;
 
 static void *writer_main(void *arg)

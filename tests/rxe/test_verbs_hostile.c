@@ -52,6 +52,19 @@ struct node {
 	atomic_long got;
 };
 
+/* The last DISCONNECTED's status and reason, read under the lock the
+ * accept thread writes them with. */
+static int last_of(struct node *n, char *why, size_t len)
+{
+	int code;
+
+	pthread_mutex_lock(&n->lock);
+	code = n->last_code;
+	snprintf(why, len, "%s", n->last_why);
+	pthread_mutex_unlock(&n->lock);
+	return code;
+}
+
 static void *node_acc(void *arg)
 {
 	struct node *n = arg;
@@ -387,6 +400,8 @@ static void credit_overrun(void **state)
 	struct node n;
 	struct rv_conn *good, *bad;
 	uint32_t v = 7;
+	char why[256];
+	int code;
 
 	listener_attr(&la);
 	node_start(&n, &la, true);	/* holds every message */
@@ -400,10 +415,11 @@ static void credit_overrun(void **state)
 			break;
 	}
 	wait_for(&n.disconnected, 1, 10000);
-	printf("bad client: node says %d (%s)\n", n.last_code, n.last_why);
+	code = last_of(&n, why, sizeof(why));
+	printf("bad client: node says %d (%s)\n", code, why);
 	assert_int_equal(atomic_load(&n.disconnected), 1);
-	assert_int_equal(n.last_code, RS_E_PROTO);
-	assert_non_null(strstr(n.last_why, "exceeded its credits"));
+	assert_int_equal(code, RS_E_PROTO);
+	assert_non_null(strstr(why, "exceeded its credits"));
 	/* the well-behaved client still gets all its credits' worth in */
 	for (int i = 0; i < CREDITS; i++)
 		VT_CHECK(rv_msg_send(good, &v, sizeof(v), 5000));
@@ -424,6 +440,8 @@ static void credit_overrun(void **state)
  * disconnects it, with `want` in its reason. */
 static void one_bad(struct node *n, int kind, const char *want, int code)
 {
+	char why[256];
+	int got;
 	struct rv_conn *c = vt_connect(dev, rv_listener_port(n->l), NULL, NULL);
 	struct rv_mr *mr = NULL;
 	int before = atomic_load(&n->disconnected);
@@ -450,11 +468,11 @@ static void one_bad(struct node *n, int kind, const char *want, int code)
 		break;
 	}
 	wait_for(&n->disconnected, before + 1, 10000);
-	printf("bad message %d: node says %d (%s)\n", kind, n->last_code,
-	       n->last_why);
+	got = last_of(n, why, sizeof(why));
+	printf("bad message %d: node says %d (%s)\n", kind, got, why);
 	assert_int_equal(atomic_load(&n->disconnected), before + 1);
-	assert_int_equal(n->last_code, code);
-	assert_non_null(strstr(n->last_why, want));
+	assert_int_equal(got, code);
+	assert_non_null(strstr(why, want));
 	rv_conn_close(&c);
 	rv_mr_free(&mr);
 }
@@ -612,7 +630,7 @@ static void keepalive_vanished_peer(void **state)
 	struct rv_dev *dev2 = NULL;
 	struct rv_conn *c = NULL;
 	struct node n;
-	char ip2[64], nd[64];
+	char ip2[64], nd[64], why[256];
 
 	if (!other_ip(ip2, sizeof(ip2)) || netdev_of(vt_dev_name, nd,
 						     sizeof(nd)))
@@ -640,13 +658,14 @@ static void keepalive_vanished_peer(void **state)
 	}
 	wait_for(&n.disconnected, 1, 30000);
 	ip_addr("add", ip2, nd);
-	printf("vanished peer: node says %d (%s)\n", n.last_code, n.last_why);
+	last_of(&n, why, sizeof(why));
+	printf("vanished peer: node says %s\n", why);
 	rv_listener_counters(n.l, &ct);
 	printf("probes %llu, keepalive failures %llu\n",
 	       (unsigned long long)ct.ka_probes,
 	       (unsigned long long)ct.ka_failures);
 	assert_int_equal(atomic_load(&n.disconnected), 1);
-	assert_non_null(strstr(n.last_why, "keepalive"));
+	assert_non_null(strstr(why, "keepalive"));
 	assert_int_equal(ct.ka_failures, 1);
 	rv_conn_close(&c);
 	node_stop(&n);

@@ -67,7 +67,7 @@ static int teardown(void **state)
 struct client {
 	struct rv_conn *c;
 	uint32_t tag, n;
-	long got;
+	_Atomic long got;	/* read by the watchdog */
 	int err;
 	pthread_t rx;
 };

@@ -120,7 +120,7 @@ struct vt_srv {
 	pthread_t acc, echo[4];
 	int n_echo;
 	bool close_on_disconnect;
-	int idle_ms;		/* how long the threads sleep between checks */
+	_Atomic int idle_ms;	/* how long the threads sleep between checks */
 	atomic_bool stop;
 	atomic_int live;	/* connected, not closed */
 	atomic_long connected;	/* CONNECTED events so far */
