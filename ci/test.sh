@@ -3,11 +3,12 @@
 #
 # 1. installs missing Debian packages (scripts/install-deps.sh);
 # 2. builds three trees: build/ (RelWithDebInfo), build-asan/ (ASan+UBSan)
-#    and build-tsan/ (ThreadSanitizer; its unit tests only, natively);
-# 3. runs the unit tests (no RDMA device) natively in both trees, and short
-#    libFuzzer runs of the wire decoder and config parser (clang);
-# 4. runs the rxe tests over real Soft-RoCE in both trees: natively when the
-#    kernel has rdma_rxe, otherwise in one QEMU guest boot (ci/with-rxe.sh).
+#    and build-tsan/ (ThreadSanitizer);
+# 3. runs the unit tests (no RDMA device) natively in the three trees, and
+#    short libFuzzer runs of the wire decoder and config parser (clang);
+# 4. runs the rxe tests over real Soft-RoCE in the three trees: natively
+#    when the kernel has rdma_rxe, otherwise in one QEMU guest boot
+#    (ci/with-rxe.sh).
 # Exits non-zero if anything fails. RS_TEST_SKIP_RXE=1 skips step 4.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,8 +42,9 @@ log "unit tests (build-asan)"
 # a fifth of it still checks the same code paths for memory errors.
 RS_STRESS_SCALE=${RS_STRESS_SCALE:-0.2} ctest --test-dir build-asan -L unit --output-on-failure -j"$jobs"
 
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1}
+
 log "unit tests (build-tsan)"
-TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1} \
 RS_STRESS_SCALE=${RS_STRESS_SCALE:-0.1} ctest --test-dir build-tsan -L unit --output-on-failure -j"$jobs"
 
 log "fuzz smoke runs (clang, libFuzzer)"
@@ -55,5 +57,5 @@ if [ "${RS_TEST_SKIP_RXE:-0}" = 1 ]; then
   exit 0
 fi
 
-log "rxe tests (build, build-asan) over Soft-RoCE"
-bash ci/with-rxe.sh bash ci/rxe-tests.sh build build-asan
+log "rxe tests (build, build-asan, build-tsan) over Soft-RoCE"
+bash ci/with-rxe.sh bash ci/rxe-tests.sh build build-asan build-tsan
