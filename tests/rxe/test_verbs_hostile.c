@@ -102,12 +102,21 @@ static void *node_rx(void *arg)
 	while (!atomic_load(&n->stop)) {
 		k = rv_listener_recv(n->l, m, 8, 100);
 		for (int i = 0; i < k; i++) {
+			bool keep;
+
 			atomic_fetch_add(&n->got, 1);
-			if (atomic_load(&n->release) ||
-			    atomic_load(&n->nheld) >= HOARD)
+			/* the entry is written before the count that
+			 * publishes it, both under the lock */
+			pthread_mutex_lock(&n->lock);
+			keep = !atomic_load(&n->release) &&
+			       atomic_load(&n->nheld) < HOARD;
+			if (keep) {
+				n->held[atomic_load(&n->nheld)] = m[i];
+				atomic_fetch_add(&n->nheld, 1);
+			}
+			pthread_mutex_unlock(&n->lock);
+			if (!keep)
 				rv_msg_release(&m[i]);
-			else
-				n->held[atomic_fetch_add(&n->nheld, 1)] = m[i];
 		}
 	}
 	return NULL;
@@ -128,10 +137,15 @@ static void node_start(struct node *n, const struct rv_listener_attr *la,
 
 static void node_release_held(struct node *n)
 {
-	int k = atomic_exchange(&n->nheld, 0);
+	static struct rv_msg out[HOARD];
+	int k;
 
+	pthread_mutex_lock(&n->lock);
+	k = atomic_exchange(&n->nheld, 0);
+	memcpy(out, n->held, (size_t)k * sizeof(out[0]));
+	pthread_mutex_unlock(&n->lock);
 	for (int i = 0; i < k; i++)
-		rv_msg_release(&n->held[i]);
+		rv_msg_release(&out[i]);
 }
 
 static void node_stop(struct node *n)
