@@ -32,8 +32,8 @@ static const char *const rs_names[] = {
 	[-(RS_E_STALE - RS_E_BASE)] = "stale location",
 	[-(RS_E_TIMEOUT - RS_E_BASE)] = "timed out",
 	[-(RS_E_UNSUPPORTED - RS_E_BASE)] = "not supported",
-	[-(RS_E_OVERFLOW - RS_E_BASE)] = "result would not be finite "
-					 "(update refused, row unchanged)",
+	[-(RS_E_OVERFLOW - RS_E_BASE)] = ("result would not be finite "
+					  "(update refused, row unchanged)"),
 	[-(RS_E_PERM - RS_E_BASE)] = "permission denied (role)",
 	[-(RS_E_AUTH - RS_E_BASE)] = "authentication failed",
 };
