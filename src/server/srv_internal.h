@@ -305,6 +305,9 @@ enum srv_cut_reason {
 	SRV_CUT_COUNT
 };
 
+/* The listener's counters that the node exports (srv_stats.c). */
+#define SRV_TRANSPORT_COUNT 10
+
 struct srv_metrics {
 	struct metrics_registry *reg;
 	struct metrics_counter *requests[SRV_RT_COUNT];
@@ -320,6 +323,13 @@ struct srv_metrics {
 	struct metrics_gauge *registered;
 	struct metrics_counter *cq_spin, *cq_block, *cq_wakeups;
 	struct metrics_counter *cut[SRV_CUT_COUNT];
+	/* the listener's transport counters (rv_listener_counters), read
+	 * when rendered: rs_transport_events_total{event} */
+	struct metrics_counter *transport[SRV_TRANSPORT_COUNT];
+	struct srv_transport_arg {
+		struct rs_server *s;
+		unsigned which;
+	} transport_arg[SRV_TRANSPORT_COUNT];
 	struct metrics_http *http;
 };
 

@@ -35,6 +35,7 @@
  * two calls into the registry).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,44 @@ static double rd_cq_wakeups(void *arg)
 
 	cq_totals(arg, &st);
 	return (double)st.wakeups;
+}
+
+/* rv_listener_counters() fields, by the event label they are exported as
+ * (metric rs_transport_events_total{event}, STATS "transport.<event>"). */
+static const struct {
+	const char *event;
+	size_t off;
+} transport_events[SRV_TRANSPORT_COUNT] = {
+#define TR(ev, field) { ev, offsetof(struct rv_listener_counters, field) }
+	TR("rejected_malformed", rej_malformed),
+	TR("rejected_limits", rej_limits),
+	TR("rejected_full", rej_full),
+	TR("rejected_per_peer", rej_per_peer),
+	TR("rejected_refused", rej_refused),
+	TR("rejected_resources", rej_resources),
+	TR("credit_overrun", credit_overruns),
+	TR("protocol_error", proto_errors),
+	TR("oversize", oversize),
+	TR("keepalive_failure", ka_failures),
+#undef TR
+};
+
+static uint64_t transport_value(struct rs_server *s, unsigned which)
+{
+	struct rv_listener_counters c;
+
+	if (!s->l)
+		return 0;
+	rv_listener_counters(s->l, &c);
+	return *(const uint64_t *)((const char *)&c +
+				   transport_events[which].off);
+}
+
+static double rd_transport(void *arg)
+{
+	const struct srv_transport_arg *a = arg;
+
+	return (double)transport_value(a->s, a->which);
 }
 
 static double rd_conns(void *arg)
@@ -223,6 +262,17 @@ static int register_node(struct rs_server *s)
 	TRY(metrics_counter_fn(m->reg, &m->cq_wakeups, RS_M_CQ_WAKEUPS,
 			       "Wake-ups from completion channels",
 			       rd_cq_wakeups, s, NULL));
+	for (unsigned i = 0; i < SRV_TRANSPORT_COUNT; i++) {
+		m->transport_arg[i].s = s;
+		m->transport_arg[i].which = i;
+		TRY(metrics_counter_fn(m->reg, &m->transport[i],
+				       RS_M_TRANSPORT_EVENTS,
+				       "Connection requests refused and "
+				       "connections failed by the transport",
+				       rd_transport, &m->transport_arg[i],
+				       "event", transport_events[i].event,
+				       NULL));
+	}
 	return metrics_register_process(m->reg);
 }
 
@@ -359,6 +409,11 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 	TRY(add(l, N, "connections_cut",
 		metrics_counter_value(m->cut[SRV_CUT_NO_CREDIT]) +
 			metrics_counter_value(m->cut[SRV_CUT_OVERRUN])));
+	for (unsigned i = 0; i < SRV_TRANSPORT_COUNT; i++) {
+		snprintf(key, sizeof(key), "transport.%s",
+			 transport_events[i].event);
+		TRY(add(l, N, key, transport_value(s, i)));
+	}
 	TRY(add(l, N, "auth_accepted", atomic_load(&s->auth.accepted)));
 	TRY(add(l, N, "auth_refused", srv_auth_refused(s)));
 	TRY(add(l, N, "workers", s->nworkers));

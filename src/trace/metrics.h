@@ -64,6 +64,7 @@
 #define RS_M_RPC_QUEUE_DEPTH		"rs_rpc_queue_depth"
 #define RS_M_CONNECTIONS		"rs_connections"
 #define RS_M_CONNS_CUT			"rs_connections_cut_total"
+#define RS_M_TRANSPORT_EVENTS		"rs_transport_events_total"
 #define RS_M_CQ_SPIN			"rs_cq_spin_seconds_total"
 #define RS_M_CQ_BLOCKED			"rs_cq_blocked_seconds_total"
 #define RS_M_CQ_WAKEUPS			"rs_cq_wakeups_total"

@@ -299,11 +299,19 @@ static inline int raw_connect_ok(struct raw_conn *c, struct raw_opts *o)
 {
 	uint8_t h[RAW_HELLO_LEN];
 
+	int r;
+
 	raw_hello(h, RAW_HELLO_MAGIC, 1, 0,
 		  (uint16_t)(o->nrecv >= 4 ? o->nrecv : 4), 4, o->rsize);
 	o->priv = h;
 	o->priv_len = sizeof(h);
-	return raw_connect(c, o);
+	r = raw_connect(c, o);
+	/* h dies with this frame: leave no pointer to it behind */
+	o->priv = NULL;
+	o->priv_len = 0;
+	c->o.priv = NULL;
+	c->o.priv_len = 0;
+	return r;
 }
 
 /* 1 if a DISCONNECTED (or any terminal cm event) arrived, else 0. */

@@ -68,6 +68,25 @@
 #include "recstore/error.h"
 #include "adversary_raw.h"
 
+#if defined(__SANITIZE_THREAD__)
+/*
+ * ThreadSanitizer: librdmacm opens one verbs context per device and process,
+ * so the attackers' raw QPs (this thread) and the good client's conns share
+ * it, and the good client's async-event thread (src/verbs/rv_dev.c) reads
+ * and acks the attackers' QP events (a garbage case fails its QP). The QP
+ * was written here before the create_qp system call and its event comes
+ * back through the kernel (a read() on the async fd): an ordering TSan
+ * cannot see, inside libibverbs and the rxe provider, which are not
+ * instrumented. Only that report is suppressed, and only in this test,
+ * the one process that mixes raw verbs with the library's.
+ */
+const char *__tsan_default_suppressions(void);
+const char *__tsan_default_suppressions(void)
+{
+	return "race:ibv_ack_async_event\n";
+}
+#endif
+
 #ifndef RS_SERVER_BIN
 #error "RS_SERVER_BIN: path of tools/recstore-server (adversary.cmake)"
 #endif
@@ -613,22 +632,35 @@ static void attack_handshake(struct result *r)
 
 /* ---- attack: garbage and lying messages ---- */
 
-static int conns_fn(void *arg, const char *table, const char *key,
-		    uint64_t value)
+
+struct stat_want {
+	const char *key;
+	long long v;
+};
+
+static int stat_fn(void *arg, const char *table, const char *key,
+		   uint64_t value)
 {
-	if (!table && !strcmp(key, "connections"))
-		*(long long *)arg = (long long)value;
+	struct stat_want *w = arg;
+
+	if (!table && !strcmp(key, w->key))
+		w->v = (long long)value;
 	return 0;
 }
 
-/* The node's STATS "connections" (-1 if it cannot be read). */
+/* One node-wide STATS entry (-1 if it cannot be read). */
+static long long node_stat(const char *key)
+{
+	struct stat_want w = { key, -1 };
+
+	if (rs_node_stats_foreach(good.c, 0, stat_fn, &w) < 0)
+		return -1;
+	return w.v;
+}
+
 static long long node_conns(void)
 {
-	long long v = -1;
-
-	if (rs_node_stats_foreach(good.c, 0, conns_fn, &v) < 0)
-		return -1;
-	return v;
+	return node_stat("connections");
 }
 
 enum gkind {
@@ -739,6 +771,25 @@ static char garbage_case(enum gkind k, const struct proto_table_info *t,
 	return (char)n;
 }
 
+/* An error reply or a disconnect is right for every case; a success reply
+ * only for the lie about credits, whose request itself is well-formed.
+ * A switch on purpose: the equivalent chain of comparisons, written inline
+ * after the inlined garbage_case(), came out of GCC 12.2 at -O2 as "fail
+ * unless 'S'" (seen in the disassembly: the 'R' and 'D' outcomes cleared
+ * r->ok), so the release build failed the attack on every run. */
+static int garbage_outcome_ok(enum gkind k, char outcome)
+{
+	switch (outcome) {
+	case 'R':
+	case 'D':
+		return 1;
+	case 'S':
+		return k == G_CREDIT_LIE;
+	default:
+		return 0;
+	}
+}
+
 static void attack_garbage(struct result *r)
 {
 	struct proto_table_info t;
@@ -755,10 +806,7 @@ static void attack_garbage(struct result *r)
 		out[k] = garbage_case((enum gkind)k, &t, &held);
 		note(r, "%s%s:%c%s", k ? " " : "", gname[k], out[k],
 		     held ? "(still counted)" : "");
-		/* a success reply is right only for the lie about credits,
-		 * whose request itself is well-formed */
-		if ((out[k] == 'S' && k != G_CREDIT_LIE) || out[k] == '-' ||
-		    out[k] == '?')
+		if (!garbage_outcome_ok((enum gkind)k, out[k]))
 			r->ok = 0;
 		peak(r);
 	}
@@ -775,12 +823,14 @@ static void attack_flood(struct result *r)
 	struct ibv_wc wc[64];
 	unsigned long posted = 0, done = 0, replies = 0, failed = 0;
 	uint32_t len, inflight = 0;
-	double end;
+	long long over0, over1;
+	double t0, end, cut_at = -1;
 
 	if (raw_table("adv", &t)) {
 		note(r, "cannot fetch the table directory by hand");
 		return;
 	}
+	over0 = node_stat("transport.credit_overrun");
 	o.sq = 256;
 	o.nrecv = 64;
 	o.rsize = 4096;
@@ -791,7 +841,8 @@ static void attack_flood(struct result *r)
 		return;
 	}
 	len = (uint32_t)enc_get(c.sbuf, o.ssize, &t, PROTO_OP_GET);
-	end = now_s() + 2.5;
+	t0 = now_s();
+	end = t0 + 2.5;
 	while (now_s() < end && !failed) {
 		while (inflight < o.sq && !failed) {
 			/* every message claims a data credit it never had */
@@ -816,21 +867,35 @@ static void attack_flood(struct result *r)
 				inflight = inflight > 16 ? inflight - 16 : 0;
 			}
 		}
+		/* the node cuts a conn by disconnecting it: its QP then
+		 * ignores our retries, so the cut shows on the cm channel,
+		 * not (for seconds) in our completions */
+		if (raw_dropped(&c, 0)) {
+			cut_at = now_s() - t0;
+			break;
+		}
 		if (n <= 0)
 			usleep(20);
 		if (posted % 4096 == 0)
 			peak(r);
 	}
+	if (cut_at < 0 && !failed && raw_dropped(&c, 3000))
+		cut_at = now_s() - t0;
 	peak(r);
+	over1 = node_stat("transport.credit_overrun");
 	note(r, "%lu sends posted, %lu acked, %lu replies (node's credit "
-	     "grant %u), %s", posted, done, replies,
-	     c.peer_slots ? c.peer_slots - 1u : 0,
-	     failed ? "then the node cut the conn" : "NEVER CUT OFF");
+	     "grant %u); ", posted, done, replies,
+	     c.peer_slots ? c.peer_slots - 1u : 0);
+	if (cut_at >= 0)
+		note(r, "the node cut the conn after %.2f s", cut_at);
+	else
+		note(r, "%s", failed ? "our sends failed" : "NEVER CUT OFF");
+	note(r, ", credit overruns counted %lld -> %lld", over0, over1);
 	raw_close(&c);
 	/* a peer that sends past its credits breaks the protocol: with one
 	 * shared receive queue it eats the buffers of every other conn, so
-	 * the node must drop it */
-	r->ok = failed > 0;
+	 * the node must drop it, and for that reason */
+	r->ok = (cut_at >= 0 || failed) && over0 >= 0 && over1 > over0;
 }
 
 /* ---- attack: peers that withhold credits ---- */
