@@ -13,7 +13,7 @@
 #include "recstore/error.h"
 #include "common/rs_internal.h"
 
-static _Thread_local char errmsg[512];
+static _Thread_local char errmsg[RS_ERRMSG_MAX];
 
 static const char *const rs_names[] = {
 	[0] = "success",
@@ -72,6 +72,16 @@ int rs_seterr(int code, const char *fmt, ...)
 	va_end(ap);
 	memcpy(errmsg, msg, sizeof(errmsg));
 	return code;
+}
+
+void rs_errsave(char buf[RS_ERRMSG_MAX])
+{
+	memcpy(buf, errmsg, RS_ERRMSG_MAX);
+}
+
+void rs_errrestore(const char buf[RS_ERRMSG_MAX])
+{
+	memcpy(errmsg, buf, RS_ERRMSG_MAX);
 }
 
 void rs_clearerr(void)

@@ -18,6 +18,12 @@
 /* Record a message for rs_errormsg() and return code unchanged. */
 int rs_seterr(int code, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* Size of the thread-local message, and a way for cleanup paths (closing a
+ * connection after an error) to keep the message of the error that made
+ * them run: save before, restore after. */
+#define RS_ERRMSG_MAX 512
+void rs_errsave(char buf[RS_ERRMSG_MAX]);
+void rs_errrestore(const char buf[RS_ERRMSG_MAX]);
 void rs_clearerr(void);
 
 /*

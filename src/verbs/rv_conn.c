@@ -1018,9 +1018,13 @@ void rv_conn_close(struct rv_conn **cp)
 {
 	struct rv_conn *c = cp ? *cp : NULL;
 	struct rdma_cm_id *id;
+	char saved[RS_ERRMSG_MAX];
 
 	if (!c)
 		return;
+	/* closing often follows a failure: a drain that times out here must
+	 * not replace the message of the error the caller is reporting */
+	rs_errsave(saved);
 	id = c->id;
 	if (c->l) {
 		/* detach from the listener's event handling (and its failed
@@ -1038,6 +1042,7 @@ void rv_conn_close(struct rv_conn **cp)
 	}
 	rv_conn_free(c);
 	*cp = NULL;
+	rs_errrestore(saved);
 }
 
 /* ---- accessors, status, event-loop hooks ---- */

@@ -80,8 +80,12 @@
  * instrumented. Only that report is suppressed, and only in this test,
  * the one process that mixes raw verbs with the library's.
  */
-const char *__tsan_default_suppressions(void);
-const char *__tsan_default_suppressions(void)
+/* The TSan runtime looks it up in the dynamic symbol table: exported here,
+ * and the test links with -rdynamic in TSan builds (adversary.cmake). */
+__attribute__((visibility("default"))) const char *
+__tsan_default_suppressions(void);
+__attribute__((visibility("default"))) const char *
+__tsan_default_suppressions(void)
 {
 	return "race:ibv_ack_async_event\n";
 }

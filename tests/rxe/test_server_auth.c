@@ -212,6 +212,7 @@ static void admin_can_all(const char *addr)
 	int st[NK];
 
 	SV_OK(rs_table_spec_init(&spec, "scratch", DIM));
+	spec.capacity = 1024;	/* small: a create clears its region */
 	SV_OK(rs_table_create(c, &spec));
 	SV_OK(rs_table_spec_init(&spec, "emb", DIM));
 	spec.capacity = 1024;
@@ -373,9 +374,11 @@ static void ctl_cases(const char *addr)
 				     "--secret-file", read_file_path, "list",
 				     NULL }, none, 0, "emb");
 	ctl_expect((const char *[]){ "-s", addr, "create", "ctl_t", "--dim",
-				     "4", NULL }, env_file, 1, "admin");
+				     "4", "--capacity", "1024", NULL },
+		   env_file, 1, "admin");
 	ctl_expect((const char *[]){ "-s", addr, "create", "ctl_t", "--dim",
-				     "4", NULL }, env_secret, 0, "created");
+				     "4", "--capacity", "1024", NULL },
+		   env_secret, 0, "created");
 	ctl_expect((const char *[]){ "-s", addr, "drop", "ctl_t", NULL },
 		   env_secret, 0, "dropped");
 }
@@ -396,6 +399,7 @@ static void open_node(const char *ip)
 		rs_errormsg());
 	c = must_client(n.addr, 0, NULL, 0);
 	SV_OK(rs_table_spec_init(&spec, "open", DIM));
+	spec.capacity = 1024;
 	SV_OK(rs_table_create(c, &spec));	/* everyone is admin */
 	rs_client_close(&c);
 	sv_node_stop(&n);
