@@ -199,7 +199,7 @@ static double server_cpu_s(struct bench *b)
 		return total;
 	}
 	for (unsigned i = 0; i < rs_client_node_count(b->c); i++) {
-		struct rs_node_stats st;
+		struct rs_node_stats st = RS_NODE_STATS_INIT;
 
 		if (rs_node_get_stats(b->c, i, &st) < 0)
 			return -1;
@@ -215,7 +215,7 @@ static double server_cpu_s(struct bench *b)
 static int open_tables(struct bench *b)
 {
 	for (unsigned i = 0; i < b->o.tables; i++) {
-		struct rs_table_spec spec;
+		struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 		char name[RS_TABLE_NAME_MAX + 1];
 		int ret;
 
@@ -480,7 +480,8 @@ static const char *phase_name(enum phase ph)
 static int bench_phase(struct bench *b, enum phase ph)
 {
 	struct phase_result r;
-	struct rs_client_stats cs0, cs1;
+	struct rs_client_stats cs0 = RS_CLIENT_STATS_INIT;
+	struct rs_client_stats cs1 = RS_CLIENT_STATS_INIT;
 	double cpu0 = server_cpu_s(b), cpu1;
 	const char *name = phase_name(ph);
 	int ret;
@@ -642,7 +643,7 @@ out:
  * rs_requests_total{type} uses (tests/rxe/test_observe_e2e.sh compares). */
 static void print_client_requests(struct bench *b)
 {
-	struct rs_client_stats cs;
+	struct rs_client_stats cs = RS_CLIENT_STATS_INIT;
 
 	rs_client_get_stats(b->c, &cs);
 	const struct {

@@ -70,7 +70,7 @@ static uint64_t next(void)
 static void run(struct rs_client *c, const char *opt)
 {
 	char name[32];
-	struct rs_table_spec spec;
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	struct rs_table *t;
 	struct hp p;
 	static struct ref_row ref[KEYS];
@@ -150,7 +150,7 @@ static void run(struct rs_client *c, const char *opt)
  * updated. */
 static void overflow(struct rs_client *c)
 {
-	struct rs_table_spec spec;
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	struct rs_table *t;
 	uint64_t keys[2] = { 7, 8 };
 	float before[2 * DIM], after[2 * DIM], grads[2 * DIM];
