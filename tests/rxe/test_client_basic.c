@@ -265,6 +265,7 @@ static void admin(struct rs_client *c)
 	info[0].struct_size = sizeof(info[0]) + 8;
 	H_CHECK(rs_table_list(c, info, 8) == RS_E_INVAL,
 		"list with an unknown struct_size");
+	info[0].struct_size = sizeof(info[0]);
 	H_CHECK(rs_table_list(c, NULL, 0) == 3, "list count only");
 	spec.struct_size = 0;
 	H_CHECK(rs_table_create(c, &spec) == RS_E_INVAL,
