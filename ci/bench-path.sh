@@ -24,7 +24,9 @@
 # Output: the measurement lines, also written to bench-path.out in the
 # current directory. Environment: RS_BENCH_CG_ITERS (20 batches per phase),
 # RS_BENCH_TABLES (8), RS_BENCH_DIM (64), RS_BENCH_BATCH (512),
-# RS_BENCH_KEYS (5000), RS_BENCH_OPTIM (sgd).
+# RS_BENCH_KEYS (5000), RS_BENCH_OPTIM (sgd), RS_BENCH_UPDATE_LR (unset:
+# updates at the table's lr; a number: every update passes that lr with
+# rs_update_ex, as a learning-rate schedule does).
 set -euo pipefail
 # shellcheck source=ci/bench-lib.sh
 . "$(dirname "$0")/bench-lib.sh"
@@ -32,7 +34,8 @@ bench_init bench-path "$@"
 iters=${RS_BENCH_CG_ITERS:-20}
 shape=(--tables "${RS_BENCH_TABLES:-8}" --dim "${RS_BENCH_DIM:-64}"
 	--batch "${RS_BENCH_BATCH:-512}" --keys "${RS_BENCH_KEYS:-5000}"
-	--optim "${RS_BENCH_OPTIM:-sgd}" --iters "$iters" --spin-us 0)
+	--optim "${RS_BENCH_OPTIM:-sgd}" --iters "$iters" --spin-us 0
+	${RS_BENCH_UPDATE_LR:+--update-lr "$RS_BENCH_UPDATE_LR"})
 tmp=$(mktemp -d /tmp/bench-path.XXXXXX)
 srv=
 trap '[ -n "$srv" ] && kill $srv 2>/dev/null; [ -n "${RS_BENCH_KEEP:-}" ] || rm -rf "$tmp"' EXIT

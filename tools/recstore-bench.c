@@ -52,6 +52,7 @@ struct opts {
 	double idle; /* --idle: seconds to stay connected and idle at the end */
 	unsigned lat_samples;
 	int spin_us; /* < 0: client default */
+	double update_lr; /* >= 0: every update passes this lr (rs_update_ex) */
 };
 
 struct bench {
@@ -199,7 +200,7 @@ static double server_cpu_s(struct bench *b)
 		return total;
 	}
 	for (unsigned i = 0; i < rs_client_node_count(b->c); i++) {
-		struct rs_node_stats st;
+		struct rs_node_stats st = RS_NODE_STATS_INIT;
 
 		if (rs_node_get_stats(b->c, i, &st) < 0)
 			return -1;
@@ -215,7 +216,7 @@ static double server_cpu_s(struct bench *b)
 static int open_tables(struct bench *b)
 {
 	for (unsigned i = 0; i < b->o.tables; i++) {
-		struct rs_table_spec spec;
+		struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 		char name[RS_TABLE_NAME_MAX + 1];
 		int ret;
 
@@ -361,7 +362,16 @@ static int do_update(struct worker *w, const uint64_t *ids, uint64_t *keys,
 			continue;
 		for (size_t i = 0; i < m * b->o.dim; i++)
 			grads[i] = 1e-4f;
-		ret = rs_update(b->t[t], keys, m, grads, status, 0);
+		if (b->o.update_lr >= 0) {
+			struct rs_update_opts uo = RS_UPDATE_OPTS_INIT;
+
+			uo.flags = RS_UPDATE_LR;
+			uo.lr = (float)b->o.update_lr;
+			ret = rs_update_ex(b->t[t], keys, m, grads, status, 0,
+					   &uo);
+		} else {
+			ret = rs_update(b->t[t], keys, m, grads, status, 0);
+		}
 		if (ret < 0)
 			return ret;
 		for (size_t i = 0; i < m; i++) {
@@ -480,7 +490,8 @@ static const char *phase_name(enum phase ph)
 static int bench_phase(struct bench *b, enum phase ph)
 {
 	struct phase_result r;
-	struct rs_client_stats cs0, cs1;
+	struct rs_client_stats cs0 = RS_CLIENT_STATS_INIT;
+	struct rs_client_stats cs1 = RS_CLIENT_STATS_INIT;
 	double cpu0 = server_cpu_s(b), cpu1;
 	const char *name = phase_name(ph);
 	int ret;
@@ -642,7 +653,7 @@ out:
  * rs_requests_total{type} uses (tests/rxe/test_observe_e2e.sh compares). */
 static void print_client_requests(struct bench *b)
 {
-	struct rs_client_stats cs;
+	struct rs_client_stats cs = RS_CLIENT_STATS_INIT;
 
 	rs_client_get_stats(b->c, &cs);
 	const struct {
@@ -705,6 +716,8 @@ static void usage(FILE *f)
 "  --server-pid P[,P...]  server processes whose CPU time to report\n"
 "  --no-rpc         skip the RPC get phase   --no-update  skip updates\n"
 "  --spin-us N      client completion polling window (default 50)\n"
+"  --update-lr X    updates pass learning rate X (rs_update_ex, as an lr\n"
+"                   schedule would); default: the table's lr\n"
 "  --cold           do not pre-fill the location cache before the phases\n"
 "  --single-key     one-key get latency, warm and cold cache (--samples N)\n"
 "  --verify         put, read back (cached, uncached, RPC) and compare\n"
@@ -735,7 +748,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		{ "single-key", 0, 0, '1' }, { "verify", 0, 0, 'v' },
 		{ "samples", 1, 0, 'S' }, { "help", 0, 0, 'h' },
 		{ "cold", 0, 0, 'C' }, { "spin-us", 1, 0, 'W' },
-		{ "idle", 1, 0, 'I' }, { 0, 0, 0, 0 }
+		{ "idle", 1, 0, 'I' }, { "update-lr", 1, 0, 'L' },
+		{ 0, 0, 0, 0 }
 	};
 	unsigned long long v;
 	int c;
@@ -743,7 +757,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 	*o = (struct opts){ .tables = 26, .batch = 4096, .dim = 128,
 			    .threads = 1, .iters = 5, .zipf = 0.99,
 			    .keys = 1000, .optim = "sgd", .prefix = "bench_t",
-			    .lat_samples = 200, .spin_us = -1 };
+			    .lat_samples = 200, .spin_us = -1,
+			    .update_lr = -1 };
 	o->nodes = getenv("RS_NODES");
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		int bad = 0;
@@ -779,6 +794,9 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		case 'C': o->cold = 1; break;
 		case 'W': bad = parse_uint(optarg, 0, 100000, &v);
 			o->spin_us = (int)v; break;
+		case 'L': o->update_lr = strtod(optarg, NULL);
+			bad = !(o->update_lr >= 0 && o->update_lr < 1e30);
+			break;
 		case 'I': o->idle = strtod(optarg, NULL);
 			bad = !(o->idle > 0 && o->idle <= 86400); break;
 		case 'h': usage(stdout); exit(0);

@@ -202,7 +202,7 @@ static int cmd_create(struct rs_client *c, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct { int o; const char *v; } seen[64];
-	struct rs_table_spec s;
+	struct rs_table_spec s = RS_TABLE_SPEC_INIT;
 	int n = 0, o, ret;
 
 	if (argc < 2 || argv[1][0] == '-') {
@@ -262,6 +262,7 @@ static int cmd_list(struct rs_client *c)
 			return fail("list", -ENOMEM);
 		}
 		t = g;
+		t[0].struct_size = sizeof(*t);
 		n = rs_table_list(c, t, cap);
 		if (n < 0 || (size_t)n <= cap)
 			break;
@@ -275,12 +276,11 @@ static int cmd_list(struct rs_client *c)
 	       "ROWS", "CAPACITY", "OPTIMIZER", "LR");
 	for (int i = 0; i < n; i++)
 		printf("%-24s %6u %5s %16" PRIu64 " %12" PRIu64 " %-16s %g\n",
-		       t[i].spec.name, t[i].spec.dim,
-		       t[i].spec.dtype < 3 ? dtypes[t[i].spec.dtype] : "?",
+		       t[i].name, t[i].dim,
+		       t[i].dtype < 3 ? dtypes[t[i].dtype] : "?",
 		       t[i].rows, t[i].capacity,
-		       t[i].spec.optim.kind < 4 ? optims[t[i].spec.optim.kind]
-						: "?",
-		       (double)t[i].spec.optim.lr);
+		       t[i].optimizer < 4 ? optims[t[i].optimizer] : "?",
+		       (double)t[i].lr);
 	free(t);
 	return 0;
 }

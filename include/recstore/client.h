@@ -42,6 +42,18 @@
  * Ownership. Key, value and status buffers are the caller's; synchronous
  * calls do not keep them. Asynchronous calls use them until rs_op_wait()
  * returns (or rs_op_test() returned 1).
+ *
+ * ABI. Every struct the caller allocates and the library reads or fills
+ * (rs_table_spec, rs_table_info, rs_node_stats, rs_client_stats,
+ * rs_update_opts) starts with `uint32_t struct_size`, which the caller
+ * sets before the call: `struct rs_table_spec s = RS_TABLE_SPEC_INIT;`
+ * (or s.struct_size = sizeof(s)). New fields are only ever appended; the
+ * library accepts the size of any release since 0.2 and reads and writes
+ * only the bytes within struct_size (a field the caller's struct lacks
+ * takes its default, which is what zero means). A size the library does
+ * not know (0, garbage, or a newer release's) fails with RS_E_INVAL
+ * naming the struct. struct rs_key_ref is a fixed tuple and never grows.
+ * docs/client.md, "ABI rules".
  */
 #ifndef RECSTORE_CLIENT_H
 #define RECSTORE_CLIENT_H
@@ -144,6 +156,8 @@ const char *rs_client_node_name(const struct rs_client *c, unsigned i);
 unsigned rs_client_key_node(const struct rs_client *c, uint64_t key);
 
 struct rs_client_stats {
+	uint32_t struct_size;	  /* set by the caller: RS_CLIENT_STATS_INIT */
+	uint32_t reserved;	  /* written as 0 */
 	uint64_t get_keys;	  /* keys asked for by rs_get* */
 	uint64_t onesided_keys;	  /* keys served by one-sided READ */
 	uint64_t rpc_keys;	  /* keys served by the GET RPC */
@@ -162,8 +176,11 @@ struct rs_client_stats {
 		uint64_t requests, keys;
 	} rpc_get, rpc_get_or_init, rpc_put, rpc_update, rpc_delete;
 };
-void rs_client_get_stats(const struct rs_client *c,
-			 struct rs_client_stats *out);
+#define RS_CLIENT_STATS_INIT \
+	{ .struct_size = sizeof(struct rs_client_stats) }
+/* Fill *out (out->struct_size set by the caller). 0 or RS_E_INVAL. */
+int rs_client_get_stats(const struct rs_client *c,
+			struct rs_client_stats *out);
 
 /* ---- tables (administration; also what recstore-ctl uses) ---- */
 
@@ -189,6 +206,7 @@ enum rs_init {
 #define RS_TABLE_NAME_MAX 63
 
 struct rs_table_spec {
+	uint32_t struct_size;	/* set by the caller: RS_TABLE_SPEC_INIT */
 	char name[RS_TABLE_NAME_MAX + 1];
 	uint32_t dim;		/* 1..65536 */
 	uint32_t dtype;		/* enum rs_dtype */
@@ -206,8 +224,12 @@ struct rs_table_spec {
 	} init;
 };
 
+#define RS_TABLE_SPEC_INIT \
+	{ .struct_size = sizeof(struct rs_table_spec) }
+
 /* Fill a spec with defaults: fp32, SGD (server default lr), zeros, node's
- * default capacity. RS_E_INVAL for a bad name or dim. */
+ * default capacity. spec->struct_size must be set (RS_TABLE_SPEC_INIT);
+ * it is kept. RS_E_INVAL for a bad size, name or dim. */
 int rs_table_spec_init(struct rs_table_spec *spec, const char *name,
 		       uint32_t dim);
 /* Optimizer by name ("sgd", "adagrad", "rowwise_adagrad", "adam") with its
@@ -220,23 +242,45 @@ int rs_table_create(struct rs_client *c, const struct rs_table_spec *spec);
 /* Drop it on every node; RS_E_NOTFOUND if no node had it. */
 int rs_table_drop(struct rs_client *c, const char *name);
 
+/* The whole spec of a table, as the first node that has it reports it.
+ * spec->struct_size set by the caller. RS_E_NOTFOUND if no node has it. */
+int rs_table_get_spec(struct rs_client *c, const char *name,
+		      struct rs_table_spec *spec);
+
+/* A summary of one table (rs_table_get_spec() gives the whole spec). It
+ * holds no rs_table_spec: both structs grow at their ends, independently. */
 struct rs_table_info {
-	struct rs_table_spec spec;
+	uint32_t struct_size;	/* set by the caller: RS_TABLE_INFO_INIT */
+	uint32_t dim;
+	uint32_t dtype;		/* enum rs_dtype */
+	uint32_t optimizer;	/* enum rs_optimizer */
+	char name[RS_TABLE_NAME_MAX + 1];
 	uint64_t rows;		/* live rows, summed over nodes */
 	uint64_t capacity;	/* row capacity, summed over nodes */
+	float lr;		/* the table's learning rate */
+	uint32_t init;		/* enum rs_init */
 };
+#define RS_TABLE_INFO_INIT \
+	{ .struct_size = sizeof(struct rs_table_info) }
 /* Tables known to the nodes (the union), sorted by name. Fills up to max
- * entries and returns how many tables there are (may exceed max). */
+ * entries and returns how many tables there are (may exceed max). The
+ * array's element size is out[0].struct_size (set it; the library sets
+ * it in every element it fills); out may be NULL when max is 0. */
 int rs_table_list(struct rs_client *c, struct rs_table_info *out, size_t max);
 
 /* Per-node counters, as the node reports them in its STATS reply. */
 struct rs_node_stats {
+	uint32_t struct_size;	/* set by the caller: RS_NODE_STATS_INIT */
+	uint32_t reserved;	/* written as 0 */
 	uint64_t tables, rows;
 	uint64_t rpc_get_keys, rpc_get_or_init_keys, rpc_put_keys;
 	uint64_t rpc_update_keys, rpc_delete_keys, rpc_requests;
 	uint64_t cpu_user_us, cpu_sys_us; /* node process rusage */
 	uint64_t mem_registered;	  /* bytes registered for READ */
 };
+#define RS_NODE_STATS_INIT \
+	{ .struct_size = sizeof(struct rs_node_stats) }
+/* Fill *out (out->struct_size set by the caller). */
 int rs_node_get_stats(struct rs_client *c, unsigned node,
 		      struct rs_node_stats *out);
 /* Every counter node `node` reports, as (table name or NULL for the node
@@ -271,7 +315,9 @@ int rs_get(struct rs_table *t, const uint64_t *keys, size_t n, float *out,
 	   int *status, unsigned flags);
 
 /* One key of a batch that spans tables (a recommendation model's sparse
- * features: one batch, many tables). out receives dim floats. */
+ * features: one batch, many tables). out receives dim floats. A fixed
+ * tuple, passed by arrays on the hot path: it never grows (a call that
+ * needs more per key will take a new struct). */
 struct rs_key_ref {
 	struct rs_table *table;
 	uint64_t key;
@@ -289,6 +335,24 @@ int rs_get_or_init(struct rs_table *t, const uint64_t *keys, size_t n,
  * not created (status RS_KEY_MISSING). */
 int rs_update(struct rs_table *t, const uint64_t *keys, size_t n,
 	      const float *grads, int *status, unsigned flags);
+/* Options of one update (all optional; zero means the default). */
+struct rs_update_opts {
+	uint32_t struct_size;	/* set by the caller: RS_UPDATE_OPTS_INIT */
+	uint32_t flags;		/* RS_UPDATE_* */
+	float lr;		/* with RS_UPDATE_LR: this step's learning
+				   rate, finite and >= 0 (a learning-rate
+				   schedule); else the table's lr */
+};
+#define RS_UPDATE_OPTS_INIT \
+	{ .struct_size = sizeof(struct rs_update_opts) }
+#define RS_UPDATE_LR 0x1u /* use opts->lr instead of the table's lr */
+/* rs_update with options (opts NULL: exactly rs_update). An lr that is
+ * NaN, infinite or negative fails the call with RS_E_INVAL before
+ * anything is sent (and a node refuses one as well). The lr applies to
+ * this call only: the table's lr is unchanged. */
+int rs_update_ex(struct rs_table *t, const uint64_t *keys, size_t n,
+		 const float *grads, int *status, unsigned flags,
+		 const struct rs_update_opts *opts);
 /* Write rows (create or overwrite; optimizer state of a new key starts
  * fresh). With duplicate keys the last row wins. */
 int rs_put(struct rs_table *t, const uint64_t *keys, size_t n,
@@ -307,6 +371,10 @@ int rs_get_multi_async(struct rs_client *c, const struct rs_key_ref *refs,
 int rs_update_async(struct rs_table *t, const uint64_t *keys, size_t n,
 		    const float *grads, int *status, unsigned flags,
 		    struct rs_op **op);
+/* opts is read before the call returns (it need not outlive it). */
+int rs_update_ex_async(struct rs_table *t, const uint64_t *keys, size_t n,
+		       const float *grads, int *status, unsigned flags,
+		       const struct rs_update_opts *opts, struct rs_op **op);
 /* 1 if finished, 0 if still running. */
 int rs_op_test(struct rs_op *op);
 /* Wait for the op, free it (*op = NULL) and return what the synchronous

@@ -13,6 +13,8 @@
 #ifndef RECSTORE_ERROR_H
 #define RECSTORE_ERROR_H
 
+#include "recstore/version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -49,9 +51,6 @@ const char *rs_strerror(int code);
 /* Thread-local message for the last failure on this thread; "" if none.
  * Valid until the next library call on the same thread. */
 const char *rs_errormsg(void);
-
-/* Library version string, e.g. "0.1.0". */
-const char *rs_version(void);
 
 #ifdef __cplusplus
 }

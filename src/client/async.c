@@ -39,6 +39,8 @@ struct rs_op {
 	const float *in;
 	int *status;
 	unsigned flags;
+	struct rs_update_opts uopts; /* OP_UPDATE with has_uopts */
+	bool has_uopts;
 	int result;
 	bool done;
 	pthread_cond_t cond;
@@ -64,8 +66,9 @@ static int op_run(struct rs_op *op)
 		return rs_get_multi(op->c, op->refs, op->n, op->status,
 				    op->flags);
 	case OP_UPDATE:
-		return rs_update(op->t, op->keys, op->n, op->in, op->status,
-				 op->flags);
+		return rs_update_ex(op->t, op->keys, op->n, op->in,
+				    op->status, op->flags,
+				    op->has_uopts ? &op->uopts : NULL);
 	}
 	return RS_E_INVAL;
 }
@@ -232,17 +235,27 @@ RS_EXPORT int rs_get_multi_async(struct rs_client *c,
 	return submit(c, op, opp);
 }
 
-RS_EXPORT int rs_update_async(struct rs_table *t, const uint64_t *keys,
-			      size_t n, const float *grads, int *status,
-			      unsigned flags, struct rs_op **opp)
+RS_EXPORT int rs_update_ex_async(struct rs_table *t, const uint64_t *keys,
+				 size_t n, const float *grads, int *status,
+				 unsigned flags,
+				 const struct rs_update_opts *opts,
+				 struct rs_op **opp)
 {
+	struct rs_update_opts uo;
 	struct rs_op *op;
+	int ret;
 
 	if (!t)
 		return rs_seterr(RS_E_INVAL, "table handle is NULL");
+	if (opts && (ret = cli_update_opts(opts, &uo)))
+		return ret;
 	op = op_new(OP_UPDATE, opp);
 	if (!op)
 		return opp ? -ENOMEM : RS_E_INVAL;
+	if (opts) {
+		op->uopts = uo;
+		op->has_uopts = true;
+	}
 	op->t = t;
 	op->keys = keys;
 	op->n = n;
@@ -250,6 +263,13 @@ RS_EXPORT int rs_update_async(struct rs_table *t, const uint64_t *keys,
 	op->status = status;
 	op->flags = flags;
 	return submit(t->c, op, opp);
+}
+
+RS_EXPORT int rs_update_async(struct rs_table *t, const uint64_t *keys,
+			      size_t n, const float *grads, int *status,
+			      unsigned flags, struct rs_op **opp)
+{
+	return rs_update_ex_async(t, keys, n, grads, status, flags, NULL, opp);
 }
 
 RS_EXPORT int rs_op_test(struct rs_op *op)

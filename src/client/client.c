@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "client/client_internal.h"
+#include "common/abi.h"
 #include "common/rs_internal.h"
 #include "trace/trace.h"
 
@@ -188,31 +189,46 @@ static struct rs_rpc_count op_count(const struct rs_client *c, uint32_t op)
 	};
 }
 
-RS_EXPORT void rs_client_get_stats(const struct rs_client *c,
-				   struct rs_client_stats *out)
+static const uint32_t cstats_sizes[] = { 176 };	/* 0.2 */
+_Static_assert(sizeof(struct rs_client_stats) == 176,
+	       "append to cstats_sizes");
+static const struct rs_abi_type cstats_abi = {
+	"struct rs_client_stats", cstats_sizes, RS_ARRAY_SIZE(cstats_sizes)
+};
+
+RS_EXPORT int rs_client_get_stats(const struct rs_client *c,
+				  struct rs_client_stats *out)
 {
 	struct cli_lcache_stats cs;
+	struct rs_client_stats f;
+	int ret = rs_abi_check(&cstats_abi, out);
 
-	memset(out, 0, sizeof(*out));
-	if (!c)
-		return;
-	out->get_keys = LOAD(get_keys);
-	out->onesided_keys = LOAD(onesided_keys);
-	out->rpc_keys = LOAD(rpc_keys);
-	out->rpc_fallbacks = LOAD(rpc_fallbacks);
-	out->torn_retries = LOAD(torn_retries);
-	out->stale_locations = LOAD(stale_locations);
-	out->reads_posted = LOAD(reads_posted);
-	out->dir_refreshes = LOAD(dir_refreshes);
-	out->rpc_get = op_count(c, PROTO_OP_GET);
-	out->rpc_get_or_init = op_count(c, PROTO_OP_GET_OR_INIT);
-	out->rpc_put = op_count(c, PROTO_OP_PUT);
-	out->rpc_update = op_count(c, PROTO_OP_UPDATE);
-	out->rpc_delete = op_count(c, PROTO_OP_DELETE);
-	out->rpcs = out->rpc_get.requests + out->rpc_get_or_init.requests +
-		    out->rpc_put.requests + out->rpc_update.requests +
-		    out->rpc_delete.requests;
+	if (ret)
+		return ret;
+	memset(&f, 0, sizeof(f));
+	if (!c) {
+		rs_abi_out(out, &f, sizeof(f));
+		return rs_seterr(RS_E_INVAL, "client stats: NULL client");
+	}
+	f.get_keys = LOAD(get_keys);
+	f.onesided_keys = LOAD(onesided_keys);
+	f.rpc_keys = LOAD(rpc_keys);
+	f.rpc_fallbacks = LOAD(rpc_fallbacks);
+	f.torn_retries = LOAD(torn_retries);
+	f.stale_locations = LOAD(stale_locations);
+	f.reads_posted = LOAD(reads_posted);
+	f.dir_refreshes = LOAD(dir_refreshes);
+	f.rpc_get = op_count(c, PROTO_OP_GET);
+	f.rpc_get_or_init = op_count(c, PROTO_OP_GET_OR_INIT);
+	f.rpc_put = op_count(c, PROTO_OP_PUT);
+	f.rpc_update = op_count(c, PROTO_OP_UPDATE);
+	f.rpc_delete = op_count(c, PROTO_OP_DELETE);
+	f.rpcs = f.rpc_get.requests + f.rpc_get_or_init.requests +
+		 f.rpc_put.requests + f.rpc_update.requests +
+		 f.rpc_delete.requests;
 	cli_lcache_get_stats(c->cache, &cs);
-	out->cache_hits = cs.hits;
-	out->cache_misses = cs.misses;
+	f.cache_hits = cs.hits;
+	f.cache_misses = cs.misses;
+	rs_abi_out(out, &f, sizeof(f));
+	return 0;
 }

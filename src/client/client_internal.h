@@ -83,7 +83,12 @@ struct rs_table {
 	struct rs_table *next;
 };
 
-struct cli_async; /* async.c */
+struct cli_async; /* data.c: check the caller's update options and copy them into a
+ * full-size struct (struct_size = sizeof). 0 or RS_E_INVAL. */
+int cli_update_opts(const struct rs_update_opts *in,
+		    struct rs_update_opts *full);
+
+/* async.c */
 
 struct cli_counters {
 	atomic_uint_fast64_t get_keys, onesided_keys, rpc_keys, rpc_fallbacks;
@@ -158,10 +163,15 @@ int cli_get(struct rs_client *c, const struct cli_key *keys, size_t n,
  * PUT: last row wins; others: asked once). in[i] (PUT/UPDATE) points at
  * key i's dim floats; keys[i].out receives rows (GET/GET_OR_INIT). `sel`,
  * when given, restricts the call to keys[sel[0..m)]; status stays indexed
- * like keys. Returns 0 (per-key outcomes in status) or a call error. */
+ * like keys. `ko` (NULL: none) gives the requests' PROTO_KF_* flags and
+ * lr. Returns 0 (per-key outcomes in status) or a call error. */
+struct cli_keyed_opts {
+	uint32_t kflags; /* PROTO_KF_* */
+	float lr;	 /* with PROTO_KF_LR */
+};
 int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 	    const float *const *in, const size_t *sel, size_t m, int *status,
-	    uint64_t trace_id, bool sampled);
+	    uint64_t trace_id, bool sampled, const struct cli_keyed_opts *ko);
 static inline int cli_rpc_get_selected(struct rs_client *c,
 				       const struct cli_key *keys,
 				       const size_t *sel, size_t m,
@@ -169,8 +179,13 @@ static inline int cli_rpc_get_selected(struct rs_client *c,
 				       bool sampled)
 {
 	return cli_rpc(c, PROTO_OP_GET, keys, NULL, sel, m, status, trace_id,
-		       sampled);
+		       sampled, NULL);
 }
+
+/* data.c: check the caller's update options and copy them into a
+ * full-size struct (struct_size = sizeof). 0 or RS_E_INVAL. */
+int cli_update_opts(const struct rs_update_opts *in,
+		    struct rs_update_opts *full);
 
 /* async.c */
 int cli_async_start(struct rs_client *c, unsigned threads);

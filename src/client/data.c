@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "client/client_internal.h"
+#include "common/abi.h"
 #include "common/rs_internal.h"
 #include "trace/trace.h"
 
@@ -134,7 +135,8 @@ RS_EXPORT int rs_get(struct rs_table *t, const uint64_t *keys, size_t n,
 
 /* A keyed RPC on one table. */
 static int keyed(struct rs_table *t, uint32_t op, const uint64_t *keys,
-		 size_t n, const float *in, float *out, int *status)
+		 size_t n, const float *in, float *out, int *status,
+		 const struct cli_keyed_opts *ko)
 {
 	uint64_t id = trace_new_id();
 	bool sampled = trace_sampled(id);
@@ -160,7 +162,7 @@ static int keyed(struct rs_table *t, uint32_t op, const uint64_t *keys,
 				proto_op_name(op));
 		goto out;
 	}
-	ret = cli_rpc(t->c, op, k, inp, NULL, n, st, id, sampled);
+	ret = cli_rpc(t->c, op, k, inp, NULL, n, st, id, sampled, ko);
 	if (!ret)
 		ret = count_ok(st, n);
 	if (sampled)
@@ -179,7 +181,7 @@ RS_EXPORT int rs_get_or_init(struct rs_table *t, const uint64_t *keys,
 	int ret = check(t, keys, n, out);
 
 	return ret ? ret : keyed(t, PROTO_OP_GET_OR_INIT, keys, n, NULL, out,
-				 status);
+				 status, NULL);
 }
 
 RS_EXPORT int rs_update(struct rs_table *t, const uint64_t *keys, size_t n,
@@ -188,7 +190,50 @@ RS_EXPORT int rs_update(struct rs_table *t, const uint64_t *keys, size_t n,
 	int ret = check(t, keys, n, grads);
 
 	return ret ? ret : keyed(t, PROTO_OP_UPDATE, keys, n, grads, NULL,
-				 status);
+				 status, NULL);
+}
+
+static const uint32_t uopts_sizes[] = { 12 };	/* 0.2 */
+_Static_assert(sizeof(struct rs_update_opts) == 12, "append to uopts_sizes");
+static const struct rs_abi_type uopts_abi = {
+	"struct rs_update_opts", uopts_sizes, RS_ARRAY_SIZE(uopts_sizes)
+};
+
+int cli_update_opts(const struct rs_update_opts *in,
+		    struct rs_update_opts *full)
+{
+	int ret = rs_abi_check(&uopts_abi, in);
+
+	if (ret)
+		return ret;
+	rs_abi_in(full, sizeof(*full), in);
+	full->struct_size = sizeof(*full);
+	if (full->flags & ~RS_UPDATE_LR)
+		return rs_seterr(RS_E_INVAL, "update options: unknown flags "
+				 "%#x", full->flags & ~RS_UPDATE_LR);
+	if ((full->flags & RS_UPDATE_LR) && !proto_lr_ok(full->lr))
+		return rs_seterr(RS_E_INVAL, "update options: lr %g is not a "
+				 "finite number >= 0", (double)full->lr);
+	return 0;
+}
+
+RS_EXPORT int rs_update_ex(struct rs_table *t, const uint64_t *keys,
+			   size_t n, const float *grads, int *status,
+			   unsigned flags, const struct rs_update_opts *opts)
+{
+	struct rs_update_opts o;
+	struct cli_keyed_opts ko = { 0 };
+	int ret = check(t, keys, n, grads);
+
+	if (!ret && opts)
+		ret = cli_update_opts(opts, &o);
+	if (ret)
+		return ret;
+	if (opts && (o.flags & RS_UPDATE_LR)) {
+		ko.kflags |= PROTO_KF_LR;
+		ko.lr = o.lr;
+	}
+	return keyed(t, PROTO_OP_UPDATE, keys, n, grads, NULL, status, &ko);
 }
 
 RS_EXPORT int rs_put(struct rs_table *t, const uint64_t *keys, size_t n,
@@ -197,7 +242,7 @@ RS_EXPORT int rs_put(struct rs_table *t, const uint64_t *keys, size_t n,
 	int ret = check(t, keys, n, values);
 
 	return ret ? ret : keyed(t, PROTO_OP_PUT, keys, n, values, NULL,
-				 status);
+				 status, NULL);
 }
 
 RS_EXPORT int rs_delete(struct rs_table *t, const uint64_t *keys, size_t n,
@@ -206,5 +251,5 @@ RS_EXPORT int rs_delete(struct rs_table *t, const uint64_t *keys, size_t n,
 	int ret = check(t, keys, n, keys);
 
 	return ret ? ret : keyed(t, PROTO_OP_DELETE, keys, n, NULL, NULL,
-				 status);
+				 status, NULL);
 }

@@ -72,6 +72,7 @@ struct rcall {
 	struct cli_tloc *views; /* [ntabs * nnodes] */
 	struct rnode *nodes;
 	uint64_t trace_id;
+	struct cli_keyed_opts ko;
 	bool sampled;
 	bool stale;
 };
@@ -299,6 +300,8 @@ static int send_next(struct rcall *r, struct rnode *rn)
 	}
 	kr.table_id = v->info.id;
 	kr.table_gen = v->info.generation;
+	kr.flags = r->ko.kflags;
+	kr.lr = r->ko.lr;
 	kr.n = (uint32_t)cnt;
 	kr.keys = rn->kbuf;
 	if (has_rows_in(r->op)) {
@@ -496,7 +499,7 @@ static void rcall_free(struct rcall *r)
 
 int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 	    const float *const *in, const size_t *sel, size_t m, int *status,
-	    uint64_t trace_id, bool sampled)
+	    uint64_t trace_id, bool sampled, const struct cli_keyed_opts *ko)
 {
 	struct rcall r = { .c = c, .op = op, .keys = keys, .in = in,
 			   .status = status, .trace_id = trace_id,
@@ -506,6 +509,9 @@ int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 	struct trace_event ev = { .trace_id = trace_id, .stage = "client.build",
 				  .batch = (uint32_t)m,
 				  .start_us = trace_start_us(sampled) };
+
+	if (ko)
+		r.ko = *ko;
 
 	r.nodes = calloc(c->nnodes, sizeof(*r.nodes));
 	if (!r.nodes) {

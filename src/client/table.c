@@ -13,8 +13,26 @@
 #include <string.h>
 
 #include "client/client_internal.h"
+#include "common/abi.h"
 #include "common/rs_internal.h"
 #include "value/row_format.h"
+
+/* ---- growable structs (common/abi.h): every size each has had ---- */
+
+static const uint32_t spec_sizes[] = { 144 };	/* 0.2 */
+static const uint32_t info_sizes[] = { 104 };	/* 0.2 */
+static const uint32_t nstats_sizes[] = { 96 };	/* 0.2 */
+_Static_assert(sizeof(struct rs_table_spec) == 144, "append to spec_sizes");
+_Static_assert(sizeof(struct rs_table_info) == 104, "append to info_sizes");
+_Static_assert(sizeof(struct rs_node_stats) == 96,
+	       "append to nstats_sizes");
+#define ABI_TYPE(s, arr) { "struct " #s, arr, RS_ARRAY_SIZE(arr) }
+static const struct rs_abi_type spec_abi = ABI_TYPE(rs_table_spec,
+						    spec_sizes);
+static const struct rs_abi_type info_abi = ABI_TYPE(rs_table_info,
+						    info_sizes);
+static const struct rs_abi_type nstats_abi = ABI_TYPE(rs_node_stats,
+						      nstats_sizes);
 
 /* ---- specs ---- */
 
@@ -37,41 +55,52 @@
 RS_EXPORT int rs_table_spec_init(struct rs_table_spec *spec, const char *name,
 				 uint32_t dim)
 {
+	struct rs_table_spec full;
 	struct optim_params op;
 	int ret;
 
 	if (!spec || !name)
 		return rs_seterr(RS_E_INVAL, "table spec: NULL argument");
-	memset(spec, 0, sizeof(*spec));
+	ret = rs_abi_check(&spec_abi, spec);
+	if (ret)
+		return ret;
+	memset(&full, 0, sizeof(full));
 	ret = proto_name_check("table name", name, strlen(name));
 	if (ret)
 		return ret;
 	if (dim < 1 || dim > PROTO_MAX_DIM)
 		return rs_seterr(RS_E_INVAL, "table '%s': dim %u not in 1..%u",
 				 name, dim, PROTO_MAX_DIM);
-	strcpy(spec->name, name);
-	spec->dim = dim;
-	spec->dtype = RS_DTYPE_FP32;
-	spec->capacity = 1u << 20;
+	strcpy(full.name, name);
+	full.dim = dim;
+	full.dtype = RS_DTYPE_FP32;
+	full.capacity = 1u << 20;
 	optim_params_default(&op, OPTIM_SGD);
-	OPTIM_FIELDS(COPY_FIELD, &spec->optim, &op)
-	spec->init.kind = RS_INIT_ZEROS;
+	OPTIM_FIELDS(COPY_FIELD, &full.optim, &op)
+	full.init.kind = RS_INIT_ZEROS;
+	rs_abi_out(spec, &full, sizeof(full));
 	return 0;
 }
 
 RS_EXPORT int rs_table_spec_set_optimizer(struct rs_table_spec *spec,
 					  const char *name)
 {
+	struct rs_table_spec full;
 	struct optim_params op;
 	int kind;
 
 	if (!spec || !name)
 		return rs_seterr(RS_E_INVAL, "table spec: NULL argument");
+	kind = rs_abi_check(&spec_abi, spec);
+	if (kind)
+		return kind;
 	kind = optim_kind_parse(name);
 	if (kind < 0)
 		return kind;
+	rs_abi_in(&full, sizeof(full), spec);
 	optim_params_default(&op, (uint32_t)kind);
-	OPTIM_FIELDS(COPY_FIELD, &spec->optim, &op)
+	OPTIM_FIELDS(COPY_FIELD, &full.optim, &op)
+	rs_abi_out(spec, &full, sizeof(full));
 	return 0;
 }
 
@@ -308,8 +337,15 @@ RS_EXPORT int rs_table_create(struct rs_client *c,
 	size_t existed = 0;
 	int ret;
 
+	struct rs_table_spec full;
+
 	if (!c || !spec)
 		return rs_seterr(RS_E_INVAL, "table create: NULL argument");
+	ret = rs_abi_check(&spec_abi, spec);
+	if (ret)
+		return ret;
+	rs_abi_in(&full, sizeof(full), spec);
+	spec = &full;
 	spec_to_proto(spec, &ps);
 	proto_limits_default(&lim);
 	lim.max_dim = PROTO_MAX_DIM;
@@ -450,7 +486,7 @@ static int stats_fill(void *arg, const char *table, const char *key,
 		F("mem_registered", mem_registered),
 #undef F
 	};
-	struct rs_node_stats *st = arg;
+	struct rs_node_stats *st = arg; /* a full-size copy */
 
 	if (table)
 		return 0;
@@ -463,13 +499,32 @@ static int stats_fill(void *arg, const char *table, const char *key,
 RS_EXPORT int rs_node_get_stats(struct rs_client *c, unsigned node,
 				struct rs_node_stats *out)
 {
-	if (!out)
-		return rs_seterr(RS_E_INVAL, "stats: NULL argument");
-	memset(out, 0, sizeof(*out));
-	return rs_node_stats_foreach(c, node, stats_fill, out);
+	struct rs_node_stats full;
+	int ret = rs_abi_check(&nstats_abi, out);
+
+	if (ret)
+		return ret;
+	memset(&full, 0, sizeof(full));
+	ret = rs_node_stats_foreach(c, node, stats_fill, &full);
+	if (!ret)
+		rs_abi_out(out, &full, sizeof(full));
+	return ret;
 }
 
 /* ---- listing ---- */
+
+static void info_from_proto(const struct proto_table_spec *p,
+			    struct rs_table_info *in)
+{
+	memset(in, 0, sizeof(*in));
+	in->struct_size = sizeof(*in);
+	memcpy(in->name, p->name, sizeof(in->name));
+	in->dim = p->dim;
+	in->dtype = p->dtype;
+	in->optimizer = p->optim.kind;
+	in->lr = p->optim.lr;
+	in->init = p->init.kind;
+}
 
 struct rows_ctx {
 	struct rs_table_info *all;
@@ -484,52 +539,75 @@ static int add_rows(void *arg, const char *table, const char *key,
 	if (!table || strcmp(key, "rows"))
 		return 0;
 	for (size_t k = 0; k < r->nall; k++)
-		if (!strcmp(r->all[k].spec.name, table))
+		if (!strcmp(r->all[k].name, table))
 			r->all[k].rows += v;
 	return 0;
 }
 
 static int cmp_info(const void *a, const void *b)
 {
-	return strcmp(((const struct rs_table_info *)a)->spec.name,
-		      ((const struct rs_table_info *)b)->spec.name);
+	return strcmp(((const struct rs_table_info *)a)->name,
+		      ((const struct rs_table_info *)b)->name);
+}
+
+/* Add node directory dir[n] to the union all[*nall]. */
+static int merge_dir(struct rs_table_info **all, size_t *nall,
+		     const struct proto_table_info *dir, uint32_t n)
+{
+	for (uint32_t j = 0; j < n; j++) {
+		struct rs_table_info *grown;
+		size_t k;
+
+		for (k = 0; k < *nall; k++)
+			if (!strcmp((*all)[k].name, dir[j].spec.name))
+				break;
+		if (k == *nall) {
+			grown = realloc(*all, (*nall + 1) * sizeof(**all));
+			if (!grown)
+				return rs_seterr(-ENOMEM, "list: memory");
+			*all = grown;
+			info_from_proto(&dir[j].spec, &grown[k]);
+			(*nall)++;
+		}
+		(*all)[k].capacity += dir[j].spec.capacity;
+	}
+	return 0;
+}
+
+/* all[nall] (full size) into the caller's array of out[0].struct_size
+ * elements. */
+static void list_out(struct rs_table_info *out, size_t max,
+		     const struct rs_table_info *all, size_t nall)
+{
+	const uint32_t stride = rs_abi_size(out);
+
+	for (size_t i = 0; i < nall && i < max; i++) {
+		void *o = (char *)out + i * stride;
+
+		memcpy(o, &stride, sizeof(stride));
+		rs_abi_out(o, &all[i], sizeof(all[i]));
+	}
 }
 
 RS_EXPORT int rs_table_list(struct rs_client *c, struct rs_table_info *out,
 			    size_t max)
 {
-	struct rs_table_info *all = NULL, *grown;
+	struct rs_table_info *all = NULL;
 	size_t nall = 0;
 	int ret = 0;
 
 	if (!c || (!out && max))
 		return rs_seterr(RS_E_INVAL, "table list: NULL argument");
+	if (max && (ret = rs_abi_check(&info_abi, out)))
+		return ret;
 	for (size_t i = 0; i < c->nnodes && !ret; i++) {
 		struct proto_table_info *dir;
 		uint32_t n;
 		uint64_t gen;
 
 		ret = cli_wire_dir(&c->nodes[i], &dir, &n, &gen);
-		for (uint32_t j = 0; !ret && j < n; j++) {
-			size_t k;
-
-			for (k = 0; k < nall; k++)
-				if (!strcmp(all[k].spec.name,
-					    dir[j].spec.name))
-					break;
-			if (k == nall) {
-				grown = realloc(all, (nall + 1) * sizeof(*all));
-				if (!grown) {
-					ret = rs_seterr(-ENOMEM, "list: memory");
-					break;
-				}
-				all = grown;
-				memset(&all[nall], 0, sizeof(*all));
-				spec_from_proto(&dir[j].spec, &all[nall].spec);
-				nall++;
-			}
-			all[k].capacity += dir[j].spec.capacity;
-		}
+		if (!ret)
+			ret = merge_dir(&all, &nall, dir, n);
 		free(dir);
 	}
 	for (size_t i = 0; i < c->nnodes && !ret; i++) {
@@ -540,12 +618,42 @@ RS_EXPORT int rs_table_list(struct rs_client *c, struct rs_table_info *out,
 	if (!ret) {
 		if (nall)
 			qsort(all, nall, sizeof(*all), cmp_info);
-		if (out && max && nall)
-			memcpy(out, all,
-			       (nall < max ? nall : max) * sizeof(*all));
+		if (max)
+			list_out(out, max, all, nall);
 		ret = (int)nall;
 	}
 	free(all);
 	return ret;
 }
 
+RS_EXPORT int rs_table_get_spec(struct rs_client *c, const char *name,
+				struct rs_table_spec *spec)
+{
+	int ret;
+
+	if (!c || !name)
+		return rs_seterr(RS_E_INVAL, "table spec: NULL argument");
+	ret = rs_abi_check(&spec_abi, spec);
+	if (!ret)
+		ret = proto_name_check("table name", name, strlen(name));
+	for (size_t i = 0; i < c->nnodes && !ret; i++) {
+		struct proto_table_info *dir;
+		struct rs_table_spec full;
+		uint32_t n;
+		uint64_t gen;
+
+		ret = cli_wire_dir(&c->nodes[i], &dir, &n, &gen);
+		for (uint32_t j = 0; !ret && j < n; j++) {
+			if (strcmp(dir[j].spec.name, name))
+				continue;
+			spec_from_proto(&dir[j].spec, &full);
+			full.struct_size = sizeof(full);
+			rs_abi_out(spec, &full, sizeof(full));
+			free(dir);
+			return 0;
+		}
+		free(dir);
+	}
+	return ret ? ret : rs_seterr(RS_E_NOTFOUND, "table '%s' not found",
+				     name);
+}

@@ -59,6 +59,25 @@ RS_EXPORT const char *rs_version(void)
 	return RS_VERSION_STRING;
 }
 
+/* The build's version (CMakeLists.txt reads it from recstore/version.h). */
+_Static_assert(RS_VERSION_MAJOR == RS_BUILD_MAJOR &&
+	       RS_VERSION_MINOR == RS_BUILD_MINOR &&
+	       RS_VERSION_PATCH == RS_BUILD_PATCH,
+	       "recstore/version.h and the build disagree on the version");
+
+RS_EXPORT int rs_check_version(unsigned major, unsigned minor)
+{
+	if (major != RS_VERSION_MAJOR || minor > RS_VERSION_MINOR ||
+	    (major == 0 && minor < 2))
+		return rs_seterr(RS_E_UNSUPPORTED, "built against recstore "
+				 "%u.%u, running with %s: %s", major, minor,
+				 RS_VERSION_STRING,
+				 major == 0 && minor < 2 ?
+				 "0.1 structs carry no size, rebuild" :
+				 "need the same major and at least that minor");
+	return 0;
+}
+
 /* Formats into a local buffer first: an argument may be rs_errormsg()
  * itself ("connect: %s", rs_errormsg()), which vsnprintf into errmsg
  * would overwrite while reading it. Error paths only: the copy is free. */

@@ -21,6 +21,7 @@
  * little-endian hosts and converted element by element otherwise.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -286,10 +287,15 @@ static int reply_has_rows(uint32_t op)
 	return op == PROTO_OP_GET || op == PROTO_OP_GET_OR_INIT;
 }
 
+int proto_lr_ok(float lr)
+{
+	return isfinite(lr) && lr >= 0.0f;
+}
+
 /* PROTO_KF_* bits a keyed request of op may carry */
 static uint32_t keys_flags_allowed(uint32_t op)
 {
-	return op == PROTO_OP_UPDATE ? PROTO_KF_CREATE : 0;
+	return op == PROTO_OP_UPDATE ? PROTO_KF_CREATE | PROTO_KF_LR : 0;
 }
 
 static int name_char(unsigned char c)
@@ -1053,13 +1059,20 @@ static int dec_keys_req(struct rd *r, uint32_t op,
 	m->n = rd_u32(r, "n");
 	m->dim = rd_u32(r, "dim");
 	m->dtype = rd_u8(r, "dtype");
-	rd_zero(r, 7, "reserved");
+	rd_zero(r, 3, "reserved");
+	if (m->flags & PROTO_KF_LR)
+		m->lr = rd_f32(r, "lr");
+	else
+		rd_zero(r, 4, "lr (without the LR flag)");
 	m->keys = m->rows = NULL;
 	if (r->rc)
 		return r->rc;
 	if (m->flags & ~allowed)
 		return rd_fail(r, RS_E_PROTO, "flags: unknown bits 0x%x",
 			       m->flags & ~allowed);
+	if ((m->flags & PROTO_KF_LR) && !proto_lr_ok(m->lr))
+		return rd_fail(r, RS_E_INVAL, "lr: %g is not a finite number "
+			       ">= 0", (double)m->lr);
 	if (rd_keyed_shape(r, lim, req_has_rows(op), m->n, m->dim, m->dtype,
 			   "keys", 8 * (uint64_t)m->n, &rb))
 		return r->rc;
@@ -1477,14 +1490,16 @@ static int check_keyed(uint32_t op, uint32_t n, uint32_t dim,
 	return 0;
 }
 
-/* n, dim, dtype and reserved: the tail of both keyed fixed parts */
+/* n, dim, dtype, reserved and the request's lr (replies: 0): the tail of
+ * both keyed fixed parts */
 static void wr_keyed_shape(struct wr *w, uint32_t n, uint32_t dim,
-			   uint32_t dtype, int rows)
+			   uint32_t dtype, int rows, float lr)
 {
 	wr_u32(w, n);
 	wr_u32(w, rows ? dim : 0);
 	wr_u8(w, (uint8_t)(rows ? dtype : 0));
-	wr_zero(w, 7);
+	wr_zero(w, 3);
+	wr_f32(w, lr);
 }
 
 int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,
@@ -1501,11 +1516,16 @@ int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,
 	if (m->flags & ~keys_flags_allowed(op))
 		return rs_seterr(RS_E_INVAL, "%s request: flags 0x%x not "
 				 "allowed", proto_op_name(op), m->flags);
+	if ((m->flags & PROTO_KF_LR) && !proto_lr_ok(m->lr))
+		return rs_seterr(RS_E_INVAL, "%s request: lr %g is not a "
+				 "finite number >= 0", proto_op_name(op),
+				 (double)m->lr);
 	wr_begin(&w, buf, cap);
 	wr_u32(&w, m->table_id);
 	wr_u32(&w, m->flags);
 	wr_u64(&w, m->table_gen);
-	wr_keyed_shape(&w, m->n, m->dim, m->dtype, rows);
+	wr_keyed_shape(&w, m->n, m->dim, m->dtype, rows,
+		       m->flags & PROTO_KF_LR ? m->lr : 0.0f);
 	if ((q = wr_take(&w, 8 * (size_t)m->n)))
 		store_u64s(q, m->keys, m->n);
 	if (rb && (q = wr_take(&w, (size_t)rb)))
@@ -1525,7 +1545,7 @@ int proto_keys_reply_begin(void *buf, size_t cap, const struct proto_hdr *h,
 	if (rc)
 		return rc;
 	wr_begin(&w, buf, cap);
-	wr_keyed_shape(&w, n, dim, dtype, rows);
+	wr_keyed_shape(&w, n, dim, dtype, rows, 0.0f);
 	wo->status = wr_take(&w, 4 * (size_t)n);
 	if (n & 1)
 		wr_zero(&w, 4);

@@ -92,6 +92,8 @@ enum proto_op {
 /* struct proto_keys_req.flags */
 #define PROTO_KF_CREATE 0x1u /* UPDATE: initialise missing keys, then
 				apply (else they fail with RS_E_NOTFOUND) */
+#define PROTO_KF_LR 0x2u     /* UPDATE: apply with lr instead of the
+				table's learning rate (lr finite, >= 0) */
 
 /* Per-key status in keyed replies: 0, PROTO_ST_CREATED or a negative
  * error code (RS_E_NOTFOUND, RS_E_FULL, -ENOMEM, ...). */
@@ -231,6 +233,7 @@ struct proto_keys_req {
 	uint32_t n;	    /* keys, 0..max_batch_keys */
 	uint32_t dim;
 	uint32_t dtype;
+	float lr;	    /* with PROTO_KF_LR; else 0 on the wire */
 	const void *keys;
 	const void *rows;
 };
@@ -298,6 +301,11 @@ int proto_name_check(const char *what, const char *s, size_t len);
  * RS_E_TOOBIG with a message naming the field. */
 int proto_table_spec_validate(const struct proto_table_spec *s,
 			      const struct proto_limits *lim);
+
+/* 1 if lr may be an UPDATE's per-request learning rate (PROTO_KF_LR):
+ * finite and >= 0 (0 is a valid step of a schedule: no change of the
+ * weights, the optimizer state still advances). */
+int proto_lr_ok(float lr);
 
 void proto_limits_default(struct proto_limits *lim);
 /* 0 if each limit is within [minimum, hard ceiling], else RS_E_INVAL. */

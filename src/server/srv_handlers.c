@@ -556,8 +556,10 @@ static bool all_finite(const float *v, uint32_t n)
 	return true;
 }
 
-/* One optimizer step on key with gradient g; status. */
-static int32_t update_one(struct req *r, struct srv_table *t, uint64_t key,
+/* One optimizer step with op (the table's parameters, or a copy with the
+ * request's lr) on key with gradient g; status. */
+static int32_t update_one(struct req *r, struct srv_table *t,
+			  const struct optim_params *op, uint64_t key,
 			  const float *g, bool create)
 {
 	struct srv_worker *w = r->w;
@@ -583,7 +585,7 @@ static int32_t update_one(struct req *r, struct srv_table *t, uint64_t key,
 	if (ret)
 		return ret;
 	a0 = now_ns();
-	ret = optim_apply(&t->spec.optim, wr.val, wr.state, g, t->spec.dim);
+	ret = optim_apply(op, wr.val, wr.state, g, t->spec.dim);
 	if (!ret && !row_f32_fits(&t->rgeom, wr.val))
 		ret = RS_E_OVERFLOW; /* finite in fp32, not in fp16/bf16 */
 	if (ret) {
@@ -603,6 +605,8 @@ static void do_update(struct req *r, struct srv_table *t)
 	const struct proto_keys_req *k = &r->m.u.keys_req;
 	struct srv_worker *w = r->w;
 	const bool create = k->flags & PROTO_KF_CREATE;
+	const struct optim_params *op = &t->spec.optim;
+	struct optim_params lr_op;
 	uint32_t n = k->n, m, dim = t->spec.dim;
 	int32_t *st, *out;
 	uint64_t *keys, t1;
@@ -619,6 +623,13 @@ static void do_update(struct req *r, struct srv_table *t)
 		reply_error(r, r->op, -ENOMEM, "out of memory");
 		return;
 	}
+	if (k->flags & PROTO_KF_LR) {
+		/* this request's learning rate (proto_decode() checked it is
+		 * finite and >= 0); the table's lr is unchanged */
+		lr_op = *op;
+		lr_op.lr = k->lr;
+		op = &lr_op;
+	}
 	keys = w->keys;
 	idx = w->idx_map;
 	st = w->status;
@@ -627,7 +638,8 @@ static void do_update(struct req *r, struct srv_table *t)
 	t1 = trace_start_us(r->traced);
 	m = optim_coalesce(keys, g, n, dim, keys, g, idx, w->coalesce);
 	for (uint32_t j = 0; j < m; j++)
-		st[j] = update_one(r, t, keys[j], g + (size_t)j * dim, create);
+		st[j] = update_one(r, t, op, keys[j], g + (size_t)j * dim,
+				   create);
 	for (uint32_t i = 0; i < n; i++)
 		out[i] = st[idx[i]];
 	trace_stage(r, "server.apply", t1, (uint64_t)n * dim * 4);

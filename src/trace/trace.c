@@ -63,7 +63,6 @@
 #include <jansson.h>
 #include <xxhash.h>
 
-#include "trace/metrics.h"
 #include "trace/trace.h"
 
 #define TRACE_BUF_SIZE (64 * 1024)
@@ -957,30 +956,15 @@ void trace_test_pause_writer(bool pause)
 		kick_writer();
 }
 
-/* ---- metrics ------------------------------------------------------------ */
+/* ---- totals (src/trace/trace_metrics.c exports them) ------------------ */
 
-static double metric_written(void *arg)
+uint64_t trace_events_written(void)
 {
-	return (double)(atomic_load(&g.past_written) + atomic_load(&g.written));
+	return atomic_load(&g.past_written) + atomic_load(&g.written);
 }
 
-static double metric_dropped(void *arg)
+uint64_t trace_events_dropped(void)
 {
-	return (double)(atomic_load(&g.past_dropped) +
-			atomic_load(&g.dropped) + atomic_load(&g.noring));
-}
-
-int trace_register_metrics(struct metrics_registry *r)
-{
-	struct metrics_counter *c;
-	int rc;
-
-	rc = metrics_counter_fn(r, &c, RS_M_TRACE_EVENTS,
-				"Trace events written (all sessions)",
-				metric_written, NULL, NULL);
-	if (rc < 0)
-		return rc;
-	return metrics_counter_fn(r, &c, RS_M_TRACE_DROPPED,
-				  "Trace events dropped on full rings",
-				  metric_dropped, NULL, NULL);
+	return atomic_load(&g.past_dropped) + atomic_load(&g.dropped) +
+	       atomic_load(&g.noring);
 }

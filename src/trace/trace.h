@@ -174,8 +174,13 @@ static inline void trace_end(struct trace_event *ev)
 	}
 }
 
-/* Register RS_M_TRACE_EVENTS and RS_M_TRACE_DROPPED (process totals over
- * all sessions) as callback counters in r (see metrics.h). */
+/* Process totals over all sessions: events written, events dropped. */
+uint64_t trace_events_written(void);
+uint64_t trace_events_dropped(void);
+
+/* Register RS_M_TRACE_EVENTS and RS_M_TRACE_DROPPED (the totals above) as
+ * callback counters in r (see metrics.h). Node library only
+ * (src/trace/trace_metrics.c): the client library has no metrics. */
 struct metrics_registry;
 int trace_register_metrics(struct metrics_registry *r);
 

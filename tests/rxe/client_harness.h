@@ -147,7 +147,7 @@ static inline struct rs_table *h_table(struct rs_client *c, const char *name,
 				       uint32_t dim, const char *optim,
 				       uint32_t dtype, uint64_t cap)
 {
-	struct rs_table_spec spec;
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	struct rs_table *t;
 	int ret;
 

@@ -361,7 +361,7 @@ static void *good_main(void *arg)
 
 static void good_start(void)
 {
-	struct rs_table_spec spec;
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	int st[NK], ret;
 
 	good.c = good_client();

@@ -46,7 +46,8 @@ static void put_get(struct rs_client *c, struct rs_table *t)
 	static uint64_t keys[N];
 	static float rows[N * DIM];
 	static int st[N];
-	struct rs_client_stats s0, s1;
+	struct rs_client_stats s0 = RS_CLIENT_STATS_INIT;
+	struct rs_client_stats s1 = RS_CLIENT_STATS_INIT;
 	static const unsigned flags[] = { 0, 0, RS_F_NOCACHE, RS_F_RPC };
 
 	for (size_t i = 0; i < N; i++)
@@ -106,7 +107,8 @@ static void delete_reput(struct rs_client *c, struct rs_table *t)
 	uint64_t keys[64];
 	float rows[64 * DIM];
 	int st[64];
-	struct rs_client_stats s0, s1;
+	struct rs_client_stats s0 = RS_CLIENT_STATS_INIT;
+	struct rs_client_stats s1 = RS_CLIENT_STATS_INIT;
 
 	for (size_t i = 0; i < 64; i++)
 		keys[i] = (1ull << 40) + i;
@@ -231,21 +233,43 @@ static void async_overlap(struct rs_table *t)
 
 static void admin(struct rs_client *c)
 {
-	struct rs_table_info info[8];
-	struct rs_node_stats ns;
+	struct rs_table_info info[8] = { RS_TABLE_INFO_INIT };
+	struct rs_node_stats ns = RS_NODE_STATS_INIT;
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	int n;
 
 	H_OK(rs_node_get_stats(c, 0, &ns));
 	n = rs_table_list(c, info, 8);
 
 	H_CHECK(n == 3, "three tables listed, got %d", n);
-	H_CHECK(!strcmp(info[0].spec.name, "basic") &&
-			!strcmp(info[1].spec.name, "bhalfs") &&
-			!strcmp(info[2].spec.name, "halfs") &&
-			info[2].spec.dtype == RS_DTYPE_FP16 &&
-			info[0].spec.dim == DIM && info[0].rows > N,
+	H_CHECK(!strcmp(info[0].name, "basic") &&
+			!strcmp(info[1].name, "bhalfs") &&
+			!strcmp(info[2].name, "halfs") &&
+			info[2].dtype == RS_DTYPE_FP16 &&
+			info[2].struct_size == sizeof(info[2]) &&
+			info[0].dim == DIM && info[0].rows > N,
 		"list content (rows %llu)",
 		(unsigned long long)info[0].rows);
+	H_OK(rs_table_get_spec(c, "halfs", &spec));
+	H_CHECK(!strcmp(spec.name, "halfs") && spec.dim == DIM &&
+			spec.dtype == RS_DTYPE_FP16 &&
+			spec.struct_size == sizeof(spec),
+		"get_spec content");
+	H_CHECK(rs_table_get_spec(c, "nope", &spec) == RS_E_NOTFOUND,
+		"get_spec of a missing table");
+	/* growable structs: a size the library does not know is refused */
+	ns.struct_size = 8;
+	H_CHECK(rs_node_get_stats(c, 0, &ns) == RS_E_INVAL &&
+			strstr(rs_errormsg(), "struct rs_node_stats"),
+		"node stats with a bad struct_size: %s", rs_errormsg());
+	info[0].struct_size = sizeof(info[0]) + 8;
+	H_CHECK(rs_table_list(c, info, 8) == RS_E_INVAL,
+		"list with an unknown struct_size");
+	info[0].struct_size = sizeof(info[0]);
+	H_CHECK(rs_table_list(c, NULL, 0) == 3, "list count only");
+	spec.struct_size = 0;
+	H_CHECK(rs_table_create(c, &spec) == RS_E_INVAL,
+		"create with struct_size 0");
 	H_CHECK(ns.rpc_requests > 0 && ns.tables == 3,
 		"node stats: %llu requests, %llu tables",
 		(unsigned long long)ns.rpc_requests,

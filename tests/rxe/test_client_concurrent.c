@@ -118,7 +118,7 @@ int main(void)
 	pthread_t wt[WRITERS], rt[READERS + 2];
 	struct wctx wc[WRITERS];
 	struct rctx rc[READERS + 2];
-	struct rs_client_stats cs;
+	struct rs_client_stats cs = RS_CLIENT_STATS_INIT;
 
 	h_start(&h, 1);
 	/* 5 threads on 2 contexts per node: calls wait for the pool */

@@ -4,6 +4,10 @@
  * gets, compared with a plain scalar reference written here from the
  * formulas of docs/optimizers.md (double precision; duplicates summed in
  * batch order, one step per distinct key and batch; per-row Adam steps).
+ * The learning rate changes from round to round as a scheduler would
+ * change it (rs_update_ex with RS_UPDATE_LR, sync and async, a round at
+ * lr 0 included), every third round at the table's own lr. And a
+ * per-update lr on SGD with exact numbers, and the lr checks.
  */
 #include <math.h>
 
@@ -70,9 +74,9 @@ static uint64_t next(void)
 static void run(struct rs_client *c, const char *opt)
 {
 	char name[32];
-	struct rs_table_spec spec;
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	struct rs_table *t;
-	struct hp p;
+	struct hp p, pr;
 	static struct ref_row ref[KEYS];
 	uint64_t keys[BATCH], all[KEYS];
 	float grads[BATCH * DIM], rows[KEYS * DIM];
@@ -116,11 +120,36 @@ static void run(struct rs_client *c, const char *opt)
 				sum[k][e] += g;
 			}
 		}
-		H_CHECK(rs_update(t, keys, BATCH, grads, st, 0) == BATCH,
-			"%s: update round %d", opt, round);
+		pr = p;
+		if (round % 3 == 0) {
+			H_CHECK(rs_update(t, keys, BATCH, grads, st, 0) ==
+					BATCH,
+				"%s: update round %d", opt, round);
+		} else {
+			/* a schedule: warm-up at 0, then up and down */
+			struct rs_update_opts uo = RS_UPDATE_OPTS_INIT;
+			struct rs_op *op;
+
+			uo.flags = RS_UPDATE_LR;
+			uo.lr = round == 1 ? 0.0f :
+				spec.optim.lr * (0.25f + (round % 7) * 0.3f);
+			pr.lr = uo.lr;
+			if (round % 3 == 1) {
+				H_CHECK(rs_update_ex(t, keys, BATCH, grads, st,
+						     0, &uo) == BATCH,
+					"%s: update_ex round %d", opt, round);
+			} else {
+				H_OK(rs_update_ex_async(t, keys, BATCH, grads,
+							st, 0, &uo, &op));
+				uo.lr = -1.0f; /* opts were copied */
+				H_CHECK(rs_op_wait(&op) == BATCH,
+					"%s: update_ex_async round %d", opt,
+					round);
+			}
+		}
 		for (int k = 0; k < KEYS; k++)
 			if (seen[k])
-				ref_step(opt, &p, &ref[k], sum[k]);
+				ref_step(opt, &pr, &ref[k], sum[k]);
 		/* Read back by one-sided READ every few rounds (exercises
 		 * the cached locations while rows change). */
 		if (round % 5 == 4 || round == ROUNDS - 1) {
@@ -150,7 +179,7 @@ static void run(struct rs_client *c, const char *opt)
  * updated. */
 static void overflow(struct rs_client *c)
 {
-	struct rs_table_spec spec;
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	struct rs_table *t;
 	uint64_t keys[2] = { 7, 8 };
 	float before[2 * DIM], after[2 * DIM], grads[2 * DIM];
@@ -206,6 +235,66 @@ static void overflow(struct rs_client *c)
 	printf("overflow: refused with RS_E_OVERFLOW, row unchanged: ok\n");
 }
 
+/* SGD with a per-update lr, exact in binary floating point: w = 0.5,
+ * g 0.5 at lr 1.0 -> 0, g 1 at lr 0.25 -> -0.25, then g 2 at the table's
+ * lr 0.125 -> -0.5 (the table's lr was never changed). Bad lrs are
+ * refused with RS_E_INVAL and change nothing. */
+static void lr_exact(struct rs_client *c)
+{
+	static const float bad[] = { NAN, INFINITY, -INFINITY, -0.25f };
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
+	struct rs_update_opts uo = RS_UPDATE_OPTS_INIT;
+	struct rs_table *t;
+	uint64_t keys[2] = { 11, 12 };
+	float g[2 * DIM], row[2 * DIM];
+	int st[2];
+
+	H_OK(rs_table_spec_init(&spec, "opt_lr", DIM));
+	spec.capacity = 64;
+	spec.init.kind = RS_INIT_CONSTANT;
+	spec.init.value = 0.5f;
+	spec.optim.lr = 0.125f;
+	H_OK(rs_table_create(c, &spec));
+	H_OK(rs_table_open(c, "opt_lr", &t));
+	H_CHECK(rs_get_or_init(t, keys, 2, row, st, 0) == 2, "init");
+	uo.flags = RS_UPDATE_LR;
+	for (int e = 0; e < 2 * DIM; e++)
+		g[e] = 0.5f;
+	uo.lr = 1.0f;
+	H_CHECK(rs_update_ex(t, keys, 2, g, st, 0, &uo) == 2, "lr 1.0");
+	for (int e = 0; e < 2 * DIM; e++)
+		g[e] = 1.0f;
+	uo.lr = 0.25f;
+	H_CHECK(rs_update_ex(t, keys, 2, g, st, 0, &uo) == 2, "lr 0.25");
+	H_CHECK(rs_get(t, keys, 2, row, st, 0) == 2, "get");
+	for (int e = 0; e < 2 * DIM; e++)
+		H_CHECK(row[e] == -0.25f, "after lr 1.0 and 0.25: elem %d is "
+			"%.9g, not -0.25", e, row[e]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uo.lr = bad[i];
+		H_CHECK(rs_update_ex(t, keys, 2, g, st, 0, &uo) ==
+				RS_E_INVAL,
+			"lr %g accepted", (double)bad[i]);
+	}
+	uo.flags = 0x4; /* unknown */
+	uo.lr = 1.0f;
+	H_CHECK(rs_update_ex(t, keys, 2, g, st, 0, &uo) == RS_E_INVAL,
+		"unknown option flags accepted");
+	for (int e = 0; e < 2 * DIM; e++)
+		g[e] = 2.0f;
+	H_CHECK(rs_update_ex(t, keys, 2, g, st, 0, NULL) == 2,
+		"update_ex without options");
+	H_CHECK(rs_get(t, keys, 2, row, st, 0) == 2, "get");
+	for (int e = 0; e < 2 * DIM; e++)
+		H_CHECK(row[e] == -0.5f, "at the table's lr: elem %d is %.9g, "
+			"not -0.5", e, row[e]);
+	H_OK(rs_table_get_spec(c, "opt_lr", &spec));
+	H_CHECK(spec.optim.lr == 0.125f, "the table's lr changed: %g",
+		(double)spec.optim.lr);
+	printf("per-update lr (sgd, exact): 1.0, 0.25, table's 0.125; "
+	       "NaN/inf/negative refused: ok\n");
+}
+
 int main(void)
 {
 	static const char *const opts[] = { "sgd", "adagrad",
@@ -218,8 +307,9 @@ int main(void)
 	for (size_t i = 0; i < 4; i++)
 		run(c, opts[i]);
 	overflow(c);
+	lr_exact(c);
 	rs_client_close(&c);
 	h_stop(&h);
-	printf("4 passed, 0 failed\n");
+	printf("6 passed, 0 failed\n");
 	return 0;
 }

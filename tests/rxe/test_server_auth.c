@@ -205,7 +205,7 @@ static void all_status(const int *st, int want, const char *what)
 static void admin_can_all(const char *addr)
 {
 	struct rs_client *c = must_client(addr, 1, SA, 0);
-	struct rs_table_spec spec;
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	struct rs_table *t;
 	uint64_t keys[NK];
 	float rows[NK * DIM], out[NK * DIM];
@@ -234,7 +234,7 @@ static void admin_can_all(const char *addr)
 static void data_role(const char *addr)
 {
 	struct rs_client *c = must_client(addr, 2, SD, 0);
-	struct rs_table_spec spec;
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	struct rs_table *t;
 	uint64_t keys[NK];
 	float rows[NK * DIM], out[NK * DIM];
@@ -262,9 +262,9 @@ static void data_role(const char *addr)
 static void read_role(const char *addr, int rpc_reads)
 {
 	struct rs_client *c = must_client(addr, 3, SR, rpc_reads);
-	struct rs_client_stats cs;
-	struct rs_table_spec spec;
-	struct rs_table_info info[4];
+	struct rs_client_stats cs = RS_CLIENT_STATS_INIT;
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
+	struct rs_table_info info[4] = { RS_TABLE_INFO_INIT };
 	struct rs_table *t;
 	uint64_t keys[NK], v;
 	float rows[NK * DIM], out[NK * DIM], junk[NK * DIM];
@@ -388,7 +388,7 @@ static void open_node(const char *ip)
 {
 	struct sv_node n;
 	struct rs_client *c = NULL;
-	struct rs_table_spec spec;
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	int ret;
 
 	sv_node_start(&n, ip, NULL);

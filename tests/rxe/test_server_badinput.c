@@ -235,6 +235,32 @@ static void semantic_cases(const struct proto_table_info *t,
 		       "NaN gradient / inf value", rs_strerror(RS_E_INVAL));
 	}
 
+	/* a per-request lr (PROTO_KF_LR) that is NaN, infinite or negative:
+	 * the node refuses the whole UPDATE (the client library never sends
+	 * one: it refuses it first) */
+	{
+		static const uint32_t lr_bits[] = { 0x7fc00000u, 0x7f800000u,
+						    0xff800000u, 0xbf800000u };
+		static const char *const what[] = {
+			"UPDATE with lr NaN", "UPDATE with lr inf",
+			"UPDATE with lr -inf", "UPDATE with lr -1" };
+		static float g[64];
+		uint64_t k1 = 1;
+		struct proto_keys_req q = {
+			.table_id = t->id, .table_gen = t->generation,
+			.flags = PROTO_KF_LR, .lr = 0.5f, .n = 1,
+			.dim = t->spec.dim, .keys = &k1, .rows = g };
+
+		for (size_t i = 0; i < RS_ARRAY_SIZE(lr_bits); i++) {
+			sv_hdr(&bad, &h);
+			n = proto_enc_keys_req(b, bad.cap, &h,
+					       PROTO_OP_UPDATE, &q);
+			SV_OK(n);
+			st32(b + HDR + 28, lr_bits[i]);
+			expect_code(b, (size_t)n, RS_E_INVAL, what[i]);
+		}
+	}
+
 	sv_spec(&s, "t", 4, OPTIM_SGD);
 	sv_hdr(&bad, &h);
 	n = proto_enc_table_create_req(b, bad.cap, &h, &s);

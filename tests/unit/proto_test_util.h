@@ -177,6 +177,13 @@ static void corpus_build(struct corpus *c)
 	kq.dtype = PROTO_DTYPE_BF16, kq.flags = 0, kq.n = 2;
 	corpus_add(c, "update_req_bf16",
 		   proto_enc_keys_req(SLOT, &h, PROTO_OP_UPDATE, &kq));
+	/* a per-request learning rate (a schedule's step) */
+	kq = (struct proto_keys_req){ .table_id = 3, .flags = PROTO_KF_LR,
+				      .lr = 0.25f, .n = 7, .dim = 4,
+				      .dtype = PROTO_DTYPE_FP32, .keys = keys,
+				      .rows = rows };
+	corpus_add(c, "update_req_lr",
+		   proto_enc_keys_req(SLOT, &h, PROTO_OP_UPDATE, &kq));
 
 	h = hdr_of(4, 1);
 	kr = (struct proto_keys_reply){ .n = 7, .dim = 4,

@@ -189,7 +189,7 @@ static void credentials(void **state)
 
 static void specs(void **state)
 {
-	struct rs_table_spec s;
+	struct rs_table_spec s = RS_TABLE_SPEC_INIT;
 
 	assert_int_equal(rs_table_spec_init(&s, "ads", 128), 0);
 	assert_string_equal(s.name, "ads");

@@ -350,6 +350,41 @@ static void keyed_requests(void **state)
 	proto_load_u16(h2, m.u.keys_req.rows, 15);
 	assert_memory_equal(h2, half, sizeof(half));
 
+	/* a per-request lr: on the wire at body offset 28 with the flag */
+	q = (struct proto_keys_req){ .n = 5, .dim = 3, .flags = PROTO_KF_LR,
+				     .lr = 0.125f, .dtype = PROTO_DTYPE_FP32,
+				     .keys = keys, .rows = rows };
+	len = proto_enc_keys_req(buf, sizeof(buf), &h, PROTO_OP_UPDATE, &q);
+	assert_int_equal(len, (int)proto_keys_req_bytes(PROTO_OP_UPDATE, 5, 3,
+							PROTO_DTYPE_FP32));
+	assert_int_equal(buf[32 + 28 + 3], 0x3e); /* 0.125f = 0x3e000000 */
+	decode_ok(buf, len, &m);
+	assert_int_equal(m.u.keys_req.flags, PROTO_KF_LR);
+	assert_true(m.u.keys_req.lr == 0.125f);
+	q.lr = 0.0f; /* 0 is a valid step (warm-up) */
+	len = proto_enc_keys_req(buf, sizeof(buf), &h, PROTO_OP_UPDATE, &q);
+	decode_ok(buf, len, &m);
+	assert_true(m.u.keys_req.lr == 0.0f);
+	q.lr = -1.0f;
+	assert_int_equal(proto_enc_keys_req(buf, sizeof(buf), &h,
+					    PROTO_OP_UPDATE, &q), RS_E_INVAL);
+	q.lr = __builtin_nanf("");
+	assert_int_equal(proto_enc_keys_req(buf, sizeof(buf), &h,
+					    PROTO_OP_UPDATE, &q), RS_E_INVAL);
+	q.lr = __builtin_inff();
+	assert_int_equal(proto_enc_keys_req(buf, sizeof(buf), &h,
+					    PROTO_OP_UPDATE, &q), RS_E_INVAL);
+	assert_int_equal(proto_enc_keys_req(buf, sizeof(buf), &h,
+					    PROTO_OP_PUT, &q), RS_E_INVAL);
+	/* without the flag the lr field is not sent */
+	q.flags = 0;
+	len = proto_enc_keys_req(buf, sizeof(buf), &h, PROTO_OP_UPDATE, &q);
+	assert_int_equal(buf[32 + 28 + 3], 0);
+	decode_ok(buf, len, &m);
+	q = (struct proto_keys_req){ .n = 5, .dim = 3,
+				     .dtype = PROTO_DTYPE_BF16, .keys = keys,
+				     .rows = half };
+
 	/* encoder refusals */
 	q.flags = PROTO_KF_CREATE; /* only UPDATE may create */
 	assert_int_equal(proto_enc_keys_req(buf, sizeof(buf), &h,
@@ -620,9 +655,22 @@ static const struct mutation mutations[] = {
 	{ "get_req", 48, 4, 0xffffffff, RS_E_TOOBIG, "n: 4294967295" },
 	/* GET carries no rows: dtype must be 0 */
 	{ "get_req", 56, 1, 1, RS_E_PROTO, "must be 0 (no rows)" },
-	{ "get_req", 60, 1, 1, RS_E_PROTO, "reserved byte 3 is 0x01" },
-	/* CREATE on a GET */
+	{ "get_req", 59, 1, 1, RS_E_PROTO, "reserved byte 2 is 0x01" },
+	{ "get_req", 60, 1, 1, RS_E_PROTO,
+	  "lr (without the LR flag): reserved byte 0 is 0x01" },
+	{ "update_req_bf16", 63, 1, 0x3f, RS_E_PROTO,
+	  "lr (without the LR flag): reserved byte 3 is 0x3f" },
+	/* CREATE or LR on a GET */
 	{ "get_req", 36, 4, 1, RS_E_PROTO, "flags: unknown bits 0x1" },
+	{ "get_req", 36, 4, 2, RS_E_PROTO, "flags: unknown bits 0x2" },
+	{ "update_req_lr", 36, 4, 6, RS_E_PROTO, "flags: unknown bits 0x4" },
+	/* a per-request lr must be finite and >= 0 */
+	{ "update_req_lr", 60, 4, 0x7fc00000, RS_E_INVAL,
+	  "lr: nan is not a finite number >= 0" },
+	{ "update_req_lr", 60, 4, 0x7f800000, RS_E_INVAL, "lr: inf is not" },
+	{ "update_req_lr", 60, 4, 0xff800000, RS_E_INVAL, "lr: -inf is not" },
+	{ "update_req_lr", 60, 4, 0xbe800000, RS_E_INVAL, "lr: -0.25 is not" },
+	{ "update_req_lr", 60, 4, 0x00000001, 0, NULL }, /* denormal: ok */
 	{ "put_req", 56, 1, 7, RS_E_PROTO, "dtype: unknown value 7" },
 	{ "put_req", 52, 4, 0, RS_E_PROTO, "dim: must be >= 1" },
 	{ "put_req", 52, 4, 5000, RS_E_TOOBIG, "dim: 5000 is over" },
@@ -656,7 +704,13 @@ static void decode_checks(void **state)
 
 		len = copy_seed(x->seed);
 		put_le(x->off, x->v, x->width);
-		expect_err(buf, len, NULL, x->code, x->needle);
+		if (x->code) {
+			expect_err(buf, len, NULL, x->code, x->needle);
+		} else {
+			struct proto_msg m;
+
+			decode_ok(buf, len, &m);
+		}
 	}
 
 	/* what a single field cannot say: length, limits, trailing bytes */
