@@ -52,7 +52,7 @@ RS_EXPORT int rs_table_spec_init(struct rs_table_spec *spec, const char *name,
 	strcpy(spec->name, name);
 	spec->dim = dim;
 	spec->dtype = RS_DTYPE_FP32;
-	spec->capacity = 1u << 20;
+	spec->capacity = 0; /* the node's default (docs/config.md) */
 	optim_params_default(&op, OPTIM_SGD);
 	OPTIM_FIELDS(COPY_FIELD, &spec->optim, &op)
 	spec->init.kind = RS_INIT_ZEROS;

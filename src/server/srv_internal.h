@@ -73,6 +73,7 @@ struct srv_opts {
 	char metrics_addr[64];	/* "" : 127.0.0.1 */
 	char *pool_path;	/* NULL: DRAM pool */
 	uint64_t pool_bytes;
+	uint64_t default_capacity; /* rows of a capacity-0 create (at most) */
 	unsigned slab_flags;	/* SLAB_F_* */
 	double index_load;	/* 0: slab default */
 	struct proto_limits limits; /* max_message_bytes: receive buffers */
@@ -203,6 +204,7 @@ struct srv_tables {
 	const char *pool_path;		/* NULL: DRAM (points into opts) */
 	bool file_backed;
 	double index_load;
+	uint64_t default_capacity;	/* capacity 0: up to this many rows */
 	struct proto_limits limits;
 	_Atomic uint64_t registered_bytes;
 };
