@@ -20,11 +20,16 @@
  * The boot count is one 8-byte word outside the superblock checksum.
  *
  * Extents are placed first fit between the live tables' extents, 2 MiB
- * aligned. A dropped table's rows stay in the file (or are released with
- * MADV_DONTNEED in DRAM); a new table on that extent clears its whole
- * READable range (index, padding, every row slot) where it is not zero
- * already and persists it before the table exists, so no byte of the old
- * table is readable through the new table's registration.
+ * aligned; the free space is what the valid directory entries leave, so a
+ * drop frees its extent at once and nothing about free space is kept on
+ * media (or needs recovering). A dropped table's rows stay in the file (or
+ * are released with MADV_DONTNEED in DRAM, after which they read as
+ * zeros); a new table on a file extent clears its whole READable range
+ * (index, padding, every row slot) where it is not zero already and
+ * persists it before the table exists, so no byte of the old table is
+ * readable through the new table's registration. In DRAM the range is
+ * already zero (fresh or released pages) unless a release failed, which
+ * makes every later create clear it as in a file.
  *
  * Concurrency: st->lock serializes create, drop, get and info; table
  * operations do not take it.
@@ -426,7 +431,11 @@ static int extent_format(struct slab_store *st, const struct slab_dirent *e)
 			  e->index_off;
 	int rc;
 
-	zero_range(st, ext + e->index_off, rd_len);
+	/* a DRAM extent is zero unless a drop failed to release it: fresh
+	 * anonymous memory, or pages a drop gave back (MADV_DONTNEED on a
+	 * private mapping reads back as zeros) */
+	if (st->file_backed || st->dram_dirty)
+		zero_range(st, ext + e->index_off, rd_len);
 	rc = pet_format(ext + e->index_off, e->rows_off - e->index_off, &g,
 			slab_persist_cb, st);
 	if (rc)
@@ -563,8 +572,8 @@ int slab_table_drop(struct slab_store *st, const char *name)
 	memset(e, 0, sizeof(*e));
 	slab_persist(st, e, sizeof(*e));
 	st->tables[t->ent.table_id] = NULL;
-	if (!st->file_backed)
-		madvise(t->ext, t->ent.ext_len, MADV_DONTNEED);
+	if (!st->file_backed && madvise(t->ext, t->ent.ext_len, MADV_DONTNEED))
+		st->dram_dirty = true;
 	table_free(t);
 	pthread_mutex_unlock(&st->lock);
 	return slab_io_check(st);
