@@ -218,7 +218,10 @@ void srv_tables_close(struct srv_tables *r);
  * of the config. Errors name the field ("tables[1]: ..."). */
 int srv_tables_apply_config(struct srv_tables *r, const struct srv_opts *o);
 
-/* Create a table: 0 and *info, RS_E_EXISTS, RS_E_FULL, RS_E_INVAL, ... */
+/* Create a table: 0 and *info, RS_E_EXISTS, RS_E_FULL (the message says
+ * the bytes needed and free), RS_E_INVAL, ... A capacity of 0 gets the
+ * node's default_capacity, or the largest capacity that fits if less;
+ * info->spec.capacity is the capacity given. */
 int srv_table_create(struct srv_tables *r, const struct proto_table_spec *s,
 		     struct proto_table_info *info);
 int srv_table_drop(struct srv_tables *r, const char *name);

@@ -100,29 +100,36 @@ static int create(struct rs_client *c, const char *name, uint32_t dim,
 	return rs_table_create(c, &s);
 }
 
-struct stat_q {
-	const char *key;
-	uint64_t v;
+/* The storage counters of the client's (only) node, from one STATS. */
+struct storage_stats {
+	uint64_t bytes, free, extent;
 };
 
 static int stat_fn(void *arg, const char *table, const char *key,
 		   uint64_t v)
 {
-	struct stat_q *q = arg;
+	struct storage_stats *q = arg;
 
-	if (!table && !strcmp(key, q->key))
-		q->v = v;
+	if (table)
+		return 0;
+	if (!strcmp(key, "storage_bytes"))
+		q->bytes = v;
+	else if (!strcmp(key, "storage_free_bytes"))
+		q->free = v;
+	else if (!strcmp(key, "storage_free_extent"))
+		q->extent = v;
 	return 0;
 }
 
-/* Node counter `key` of the client's (only) node, from STATS. */
-static uint64_t node_stat(struct rs_client *c, const char *key)
+static struct storage_stats node_storage(struct rs_client *c)
 {
-	struct stat_q q = { key, UINT64_MAX };
+	struct storage_stats q = { UINT64_MAX, UINT64_MAX, UINT64_MAX };
 
 	SV_OK(rs_node_stats_foreach(c, 0, stat_fn, &q));
-	SV_CHECK(q.v != UINT64_MAX, "no %s in STATS", key);
-	return q.v;
+	SV_CHECK(q.bytes != UINT64_MAX && q.free != UINT64_MAX &&
+			 q.extent != UINT64_MAX,
+		 "STATS lacks the storage counters");
+	return q;
 }
 
 /* Keys and rows of batch `base` in a table of dim. */
@@ -326,6 +333,7 @@ static void dram_cycles(const char *ip)
 	struct rs_client *c;
 	struct sv_node n;
 	double t0 = sv_now();
+	struct storage_stats ss;
 	char needle[96];
 
 	SV_OK(rs_server_config_new(&cfg));
@@ -334,9 +342,10 @@ static void dram_cycles(const char *ip)
 	sv_node_start(&n, ip, cfg);
 	rs_server_config_delete(&cfg);
 	c = client_of(&n);
-	SV_CHECK(node_stat(c, "storage_bytes") == SMALL &&
-			 node_stat(c, "storage_free_bytes") == free0,
-		 "STATS: storage");
+	ss = node_storage(c);
+	SV_CHECK(ss.bytes == SMALL && ss.free == free0 && ss.extent == free0,
+		 "STATS: storage %llu, free %llu", (unsigned long long)ss.bytes,
+		 (unsigned long long)ss.free);
 	for (unsigned r = 0; r < CYCLES; r++) {
 		uint32_t dim = r % 2 ? 16 : 40;
 		uint64_t cap = fit(dim, kinds[r % 3], false, 1u << 30, free0);
@@ -349,15 +358,14 @@ static void dram_cycles(const char *ip)
 			 r, (unsigned long long)cap, optims[r % 3], dim, ret,
 			 rs_errormsg());
 		SV_CHECK(listed(c, name) == cap, "cycle %u: capacity", r);
-		SV_CHECK(node_stat(c, "storage_free_extent") < 2 * MiB,
+		SV_CHECK(node_storage(c).free < 2 * MiB,
 			 "cycle %u: the table does not fill the node", r);
 		put_get(c, name, 100 * r);
 		SV_OK(rs_table_drop(c, name));
-		SV_CHECK(node_stat(c, "storage_free_bytes") == free0 &&
-				 node_stat(c, "storage_free_extent") == free0,
+		ss = node_storage(c);
+		SV_CHECK(ss.free == free0 && ss.extent == free0,
 			 "cycle %u: %llu bytes free after the drop, not %llu",
-			 r, (unsigned long long)node_stat(
-				    c, "storage_free_bytes"),
+			 r, (unsigned long long)ss.free,
 			 (unsigned long long)free0);
 	}
 	step("DRAM cycles");
