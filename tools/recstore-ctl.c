@@ -16,6 +16,10 @@
  *     drop NAME
  *     stats
  *
+ * Without --capacity a node gives the table its default capacity (its
+ * "default_capacity" rows, or what its free storage holds if that is
+ * less; docs/config.md); create prints the capacity the nodes chose.
+ *
  * With several nodes a table is created on / dropped from every node (a
  * table exists on every node, each holding its share of the keys); list
  * shows the union; stats prints each node's counters.
@@ -138,7 +142,7 @@ static int create_opt(struct rs_table_spec *s, int o, const char *v)
 		s->dim = (uint32_t)u;
 		return 0;
 	case O_CAP:
-		if (parse_u64(v, &u) || !u)
+		if (parse_u64(v, &u) || !u || u > 0xFFFFFFFEull)
 			return bad("--capacity", v);
 		s->capacity = u;
 		return 0;
@@ -176,6 +180,48 @@ static int create_opt(struct rs_table_spec *s, int o, const char *v)
 	if (!f || parse_float(v, f))
 		return bad("option", v);
 	return 0;
+}
+
+/* The tables of the nodes into *out (free it); their number or < 0. */
+static int list_all(struct rs_client *c, struct rs_table_info **out)
+{
+	struct rs_table_info *t = NULL, *g;
+	size_t cap = 64;
+	int n;
+
+	for (;;) {
+		g = realloc(t, cap * sizeof(*t));
+		if (!g) {
+			free(t);
+			return -ENOMEM;
+		}
+		t = g;
+		t[0].struct_size = sizeof(*t);
+		n = rs_table_list(c, t, cap);
+		if (n < 0 || (size_t)n <= cap)
+			break;
+		cap = (size_t)n;
+	}
+	if (n < 0) {
+		free(t);
+		t = NULL;
+	}
+	*out = t;
+	return n;
+}
+
+/* The capacity of table name summed over the nodes (0: unknown). */
+static uint64_t capacity_of(struct rs_client *c, const char *name)
+{
+	struct rs_table_info *t;
+	uint64_t cap = 0;
+	int n = list_all(c, &t);
+
+	for (int i = 0; i < n; i++)
+		if (!strcmp(t[i].name, name))
+			cap = t[i].capacity;
+	free(t);
+	return cap;
 }
 
 /* --optimizer resets the hyper-parameters to its defaults, so it is
@@ -241,9 +287,10 @@ static int cmd_create(struct rs_client *c, int argc, char **argv)
 	if (ret)
 		return fail("create", ret);
 	printf("created table '%s': dim %u, %s, capacity %" PRIu64
-	       " per node, optimizer %s (lr %g), init %s\n", s.name, s.dim,
-	       dtypes[s.dtype], s.capacity, optims[s.optim.kind],
-	       (double)s.optim.lr, inits[s.init.kind]);
+	       "%s, optimizer %s (lr %g), init %s\n", s.name, s.dim,
+	       dtypes[s.dtype], s.capacity ? s.capacity : capacity_of(c, s.name),
+	       s.capacity ? " per node" : " (the nodes' default, in all)",
+	       optims[s.optim.kind], (double)s.optim.lr, inits[s.init.kind]);
 	return 0;
 }
 
@@ -251,27 +298,11 @@ static int cmd_create(struct rs_client *c, int argc, char **argv)
 
 static int cmd_list(struct rs_client *c)
 {
-	struct rs_table_info *t = NULL, *g;
-	size_t cap = 64;
-	int n;
+	struct rs_table_info *t;
+	int n = list_all(c, &t);
 
-	for (;;) {
-		g = realloc(t, cap * sizeof(*t));
-		if (!g) {
-			free(t);
-			return fail("list", -ENOMEM);
-		}
-		t = g;
-		t[0].struct_size = sizeof(*t);
-		n = rs_table_list(c, t, cap);
-		if (n < 0 || (size_t)n <= cap)
-			break;
-		cap = (size_t)n;
-	}
-	if (n < 0) {
-		free(t);
+	if (n < 0)
 		return fail("list", n);
-	}
 	printf("%-24s %6s %5s %16s %12s %-16s %s\n", "NAME", "DIM", "DTYPE",
 	       "ROWS", "CAPACITY", "OPTIMIZER", "LR");
 	for (int i = 0; i < n; i++)

@@ -74,7 +74,7 @@ RS_EXPORT int rs_table_spec_init(struct rs_table_spec *spec, const char *name,
 	strcpy(full.name, name);
 	full.dim = dim;
 	full.dtype = RS_DTYPE_FP32;
-	full.capacity = 1u << 20;
+	full.capacity = 0; /* the node's default (docs/config.md) */
 	optim_params_default(&op, OPTIM_SGD);
 	OPTIM_FIELDS(COPY_FIELD, &full.optim, &op)
 	full.init.kind = RS_INIT_ZEROS;

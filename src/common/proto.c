@@ -352,8 +352,10 @@ int proto_table_spec_validate(const struct proto_table_spec *s,
 	if (s->dtype >= PROTO_DTYPE_COUNT)
 		return rs_seterr(RS_E_INVAL, "dtype: unknown dtype %u",
 				 s->dtype);
-	if (s->capacity == 0)
-		return rs_seterr(RS_E_INVAL, "capacity: must be >= 1");
+	if (s->capacity > PROTO_MAX_CAPACITY)
+		return rs_seterr(RS_E_TOOBIG, "capacity: %llu rows is over the "
+				 "limit %llu", (unsigned long long)s->capacity,
+				 PROTO_MAX_CAPACITY);
 	if ((rc = optim_params_validate(&s->optim)))
 		return prefix_err(rc, "optimizer.");
 	if ((rc = init_params_validate(&s->init)))

@@ -60,6 +60,9 @@
 #define PROTO_MAX_BATCH_KEYS (1u << 24)
 #define PROTO_MAX_DIM (1u << 16)
 #define PROTO_MAX_TABLES 65536u
+/* Rows of one table on one node: row references are 32-bit, UINT32_MAX is
+ * "none". A TABLE_CREATE capacity of 0 asks for the node's default. */
+#define PROTO_MAX_CAPACITY 0xFFFFFFFEull
 #define PROTO_NAME_MAX 63     /* table, node, client and counter names */
 #define PROTO_ERRMSG_MAX 511  /* error text in an error reply */
 #define PROTO_NO_TABLE 0xffffffffu /* stats entry of the node itself */
@@ -131,7 +134,9 @@ struct proto_table_spec {
 	char name[PROTO_NAME_MAX + 1]; /* [A-Za-z0-9_.-]{1,63} */
 	uint32_t dim;		       /* 1..max_dim */
 	uint32_t dtype;		       /* enum proto_dtype: storage format */
-	uint64_t capacity;	       /* rows, >= 1 */
+	uint64_t capacity;	       /* rows, 1..PROTO_MAX_CAPACITY; 0 in
+					  a TABLE_CREATE request: the
+					  node's default */
 	struct optim_params optim;
 	struct init_params init;
 };
@@ -298,7 +303,8 @@ int proto_name_check(const char *what, const char *s, size_t len);
 
 /* 0 if every field of the spec is valid under lim (name, dim, dtype,
  * capacity, optimizer and initializer parameters), else RS_E_INVAL or
- * RS_E_TOOBIG with a message naming the field. */
+ * RS_E_TOOBIG with a message naming the field. A capacity of 0 is valid
+ * (the node's default: a node resolves it before anything is sized). */
 int proto_table_spec_validate(const struct proto_table_spec *s,
 			      const struct proto_limits *lim);
 

@@ -582,7 +582,7 @@ static int parse_table(struct ctx *c, json_t *t, const struct srv_config *cfg,
 
 	if (!json_object_get(t, "capacity"))
 		return fail_at(c, "capacity", "required (rows)");
-	if ((rc = get_uint(c, t, "capacity", 1, UINT32_MAX, &cap)))
+	if ((rc = get_uint(c, t, "capacity", 1, PROTO_MAX_CAPACITY, &cap)))
 		return rc;
 	s->capacity = cap;
 
@@ -765,7 +765,7 @@ static const char *const top_keys[] = {
 	"name", "device", "listen", "metrics_port", "storage", "tables",
 	"workers", "spin_us", "trace", "max_batch_keys", "max_message_bytes",
 	"max_dim", "max_tables", "max_conns_per_peer", "keepalive_ms",
-	"send_timeout_ms", "auth", NULL,
+	"send_timeout_ms", "auth", "default_capacity", NULL,
 };
 
 /* obj[key] must be an object if present; *sub = it or NULL */
@@ -877,6 +877,8 @@ static int parse_root(struct ctx *c, json_t *root, struct srv_config *cfg)
 	    (rc = get_u16(c, root, "metrics_port", 0, 65535,
 			  &cfg->metrics_port)) ||
 	    (rc = parse_storage(c, root, cfg)) ||
+	    (rc = get_uint(c, root, "default_capacity", 1, PROTO_MAX_CAPACITY,
+			   &cfg->default_capacity)) ||
 	    (rc = get_u32(c, root, "workers", 1, SRV_CONFIG_MAX_WORKERS,
 			  &cfg->workers)) ||
 	    (rc = get_u32(c, root, "spin_us", 0, SRV_CONFIG_MAX_SPIN_US,
@@ -922,6 +924,7 @@ void srv_config_defaults(struct srv_config *c)
 	c->listen_port = SRV_CONFIG_PORT;
 	c->backend = SRV_BACKEND_DRAM;
 	c->storage_bytes = SRV_CONFIG_STORAGE_BYTES;
+	c->default_capacity = SRV_CONFIG_DEFAULT_CAPACITY;
 	c->workers = SRV_CONFIG_WORKERS;
 	c->spin_us = SRV_CONFIG_SPIN_US;
 	c->max_conns_per_peer = SRV_CONFIG_CONNS_PER_PEER;

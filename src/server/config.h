@@ -34,6 +34,9 @@ enum srv_backend {
 #define SRV_CONFIG_PORT 7471
 #define SRV_CONFIG_STORAGE_BYTES (256ull << 20)
 #define SRV_CONFIG_MIN_STORAGE_BYTES (1ull << 20)
+/* Rows of a table created with capacity 0 (at most: see docs/config.md,
+ * "default_capacity"). The client's rs_table_spec_init() asks for it. */
+#define SRV_CONFIG_DEFAULT_CAPACITY (1ull << 20)
 #define SRV_CONFIG_WORKERS 2
 #define SRV_CONFIG_MAX_WORKERS 256
 #define SRV_CONFIG_SPIN_US 50
@@ -69,6 +72,7 @@ struct srv_config {
 	uint32_t backend;	  /* enum srv_backend; DRAM */
 	char *storage_path;	  /* PMEM file; NULL with DRAM */
 	uint64_t storage_bytes;	  /* 256 MiB */
+	uint64_t default_capacity; /* rows of a capacity-0 create; 1 Mi */
 	uint32_t workers;	  /* RPC worker threads; 2 */
 	uint32_t spin_us;	  /* adaptive polling window; 50 */
 	uint32_t max_conns_per_peer; /* from one IP address; 0: any; 16 */

@@ -55,6 +55,7 @@ int srv_opts_from_config(struct srv_opts *o, const struct srv_config *c)
 	v.send_timeout_ms = (int)c->send_timeout_ms;
 	v.limits = c->limits;
 	v.pool_bytes = c->storage_bytes;
+	v.default_capacity = c->default_capacity;
 	v.trace_sample = c->trace_sample;
 	v.pool_path = c->backend == SRV_BACKEND_PMEM ? c->storage_path : NULL;
 	v.trace_path = c->trace_path;

@@ -73,6 +73,7 @@ struct srv_opts {
 	char metrics_addr[64];	/* "" : 127.0.0.1 */
 	char *pool_path;	/* NULL: DRAM pool */
 	uint64_t pool_bytes;
+	uint64_t default_capacity; /* rows of a capacity-0 create (at most) */
 	unsigned slab_flags;	/* SLAB_F_* */
 	double index_load;	/* 0: slab default */
 	struct proto_limits limits; /* max_message_bytes: receive buffers */
@@ -203,6 +204,7 @@ struct srv_tables {
 	const char *pool_path;		/* NULL: DRAM (points into opts) */
 	bool file_backed;
 	double index_load;
+	uint64_t default_capacity;	/* capacity 0: up to this many rows */
 	struct proto_limits limits;
 	_Atomic uint64_t registered_bytes;
 };
@@ -216,7 +218,10 @@ void srv_tables_close(struct srv_tables *r);
  * of the config. Errors name the field ("tables[1]: ..."). */
 int srv_tables_apply_config(struct srv_tables *r, const struct srv_opts *o);
 
-/* Create a table: 0 and *info, RS_E_EXISTS, RS_E_FULL, RS_E_INVAL, ... */
+/* Create a table: 0 and *info, RS_E_EXISTS, RS_E_FULL (the message says
+ * the bytes needed and free), RS_E_INVAL, ... A capacity of 0 gets the
+ * node's default_capacity, or the largest capacity that fits if less;
+ * info->spec.capacity is the capacity given. */
 int srv_table_create(struct srv_tables *r, const struct proto_table_spec *s,
 		     struct proto_table_info *info);
 int srv_table_drop(struct srv_tables *r, const char *name);

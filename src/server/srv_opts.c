@@ -46,6 +46,7 @@ void srv_opts_defaults(struct srv_opts *o)
 	o->max_conns_per_peer = c.max_conns_per_peer;
 	o->keepalive_ms = c.keepalive_ms;
 	o->pool_bytes = c.storage_bytes;
+	o->default_capacity = c.default_capacity;
 	o->limits = c.limits;
 	o->trace_sample = c.trace_sample;
 	o->slab_flags = SLAB_F_HUGEPAGES;
@@ -154,6 +155,12 @@ int srv_opts_validate(const struct srv_opts *o)
 	if ((ret = check_metrics_port(o->metrics_port)) ||
 	    (ret = check_pool_bytes(o->pool_bytes)))
 		return ret;
+	if (o->default_capacity < 1 ||
+	    o->default_capacity > PROTO_MAX_CAPACITY)
+		return rs_seterr(RS_E_INVAL, "default_capacity: %llu is not in "
+				 "1..%llu",
+				 (unsigned long long)o->default_capacity,
+				 PROTO_MAX_CAPACITY);
 	if (o->index_load < 0 || o->index_load > 1)
 		return rs_seterr(RS_E_INVAL, "index_load: %g is not in (0, 1]",
 				 o->index_load);

@@ -379,6 +379,7 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 	uint64_t req = 0, err = 0;
 	struct rusage ru;
 	struct rv_stats cq;
+	struct slab_store_info si;
 	char key[PROTO_NAME_MAX + 1];
 
 	for (unsigned i = 0; i < SRV_RT_COUNT; i++) {
@@ -428,6 +429,10 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 	TRY(add(l, N, "cq_block_us", cq.block_ns / 1000));
 	TRY(add(l, N, "cq_wakeups", cq.wakeups));
 	TRY(add(l, N, "dir_generation", atomic_load(&s->tables.dir_gen)));
+	slab_store_info(s->tables.store, &si);
+	TRY(add(l, N, "storage_bytes", si.len));
+	TRY(add(l, N, "storage_free_bytes", si.free_total));
+	TRY(add(l, N, "storage_free_extent", si.free_bytes));
 	TRY(add(l, N, "numa_node", (uint64_t)(int64_t)s->numa.node));
 	for (unsigned i = 0; i < SRV_RT_COUNT; i++) {
 		snprintf(key, sizeof(key), "requests.%s", rt_names[i]);

@@ -197,9 +197,43 @@ static int spec_to_cfg(const struct srv_tables *r,
 	return 0;
 }
 
-int srv_table_create(struct srv_tables *r, const struct proto_table_spec *s,
+/*
+ * Capacity 0 asks for the node's default: default_capacity rows, or, when
+ * their footprint (rows, optimizer state, index: slab_table_footprint())
+ * exceeds the largest free extent, the largest capacity that fits it, so
+ * that a node on its defaults holds a table created with the client's
+ * defaults whatever its dim and optimizer (docs/config.md). Sets the
+ * capacity of spec and cfg; caller holds admin (free space is stable).
+ */
+static void capacity_resolve(struct srv_tables *r, struct proto_table_spec *s,
+			     struct slab_table_cfg *cfg)
+{
+	struct slab_store_info si;
+	uint64_t need, fit;
+
+	RS_ASSERT_HELD(&r->admin);
+	if (s->capacity)
+		return;
+	cfg->capacity = r->default_capacity;
+	slab_store_info(r->store, &si);
+	need = slab_table_footprint(cfg, r->file_backed);
+	if (need && need > si.free_bytes) {
+		fit = slab_table_fit(cfg, r->file_backed, si.free_bytes);
+		srv_log_peer("table '%s': the default capacity of %llu rows "
+			     "needs %llu bytes, %llu are free: %llu rows",
+			     s->name, (unsigned long long)cfg->capacity,
+			     (unsigned long long)need,
+			     (unsigned long long)si.free_bytes,
+			     (unsigned long long)fit);
+		cfg->capacity = fit ? fit : 1; /* 1: refused, saying why */
+	}
+	s->capacity = cfg->capacity;
+}
+
+int srv_table_create(struct srv_tables *r, const struct proto_table_spec *req,
 		     struct proto_table_info *info)
 {
+	struct proto_table_spec spec = *req, *s = &spec;
 	struct slab_table_cfg cfg;
 	struct slab_table *st = NULL;
 	struct slab_table_geom g;
@@ -214,6 +248,7 @@ int srv_table_create(struct srv_tables *r, const struct proto_table_spec *s,
 		goto unlock;
 	}
 	spec_to_cfg(r, s, &cfg);
+	capacity_resolve(r, s, &cfg); /* before the catalog records it */
 	if (r->cat->path[0]) { /* intent first: see srv_catalog.c */
 		ret = srv_catalog_set(r->cat, s, 0);
 		if (!ret)
@@ -226,9 +261,9 @@ int srv_table_create(struct srv_tables *r, const struct proto_table_spec *s,
 	if (mem > 0)
 		srv_numa_mem_leave(r->numa);
 	if (ret) {
-		if (ret == RS_E_FULL)
-			srv_err(ret, "table '%s': %s", s->name,
-				  rs_errormsg());
+		if (ret == RS_E_FULL && !req->capacity)
+			srv_err(ret, "capacity 0 (the node's default): %s",
+				rs_errormsg());
 		goto forget;
 	}
 	ret = table_attach(r, st, s, info);
@@ -487,6 +522,8 @@ int srv_tables_open(struct srv_tables *r, struct rs_server *s,
 	r->srv = s;
 	r->numa = &s->numa;
 	r->index_load = o->index_load;
+	r->default_capacity = o->default_capacity ? o->default_capacity
+						  : SRV_CONFIG_DEFAULT_CAPACITY;
 	r->limits = o->limits;
 	r->file_backed = o->pool_path != NULL;
 	r->pool_path = o->pool_path;

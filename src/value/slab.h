@@ -94,6 +94,7 @@ struct slab_store_info {
 	bool hugetlb;	     /* DRAM pool on MAP_HUGETLB pages */
 	uint64_t boot_count; /* file: times the pool was opened */
 	uint64_t free_bytes; /* largest extent a new table could get */
+	uint64_t free_total; /* all the gaps between tables together */
 	unsigned ntables;
 };
 void slab_store_info(struct slab_store *st, struct slab_store_info *info);
@@ -107,13 +108,21 @@ struct slab_table_cfg {
 	double index_load;     /* index fill at capacity; 0: 0.85 */
 };
 
-/* Bytes of pool a table of cfg takes (file_backed adds the redo log). */
+/* Bytes of pool a table of cfg takes (file_backed adds the redo log);
+ * 0 if cfg is invalid. Never overflows: every product is checked. */
 uint64_t slab_table_footprint(const struct slab_table_cfg *cfg,
 			      bool file_backed);
+/* The largest capacity in [1, cfg->capacity] whose footprint fits in
+ * `bytes` (cfg's other fields as given), or 0 if not even one row fits. */
+uint64_t slab_table_fit(const struct slab_table_cfg *cfg, bool file_backed,
+			uint64_t bytes);
 
 /* Create a table; *out (may be NULL) gets its handle (owned by the store).
  * 0, RS_E_INVAL, RS_E_EXISTS (name taken), RS_E_FULL (no directory slot or
- * pool space). Persisted before it returns. */
+ * pool space: the message says how many bytes the table needs, of which
+ * rows, optimizer state and index, and how many are free). Persisted
+ * before it returns. The space of a dropped table is free again at once
+ * (extents are placed first fit between the live tables). */
 int slab_table_create(struct slab_store *st, const struct slab_table_cfg *cfg,
 		      struct slab_table **out);
 /* The table of that name or id, or NULL. */

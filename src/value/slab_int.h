@@ -126,6 +126,8 @@ struct slab_store {
 	char *path;
 	unsigned flags;
 	bool file_backed, is_pmem, hugetlb;
+	bool dram_dirty;      /* DRAM: a drop could not release its extent
+				 (madvise failed), so creates must clear */
 	_Atomic int io_error; /* sticky errno of a failed msync */
 	pthread_mutex_t lock; /* create/drop/get */
 	struct slab_super *sb;

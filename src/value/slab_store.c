@@ -20,11 +20,16 @@
  * The boot count is one 8-byte word outside the superblock checksum.
  *
  * Extents are placed first fit between the live tables' extents, 2 MiB
- * aligned. A dropped table's rows stay in the file (or are released with
- * MADV_DONTNEED in DRAM); a new table on that extent clears its whole
- * READable range (index, padding, every row slot) where it is not zero
- * already and persists it before the table exists, so no byte of the old
- * table is readable through the new table's registration.
+ * aligned; the free space is what the valid directory entries leave, so a
+ * drop frees its extent at once and nothing about free space is kept on
+ * media (or needs recovering). A dropped table's rows stay in the file (or
+ * are released with MADV_DONTNEED in DRAM, after which they read as
+ * zeros); a new table on a file extent clears its whole READable range
+ * (index, padding, every row slot) where it is not zero already and
+ * persists it before the table exists, so no byte of the old table is
+ * readable through the new table's registration. In DRAM the range is
+ * already zero (fresh or released pages) unless a release failed, which
+ * makes every later create clear it as in a file.
  *
  * Concurrency: st->lock serializes create, drop, get and info; table
  * operations do not take it.
@@ -214,6 +219,27 @@ uint64_t slab_table_footprint(const struct slab_table_cfg *cfg,
 	return table_layout(cfg, file_backed, &e) ? 0 : e.ext_len;
 }
 
+/* The footprint grows with the capacity (every term is a non-decreasing
+ * function of it), so the largest capacity that fits is a bisection. */
+uint64_t slab_table_fit(const struct slab_table_cfg *cfg, bool file_backed,
+			uint64_t bytes)
+{
+	struct slab_table_cfg c = *cfg;
+	uint64_t lo = 0, hi = cfg->capacity, fp;
+
+	while (lo < hi) {
+		c.capacity = lo + (hi - lo + 1) / 2;
+		fp = slab_table_footprint(&c, file_backed);
+		if (fp && fp <= bytes)
+			lo = c.capacity;
+		else
+			hi = c.capacity - 1;
+	}
+	if (lo)
+		rs_clearerr();
+	return lo;
+}
+
 /* Extents of the live tables, sorted by offset; returns their number. */
 static int live_extents(const struct slab_store *st, uint64_t off[],
 			uint64_t len[])
@@ -237,18 +263,23 @@ static int live_extents(const struct slab_store *st, uint64_t off[],
 	return n;
 }
 
-/* First fit for need bytes (need 0: just report the largest gap). */
+/* First fit for need bytes (need 0: just report the gaps): the largest gap
+ * into *largest and (total may be NULL) all of them into *total. The free
+ * space is what the live tables' extents leave: it is derived from the
+ * directory, so a drop frees its extent at once and nothing about free
+ * space needs to be kept (or recovered) on media. */
 static uint64_t find_extent(const struct slab_store *st, uint64_t need,
-			    uint64_t *largest)
+			    uint64_t *largest, uint64_t *total)
 {
 	uint64_t off[SLAB_MAX_TABLES], len[SLAB_MAX_TABLES];
-	uint64_t cur = SLAB_DATA_OFF, found = 0, best = 0;
+	uint64_t cur = SLAB_DATA_OFF, found = 0, best = 0, sum = 0;
 	int n = live_extents(st, off, len);
 
 	for (int i = 0; i <= n; i++) {
 		uint64_t end = i < n ? off[i] : st->len;
 		uint64_t gap = end > cur ? end - cur : 0;
 
+		sum += gap;
 		if (gap > best)
 			best = gap;
 		if (!found && need && gap >= need)
@@ -258,6 +289,8 @@ static uint64_t find_extent(const struct slab_store *st, uint64_t need,
 	}
 	if (largest)
 		*largest = best;
+	if (total)
+		*total = sum;
 	return found;
 }
 
@@ -398,7 +431,11 @@ static int extent_format(struct slab_store *st, const struct slab_dirent *e)
 			  e->index_off;
 	int rc;
 
-	zero_range(st, ext + e->index_off, rd_len);
+	/* a DRAM extent is zero unless a drop failed to release it: fresh
+	 * anonymous memory, or pages a drop gave back (MADV_DONTNEED on a
+	 * private mapping reads back as zeros) */
+	if (st->file_backed || st->dram_dirty)
+		zero_range(st, ext + e->index_off, rd_len);
 	rc = pet_format(ext + e->index_off, e->rows_off - e->index_off, &g,
 			slab_persist_cb, st);
 	if (rc)
@@ -415,12 +452,34 @@ static int extent_format(struct slab_store *st, const struct slab_dirent *e)
 	return slab_io_check(st);
 }
 
+/* RS_E_FULL for a table of layout e that found no extent: what it needs,
+ * of which rows, optimizer state and index, and what is free. */
+static int refuse_full(const struct slab_store *st, const struct slab_dirent *e,
+		       uint64_t largest, uint64_t total)
+{
+	char frag[64] = "";
+
+	if (total > largest)
+		snprintf(frag, sizeof(frag), " in one piece, %llu in all",
+			 (unsigned long long)total);
+	return rs_seterr(RS_E_FULL, "table '%.64s' (%llu rows) needs %llu "
+			 "bytes of storage (rows %llu, optimizer state %llu, "
+			 "index %llu, rounded up to 2 MiB); %llu bytes are "
+			 "free%s (storage size %zu)", e->name,
+			 (unsigned long long)e->capacity,
+			 (unsigned long long)e->ext_len,
+			 (unsigned long long)(e->state_off - e->rows_off),
+			 (unsigned long long)(e->log_off - e->state_off),
+			 (unsigned long long)(e->rows_off - e->index_off),
+			 (unsigned long long)largest, frag, st->len);
+}
+
 int slab_table_create(struct slab_store *st, const struct slab_table_cfg *cfg,
 		      struct slab_table **out)
 {
 	struct slab_dirent e;
 	struct slab_table *t = NULL;
-	uint64_t largest;
+	uint64_t largest, total;
 	int slot, rc;
 
 	if (out)
@@ -440,12 +499,9 @@ int slab_table_create(struct slab_store *st, const struct slab_table_cfg *cfg,
 			       SLAB_MAX_TABLES);
 		goto out;
 	}
-	e.ext_off = find_extent(st, e.ext_len, &largest);
+	e.ext_off = find_extent(st, e.ext_len, &largest, &total);
 	if (!e.ext_off) {
-		rc = rs_seterr(RS_E_FULL, "table '%s' needs %llu bytes, the "
-			       "largest free extent has %llu", cfg->name,
-			       (unsigned long long)e.ext_len,
-			       (unsigned long long)largest);
+		rc = refuse_full(st, &e, largest, total);
 		goto out;
 	}
 	e.table_id = (uint16_t)slot;
@@ -516,8 +572,8 @@ int slab_table_drop(struct slab_store *st, const char *name)
 	memset(e, 0, sizeof(*e));
 	slab_persist(st, e, sizeof(*e));
 	st->tables[t->ent.table_id] = NULL;
-	if (!st->file_backed)
-		madvise(t->ext, t->ent.ext_len, MADV_DONTNEED);
+	if (!st->file_backed && madvise(t->ext, t->ent.ext_len, MADV_DONTNEED))
+		st->dram_dirty = true;
 	table_free(t);
 	pthread_mutex_unlock(&st->lock);
 	return slab_io_check(st);
@@ -709,7 +765,7 @@ void slab_store_info(struct slab_store *st, struct slab_store_info *info)
 	info->is_pmem = st->is_pmem;
 	info->hugetlb = st->hugetlb;
 	info->boot_count = pet_ld(&st->sb->boot_count);
-	find_extent(st, 0, &info->free_bytes);
+	find_extent(st, 0, &info->free_bytes, &info->free_total);
 	info->ntables = 0;
 	for (int i = 0; i < SLAB_MAX_TABLES; i++)
 		info->ntables += st->tables[i] != NULL;

@@ -196,7 +196,7 @@ static void specs(void **state)
 	assert_int_equal(s.dtype, RS_DTYPE_FP32);
 	assert_int_equal(s.optim.kind, RS_OPT_SGD);
 	assert_true(s.optim.lr > 0);
-	assert_true(s.capacity > 0);
+	assert_int_equal(s.capacity, 0); /* the node's default */
 	assert_int_equal(rs_table_spec_set_optimizer(&s, "adam"), 0);
 	assert_int_equal(s.optim.kind, RS_OPT_ADAM);
 	assert_true(s.optim.beta1 > 0);

@@ -40,6 +40,7 @@ static void expect_defaults(const struct srv_config *c)
 	assert_int_equal(c->backend, SRV_BACKEND_DRAM);
 	assert_null(c->storage_path);
 	assert_true(c->storage_bytes == 256ull << 20);
+	assert_true(c->default_capacity == 1ull << 20);
 	assert_int_equal(c->workers, 2);
 	assert_int_equal(c->spin_us, 50);
 	assert_int_equal(c->max_conns_per_peer, 16);
@@ -94,6 +95,7 @@ static const char full_json[] =
 	"  \"max_message_bytes\": \"1MiB\",\n"
 	"  \"max_dim\": 1024,\n"
 	"  \"max_tables\": 8,\n"
+	"  \"default_capacity\": 5000,\n"
 	"  \"tables\": [\n"
 	"    {\"name\": \"users\", \"dim\": 64, \"capacity\": 1000000},\n"
 	"    {\"name\": \"items\", \"dim\": 128, \"dtype\": \"bf16\","
@@ -143,6 +145,7 @@ static void full_config(void **state)
 	assert_int_equal(c->limits.max_message_bytes, 1 << 20);
 	assert_int_equal(c->limits.max_dim, 1024);
 	assert_int_equal(c->limits.max_tables, 8);
+	assert_true(c->default_capacity == 5000);
 	assert_int_equal(c->ntables, 5);
 
 	/* users: every table default */
@@ -328,6 +331,12 @@ static const struct {
 	{ "{\"max_dim\": 65537}", "max_dim: must be an integer in [1, 65536]" },
 	{ "{\"max_tables\": 0}",
 	  "max_tables: must be an integer in [1, 65536]" },
+	{ "{\"default_capacity\": 0}",
+	  "default_capacity: must be an integer in [1, 4294967294]" },
+	{ "{\"default_capacity\": 4294967295}",
+	  "default_capacity: must be an integer in [1, 4294967294]" },
+	{ "{\"default_capacty\": 10}",
+	  "default_capacty: unknown field (did you mean 'default_capacity'?)" },
 	{ "{\"name\": \"a b\"}",
 	  "name: 'a b' is not a node name (up to 63 of [A-Za-z0-9_.-])" },
 	{ "{\"name\": 1}", "name: must be a string" },
@@ -405,10 +414,10 @@ static const struct {
 	  "tables[0].capacity: required (rows)" },
 	{ T("\"capacity\": 0"), "duplicate object key" },
 	{ "{\"tables\": [{\"name\": \"t\", \"dim\": 4, \"capacity\": 0}]}",
-	  "tables[0].capacity: must be an integer in [1, 4294967295]" },
+	  "tables[0].capacity: must be an integer in [1, 4294967294]" },
 	{ "{\"tables\": [{\"name\": \"t\", \"dim\": 4, "
-	  "\"capacity\": 4294967296}]}",
-	  "tables[0].capacity: must be an integer in [1, 4294967295]" },
+	  "\"capacity\": 4294967295}]}",
+	  "tables[0].capacity: must be an integer in [1, 4294967294]" },
 	{ T("\"optimzer\": {}"),
 	  "tables[0].optimzer: unknown field (did you mean 'optimizer'?)" },
 	{ "{\"tables\": [{\"name\": \"a\", \"dim\": 4, \"capacity\": 1},"

@@ -161,9 +161,19 @@ static void table_fields(void **state)
 	len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
 	expect_err(buf, len, NULL, RS_E_INVAL, "dim: must be >= 1");
 	s.dim = 8;
-	s.capacity = 0;
+	s.capacity = 0; /* the node's default */
 	len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
-	expect_err(buf, len, NULL, RS_E_INVAL, "capacity");
+	decode_ok(buf, len, &m);
+	assert_int_equal(m.u.table_create.capacity, 0);
+	s.capacity = PROTO_MAX_CAPACITY;
+	len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+	decode_ok(buf, len, &m);
+	s.capacity = PROTO_MAX_CAPACITY + 1; /* row refs are 32-bit */
+	len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+	expect_err(buf, len, NULL, RS_E_TOOBIG, "capacity: 4294967295 rows");
+	s.capacity = UINT64_MAX;
+	len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+	expect_err(buf, len, NULL, RS_E_TOOBIG, "capacity");
 	s.capacity = 1;
 	s.init.a = -1;
 	len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
