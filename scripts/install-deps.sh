@@ -11,6 +11,7 @@ pkgs=(
   libmicrohttpd-dev libsodium-dev
   qemu-system-x86 busybox-static cpio iproute2 kmod ndctl
   valgrind curl procps python3
+  python3-dev python3-numpy python3-torch
 )
 
 missing=()

@@ -1,0 +1,895 @@
+/*
+ * recstore._native - the CPython extension over the client library.
+ *
+ * Two types, Client and Table, thin over include/recstore/client.h; the
+ * Python package (recstore/__init__.py, recstore/embedding.py) builds the
+ * user-facing API on them. Rules kept here:
+ *
+ *  - Buffers come in through the buffer protocol (numpy arrays; the Python
+ *    layer turns torch CPU tensors into numpy views without copying). They
+ *    must be C-contiguous with the exact item format (keys 8-byte integers,
+ *    rows and gradients float32); anything else raises TypeError or
+ *    ValueError before the library sees it. Outputs are numpy arrays the
+ *    extension allocates, or caller arrays it checks the same way.
+ *  - The GIL is released around every call that waits for the network, so
+ *    other Python threads (a prefetcher, a data loader) run meanwhile. The
+ *    Py_buffer views held across the call keep the memory alive.
+ *  - A call-level failure raises recstore.Error(code, message) with the
+ *    library's code and thread-local message. Per-key outcomes come back as
+ *    an int32 status array; the Python layer turns failed keys into an
+ *    exception naming them.
+ *  - A client belongs to the process that opened it: verbs resources do not
+ *    survive fork(), so every call from another process raises, and a
+ *    child's garbage collection leaves the parent's resources alone.
+ *  - close() refuses while calls run in other threads; a closed client's
+ *    tables raise.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "recstore/client.h"
+#include "recstore/error.h"
+
+static PyObject *RsError;
+
+typedef struct {
+	PyObject_HEAD
+	struct rs_client *c;
+	pid_t pid;
+	long busy;		/* calls running with the GIL released */
+} ClientObject;
+
+typedef struct {
+	PyObject_HEAD
+	ClientObject *client;	/* strong reference */
+	struct rs_table *t;
+	uint32_t dim;
+} TableObject;
+
+static PyTypeObject ClientType;
+static PyTypeObject TableType;
+
+/* ---- errors ---- */
+
+static PyObject *raise_rs(int code, const char *what)
+{
+	const char *msg = rs_errormsg();
+	PyObject *text, *exc, *num;
+
+	if (!msg || !*msg)
+		msg = rs_strerror(code);
+	text = PyUnicode_FromFormat("%s: %s [%s, code %d]", what, msg,
+				    rs_strerror(code), code);
+	if (!text)
+		return NULL;
+	exc = PyObject_CallOneArg(RsError, text);
+	if (exc) {
+		num = PyLong_FromLong(code);
+		if (num && !PyObject_SetAttrString(exc, "code", num) &&
+		    !PyObject_SetAttrString(exc, "message", text))
+			PyErr_SetObject(RsError, exc);
+		Py_XDECREF(num);
+		Py_DECREF(exc);
+	}
+	Py_DECREF(text);
+	return NULL;
+}
+
+static int client_usable(ClientObject *self)
+{
+	if (self->pid != getpid()) {
+		PyErr_Format(PyExc_RuntimeError,
+			     "this recstore client was opened in process %ld; "
+			     "RDMA resources do not survive fork(): open a new "
+			     "Client in process %ld",
+			     (long)self->pid, (long)getpid());
+		return 0;
+	}
+	if (!self->c) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"the recstore client is closed");
+		return 0;
+	}
+	return 1;
+}
+
+/* ---- buffers ---- */
+
+/* The item format of a buffer without its byte-order prefix ('@', '=',
+ * '<' are native on the little-endian machines verbs run on; '>' and '!'
+ * are refused). */
+static const char *native_format(const Py_buffer *v)
+{
+	const char *f = v->format ? v->format : "B";
+
+	if (*f == '@' || *f == '=' || *f == '<')
+		f++;
+	return f;
+}
+
+/*
+ * Get a read-only (or writable) C-contiguous buffer of 8-byte integer keys
+ * (int64 or uint64). One dimension, or more dimensions that are flattened.
+ */
+static int get_keys(PyObject *o, Py_buffer *v)
+{
+	const char *f;
+
+	if (PyObject_GetBuffer(o, v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)) {
+		if (PyErr_ExceptionMatches(PyExc_BufferError)) {
+			PyErr_Clear();
+			PyErr_SetString(PyExc_ValueError,
+					"keys must be a C-contiguous array "
+					"(call .contiguous() or "
+					"numpy.ascontiguousarray)");
+		} else if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+			PyErr_Clear();
+			PyErr_Format(PyExc_TypeError,
+				     "keys must be an array of int64 or "
+				     "uint64, not %.100s", Py_TYPE(o)->tp_name);
+		}
+		return -1;
+	}
+	f = native_format(v);
+	if (v->itemsize != 8 || strlen(f) != 1 || !strchr("qQlL", *f)) {
+		PyErr_Format(PyExc_TypeError,
+			     "keys must be int64 or uint64, not format '%s' "
+			     "of %zd bytes", v->format ? v->format : "B",
+			     v->itemsize);
+		PyBuffer_Release(v);
+		return -1;
+	}
+	if (*f == 'q' || *f == 'l') {
+		const int64_t *k = v->buf;
+
+		for (Py_ssize_t i = 0; i < v->len / 8; i++)
+			if (k[i] < 0) {
+				PyErr_Format(PyExc_ValueError,
+					     "key %zd is negative (%lld): keys "
+					     "are unsigned 64-bit ids", i,
+					     (long long)k[i]);
+				PyBuffer_Release(v);
+				return -1;
+			}
+	}
+	return 0;
+}
+
+/* A C-contiguous float32 buffer of exactly n * dim elements. */
+static int get_rows(PyObject *o, Py_buffer *v, const char *what, size_t n,
+		    uint32_t dim, int writable)
+{
+	const char *f;
+	int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT;
+
+	if (writable)
+		flags |= PyBUF_WRITABLE;
+	if (PyObject_GetBuffer(o, v, flags)) {
+		if (PyErr_ExceptionMatches(PyExc_BufferError)) {
+			PyErr_Clear();
+			PyErr_Format(PyExc_ValueError,
+				     "%s must be a %sC-contiguous float32 "
+				     "array", what, writable ? "writable " : "");
+		}
+		return -1;
+	}
+	f = native_format(v);
+	if (v->itemsize != 4 || strcmp(f, "f")) {
+		PyErr_Format(PyExc_TypeError, "%s must be float32, not format "
+			     "'%s' of %zd bytes", what,
+			     v->format ? v->format : "B", v->itemsize);
+		PyBuffer_Release(v);
+		return -1;
+	}
+	if ((size_t)v->len != n * dim * sizeof(float)) {
+		PyErr_Format(PyExc_ValueError, "%s holds %zd floats; %zu keys "
+			     "x dim %u need %zu", what, v->len / 4, n, dim,
+			     n * dim);
+		PyBuffer_Release(v);
+		return -1;
+	}
+	return 0;
+}
+
+static PyObject *new_status(size_t n)
+{
+	npy_intp d[1] = { (npy_intp)n };
+
+	return PyArray_SimpleNew(1, d, NPY_INT32);
+}
+
+/* ---- Client ---- */
+
+static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "nodes", "device", "cache_entries",
+				  "conns_per_node", "timeout_ms", "rpc_reads",
+				  "spin_us", "key_id", "secret_file", NULL };
+	const char *nodes, *device = NULL, *secret_file = NULL;
+	long long cache = -1;
+	int conns = 0, timeout = 0, rpc_reads = 0, spin = -1;
+	unsigned int key_id = 0;
+	struct rs_client_config *cfg = NULL;
+	struct rs_client *c = NULL;
+	int ret;
+
+	if (self->c) {
+		PyErr_SetString(PyExc_RuntimeError, "Client already open");
+		return -1;
+	}
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$zLiipiIz", kwlist,
+					 &nodes, &device, &cache, &conns,
+					 &timeout, &rpc_reads, &spin, &key_id,
+					 &secret_file))
+		return -1;
+	ret = rs_client_config_new(&cfg);
+	if (!ret)
+		ret = rs_client_config_set_nodes(cfg, nodes);
+	if (!ret && device)
+		ret = rs_client_config_set_device(cfg, device);
+	if (!ret && cache >= 0)
+		ret = rs_client_config_set_cache_entries(cfg, (size_t)cache);
+	if (!ret && conns > 0)
+		ret = rs_client_config_set_conns_per_node(cfg,
+							  (unsigned)conns);
+	if (!ret && timeout > 0)
+		ret = rs_client_config_set_timeout_ms(cfg, (unsigned)timeout);
+	if (!ret && rpc_reads)
+		ret = rs_client_config_set_rpc_reads(cfg, 1);
+	if (!ret && spin >= 0)
+		ret = rs_client_config_set_spin_us(cfg, (unsigned)spin);
+	if (!ret && secret_file)
+		ret = rs_client_config_set_credentials_file(cfg, key_id,
+							    secret_file);
+	if (ret) {
+		rs_client_config_delete(&cfg);
+		raise_rs(ret, "client configuration");
+		return -1;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	ret = rs_client_open(&c, cfg);
+	Py_END_ALLOW_THREADS
+	rs_client_config_delete(&cfg);
+	if (ret) {
+		raise_rs(ret, "connect");
+		return -1;
+	}
+	self->c = c;
+	self->pid = getpid();
+	self->busy = 0;
+	return 0;
+}
+
+static void client_dealloc(ClientObject *self)
+{
+	/* in a forked child the resources are the parent's: leave them */
+	if (self->c && self->pid == getpid() && !self->busy)
+		rs_client_close(&self->c);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *client_close(ClientObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (self->pid != getpid()) {
+		client_usable(self);	/* raises the fork error */
+		return NULL;
+	}
+	if (self->busy) {
+		PyErr_Format(PyExc_RuntimeError, "close(): %ld call(s) of this "
+			     "client are still running in other threads",
+			     self->busy);
+		return NULL;
+	}
+	if (self->c) {
+		struct rs_client *c = self->c;
+
+		self->c = NULL;
+		Py_BEGIN_ALLOW_THREADS
+		rs_client_close(&c);
+		Py_END_ALLOW_THREADS
+	}
+	Py_RETURN_NONE;
+}
+
+static int init_kind(const char *s)
+{
+	if (!strcmp(s, "zeros"))
+		return RS_INIT_ZEROS;
+	if (!strcmp(s, "constant"))
+		return RS_INIT_CONSTANT;
+	if (!strcmp(s, "uniform"))
+		return RS_INIT_UNIFORM;
+	if (!strcmp(s, "normal"))
+		return RS_INIT_NORMAL;
+	return -1;
+}
+
+static int dtype_kind(const char *s)
+{
+	if (!strcmp(s, "fp32") || !strcmp(s, "float32"))
+		return RS_DTYPE_FP32;
+	if (!strcmp(s, "fp16") || !strcmp(s, "float16"))
+		return RS_DTYPE_FP16;
+	if (!strcmp(s, "bf16") || !strcmp(s, "bfloat16"))
+		return RS_DTYPE_BF16;
+	return -1;
+}
+
+/* A float keyword that may be None (keep the optimizer's default). */
+static int opt_float(PyObject *o, float *dst, const char *name)
+{
+	double d;
+
+	if (!o || o == Py_None)
+		return 0;
+	d = PyFloat_AsDouble(o);
+	if (d == -1.0 && PyErr_Occurred())
+		return -1;
+	if (d != d || d > 3.4e38 || d < -3.4e38) {
+		PyErr_Format(PyExc_ValueError, "%s must be a finite float32",
+			     name);
+		return -1;
+	}
+	*dst = (float)d;
+	return 0;
+}
+
+static PyObject *client_create_table(ClientObject *self, PyObject *args,
+				     PyObject *kw)
+{
+	static char *kwlist[] = {
+		"name", "dim", "optimizer", "lr", "eps", "beta1", "beta2",
+		"weight_decay", "initial_accumulator",
+		"decoupled_weight_decay", "init", "init_value", "init_a",
+		"init_std", "init_seed", "capacity", "dtype", "exist_ok", NULL
+	};
+	const char *name, *optim = "sgd", *init = "zeros", *dtype = "fp32";
+	unsigned int dim;
+	PyObject *lr = NULL, *eps = NULL, *b1 = NULL, *b2 = NULL, *wd = NULL,
+		 *acc = NULL, *ival = NULL, *ia = NULL, *istd = NULL;
+	int decoupled = 0, exist_ok = 0, kind, dt;
+	unsigned long long seed = 0, capacity = 0;
+	struct rs_table_spec spec;
+	int ret;
+
+	if (!client_usable(self))
+		return NULL;
+	if (!PyArg_ParseTupleAndKeywords(
+		    args, kw, "sI|$sOOOOOOpsOOOKKsp", kwlist, &name, &dim,
+		    &optim, &lr, &eps, &b1, &b2, &wd, &acc, &decoupled, &init,
+		    &ival, &ia, &istd, &seed, &capacity, &dtype, &exist_ok))
+		return NULL;
+	ret = rs_table_spec_init(&spec, name, dim);
+	if (!ret)
+		ret = rs_table_spec_set_optimizer(&spec, optim);
+	if (ret)
+		return raise_rs(ret, "table spec");
+	kind = init_kind(init);
+	if (kind < 0)
+		return PyErr_Format(PyExc_ValueError, "init must be 'zeros', "
+				    "'constant', 'uniform' or 'normal', not "
+				    "'%s'", init);
+	dt = dtype_kind(dtype);
+	if (dt < 0)
+		return PyErr_Format(PyExc_ValueError, "dtype must be 'fp32', "
+				    "'fp16' or 'bf16', not '%s'", dtype);
+	if (opt_float(lr, &spec.optim.lr, "lr") ||
+	    opt_float(eps, &spec.optim.eps, "eps") ||
+	    opt_float(b1, &spec.optim.beta1, "beta1") ||
+	    opt_float(b2, &spec.optim.beta2, "beta2") ||
+	    opt_float(wd, &spec.optim.weight_decay, "weight_decay") ||
+	    opt_float(acc, &spec.optim.initial_accumulator,
+		      "initial_accumulator") ||
+	    opt_float(ival, &spec.init.value, "init_value") ||
+	    opt_float(ia, &spec.init.a, "init_a") ||
+	    opt_float(istd, &spec.init.std, "init_std"))
+		return NULL;
+	spec.optim.flags = decoupled ? 1u : 0u;
+	spec.init.kind = (uint32_t)kind;
+	spec.init.seed = seed;
+	spec.dtype = (uint32_t)dt;
+	if (capacity)		/* 0: rs_table_spec_init()'s default */
+		spec.capacity = capacity;
+	self->busy++;
+	Py_BEGIN_ALLOW_THREADS
+	ret = rs_table_create(self->c, &spec);
+	Py_END_ALLOW_THREADS
+	self->busy--;
+	if (ret == RS_E_EXISTS && exist_ok)
+		ret = 0;
+	if (ret)
+		return raise_rs(ret, "create table");
+	Py_RETURN_NONE;
+}
+
+static PyObject *client_drop_table(ClientObject *self, PyObject *args,
+				   PyObject *kw)
+{
+	static char *kwlist[] = { "name", "missing_ok", NULL };
+	const char *name;
+	int missing_ok = 0, ret;
+
+	if (!client_usable(self))
+		return NULL;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$p", kwlist, &name,
+					 &missing_ok))
+		return NULL;
+	self->busy++;
+	Py_BEGIN_ALLOW_THREADS
+	ret = rs_table_drop(self->c, name);
+	Py_END_ALLOW_THREADS
+	self->busy--;
+	if (ret == RS_E_NOTFOUND && missing_ok)
+		ret = 0;
+	if (ret)
+		return raise_rs(ret, "drop table");
+	Py_RETURN_NONE;
+}
+
+static PyObject *client_table(ClientObject *self, PyObject *args)
+{
+	const char *name;
+	struct rs_table *t = NULL;
+	TableObject *o;
+	int ret;
+
+	if (!client_usable(self))
+		return NULL;
+	if (!PyArg_ParseTuple(args, "s", &name))
+		return NULL;
+	self->busy++;
+	Py_BEGIN_ALLOW_THREADS
+	ret = rs_table_open(self->c, name, &t);
+	Py_END_ALLOW_THREADS
+	self->busy--;
+	if (ret)
+		return raise_rs(ret, "open table");
+	o = PyObject_New(TableObject, &TableType);
+	if (!o)
+		return NULL;
+	Py_INCREF(self);
+	o->client = self;
+	o->t = t;
+	o->dim = rs_table_dim(t);
+	return (PyObject *)o;
+}
+
+static PyObject *client_tables(ClientObject *self, PyObject *unused)
+{
+	struct rs_table_info *v = NULL;
+	PyObject *list = NULL;
+	int n, cap = 64;
+
+	(void)unused;
+	if (!client_usable(self))
+		return NULL;
+	for (;;) {
+		v = PyMem_Calloc((size_t)cap, sizeof(*v));
+		if (!v)
+			return PyErr_NoMemory();
+		self->busy++;
+		Py_BEGIN_ALLOW_THREADS
+		n = rs_table_list(self->c, v, (size_t)cap);
+		Py_END_ALLOW_THREADS
+		self->busy--;
+		if (n < 0) {
+			PyMem_Free(v);
+			return raise_rs(n, "list tables");
+		}
+		if (n <= cap)
+			break;
+		PyMem_Free(v);
+		cap = n;
+	}
+	list = PyList_New(0);
+	for (int i = 0; list && i < n; i++) {
+		PyObject *d = Py_BuildValue(
+			"{s:s,s:I,s:I,s:I,s:f,s:K,s:K}", "name",
+			v[i].spec.name, "dim", v[i].spec.dim, "dtype",
+			v[i].spec.dtype, "optimizer", v[i].spec.optim.kind,
+			"lr", (double)v[i].spec.optim.lr, "rows",
+			(unsigned long long)v[i].rows, "capacity",
+			(unsigned long long)v[i].capacity);
+
+		if (!d || PyList_Append(list, d)) {
+			Py_XDECREF(d);
+			Py_CLEAR(list);
+		} else {
+			Py_DECREF(d);
+		}
+	}
+	PyMem_Free(v);
+	return list;
+}
+
+static PyObject *client_stats(ClientObject *self, PyObject *unused)
+{
+	struct rs_client_stats s;
+
+	(void)unused;
+	if (!client_usable(self))
+		return NULL;
+	memset(&s, 0, sizeof(s));
+	rs_client_get_stats(self->c, &s);
+	return Py_BuildValue(
+		"{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+		"get_keys", (unsigned long long)s.get_keys, "onesided_keys",
+		(unsigned long long)s.onesided_keys, "rpc_keys",
+		(unsigned long long)s.rpc_keys, "rpc_fallbacks",
+		(unsigned long long)s.rpc_fallbacks, "torn_retries",
+		(unsigned long long)s.torn_retries, "cache_hits",
+		(unsigned long long)s.cache_hits, "cache_misses",
+		(unsigned long long)s.cache_misses, "rpcs",
+		(unsigned long long)s.rpcs, "update_requests",
+		(unsigned long long)s.rpc_update.requests, "update_keys",
+		(unsigned long long)s.rpc_update.keys, "get_or_init_keys",
+		(unsigned long long)s.rpc_get_or_init.keys, "put_keys",
+		(unsigned long long)s.rpc_put.keys);
+}
+
+static PyObject *client_node_count(ClientObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (!client_usable(self))
+		return NULL;
+	return PyLong_FromUnsignedLong(rs_client_node_count(self->c));
+}
+
+static PyObject *client_pid(ClientObject *self, void *unused)
+{
+	(void)unused;
+	return PyLong_FromLong((long)self->pid);
+}
+
+static PyObject *client_closed(ClientObject *self, void *unused)
+{
+	(void)unused;
+	return PyBool_FromLong(self->c == NULL);
+}
+
+static PyMethodDef client_methods[] = {
+	{ "close", (PyCFunction)(void (*)(void))client_close, METH_NOARGS,
+	  "Disconnect and free the client (refused while calls run)." },
+	{ "create_table", (PyCFunction)(void (*)(void))client_create_table,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "create_table(name, dim, *, optimizer='sgd', lr=None, ...)" },
+	{ "drop_table", (PyCFunction)(void (*)(void))client_drop_table,
+	  METH_VARARGS | METH_KEYWORDS, "drop_table(name, *, missing_ok)" },
+	{ "table", (PyCFunction)(void (*)(void))client_table, METH_VARARGS,
+	  "table(name) -> Table" },
+	{ "tables", (PyCFunction)(void (*)(void))client_tables, METH_NOARGS,
+	  "The tables the nodes know, as dicts." },
+	{ "stats", (PyCFunction)(void (*)(void))client_stats, METH_NOARGS,
+	  "The client's counters, as a dict." },
+	{ "node_count", (PyCFunction)(void (*)(void))client_node_count, METH_NOARGS,
+	  "Memory nodes configured." },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef client_getset[] = {
+	{ "pid", (getter)client_pid, NULL, "process that opened the client",
+	  NULL },
+	{ "closed", (getter)client_closed, NULL, "closed or not", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+static PyTypeObject ClientType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "recstore._native.Client",
+	.tp_basicsize = sizeof(ClientObject),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+	.tp_doc = "Client(nodes, *, device=None, cache_entries=-1, "
+		  "conns_per_node=0, timeout_ms=0, rpc_reads=False, "
+		  "spin_us=-1, key_id=0, secret_file=None)",
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)client_init,
+	.tp_dealloc = (destructor)client_dealloc,
+	.tp_methods = client_methods,
+	.tp_getset = client_getset,
+};
+
+/* ---- Table ---- */
+
+static void table_dealloc(TableObject *self)
+{
+	Py_XDECREF(self->client);
+	PyObject_Free(self);
+}
+
+/* Call-level checks shared by the data calls. */
+static int table_usable(TableObject *self)
+{
+	return client_usable(self->client);
+}
+
+enum data_op { OP_GET, OP_GET_OR_INIT, OP_UPDATE, OP_PUT, OP_DELETE };
+
+static const char *const op_what[] = { "get", "get_or_init", "update",
+				       "put", "delete" };
+
+/*
+ * One data call: keys (+ rows in or out) -> status array. For the gets,
+ * `out` may be None (a fresh (n, dim) float32 array is returned with the
+ * status) or a caller array filled in place.
+ */
+static PyObject *table_call(TableObject *self, enum data_op op,
+			    PyObject *keys, PyObject *rows, unsigned flags)
+{
+	Py_buffer kv, rv;
+	PyObject *status, *outarr = NULL, *res;
+	size_t n;
+	int ret, have_rows = 0;
+	int *st;
+
+	if (!table_usable(self))
+		return NULL;
+	if (get_keys(keys, &kv))
+		return NULL;
+	n = (size_t)kv.len / 8;
+	if (op == OP_GET || op == OP_GET_OR_INIT) {
+		if (!rows || rows == Py_None) {
+			npy_intp d[2] = { (npy_intp)n, (npy_intp)self->dim };
+
+			outarr = PyArray_SimpleNew(2, d, NPY_FLOAT32);
+			if (!outarr)
+				goto fail_keys;
+			rows = outarr;
+		} else {
+			Py_INCREF(rows);
+			outarr = rows;
+		}
+		if (get_rows(rows, &rv, "out", n, self->dim, 1))
+			goto fail_keys;
+		have_rows = 1;
+	} else if (op != OP_DELETE) {
+		if (get_rows(rows, &rv, op == OP_PUT ? "values" : "grads", n,
+			     self->dim, 0))
+			goto fail_keys;
+		have_rows = 1;
+	}
+	status = new_status(n);
+	if (!status)
+		goto fail_rows;
+	st = PyArray_DATA((PyArrayObject *)status);
+	self->client->busy++;
+	Py_BEGIN_ALLOW_THREADS
+	switch (op) {
+	case OP_GET:
+		ret = rs_get(self->t, kv.buf, n, rv.buf, st, flags);
+		break;
+	case OP_GET_OR_INIT:
+		ret = rs_get_or_init(self->t, kv.buf, n, rv.buf, st, flags);
+		break;
+	case OP_UPDATE:
+		ret = rs_update(self->t, kv.buf, n, rv.buf, st, flags);
+		break;
+	case OP_PUT:
+		ret = rs_put(self->t, kv.buf, n, rv.buf, st, flags);
+		break;
+	default:
+		ret = rs_delete(self->t, kv.buf, n, st, flags);
+		break;
+	}
+	Py_END_ALLOW_THREADS
+	self->client->busy--;
+	if (have_rows)
+		PyBuffer_Release(&rv);
+	PyBuffer_Release(&kv);
+	if (ret < 0) {
+		Py_DECREF(status);
+		Py_XDECREF(outarr);
+		return raise_rs(ret, op_what[op]);
+	}
+	if (!outarr)
+		return status;
+	res = PyTuple_Pack(2, outarr, status);
+	Py_DECREF(outarr);
+	Py_DECREF(status);
+	return res;
+fail_rows:
+	if (have_rows)
+		PyBuffer_Release(&rv);
+fail_keys:
+	Py_XDECREF(outarr);
+	PyBuffer_Release(&kv);
+	return NULL;
+}
+
+static unsigned get_flags(int rpc, int nocache)
+{
+	return (rpc ? RS_F_RPC : 0u) | (nocache ? RS_F_NOCACHE : 0u);
+}
+
+static PyObject *table_get(TableObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "keys", "out", "init", "rpc", "nocache",
+				  NULL };
+	PyObject *keys, *out = Py_None;
+	int init = 0, rpc = 0, nocache = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O$ppp", kwlist, &keys,
+					 &out, &init, &rpc, &nocache))
+		return NULL;
+	return table_call(self, init ? OP_GET_OR_INIT : OP_GET, keys, out,
+			  get_flags(rpc, nocache));
+}
+
+static PyObject *table_update(TableObject *self, PyObject *args)
+{
+	PyObject *keys, *grads;
+
+	if (!PyArg_ParseTuple(args, "OO", &keys, &grads))
+		return NULL;
+	return table_call(self, OP_UPDATE, keys, grads, 0);
+}
+
+static PyObject *table_put(TableObject *self, PyObject *args)
+{
+	PyObject *keys, *values;
+
+	if (!PyArg_ParseTuple(args, "OO", &keys, &values))
+		return NULL;
+	return table_call(self, OP_PUT, keys, values, 0);
+}
+
+static PyObject *table_delete(TableObject *self, PyObject *args)
+{
+	PyObject *keys;
+
+	if (!PyArg_ParseTuple(args, "O", &keys))
+		return NULL;
+	return table_call(self, OP_DELETE, keys, NULL, 0);
+}
+
+static PyObject *table_dim(TableObject *self, void *unused)
+{
+	(void)unused;
+	return PyLong_FromUnsignedLong(self->dim);
+}
+
+static PyObject *table_name(TableObject *self, void *unused)
+{
+	(void)unused;
+	return PyUnicode_FromString(rs_table_name(self->t));
+}
+
+static PyMethodDef table_methods[] = {
+	{ "get", (PyCFunction)(void (*)(void))table_get,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "get(keys, out=None, *, init=False, rpc=False, nocache=False) -> "
+	  "(rows, status)" },
+	{ "update", (PyCFunction)(void (*)(void))table_update, METH_VARARGS,
+	  "update(keys, grads) -> status (duplicate keys summed, one step)" },
+	{ "put", (PyCFunction)(void (*)(void))table_put, METH_VARARGS,
+	  "put(keys, values) -> status" },
+	{ "delete", (PyCFunction)(void (*)(void))table_delete, METH_VARARGS,
+	  "delete(keys) -> status" },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef table_getset[] = {
+	{ "dim", (getter)table_dim, NULL, "row dimension", NULL },
+	{ "name", (getter)table_name, NULL, "table name", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+static PyTypeObject TableType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "recstore._native.Table",
+	.tp_basicsize = sizeof(TableObject),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "A table handle (Client.table(name)).",
+	.tp_dealloc = (destructor)table_dealloc,
+	.tp_methods = table_methods,
+	.tp_getset = table_getset,
+};
+
+/* ---- module ---- */
+
+static PyObject *mod_strerror(PyObject *m, PyObject *args)
+{
+	int code;
+
+	(void)m;
+	if (!PyArg_ParseTuple(args, "i", &code))
+		return NULL;
+	return PyUnicode_FromString(rs_strerror(code));
+}
+
+static PyObject *mod_version(PyObject *m, PyObject *unused)
+{
+	(void)m;
+	(void)unused;
+	return PyUnicode_FromString(rs_version());
+}
+
+static PyMethodDef mod_methods[] = {
+	{ "strerror", mod_strerror, METH_VARARGS, "strerror(code) -> str" },
+	{ "version", mod_version, METH_NOARGS, "library version" },
+	{ NULL, NULL, 0, NULL },
+};
+
+static struct PyModuleDef moddef = {
+	PyModuleDef_HEAD_INIT, "recstore._native",
+	"RecStore client library (use the recstore package).", -1,
+	mod_methods, NULL, NULL, NULL, NULL,
+};
+
+static int add_codes(PyObject *m)
+{
+	static const struct {
+		const char *name;
+		int code;
+	} codes[] = {
+		{ "E_INVAL", RS_E_INVAL },
+		{ "E_NOTFOUND", RS_E_NOTFOUND },
+		{ "E_EXISTS", RS_E_EXISTS },
+		{ "E_FULL", RS_E_FULL },
+		{ "E_PROTO", RS_E_PROTO },
+		{ "E_DIM", RS_E_DIM },
+		{ "E_TOOBIG", RS_E_TOOBIG },
+		{ "E_TORN", RS_E_TORN },
+		{ "E_DISCONNECTED", RS_E_DISCONNECTED },
+		{ "E_VERBS", RS_E_VERBS },
+		{ "E_NODEV", RS_E_NODEV },
+		{ "E_CORRUPT", RS_E_CORRUPT },
+		{ "E_STALE", RS_E_STALE },
+		{ "E_TIMEOUT", RS_E_TIMEOUT },
+		{ "E_UNSUPPORTED", RS_E_UNSUPPORTED },
+		{ "E_OVERFLOW", RS_E_OVERFLOW },
+		{ "E_PERM", RS_E_PERM },
+		{ "E_AUTH", RS_E_AUTH },
+		{ "KEY_MISSING", RS_KEY_MISSING },
+		{ "KEY_FOUND", RS_KEY_FOUND },
+		{ "KEY_CREATED", RS_KEY_CREATED },
+	};
+
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (PyModule_AddIntConstant(m, codes[i].name, codes[i].code))
+			return -1;
+	return 0;
+}
+
+PyMODINIT_FUNC PyInit__native(void);
+PyMODINIT_FUNC PyInit__native(void)
+{
+	PyObject *m;
+
+	import_array();
+	if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&TableType) < 0)
+		return NULL;
+	m = PyModule_Create(&moddef);
+	if (!m)
+		return NULL;
+	RsError = PyErr_NewExceptionWithDoc(
+		"recstore._native.Error",
+		"A failed recstore call: .code (the library's negative error "
+		"code) and .message.",
+		PyExc_RuntimeError, NULL);
+	if (!RsError || PyModule_AddObject(m, "Error", RsError) ||
+	    add_codes(m))
+		goto fail;
+	Py_INCREF(RsError);
+	Py_INCREF(&ClientType);
+	if (PyModule_AddObject(m, "Client", (PyObject *)&ClientType)) {
+		Py_DECREF(&ClientType);
+		goto fail;
+	}
+	Py_INCREF(&TableType);
+	if (PyModule_AddObject(m, "Table", (PyObject *)&TableType)) {
+		Py_DECREF(&TableType);
+		goto fail;
+	}
+	return m;
+fail:
+	Py_DECREF(m);
+	return NULL;
+}

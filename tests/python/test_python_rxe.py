@@ -1,0 +1,285 @@
+"""The Python binding against a memory node over Soft-RoCE.
+
+One process (torch's import is slow in the emulated guest) that starts
+tools/recstore-server and checks:
+
+  1. the same model trained N steps twice from the same start, once with its
+     embeddings in the store and once with torch.nn.EmbeddingBag and the
+     matching torch optimizer: losses, final rows and dense weights agree
+     within 1e-5 (SGD and Adagrad, sum and mean pooling; row-wise Adagrad
+     against FBGEMM's formula and Adam against a per-row-step reference);
+  2. prefetch with the default staleness policy gives the same result as
+     no prefetch;
+  3. two trainer processes on one store: both losses fall and every update
+     of both is applied (a counter table, SGD lr 1, unit gradients);
+  4. a client used after fork() raises in the child;
+  5. bad input (dtype, non-contiguous, offsets out of range, unknown table,
+     missing keys) raises clear exceptions, and after the node is killed a
+     call raises recstore.Error instead of crashing.
+
+Usage: test_python_rxe.py BUILD_DIR (exit 77 without an RDMA device).
+"""
+
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+if not os.environ.get("RS_RDMA_DEV") or not os.environ.get("RS_RDMA_IP"):
+    print("skip: no RDMA device (RS_RDMA_DEV, RS_RDMA_IP)")
+    sys.exit(77)
+
+t_import = time.monotonic()
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import recstore  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import train_common as tc  # noqa: E402
+
+print("import torch + recstore: %.1f s" % (time.monotonic() - t_import),
+      flush=True)
+BUILD = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else "build"
+NODE = {}
+
+
+def start_node():
+    log = tempfile.NamedTemporaryFile("w+", prefix="rs-py-node-",
+                                      suffix=".log", delete=False)
+    p = subprocess.Popen([os.path.join(BUILD, "recstore-server"),
+                          "--listen", os.environ["RS_RDMA_IP"] + ":0",
+                          "--workers", "2"],
+                         stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with open(log.name) as f:
+            for line in f:
+                if "listening on " in line:
+                    NODE.update(proc=p, log=log.name,
+                                addr=line.split("listening on ")[1].strip())
+                    return
+        if p.poll() is not None:
+            break
+        time.sleep(0.1)
+    with open(log.name) as f:
+        sys.exit("node did not start:\n" + f.read())
+
+
+def client(**kw):
+    return recstore.Client(NODE["addr"], device=os.environ["RS_RDMA_IP"],
+                           **kw)
+
+
+class Equivalence(unittest.TestCase):
+    """Store-backed training against torch's own, step by step."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = client()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def run_case(self, optimizer, pooling, weighted=False, steps=5,
+                 prefetch=False):
+        torch.manual_seed(0)
+        spec = tc.small_spec(pooling=pooling, optimizer=optimizer)
+        prefix = "%s_%s_%d_%d_" % (optimizer, pooling, weighted, prefetch)
+        ref = tc.ReferenceModel(spec, weighted)
+        store = tc.StoreModel(spec, self.c, dense_from=ref, weighted=weighted,
+                              prefix=prefix)
+        data = tc.batches(spec, steps=steps, weighted=weighted, seed=1)
+        l_ref = tc.train(ref, data, ref.optimizers())
+        if prefetch:
+            l_store = tc.train_prefetch(store, data, store.optimizers())
+        else:
+            l_store = tc.train(store, data, store.optimizers())
+        np.testing.assert_allclose(l_store, l_ref, rtol=0, atol=1e-5)
+        for name, (keys, rows) in tc.store_rows(self.c, spec, prefix).items():
+            np.testing.assert_allclose(rows, ref.table_rows(name, keys),
+                                       rtol=0, atol=1e-5, err_msg=name)
+        tc.assert_dense_equal(self, store, ref)
+        st = store.ebc.stats
+        self.assertEqual(st["updates"], steps * len(spec["tables"]))
+        return store
+
+    def test_sgd_sum(self):
+        self.run_case("sgd", "sum")
+
+    def test_sgd_mean(self):
+        self.run_case("sgd", "mean")
+
+    def test_sgd_weighted(self):
+        self.run_case("sgd", "sum", weighted=True)
+
+    def test_adagrad_sum(self):
+        self.run_case("adagrad", "sum")
+
+    def test_adagrad_mean(self):
+        self.run_case("adagrad", "mean")
+
+    def test_rowwise_adagrad(self):
+        self.run_case("rowwise_adagrad", "sum")
+
+    def test_adam(self):
+        self.run_case("adam", "mean")
+
+    def test_prefetch_same_result(self):
+        store = self.run_case("adagrad", "sum", prefetch=True)
+        self.assertGreater(store.ebc.stats["prefetched"], 0)
+
+
+def trainer(addr, dev, rank, steps, q):
+    """One data-parallel trainer process: its own client and model."""
+    try:
+        c = recstore.Client(addr, device=dev)
+        spec = tc.small_spec(optimizer="adagrad")
+        torch.manual_seed(rank)
+        ebc = recstore.EmbeddingBagCollection(c, tc.configs(spec, "dp_"))
+        head = torch.nn.Linear(20, 1)
+        opt = torch.optim.SGD(head.parameters(), lr=0.1)
+        counter = c.table("dp_counter")
+        ones = np.ones((4, 4), dtype=np.float32)
+        keys = np.arange(4, dtype=np.uint64)
+        lossf = torch.nn.BCEWithLogitsLoss()
+        losses = []
+        rng = np.random.default_rng(100 + rank)
+        for i in range(steps):
+            jf, labels = tc.signal_batch(spec, rng)
+            opt.zero_grad()
+            loss = lossf(head(ebc(jf).values()).squeeze(1), labels)
+            loss.backward()
+            opt.step()
+            counter.update(keys, ones)
+            losses.append(loss.item())
+        c.close()
+        q.put((rank, losses, None))
+    except BaseException as e:  # report, never hang the parent
+        q.put((rank, None, repr(e)))
+
+
+class TwoTrainers(unittest.TestCase):
+    def test_two_processes(self):
+        steps = 30
+        with client() as c:
+            c.create_table("dp_counter", 4, optimizer="sgd", lr=1.0,
+                           capacity=1024)
+            c.table("dp_counter").put(np.arange(4, dtype=np.uint64),
+                                      np.zeros((4, 4), dtype=np.float32))
+        # forkserver: the trainers fork from a server process that never
+        # opened verbs (a child must not inherit this process's device
+        # contexts), and that imported torch once for both (the import
+        # takes minutes in an emulated guest)
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["numpy", "torch", "recstore"])
+        q = ctx.Queue()
+        ps = [ctx.Process(target=trainer,
+                          args=(NODE["addr"], os.environ["RS_RDMA_IP"], r,
+                                steps, q)) for r in range(2)]
+        for p in ps:
+            p.start()
+        res = [q.get(timeout=500) for _ in ps]
+        for p in ps:
+            p.join(60)
+        for rank, losses, err in res:
+            self.assertIsNone(err, "trainer %d: %s" % (rank, err))
+            first, last = np.mean(losses[:8]), np.mean(losses[-8:])
+            print("trainer %d: loss %.4f -> %.4f" % (rank, first, last))
+            self.assertLess(last, first)
+        with client() as c:
+            rows = c.table("dp_counter").get(np.arange(4, dtype=np.uint64))
+        # every update of both trainers applied exactly once
+        np.testing.assert_array_equal(rows, np.full((4, 4), -2.0 * steps,
+                                                    dtype=np.float32))
+
+
+class Misuse(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = client(timeout_ms=3000)
+        cls.c.create_table("bad_t", 4, capacity=1024, exist_ok=True)
+        cls.t = cls.c.table("bad_t")
+        cls.t.put(np.arange(3, dtype=np.uint64), np.ones((3, 4), np.float32))
+
+    def test_after_fork(self):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self.c.table("bad_t")
+                os._exit(1)
+            except RuntimeError as e:
+                os._exit(0 if "fork" in str(e) else 2)
+            except BaseException:
+                os._exit(3)
+        _, st = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(st), 0)
+        # the parent's client still works
+        self.assertEqual(self.t.get(np.arange(3, dtype=np.uint64)).shape,
+                         (3, 4))
+
+    def test_bad_input(self):
+        t = self.t
+        with self.assertRaisesRegex(TypeError, "int64 or uint64"):
+            t.get(np.array([1.0, 2.0]))
+        with self.assertRaisesRegex(ValueError, "contiguous"):
+            t.get(torch.arange(8)[::2])
+        with self.assertRaisesRegex(TypeError, "float32"):
+            t.update(np.arange(2), np.ones((2, 4), dtype=np.float64))
+        with self.assertRaisesRegex(ValueError, "need"):
+            t.update(np.arange(2), np.ones((3, 4), dtype=np.float32))
+        with self.assertRaisesRegex(ValueError, "negative"):
+            t.get(np.array([-5], dtype=np.int64))
+        with self.assertRaises(recstore.Error) as cm:
+            self.c.table("no_such_table")
+        self.assertEqual(cm.exception.code, recstore.E_NOTFOUND)
+        with self.assertRaises(recstore.KeyFailure) as kf:
+            t.get(np.array([1, 12345], dtype=np.uint64))
+        self.assertEqual(kf.exception.keys.tolist(), [12345])
+        self.assertIn("12345 (missing)", str(kf.exception))
+        rows, status = t.get_with_status(np.array([1, 12345], np.uint64))
+        self.assertEqual(status.tolist(), [recstore.KEY_FOUND,
+                                           recstore.KEY_MISSING])
+        with self.assertRaisesRegex(ValueError, "out of range"):
+            recstore.JaggedFeatures(["a"], torch.tensor([1, 2]),
+                                    offsets=torch.tensor([0, 7]))
+        with self.assertRaisesRegex(recstore.Error, "E_EXISTS|exists"):
+            self.c.create_table("bad_t", 8)
+
+    def test_z_node_gone(self):  # runs last in this class
+        NODE["proc"].send_signal(signal.SIGKILL)
+        NODE["proc"].wait()
+        t0 = time.monotonic()
+        # the node's failure comes back per key (its keys' status carries
+        # the connection error) or, for the call as a whole, as
+        # recstore.Error: either way an exception that says what happened
+        with self.assertRaises((recstore.Error, recstore.KeyFailure)) as cm:
+            for _ in range(3):   # the first may still hit a cached location
+                self.t.get(np.arange(3, dtype=np.uint64), rpc=True)
+        e = cm.exception
+        print("node gone: %s after %.1f s" % (e, time.monotonic() - t0))
+        if isinstance(e, recstore.KeyFailure):
+            self.assertEqual(sorted(e.keys.tolist()), [0, 1, 2])
+            self.assertTrue((e.codes < 0).all())
+        else:
+            self.assertLess(e.code, 0)
+
+
+if __name__ == "__main__":
+    start_node()
+    loader = unittest.defaultTestLoader
+    # Misuse last: it ends by killing the node
+    suite = unittest.TestSuite([loader.loadTestsFromTestCase(k) for k in
+                                (Equivalence, TwoTrainers, Misuse)])
+    try:
+        result = unittest.TextTestRunner(verbosity=2).run(suite)
+    finally:
+        if NODE["proc"].poll() is None:
+            NODE["proc"].kill()
+            NODE["proc"].wait()
+    sys.exit(0 if result.wasSuccessful() else 1)
