@@ -357,7 +357,7 @@ static PyObject *client_create_table(ClientObject *self, PyObject *args,
 		 *acc = NULL, *ival = NULL, *ia = NULL, *istd = NULL;
 	int decoupled = 0, exist_ok = 0, kind, dt;
 	unsigned long long seed = 0, capacity = 0;
-	struct rs_table_spec spec;
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	int ret;
 
 	if (!client_usable(self))
@@ -475,6 +475,7 @@ static PyObject *client_tables(ClientObject *self, PyObject *unused)
 		v = PyMem_Calloc((size_t)cap, sizeof(*v));
 		if (!v)
 			return PyErr_NoMemory();
+		v[0].struct_size = sizeof(*v);
 		self->busy++;
 		Py_BEGIN_ALLOW_THREADS
 		n = rs_table_list(self->c, v, (size_t)cap);
@@ -493,9 +494,9 @@ static PyObject *client_tables(ClientObject *self, PyObject *unused)
 	for (int i = 0; list && i < n; i++) {
 		PyObject *d = Py_BuildValue(
 			"{s:s,s:I,s:I,s:I,s:f,s:K,s:K}", "name",
-			v[i].spec.name, "dim", v[i].spec.dim, "dtype",
-			v[i].spec.dtype, "optimizer", v[i].spec.optim.kind,
-			"lr", (double)v[i].spec.optim.lr, "rows",
+			v[i].name, "dim", v[i].dim, "dtype", v[i].dtype,
+			"optimizer", v[i].optimizer, "lr", (double)v[i].lr,
+			"rows",
 			(unsigned long long)v[i].rows, "capacity",
 			(unsigned long long)v[i].capacity);
 
@@ -512,13 +513,15 @@ static PyObject *client_tables(ClientObject *self, PyObject *unused)
 
 static PyObject *client_stats(ClientObject *self, PyObject *unused)
 {
-	struct rs_client_stats s;
+	struct rs_client_stats s = RS_CLIENT_STATS_INIT;
+	int ret;
 
 	(void)unused;
 	if (!client_usable(self))
 		return NULL;
-	memset(&s, 0, sizeof(s));
-	rs_client_get_stats(self->c, &s);
+	ret = rs_client_get_stats(self->c, &s);
+	if (ret)
+		return raise_rs(ret, "client stats");
 	return Py_BuildValue(
 		"{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
 		"get_keys", (unsigned long long)s.get_keys, "onesided_keys",
@@ -621,7 +624,8 @@ static const char *const op_what[] = { "get", "get_or_init", "update",
  * status) or a caller array filled in place.
  */
 static PyObject *table_call(TableObject *self, enum data_op op,
-			    PyObject *keys, PyObject *rows, unsigned flags)
+			    PyObject *keys, PyObject *rows, unsigned flags,
+			    const struct rs_update_opts *uo)
 {
 	Py_buffer kv, rv;
 	PyObject *status, *outarr = NULL, *res;
@@ -669,7 +673,7 @@ static PyObject *table_call(TableObject *self, enum data_op op,
 		ret = rs_get_or_init(self->t, kv.buf, n, rv.buf, st, flags);
 		break;
 	case OP_UPDATE:
-		ret = rs_update(self->t, kv.buf, n, rv.buf, st, flags);
+		ret = rs_update_ex(self->t, kv.buf, n, rv.buf, st, flags, uo);
 		break;
 	case OP_PUT:
 		ret = rs_put(self->t, kv.buf, n, rv.buf, st, flags);
@@ -719,16 +723,31 @@ static PyObject *table_get(TableObject *self, PyObject *args, PyObject *kw)
 					 &out, &init, &rpc, &nocache))
 		return NULL;
 	return table_call(self, init ? OP_GET_OR_INIT : OP_GET, keys, out,
-			  get_flags(rpc, nocache));
+			  get_flags(rpc, nocache), NULL);
 }
 
-static PyObject *table_update(TableObject *self, PyObject *args)
+static PyObject *table_update(TableObject *self, PyObject *args,
+			      PyObject *kw)
 {
-	PyObject *keys, *grads;
+	static char *kwlist[] = { "keys", "grads", "lr", NULL };
+	PyObject *keys, *grads, *lr = Py_None;
+	struct rs_update_opts uo = RS_UPDATE_OPTS_INIT;
 
-	if (!PyArg_ParseTuple(args, "OO", &keys, &grads))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$O", kwlist, &keys,
+					 &grads, &lr))
 		return NULL;
-	return table_call(self, OP_UPDATE, keys, grads, 0);
+	if (lr != Py_None) {	/* this step's lr (a schedule) */
+		double d = PyFloat_AsDouble(lr);
+
+		if (d == -1.0 && PyErr_Occurred())
+			return NULL;
+		if (!(d >= 0 && d <= 3.4e38))
+			return PyErr_Format(PyExc_ValueError, "lr must be a "
+					    "finite float >= 0, not %R", lr);
+		uo.flags |= RS_UPDATE_LR;
+		uo.lr = (float)d;
+	}
+	return table_call(self, OP_UPDATE, keys, grads, 0, &uo);
 }
 
 static PyObject *table_put(TableObject *self, PyObject *args)
@@ -737,7 +756,7 @@ static PyObject *table_put(TableObject *self, PyObject *args)
 
 	if (!PyArg_ParseTuple(args, "OO", &keys, &values))
 		return NULL;
-	return table_call(self, OP_PUT, keys, values, 0);
+	return table_call(self, OP_PUT, keys, values, 0, NULL);
 }
 
 static PyObject *table_delete(TableObject *self, PyObject *args)
@@ -746,7 +765,7 @@ static PyObject *table_delete(TableObject *self, PyObject *args)
 
 	if (!PyArg_ParseTuple(args, "O", &keys))
 		return NULL;
-	return table_call(self, OP_DELETE, keys, NULL, 0);
+	return table_call(self, OP_DELETE, keys, NULL, 0, NULL);
 }
 
 static PyObject *table_dim(TableObject *self, void *unused)
@@ -766,8 +785,10 @@ static PyMethodDef table_methods[] = {
 	  METH_VARARGS | METH_KEYWORDS,
 	  "get(keys, out=None, *, init=False, rpc=False, nocache=False) -> "
 	  "(rows, status)" },
-	{ "update", (PyCFunction)(void (*)(void))table_update, METH_VARARGS,
-	  "update(keys, grads) -> status (duplicate keys summed, one step)" },
+	{ "update", (PyCFunction)(void (*)(void))table_update,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "update(keys, grads, *, lr=None) -> status (duplicate keys summed, "
+	  "one step; lr: this step's learning rate, None: the table's)" },
 	{ "put", (PyCFunction)(void (*)(void))table_put, METH_VARARGS,
 	  "put(keys, values) -> status" },
 	{ "delete", (PyCFunction)(void (*)(void))table_delete, METH_VARARGS,

@@ -105,12 +105,13 @@ class Table:
         _, status = self._t.get(k, rows, init=init, rpc=rpc)
         return rows, status
 
-    def update(self, keys, grads):
+    def update(self, keys, grads, *, lr=None):
         """Apply the table's optimizer with gradients (n, dim). Duplicate
-        keys are summed into one step. Missing keys raise KeyFailure."""
+        keys are summed into one step. lr: this step's learning rate (a
+        schedule; None: the table's). Missing keys raise KeyFailure."""
         k = self._keys(keys)
         g = _as_numpy(grads, "grads", "rows")
-        status = self._t.update(k, g)
+        status = self._t.update(k, g, lr=lr)
         self._check("update", k, status)
         return status
 

@@ -161,6 +161,7 @@ class EmbeddingBagCollection(torch.nn.Module):
         self._seq = 0               # update batches sent by this module
         self._history = []          # (seq, table, keys) since oldest prefetch
         self._pending = None
+        self._lr = {}               # table -> this step's lr (set_learning_rate)
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="recstore-prefetch")
         self.stats = {"lookups": 0, "lookup_keys": 0, "updates": 0,
@@ -321,10 +322,31 @@ class EmbeddingBagCollection(torch.nn.Module):
 
     # ---- updates ----
 
+    def set_learning_rate(self, lr, tables=None):
+        """The learning rate of the updates this collection sends from now
+        on (a schedule: call it each step, e.g. with a torch LR scheduler's
+        get_last_lr()[0]); tables: names (default all). None goes back to
+        each table's own lr. The memory node applies it to this trainer's
+        updates only; the table's configured lr is unchanged."""
+        if lr is not None and not (float(lr) >= 0 and float(lr) < float("inf")):
+            raise ValueError("lr must be a finite float >= 0, not %r" % (lr,))
+        for name in tables if tables is not None else self._configs:
+            if name not in self._configs:
+                raise KeyError("no table %r in this collection" % name)
+            if lr is None:
+                self._lr.pop(name, None)
+            else:
+                self._lr[name] = float(lr)
+
+    def learning_rate(self, table):
+        """The lr updates of `table` use: set_learning_rate()'s, or the
+        table's configured one (None: the optimizer's default)."""
+        return self._lr.get(table, self._configs[table].lr)
+
     def _send_update(self, name, keys, grad):
         g = grad.detach().to(torch.float32).contiguous().numpy()
         t0 = time.perf_counter()
-        self._tables[name].update(keys, g)
+        self._tables[name].update(keys, g, lr=self._lr.get(name))
         dt = time.perf_counter() - t0
         with self._lock:
             self._seq += 1

@@ -87,19 +87,20 @@ class Equivalence(unittest.TestCase):
         cls.c.close()
 
     def run_case(self, optimizer, pooling, weighted=False, steps=5,
-                 prefetch=False):
+                 prefetch=False, lr_fn=None):
         torch.manual_seed(0)
         spec = tc.small_spec(pooling=pooling, optimizer=optimizer)
-        prefix = "%s_%s_%d_%d_" % (optimizer, pooling, weighted, prefetch)
+        prefix = "%s_%s_%d_%d_%d_" % (optimizer, pooling, weighted, prefetch,
+                                     lr_fn is not None)
         ref = tc.ReferenceModel(spec, weighted)
         store = tc.StoreModel(spec, self.c, dense_from=ref, weighted=weighted,
                               prefix=prefix)
         data = tc.batches(spec, steps=steps, weighted=weighted, seed=1)
-        l_ref = tc.train(ref, data, ref.optimizers())
+        l_ref = tc.train(ref, data, ref.optimizers(), lr_fn)
         if prefetch:
             l_store = tc.train_prefetch(store, data, store.optimizers())
         else:
-            l_store = tc.train(store, data, store.optimizers())
+            l_store = tc.train(store, data, store.optimizers(), lr_fn)
         np.testing.assert_allclose(l_store, l_ref, rtol=0, atol=1e-5)
         for name, (keys, rows) in tc.store_rows(self.c, spec, prefix).items():
             np.testing.assert_allclose(rows, ref.table_rows(name, keys),
@@ -129,6 +130,10 @@ class Equivalence(unittest.TestCase):
 
     def test_adam(self):
         self.run_case("adam", "mean")
+
+    def test_lr_schedule(self):
+        # per-step learning rates (an LR scheduler) sent with each UPDATE
+        self.run_case("adam", "sum", lr_fn=lambda i: 0.02 * 0.6 ** i)
 
     def test_prefetch_same_result(self):
         store = self.run_case("adagrad", "sum", prefetch=True)

@@ -54,18 +54,19 @@ class FakeTable:
             self.rows[k] = np.array(v, dtype=np.float32)
             self.state.pop(k, None)
 
-    def update(self, keys, grads):
+    def update(self, keys, grads, lr=None):
+        lr = self.lr if lr is None else lr
         keys = np.asarray(keys)
         self.updates.append(keys.copy())
         assert len(np.unique(keys)) == len(keys), "duplicates not folded"
         for k, g in zip(keys.tolist(), grads):
             w = self.rows[k]
             if self.optimizer == "sgd":
-                w -= np.float32(self.lr) * g
+                w -= np.float32(lr) * g
             elif self.optimizer == "adagrad":
                 G = self.state.setdefault(k, np.zeros(self.dim, np.float32))
                 G += g * g
-                w -= np.float32(self.lr) * g / (np.sqrt(G) + np.float32(self.eps))
+                w -= np.float32(lr) * g / (np.sqrt(G) + np.float32(self.eps))
             else:
                 raise NotImplementedError(self.optimizer)
 
@@ -89,15 +90,15 @@ class FakeClient:
 
 
 class Training(unittest.TestCase):
-    def run_case(self, optimizer, pooling, weighted):
+    def run_case(self, optimizer, pooling, weighted, lr_fn=None):
         torch.manual_seed(0)
         spec = tc.small_spec(pooling=pooling, optimizer=optimizer)
         ref = tc.ReferenceModel(spec, weighted)
         fake = FakeClient(ref.initial_rows())
         store = tc.StoreModel(spec, fake, dense_from=ref, weighted=weighted)
         batches = tc.batches(spec, steps=6, weighted=weighted, seed=1)
-        l_ref = tc.train(ref, batches, ref.optimizers())
-        l_store = tc.train(store, batches, store.optimizers())
+        l_ref = tc.train(ref, batches, ref.optimizers(), lr_fn)
+        l_store = tc.train(store, batches, store.optimizers(), lr_fn)
         np.testing.assert_allclose(l_store, l_ref, rtol=0, atol=1e-5)
         for name, (keys, rows) in tc.store_rows(fake, spec).items():
             np.testing.assert_allclose(rows, ref.table_rows(name, keys),
@@ -121,6 +122,11 @@ class Training(unittest.TestCase):
 
     def test_adagrad_mean(self):
         self.run_case("adagrad", "mean", False)
+
+    def test_lr_schedule(self):
+        # a decaying schedule, set per step on both sides
+        self.run_case("sgd", "sum", False, lr_fn=lambda i: 0.2 * 0.7 ** i)
+        self.run_case("adagrad", "sum", False, lr_fn=lambda i: 0.1 / (1 + i))
 
 
 class Layout(unittest.TestCase):

@@ -84,6 +84,15 @@ class ReferenceModel(torch.nn.Module):
                 v, o[:-1], per_sample_weights=w))
         return self.dense(torch.cat(parts, dim=1), dense)
 
+    def set_embedding_lr(self, lr, optimizers):
+        """The embeddings' optimizer is the first of optimizers()."""
+        opt = optimizers[0]
+        if isinstance(opt, RowReference):
+            opt.lr = lr
+        else:
+            for g in opt.param_groups:
+                g["lr"] = lr
+
     def initial_rows(self):
         return {n: self.emb[n].weight.detach().numpy().copy()
                 for n in self.spec["tables"]}
@@ -166,6 +175,9 @@ class StoreModel(torch.nn.Module):
     def forward(self, jf, dense):
         return self.dense(self.ebc(jf).values(), dense)
 
+    def set_embedding_lr(self, lr, optimizers):
+        self.ebc.set_learning_rate(lr)
+
     def optimizers(self):
         return [torch.optim.SGD(self.dense.parameters(), lr=0.1)]
 
@@ -199,10 +211,14 @@ def batches(spec, steps, weighted, seed, overlap=False):
     return out
 
 
-def train(model, data, optimizers):
+def train(model, data, optimizers, lr_fn=None):
+    """Train on data; lr_fn(step) -> the embeddings' learning rate of that
+    step (a schedule), set before the step on either kind of model."""
     losses = []
     lossf = torch.nn.BCEWithLogitsLoss()
-    for jf, dense, labels in data:
+    for i, (jf, dense, labels) in enumerate(data):
+        if lr_fn is not None:
+            model.set_embedding_lr(lr_fn(i), optimizers)
         for o in optimizers:
             if isinstance(o, RowReference):
                 o.batch = jf
