@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# main-job.sh BUILD_DIR [BENCH_ARGS...] - where an RDMA device exists
+# main-job.sh BUILD_DIR [ARGS...] - where an RDMA device exists
 # (RS_RDMA_DEV/RS_RDMA_IP set), start tools/recstore-server on its defaults,
-# wait until it listens, run tools/recstore-bench against it, stop the node.
+# wait until it listens, run the workload against it, stop the node.
+#
+# The workload (RS_MAIN_JOB): `train` (default) trains the DLRM example
+# (examples/dlrm.py, a small run: 2 epochs of 15 batches) with its
+# embeddings in the store, printing loss and AUC per epoch and writing
+# per-stage timings every second to $RS_STATS_FILE
+# (/tmp/recstore-trainer-stages.txt); `bench` runs tools/recstore-bench
+# (26 tables, Zipf keys, batch 4096, dim 128). ARGS go to the workload.
 set -euo pipefail
 build=$1
 shift
@@ -20,7 +27,25 @@ for _ in $(seq 300); do
 done
 grep -q 'listening on' "$log" || { cat "$log"; echo "main-job: node did not start" >&2; exit 1; }
 cat "$log"
-"$build/recstore-bench" --nodes "$RS_RDMA_IP:$port" --server-pid $srv "$@"
+case "${RS_MAIN_JOB:-train}" in
+train)
+  top=$(cd "$(dirname "$0")/.." && pwd)
+  stats=${RS_STATS_FILE:-/tmp/recstore-trainer-stages.txt}
+  : >"$stats"
+  PYTHONPATH="$build/python" /usr/bin/python3 "$top/examples/dlrm.py" \
+    --nodes "$RS_RDMA_IP:$port" --device "$RS_RDMA_IP" --epochs 2 \
+    --steps 15 --eval 2048 --stats-file "$stats" --no-progress "$@"
+  echo "per-stage timings (last lines of $stats):"
+  tail -n 3 "$stats"
+  ;;
+bench)
+  "$build/recstore-bench" --nodes "$RS_RDMA_IP:$port" --server-pid $srv "$@"
+  ;;
+*)
+  echo "main-job: RS_MAIN_JOB must be train or bench" >&2
+  exit 2
+  ;;
+esac
 kill -INT $srv
 wait $srv
 trap - EXIT
