@@ -38,7 +38,8 @@
  *             etcd backend opens a watch that starts at after + 1 (history
  *             replayed), so changes between the caller's read and its wait
  *             are seen. When that history was compacted away it returns 1
- *             as well: the caller re-reads, which is always safe.
+ *             as well: the caller re-reads, which is always safe. A set
+ *             c->cancel flag ends it early (returns 0).
  *
  * Why a watch and not polling: a poll either costs a request every period
  * or reacts a period late; a watch opened at after + 1 wakes the decider
@@ -58,6 +59,7 @@
 #ifndef RS_COORD_H
 #define RS_COORD_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -104,6 +106,9 @@ struct coord_ops {
 
 struct coord {
 	const struct coord_ops *ops;
+	/* set: a wait() in progress returns 0 within about a second (the
+	 * owner is stopping); NULL: never */
+	const atomic_bool *cancel;
 };
 
 /* ---- the backends ---- */

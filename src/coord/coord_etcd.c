@@ -614,6 +614,7 @@ static int etcd_lease_revoke(struct coord *c, int64_t id)
 /* ---- wait: one watch, ended at the first batch of events ---- */
 
 struct watch {
+	const atomic_bool *cancel;
 	struct reply line;	/* the line being received */
 	int64_t rev;		/* > 0: a change was seen */
 	int err;		/* an error the stream reported */
@@ -687,6 +688,16 @@ static size_t on_watch(char *d, size_t sz, size_t n, void *arg)
 	return len;
 }
 
+/* libcurl calls this about once a second at least: a set cancel flag ends
+ * the watch */
+static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut,
+		       curl_off_t un)
+{
+	const struct watch *w = arg;
+
+	return w->cancel && atomic_load(w->cancel);
+}
+
 static int etcd_wait(struct coord *c, const char *prefix, int64_t after,
 		     int timeout_ms, int64_t *rev)
 {
@@ -723,6 +734,10 @@ static int etcd_wait(struct coord *c, const char *prefix, int64_t after,
 	}
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_watch);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &w);
+	w.cancel = c->cancel;
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(h, CURLOPT_XFERINFODATA, &w);
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	rc = perform(e, h, "/v3/watch", body, timeout_ms, &http, &used);
 	curl_easy_cleanup(h);
 	free(body);
@@ -734,8 +749,9 @@ static int etcd_wait(struct coord *c, const char *prefix, int64_t after,
 			*rev = w.rev;
 		return 1;
 	}
-	if (rc == CURLE_OPERATION_TIMEDOUT && http == 200)
-		return 0; /* quiet until the timeout */
+	if ((rc == CURLE_OPERATION_TIMEDOUT && http == 200) ||
+	    rc == CURLE_ABORTED_BY_CALLBACK)
+		return 0; /* quiet until the timeout, or cancelled */
 	if (rc == CURLE_OK && http == 200)
 		return 0; /* the member ended the stream: look again */
 	if (rc == CURLE_OK)

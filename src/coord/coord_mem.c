@@ -451,10 +451,25 @@ static int mem_wait(struct coord *c, const char *prefix, int64_t after,
 		dl.tv_sec++;
 		dl.tv_nsec -= 1000000000L;
 	}
-	while (!m->down && !changed_locked(m, prefix, after, &r)) {
-		if (pthread_cond_timedwait(&m->changed, &m->lock, &dl) ==
-		    ETIMEDOUT)
+	while (!m->down && !changed_locked(m, prefix, after, &r) &&
+	       !(c->cancel && atomic_load(c->cancel))) {
+		struct timespec now, slice;
+
+		/* 50 ms slices: the cancel flag is nobody's to signal */
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > dl.tv_sec ||
+		    (now.tv_sec == dl.tv_sec && now.tv_nsec >= dl.tv_nsec))
 			break;
+		slice = now;
+		slice.tv_nsec += 50000000L;
+		if (slice.tv_nsec >= 1000000000L) {
+			slice.tv_sec++;
+			slice.tv_nsec -= 1000000000L;
+		}
+		if (slice.tv_sec > dl.tv_sec ||
+		    (slice.tv_sec == dl.tv_sec && slice.tv_nsec > dl.tv_nsec))
+			slice = dl;
+		pthread_cond_timedwait(&m->changed, &m->lock, &slice);
 		expire_locked(m);
 	}
 	if (m->down)
