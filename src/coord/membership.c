@@ -377,9 +377,10 @@ int memb_reconfigure(const struct memb_config *cur,
 				 p->vnodes, MEMB_MAX_VNODES);
 	if (nregs && !(g = malloc(nregs * sizeof(*g))))
 		return rs_seterr(-ENOMEM, "membership: out of memory");
-	if (nregs)
+	if (nregs) {
 		memcpy(g, regs, nregs * sizeof(*g));
-	qsort(g, nregs, sizeof(*g), reg_cmp);
+		qsort(g, nregs, sizeof(*g), reg_cmp);
+	}
 	if ((ret = check_regs(g, nregs)))
 		goto out;
 	next->epoch = cur->epoch;

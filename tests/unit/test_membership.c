@@ -40,7 +40,7 @@ static struct memb_reg reg(const char *id, uint64_t inc)
 static struct memb_reg *regs_n(size_t k)
 {
 	struct memb_reg *g = calloc(k, sizeof(*g));
-	char id[16];
+	char id[32];
 
 	for (size_t i = 0; i < k; i++) {
 		snprintf(id, sizeof(id), "n%04zu", i);
@@ -185,6 +185,7 @@ static void first_config(void **state)
 	memb_config_free(&y);
 	assert_int_equal(memb_reconfigure(&none, NULL, 0, &nojoin, &y), 0);
 	assert_int_equal(y.epoch, 0);
+	memb_config_free(&y);
 	/* bad input */
 	g[1] = reg("c", 9);
 	assert_int_equal(memb_reconfigure(&x, g, 3, &nojoin, &y), RS_E_INVAL);
