@@ -256,22 +256,32 @@ uint64_t memb_agent_epoch(const struct memb_agent *a)
 	return atomic_load(&a->epoch);
 }
 
+/* After a failure: retry in a second, or sooner when a keepalive falls
+ * due sooner (a third of the TTL), so that a failed round never costs
+ * the lease. */
+static int64_t retry_ms(const struct memb_agent *a)
+{
+	int64_t third = a->lease_s * 1000 / 3;
+
+	return third < AGENT_RETRY_MS ? third : AGENT_RETRY_MS;
+}
+
 /* Log transitions between working and failing, and a failing state once a
  * minute: never a line per retry. */
 static void report(struct memb_agent *a, int ret, int64_t now)
 {
 	if (!ret) {
 		if (a->failing)
-			say(a, "store reachable again after %u failed "
-			    "attempts", a->fails);
+			say(a, "store reachable again (%u attempt%s failed)",
+			    a->fails, a->fails > 1 ? "s" : "");
 		a->failing = false;
 		return;
 	}
 	a->fails = a->failing ? a->fails + 1 : 1;
 	if (!a->failing || now - a->fail_log_ms >= AGENT_FAIL_LOG_MS) {
-		say(a, "%s (%s); %u failed attempts, the node keeps serving "
-		    "and retries every %d ms", rs_errormsg(),
-		    rs_strerror(ret), a->fails, AGENT_RETRY_MS);
+		say(a, "%s (%s); attempt %u failed, the node keeps serving "
+		    "and retries every %" PRId64 " ms", rs_errormsg(),
+		    rs_strerror(ret), a->fails, retry_ms(a));
 		a->fail_log_ms = now;
 	}
 	a->failing = true;
@@ -305,15 +315,15 @@ static void *agent_main(void *arg)
 
 		if (!ret) {
 			due = a->ka_ms + a->lease_s * 1000 / 3 - mono_ms();
-			if (due < 10)
-				due = 10;
+			if (due < 50)
+				due = 50;
 			ret = coord_wait(a->c, a->prefix, memb_agent_rev(a),
 					 (int)due, NULL);
 			ret = ret > 0 ? 0 : ret;
 		}
 		report(a, ret, mono_ms());
 		if (ret)
-			sleep_ms(a, AGENT_RETRY_MS);
+			sleep_ms(a, retry_ms(a));
 	}
 	return NULL;
 }

@@ -243,20 +243,32 @@ static int map_grpc(int64_t code)
 	}
 }
 
-static bool connect_failed(CURLcode rc, long http)
+/* Did the request reach a member? A reused connection has no connect
+ * time, but it has a pre-transfer time; a failed connect has neither. */
+static bool reached(CURL *h, long http)
+{
+	curl_off_t conn = 0, pre = 0;
+
+	curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &conn);
+	curl_easy_getinfo(h, CURLINFO_PRETRANSFER_TIME_T, &pre);
+	return http != 0 || conn > 0 || pre > 0;
+}
+
+static bool connect_failed(CURLcode rc, bool reached_member)
 {
 	return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
-	       (rc == CURLE_OPERATION_TIMEDOUT && http == 0);
+	       (rc == CURLE_OPERATION_TIMEDOUT && !reached_member);
 }
 
 /*
  * POST body to path on the endpoints, starting with the one that answered
  * last, until one connects. The write callback and its argument are the
- * caller's. *http: the status (0: no reply). Returns the curl code.
+ * caller's. *http: the status (0: no reply); *connected: a member was
+ * reached (a put may have been applied). Returns the curl code.
  */
 static CURLcode perform(struct coord_etcd *e, CURL *h, const char *path,
 			const char *body, long timeout_ms, long *http,
-			unsigned *used)
+			unsigned *used, bool *connected)
 {
 	char url[ETCD_URL_MAX + 64];
 	unsigned first = atomic_load(&e->cur);
@@ -279,7 +291,8 @@ static CURLcode perform(struct coord_etcd *e, CURL *h, const char *path,
 		rc = curl_easy_perform(h);
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, http);
 		*used = i;
-		if (!connect_failed(rc, *http)) {
+		*connected = reached(h, *http);
+		if (!connect_failed(rc, *connected)) {
 			atomic_store(&e->cur, i);
 			break;
 		}
@@ -288,7 +301,7 @@ static CURLcode perform(struct coord_etcd *e, CURL *h, const char *path,
 }
 
 static int curl_error(struct coord_etcd *e, CURLcode rc, unsigned used,
-		      const char *path, bool over)
+		      const char *path, bool over, long timeout_ms)
 {
 	if (over)
 		return rs_seterr(RS_E_TOOBIG, "etcd %s%s: reply larger than "
@@ -300,8 +313,8 @@ static int curl_error(struct coord_etcd *e, CURLcode rc, unsigned used,
 				 path, e->nep, e->nep > 1 ? "s" : "",
 				 curl_easy_strerror(rc));
 	if (rc == CURLE_OPERATION_TIMEDOUT)
-		return rs_seterr(RS_E_TIMEOUT, "etcd %s%s: no answer in %d ms",
-				 e->ep[used], path, e->timeout_ms);
+		return rs_seterr(RS_E_TIMEOUT, "etcd %s%s: no answer in %ld ms",
+				 e->ep[used], path, timeout_ms);
 	return rs_seterr(-EIO, "etcd %s%s: %s", e->ep[used], path,
 			 curl_easy_strerror(rc));
 }
@@ -313,6 +326,7 @@ static int call(struct coord_etcd *e, const char *path, json_t *req,
 	struct reply r = { 0 };
 	json_error_t je;
 	unsigned used = 0;
+	bool connected;
 	long http = 0;
 	CURLcode rc;
 	char *body;
@@ -326,11 +340,12 @@ static int call(struct coord_etcd *e, const char *path, json_t *req,
 	pthread_mutex_lock(&e->lock);
 	curl_easy_setopt(e->h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(e->h, CURLOPT_WRITEDATA, &r);
-	rc = perform(e, e->h, path, body, e->timeout_ms, &http, &used);
+	rc = perform(e, e->h, path, body, e->timeout_ms, &http, &used,
+		     &connected);
 	pthread_mutex_unlock(&e->lock);
 	free(body);
 	if (rc != CURLE_OK) {
-		ret = curl_error(e, rc, used, path, r.over);
+		ret = curl_error(e, rc, used, path, r.over, e->timeout_ms);
 		goto out;
 	}
 	*out = r.p ? json_loadb(r.p, r.len, 0, &je) : NULL;
@@ -705,6 +720,7 @@ static int etcd_wait(struct coord *c, const char *prefix, int64_t after,
 	json_t *req, *cr;
 	struct watch w = { 0 };
 	unsigned used = 0;
+	bool connected;
 	long http = 0;
 	CURLcode rc;
 	char *body;
@@ -738,7 +754,8 @@ static int etcd_wait(struct coord *c, const char *prefix, int64_t after,
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(h, CURLOPT_XFERINFODATA, &w);
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-	rc = perform(e, h, "/v3/watch", body, timeout_ms, &http, &used);
+	rc = perform(e, h, "/v3/watch", body, timeout_ms, &http, &used,
+		     &connected);
 	curl_easy_cleanup(h);
 	free(body);
 	free(w.line.p);
@@ -749,15 +766,17 @@ static int etcd_wait(struct coord *c, const char *prefix, int64_t after,
 			*rev = w.rev;
 		return 1;
 	}
-	if ((rc == CURLE_OPERATION_TIMEDOUT && http == 200) ||
-	    rc == CURLE_ABORTED_BY_CALLBACK)
-		return 0; /* quiet until the timeout, or cancelled */
+	/* quiet until the timeout (on a loaded member the stream may not
+	 * even have begun), or cancelled */
+	if ((rc == CURLE_OPERATION_TIMEDOUT && connected &&
+	     (http == 0 || http == 200)) || rc == CURLE_ABORTED_BY_CALLBACK)
+		return 0;
 	if (rc == CURLE_OK && http == 200)
 		return 0; /* the member ended the stream: look again */
 	if (rc == CURLE_OK)
 		return rs_seterr(RS_E_PROTO, "etcd %s/v3/watch: HTTP %ld",
 				 e->ep[used], http);
-	return curl_error(e, rc, used, "/v3/watch", false);
+	return curl_error(e, rc, used, "/v3/watch", false, timeout_ms);
 }
 
 /* ---- set-up ---- */

@@ -206,9 +206,10 @@ int64_t memb_agent_rev(const struct memb_agent *a);
 bool memb_agent_is_decider(const struct memb_agent *a);
 uint64_t memb_agent_epoch(const struct memb_agent *a);
 /* Run ticks in a thread: after each, wait for a change under the
- * cluster's prefix or the next keepalive; after an error retry in a
- * second. Failures are logged once, then once a minute, and the recovery
- * once. */
+ * cluster's prefix or the next keepalive; after an error retry within
+ * a second (a third of the TTL if that is shorter, so that one failed
+ * round never costs the lease). Failures are logged once, then once a
+ * minute, and the recovery once. */
 int memb_agent_start(struct memb_agent *a);
 /* Stop the thread, revoke the lease (the registration and a decider key
  * go at once: a clean leave). Accepts NULL. */
