@@ -80,7 +80,8 @@ static void usage(FILE *f)
 		"  list\n"
 		"  drop NAME\n"
 		"  stats\n"
-		"usage: recstore-ctl --etcd URL[,URL...] --cluster NAME cluster\n"
+		"usage: recstore-ctl --etcd URL[,URL...] --cluster NAME "
+		"cluster\n"
 		"         [--until-active N] [--until-epoch N] [--timeout S]\n"
 		"         [--ranges] [--decide] [--replicas R]\n"
 		"credentials also from RS_KEY_ID with RS_SECRET_FILE or "
@@ -494,9 +495,9 @@ static int read_until(struct coord *c, const char *cluster,
 			return 0;
 		now = now_ms();
 		if (now >= deadline)
-			return rs_seterr(RS_E_TIMEOUT, "after %u s: epoch %llu, "
-					 "%u active (waited for epoch >= %llu, "
-					 "%u active)", a->timeout_s,
+			return rs_seterr(RS_E_TIMEOUT, "after %u s: epoch "
+					 "%llu, %u active (waited for epoch >= "
+					 "%llu, %u active)", a->timeout_s,
 					 (unsigned long long)cfg->epoch,
 					 count_active(cfg),
 					 (unsigned long long)a->until_epoch,
@@ -546,8 +547,8 @@ static void print_placement(const struct memb_config *cfg, bool ranges)
 	}
 	for (size_t i = 0; prim && repl && i < cfg->n; i++)
 		if (cfg->m[i].state == MEMB_ACTIVE)
-			printf("  %-20s primary of %5.1f%% of the ring, replica "
-			       "of %5.1f%%\n", cfg->m[i].id, 100 * prim[i],
+			printf("  %-20s primary of %5.1f%% of the ring, "
+			       "replica of %5.1f%%\n", cfg->m[i].id, 100 * prim[i],
 			       100 * repl[i]);
 	free(prim);
 	free(repl);

@@ -256,7 +256,8 @@ static bool reached(CURL *h, long http)
 
 static bool connect_failed(CURLcode rc, bool reached_member)
 {
-	return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+	return rc == CURLE_COULDNT_CONNECT ||
+	       rc == CURLE_COULDNT_RESOLVE_HOST ||
 	       (rc == CURLE_OPERATION_TIMEDOUT && !reached_member);
 }
 
@@ -729,7 +730,8 @@ static int etcd_wait(struct coord *c, const char *prefix, int64_t after,
 
 	if ((ret = coord_check_key(prefix)))
 		return ret;
-	if (timeout_ms < ETCD_MIN_TIMEOUT_MS || timeout_ms > ETCD_MAX_TIMEOUT_MS)
+	if (timeout_ms < ETCD_MIN_TIMEOUT_MS ||
+	    timeout_ms > ETCD_MAX_TIMEOUT_MS)
 		return rs_seterr(RS_E_INVAL, "etcd: wait timeout %d ms "
 				 "(%d..%d)", timeout_ms, ETCD_MIN_TIMEOUT_MS,
 				 ETCD_MAX_TIMEOUT_MS);
@@ -852,7 +854,8 @@ int coord_etcd_new(struct coord **out, const char *endpoints, int timeout_ms)
 	*out = NULL;
 	if (!endpoints)
 		return rs_seterr(RS_E_INVAL, "etcd: no endpoint");
-	if (timeout_ms < ETCD_MIN_TIMEOUT_MS || timeout_ms > ETCD_MAX_TIMEOUT_MS)
+	if (timeout_ms < ETCD_MIN_TIMEOUT_MS ||
+	    timeout_ms > ETCD_MAX_TIMEOUT_MS)
 		return rs_seterr(RS_E_INVAL, "etcd: timeout %d ms (%d..%d)",
 				 timeout_ms, ETCD_MIN_TIMEOUT_MS,
 				 ETCD_MAX_TIMEOUT_MS);

@@ -7,7 +7,7 @@
 #  2. The etcd backend passes the conformance cases of the coordination
 #     interface (tests/unit/coord_cases.h, the same the in-memory backend
 #     passes: tests/rxe/coord_etcd_conformance.c).
-#  3. Two memory nodes with a "coord" section (lease 2 s, r 2) register;
+#  3. Two memory nodes with a "coord" section (lease 3 s, r 2) register;
 #     `recstore-ctl cluster` shows both active in one configuration.
 #  4. The decider node is SIGKILLed (no clean leave): after its lease
 #     expires the other node takes the decider key and writes the next
@@ -108,7 +108,7 @@ node_conf() { # NAME IP
   cat >"$d/$1.json" <<EOF
 {"name": "$1", "listen": {"addr": "$2", "port": 0}, "workers": 1,
  "storage": {"size": "32M"},
- "coord": {"endpoints": ["$url"], "cluster": "t", "lease_ms": 2000,
+ "coord": {"endpoints": ["$url"], "cluster": "t", "lease_ms": 3000,
            "replicas": 2}}
 EOF
 }
@@ -155,7 +155,7 @@ grep -Eq "^  $survivor +[0-9.:]+ +active .* registered$" "$d/after.out" ||
 grep -q "^decider: $survivor$" "$d/after.out" || fail "$survivor did not take the decider key"
 grep -Eq "^  $survivor +primary of 100.0% of the ring, replica of 100.0%" "$d/after.out" ||
   fail "$survivor does not hold the whole ring"
-echo "failover: $victim SIGKILLed, epoch $((epoch + 1)) without it after $took s (lease 2 s)"
+echo "failover: $victim SIGKILLed at epoch $epoch, epoch $((epoch + 1)) without it after $took s (lease 3 s)"
 
 # ---- 5. etcd goes away; the node serves on ------------------------------------
 kill -TERM "$etcd_pid"
@@ -177,4 +177,8 @@ wait "$spid" || rc=$?
 if [ "$survivor" = n1 ]; then n1_pid=; else n2_pid=; fi
 [ "$rc" = 0 ] || fail "survivor exit status $rc after SIGTERM"
 grep -q "stopped" "$d/$survivor.log" || fail "the survivor did not stop cleanly"
+for n in n1 n2; do
+  echo "--- $n's coordination log"
+  grep "coord:" "$d/$n.log" | sed 's/^recstore-server: coord: /  /'
+done
 echo "ok: whole test $(elapsed "$t_start") s"

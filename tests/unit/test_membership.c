@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -505,7 +506,7 @@ static void cas_two_deciders(void **state)
 	coord_close(&c);
 }
 
-static unsigned log_lines;
+static atomic_uint log_lines; /* the agent thread counts, the test reads */
 
 static void count_log(void *arg, const char *line)
 {
@@ -745,7 +746,8 @@ static void balance_1000(void **state)
 	       "%.4f%% (1/N = %.4f%%, r/N = %.4f%%)\n"
 	       "  fail of 1:  primaries moved %.4f%% of keys, replica copies "
 	       "%.4f%%\n",
-	       n, nkeys, nmove, pmax / pm, pmax, pm, rmax / rm, rmax, rm, 100 * mjp,
+	       n, nkeys, nmove, pmax / pm, pmax, pm, rmax / rm, rmax, rm,
+	       100 * mjp,
 	       100 * mj, 100.0 / (n + 1), 300.0 / (n + 1), 100 * mlp,
 	       100 * ml);
 	/* 160 vnodes: the largest share stays within 1.5x of the mean
