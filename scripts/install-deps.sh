@@ -9,7 +9,7 @@ pkgs=(
   rdmacm-utils perftest
   libpmem-dev libhwloc-dev libcmocka-dev libjansson-dev libxxhash-dev
   libmicrohttpd-dev libsodium-dev libcurl4-openssl-dev
-  etcd-server etcd-client
+  etcd-server
   qemu-system-x86 busybox-static cpio iproute2 kmod ndctl
   valgrind curl procps python3
 )
