@@ -315,8 +315,8 @@ static void *agent_main(void *arg)
 
 		if (!ret) {
 			due = a->ka_ms + a->lease_s * 1000 / 3 - mono_ms();
-			if (due < 50)
-				due = 50;
+			if (due < 100)
+				due = 100;
 			ret = coord_wait(a->c, a->prefix, memb_agent_rev(a),
 					 (int)due, NULL);
 			ret = ret > 0 ? 0 : ret;

@@ -27,7 +27,8 @@
  * RS_E_TIMEOUT; an etcd error ({"error", "code"} with a gRPC code) is
  * mapped: NotFound (an expired lease) RS_E_NOTFOUND, InvalidArgument
  * RS_E_INVAL, ResourceExhausted RS_E_TOOBIG, Unavailable/DeadlineExceeded
- * (no leader) RS_E_TIMEOUT, others RS_E_PROTO; the message names the
+ * (no leader) RS_E_TIMEOUT, Canceled (a member shutting down)
+ * -ECONNRESET, others RS_E_PROTO; the message names the
  * endpoint, the call and etcd's text. A reply that does not parse as
  * expected is RS_E_PROTO.
  *
@@ -228,6 +229,8 @@ static int map_grpc(int64_t code)
 	case 3: /* InvalidArgument */
 	case 9: /* FailedPrecondition */
 		return RS_E_INVAL;
+	case 1: /* Canceled: the member is shutting down */
+		return -ECONNRESET;
 	case 4: /* DeadlineExceeded */
 	case 14: /* Unavailable */
 		return RS_E_TIMEOUT;
@@ -264,12 +267,13 @@ static bool connect_failed(CURLcode rc, bool reached_member)
 /*
  * POST body to path on the endpoints, starting with the one that answered
  * last, until one connects. The write callback and its argument are the
- * caller's. *http: the status (0: no reply); *connected: a member was
- * reached (a put may have been applied). Returns the curl code.
+ * caller's. *http: the status (0: no reply). A request that reached a
+ * member is not sent to another (a put may have been applied there).
+ * Returns the curl code.
  */
 static CURLcode perform(struct coord_etcd *e, CURL *h, const char *path,
 			const char *body, long timeout_ms, long *http,
-			unsigned *used, bool *connected)
+			unsigned *used)
 {
 	char url[ETCD_URL_MAX + 64];
 	unsigned first = atomic_load(&e->cur);
@@ -292,8 +296,7 @@ static CURLcode perform(struct coord_etcd *e, CURL *h, const char *path,
 		rc = curl_easy_perform(h);
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, http);
 		*used = i;
-		*connected = reached(h, *http);
-		if (!connect_failed(rc, *connected)) {
+		if (!connect_failed(rc, reached(h, *http))) {
 			atomic_store(&e->cur, i);
 			break;
 		}
@@ -327,7 +330,6 @@ static int call(struct coord_etcd *e, const char *path, json_t *req,
 	struct reply r = { 0 };
 	json_error_t je;
 	unsigned used = 0;
-	bool connected;
 	long http = 0;
 	CURLcode rc;
 	char *body;
@@ -341,8 +343,7 @@ static int call(struct coord_etcd *e, const char *path, json_t *req,
 	pthread_mutex_lock(&e->lock);
 	curl_easy_setopt(e->h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(e->h, CURLOPT_WRITEDATA, &r);
-	rc = perform(e, e->h, path, body, e->timeout_ms, &http, &used,
-		     &connected);
+	rc = perform(e, e->h, path, body, e->timeout_ms, &http, &used);
 	pthread_mutex_unlock(&e->lock);
 	free(body);
 	if (rc != CURLE_OK) {
@@ -721,7 +722,6 @@ static int etcd_wait(struct coord *c, const char *prefix, int64_t after,
 	json_t *req, *cr;
 	struct watch w = { 0 };
 	unsigned used = 0;
-	bool connected;
 	long http = 0;
 	CURLcode rc;
 	char *body;
@@ -756,8 +756,7 @@ static int etcd_wait(struct coord *c, const char *prefix, int64_t after,
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(h, CURLOPT_XFERINFODATA, &w);
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-	rc = perform(e, h, "/v3/watch", body, timeout_ms, &http, &used,
-		     &connected);
+	rc = perform(e, h, "/v3/watch", body, timeout_ms, &http, &used);
 	curl_easy_cleanup(h);
 	free(body);
 	free(w.line.p);
@@ -768,10 +767,11 @@ static int etcd_wait(struct coord *c, const char *prefix, int64_t after,
 			*rev = w.rev;
 		return 1;
 	}
-	/* quiet until the timeout (on a loaded member the stream may not
-	 * even have begun), or cancelled */
-	if ((rc == CURLE_OPERATION_TIMEDOUT && connected &&
-	     (http == 0 || http == 200)) || rc == CURLE_ABORTED_BY_CALLBACK)
+	/* quiet until the timeout, or cancelled. A wait's timeout may be
+	 * shorter than a connect on a loaded host, so even a timeout before
+	 * the stream began is no error: the caller's next unary request,
+	 * with its full timeout, finds out whether etcd is there. */
+	if (rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_ABORTED_BY_CALLBACK)
 		return 0;
 	if (rc == CURLE_OK && http == 200)
 		return 0; /* the member ended the stream: look again */

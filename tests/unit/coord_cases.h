@@ -15,10 +15,12 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -270,6 +272,38 @@ static void cc_wait(void **state)
 	assert_int_equal(got, rev);
 }
 
+static void *cc_cancel_later(void *arg)
+{
+	usleep(200000);
+	atomic_store((atomic_bool *)arg, true);
+	return NULL;
+}
+
+/* A set cancel flag ends a wait early (about a second at most). */
+static void cc_cancel(void **state)
+{
+	struct cc *t = *state;
+	atomic_bool stop = false;
+	struct coord_kvs r;
+	struct timespec a, b;
+	pthread_t thr;
+	double s;
+
+	assert_int_equal(coord_range(t->c, K(t, "c/"), true, &r), 0);
+	coord_kvs_free(&r);
+	t->c->cancel = &stop;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(pthread_create(&thr, NULL, cc_cancel_later, &stop),
+			 0);
+	assert_int_equal(coord_wait(t->c, K(t, "c/"), r.rev, 20000, NULL), 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	pthread_join(thr, NULL);
+	t->c->cancel = NULL;
+	s = (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
+	assert_true(s >= 0.15);
+	assert_true(s < 5.0);
+}
+
 static void cc_bad_args(void **state)
 {
 	struct cc *t = *state;
@@ -301,6 +335,6 @@ static void cc_bad_args(void **state)
 #define CC(f) cmocka_unit_test_setup_teardown(f, cc_setup, cc_teardown)
 #define COORD_CASES                                                       \
 	CC(cc_put_get), CC(cc_prefix), CC(cc_cas), CC(cc_lease), CC(cc_wait), \
-		CC(cc_bad_args)
+		CC(cc_cancel), CC(cc_bad_args)
 
 #endif
