@@ -8,7 +8,8 @@ pkgs=(
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils
   rdmacm-utils perftest
   libpmem-dev libhwloc-dev libcmocka-dev libjansson-dev libxxhash-dev
-  libmicrohttpd-dev libsodium-dev
+  libmicrohttpd-dev libsodium-dev libcurl4-openssl-dev
+  etcd-server
   qemu-system-x86 busybox-static cpio iproute2 kmod ndctl
   valgrind curl procps python3
   python3-dev python3-numpy python3-torch

@@ -15,6 +15,20 @@
  *     list
  *     drop NAME
  *     stats
+ *   recstore-ctl --etcd URL[,URL...] --cluster NAME cluster
+ *                [--until-active N] [--until-epoch N] [--timeout S]
+ *                [--ranges] [--decide] [--replicas R]
+ *
+ * cluster prints what etcd holds for a cluster of memory nodes
+ * (docs/replication.md): the configuration's epoch, r and members with
+ * their states, the decider, the live registrations, and the replica sets
+ * (each member's share of the ring as primary and as a replica; --ranges
+ * lists every range with its ordered replica set). --until-active N and
+ * --until-epoch N first wait (watching etcd, up to --timeout S, default
+ * 30) until the configuration has N active members / epoch >= N; exit 1
+ * on timeout. --decide runs one reconfigure step first (as the decider
+ * node does; safe next to it: the write is a compare-and-swap), with r
+ * from --replicas (default 3) when there is no configuration yet.
  *
  * Without --capacity a node gives the table its default capacity (its
  * "default_capacity" rows, or what its free storage holds if that is
@@ -41,7 +55,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "common/rs_internal.h"
+#include "coord/membership.h"
 #include "recstore/client.h"
 
 static const char *const dtypes[] = { "fp32", "fp16", "bf16" };
@@ -67,6 +84,10 @@ static void usage(FILE *f)
 		"  list\n"
 		"  drop NAME\n"
 		"  stats\n"
+		"usage: recstore-ctl --etcd URL[,URL...] --cluster NAME "
+		"cluster\n"
+		"         [--until-active N] [--until-epoch N] [--timeout S]\n"
+		"         [--ranges] [--decide] [--replicas R]\n"
 		"credentials also from RS_KEY_ID with RS_SECRET_FILE or "
 		"RS_SECRET\n");
 }
@@ -409,9 +430,261 @@ static int connect_nodes(const char *nodes, const struct creds *cr,
 	return ret;
 }
 
+/* ---- cluster (etcd) ---- */
+
+struct cluster_args {
+	unsigned until_active;
+	uint64_t until_epoch;
+	unsigned timeout_s;
+	unsigned replicas;
+	bool ranges, decide;
+};
+
+static int parse_cluster_args(int argc, char **argv, struct cluster_args *a)
+{
+	static const struct option opts[] = {
+		{ "until-active", required_argument, NULL, 'a' },
+		{ "until-epoch", required_argument, NULL, 'e' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "replicas", required_argument, NULL, 'r' },
+		{ "ranges", no_argument, NULL, 'R' },
+		{ "decide", no_argument, NULL, 'd' },
+		{ NULL, 0, NULL, 0 },
+	};
+	unsigned long long v;
+	char *end;
+	int o;
+
+	*a = (struct cluster_args){ .timeout_s = 30, .replicas = 3 };
+	optind = 1;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (o == 'R' || o == 'd') {
+			*(o == 'R' ? &a->ranges : &a->decide) = true;
+			continue;
+		}
+		if (o == '?')
+			return 2;
+		errno = 0;
+		v = strtoull(optarg, &end, 10);
+		if (errno || *end || !*optarg || v > 1000000000ull)
+			return bad(opts[o == 'a' ? 0 : o == 'e' ? 1 :
+				       o == 't' ? 2 : 3].name, optarg);
+		if (o == 'a')
+			a->until_active = (unsigned)v;
+		else if (o == 'e')
+			a->until_epoch = v;
+		else if (o == 't')
+			a->timeout_s = (unsigned)v;
+		else if (v < 1 || v > MEMB_MAX_R)
+			return bad("replicas", optarg);
+		else
+			a->replicas = (unsigned)v;
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	return 0;
+}
+
+static unsigned count_active(const struct memb_config *c)
+{
+	unsigned n = 0;
+
+	for (size_t i = 0; i < c->n; i++)
+		n += c->m[i].state == MEMB_ACTIVE;
+	return n;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Read the configuration; with a condition, watch until it holds. */
+static int read_until(struct coord *c, const char *cluster,
+		      const struct cluster_args *a, struct memb_config *cfg,
+		      int64_t *mod_rev)
+{
+	char prefix[COORD_KEY_MAX + 1];
+	uint64_t deadline = now_ms() + (uint64_t)a->timeout_s * 1000;
+	int64_t rev;
+	int ret;
+
+	if ((ret = memb_key(prefix, cluster, "")))
+		return ret;
+	for (;;) {
+		uint64_t now;
+
+		if ((ret = memb_read_config(c, cluster, cfg, mod_rev, &rev)))
+			return ret;
+		if (count_active(cfg) >= a->until_active &&
+		    cfg->epoch >= a->until_epoch)
+			return 0;
+		now = now_ms();
+		if (now >= deadline)
+			return rs_seterr(RS_E_TIMEOUT, "after %u s: epoch "
+					 "%llu, %u active (waited for epoch >= "
+					 "%llu, %u active)", a->timeout_s,
+					 (unsigned long long)cfg->epoch,
+					 count_active(cfg),
+					 (unsigned long long)a->until_epoch,
+					 a->until_active);
+		memb_config_free(cfg);
+		ret = coord_wait(c, prefix, rev, (int)(deadline - now), NULL);
+		if (ret < 0)
+			return ret;
+	}
+}
+
+static void print_placement(const struct memb_config *cfg, bool ranges)
+{
+	struct memb_placement *p;
+	double *prim, *repl;
+	unsigned out[MEMB_MAX_R];
+	size_t n;
+
+	if (memb_placement_new(&p, cfg)) {
+		printf("replica sets: %s\n", rs_errormsg());
+		return;
+	}
+	n = memb_ranges(p);
+	printf("replica sets: %zu ranges on the ring of %u active members, "
+	       "up to %u replicas each\n", n, count_active(cfg), cfg->r);
+	prim = calloc(cfg->n + 1, sizeof(*prim));
+	repl = calloc(cfg->n + 1, sizeof(*repl));
+	for (size_t i = 0; prim && repl && i < n; i++) {
+		uint64_t start, end;
+		unsigned k = memb_range(p, i, &start, &end, out);
+		double share = (double)(end - start) / 18446744073709551616.0;
+
+		if (i == 0 && end <= start) /* the range that wraps */
+			share = (double)(end + (UINT64_MAX - start) + 1) /
+				18446744073709551616.0;
+		if (k)
+			prim[out[0]] += share;
+		for (unsigned j = 0; j < k; j++)
+			repl[out[j]] += share;
+		if (ranges) {
+			printf("  (%016" PRIx64 ", %016" PRIx64 "]:", start,
+			       end);
+			for (unsigned j = 0; j < k; j++)
+				printf(" %s", cfg->m[out[j]].id);
+			printf("\n");
+		}
+	}
+	for (size_t i = 0; prim && repl && i < cfg->n; i++)
+		if (cfg->m[i].state == MEMB_ACTIVE)
+			printf("  %-20s primary of %5.1f%% of the ring, "
+			       "replica of %5.1f%%\n", cfg->m[i].id, 100 * prim[i],
+			       100 * repl[i]);
+	free(prim);
+	free(repl);
+	memb_placement_free(&p);
+}
+
+static int print_cluster(struct coord *c, const char *cluster,
+			 const struct memb_config *cfg, int64_t mod_rev,
+			 bool ranges)
+{
+	char key[COORD_KEY_MAX + 1];
+	struct memb_reg *regs;
+	struct coord_kvs d;
+	size_t nregs, nbad;
+	int ret;
+
+	if ((ret = memb_read_regs(c, cluster, &regs, &nregs, &nbad)))
+		return ret;
+	if ((ret = memb_key(key, cluster, "decider")) ||
+	    (ret = coord_range(c, key, false, &d))) {
+		free(regs);
+		return ret;
+	}
+	if (cfg->epoch)
+		printf("cluster %s: epoch %" PRIu64 ", r %u, vnodes %u, "
+		       "config revision %" PRId64 "\n", cluster, cfg->epoch,
+		       cfg->r, cfg->vnodes, mod_rev);
+	else
+		printf("cluster %s: no configuration yet\n", cluster);
+	printf("decider: %s\n", d.n ? d.kv[0].value : "(none)");
+	printf("members: %zu\n", cfg->n);
+	for (size_t i = 0; i < cfg->n; i++) {
+		const struct memb_member *m = &cfg->m[i];
+		const char *reg = "not registered";
+
+		for (size_t j = 0; j < nregs; j++)
+			if (!strcmp(regs[j].id, m->id))
+				reg = regs[j].inc == m->inc ? "registered" :
+				      "registered (restarted)";
+		printf("  %-20s %-22s %-8s since epoch %-6" PRIu64 " %s\n",
+		       m->id, m->addr, memb_state_name(m->state), m->since,
+		       reg);
+	}
+	for (size_t j = 0; j < nregs; j++) {
+		bool known = false;
+
+		for (size_t i = 0; i < cfg->n; i++)
+			known |= !strcmp(regs[j].id, cfg->m[i].id);
+		if (!known)
+			printf("  %-20s %-22s registered, not in the "
+			       "configuration yet\n", regs[j].id,
+			       regs[j].addr);
+	}
+	if (nbad)
+		printf("unreadable registrations: %zu\n", nbad);
+	print_placement(cfg, ranges);
+	coord_kvs_free(&d);
+	free(regs);
+	return 0;
+}
+
+static int cmd_cluster(const char *etcd, const char *cluster, int argc,
+		       char **argv)
+{
+	struct memb_policy pol = { .vnodes = MEMB_DEFAULT_VNODES,
+				   .activate_joiners = true };
+	struct cluster_args a;
+	struct memb_config cfg;
+	struct coord *c;
+	int64_t mod_rev;
+	uint64_t epoch;
+	int ret;
+
+	if ((ret = parse_cluster_args(argc, argv, &a)))
+		return ret;
+	pol.r = a.replicas;
+	if ((ret = memb_check_id("--cluster", cluster)) ||
+	    (ret = coord_etcd_new(&c, etcd, 5000))) {
+		fprintf(stderr, "recstore-ctl: %s\n", rs_errormsg());
+		return 1;
+	}
+	if (a.decide) {
+		ret = memb_decide(c, cluster, &pol, &epoch);
+		if (ret == 1)
+			printf("decided: configuration epoch %" PRIu64
+			       " written\n", epoch);
+		else if (ret == 0)
+			printf("decided: no change\n");
+	}
+	if (ret >= 0)
+		ret = read_until(c, cluster, &a, &cfg, &mod_rev);
+	if (!ret) {
+		ret = print_cluster(c, cluster, &cfg, mod_rev, a.ranges);
+		memb_config_free(&cfg);
+	}
+	if (ret < 0)
+		fprintf(stderr, "recstore-ctl: cluster %s: %s\n", cluster,
+			rs_errormsg());
+	coord_close(&c);
+	return ret < 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
-	const char *nodes = NULL, *cmd;
+	const char *nodes = NULL, *cmd, *etcd = NULL, *cluster = NULL;
 	struct creds cr = { NULL, NULL };
 	struct rs_client *c = NULL;
 	int i = 1, ret;
@@ -429,6 +702,10 @@ int main(int argc, char **argv)
 			cr.file = argv[++i];
 		} else if (!strncmp(argv[i], "--secret-file=", 14)) {
 			cr.file = argv[i] + 14;
+		} else if (!strcmp(argv[i], "--etcd") && i + 1 < argc) {
+			etcd = argv[++i];
+		} else if (!strcmp(argv[i], "--cluster") && i + 1 < argc) {
+			cluster = argv[++i];
 		} else if (!strcmp(argv[i], "-h") ||
 			   !strcmp(argv[i], "--help")) {
 			usage(stdout);
@@ -437,6 +714,13 @@ int main(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		}
+	}
+	if (i < argc && !strcmp(argv[i], "cluster")) {
+		if (!etcd || !cluster) {
+			usage(stderr);
+			return 2;
+		}
+		return cmd_cluster(etcd, cluster, argc - i, argv + i);
 	}
 	if (!nodes || i >= argc) {
 		usage(stderr);

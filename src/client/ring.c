@@ -139,6 +139,51 @@ uint64_t cli_ring_key_hash(uint64_t key)
 	return XXH3_64bits_withSeed(b, sizeof(b), KEY_SEED);
 }
 
+/* Index of the first point with hash >= h (wrapping to 0). */
+static size_t first_at(const struct cli_ring *ring, uint64_t h)
+{
+	size_t lo = 0, hi = ring->npoints;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ring->points[mid].hash < h)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo == ring->npoints ? 0 : lo;
+}
+
+unsigned cli_ring_successors(const struct cli_ring *ring, uint64_t h,
+			     unsigned *out, unsigned r)
+{
+	size_t i = first_at(ring, h);
+	unsigned n = 0;
+
+	if (r > ring->nnodes)
+		r = (unsigned)ring->nnodes;
+	for (size_t walked = 0; n < r && walked < ring->npoints; walked++) {
+		unsigned node = ring->points[i].node;
+		unsigned j;
+
+		for (j = 0; j < n && out[j] != node; j++)
+			;
+		if (j == n)
+			out[n++] = node;
+		if (++i == ring->npoints)
+			i = 0;
+	}
+	return n;
+}
+
+void cli_ring_point(const struct cli_ring *ring, size_t i, uint64_t *hash,
+		    unsigned *node)
+{
+	*hash = ring->points[i].hash;
+	*node = ring->points[i].node;
+}
+
 unsigned cli_ring_node(const struct cli_ring *ring, uint64_t key)
 {
 	uint64_t h = cli_ring_key_hash(key);

@@ -39,6 +39,18 @@ uint64_t cli_ring_key_hash(uint64_t key);
 /* Node index owning `key`. */
 unsigned cli_ring_node(const struct cli_ring *ring, uint64_t key);
 
+/* The successor list of hash h: the owners of the points at or after h,
+ * walking clockwise, each node once, up to r of them (fewer when the ring
+ * has fewer nodes). out[0] is the owner (cli_ring_node), out[1] the next
+ * distinct node, ... Returns the count. For replica sets
+ * (src/coord/membership.c). */
+unsigned cli_ring_successors(const struct cli_ring *ring, uint64_t h,
+			     unsigned *out, unsigned r);
+
+/* Point i (0..points-1) in ring order: its hash and owner. */
+void cli_ring_point(const struct cli_ring *ring, size_t i, uint64_t *hash,
+		    unsigned *node);
+
 size_t cli_ring_nodes(const struct cli_ring *ring);
 size_t cli_ring_points(const struct cli_ring *ring);
 

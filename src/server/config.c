@@ -765,8 +765,11 @@ static const char *const top_keys[] = {
 	"name", "device", "listen", "metrics_port", "storage", "tables",
 	"workers", "spin_us", "trace", "max_batch_keys", "max_message_bytes",
 	"max_dim", "max_tables", "max_conns_per_peer", "keepalive_ms",
-	"send_timeout_ms", "auth", "default_capacity", NULL,
+	"send_timeout_ms", "auth", "default_capacity", "coord", NULL,
 };
+static const char *const coord_keys[] = { "endpoints", "cluster", "id",
+					  "lease_ms", "replicas", "decide",
+					  NULL };
 
 /* obj[key] must be an object if present; *sub = it or NULL */
 static int sub_object(struct ctx *c, json_t *obj, const char *key,
@@ -860,6 +863,79 @@ out:
 	return rc;
 }
 
+/* coord.endpoints: 1..8 http(s) URLs, joined by ',' into *out */
+static int parse_endpoints(struct ctx *c, json_t *arr, char **out)
+{
+	size_t cap = SRV_CONFIG_COORD_ENDPOINTS *
+		     (SRV_CONFIG_COORD_URL_MAX + 1), len = 0;
+	char *list;
+
+	if (!json_is_array(arr) || json_array_size(arr) < 1 ||
+	    json_array_size(arr) > SRV_CONFIG_COORD_ENDPOINTS)
+		return fail_at(c, "endpoints", "must be an array of 1..%d URLs",
+			       SRV_CONFIG_COORD_ENDPOINTS);
+	if (!(list = calloc(1, cap)))
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	for (size_t i = 0; i < json_array_size(arr); i++) {
+		const char *u = json_string_value(json_array_get(arr, i));
+		size_t n = u ? strlen(u) : 0;
+
+		if (!u || n < 8 || n > SRV_CONFIG_COORD_URL_MAX ||
+		    strchr(u, ',') ||
+		    (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))) {
+			free(list);
+			return fail_at(c, "endpoints", "[%zu]: must be an "
+				       "http:// or https:// URL of up to %d "
+				       "bytes without ','", i,
+				       SRV_CONFIG_COORD_URL_MAX);
+		}
+		len += (size_t)snprintf(list + len, cap - len, "%s%s",
+					i ? "," : "", u);
+	}
+	free(*out);
+	*out = list;
+	return 0;
+}
+
+static int parse_coord(struct ctx *c, json_t *root, struct srv_config *cfg)
+{
+	size_t old;
+	json_t *o, *e;
+	int rc;
+
+	if ((rc = sub_object(c, root, "coord", coord_keys, &o, &old)) || !o)
+		return rc;
+	if (!(e = json_object_get(o, "endpoints")))
+		rc = fail_at(c, "endpoints", "required (the etcd URLs)");
+	else if (!json_object_get(o, "cluster"))
+		rc = fail_at(c, "cluster", "required");
+	if (rc || (rc = parse_endpoints(c, e, &cfg->coord_endpoints)) ||
+	    (rc = copy_str(c, o, "cluster", cfg->coord_cluster,
+			   sizeof(cfg->coord_cluster))) ||
+	    (rc = copy_str(c, o, "id", cfg->coord_id,
+			   sizeof(cfg->coord_id))) ||
+	    (rc = get_u32(c, o, "lease_ms", SRV_CONFIG_MIN_COORD_LEASE_MS,
+			  SRV_CONFIG_MAX_COORD_LEASE_MS,
+			  &cfg->coord_lease_ms)) ||
+	    (rc = get_u32(c, o, "replicas", 1, 5, &cfg->coord_replicas)) ||
+	    (rc = get_bool(c, o, "decide", &cfg->coord_decide)))
+		goto out;
+	if (proto_name_check("cluster", cfg->coord_cluster,
+			     strlen(cfg->coord_cluster)))
+		rc = fail_at(c, "cluster", "'%s' is not a name (up to %d of "
+			     "[A-Za-z0-9_.-])", cfg->coord_cluster,
+			     PROTO_NAME_MAX);
+	else if (cfg->coord_id[0] &&
+		 proto_name_check("id", cfg->coord_id, strlen(cfg->coord_id)))
+		rc = fail_at(c, "id", "'%s' is not a name (up to %d of "
+			     "[A-Za-z0-9_.-])", cfg->coord_id, PROTO_NAME_MAX);
+	else if (!cfg->coord_id[0] && !cfg->name[0])
+		rc = fail_at(c, "id", "required when the node has no \"name\"");
+out:
+	pop(c, old);
+	return rc;
+}
+
 static int parse_root(struct ctx *c, json_t *root, struct srv_config *cfg)
 {
 	uint64_t msg = cfg->limits.max_message_bytes;
@@ -908,6 +984,8 @@ static int parse_root(struct ctx *c, json_t *root, struct srv_config *cfg)
 					     strlen(cfg->name)))
 		return fail_at(c, "name", "'%s' is not a node name (up to %d "
 			       "of [A-Za-z0-9_.-])", cfg->name, PROTO_NAME_MAX);
+	if ((rc = parse_coord(c, root, cfg)))
+		return rc;
 	if (!(t = json_object_get(root, "tables")))
 		return 0;
 	old = push_key(c, "tables");
@@ -934,6 +1012,9 @@ void srv_config_defaults(struct srv_config *c)
 	proto_limits_default(&c->limits);
 	c->limits.max_message_bytes = SRV_CONFIG_MESSAGE_BYTES;
 	c->auth_skew_s = AUTH_DEFAULT_SKEW_S;
+	c->coord_lease_ms = SRV_CONFIG_COORD_LEASE_MS;
+	c->coord_replicas = SRV_CONFIG_COORD_REPLICAS;
+	c->coord_decide = 1;
 }
 
 void srv_config_free(struct srv_config **c)
@@ -942,6 +1023,7 @@ void srv_config_free(struct srv_config **c)
 		return;
 	free((*c)->storage_path);
 	free((*c)->trace_path);
+	free((*c)->coord_endpoints);
 	free((*c)->tables);
 	for (uint32_t i = 0; i < (*c)->nkeys; i++) {
 		char *sec = (*c)->keys[i].secret;

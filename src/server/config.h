@@ -50,6 +50,12 @@ enum srv_backend {
 #define SRV_CONFIG_MIN_SEND_TIMEOUT_MS 10
 #define SRV_CONFIG_MAX_SEND_TIMEOUT_MS 600000
 #define SRV_CONFIG_ADDR_MAX 255
+#define SRV_CONFIG_COORD_LEASE_MS 5000
+#define SRV_CONFIG_MIN_COORD_LEASE_MS 2000	/* etcd's minimum TTL */
+#define SRV_CONFIG_MAX_COORD_LEASE_MS 600000
+#define SRV_CONFIG_COORD_ENDPOINTS 8
+#define SRV_CONFIG_COORD_URL_MAX 255
+#define SRV_CONFIG_COORD_REPLICAS 3
 #define SRV_CONFIG_DEVICE_MAX 63
 
 /* One credential of the "auth" section: exactly one of secret and
@@ -90,6 +96,13 @@ struct srv_config {
 	uint32_t nkeys;
 	struct srv_config_key *keys;	/* "auth.keys"; none: no checks */
 	uint32_t auth_skew_s;		/* "auth.max_skew_s"; 60 */
+	/* "coord": membership in etcd (docs/replication.md); absent: none */
+	char *coord_endpoints;		/* URLs joined by ','; NULL: off */
+	char coord_cluster[PROTO_NAME_MAX + 1];
+	char coord_id[PROTO_NAME_MAX + 1]; /* "": the node's name */
+	uint32_t coord_lease_ms;	/* 5000 */
+	uint32_t coord_replicas;	/* r of a first configuration; 3 */
+	int coord_decide;		/* may become the decider; 1 */
 };
 
 /* Fill *c with the defaults (no allocation; nothing to free). */

@@ -1095,7 +1095,9 @@ static int open_all(struct rs_server *s)
 		return ret;
 	if ((ret = srv_metrics_serve(s)))
 		return ret;
-	return open_trace(s);
+	if ((ret = open_trace(s)))
+		return ret;
+	return srv_coord_start(s);
 }
 
 RS_EXPORT int rs_server_open(struct rs_server **out,
@@ -1157,6 +1159,7 @@ RS_EXPORT void rs_server_close(struct rs_server **sp)
 
 	if (!s)
 		return;
+	srv_coord_stop(s);
 	reap(s, true);
 	rv_listener_close(&s->l);
 	metrics_http_stop(&s->m.http);

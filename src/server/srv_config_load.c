@@ -63,6 +63,14 @@ int srv_opts_from_config(struct srv_opts *o, const struct srv_config *c)
 	v.ntables = c->ntables;
 	v.keys = NULL;
 	v.nkeys = 0;
+	v.coord_endpoints = c->coord_endpoints;
+	memcpy(v.coord_cluster, c->coord_cluster, sizeof(v.coord_cluster));
+	/* the member id: coord.id, else the node's name */
+	memcpy(v.coord_id, c->coord_id[0] ? c->coord_id : c->name,
+	       sizeof(v.coord_id));
+	v.coord_lease_ms = c->coord_lease_ms;
+	v.coord_replicas = c->coord_replicas;
+	v.coord_decide = c->coord_decide != 0;
 	ret = srv_opts_copy(o, &v);
 	if (!ret)
 		ret = keys_from_config(o, c);

@@ -90,6 +90,13 @@ struct srv_opts {
 	struct auth_key *keys;	/* credentials; none: every peer is admin */
 	size_t nkeys;
 	uint32_t auth_skew_s;	/* accepted clock difference, seconds */
+	/* membership in etcd (src/coord); coord_endpoints NULL: off */
+	char *coord_endpoints;
+	char coord_cluster[PROTO_NAME_MAX + 1];
+	char coord_id[PROTO_NAME_MAX + 1];
+	uint32_t coord_lease_ms;
+	uint32_t coord_replicas;
+	bool coord_decide;
 };
 
 void srv_opts_defaults(struct srv_opts *o);
@@ -137,6 +144,8 @@ struct rs_server_config {
 
 /* Options from a parsed config file (srv_config_load.c). */
 struct srv_config;
+struct coord;
+struct memb_agent;
 int srv_opts_from_config(struct srv_opts *o, const struct srv_config *c);
 /* Validate cfg and copy its options into *o (srv_opts_free). */
 int srv_config_to_opts(const struct rs_server_config *cfg,
@@ -426,6 +435,8 @@ struct rs_server {
 	struct rv_conn *_Atomic wake;
 	uint8_t wake_msg[SRV_WAKE_LEN];
 	uint64_t wake_token;	/* secret: not the node id HELLO tells */
+	struct coord *coord;		/* membership: NULL when off */
+	struct memb_agent *agent;
 	pthread_t wake_thr;
 	atomic_bool wake_pending;	/* its connect request is expected */
 	bool wake_thr_started;
@@ -447,6 +458,13 @@ void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define SRV_LOG_BURST 10
 #define SRV_LOG_INTERVAL_NS (10ull * 1000000000ull)
 struct rs_ratelimit;
+
+/* Membership (srv_coord.c): with coord_endpoints set, register the node
+ * in etcd and keep it registered from a thread of its own; a no-op
+ * otherwise. Never fails because etcd is unreachable (the agent
+ * retries). srv_coord_stop leaves the cluster (revokes the lease). */
+int srv_coord_start(struct rs_server *s);
+void srv_coord_stop(struct rs_server *s);
 void srv_log_limited(struct rs_ratelimit *rl, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 #define srv_log_peer(...)                                                 \

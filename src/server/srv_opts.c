@@ -54,6 +54,9 @@ void srv_opts_defaults(struct srv_opts *o)
 	o->max_conns = 128;
 	o->send_timeout_ms = (int)c.send_timeout_ms;
 	o->auth_skew_s = AUTH_DEFAULT_SKEW_S;
+	o->coord_lease_ms = c.coord_lease_ms;
+	o->coord_replicas = c.coord_replicas;
+	o->coord_decide = c.coord_decide;
 }
 
 void srv_opts_free(struct srv_opts *o)
@@ -61,6 +64,8 @@ void srv_opts_free(struct srv_opts *o)
 	free(o->pool_path);
 	free(o->trace_path);
 	free(o->tables);
+	free(o->coord_endpoints);
+	o->coord_endpoints = NULL;
 	o->pool_path = o->trace_path = NULL;
 	o->tables = NULL;
 	o->ntables = 0;
@@ -86,11 +91,13 @@ int srv_opts_copy(struct srv_opts *dst, const struct srv_opts *src)
 {
 	*dst = *src;
 	dst->pool_path = dst->trace_path = NULL;
+	dst->coord_endpoints = NULL;
 	dst->tables = NULL;
 	dst->keys = NULL;
 	dst->nkeys = 0;
 	if (dup_str(&dst->pool_path, src->pool_path) ||
-	    dup_str(&dst->trace_path, src->trace_path))
+	    dup_str(&dst->trace_path, src->trace_path) ||
+	    dup_str(&dst->coord_endpoints, src->coord_endpoints))
 		goto nomem;
 	if (src->ntables) {
 		dst->tables = malloc(src->ntables * sizeof(*dst->tables));

@@ -559,6 +559,33 @@ static const struct {
 	{ "{\"auth\": {\"keys\": [{\"id\": 1, \"role\": \"read\", "
 	  "\"secrte\": \"0123456789abcdef\"}]}}",
 	  "auth.keys[0].secrte: unknown field (did you mean 'secret'?)" },
+	/* coord */
+	{ "{\"name\": \"a\", \"coord\": {\"cluster\": \"c\"}}",
+	  "coord.endpoints: required (the etcd URLs)" },
+	{ "{\"name\": \"a\", \"coord\": {\"endpoints\": [\"http://e:1\"]}}",
+	  "coord.cluster: required" },
+	{ "{\"name\": \"a\", \"coord\": {\"endpoints\": [], "
+	  "\"cluster\": \"c\"}}",
+	  "coord.endpoints: must be an array of 1..8 URLs" },
+	{ "{\"name\": \"a\", \"coord\": {\"endpoints\": [\"e:1\"], "
+	  "\"cluster\": \"c\"}}",
+	  "coord.endpoints: [0]: must be an http:// or https:// URL of up to "
+	  "255 bytes without ','" },
+	{ "{\"name\": \"a\", \"coord\": {\"endpoints\": [\"http://e:1\"], "
+	  "\"cluster\": \"c/d\"}}",
+	  "coord.cluster: 'c/d' is not a name (up to 63 of [A-Za-z0-9_.-])" },
+	{ "{\"coord\": {\"endpoints\": [\"http://e:1\"], \"cluster\": "
+	  "\"c\"}}",
+	  "coord.id: required when the node has no \"name\"" },
+	{ "{\"name\": \"a\", \"coord\": {\"endpoints\": [\"http://e:1\"], "
+	  "\"cluster\": \"c\", \"lease_ms\": 1000}}",
+	  "coord.lease_ms: must be an integer in [2000, 600000]" },
+	{ "{\"name\": \"a\", \"coord\": {\"endpoints\": [\"http://e:1\"], "
+	  "\"cluster\": \"c\", \"replicas\": 6}}",
+	  "coord.replicas: must be an integer in [1, 5]" },
+	{ "{\"name\": \"a\", \"coord\": {\"endpoints\": [\"http://e:1\"], "
+	  "\"cluster\": \"c\", \"leas_ms\": 1}}",
+	  "coord.leas_ms: unknown field (did you mean 'lease_ms'?)" },
 };
 
 static void auth_section(void **state)
@@ -583,6 +610,37 @@ static void auth_section(void **state)
 	assert_int_equal(c->keys[1].id, 4294967295u);
 	assert_int_equal(c->keys[1].role, 1);
 	assert_string_equal(c->keys[1].secret, "0123456789abcdef");
+	srv_config_free(&c);
+}
+
+static void coord_section(void **state)
+{
+	struct srv_config *c;
+
+	(void)state;
+	c = parse_ok("{}");
+	assert_null(c->coord_endpoints);
+	srv_config_free(&c);
+	c = parse_ok("{\"coord\": {\"endpoints\": [\"http://10.0.0.1:2379\", "
+		     "\"https://e2:2379/\"], \"cluster\": \"prod\", \"id\": "
+		     "\"m-1\", \"lease_ms\": 2500, \"replicas\": 2, "
+		     "\"decide\": false}}");
+	assert_string_equal(c->coord_endpoints,
+			    "http://10.0.0.1:2379,https://e2:2379/");
+	assert_string_equal(c->coord_cluster, "prod");
+	assert_string_equal(c->coord_id, "m-1");
+	assert_int_equal(c->coord_lease_ms, 2500);
+	assert_int_equal(c->coord_replicas, 2);
+	assert_int_equal(c->coord_decide, 0);
+	srv_config_free(&c);
+	/* the id defaults to the node's name (applied in srv_config_load.c);
+	 * defaults of the rest */
+	c = parse_ok("{\"name\": \"n\", \"coord\": {\"endpoints\": "
+		     "[\"http://e:1\"], \"cluster\": \"c\"}}");
+	assert_string_equal(c->coord_id, "");
+	assert_int_equal(c->coord_lease_ms, 5000);
+	assert_int_equal(c->coord_replicas, 3);
+	assert_int_equal(c->coord_decide, 1);
 	srv_config_free(&c);
 }
 
@@ -676,6 +734,7 @@ int main(void)
 		cmocka_unit_test(load_files),
 		cmocka_unit_test(sizes),
 		cmocka_unit_test(auth_section),
+		cmocka_unit_test(coord_section),
 		cmocka_unit_test(every_error),
 		cmocka_unit_test(error_names_the_path),
 		cmocka_unit_test(syntax_errors),

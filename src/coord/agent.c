@@ -1,0 +1,363 @@
+/*
+ * agent.c - a memory node's membership agent (membership.h): registers
+ * the node under /recstore/<cluster>/nodes/<id> on a lease it keeps
+ * alive, competes for the decider key, and while it holds it turns every
+ * change of the registrations into the next configuration
+ * (memb_decide()).
+ *
+ * One thread runs memb_agent_tick() and then waits on the cluster's
+ * prefix (coord_wait: a lease that expires deletes a registration, which
+ * wakes the decider at once) until the next keepalive is due, a third of
+ * the TTL after the last one. The node's serving threads never touch the
+ * store: an unreachable etcd costs the node nothing but this thread's
+ * retries (one a second) and a log line when it starts failing, one a
+ * minute while it fails, and one when it recovers.
+ *
+ * Liveness is etcd's lease, not our own heartbeat: the decider never
+ * judges a node by anything but the presence of its registration.
+ *
+ * Concurrency: tick state (lease, registered, ka_ms) belongs to whoever
+ * calls tick: the thread once started, else the caller (unit tests).
+ * decider, epoch and rev are atomics that other threads read.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "common/rs_internal.h"
+#include "coord/membership.h"
+
+#define AGENT_RETRY_MS 1000
+#define AGENT_FAIL_LOG_MS 60000
+
+struct memb_agent {
+	struct coord *c;
+	char cluster[MEMB_CLUSTER_MAX + 1];
+	char prefix[COORD_KEY_MAX + 1];
+	char reg_key[COORD_KEY_MAX + 1];
+	char decider_key[COORD_KEY_MAX + 1];
+	struct memb_reg self;
+	int64_t lease_s;
+	bool decide;
+	struct memb_policy policy;
+	void (*log)(void *arg, const char *line);
+	void *log_arg;
+
+	int64_t lease;		/* 0: none */
+	int64_t ka_ms;		/* last grant or keepalive */
+	bool registered;
+	atomic_bool decider;
+	_Atomic uint64_t epoch;
+	_Atomic int64_t rev;
+
+	pthread_t thr;
+	bool started;
+	atomic_bool stop;
+	pthread_mutex_t lock;	/* with cv: the retry sleep */
+	pthread_cond_t cv;
+	bool failing;
+	unsigned fails;
+	int64_t fail_log_ms;
+};
+
+static void say(struct memb_agent *a, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void say(struct memb_agent *a, const char *fmt, ...)
+{
+	char line[768];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (a->log)
+		a->log(a->log_arg, line);
+	else
+		fprintf(stderr, "coord: %s\n", line);
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int memb_agent_new(struct memb_agent **out, struct coord *c,
+		   const struct memb_agent_opts *o)
+{
+	struct memb_agent *a;
+	pthread_condattr_t ca;
+	int ret;
+
+	*out = NULL;
+	if ((ret = memb_check_id("coord.cluster", o->cluster)) ||
+	    (ret = memb_check_id("coord.id", o->id)) ||
+	    (ret = coord_check_ttl(o->lease_s)))
+		return ret;
+	if (!o->addr || !o->addr[0] || strlen(o->addr) > MEMB_ADDR_MAX)
+		return rs_seterr(RS_E_INVAL, "coord: address of 1..%d bytes",
+				 MEMB_ADDR_MAX);
+	if (!(a = calloc(1, sizeof(*a))))
+		return rs_seterr(-ENOMEM, "coord: out of memory");
+	snprintf(a->cluster, sizeof(a->cluster), "%s", o->cluster);
+	snprintf(a->self.id, sizeof(a->self.id), "%s", o->id);
+	snprintf(a->self.addr, sizeof(a->self.addr), "%s", o->addr);
+	if (getrandom(&a->self.inc, sizeof(a->self.inc), 0) !=
+	    (ssize_t)sizeof(a->self.inc))
+		a->self.inc = (uint64_t)mono_ms() ^ (uint64_t)(uintptr_t)a;
+	if ((ret = memb_key(a->prefix, o->cluster, "")) ||
+	    (ret = memb_key(a->decider_key, o->cluster, "decider")) ||
+	    (ret = memb_key(a->reg_key, o->cluster, "nodes/")) ||
+	    strlen(a->reg_key) + strlen(o->id) > COORD_KEY_MAX) {
+		free(a);
+		return ret ? ret : rs_seterr(RS_E_TOOBIG, "coord: key too "
+					     "long");
+	}
+	strcat(a->reg_key, o->id);
+	a->lease_s = o->lease_s;
+	a->decide = o->decide;
+	a->policy = o->policy;
+	a->log = o->log;
+	a->log_arg = o->log_arg;
+	a->c = c;
+	c->cancel = &a->stop;
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&a->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	*out = a;
+	return 0;
+}
+
+static int ensure_lease(struct memb_agent *a, int64_t now)
+{
+	int ret;
+
+	if (a->lease && now - a->ka_ms >= a->lease_s * 1000 / 3) {
+		ret = coord_lease_keepalive(a->c, a->lease, NULL);
+		if (ret == RS_E_NOTFOUND) {
+			say(a, "lease %" PRIx64 " expired: registering again",
+			    (uint64_t)a->lease);
+			a->lease = 0;
+		} else if (ret) {
+			return ret;
+		} else {
+			a->ka_ms = now;
+		}
+	}
+	if (!a->lease) {
+		a->registered = false;
+		atomic_store(&a->decider, false);
+		if ((ret = coord_lease_grant(a->c, a->lease_s, &a->lease)))
+			return ret;
+		a->ka_ms = now;
+	}
+	return 0;
+}
+
+static int ensure_registered(struct memb_agent *a)
+{
+	size_t len;
+	char *v;
+	int ret;
+
+	if (a->registered)
+		return 0;
+	if ((ret = memb_reg_format(&a->self, &v, &len)))
+		return ret;
+	ret = coord_put(a->c, a->reg_key, v, len, a->lease, NULL);
+	free(v);
+	if (ret)
+		return ret;
+	a->registered = true;
+	say(a, "registered as '%s' (%s) in cluster '%s', lease TTL %" PRId64
+	    " s", a->self.id, a->self.addr, a->cluster, a->lease_s);
+	return 0;
+}
+
+/* Take the decider key if it is free; notice when it is ours. */
+static int ensure_decider(struct memb_agent *a)
+{
+	struct coord_kvs r;
+	bool mine;
+	int ret;
+
+	if ((ret = coord_range(a->c, a->decider_key, false, &r)))
+		return ret;
+	mine = r.n == 1 && r.kv[0].lease == a->lease &&
+	       !strcmp(r.kv[0].value, a->self.id);
+	if (r.n == 0) {
+		ret = coord_cas(a->c, a->decider_key, 0, a->self.id,
+				strlen(a->self.id), a->lease, NULL);
+		mine = ret == 1;
+	}
+	coord_kvs_free(&r);
+	if (ret < 0)
+		return ret;
+	if (mine && !atomic_exchange(&a->decider, true))
+		say(a, "'%s' is the decider of cluster '%s'", a->self.id,
+		    a->cluster);
+	if (!mine)
+		atomic_store(&a->decider, false);
+	return 0;
+}
+
+int memb_agent_tick(struct memb_agent *a, int64_t now_ms)
+{
+	struct memb_config cfg;
+	int64_t mod_rev, rev;
+	uint64_t epoch;
+	int ret;
+
+	if ((ret = ensure_lease(a, now_ms)) || (ret = ensure_registered(a)))
+		return ret;
+	if (a->decide && (ret = ensure_decider(a)))
+		return ret;
+	if (atomic_load(&a->decider)) {
+		ret = memb_decide(a->c, a->cluster, &a->policy, &epoch);
+		if (ret < 0)
+			return ret;
+		if (ret == 1)
+			say(a, "configuration epoch %" PRIu64 " written",
+			    epoch);
+	}
+	/* every node follows the configuration's epoch (fencing builds on
+	 * it: docs/replication.md) */
+	if ((ret = memb_read_config(a->c, a->cluster, &cfg, &mod_rev, &rev)))
+		return ret;
+	atomic_store(&a->epoch, cfg.epoch);
+	atomic_store(&a->rev, rev);
+	memb_config_free(&cfg);
+	return 0;
+}
+
+int64_t memb_agent_rev(const struct memb_agent *a)
+{
+	return atomic_load(&a->rev);
+}
+
+bool memb_agent_is_decider(const struct memb_agent *a)
+{
+	return atomic_load(&a->decider);
+}
+
+uint64_t memb_agent_epoch(const struct memb_agent *a)
+{
+	return atomic_load(&a->epoch);
+}
+
+/* After a failure: retry in a second, or sooner when a keepalive falls
+ * due sooner (a third of the TTL), so that a failed round never costs
+ * the lease. */
+static int64_t retry_ms(const struct memb_agent *a)
+{
+	int64_t third = a->lease_s * 1000 / 3;
+
+	return third < AGENT_RETRY_MS ? third : AGENT_RETRY_MS;
+}
+
+/* Log transitions between working and failing, and a failing state once a
+ * minute: never a line per retry. */
+static void report(struct memb_agent *a, int ret, int64_t now)
+{
+	if (!ret) {
+		if (a->failing)
+			say(a, "store reachable again (%u attempt%s failed)",
+			    a->fails, a->fails > 1 ? "s" : "");
+		a->failing = false;
+		return;
+	}
+	a->fails = a->failing ? a->fails + 1 : 1;
+	if (!a->failing || now - a->fail_log_ms >= AGENT_FAIL_LOG_MS) {
+		say(a, "%s (%s); attempt %u failed, the node keeps serving "
+		    "and retries every %" PRId64 " ms", rs_errormsg(),
+		    rs_strerror(ret), a->fails, retry_ms(a));
+		a->fail_log_ms = now;
+	}
+	a->failing = true;
+}
+
+static void sleep_ms(struct memb_agent *a, int64_t ms)
+{
+	struct timespec dl;
+
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += ms / 1000;
+	dl.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&a->lock);
+	while (!atomic_load(&a->stop) &&
+	       pthread_cond_timedwait(&a->cv, &a->lock, &dl) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&a->lock);
+}
+
+static void *agent_main(void *arg)
+{
+	struct memb_agent *a = arg;
+
+	while (!atomic_load(&a->stop)) {
+		int64_t now = mono_ms(), due;
+		int ret = memb_agent_tick(a, now);
+
+		if (!ret) {
+			due = a->ka_ms + a->lease_s * 1000 / 3 - mono_ms();
+			if (due < 100)
+				due = 100;
+			ret = coord_wait(a->c, a->prefix, memb_agent_rev(a),
+					 (int)due, NULL);
+			ret = ret > 0 ? 0 : ret;
+		}
+		report(a, ret, mono_ms());
+		if (ret)
+			sleep_ms(a, retry_ms(a));
+	}
+	return NULL;
+}
+
+int memb_agent_start(struct memb_agent *a)
+{
+	int ret = pthread_create(&a->thr, NULL, agent_main, a);
+
+	if (ret)
+		return rs_seterr(-ret, "coord: pthread_create: %s",
+				 strerror(ret));
+	a->started = true;
+	return 0;
+}
+
+void memb_agent_free(struct memb_agent **ap)
+{
+	struct memb_agent *a = ap ? *ap : NULL;
+
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->lock);
+	atomic_store(&a->stop, true);
+	pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->lock);
+	if (a->started)
+		pthread_join(a->thr, NULL);
+	/* a clean leave: the registration (and the decider key) go now,
+	 * not a TTL later */
+	if (a->lease && coord_lease_revoke(a->c, a->lease) == 0)
+		say(a, "left cluster '%s' (lease revoked)", a->cluster);
+	a->c->cancel = NULL;
+	pthread_cond_destroy(&a->cv);
+	pthread_mutex_destroy(&a->lock);
+	free(a);
+	*ap = NULL;
+}

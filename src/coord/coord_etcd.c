@@ -1,0 +1,884 @@
+/*
+ * coord_etcd.c - the etcd backend of coord.h, through etcd's v3 JSON gRPC
+ * gateway (etcd 3.4: POST /v3/<service>/<method>, JSON bodies; keys and
+ * values base64; 64-bit integers as decimal strings; fields that hold
+ * their zero value are left out of replies, so an absent "succeeded" is
+ * false and an absent "TTL" is 0).
+ *
+ * Calls used: /v3/kv/range, /v3/kv/put, /v3/kv/deleterange, /v3/kv/txn
+ * (one compare on MOD revision, one put or delete), /v3/lease/grant,
+ * /v3/lease/keepalive (a bidirectional stream in gRPC: the gateway sends
+ * our one request and returns one {"result": ...}), /v3/lease/revoke and
+ * /v3/watch (see wait below).
+ *
+ * Requests: libcurl easy handles. Unary calls share one handle under
+ * `lock` (it keeps the HTTP connection open between calls); each wait()
+ * uses a handle of its own, so a thread blocked in wait does not hold up
+ * another's keepalive. Every request is bounded in time (timeout_ms; wait
+ * by its own timeout) and every reply in size (ETCD_REPLY_MAX, checked
+ * while it arrives, before it is parsed). Only http and https are allowed.
+ *
+ * Endpoints: up to ETCD_MAX_ENDPOINTS; a request that cannot connect
+ * (refused, unresolvable, connect timeout) tries the next one, starting
+ * from the one that answered last. A request that reached a member and
+ * failed there is not retried elsewhere: a put may have been applied.
+ *
+ * Errors: no connection to any endpoint -ECONNREFUSED; no answer in time
+ * RS_E_TIMEOUT; an etcd error ({"error", "code"} with a gRPC code) is
+ * mapped: NotFound (an expired lease) RS_E_NOTFOUND, InvalidArgument
+ * RS_E_INVAL, ResourceExhausted RS_E_TOOBIG, Unavailable/DeadlineExceeded
+ * (no leader) RS_E_TIMEOUT, Canceled (a member shutting down)
+ * -ECONNRESET, others RS_E_PROTO; the message names the
+ * endpoint, the call and etcd's text. A reply that does not parse as
+ * expected is RS_E_PROTO.
+ *
+ * wait: POST /v3/watch {"create_request": {key, range_end, start_revision
+ * = after + 1}}. The gateway streams one JSON object per line: first
+ * {"result": {"created": true}}, then one per batch of events. The write
+ * callback parses each line as it completes and ends the transfer on the
+ * first batch with events, or on "canceled" (the revision was compacted:
+ * reported as a change, the caller re-reads). A line longer than
+ * ETCD_REPLY_MAX (a huge batch) is reported as a change too: always safe.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/rs_internal.h"
+#include "coord/coord.h"
+
+#define ETCD_MAX_ENDPOINTS 8
+#define ETCD_URL_MAX 256
+#define ETCD_REPLY_MAX (4u << 20)
+#define ETCD_MIN_TIMEOUT_MS 10
+#define ETCD_MAX_TIMEOUT_MS 600000
+#define ETCD_CONNECT_TIMEOUT_MS 1000
+
+struct coord_etcd {
+	struct coord c;
+	pthread_mutex_t lock;	/* h */
+	CURL *h;
+	struct curl_slist *hdrs;
+	char ep[ETCD_MAX_ENDPOINTS][ETCD_URL_MAX];
+	unsigned nep;
+	atomic_uint cur;	/* the endpoint that answered last */
+	int timeout_ms;
+};
+
+static struct coord_etcd *etcd_of(struct coord *c)
+{
+	return (struct coord_etcd *)c;
+}
+
+/* ---- bounded reply buffer ---- */
+
+struct reply {
+	char *p;
+	size_t len, cap;
+	bool over;		/* more than ETCD_REPLY_MAX arrived */
+};
+
+static bool reply_add(struct reply *r, const char *d, size_t n)
+{
+	if (n > ETCD_REPLY_MAX - r->len) {
+		r->over = true;
+		return false;
+	}
+	if (r->len + n + 1 > r->cap) {
+		size_t cap = r->cap ? r->cap : 4096;
+		char *p;
+
+		while (cap < r->len + n + 1)
+			cap *= 2;
+		if (!(p = realloc(r->p, cap)))
+			return false;
+		r->p = p;
+		r->cap = cap;
+	}
+	memcpy(r->p + r->len, d, n);
+	r->len += n;
+	r->p[r->len] = '\0';
+	return true;
+}
+
+static size_t on_body(char *d, size_t sz, size_t n, void *arg)
+{
+	return reply_add(arg, d, sz * n) ? sz * n : 0;
+}
+
+/* ---- JSON helpers ---- */
+
+static json_t *b64_json(const void *p, size_t len)
+{
+	size_t cap = sodium_base64_ENCODED_LEN(len,
+					       sodium_base64_VARIANT_ORIGINAL);
+	char *s = malloc(cap);
+	json_t *j;
+
+	if (!s)
+		return NULL;
+	sodium_bin2base64(s, cap, p, len, sodium_base64_VARIANT_ORIGINAL);
+	j = json_string(s);
+	free(s);
+	return j;
+}
+
+/* The base64 string v (absent: empty) into a new NUL-terminated buffer of
+ * at most max bytes. */
+static int b64_take(json_t *v, size_t max, char **out, size_t *len)
+{
+	const char *s = v ? json_string_value(v) : "";
+	size_t n, cap;
+
+	*out = NULL;
+	if (!s)
+		return rs_seterr(RS_E_PROTO, "etcd: base64 field is not a "
+				 "string");
+	n = strlen(s);
+	if (n / 4 * 3 > max + 3)
+		return rs_seterr(RS_E_TOOBIG, "etcd: a field of %zu base64 "
+				 "bytes (max %zu decoded)", n, max);
+	cap = n / 4 * 3 + 1;
+	if (!(*out = malloc(cap)))
+		return rs_seterr(-ENOMEM, "etcd: out of memory");
+	if (sodium_base642bin((unsigned char *)*out, cap, s, n, NULL, len,
+			      NULL, sodium_base64_VARIANT_ORIGINAL) ||
+	    *len > max) {
+		free(*out);
+		*out = NULL;
+		return rs_seterr(RS_E_PROTO, "etcd: bad base64 field");
+	}
+	(*out)[*len] = '\0';
+	return 0;
+}
+
+/* An int64 field: a decimal string (the gateway's form), or a JSON
+ * integer; absent: 0. */
+static int get_i64(json_t *o, const char *k, int64_t *out)
+{
+	json_t *v = json_object_get(o, k);
+	const char *s;
+	char *end;
+
+	*out = 0;
+	if (!v)
+		return 0;
+	if (json_is_integer(v)) {
+		*out = json_integer_value(v);
+		return 0;
+	}
+	s = json_string_value(v);
+	if (!s || !*s)
+		return rs_seterr(RS_E_PROTO, "etcd: field %s is not a number",
+				 k);
+	errno = 0;
+	*out = strtoll(s, &end, 10);
+	if (errno || *end)
+		return rs_seterr(RS_E_PROTO, "etcd: field %s: '%.32s' is not "
+				 "an int64", k, s);
+	return 0;
+}
+
+static json_t *i64_json(int64_t v)
+{
+	char s[24];
+
+	snprintf(s, sizeof(s), "%" PRId64, v);
+	return json_string(s);
+}
+
+static int header_rev(json_t *o, int64_t *rev)
+{
+	json_t *h = json_object_get(o, "header");
+
+	if (!json_is_object(h))
+		return rs_seterr(RS_E_PROTO, "etcd: reply without header");
+	return get_i64(h, "revision", rev);
+}
+
+/* key (and the end of its prefix) into a request object */
+static int set_key(json_t *req, const char *key, bool prefix)
+{
+	char end[COORD_KEY_MAX + 2];
+	json_t *k = b64_json(key, strlen(key)), *e = NULL;
+
+	if (prefix) {
+		coord_prefix_end(key, end);
+		/* "" would be the key "": etcd spells "every key up" "\0" */
+		e = end[0] ? b64_json(end, strlen(end)) : json_string("AA==");
+	}
+	if (!k || (prefix && !e) || json_object_set_new(req, "key", k) ||
+	    (e && json_object_set_new(req, "range_end", e)))
+		return rs_seterr(-ENOMEM, "etcd: out of memory");
+	return 0;
+}
+
+/* ---- requests ---- */
+
+/* gRPC status code of an etcd error reply to ours. */
+static int map_grpc(int64_t code)
+{
+	switch (code) {
+	case 3: /* InvalidArgument */
+	case 9: /* FailedPrecondition */
+		return RS_E_INVAL;
+	case 1: /* Canceled: the member is shutting down */
+		return -ECONNRESET;
+	case 4: /* DeadlineExceeded */
+	case 14: /* Unavailable */
+		return RS_E_TIMEOUT;
+	case 5: /* NotFound */
+		return RS_E_NOTFOUND;
+	case 8: /* ResourceExhausted */
+		return RS_E_TOOBIG;
+	case 7: /* PermissionDenied */
+	case 16: /* Unauthenticated */
+		return RS_E_PERM;
+	default:
+		return RS_E_PROTO;
+	}
+}
+
+/* Did the request reach a member? A reused connection has no connect
+ * time, but it has a pre-transfer time; a failed connect has neither. */
+static bool reached(CURL *h, long http)
+{
+	curl_off_t conn = 0, pre = 0;
+
+	curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &conn);
+	curl_easy_getinfo(h, CURLINFO_PRETRANSFER_TIME_T, &pre);
+	return http != 0 || conn > 0 || pre > 0;
+}
+
+static bool connect_failed(CURLcode rc, bool reached_member)
+{
+	return rc == CURLE_COULDNT_CONNECT ||
+	       rc == CURLE_COULDNT_RESOLVE_HOST ||
+	       (rc == CURLE_OPERATION_TIMEDOUT && !reached_member);
+}
+
+/*
+ * POST body to path on the endpoints, starting with the one that answered
+ * last, until one connects. The write callback and its argument are the
+ * caller's. *http: the status (0: no reply). A request that reached a
+ * member is not sent to another (a put may have been applied there).
+ * Returns the curl code.
+ */
+static CURLcode perform(struct coord_etcd *e, CURL *h, const char *path,
+			const char *body, long timeout_ms, long *http,
+			unsigned *used)
+{
+	char url[ETCD_URL_MAX + 64];
+	unsigned first = atomic_load(&e->cur);
+	CURLcode rc = CURLE_COULDNT_CONNECT;
+
+	*http = 0;
+	for (unsigned k = 0; k < e->nep; k++) {
+		unsigned i = (first + k) % e->nep;
+		long conn = timeout_ms < ETCD_CONNECT_TIMEOUT_MS ?
+				    timeout_ms : ETCD_CONNECT_TIMEOUT_MS;
+
+		snprintf(url, sizeof(url), "%s%s", e->ep[i], path);
+		curl_easy_setopt(h, CURLOPT_URL, url);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, e->hdrs);
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+		curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, conn);
+		curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+		rc = curl_easy_perform(h);
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, http);
+		*used = i;
+		if (!connect_failed(rc, reached(h, *http))) {
+			atomic_store(&e->cur, i);
+			break;
+		}
+	}
+	return rc;
+}
+
+static int curl_error(struct coord_etcd *e, CURLcode rc, unsigned used,
+		      const char *path, bool over, long timeout_ms)
+{
+	if (over)
+		return rs_seterr(RS_E_TOOBIG, "etcd %s%s: reply larger than "
+				 "%u bytes", e->ep[used], path,
+				 ETCD_REPLY_MAX);
+	if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST)
+		return rs_seterr(-ECONNREFUSED, "etcd %s%s: cannot connect "
+				 "(%u endpoint%s tried): %s", e->ep[used],
+				 path, e->nep, e->nep > 1 ? "s" : "",
+				 curl_easy_strerror(rc));
+	if (rc == CURLE_OPERATION_TIMEDOUT)
+		return rs_seterr(RS_E_TIMEOUT, "etcd %s%s: no answer in %ld ms",
+				 e->ep[used], path, timeout_ms);
+	return rs_seterr(-EIO, "etcd %s%s: %s", e->ep[used], path,
+			 curl_easy_strerror(rc));
+}
+
+/* One unary call: req (consumed) to path; *out the parsed reply object. */
+static int call(struct coord_etcd *e, const char *path, json_t *req,
+		json_t **out)
+{
+	struct reply r = { 0 };
+	json_error_t je;
+	unsigned used = 0;
+	long http = 0;
+	CURLcode rc;
+	char *body;
+	int ret = 0;
+
+	*out = NULL;
+	body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+	json_decref(req);
+	if (!body)
+		return rs_seterr(-ENOMEM, "etcd: out of memory");
+	pthread_mutex_lock(&e->lock);
+	curl_easy_setopt(e->h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(e->h, CURLOPT_WRITEDATA, &r);
+	rc = perform(e, e->h, path, body, e->timeout_ms, &http, &used);
+	pthread_mutex_unlock(&e->lock);
+	free(body);
+	if (rc != CURLE_OK) {
+		ret = curl_error(e, rc, used, path, r.over, e->timeout_ms);
+		goto out;
+	}
+	*out = r.p ? json_loadb(r.p, r.len, 0, &je) : NULL;
+	if (!json_is_object(*out)) {
+		ret = rs_seterr(RS_E_PROTO, "etcd %s%s: HTTP %ld, reply is "
+				"not a JSON object", e->ep[used], path, http);
+		goto out;
+	}
+	if (http != 200 || json_object_get(*out, "error")) {
+		json_t *msg = json_object_get(*out, "message");
+		int64_t code;
+
+		if (!msg)
+			msg = json_object_get(*out, "error");
+		get_i64(*out, "code", &code);
+		ret = rs_seterr(map_grpc(code), "etcd %s%s: HTTP %ld: %s",
+				e->ep[used], path, http,
+				json_is_string(msg) ? json_string_value(msg) :
+						      "(no message)");
+	}
+out:
+	if (ret) {
+		json_decref(*out);
+		*out = NULL;
+	}
+	free(r.p);
+	return ret;
+}
+
+/* ---- kv ---- */
+
+static int take_kv(json_t *o, struct coord_kv *kv)
+{
+	int ret;
+
+	memset(kv, 0, sizeof(*kv));
+	if (!json_is_object(o))
+		return rs_seterr(RS_E_PROTO, "etcd: kv is not an object");
+	if ((ret = b64_take(json_object_get(o, "key"), COORD_KEY_MAX,
+			    &kv->key, &(size_t){ 0 })) ||
+	    (ret = b64_take(json_object_get(o, "value"), COORD_VALUE_MAX,
+			    &kv->value, &kv->value_len)) ||
+	    (ret = get_i64(o, "create_revision", &kv->create_rev)) ||
+	    (ret = get_i64(o, "mod_revision", &kv->mod_rev)) ||
+	    (ret = get_i64(o, "lease", &kv->lease))) {
+		free(kv->key);
+		free(kv->value);
+		memset(kv, 0, sizeof(*kv));
+	}
+	return ret;
+}
+
+static int etcd_range(struct coord *c, const char *key, bool prefix,
+		      struct coord_kvs *out)
+{
+	struct coord_etcd *e = etcd_of(c);
+	json_t *req, *rep = NULL, *kvs, *more;
+	size_t n;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if ((ret = coord_check_key(key)))
+		return ret;
+	if (!(req = json_object()) || (ret = set_key(req, key, prefix)) ||
+	    json_object_set_new(req, "limit", json_integer(COORD_RANGE_MAX))) {
+		json_decref(req);
+		return ret ? ret : rs_seterr(-ENOMEM, "etcd: out of memory");
+	}
+	if ((ret = call(e, "/v3/kv/range", req, &rep)) ||
+	    (ret = header_rev(rep, &out->rev)))
+		goto out;
+	more = json_object_get(rep, "more");
+	if (json_is_true(more)) {
+		ret = rs_seterr(RS_E_TOOBIG, "etcd: more than %d keys under "
+				"'%s'", COORD_RANGE_MAX, key);
+		goto out;
+	}
+	kvs = json_object_get(rep, "kvs");
+	n = json_array_size(kvs);
+	if (n > COORD_RANGE_MAX) {
+		ret = rs_seterr(RS_E_PROTO, "etcd: %zu keys over the limit",
+				n);
+		goto out;
+	}
+	if (n && !(out->kv = calloc(n, sizeof(*out->kv)))) {
+		ret = rs_seterr(-ENOMEM, "etcd: out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if ((ret = take_kv(json_array_get(kvs, i), &out->kv[i]))) {
+			coord_kvs_free(out);
+			goto out;
+		}
+		out->n++;
+	}
+out:
+	json_decref(rep);
+	return ret;
+}
+
+static json_t *put_req(const char *key, const void *val, size_t len,
+		       int64_t lease)
+{
+	json_t *req = json_object();
+
+	if (!req || set_key(req, key, false) ||
+	    json_object_set_new(req, "value", b64_json(val ? val : "", len)) ||
+	    (lease && json_object_set_new(req, "lease", i64_json(lease)))) {
+		json_decref(req);
+		return NULL;
+	}
+	return req;
+}
+
+static int etcd_put(struct coord *c, const char *key, const void *val,
+		    size_t len, int64_t lease, int64_t *rev)
+{
+	json_t *req, *rep;
+	int64_t r;
+	int ret;
+
+	if ((ret = coord_check_key(key)) || (ret = coord_check_value(val, len)))
+		return ret;
+	if (!(req = put_req(key, val, len, lease)))
+		return rs_seterr(-ENOMEM, "etcd: out of memory");
+	if ((ret = call(etcd_of(c), "/v3/kv/put", req, &rep)))
+		return ret;
+	ret = header_rev(rep, &r);
+	if (!ret && rev)
+		*rev = r;
+	json_decref(rep);
+	return ret;
+}
+
+static int etcd_del(struct coord *c, const char *key, bool prefix,
+		    int64_t *rev)
+{
+	json_t *req, *rep;
+	int64_t r, n = 0;
+	int ret;
+
+	if ((ret = coord_check_key(key)))
+		return ret;
+	if (!(req = json_object()) || (ret = set_key(req, key, prefix))) {
+		json_decref(req);
+		return ret ? ret : rs_seterr(-ENOMEM, "etcd: out of memory");
+	}
+	if ((ret = call(etcd_of(c), "/v3/kv/deleterange", req, &rep)))
+		return ret;
+	if (!(ret = header_rev(rep, &r)) && !(ret = get_i64(rep, "deleted", &n))
+	    && rev)
+		*rev = r;
+	json_decref(rep);
+	if (!ret && (n < 0 || n > INT32_MAX))
+		ret = rs_seterr(RS_E_PROTO, "etcd: deleted %" PRId64, n);
+	return ret ? ret : (int)n;
+}
+
+/* {"compare": [{MOD(key) == expect}], "success": [put or delete]} */
+static json_t *cas_req(const char *key, int64_t expect, const void *val,
+		       size_t len, int64_t lease)
+{
+	json_t *inner = val ? put_req(key, val, len, lease) : json_object();
+	json_t *op = json_object(), *cmp = json_object(), *req = json_object();
+
+	if (!inner || !op || !cmp || !req ||
+	    (!val && set_key(inner, key, false)))
+		goto nomem;
+	/* set_new takes inner even when it fails */
+	if (json_object_set_new(op, val ? "request_put" :
+				"request_delete_range", inner)) {
+		inner = NULL;
+		goto nomem;
+	}
+	inner = NULL;
+	if (set_key(cmp, key, false) ||
+	    json_object_set_new(cmp, "target", json_string("MOD")) ||
+	    json_object_set_new(cmp, "result", json_string("EQUAL")) ||
+	    json_object_set_new(cmp, "mod_revision", i64_json(expect)) ||
+	    json_object_set_new(req, "compare", json_pack("[O]", cmp)) ||
+	    json_object_set_new(req, "success", json_pack("[O]", op)))
+		goto nomem;
+	json_decref(cmp);
+	json_decref(op);
+	return req;
+nomem:
+	json_decref(inner);
+	json_decref(cmp);
+	json_decref(op);
+	json_decref(req);
+	return NULL;
+}
+
+static int etcd_cas(struct coord *c, const char *key, int64_t expect,
+		    const void *val, size_t len, int64_t lease, int64_t *rev)
+{
+	json_t *req, *rep;
+	int64_t r;
+	int ret;
+
+	if ((ret = coord_check_key(key)) || (ret = coord_check_value(val, len)))
+		return ret;
+	if (expect < 0)
+		return rs_seterr(RS_E_INVAL, "coord: cas on revision %" PRId64,
+				 expect);
+	if (!(req = cas_req(key, expect, val, len, lease)))
+		return rs_seterr(-ENOMEM, "etcd: out of memory");
+	if ((ret = call(etcd_of(c), "/v3/kv/txn", req, &rep)))
+		return ret;
+	ret = header_rev(rep, &r);
+	if (!ret && rev)
+		*rev = r;
+	if (!ret)
+		ret = json_is_true(json_object_get(rep, "succeeded")) ? 1 : 0;
+	json_decref(rep);
+	return ret;
+}
+
+/* ---- leases ---- */
+
+static int etcd_lease_grant(struct coord *c, int64_t ttl_s, int64_t *id)
+{
+	json_t *req, *rep;
+	int ret;
+
+	if ((ret = coord_check_ttl(ttl_s)))
+		return ret;
+	if (!(req = json_pack("{s:I}", "TTL", (json_int_t)ttl_s)))
+		return rs_seterr(-ENOMEM, "etcd: out of memory");
+	if ((ret = call(etcd_of(c), "/v3/lease/grant", req, &rep)))
+		return ret;
+	ret = get_i64(rep, "ID", id);
+	if (!ret && *id == 0)
+		ret = rs_seterr(RS_E_PROTO, "etcd: lease grant without an ID");
+	json_decref(rep);
+	return ret;
+}
+
+static int etcd_lease_keepalive(struct coord *c, int64_t id, int64_t *ttl_s)
+{
+	json_t *req, *rep, *res;
+	int64_t ttl = 0;
+	int ret;
+
+	if (!(req = json_object()) ||
+	    json_object_set_new(req, "ID", i64_json(id))) {
+		json_decref(req);
+		return rs_seterr(-ENOMEM, "etcd: out of memory");
+	}
+	if ((ret = call(etcd_of(c), "/v3/lease/keepalive", req, &rep)))
+		return ret;
+	res = json_object_get(rep, "result");
+	if (!json_is_object(res))
+		ret = rs_seterr(RS_E_PROTO, "etcd: keepalive reply without "
+				"a result");
+	else if (!(ret = get_i64(res, "TTL", &ttl)) && ttl <= 0)
+		ret = rs_seterr(RS_E_NOTFOUND, "etcd: lease %" PRId64
+				" expired or unknown", id);
+	if (!ret && ttl_s)
+		*ttl_s = ttl;
+	json_decref(rep);
+	return ret;
+}
+
+static int etcd_lease_revoke(struct coord *c, int64_t id)
+{
+	json_t *req, *rep;
+	int ret;
+
+	if (!(req = json_object()) ||
+	    json_object_set_new(req, "ID", i64_json(id))) {
+		json_decref(req);
+		return rs_seterr(-ENOMEM, "etcd: out of memory");
+	}
+	if ((ret = call(etcd_of(c), "/v3/lease/revoke", req, &rep)))
+		return ret;
+	json_decref(rep);
+	return 0;
+}
+
+/* ---- wait: one watch, ended at the first batch of events ---- */
+
+struct watch {
+	const atomic_bool *cancel;
+	struct reply line;	/* the line being received */
+	int64_t rev;		/* > 0: a change was seen */
+	int err;		/* an error the stream reported */
+	bool created;
+};
+
+/* One complete line of the stream. true: stop the transfer. */
+static bool watch_line(struct watch *w, const char *s, size_t n)
+{
+	json_t *o = json_loadb(s, n, 0, NULL), *res, *ev;
+	bool stop = false;
+
+	if (!o) /* blank line or partial garbage: the reply's end decides */
+		return false;
+	res = json_object_get(o, "result");
+	if (json_object_get(o, "error") || !json_is_object(res)) {
+		json_t *m = json_object_get(o, "error");
+
+		if (json_is_object(m))
+			m = json_object_get(m, "message");
+		w->err = rs_seterr(RS_E_PROTO, "etcd watch: %s",
+				   json_is_string(m) ? json_string_value(m) :
+						       "unexpected reply");
+		stop = true;
+	} else if (json_is_true(json_object_get(res, "canceled"))) {
+		/* compacted (or refused): the caller re-reads */
+		get_i64(res, "compact_revision", &w->rev);
+		if (w->rev <= 0)
+			header_rev(res, &w->rev);
+		if (w->rev <= 0)
+			w->rev = 1;
+		stop = true;
+	} else if (json_array_size(ev = json_object_get(res, "events"))) {
+		json_t *kv = json_object_get(json_array_get(ev, 0), "kv");
+
+		get_i64(kv, "mod_revision", &w->rev);
+		if (w->rev <= 0)
+			header_rev(res, &w->rev);
+		if (w->rev <= 0)
+			w->rev = 1;
+		stop = true;
+	} else if (json_is_true(json_object_get(res, "created"))) {
+		w->created = true;
+	}
+	json_decref(o);
+	return stop;
+}
+
+static size_t on_watch(char *d, size_t sz, size_t n, void *arg)
+{
+	struct watch *w = arg;
+	size_t len = sz * n, i = 0;
+
+	while (i < len) {
+		const char *nl = memchr(d + i, '\n', len - i);
+		size_t part = nl ? (size_t)(nl - (d + i)) : len - i;
+
+		if (!reply_add(&w->line, d + i, part)) {
+			/* an oversized batch: certainly a change */
+			w->rev = w->rev > 0 ? w->rev : 1;
+			return 0;
+		}
+		i += part;
+		if (nl) {
+			i++;
+			if (watch_line(w, w->line.p, w->line.len))
+				return 0;
+			w->line.len = 0;
+		}
+	}
+	return len;
+}
+
+/* libcurl calls this about once a second at least: a set cancel flag ends
+ * the watch */
+static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut,
+		       curl_off_t un)
+{
+	const struct watch *w = arg;
+
+	return w->cancel && atomic_load(w->cancel);
+}
+
+static int etcd_wait(struct coord *c, const char *prefix, int64_t after,
+		     int timeout_ms, int64_t *rev)
+{
+	struct coord_etcd *e = etcd_of(c);
+	json_t *req, *cr;
+	struct watch w = { 0 };
+	unsigned used = 0;
+	long http = 0;
+	CURLcode rc;
+	char *body;
+	CURL *h;
+	int ret;
+
+	if ((ret = coord_check_key(prefix)))
+		return ret;
+	if (timeout_ms < ETCD_MIN_TIMEOUT_MS ||
+	    timeout_ms > ETCD_MAX_TIMEOUT_MS)
+		return rs_seterr(RS_E_INVAL, "etcd: wait timeout %d ms "
+				 "(%d..%d)", timeout_ms, ETCD_MIN_TIMEOUT_MS,
+				 ETCD_MAX_TIMEOUT_MS);
+	cr = json_object();
+	req = cr ? json_pack("{s:O}", "create_request", cr) : NULL;
+	if (!req || set_key(cr, prefix, true) ||
+	    json_object_set_new(cr, "start_revision", i64_json(after + 1)) ||
+	    !(body = json_dumps(req, JSON_COMPACT))) {
+		json_decref(cr);
+		json_decref(req);
+		return rs_seterr(-ENOMEM, "etcd: out of memory");
+	}
+	json_decref(cr);
+	json_decref(req);
+	if (!(h = curl_easy_init())) {
+		free(body);
+		return rs_seterr(-ENOMEM, "etcd: curl_easy_init failed");
+	}
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_watch);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &w);
+	w.cancel = c->cancel;
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(h, CURLOPT_XFERINFODATA, &w);
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	rc = perform(e, h, "/v3/watch", body, timeout_ms, &http, &used);
+	curl_easy_cleanup(h);
+	free(body);
+	free(w.line.p);
+	if (w.err)
+		return w.err;
+	if (w.rev > 0) { /* we ended it: CURLE_WRITE_ERROR */
+		if (rev)
+			*rev = w.rev;
+		return 1;
+	}
+	/* quiet until the timeout, or cancelled. A wait's timeout may be
+	 * shorter than a connect on a loaded host, so even a timeout before
+	 * the stream began is no error: the caller's next unary request,
+	 * with its full timeout, finds out whether etcd is there. */
+	if (rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_ABORTED_BY_CALLBACK)
+		return 0;
+	if (rc == CURLE_OK && http == 200)
+		return 0; /* the member ended the stream: look again */
+	if (rc == CURLE_OK)
+		return rs_seterr(RS_E_PROTO, "etcd %s/v3/watch: HTTP %ld",
+				 e->ep[used], http);
+	return curl_error(e, rc, used, "/v3/watch", false, timeout_ms);
+}
+
+/* ---- set-up ---- */
+
+static void etcd_destroy(struct coord *c)
+{
+	struct coord_etcd *e = etcd_of(c);
+
+	curl_easy_cleanup(e->h);
+	curl_slist_free_all(e->hdrs);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+}
+
+static const struct coord_ops etcd_ops = {
+	.name = "etcd",
+	.range = etcd_range,
+	.put = etcd_put,
+	.del = etcd_del,
+	.cas = etcd_cas,
+	.lease_grant = etcd_lease_grant,
+	.lease_keepalive = etcd_lease_keepalive,
+	.lease_revoke = etcd_lease_revoke,
+	.wait = etcd_wait,
+	.destroy = etcd_destroy,
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* Split "URL,URL" into e->ep; each must be http:// or https://. */
+static int parse_endpoints(struct coord_etcd *e, const char *list)
+{
+	const char *p = list;
+
+	while (*p) {
+		size_t n = strcspn(p, ",");
+
+		while (n && p[n - 1] == '/') /* we append "/v3/..." */
+			n--;
+		if (e->nep == ETCD_MAX_ENDPOINTS)
+			return rs_seterr(RS_E_INVAL, "etcd: more than %d "
+					 "endpoints", ETCD_MAX_ENDPOINTS);
+		if (n == 0 || n >= ETCD_URL_MAX)
+			return rs_seterr(RS_E_INVAL, "etcd: endpoint %u: "
+					 "length %zu (1..%d)", e->nep + 1, n,
+					 ETCD_URL_MAX - 1);
+		if (strncmp(p, "http://", 7) && strncmp(p, "https://", 8))
+			return rs_seterr(RS_E_INVAL, "etcd: endpoint '%.*s' "
+					 "is not an http:// or https:// URL",
+					 (int)n, p);
+		memcpy(e->ep[e->nep], p, n);
+		e->ep[e->nep++][n] = '\0';
+		p += strcspn(p, ",");
+		if (*p == ',')
+			p++;
+	}
+	if (!e->nep)
+		return rs_seterr(RS_E_INVAL, "etcd: no endpoint");
+	return 0;
+}
+
+int coord_etcd_new(struct coord **out, const char *endpoints, int timeout_ms)
+{
+	struct coord_etcd *e;
+	int ret;
+
+	*out = NULL;
+	if (!endpoints)
+		return rs_seterr(RS_E_INVAL, "etcd: no endpoint");
+	if (timeout_ms < ETCD_MIN_TIMEOUT_MS ||
+	    timeout_ms > ETCD_MAX_TIMEOUT_MS)
+		return rs_seterr(RS_E_INVAL, "etcd: timeout %d ms (%d..%d)",
+				 timeout_ms, ETCD_MIN_TIMEOUT_MS,
+				 ETCD_MAX_TIMEOUT_MS);
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK)
+		return rs_seterr(RS_E_UNSUPPORTED, "etcd: curl_global_init: %s",
+				 curl_easy_strerror(curl_init_rc));
+	if (!(e = calloc(1, sizeof(*e))))
+		return rs_seterr(-ENOMEM, "etcd: out of memory");
+	e->c.ops = &etcd_ops;
+	e->timeout_ms = timeout_ms;
+	pthread_mutex_init(&e->lock, NULL);
+	if ((ret = parse_endpoints(e, endpoints)))
+		goto free_e;
+	e->h = curl_easy_init();
+	e->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+	if (!e->h || !e->hdrs) {
+		ret = rs_seterr(-ENOMEM, "etcd: out of memory");
+		goto free_e;
+	}
+	*out = &e->c;
+	return 0;
+free_e:
+	etcd_destroy(&e->c);
+	return ret;
+}

@@ -1,0 +1,625 @@
+/*
+ * membership.c - configuration records, the reconfigure step, placement
+ * and the decision against the store (membership.h; the node's agent is
+ * agent.c).
+ *
+ * The configuration JSON (memb_config_format):
+ *   {"epoch": 3, "r": 2, "vnodes": 160, "placement": "ring-xxh3-v1",
+ *    "members": [{"id": "n1", "addr": "10.0.0.1:7471",
+ *                 "inc": "00c0ffee00c0ffee", "state": "active",
+ *                 "since": 1}, ...]}
+ * members sorted by id. The parser is strict (every field, its type and
+ * range, ids in order): a configuration that does not parse is never
+ * replaced by a decider that could not read it (RS_E_CORRUPT; an
+ * operator repairs it), rather than guessed at.
+ *
+ * memb_reconfigure() merges the sorted members with the sorted
+ * registrations in one pass (both sorted by id: the result does not
+ * depend on the order registrations were listed in) and then makes room
+ * if the result is over MEMB_MAX_NODES.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/ring.h"
+#include "common/rs_internal.h"
+#include "coord/membership.h"
+
+#define MEMB_PLACEMENT "ring-xxh3-v1"
+
+static const char *const state_names[] = {
+	[MEMB_ACTIVE] = "active",
+	[MEMB_JOINING] = "joining",
+	[MEMB_DOWN] = "down",
+};
+
+const char *memb_state_name(enum memb_state s)
+{
+	return (unsigned)s < RS_ARRAY_SIZE(state_names) ? state_names[s] : "?";
+}
+
+int memb_check_id(const char *what, const char *id)
+{
+	size_t n = id ? strnlen(id, MEMB_ID_MAX + 1) : 0;
+
+	if (n == 0 || n > MEMB_ID_MAX)
+		return rs_seterr(RS_E_INVAL, "%s: length %zu (1..%d)", what, n,
+				 MEMB_ID_MAX);
+	for (size_t i = 0; i < n; i++) {
+		char ch = id[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' ||
+		      ch == '-'))
+			return rs_seterr(RS_E_INVAL, "%s: '%s' has a character "
+					 "outside [A-Za-z0-9_.-]", what, id);
+	}
+	return 0;
+}
+
+void memb_config_free(struct memb_config *c)
+{
+	if (!c)
+		return;
+	free(c->m);
+	memset(c, 0, sizeof(*c));
+}
+
+int memb_config_copy(struct memb_config *dst, const struct memb_config *src)
+{
+	*dst = *src;
+	dst->m = NULL;
+	if (!src->n)
+		return 0;
+	if (!(dst->m = malloc(src->n * sizeof(*dst->m)))) {
+		dst->n = 0;
+		return rs_seterr(-ENOMEM, "membership: out of memory");
+	}
+	memcpy(dst->m, src->m, src->n * sizeof(*dst->m));
+	return 0;
+}
+
+/* ---- JSON ---- */
+
+int memb_config_format(const struct memb_config *c, char **out, size_t *len)
+{
+	json_t *root, *arr;
+	char inc[17];
+
+	*out = NULL;
+	root = json_pack("{s:I,s:I,s:I,s:s}", "epoch", (json_int_t)c->epoch,
+			 "r", (json_int_t)c->r, "vnodes", (json_int_t)c->vnodes,
+			 "placement", MEMB_PLACEMENT);
+	arr = json_array();
+	if (!root || !arr || json_object_set(root, "members", arr))
+		goto nomem;
+	for (size_t i = 0; i < c->n; i++) {
+		const struct memb_member *m = &c->m[i];
+
+		snprintf(inc, sizeof(inc), "%016" PRIx64, m->inc);
+		if (json_array_append_new(arr, json_pack(
+			    "{s:s,s:s,s:s,s:s,s:I}", "id", m->id, "addr",
+			    m->addr, "inc", inc, "state",
+			    memb_state_name(m->state), "since",
+			    (json_int_t)m->since)))
+			goto nomem;
+	}
+	*out = json_dumps(root, JSON_COMPACT);
+	if (!*out)
+		goto nomem;
+	*len = strlen(*out);
+	json_decref(arr);
+	json_decref(root);
+	return 0;
+nomem:
+	json_decref(arr);
+	json_decref(root);
+	return rs_seterr(-ENOMEM, "membership: out of memory");
+}
+
+static int bad(const char *field, const char *why)
+{
+	return rs_seterr(RS_E_CORRUPT, "configuration: %s: %s", field, why);
+}
+
+static int get_u64(json_t *o, const char *k, uint64_t lo, uint64_t hi,
+		   uint64_t *out)
+{
+	json_t *v = json_object_get(o, k);
+
+	if (!json_is_integer(v))
+		return bad(k, "missing or not an integer");
+	if (json_integer_value(v) < 0 ||
+	    (uint64_t)json_integer_value(v) < lo ||
+	    (uint64_t)json_integer_value(v) > hi)
+		return bad(k, "out of range");
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+static int get_str(json_t *o, const char *k, char *dst, size_t cap)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+
+	if (!s)
+		return bad(k, "missing or not a string");
+	if (strlen(s) >= cap)
+		return bad(k, "too long");
+	memcpy(dst, s, strlen(s) + 1);
+	return 0;
+}
+
+static int parse_inc(const char *s, uint64_t *out)
+{
+	char *end;
+
+	if (strlen(s) != 16)
+		return bad("inc", "not 16 hex digits");
+	errno = 0;
+	*out = strtoull(s, &end, 16);
+	if (errno || *end)
+		return bad("inc", "not 16 hex digits");
+	return 0;
+}
+
+static int parse_member(json_t *o, uint64_t epoch, struct memb_member *m)
+{
+	char state[16], inc[24];
+	uint64_t since;
+	unsigned s;
+	int ret;
+
+	if (!json_is_object(o) || json_object_size(o) != 5)
+		return bad("members[]", "not an object of 5 fields");
+	if ((ret = get_str(o, "id", m->id, sizeof(m->id))) ||
+	    (ret = get_str(o, "addr", m->addr, sizeof(m->addr))) ||
+	    (ret = get_str(o, "inc", inc, sizeof(inc))) ||
+	    (ret = parse_inc(inc, &m->inc)) ||
+	    (ret = get_str(o, "state", state, sizeof(state))) ||
+	    (ret = get_u64(o, "since", 1, epoch, &since)))
+		return ret;
+	if (memb_check_id("id", m->id))
+		return bad("members[].id", rs_errormsg());
+	for (s = 0; s < RS_ARRAY_SIZE(state_names); s++)
+		if (!strcmp(state, state_names[s]))
+			break;
+	if (s == RS_ARRAY_SIZE(state_names))
+		return bad("members[].state", "unknown state");
+	m->state = (enum memb_state)s;
+	m->since = since;
+	return 0;
+}
+
+int memb_config_parse(const char *json, size_t len, struct memb_config *out)
+{
+	json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, NULL);
+	json_t *arr;
+	uint64_t r, vn;
+	const char *pl;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if (!json_is_object(root)) {
+		json_decref(root);
+		return bad("(root)", "not a JSON object");
+	}
+	arr = json_object_get(root, "members");
+	pl = json_string_value(json_object_get(root, "placement"));
+	if ((ret = get_u64(root, "epoch", 1, INT64_MAX, &out->epoch)) ||
+	    (ret = get_u64(root, "r", 1, MEMB_MAX_R, &r)) ||
+	    (ret = get_u64(root, "vnodes", 1, MEMB_MAX_VNODES, &vn)))
+		goto fail;
+	if (!pl || strcmp(pl, MEMB_PLACEMENT)) {
+		ret = bad("placement", "not " MEMB_PLACEMENT);
+		goto fail;
+	}
+	if (json_object_size(root) != 5) {
+		ret = bad("(root)", "unknown fields");
+		goto fail;
+	}
+	if (!json_is_array(arr) || json_array_size(arr) > MEMB_MAX_NODES) {
+		ret = bad("members", "not an array of up to 1024");
+		goto fail;
+	}
+	out->r = (unsigned)r;
+	out->vnodes = (unsigned)vn;
+	if (json_array_size(arr) &&
+	    !(out->m = calloc(json_array_size(arr), sizeof(*out->m)))) {
+		ret = rs_seterr(-ENOMEM, "membership: out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < json_array_size(arr); i++) {
+		if ((ret = parse_member(json_array_get(arr, i), out->epoch,
+					&out->m[i])))
+			goto fail;
+		if (i && strcmp(out->m[i - 1].id, out->m[i].id) >= 0) {
+			ret = bad("members", "ids not sorted and distinct");
+			goto fail;
+		}
+		out->n++;
+	}
+	json_decref(root);
+	return 0;
+fail:
+	json_decref(root);
+	memb_config_free(out);
+	return ret;
+}
+
+int memb_reg_format(const struct memb_reg *r, char **out, size_t *len)
+{
+	char inc[17];
+	json_t *o;
+
+	snprintf(inc, sizeof(inc), "%016" PRIx64, r->inc);
+	o = json_pack("{s:s,s:s}", "addr", r->addr, "inc", inc);
+	*out = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!*out)
+		return rs_seterr(-ENOMEM, "membership: out of memory");
+	*len = strlen(*out);
+	return 0;
+}
+
+int memb_reg_parse(const char *id, const char *json, size_t len,
+		   struct memb_reg *out)
+{
+	json_t *o = json_loadb(json, len, JSON_REJECT_DUPLICATES, NULL);
+	char inc[24];
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if ((ret = memb_check_id("registration id", id)))
+		goto out;
+	snprintf(out->id, sizeof(out->id), "%s", id);
+	if (!json_is_object(o))
+		ret = bad("registration", "not a JSON object");
+	else if (!(ret = get_str(o, "addr", out->addr, sizeof(out->addr))) &&
+		 !(ret = get_str(o, "inc", inc, sizeof(inc))))
+		ret = parse_inc(inc, &out->inc);
+out:
+	json_decref(o);
+	return ret;
+}
+
+/* ---- reconfigure ---- */
+
+static int reg_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct memb_reg *)a)->id,
+		      ((const struct memb_reg *)b)->id);
+}
+
+static bool member_eq(const struct memb_member *a, const struct memb_member *b)
+{
+	return !strcmp(a->id, b->id) && !strcmp(a->addr, b->addr) &&
+	       a->inc == b->inc && a->state == b->state && a->since == b->since;
+}
+
+static void join(struct memb_member *m, const struct memb_reg *g,
+		 enum memb_state st, uint64_t e)
+{
+	memset(m, 0, sizeof(*m));
+	memcpy(m->id, g->id, sizeof(m->id));
+	memcpy(m->addr, g->addr, sizeof(m->addr));
+	m->inc = g->inc;
+	m->state = st;
+	m->since = e;
+}
+
+/* Over MEMB_MAX_NODES: forget the DOWN members that have been down
+ * longest (ties: by id), then leave out the newest joiners (the highest
+ * ids among those that were not members). */
+static void make_room(struct memb_config *nx, bool *fresh)
+{
+	while (nx->n > MEMB_MAX_NODES) {
+		size_t victim = SIZE_MAX;
+
+		for (size_t i = 0; i < nx->n; i++)
+			if (nx->m[i].state == MEMB_DOWN &&
+			    (victim == SIZE_MAX ||
+			     nx->m[i].since < nx->m[victim].since))
+				victim = i;
+		if (victim == SIZE_MAX)
+			for (size_t i = nx->n; i-- > 0 && victim == SIZE_MAX;)
+				if (fresh[i])
+					victim = i;
+		if (victim == SIZE_MAX)
+			return; /* cannot happen: members <= MAX */
+		memmove(&nx->m[victim], &nx->m[victim + 1],
+			(nx->n - victim - 1) * sizeof(*nx->m));
+		/* fresh[] is only read from the top: keep it aligned */
+		memmove(&fresh[victim], &fresh[victim + 1],
+			(nx->n - victim - 1) * sizeof(*fresh));
+		nx->n--;
+	}
+}
+
+static int check_regs(const struct memb_reg *regs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int ret = memb_check_id("registration id", regs[i].id);
+
+		if (ret)
+			return ret;
+		if (i && !strcmp(regs[i - 1].id, regs[i].id))
+			return rs_seterr(RS_E_INVAL, "registration '%s' twice",
+					 regs[i].id);
+	}
+	return 0;
+}
+
+int memb_reconfigure(const struct memb_config *cur,
+		     const struct memb_reg *regs, size_t nregs,
+		     const struct memb_policy *p, struct memb_config *next)
+{
+	const uint64_t e = cur->epoch + 1;
+	const bool first = cur->epoch == 0;
+	enum memb_state joined = first || p->activate_joiners ? MEMB_ACTIVE
+							      : MEMB_JOINING;
+	struct memb_reg *g = NULL;
+	bool *fresh = NULL, changed;
+	size_t i = 0, j = 0;
+	int ret;
+
+	memset(next, 0, sizeof(*next));
+	if (cur->n > MEMB_MAX_NODES || nregs > 4 * MEMB_MAX_NODES)
+		return rs_seterr(RS_E_TOOBIG, "membership: %zu members, %zu "
+				 "registrations", cur->n, nregs);
+	if (first && (p->r < 1 || p->r > MEMB_MAX_R || p->vnodes < 1 ||
+		      p->vnodes > MEMB_MAX_VNODES))
+		return rs_seterr(RS_E_INVAL, "membership: r %u (1..%d), "
+				 "vnodes %u (1..%d)", p->r, MEMB_MAX_R,
+				 p->vnodes, MEMB_MAX_VNODES);
+	if (nregs && !(g = malloc(nregs * sizeof(*g))))
+		return rs_seterr(-ENOMEM, "membership: out of memory");
+	if (nregs) {
+		memcpy(g, regs, nregs * sizeof(*g));
+		qsort(g, nregs, sizeof(*g), reg_cmp);
+	}
+	if ((ret = check_regs(g, nregs)))
+		goto out;
+	next->epoch = cur->epoch;
+	next->r = first ? p->r : cur->r;
+	next->vnodes = first ? p->vnodes : cur->vnodes;
+	next->m = calloc(cur->n + nregs + 1, sizeof(*next->m));
+	fresh = calloc(cur->n + nregs + 1, sizeof(*fresh));
+	if (!next->m || !fresh) {
+		ret = rs_seterr(-ENOMEM, "membership: out of memory");
+		goto out;
+	}
+	while (i < cur->n || j < nregs) {
+		int c = i == cur->n ? 1 : j == nregs ? -1 :
+			strcmp(cur->m[i].id, g[j].id);
+		struct memb_member *m = &next->m[next->n];
+
+		if (c < 0) { /* a member without registration */
+			*m = cur->m[i++];
+			if (m->state != MEMB_DOWN) {
+				m->state = MEMB_DOWN;
+				m->since = e;
+			}
+		} else if (c > 0) { /* a new node */
+			join(m, &g[j++], joined, e);
+			fresh[next->n] = true;
+		} else if (cur->m[i].state == MEMB_DOWN ||
+			   cur->m[i].inc != g[j].inc) {
+			/* back, or restarted with empty memory: joins anew */
+			join(m, &g[j++], joined, e);
+			i++;
+		} else {
+			*m = cur->m[i++];
+			memcpy(m->addr, g[j++].addr, sizeof(m->addr));
+		}
+		next->n++;
+	}
+	make_room(next, fresh);
+	changed = next->n != cur->n;
+	for (size_t k = 0; !changed && k < next->n; k++)
+		changed = !member_eq(&next->m[k], &cur->m[k]);
+	/* a first configuration with anyone in it differs from none */
+	if (changed)
+		next->epoch = e;
+	ret = changed ? 1 : 0;
+out:
+	free(fresh);
+	free(g);
+	if (ret < 0)
+		memb_config_free(next);
+	return ret;
+}
+
+/* ---- placement ---- */
+
+struct memb_placement {
+	struct cli_ring *ring;	/* NULL: no active member */
+	unsigned *map;		/* ring node -> member index */
+	unsigned r;
+};
+
+int memb_placement_new(struct memb_placement **out,
+		       const struct memb_config *c)
+{
+	struct memb_placement *p = calloc(1, sizeof(*p));
+	const char **names = NULL;
+	size_t n = 0;
+	int ret = 0;
+
+	*out = NULL;
+	if (!p)
+		return rs_seterr(-ENOMEM, "membership: out of memory");
+	p->r = c->r;
+	if (c->n) {
+		names = calloc(c->n, sizeof(*names));
+		p->map = calloc(c->n, sizeof(*p->map));
+		if (!names || !p->map) {
+			ret = rs_seterr(-ENOMEM, "membership: out of memory");
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < c->n; i++)
+		if (c->m[i].state == MEMB_ACTIVE) {
+			p->map[n] = (unsigned)i;
+			names[n++] = c->m[i].id;
+		}
+	if (n)
+		ret = cli_ring_new(&p->ring, names, n, c->vnodes);
+out:
+	free(names);
+	if (ret)
+		memb_placement_free(&p);
+	*out = p;
+	return ret;
+}
+
+void memb_placement_free(struct memb_placement **p)
+{
+	if (!p || !*p)
+		return;
+	cli_ring_delete(&(*p)->ring);
+	free((*p)->map);
+	free(*p);
+	*p = NULL;
+}
+
+uint64_t memb_key_hash(uint64_t key)
+{
+	return cli_ring_key_hash(key);
+}
+
+unsigned memb_replicas(const struct memb_placement *p, uint64_t hash,
+		       unsigned *out)
+{
+	unsigned n;
+
+	if (!p->ring)
+		return 0;
+	n = cli_ring_successors(p->ring, hash, out,
+				p->r < MEMB_MAX_R ? p->r : MEMB_MAX_R);
+	for (unsigned i = 0; i < n; i++)
+		out[i] = p->map[out[i]];
+	return n;
+}
+
+size_t memb_ranges(const struct memb_placement *p)
+{
+	return p->ring ? cli_ring_points(p->ring) : 0;
+}
+
+unsigned memb_range(const struct memb_placement *p, size_t i,
+		    uint64_t *start, uint64_t *end, unsigned *out)
+{
+	size_t n = cli_ring_points(p->ring);
+	unsigned node;
+
+	cli_ring_point(p->ring, i ? i - 1 : n - 1, start, &node);
+	cli_ring_point(p->ring, i, end, &node);
+	return memb_replicas(p, *end, out);
+}
+
+/* ---- the store ---- */
+
+int memb_key(char *out, const char *cluster, const char *what)
+{
+	int ret = memb_check_id("cluster", cluster);
+
+	if (ret)
+		return ret;
+	if (snprintf(out, COORD_KEY_MAX + 1, "/recstore/%s/%s", cluster,
+		     what) > COORD_KEY_MAX)
+		return rs_seterr(RS_E_TOOBIG, "membership: key too long");
+	return 0;
+}
+
+int memb_read_config(struct coord *c, const char *cluster,
+		     struct memb_config *out, int64_t *mod_rev, int64_t *rev)
+{
+	char key[COORD_KEY_MAX + 1];
+	struct coord_kvs r;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	*mod_rev = 0;
+	if ((ret = memb_key(key, cluster, "config")) ||
+	    (ret = coord_range(c, key, false, &r)))
+		return ret;
+	if (rev)
+		*rev = r.rev;
+	if (r.n == 1) {
+		ret = memb_config_parse(r.kv[0].value, r.kv[0].value_len, out);
+		*mod_rev = r.kv[0].mod_rev;
+		if (ret) {
+			char msg[320];
+
+			snprintf(msg, sizeof(msg), "%s", rs_errormsg());
+			ret = rs_seterr(ret, "%s: %s", key, msg);
+		}
+	}
+	coord_kvs_free(&r);
+	return ret;
+}
+
+int memb_read_regs(struct coord *c, const char *cluster,
+		   struct memb_reg **regs, size_t *n, size_t *bad_regs)
+{
+	char key[COORD_KEY_MAX + 1];
+	struct coord_kvs r;
+	size_t plen;
+	int ret;
+
+	*regs = NULL;
+	*n = 0;
+	if (bad_regs)
+		*bad_regs = 0;
+	if ((ret = memb_key(key, cluster, "nodes/")) ||
+	    (ret = coord_range(c, key, true, &r)))
+		return ret;
+	plen = strlen(key);
+	if (r.n && !(*regs = calloc(r.n, sizeof(**regs)))) {
+		coord_kvs_free(&r);
+		return rs_seterr(-ENOMEM, "membership: out of memory");
+	}
+	for (size_t i = 0; i < r.n; i++) {
+		if (!memb_reg_parse(r.kv[i].key + plen, r.kv[i].value,
+				    r.kv[i].value_len, &(*regs)[*n]))
+			(*n)++;
+		else if (bad_regs)
+			(*bad_regs)++;
+	}
+	coord_kvs_free(&r);
+	return 0;
+}
+
+int memb_decide(struct coord *c, const char *cluster,
+		const struct memb_policy *p, uint64_t *epoch)
+{
+	struct memb_config cur, next;
+	char key[COORD_KEY_MAX + 1];
+	struct memb_reg *regs;
+	int64_t mod_rev;
+	size_t nregs, len;
+	char *json;
+	int ret;
+
+	if ((ret = memb_key(key, cluster, "config")) ||
+	    (ret = memb_read_regs(c, cluster, &regs, &nregs, NULL)))
+		return ret;
+	if ((ret = memb_read_config(c, cluster, &cur, &mod_rev, NULL)))
+		goto free_regs;
+	ret = memb_reconfigure(&cur, regs, nregs, p, &next);
+	if (ret == 1 && !(ret = memb_config_format(&next, &json, &len))) {
+		ret = coord_cas(c, key, mod_rev, json, len, 0, NULL);
+		free(json);
+		if (ret == 1 && epoch)
+			*epoch = next.epoch;
+	}
+	memb_config_free(&next);
+	memb_config_free(&cur);
+free_regs:
+	free(regs);
+	return ret;
+}

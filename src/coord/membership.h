@@ -1,0 +1,218 @@
+/*
+ * membership.h - cluster membership and configuration on top of the
+ * coordination store (internal, prefix memb_). Design and the protocol it
+ * prepares: docs/replication.md.
+ *
+ * Keys, under /recstore/<cluster>/:
+ *   nodes/<id>  a node's registration, {"addr": "ip:port", "inc": "hex"},
+ *               attached to a lease the node keeps alive: it disappears
+ *               when the node dies or is cut off longer than the TTL.
+ *               "inc" (incarnation) is random per process start: the same
+ *               id with another inc is a restarted node whose memory is
+ *               empty, not the member the configuration knows.
+ *   config      the configuration, JSON (memb_config_format), written only
+ *               by compare-and-swap on its mod_revision, the epoch one
+ *               higher at every change.
+ *   decider     the id of the one node that runs memb_decide(),
+ *               attached to that node's lease (taken by create-if-absent).
+ *               The CAS on config keeps two deciders safe anyway; the key
+ *               only keeps them from racing.
+ *
+ * memb_reconfigure() is the pure function from (current configuration,
+ * live registrations, policy) to the next configuration: deterministic
+ * (independent of the order of registrations), no I/O, no clock.
+ *
+ * Placement: replica sets are not stored; they are a function of the
+ * configuration. The ring of ring.h (XXH3 points, `vnodes` per node) is
+ * built over the ids of the ACTIVE members; the replica set of a key is
+ * the successor list of its hash: the r distinct active members met
+ * walking clockwise from it, the first one the primary. A member that
+ * leaves the active set leaves every successor list it was in, the ones
+ * behind it move up one (its primary ranges go to the next successor) and
+ * one new member is appended at the tail; nothing else moves. Storing the
+ * ranges would cost members x vnodes entries per configuration (160,000
+ * for 1,000 nodes, beyond etcd's 1.5 MiB request limit) and could
+ * disagree with the ring; the ring is exact and every party computes the
+ * same one from the same members.
+ */
+#ifndef RS_COORD_MEMBERSHIP_H
+#define RS_COORD_MEMBERSHIP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coord/coord.h"
+
+#define MEMB_ID_MAX 63		/* [A-Za-z0-9_.-] */
+#define MEMB_CLUSTER_MAX 63
+#define MEMB_ADDR_MAX 127
+#define MEMB_MAX_NODES 1024	/* CLI_RING_MAX_NODES */
+#define MEMB_MAX_R 5
+#define MEMB_DEFAULT_R 3
+#define MEMB_DEFAULT_VNODES 160
+#define MEMB_MAX_VNODES 1024
+
+enum memb_state {
+	MEMB_ACTIVE = 0,	/* in the replica sets */
+	MEMB_JOINING = 1,	/* registered, not yet in the replica sets */
+	MEMB_DOWN = 2,		/* registration gone: out of the replica sets */
+};
+
+struct memb_member {
+	char id[MEMB_ID_MAX + 1];
+	char addr[MEMB_ADDR_MAX + 1];
+	uint64_t inc;		/* incarnation of the registration */
+	enum memb_state state;
+	uint64_t since;		/* epoch of the last state change */
+};
+
+struct memb_config {
+	uint64_t epoch;		/* 0: none yet */
+	unsigned r;		/* replicas per key */
+	unsigned vnodes;	/* ring points per member */
+	size_t n;
+	struct memb_member *m;	/* n, sorted by id, ids distinct */
+};
+
+/* A live registration (nodes/<id>). */
+struct memb_reg {
+	char id[MEMB_ID_MAX + 1];
+	char addr[MEMB_ADDR_MAX + 1];
+	uint64_t inc;
+};
+
+struct memb_policy {
+	unsigned r;		/* for a new configuration; 1..MEMB_MAX_R */
+	unsigned vnodes;	/* for a new configuration */
+	/* Until the copy protocol exists (docs/replication.md, next steps)
+	 * a joining node holds no data of its ranges; true makes it active
+	 * in the same step (what the node does today), false leaves it
+	 * JOINING for a later step to activate. A first configuration makes
+	 * every registered node active either way. */
+	bool activate_joiners;
+};
+
+const char *memb_state_name(enum memb_state s);
+int memb_check_id(const char *what, const char *id);
+
+void memb_config_free(struct memb_config *c);
+int memb_config_copy(struct memb_config *dst, const struct memb_config *src);
+/* JSON text; *out is malloc'ed, NUL-terminated. */
+int memb_config_format(const struct memb_config *c, char **out, size_t *len);
+/* Strict: RS_E_CORRUPT with the field for anything unexpected. */
+int memb_config_parse(const char *json, size_t len, struct memb_config *out);
+
+int memb_reg_format(const struct memb_reg *r, char **out, size_t *len);
+/* id comes from the key, the rest from the value. */
+int memb_reg_parse(const char *id, const char *json, size_t len,
+		   struct memb_reg *out);
+
+/*
+ * The next configuration. cur: the current one (epoch 0, n 0: none yet);
+ * regs: the live registrations, any order, distinct ids. Rules:
+ *   - a member without a registration, or whose registration has another
+ *     incarnation (it restarted), becomes DOWN;
+ *   - a registration that is not a member, or a DOWN member registered
+ *     again, joins: ACTIVE in a first configuration or with
+ *     activate_joiners, JOINING otherwise (a restarted node both leaves and
+ *     joins in one step);
+ *   - addresses follow the registrations;
+ *   - r and vnodes come from cur, or from the policy for the first one;
+ *   - with MEMB_MAX_NODES members, DOWN members with the oldest `since`
+ *     are forgotten to make room; registrations beyond that are left out
+ *     (in id order).
+ * Returns 1 and *next (epoch cur + 1) when anything changed, 0 and a copy
+ * of cur when nothing did, < 0 on bad input.
+ */
+int memb_reconfigure(const struct memb_config *cur,
+		     const struct memb_reg *regs, size_t nregs,
+		     const struct memb_policy *p, struct memb_config *next);
+
+/* ---- placement ---- */
+
+struct memb_placement;
+
+/* The ring of the active members of c. With none, every replica set is
+ * empty. */
+int memb_placement_new(struct memb_placement **out,
+		       const struct memb_config *c);
+void memb_placement_free(struct memb_placement **p);
+uint64_t memb_key_hash(uint64_t key);
+/* Replica set of a hash: member indexes into c->m, primary first;
+ * returns the count, min(r, active members). out holds MEMB_MAX_R. */
+unsigned memb_replicas(const struct memb_placement *p, uint64_t hash,
+		       unsigned *out);
+/* The ring's ranges in order: range i is (start of i, start of i + 1];
+ * its replica set is that of its end point. */
+size_t memb_ranges(const struct memb_placement *p);
+unsigned memb_range(const struct memb_placement *p, size_t i,
+		    uint64_t *start, uint64_t *end, unsigned *out);
+
+/* ---- the store ---- */
+
+/* "/recstore/<cluster>/" + what; out holds COORD_KEY_MAX + 1. */
+int memb_key(char *out, const char *cluster, const char *what);
+
+/* The configuration (epoch 0 when none), its mod_revision (0: none) and
+ * the store's revision at the read (rev may be NULL). */
+int memb_read_config(struct coord *c, const char *cluster,
+		     struct memb_config *out, int64_t *mod_rev, int64_t *rev);
+/* Live registrations; *regs malloc'ed. Unparsable ones are skipped (and
+ * counted in *bad when bad is not NULL). */
+int memb_read_regs(struct coord *c, const char *cluster,
+		   struct memb_reg **regs, size_t *n, size_t *bad);
+
+/*
+ * One decision: read the registrations and the configuration, compute the
+ * next one and write it by CAS on the mod_revision read. Returns 1 when it
+ * wrote a new configuration (*epoch its epoch), 0 when nothing changed or
+ * another decider wrote first (the caller decides again on the next
+ * change), < 0 on a store error. Safe with any number of concurrent
+ * deciders: each configuration is derived from the one it replaces.
+ */
+int memb_decide(struct coord *c, const char *cluster,
+		const struct memb_policy *p, uint64_t *epoch);
+
+/* ---- the node's agent ---- */
+
+struct memb_agent_opts {
+	const char *cluster;
+	const char *id;
+	const char *addr;	/* what clients connect to */
+	int64_t lease_s;	/* registration TTL */
+	bool decide;		/* may become the decider */
+	struct memb_policy policy;
+	/* log lines (already rate-limited by the agent); NULL: stderr */
+	void (*log)(void *arg, const char *line);
+	void *log_arg;
+};
+
+struct memb_agent;
+
+/* The agent uses c, which the caller closes after memb_agent_free(); it
+ * sets c->cancel. Nothing is contacted yet. */
+int memb_agent_new(struct memb_agent **out, struct coord *c,
+		   const struct memb_agent_opts *o);
+/*
+ * One round at time now_ms (monotonic): grant a lease if there is none,
+ * keep it alive once a third of its TTL has passed (a lost lease: grant a
+ * new one and register again), register, take the decider key if free,
+ * and if deciding run memb_decide(). Returns 0 or the round's error.
+ */
+int memb_agent_tick(struct memb_agent *a, int64_t now_ms);
+/* The revision to wait for changes after (the last one seen). */
+int64_t memb_agent_rev(const struct memb_agent *a);
+bool memb_agent_is_decider(const struct memb_agent *a);
+uint64_t memb_agent_epoch(const struct memb_agent *a);
+/* Run ticks in a thread: after each, wait for a change under the
+ * cluster's prefix or the next keepalive; after an error retry within
+ * a second (a third of the TTL if that is shorter, so that one failed
+ * round never costs the lease). Failures are logged once, then once a
+ * minute, and the recovery once. */
+int memb_agent_start(struct memb_agent *a);
+/* Stop the thread, revoke the lease (the registration and a decider key
+ * go at once: a clean leave). Accepts NULL. */
+void memb_agent_free(struct memb_agent **a);
+
+#endif

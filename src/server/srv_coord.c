@@ -1,0 +1,66 @@
+/*
+ * srv_coord.c - the memory node's membership (the "coord" config section,
+ * docs/config.md; design in docs/replication.md): an etcd backend
+ * (src/coord/coord_etcd.c) and the agent that registers the node under
+ * its id with the address clients connect to, keeps its lease alive,
+ * and, if it holds the decider key, writes the next configuration when
+ * the registrations change (src/coord/agent.c).
+ *
+ * Cost: none without the section (nothing is created). With it, one
+ * thread that sleeps in a watch; the serving threads never wait on etcd,
+ * so a node whose etcd is down keeps serving: only the agent retries,
+ * and logs once when it starts failing, once a minute while it fails,
+ * and once when it recovers.
+ */
+#include <stdio.h>
+
+#include "coord/membership.h"
+#include "server/srv_internal.h"
+
+#define SRV_COORD_TIMEOUT_MS 2000
+
+static void coord_log(void *arg, const char *line)
+{
+	srv_log("coord: %s", line);
+}
+
+int srv_coord_start(struct rs_server *s)
+{
+	const struct srv_opts *o = &s->o;
+	struct memb_agent_opts ao = {
+		.cluster = o->coord_cluster,
+		.id = o->coord_id,
+		.addr = s->listen_addr,
+		.lease_s = ((int64_t)o->coord_lease_ms + 999) / 1000,
+		.decide = o->coord_decide,
+		.policy = { .r = o->coord_replicas,
+			    .vnodes = MEMB_DEFAULT_VNODES,
+			    .activate_joiners = true },
+		.log = coord_log,
+	};
+	int ret;
+
+	if (!o->coord_endpoints)
+		return 0;
+	ret = coord_etcd_new(&s->coord, o->coord_endpoints,
+			     SRV_COORD_TIMEOUT_MS);
+	if (ret)
+		return srv_err(ret, "coord: %s", rs_errormsg());
+	ret = memb_agent_new(&s->agent, s->coord, &ao);
+	if (!ret)
+		ret = memb_agent_start(s->agent);
+	if (ret) {
+		ret = srv_err(ret, "coord: %s", rs_errormsg());
+		srv_coord_stop(s);
+		return ret;
+	}
+	srv_log("coord: member '%s' of cluster '%s' through %s", o->coord_id,
+		o->coord_cluster, o->coord_endpoints);
+	return 0;
+}
+
+void srv_coord_stop(struct rs_server *s)
+{
+	memb_agent_free(&s->agent);
+	coord_close(&s->coord);
+}

@@ -1,0 +1,788 @@
+/*
+ * test_membership.c - configuration records, the reconfigure step,
+ * placement (replica sets on the ring), decisions against the in-memory
+ * store and the node's agent under a fake clock (src/coord/membership.h).
+ *
+ * balance_1000 prints the placement figures docs/replication.md quotes:
+ * keys per node for 1000 nodes, and the keys that move on join, leave and
+ * failure.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "coord/membership.h"
+#include "recstore/error.h"
+
+static const struct memb_policy pol3 = { .r = 3, .vnodes = 160,
+					 .activate_joiners = true };
+
+static struct memb_reg reg(const char *id, uint64_t inc)
+{
+	struct memb_reg g;
+
+	memset(&g, 0, sizeof(g));
+	snprintf(g.id, sizeof(g.id), "%s", id);
+	snprintf(g.addr, sizeof(g.addr), "10.0.0.1:%u",
+		 7000u + (unsigned)(inc % 1000));
+	g.inc = inc;
+	return g;
+}
+
+/* regs n0..n(k-1), incarnation i + 1 */
+static struct memb_reg *regs_n(size_t k)
+{
+	struct memb_reg *g = calloc(k, sizeof(*g));
+	char id[32];
+
+	for (size_t i = 0; i < k; i++) {
+		snprintf(id, sizeof(id), "n%04zu", i);
+		g[i] = reg(id, i + 1);
+	}
+	return g;
+}
+
+static const struct memb_member *find(const struct memb_config *c,
+				      const char *id)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (!strcmp(c->m[i].id, id))
+			return &c->m[i];
+	return NULL;
+}
+
+static void boot(struct memb_config *c, size_t k, const struct memb_policy *p)
+{
+	struct memb_config none = { 0 };
+	struct memb_reg *g = regs_n(k);
+
+	assert_int_equal(memb_reconfigure(&none, g, k, p, c), 1);
+	assert_int_equal(c->epoch, 1);
+	free(g);
+}
+
+/* ---- records ---- */
+
+static void config_roundtrip(void **state)
+{
+	struct memb_config c, d;
+	char *j, *j2;
+	size_t len, len2;
+
+	boot(&c, 4, &pol3);
+	c.m[2].state = MEMB_DOWN;
+	c.m[2].inc = 0xfedcba9876543210ull;
+	assert_int_equal(memb_config_format(&c, &j, &len), 0);
+	assert_int_equal(memb_config_parse(j, len, &d), 0);
+	assert_int_equal(d.epoch, 1);
+	assert_int_equal(d.r, 3);
+	assert_int_equal(d.vnodes, 160);
+	assert_int_equal(d.n, 4);
+	assert_int_equal(d.m[2].state, MEMB_DOWN);
+	assert_true(d.m[2].inc == 0xfedcba9876543210ull);
+	assert_string_equal(d.m[3].addr, c.m[3].addr);
+	assert_int_equal(memb_config_format(&d, &j2, &len2), 0);
+	assert_string_equal(j, j2);
+	free(j);
+	free(j2);
+	memb_config_free(&c);
+	memb_config_free(&d);
+}
+
+static void config_rejects(void **state)
+{
+	static const char *const bad[] = {
+		"",
+		"[]",
+		"{\"epoch\":1,\"r\":1,\"vnodes\":1,\"placement\":\"ring-xxh3-v1\"}",
+		"{\"epoch\":0,\"r\":1,\"vnodes\":1,\"placement\":\"ring-xxh3-v1\","
+		"\"members\":[]}",
+		"{\"epoch\":1,\"r\":6,\"vnodes\":1,\"placement\":\"ring-xxh3-v1\","
+		"\"members\":[]}",
+		"{\"epoch\":1,\"r\":1,\"vnodes\":1,\"placement\":\"other\","
+		"\"members\":[]}",
+		"{\"epoch\":1,\"r\":1,\"vnodes\":1,\"placement\":\"ring-xxh3-v1\","
+		"\"members\":[],\"x\":1}",
+		/* since after epoch */
+		"{\"epoch\":1,\"r\":1,\"vnodes\":1,\"placement\":\"ring-xxh3-v1\","
+		"\"members\":[{\"id\":\"a\",\"addr\":\"x\",\"inc\":"
+		"\"0000000000000001\",\"state\":\"active\",\"since\":2}]}",
+		/* unknown state */
+		"{\"epoch\":1,\"r\":1,\"vnodes\":1,\"placement\":\"ring-xxh3-v1\","
+		"\"members\":[{\"id\":\"a\",\"addr\":\"x\",\"inc\":"
+		"\"0000000000000001\",\"state\":\"up\",\"since\":1}]}",
+		/* ids out of order */
+		"{\"epoch\":1,\"r\":1,\"vnodes\":1,\"placement\":\"ring-xxh3-v1\","
+		"\"members\":[{\"id\":\"b\",\"addr\":\"x\",\"inc\":"
+		"\"0000000000000001\",\"state\":\"active\",\"since\":1},"
+		"{\"id\":\"a\",\"addr\":\"x\",\"inc\":\"0000000000000001\","
+		"\"state\":\"active\",\"since\":1}]}",
+		/* a bad id */
+		"{\"epoch\":1,\"r\":1,\"vnodes\":1,\"placement\":\"ring-xxh3-v1\","
+		"\"members\":[{\"id\":\"a/b\",\"addr\":\"x\",\"inc\":"
+		"\"0000000000000001\",\"state\":\"active\",\"since\":1}]}",
+		/* inc not hex */
+		"{\"epoch\":1,\"r\":1,\"vnodes\":1,\"placement\":\"ring-xxh3-v1\","
+		"\"members\":[{\"id\":\"a\",\"addr\":\"x\",\"inc\":"
+		"\"000000000000000g\",\"state\":\"active\",\"since\":1}]}",
+	};
+	struct memb_config c;
+	struct memb_reg g;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(memb_config_parse(bad[i], strlen(bad[i]), &c),
+				 RS_E_CORRUPT);
+		assert_int_equal(c.n, 0);
+		assert_null(c.m);
+	}
+	assert_int_equal(memb_reg_parse("a", "{\"addr\":\"x\"}", 12, &g),
+			 RS_E_CORRUPT);
+	assert_int_equal(memb_reg_parse("a/b", "{}", 2, &g), RS_E_INVAL);
+}
+
+/* ---- reconfigure ---- */
+
+static void first_config(void **state)
+{
+	struct memb_reg g[3] = { reg("c", 3), reg("a", 1), reg("b", 2) };
+	struct memb_reg h[3] = { reg("b", 2), reg("c", 3), reg("a", 1) };
+	struct memb_config none = { 0 }, x, y;
+	struct memb_policy nojoin = pol3;
+	char *jx, *jy;
+	size_t lx, ly;
+
+	nojoin.activate_joiners = false;
+	assert_int_equal(memb_reconfigure(&none, g, 3, &nojoin, &x), 1);
+	assert_int_equal(memb_reconfigure(&none, h, 3, &nojoin, &y), 1);
+	/* the order of registrations does not matter */
+	assert_int_equal(memb_config_format(&x, &jx, &lx), 0);
+	assert_int_equal(memb_config_format(&y, &jy, &ly), 0);
+	assert_string_equal(jx, jy);
+	assert_int_equal(x.epoch, 1);
+	assert_int_equal(x.n, 3);
+	assert_string_equal(x.m[0].id, "a");
+	assert_string_equal(x.m[2].id, "c");
+	/* a first configuration activates everyone, whatever the policy */
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(x.m[i].state, MEMB_ACTIVE);
+		assert_int_equal(x.m[i].since, 1);
+	}
+	/* the same registrations again: no change, no new epoch */
+	memb_config_free(&y);
+	assert_int_equal(memb_reconfigure(&x, h, 3, &nojoin, &y), 0);
+	assert_int_equal(y.epoch, 1);
+	free(jy);
+	assert_int_equal(memb_config_format(&y, &jy, &ly), 0);
+	assert_string_equal(jx, jy);
+	/* nobody registered and no configuration: nothing to write */
+	memb_config_free(&y);
+	assert_int_equal(memb_reconfigure(&none, NULL, 0, &nojoin, &y), 0);
+	assert_int_equal(y.epoch, 0);
+	memb_config_free(&y);
+	/* bad input */
+	g[1] = reg("c", 9);
+	assert_int_equal(memb_reconfigure(&x, g, 3, &nojoin, &y), RS_E_INVAL);
+	nojoin.r = 0;
+	assert_int_equal(memb_reconfigure(&none, h, 3, &nojoin, &y),
+			 RS_E_INVAL);
+	free(jx);
+	free(jy);
+	memb_config_free(&x);
+	memb_config_free(&y);
+}
+
+/* The replica sets of many sampled keys under two configurations. */
+#define SAMPLES 20000
+
+static void replica_sets(const struct memb_config *c, unsigned (*sets)[8],
+			 unsigned *nsets, unsigned r_override)
+{
+	struct memb_placement *p;
+	struct memb_config v;
+
+	assert_int_equal(memb_config_copy(&v, c), 0);
+	if (r_override)
+		v.r = r_override;
+	assert_int_equal(memb_placement_new(&p, &v), 0);
+	for (uint64_t k = 0; k < SAMPLES; k++)
+		nsets[k] = memb_replicas(p, memb_key_hash(k * 7919 + 13),
+					 sets[k]);
+	memb_placement_free(&p);
+	memb_config_free(&v);
+}
+
+static void fail_over_r(unsigned r)
+{
+	struct memb_policy p = pol3;
+	struct memb_config a, b;
+	struct memb_reg *g = regs_n(5);
+	unsigned (*before)[8] = calloc(SAMPLES, sizeof(*before));
+	unsigned (*after)[8] = calloc(SAMPLES, sizeof(*after));
+	unsigned *nb = calloc(SAMPLES, sizeof(*nb));
+	unsigned *na = calloc(SAMPLES, sizeof(*na));
+	unsigned dead, moved = 0, promoted = 0;
+
+	p.r = r;
+	boot(&a, 5, &p);
+	/* n0002 dies: its registration is gone */
+	g[2] = g[4];
+	assert_int_equal(memb_reconfigure(&a, g, 4, &p, &b), 1);
+	assert_int_equal(b.epoch, 2);
+	dead = 2;
+	assert_int_equal(b.m[dead].state, MEMB_DOWN);
+	assert_int_equal(b.m[dead].since, 2);
+	for (size_t i = 0; i < 5; i++)
+		if (i != dead) {
+			assert_int_equal(b.m[i].state, MEMB_ACTIVE);
+			assert_int_equal(b.m[i].since, 1);
+		}
+	/* old successor lists one longer: the new list is the old one
+	 * without the dead node, the next successor moving up */
+	replica_sets(&a, before, nb, r + 1);
+	replica_sets(&b, after, na, 0);
+	for (size_t k = 0; k < SAMPLES; k++) {
+		unsigned want[8], nw = 0;
+
+		for (unsigned i = 0; i < nb[k] && nw < r; i++)
+			if (before[k][i] != dead)
+				want[nw++] = before[k][i];
+		assert_int_equal(na[k], nw);
+		assert_int_equal(na[k], r < 4 ? r : 4);
+		assert_memory_equal(after[k], want, nw * sizeof(unsigned));
+		for (unsigned i = 0; i < na[k]; i++)
+			assert_int_not_equal(after[k][i], dead);
+		if (before[k][0] == dead) {
+			promoted++;
+			assert_int_equal(after[k][0], before[k][1]);
+		}
+		for (unsigned i = 0; i < r; i++)
+			if (before[k][i] == dead)
+				moved++;
+	}
+	/* about a fifth of the keys had the dead node as primary */
+	assert_true(promoted > SAMPLES / 10 && promoted < SAMPLES * 3 / 10);
+	assert_true(moved > 0);
+	free(before);
+	free(after);
+	free(nb);
+	free(na);
+	free(g);
+	memb_config_free(&a);
+	memb_config_free(&b);
+}
+
+static void fail_over(void **state)
+{
+	for (unsigned r = 1; r <= 3; r++)
+		fail_over_r(r);
+}
+
+static void join_r(unsigned r, bool activate)
+{
+	struct memb_policy p = pol3;
+	struct memb_config a, b;
+	struct memb_reg *g = regs_n(5);
+	unsigned (*before)[8] = calloc(SAMPLES, sizeof(*before));
+	unsigned (*after)[8] = calloc(SAMPLES, sizeof(*after));
+	unsigned *nb = calloc(SAMPLES, sizeof(*nb));
+	unsigned *na = calloc(SAMPLES, sizeof(*na));
+	unsigned primary_new = 0;
+	unsigned newi = 4; /* index of n0004 in b */
+
+	p.r = r;
+	p.activate_joiners = activate;
+	boot(&a, 4, &p);
+	assert_int_equal(memb_reconfigure(&a, g, 5, &p, &b), 1);
+	assert_int_equal(b.epoch, 2);
+	assert_int_equal(b.n, 5);
+	assert_int_equal(b.m[newi].state, activate ? MEMB_ACTIVE :
+						     MEMB_JOINING);
+	assert_int_equal(b.m[newi].since, 2);
+	replica_sets(&a, before, nb, 0);
+	replica_sets(&b, after, na, 0);
+	for (size_t k = 0; k < SAMPLES; k++) {
+		unsigned rest[8], nr = 0;
+
+		if (!activate) { /* a joining node is in no replica set */
+			assert_int_equal(na[k], nb[k]);
+			assert_memory_equal(after[k], before[k],
+					    nb[k] * sizeof(unsigned));
+			continue;
+		}
+		/* the new list without the new node is a prefix of the old */
+		for (unsigned i = 0; i < na[k]; i++)
+			if (after[k][i] != newi)
+				rest[nr++] = after[k][i];
+		assert_true(nr == na[k] || nr == na[k] - 1);
+		assert_memory_equal(rest, before[k], nr * sizeof(unsigned));
+		primary_new += after[k][0] == newi;
+	}
+	if (activate) /* about a fifth of the keys now start at the new node */
+		assert_true(primary_new > SAMPLES / 10 &&
+			    primary_new < SAMPLES * 3 / 10);
+	free(before);
+	free(after);
+	free(nb);
+	free(na);
+	free(g);
+	memb_config_free(&a);
+	memb_config_free(&b);
+}
+
+static void join(void **state)
+{
+	for (unsigned r = 1; r <= 3; r++) {
+		join_r(r, true);
+		join_r(r, false);
+	}
+}
+
+static void leave_rejoin_restart(void **state)
+{
+	struct memb_config a, b, c, d, e;
+	struct memb_reg *g = regs_n(3);
+
+	boot(&a, 3, &pol3);
+	/* n0001 leaves */
+	g[1] = g[2];
+	assert_int_equal(memb_reconfigure(&a, g, 2, &pol3, &b), 1);
+	assert_int_equal(find(&b, "n0001")->state, MEMB_DOWN);
+	/* still gone: no change */
+	assert_int_equal(memb_reconfigure(&b, g, 2, &pol3, &c), 0);
+	assert_int_equal(c.epoch, 2);
+	memb_config_free(&c);
+	/* it comes back (the same process after an outage): it joins anew,
+	 * at another address */
+	free(g);
+	g = regs_n(3);
+	snprintf(g[1].addr, sizeof(g[1].addr), "10.0.0.9:1");
+	assert_int_equal(memb_reconfigure(&b, g, 3, &pol3, &c), 1);
+	assert_int_equal(c.epoch, 3);
+	assert_int_equal(find(&c, "n0001")->state, MEMB_ACTIVE);
+	assert_int_equal(find(&c, "n0001")->since, 3);
+	assert_string_equal(find(&c, "n0001")->addr, "10.0.0.9:1");
+	assert_int_equal(find(&c, "n0000")->since, 1);
+	/* n0002 restarts fast (new incarnation, lease never lapsed): its
+	 * memory is empty, so it is a new member, not the old one */
+	g[2].inc = 777;
+	assert_int_equal(memb_reconfigure(&c, g, 3, &pol3, &d), 1);
+	assert_int_equal(d.epoch, 4);
+	assert_int_equal(find(&d, "n0002")->since, 4);
+	assert_true(find(&d, "n0002")->inc == 777);
+	/* only an address change: same member, new epoch */
+	snprintf(g[0].addr, sizeof(g[0].addr), "10.0.0.8:2");
+	assert_int_equal(memb_reconfigure(&d, g, 3, &pol3, &e), 1);
+	assert_int_equal(find(&e, "n0000")->since, 1);
+	assert_int_equal(find(&e, "n0000")->state, MEMB_ACTIVE);
+	free(g);
+	memb_config_free(&a);
+	memb_config_free(&b);
+	memb_config_free(&c);
+	memb_config_free(&d);
+	memb_config_free(&e);
+}
+
+static void fewer_than_r(void **state)
+{
+	struct memb_config a, b;
+	struct memb_placement *p;
+	struct memb_reg *g = regs_n(2);
+	unsigned out[MEMB_MAX_R];
+
+	boot(&a, 2, &pol3);
+	assert_int_equal(memb_placement_new(&p, &a), 0);
+	for (uint64_t k = 0; k < 1000; k++) {
+		assert_int_equal(memb_replicas(p, memb_key_hash(k), out), 2);
+		assert_int_not_equal(out[0], out[1]);
+	}
+	assert_int_equal(memb_ranges(p), 2 * 160);
+	memb_placement_free(&p);
+	/* both gone: every replica set is empty */
+	assert_int_equal(memb_reconfigure(&a, g, 0, &pol3, &b), 1);
+	assert_int_equal(memb_placement_new(&p, &b), 0);
+	assert_int_equal(memb_replicas(p, 42, out), 0);
+	assert_int_equal(memb_ranges(p), 0);
+	memb_placement_free(&p);
+	free(g);
+	memb_config_free(&a);
+	memb_config_free(&b);
+}
+
+static void capacity(void **state)
+{
+	struct memb_config a, b, c;
+	struct memb_reg *g = regs_n(MEMB_MAX_NODES + 10);
+	struct memb_reg *h = regs_n(MEMB_MAX_NODES + 10);
+
+	/* more registrations than members fit: the highest ids wait */
+	boot(&a, MEMB_MAX_NODES, &pol3);
+	assert_int_equal(memb_reconfigure(&a, g, MEMB_MAX_NODES + 10, &pol3,
+					  &b), 0);
+	/* 5 die: room for the first 5 newcomers, in id order, after the
+	 * dead are forgotten */
+	memmove(&h[0], &h[5], (MEMB_MAX_NODES + 5) * sizeof(*h));
+	assert_int_equal(memb_reconfigure(&a, h, MEMB_MAX_NODES + 5, &pol3,
+					  &c), 1);
+	assert_int_equal(c.n, MEMB_MAX_NODES);
+	assert_null(find(&c, "n0000"));
+	assert_non_null(find(&c, "n1028"));
+	assert_null(find(&c, "n1029"));
+	free(g);
+	free(h);
+	memb_config_free(&a);
+	memb_config_free(&b);
+	memb_config_free(&c);
+}
+
+/* ---- against the store ---- */
+
+static void put_reg(struct coord *c, const struct memb_reg *g, int64_t lease)
+{
+	char key[COORD_KEY_MAX + 1], *v;
+	size_t len;
+
+	assert_int_equal(memb_key(key, "c1", "nodes/"), 0);
+	strcat(key, g->id);
+	assert_int_equal(memb_reg_format(g, &v, &len), 0);
+	assert_int_equal(coord_put(c, key, v, len, lease, NULL), 0);
+	free(v);
+}
+
+static void cas_two_deciders(void **state)
+{
+	struct coord *c;
+	struct memb_config cur, na, nb, got;
+	struct memb_reg *g = regs_n(3), *live;
+	char key[COORD_KEY_MAX + 1], *ja, *jb;
+	size_t nlive, la, lb;
+	int64_t mod, mod2;
+	uint64_t epoch;
+
+	assert_int_equal(coord_mem_new(&c), 0);
+	for (int i = 0; i < 3; i++)
+		put_reg(c, &g[i], 0);
+	assert_int_equal(memb_decide(c, "c1", &pol3, &epoch), 1);
+	assert_int_equal(epoch, 1);
+	/* n0003 registers; two deciders read the same state */
+	g = realloc(g, 4 * sizeof(*g));
+	g[3] = reg("n0003", 4);
+	put_reg(c, &g[3], 0);
+	assert_int_equal(memb_read_config(c, "c1", &cur, &mod, NULL), 0);
+	assert_int_equal(memb_read_regs(c, "c1", &live, &nlive, NULL), 0);
+	assert_int_equal(nlive, 4);
+	assert_int_equal(memb_reconfigure(&cur, live, nlive, &pol3, &na), 1);
+	assert_int_equal(memb_reconfigure(&cur, live, nlive, &pol3, &nb), 1);
+	assert_int_equal(memb_key(key, "c1", "config"), 0);
+	assert_int_equal(memb_config_format(&na, &ja, &la), 0);
+	assert_int_equal(memb_config_format(&nb, &jb, &lb), 0);
+	/* exactly one wins */
+	assert_int_equal(coord_cas(c, key, mod, ja, la, 0, NULL), 1);
+	assert_int_equal(coord_cas(c, key, mod, jb, lb, 0, NULL), 0);
+	/* the loser decides again: nothing left to change */
+	assert_int_equal(memb_decide(c, "c1", &pol3, &epoch), 0);
+	assert_int_equal(memb_read_config(c, "c1", &got, &mod2, NULL), 0);
+	assert_int_equal(got.epoch, 2);
+	assert_true(mod2 > mod);
+	assert_int_equal(got.n, 4);
+	/* a corrupt configuration is not overwritten */
+	assert_int_equal(coord_put(c, key, "{}", 2, 0, NULL), 0);
+	assert_int_equal(memb_decide(c, "c1", &pol3, &epoch), RS_E_CORRUPT);
+	free(ja);
+	free(jb);
+	free(live);
+	free(g);
+	memb_config_free(&cur);
+	memb_config_free(&na);
+	memb_config_free(&nb);
+	memb_config_free(&got);
+	coord_close(&c);
+}
+
+static atomic_uint log_lines; /* the agent thread counts, the test reads */
+
+static void count_log(void *arg, const char *line)
+{
+	log_lines++;
+	if (getenv("RS_TEST_VERBOSE"))
+		fprintf(stderr, "agent %s: %s\n", (const char *)arg, line);
+}
+
+static struct memb_agent *agent(struct coord *c, const char *id)
+{
+	struct memb_agent_opts o = {
+		.cluster = "c1", .id = id, .addr = "10.0.0.1:7471",
+		.lease_s = 3, .decide = true, .policy = pol3,
+		.log = count_log, .log_arg = (void *)id,
+	};
+	struct memb_agent *a;
+
+	assert_int_equal(memb_agent_new(&a, c, &o), 0);
+	return a;
+}
+
+static void config_of(struct coord *c, struct memb_config *out)
+{
+	int64_t mod;
+
+	assert_int_equal(memb_read_config(c, "c1", out, &mod, NULL), 0);
+}
+
+static void agents_fake_clock(void **state)
+{
+	struct coord *ca, *cb;
+	struct memb_agent *a, *b;
+	struct memb_config cfg;
+	int64_t t = 0;
+
+	/* two agents on one store: the fake clock moves both */
+	assert_int_equal(coord_mem_new(&ca), 0);
+	cb = ca;
+	a = agent(ca, "na");
+	b = agent(cb, "nb");
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_true(memb_agent_is_decider(a));
+	assert_int_equal(memb_agent_epoch(a), 1);
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_false(memb_agent_is_decider(b));
+	assert_int_equal(memb_agent_tick(a, t), 0); /* sees nb */
+	assert_int_equal(memb_agent_epoch(a), 2);
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_int_equal(memb_agent_epoch(b), 2);
+	config_of(ca, &cfg);
+	assert_int_equal(cfg.n, 2);
+	assert_int_equal(find(&cfg, "nb")->state, MEMB_ACTIVE);
+	memb_config_free(&cfg);
+
+	/* both alive through many keepalive periods: nothing changes */
+	for (int i = 0; i < 10; i++) {
+		t += 1000;
+		coord_mem_advance(ca, 1000);
+		assert_int_equal(memb_agent_tick(a, t), 0);
+		assert_int_equal(memb_agent_tick(b, t), 0);
+	}
+	assert_int_equal(memb_agent_epoch(a), 2);
+
+	/* nb stops (SIGKILL: no revoke); after its TTL the decider acts */
+	t += 1000;
+	coord_mem_advance(ca, 1000);
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	t += 1000;
+	coord_mem_advance(ca, 1000);
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_int_equal(memb_agent_epoch(a), 2); /* 2 s: not yet */
+	t += 1000;
+	coord_mem_advance(ca, 1000);
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_int_equal(memb_agent_epoch(a), 3);
+	config_of(ca, &cfg);
+	assert_int_equal(find(&cfg, "nb")->state, MEMB_DOWN);
+	assert_int_equal(find(&cfg, "na")->state, MEMB_ACTIVE);
+	memb_config_free(&cfg);
+
+	/* now the decider stops; nb comes back: its lease is gone, so it
+	 * registers again, takes the free decider key once na's lease has
+	 * expired, and writes na down and itself active */
+	t += 1000;
+	coord_mem_advance(ca, 1000);
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_false(memb_agent_is_decider(b));
+	t += 3000;
+	coord_mem_advance(ca, 3000);
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_true(memb_agent_is_decider(b));
+	assert_int_equal(memb_agent_epoch(b), 4);
+	config_of(ca, &cfg);
+	assert_int_equal(find(&cfg, "na")->state, MEMB_DOWN);
+	assert_int_equal(find(&cfg, "nb")->state, MEMB_ACTIVE);
+	assert_int_equal(find(&cfg, "nb")->since, 4);
+	memb_config_free(&cfg);
+
+	/* an outage: ticks fail, nothing is written; after it the lease
+	 * has expired and the node registers again */
+	coord_mem_set_down(ca, true);
+	t += 1000;
+	assert_int_equal(memb_agent_tick(b, t), -ECONNREFUSED);
+	coord_mem_advance(ca, 5000);
+	t += 5000;
+	coord_mem_set_down(ca, false);
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_true(memb_agent_is_decider(b));
+	/* it was down and back: epoch 5 (down) is never written because
+	 * nobody decided in between; the returning node is the same
+	 * incarnation, so it stays active */
+	config_of(ca, &cfg);
+	assert_int_equal(find(&cfg, "nb")->state, MEMB_ACTIVE);
+	memb_config_free(&cfg);
+
+	memb_agent_free(&a);
+	memb_agent_free(&b); /* revokes: nb's registration goes */
+	{
+		struct memb_reg *live;
+		size_t n;
+
+		assert_int_equal(memb_read_regs(ca, "c1", &live, &n, NULL), 0);
+		assert_int_equal(n, 0);
+		free(live);
+	}
+	coord_close(&ca);
+}
+
+/* The thread: registers within a moment; against a store that is down it
+ * logs once, not once per retry; it stops promptly. */
+static void agent_thread(void **state)
+{
+	struct coord *c;
+	struct memb_agent *a;
+	struct memb_config cfg;
+	unsigned before;
+
+	assert_int_equal(coord_mem_new(&c), 0);
+	a = agent(c, "solo");
+	assert_int_equal(memb_agent_start(a), 0);
+	for (int i = 0; i < 200 && memb_agent_epoch(a) < 1; i++)
+		usleep(10000);
+	assert_int_equal(memb_agent_epoch(a), 1);
+	config_of(c, &cfg);
+	assert_int_equal(cfg.n, 1);
+	memb_config_free(&cfg);
+	before = log_lines;
+	coord_mem_set_down(c, true);
+	usleep(2500000); /* 2-3 retries */
+	assert_int_equal(log_lines, before + 1);
+	coord_mem_set_down(c, false);
+	for (int i = 0; i < 300 && log_lines < before + 2; i++)
+		usleep(10000);
+	assert_int_equal(log_lines, before + 2); /* "reachable again" */
+	memb_agent_free(&a);
+	coord_close(&c);
+}
+
+/* ---- placement figures (docs/replication.md) ---- */
+
+static double moved_fraction(const struct memb_config *a,
+			     const struct memb_config *b, uint64_t nkeys,
+			     bool primary_only)
+{
+	struct memb_placement *pa, *pb;
+	unsigned oa[MEMB_MAX_R], ob[MEMB_MAX_R];
+	uint64_t moved = 0;
+
+	assert_int_equal(memb_placement_new(&pa, a), 0);
+	assert_int_equal(memb_placement_new(&pb, b), 0);
+	for (uint64_t k = 0; k < nkeys; k++) {
+		uint64_t h = memb_key_hash(k);
+		unsigned na = memb_replicas(pa, h, oa);
+		unsigned nb = memb_replicas(pb, h, ob);
+
+		if (primary_only) {
+			moved += strcmp(a->m[oa[0]].id, b->m[ob[0]].id) != 0;
+			continue;
+		}
+		/* replica copies that must be made: members of the new set
+		 * that were not in the old one */
+		for (unsigned i = 0; i < nb; i++) {
+			bool had = false;
+
+			for (unsigned j = 0; j < na; j++)
+				had |= !strcmp(a->m[oa[j]].id, b->m[ob[i]].id);
+			moved += !had;
+		}
+	}
+	memb_placement_free(&pa);
+	memb_placement_free(&pb);
+	return (double)moved / (double)nkeys;
+}
+
+static void balance_1000(void **state)
+{
+	const size_t n = 1000;
+	const uint64_t nkeys = 1000000, nmove = 300000;
+	struct memb_config a, joined, failed;
+	struct memb_placement *p;
+	struct memb_reg *g = regs_n(n + 1);
+	unsigned *prim = calloc(n, sizeof(*prim));
+	unsigned *repl = calloc(n, sizeof(*repl));
+	unsigned out[MEMB_MAX_R], pmax = 0, rmax = 0;
+	double pm, rm, mj, ml, mjp, mlp;
+
+	boot(&a, n, &pol3);
+	assert_int_equal(memb_placement_new(&p, &a), 0);
+	for (uint64_t k = 0; k < nkeys; k++) {
+		unsigned c = memb_replicas(p, memb_key_hash(k), out);
+
+		assert_int_equal(c, 3);
+		prim[out[0]]++;
+		for (unsigned i = 0; i < c; i++)
+			repl[out[i]]++;
+	}
+	memb_placement_free(&p);
+	for (size_t i = 0; i < n; i++) {
+		pmax = prim[i] > pmax ? prim[i] : pmax;
+		rmax = repl[i] > rmax ? repl[i] : rmax;
+	}
+	pm = (double)nkeys / n;
+	rm = 3.0 * nkeys / n;
+	/* one joins, one fails */
+	assert_int_equal(memb_reconfigure(&a, g, n + 1, &pol3, &joined), 1);
+	assert_int_equal(memb_reconfigure(&a, g + 1, n - 1, &pol3, &failed),
+			 1);
+	mjp = moved_fraction(&a, &joined, nmove, true);
+	mj = moved_fraction(&a, &joined, nmove, false);
+	mlp = moved_fraction(&a, &failed, nmove, true);
+	ml = moved_fraction(&a, &failed, nmove, false);
+	printf("placement: %zu nodes, 160 vnodes, r 3, %" PRIu64 " keys "
+	       "(moves: %" PRIu64 ")\n"
+	       "  primary keys per node: max/mean %.3f (max %u, mean %.0f)\n"
+	       "  replica keys per node: max/mean %.3f (max %u, mean %.0f)\n"
+	       "  join of 1:  primaries moved %.4f%% of keys, replica copies "
+	       "%.4f%% (1/N = %.4f%%, r/N = %.4f%%)\n"
+	       "  fail of 1:  primaries moved %.4f%% of keys, replica copies "
+	       "%.4f%%\n",
+	       n, nkeys, nmove, pmax / pm, pmax, pm, rmax / rm, rmax, rm,
+	       100 * mjp,
+	       100 * mj, 100.0 / (n + 1), 300.0 / (n + 1), 100 * mlp,
+	       100 * ml);
+	/* 160 vnodes: the largest share stays within 1.5x of the mean
+	 * (sampling noise included), and only the changed node's share
+	 * moves: about 1/N of the primaries and r/N of the copies */
+	assert_true(pmax / pm < 1.5);
+	assert_true(rmax / rm < 1.3);
+	assert_true(mjp > 0.3 / n && mjp < 3.0 / n);
+	assert_true(mlp > 0.3 / n && mlp < 3.0 / n);
+	assert_true(mj > 0.3 * 3 / n && mj < 3.0 * 3 / n);
+	assert_true(ml > 0.3 * 3 / n && ml < 3.0 * 3 / n);
+	free(prim);
+	free(repl);
+	free(g);
+	memb_config_free(&a);
+	memb_config_free(&joined);
+	memb_config_free(&failed);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(config_roundtrip),
+		cmocka_unit_test(config_rejects),
+		cmocka_unit_test(first_config),
+		cmocka_unit_test(fail_over),
+		cmocka_unit_test(join),
+		cmocka_unit_test(leave_rejoin_restart),
+		cmocka_unit_test(fewer_than_r),
+		cmocka_unit_test(capacity),
+		cmocka_unit_test(cas_two_deciders),
+		cmocka_unit_test(agents_fake_clock),
+		cmocka_unit_test(agent_thread),
+		cmocka_unit_test(balance_1000),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
