@@ -36,7 +36,7 @@ import torch
 import recstore
 
 
-def parse():
+def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--nodes", default=os.environ.get("RS_NODES"),
                    help="memory nodes, addr:port[,addr:port...] "
@@ -57,7 +57,7 @@ def parse():
     p.add_argument("--stats-interval-ms", type=int,
                    default=int(os.environ.get("RS_STATS_INTERVAL_MS", 1000)))
     p.add_argument("--no-progress", action="store_true")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     if not a.nodes:
         p.error("--nodes (or RS_NODES) is required")
     return a
@@ -214,8 +214,9 @@ def bar(done, total, text, enabled):
     sys.stderr.flush()
 
 
-def main():
-    a = parse()
+def main(argv=None):
+    """Train; returns the per-epoch figures as a list of dicts."""
+    a = parse(argv)
     torch.manual_seed(a.seed)
     log = ClickLog(a.seed, a.ids)
     g_train = np.random.default_rng(a.seed + 1)
@@ -237,6 +238,7 @@ def main():
           % (N_DENSE, N_SPARSE, a.dim, a.ids, a.batch, a.steps, a.epochs,
              a.nodes), flush=True)
     st = model.ebc.stats
+    history = []
     for epoch in range(1, a.epochs + 1):
         losses = []
         t_epoch = time.monotonic()
@@ -269,11 +271,16 @@ def main():
                 ev_losses.append(lossf(out, y).item() * len(y))
                 scores.append(torch.sigmoid(out).numpy())
         score = np.concatenate(scores)
+        history.append({"train_loss": float(np.mean(losses)),
+                        "eval_loss": sum(ev_losses) / a.eval,
+                        "auc": auc(score, ev_label),
+                        "baseline_auc": auc(base.score(ev_sparse), ev_label),
+                        "first_loss": losses[0], "last_loss": losses[-1]})
+        h = history[-1]
         print("epoch %d: train loss %.4f, eval loss %.4f, eval AUC %.4f "
               "(frequency baseline AUC %.4f), %.1f s"
-              % (epoch, np.mean(losses), sum(ev_losses) / a.eval,
-                 auc(score, ev_label), auc(base.score(ev_sparse), ev_label),
-                 time.monotonic() - t_epoch), flush=True)
+              % (epoch, h["train_loss"], h["eval_loss"], h["auc"],
+                 h["baseline_auc"], time.monotonic() - t_epoch), flush=True)
     stages.flush()
     n = max(st["updates"], 1)
     print("time per step: lookup %.1f ms, forward/backward %.1f ms, "
@@ -285,6 +292,7 @@ def main():
           flush=True)
     model.ebc.close()
     client.close()
+    return history
 
 
 if __name__ == "__main__":
