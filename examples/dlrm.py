@@ -53,9 +53,9 @@ def parse(argv=None):
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--prefix", default="dlrm_", help="table name prefix")
-    p.add_argument("--stats-file", default=os.environ.get("RS_STATS_FILE"))
+    p.add_argument("--stats-file", default=os.environ.get("RS_STAGE_FILE"))
     p.add_argument("--stats-interval-ms", type=int,
-                   default=int(os.environ.get("RS_STATS_INTERVAL_MS", 1000)))
+                   default=int(os.environ.get("RS_STAGE_INTERVAL_MS", 1000)))
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
     if not a.nodes:

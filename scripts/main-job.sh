@@ -6,8 +6,8 @@
 # The workload (RS_MAIN_JOB): `train` (default) trains the DLRM example
 # (examples/dlrm.py, a small run: 2 epochs of 15 batches) with its
 # embeddings in the store, printing loss and AUC per epoch and writing
-# per-stage timings every second to $RS_STATS_FILE
-# (/tmp/recstore-trainer-stages.txt); `bench` runs tools/recstore-bench
+# per-stage windows every second (the node's and the trainer's) to
+# $RS_STAGE_FILE (/tmp/recstore-stages.txt); `bench` runs tools/recstore-bench
 # (26 tables, Zipf keys, batch 4096, dim 128). ARGS go to the workload.
 set -euo pipefail
 build=$1
@@ -17,6 +17,9 @@ ulimit -l unlimited 2>/dev/null || true
 port=${RS_PORT:-7471}
 log=$(mktemp /tmp/recstore-server.XXXXXX.log)
 
+# the node and the trainer both append per-stage windows to one file
+export RS_STAGE_FILE=${RS_STAGE_FILE:-/tmp/recstore-stages.txt}
+: >"$RS_STAGE_FILE"
 "$build/recstore-server" --listen "$RS_RDMA_IP:$port" >"$log" 2>&1 &
 srv=$!
 trap 'kill $srv 2>/dev/null || true; wait $srv 2>/dev/null || true; rm -f "$log"' EXIT
@@ -30,13 +33,12 @@ cat "$log"
 case "${RS_MAIN_JOB:-train}" in
 train)
   top=$(cd "$(dirname "$0")/.." && pwd)
-  stats=${RS_STATS_FILE:-/tmp/recstore-trainer-stages.txt}
-  : >"$stats"
+  stats=$RS_STAGE_FILE
   PYTHONPATH="$build/python" /usr/bin/python3 "$top/examples/dlrm.py" \
     --nodes "$RS_RDMA_IP:$port" --device "$RS_RDMA_IP" --epochs 2 \
     --steps 15 --eval 2048 --stats-file "$stats" --no-progress "$@"
-  echo "per-stage timings (last lines of $stats):"
-  tail -n 3 "$stats"
+  echo "per-stage windows (node and trainer), last lines of $stats:"
+  tail -n 8 "$stats"
   ;;
 bench)
   "$build/recstore-bench" --nodes "$RS_RDMA_IP:$port" --server-pid $srv "$@"

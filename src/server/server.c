@@ -1097,6 +1097,8 @@ static int open_all(struct rs_server *s)
 		return ret;
 	if ((ret = open_trace(s)))
 		return ret;
+	if ((ret = srv_stagelog_start(s)))
+		return ret;
 	return srv_coord_start(s);
 }
 
@@ -1161,8 +1163,11 @@ RS_EXPORT void rs_server_close(struct rs_server **sp)
 		return;
 	srv_coord_stop(s);
 	reap(s, true);
-	rv_listener_close(&s->l);
+	/* the scrape thread reads the listener's counters (rs_cq_*,
+	 * rs_transport_events_total): stop it before the listener goes */
 	metrics_http_stop(&s->m.http);
+	rv_listener_close(&s->l);
+	srv_stagelog_stop(s);	/* its last window, then no more reads */
 	srv_auth_close(s);
 	if (s->tables_open)
 		srv_tables_close(&s->tables);

@@ -393,6 +393,20 @@ struct srv_gate {
 	unsigned closers;	/* run thread closing conns */
 };
 
+/* Per-stage windows to RS_STAGE_FILE (srv_stagelog.c). */
+#define SRV_STAGELOG_APPLY 4	/* optimizer kinds */
+struct srv_stagelog {
+	bool started, stop;	/* stop: under lock */
+	int interval_ms;
+	FILE *f;
+	pthread_t thr;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	struct metrics_window w[SRV_RT_COUNT + SRV_STAGELOG_APPLY];
+};
+int srv_stagelog_start(struct rs_server *s);
+void srv_stagelog_stop(struct rs_server *s);
+
 struct rs_server {
 	struct srv_opts o;
 	char listen_addr[300];
@@ -407,6 +421,7 @@ struct rs_server {
 	bool auth_on;
 	struct metrics_counter *m_auth[AUTH_W_COUNT];
 	bool trace_opened;
+	struct srv_stagelog stagelog;
 
 	int stop_fd;		/* eventfd: rs_server_stop() */
 	int poke_fd;		/* eventfd: a conn became closable */

@@ -692,6 +692,28 @@ double metrics_histogram_quantile(const struct metrics_histogram *h,
 	return hist_quantile(h, cum, total, q);
 }
 
+uint64_t metrics_histogram_window(const struct metrics_histogram *h,
+				  struct metrics_window *w, double *p50,
+				  double *p99)
+{
+	uint64_t cur[METRICS_MAX_BUCKETS + 1], d[METRICS_MAX_BUCKETS + 1];
+
+	*p50 = *p99 = NAN;
+	if (!h)
+		return 0;
+	hist_snapshot(h, cur);
+	/* every bucket only grows, so the differences of the cumulative
+	 * counts are cumulative counts of the window */
+	for (int i = 0; i <= h->nb; i++)
+		d[i] = cur[i] - w->cum[i];
+	memcpy(w->cum, cur, sizeof(cur[0]) * (size_t)(h->nb + 1));
+	if (d[h->nb]) {
+		*p50 = hist_quantile(h, d, d[h->nb], 0.50);
+		*p99 = hist_quantile(h, d, d[h->nb], 0.99);
+	}
+	return d[h->nb];
+}
+
 /* ---- Prometheus text ---------------------------------------------------- */
 
 static void put_escaped(FILE *out, const char *s, bool quote)

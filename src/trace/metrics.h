@@ -156,6 +156,17 @@ double metrics_histogram_quantile(const struct metrics_histogram *h,
 
 /* Prometheus text format 0.0.4: families sorted by name, # HELP / # TYPE,
  * histograms as _bucket{le=...} (cumulative), _sum, _count. */
+/* A window over a histogram: caller-owned, zeroed before its first use. */
+struct metrics_window {
+	uint64_t cum[METRICS_MAX_BUCKETS + 1];
+};
+/* What h observed since *w was last taken (everything, the first time):
+ * the count, and its p50 and p99 as bucket upper bounds in the family's
+ * unit (NaN when the count is 0). *w then holds the current counts. */
+uint64_t metrics_histogram_window(const struct metrics_histogram *h,
+				  struct metrics_window *w, double *p50,
+				  double *p99);
+
 int metrics_write_prometheus(struct metrics_registry *r, FILE *out);
 /* For recstore-ctl stats: one line per series, histograms summarized as
  * count, sum, mean and bucket bounds of p50/p90/p99. */

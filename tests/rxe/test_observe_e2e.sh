@@ -74,6 +74,7 @@ series() {
 for try in 1 2 3 4 5; do
   mport=$((20000 + (RANDOM * 7 + try * 131) % 30000))
   RS_TRACE=$d/node.jsonl RS_TRACE_SAMPLE=0 \
+    RS_STAGE_FILE=$d/stages.txt RS_STAGE_INTERVAL_MS=200 \
     "$bin/recstore-server" --listen "$RS_RDMA_IP:0" --workers 2 \
     --metrics-port "$mport" >"$d/node.log" 2>&1 &
   node_pid=$!
@@ -193,6 +194,22 @@ grep -q "idle period ended (signal)" "$d/bench.log" || fail "bench did not end o
 stop "$node_pid" node
 node_pid=
 grep -q "stopped" "$d/node.log" || fail "node did not stop cleanly"
+
+# ---- the node's per-stage windows (RS_STAGE_FILE) -----------------------------
+# the windows partition the node's requests: per RPC type, the counts of all
+# lines add up to what the client sent; every line is well-formed
+[ -s "$d/stages.txt" ] || fail "no stage file"
+awk '$2 != "node" || $3 !~ /^stage=/ || $4 !~ /^count=[1-9][0-9]*$/ ||
+     $5 !~ /^p50_ms=[0-9.]+$/ || $6 !~ /^p99_ms=[0-9.]+$/ { exit 1 }' \
+  "$d/stages.txt" || fail "malformed stage line: $(head -n 3 "$d/stages.txt")"
+windows=$(awk '{ print $1 }' "$d/stages.txt" | sort -u | wc -l)
+for t in $types; do
+  got=$(awk -v s="stage=rpc.$t" '$3 == s { sub(/count=/, "", $4); n += $4 }
+        END { printf "%d", n }' "$d/stages.txt")
+  want=$(result "client_requests_$t")
+  [ "$got" = "$want" ] || fail "stage file: rpc.$t counts $got, client sent $want"
+done
+echo "stage file: $(wc -l <"$d/stages.txt") lines over $windows second(s), counts match the client"
 
 # ---- the analyzer ----------------------------------------------------------
 [ -s "$d/client.jsonl" ] || fail "no client trace file"
