@@ -398,6 +398,7 @@ struct srv_gate {
 struct srv_stagelog {
 	bool started, stop;	/* stop: under lock */
 	int interval_ms;
+	uint64_t seen;		/* requests at the last window written */
 	FILE *f;
 	pthread_t thr;
 	pthread_mutex_t lock;

@@ -14,7 +14,8 @@
  * partition the node's observations: the last one is written when the
  * node closes, so the counts of a stage over all lines equal its total.
  * The trainer side (examples/dlrm.py) writes lines of the same form.
- * Unset, nothing runs; set, the thread sleeps between windows.
+ * Unset, nothing runs; set, the thread sleeps between windows and, when no
+ * request came, reads the request counters and nothing else.
  */
 #include <errno.h>
 #include <math.h>
@@ -64,13 +65,32 @@ static void put_window(struct rs_server *s, const char *ts, const char *name,
 			(unsigned long long)n, p50 * 1e3, p99 * 1e3);
 }
 
-static void flush_windows(struct rs_server *s)
+/* Requests the node counted so far: a window in which it did not move is
+ * skipped without reading the histograms (an idle node's thread reads
+ * SRV_RT_COUNT counters per interval and nothing else). A request counted
+ * before its duration was observed is not lost: a skipped window leaves
+ * the snapshots as they were, and the next window or the last one at close
+ * takes it. */
+static uint64_t requests_so_far(struct rs_server *s)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < SRV_RT_COUNT; i++)
+		n += metrics_counter_value(s->m.requests[i]);
+	return n;
+}
+
+static void flush_windows(struct rs_server *s, bool last)
 {
 	struct srv_stagelog *g = &s->stagelog;
+	uint64_t seen = requests_so_far(s);
 	char ts[32], name[64];
 	time_t now = time(NULL);
 	struct tm tm;
 
+	if (!last && seen == g->seen)
+		return;
+	g->seen = seen;
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", localtime_r(&now, &tm));
 	for (unsigned i = 0; i < SRV_RT_COUNT; i++) {
 		snprintf(name, sizeof(name), "rpc.%s", srv_req_type_name(i));
@@ -102,7 +122,7 @@ static void *stagelog_main(void *arg)
 		       pthread_cond_timedwait(&g->cv, &g->lock, &ts) != ETIMEDOUT)
 			;
 		if (!g->stop)
-			flush_windows(s);
+			flush_windows(s, false);
 	}
 	pthread_mutex_unlock(&g->lock);
 	return NULL;
@@ -144,7 +164,10 @@ int srv_stagelog_start(struct rs_server *s)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&g->cv, &ca);
 	pthread_condattr_destroy(&ca);
+	g->seen = 0;
 	ret = pthread_create(&g->thr, NULL, stagelog_main, s);
+	if (!ret)
+		pthread_setname_np(g->thr, "rs-stages");
 	if (ret) {
 		fclose(g->f);
 		g->f = NULL;
@@ -167,7 +190,7 @@ void srv_stagelog_stop(struct rs_server *s)
 	pthread_cond_signal(&g->cv);
 	pthread_mutex_unlock(&g->lock);
 	pthread_join(g->thr, NULL);
-	flush_windows(s);	/* the last window: every observation counted */
+	flush_windows(s, true);	/* the last window: every observation */
 	fclose(g->f);
 	g->f = NULL;
 	pthread_cond_destroy(&g->cv);

@@ -74,7 +74,7 @@ series() {
 for try in 1 2 3 4 5; do
   mport=$((20000 + (RANDOM * 7 + try * 131) % 30000))
   RS_TRACE=$d/node.jsonl RS_TRACE_SAMPLE=0 \
-    RS_STAGE_FILE=$d/stages.txt RS_STAGE_INTERVAL_MS=200 \
+    RS_STAGE_FILE=$d/stages.txt RS_STAGE_INTERVAL_MS=500 \
     "$bin/recstore-server" --listen "$RS_RDMA_IP:0" --workers 2 \
     --metrics-port "$mport" >"$d/node.log" 2>&1 &
   node_pid=$!
