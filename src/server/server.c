@@ -263,6 +263,60 @@ static struct srv_conn *conn_of(struct rs_server *s, struct rv_conn *rc,
 	return c;
 }
 
+/*
+ * Checked rules (Debug and sanitizer builds, RS_DEBUG_LOCKS). The two
+ * rules below guard races whose windows are a few instructions wide, so
+ * the tests widen them:
+ *   - after its decrement, conn_release() must not touch the conn: with
+ *     RS_TEST_RELEASE_DELAY_US set, the last release of a dead conn wakes
+ *     the run thread and sleeps that long after the decrement, so the
+ *     conn is freed meanwhile and any later access is a use-after-free
+ *     that ASan reports (test_server_kill; STATS debug.dead_releases
+ *     counts those releases, so the test knows the window was opened);
+ *   - no more than conn_cap messages of one conn are handled at once
+ *     (counted around srv_handle, independently of the admission code;
+ *     a breach aborts).
+ * Release builds compile all of it out.
+ */
+#ifdef RS_DEBUG_LOCKS
+static void srv_debug_init(struct rs_server *s)
+{
+	const char *v = getenv("RS_TEST_RELEASE_DELAY_US");
+
+	s->release_delay_us = v ? (unsigned)strtoul(v, NULL, 10) : 0;
+	if (s->release_delay_us > 1000000)
+		s->release_delay_us = 1000000;
+}
+
+/* h: the held word before this release's decrement. Touches s only. */
+static void srv_debug_released(struct rs_server *s, unsigned h)
+{
+	if (h != (SRV_HELD_DEAD | 1))	/* not the last of a dead conn */
+		return;
+	atomic_fetch_add(&s->dead_releases, 1);
+	if (s->release_delay_us) {
+		fd_poke(s->poke_fd);	/* the run thread may free it now */
+		usleep(s->release_delay_us);
+	}
+}
+
+static void srv_debug_handling(struct srv_conn *c, int d)
+{
+	unsigned n = atomic_fetch_add(&c->handling, (unsigned)d) + (unsigned)d;
+
+	if (d > 0 && n > c->srv->conn_cap) {
+		fprintf(stderr, "recstore-node: %u messages of connection %"
+			PRIu64 " handled at once, over the cap of %u\n", n,
+			c->id, c->srv->conn_cap);
+		abort();
+	}
+}
+#else
+#define srv_debug_init(s) ((void)0)
+#define srv_debug_released(s, h) ((void)0)
+#define srv_debug_handling(c, d) ((void)0)
+#endif
+
 /* Caller: the run thread, or a worker holding a message of c (so c cannot
  * be freed under it before the SRV_HELD_DEAD bit is set). */
 static void conn_mark_dead(struct srv_conn *c)
@@ -300,8 +354,10 @@ void srv_conn_kill(struct srv_conn *c, int why)
 static void conn_release(struct srv_conn *c)
 {
 	struct rs_server *s = c->srv;
+	unsigned h = atomic_fetch_sub(&c->held, 1);
 
-	if (atomic_fetch_sub(&c->held, 1) == (SRV_HELD_DEAD | 1))
+	srv_debug_released(s, h);
+	if (h == (SRV_HELD_DEAD | 1))
 		fd_poke(s->poke_fd);
 }
 
@@ -751,8 +807,11 @@ static bool worker_handle(struct srv_worker *w, struct rv_msg *m,
 	bool more;
 
 	atomic_fetch_add(&s->inflight, 1);
-	if (!c->is_wake && !atomic_load(&c->dead))
+	if (!c->is_wake && !atomic_load(&c->dead)) {
+		srv_debug_handling(c, 1);
 		srv_handle(w, c, m->data, m->len);
+		srv_debug_handling(c, -1);
+	}
 	else if (c->is_wake && !is_wake_msg(s, m))
 		srv_conn_kill(c, RS_E_PROTO);
 	rv_msg_release(m);
@@ -1125,6 +1184,7 @@ RS_EXPORT int rs_server_open(struct rs_server **out,
 	s->reply_limit = s->o.limits.max_message_bytes > SRV_REPLY_MIN_BYTES ?
 			 s->o.limits.max_message_bytes : SRV_REPLY_MIN_BYTES;
 	s->conn_cap = s->o.workers > 1 ? s->o.workers - 1 : 1;
+	srv_debug_init(s);
 	if (getrandom(&s->node_id, sizeof(s->node_id), 0) !=
 	    (ssize_t)sizeof(s->node_id))
 		s->node_id = (uint64_t)getpid() << 32 | (uint64_t)time(NULL);

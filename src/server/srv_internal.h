@@ -271,6 +271,9 @@ struct srv_conn {
 	pthread_mutex_t q_lock;
 	struct rv_msg *q;	/* ring of q_cap (credits + 1) */
 	uint32_t q_cap, q_head, q_len;
+#ifdef RS_DEBUG_LOCKS
+	atomic_uint handling;	/* in srv_handle now: checked <= conn_cap */
+#endif
 };
 
 #define SRV_HELD_DEAD (1u << 31)
@@ -443,6 +446,13 @@ struct rs_server {
 	uint32_t reply_limit;	/* max(max_message_bytes, SRV_REPLY_MIN_BYTES) */
 	unsigned conn_cap;	/* messages of one conn handled at once */
 	_Atomic uint64_t deferred;	/* messages queued behind conn_cap */
+#ifdef RS_DEBUG_LOCKS
+	/* Debug and sanitizer builds (server.c, "checked rules"): a pause
+	 * after the last release of a dead conn (RS_TEST_RELEASE_DELAY_US)
+	 * and how many such releases there were (STATS debug.dead_releases). */
+	unsigned release_delay_us;
+	_Atomic uint64_t dead_releases;
+#endif
 
 	struct srv_worker *workers;
 	unsigned nworkers;

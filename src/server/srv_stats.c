@@ -407,6 +407,9 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 	TRY(add(l, N, "connections", (uint64_t)rd_conns(s)));
 	TRY(add(l, N, "connections_total", s->conns_total));
 	TRY(add(l, N, "requests_deferred", atomic_load(&s->deferred)));
+#ifdef RS_DEBUG_LOCKS
+	TRY(add(l, N, "debug.dead_releases", atomic_load(&s->dead_releases)));
+#endif
 	TRY(add(l, N, "connections_cut",
 		metrics_counter_value(m->cut[SRV_CUT_NO_CREDIT]) +
 			metrics_counter_value(m->cut[SRV_CUT_OVERRUN])));

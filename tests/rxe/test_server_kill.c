@@ -12,6 +12,16 @@
  *          its send timeout instead of blocking workers for ever.
  * After each phase the node must be serving, and its connection count
  * (STATS "connections") must come back to the clients still alive.
+ *
+ * Two rules of the node's release path are checked on the way (server.c,
+ * "checked rules"): with two workers, one conn's messages are handled one
+ * at a time, the rest wait (STATS requests_deferred must grow: the cap
+ * was reached; in Debug and sanitizer builds a breach aborts the node);
+ * and a worker never touches a conn after its last release: in those
+ * builds the last release of a dead conn pauses 50 ms after its decrement
+ * while the run thread frees the conn, so a later access is a
+ * use-after-free for ASan, and debug.dead_releases must show that such
+ * releases happened.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -159,6 +169,10 @@ int main(int argc, char **argv)
 	struct sv_cli ctl;
 	char line[256];
 	unsigned long r0;
+	uint64_t deferred;
+#ifdef RS_DEBUG_LOCKS
+	uint64_t dead;
+#endif
 	struct kid c;
 	const char *ip;
 	int status;
@@ -169,6 +183,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
 	sv_memlock();
+	setenv("RS_TEST_RELEASE_DELAY_US", "50000", 1);
 	sv_node_start(&node, ip, NULL);
 	printf("node on %s\n", node.addr);
 	sv_cli_open(&ctl, node.ip, node.port);
@@ -192,9 +207,19 @@ int main(int argc, char **argv)
 		wait_conns(&ctl, 2, "after the kill");
 		SV_CHECK(good.rounds > r0, "good client starved");
 	}
+	deferred = sv_stat(&ctl, PROTO_NO_TABLE, "requests_deferred");
 	printf("requests that waited behind their conn's share of the "
-	       "workers: %llu\n", (unsigned long long)sv_stat(
-		       &ctl, PROTO_NO_TABLE, "requests_deferred"));
+	       "workers: %llu\n", (unsigned long long)deferred);
+	SV_CHECK(deferred > 0, "no request waited for its conn's share of "
+		 "the workers: the fairness cap was never reached");
+#ifdef RS_DEBUG_LOCKS
+	dead = sv_stat(&ctl, PROTO_NO_TABLE, "debug.dead_releases");
+	printf("last releases of a dead conn (each paused after its "
+	       "decrement while the conn was freed): %llu\n",
+	       (unsigned long long)dead);
+	SV_CHECK(dead > 0, "no worker released a message of a dead conn: "
+		 "the release race was not exercised");
+#endif
 
 	r0 = good.rounds;
 	spawn(&c, "stuck", &t);
