@@ -201,10 +201,13 @@ bool trace_id_in_sample(uint64_t trace_id, double rate)
 	return hash_below(trace_id, rate_threshold(rate));
 }
 
+/* A zero threshold (sampling 0: only requests the client marked sampled
+ * are traced) picks no id: answered without hashing. */
 bool trace_in_sample_(uint64_t trace_id)
 {
-	return hash_below(trace_id, atomic_load_explicit(&g.threshold,
-							 memory_order_relaxed));
+	uint64_t t = atomic_load_explicit(&g.threshold, memory_order_relaxed);
+
+	return t && hash_below(trace_id, t);
 }
 
 /* ---- producer side ------------------------------------------------------ */
