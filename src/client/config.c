@@ -163,85 +163,30 @@ static int in_range(const struct rs_client_config *cfg, const char *what,
 	return 0;
 }
 
-RS_EXPORT int rs_client_config_set_vnodes(struct rs_client_config *cfg,
-					  unsigned n)
-{
-	int ret = in_range(cfg, "vnodes", n, 1, CLI_RING_MAX_VNODES);
+/* The setters of one number in a range: rs_client_config_set_<name>(cfg, v)
+ * checks lo <= v <= hi and stores v in cfg-><field>. */
+#define RANGE_SETTER(name, T, field, what, lo, hi)                      \
+	RS_EXPORT int rs_client_config_set_##name(                      \
+		struct rs_client_config *cfg, T v)                      \
+	{                                                               \
+		int ret = in_range(cfg, what, (unsigned long long)v,    \
+				   lo, hi);                             \
+									\
+		if (!ret)                                               \
+			cfg->field = v;                                 \
+		return ret;                                             \
+	}
 
-	if (!ret)
-		cfg->vnodes = n;
-	return ret;
-}
-
-RS_EXPORT int rs_client_config_set_cache_entries(struct rs_client_config *cfg,
-						 size_t n)
-{
-	int ret = in_range(cfg, "cache entries", n, 0, (size_t)1 << 32);
-
-	if (!ret)
-		cfg->cache_entries = n;
-	return ret;
-}
-
-RS_EXPORT int rs_client_config_set_conns_per_node(struct rs_client_config *cfg,
-						  unsigned n)
-{
-	int ret = in_range(cfg, "connections per node", n, 1, CLI_MAX_CONNS);
-
-	if (!ret)
-		cfg->conns_per_node = n;
-	return ret;
-}
-
-RS_EXPORT int rs_client_config_set_torn_retries(struct rs_client_config *cfg,
-						unsigned n)
-{
-	int ret = in_range(cfg, "torn retries", n, 0, 1000);
-
-	if (!ret)
-		cfg->torn_retries = n;
-	return ret;
-}
-
-RS_EXPORT int rs_client_config_set_timeout_ms(struct rs_client_config *cfg,
-					      unsigned ms)
-{
-	int ret = in_range(cfg, "timeout ms", ms, 1, 3600000);
-
-	if (!ret)
-		cfg->timeout_ms = ms;
-	return ret;
-}
-
-RS_EXPORT int rs_client_config_set_rpc_reads(struct rs_client_config *cfg,
-					     int on)
-{
-	int ret = in_range(cfg, "rpc reads", (unsigned)on, 0, 1);
-
-	if (!ret)
-		cfg->rpc_reads = on;
-	return ret;
-}
-
-RS_EXPORT int rs_client_config_set_async_threads(struct rs_client_config *cfg,
-						 unsigned n)
-{
-	int ret = in_range(cfg, "async threads", n, 0, 64);
-
-	if (!ret)
-		cfg->async_threads = n;
-	return ret;
-}
-
-RS_EXPORT int rs_client_config_set_spin_us(struct rs_client_config *cfg,
-					   unsigned us)
-{
-	int ret = in_range(cfg, "spin us", us, 0, 100000);
-
-	if (!ret)
-		cfg->spin_us = us;
-	return ret;
-}
+RANGE_SETTER(vnodes, unsigned, vnodes, "vnodes", 1, CLI_RING_MAX_VNODES)
+RANGE_SETTER(cache_entries, size_t, cache_entries, "cache entries", 0,
+	     (size_t)1 << 32)
+RANGE_SETTER(conns_per_node, unsigned, conns_per_node,
+	     "connections per node", 1, CLI_MAX_CONNS)
+RANGE_SETTER(torn_retries, unsigned, torn_retries, "torn retries", 0, 1000)
+RANGE_SETTER(timeout_ms, unsigned, timeout_ms, "timeout ms", 1, 3600000)
+RANGE_SETTER(rpc_reads, int, rpc_reads, "rpc reads", 0, 1)
+RANGE_SETTER(async_threads, unsigned, async_threads, "async threads", 0, 64)
+RANGE_SETTER(spin_us, unsigned, spin_us, "spin us", 0, 100000)
 
 RS_EXPORT int rs_client_config_set_trace(struct rs_client_config *cfg,
 					 const char *path, double rate)

@@ -111,97 +111,46 @@ int32_t proto_status_at(const void *status, uint32_t i)
 	return (int32_t)ld32((const uint8_t *)status + 4 * (size_t)i);
 }
 
-void proto_load_u64(uint64_t *dst, const void *wire, size_t n)
-{
-	const uint8_t *p = wire;
-
-	if (HOST_LE && n) {
-		memcpy(dst, wire, n * 8);
-		return;
+/*
+ * Bulk copies between host arrays and little-endian wire arrays: one
+ * memcpy on a little-endian host, element by element elsewhere. One pair
+ * of definitions serves every element type: W bytes per element, LD/ST
+ * the scalar codec, CONV the conversion from the codec's integer to T (or
+ * back; empty when none is needed).
+ */
+#define BULK_LOAD(name, T, W, LD, CONV)                                 \
+	void name(T *dst, const void *wire, size_t n)                   \
+	{                                                               \
+		const uint8_t *p = wire;                                \
+									\
+		if (HOST_LE && n) {                                     \
+			memcpy(dst, wire, n * (W));                     \
+			return;                                         \
+		}                                                       \
+		for (size_t i = 0; i < n; i++)                          \
+			dst[i] = CONV(LD(p + (W) * i));                 \
 	}
-	for (size_t i = 0; i < n; i++)
-		dst[i] = ld64(p + 8 * i);
-}
-
-void proto_load_i32(int32_t *dst, const void *wire, size_t n)
-{
-	const uint8_t *p = wire;
-
-	if (HOST_LE && n) {
-		memcpy(dst, wire, n * 4);
-		return;
+#define BULK_STORE(name, T, W, ST, CONV)                                \
+	void name(void *wire, const T *src, size_t n)                   \
+	{                                                               \
+		uint8_t *p = wire;                                      \
+									\
+		if (HOST_LE && n) {                                     \
+			memcpy(wire, src, n * (W));                     \
+			return;                                         \
+		}                                                       \
+		for (size_t i = 0; i < n; i++)                          \
+			ST(p + (W) * i, CONV(src[i]));                  \
 	}
-	for (size_t i = 0; i < n; i++)
-		dst[i] = (int32_t)ld32(p + 4 * i);
-}
 
-void proto_load_f32(float *dst, const void *wire, size_t n)
-{
-	const uint8_t *p = wire;
-
-	if (HOST_LE && n) {
-		memcpy(dst, wire, n * 4);
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		dst[i] = u2f(ld32(p + 4 * i));
-}
-
-void proto_load_u16(uint16_t *dst, const void *wire, size_t n)
-{
-	const uint8_t *p = wire;
-
-	if (HOST_LE && n) {
-		memcpy(dst, wire, n * 2);
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		dst[i] = ld16(p + 2 * i);
-}
-
-void proto_store_f32(void *wire, const float *src, size_t n)
-{
-	uint8_t *p = wire;
-
-	if (HOST_LE && n) {
-		memcpy(wire, src, n * 4);
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		st32(p + 4 * i, f2u(src[i]));
-}
-
-void proto_store_u16(void *wire, const uint16_t *src, size_t n)
-{
-	uint8_t *p = wire;
-
-	if (HOST_LE && n) {
-		memcpy(wire, src, n * 2);
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		st16(p + 2 * i, src[i]);
-}
-
-static void store_u64s(uint8_t *p, const uint64_t *src, size_t n)
-{
-	if (HOST_LE && n) {
-		memcpy(p, src, n * 8);
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		st64(p + 8 * i, src[i]);
-}
-
-static void store_i32s(uint8_t *p, const int32_t *src, size_t n)
-{
-	if (HOST_LE && n) {
-		memcpy(p, src, n * 4);
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		st32(p + 4 * i, (uint32_t)src[i]);
-}
+BULK_LOAD(proto_load_u64, uint64_t, 8, ld64, )
+BULK_LOAD(proto_load_i32, int32_t, 4, ld32, (int32_t))
+BULK_LOAD(proto_load_f32, float, 4, ld32, u2f)
+BULK_LOAD(proto_load_u16, uint16_t, 2, ld16, )
+BULK_STORE(proto_store_f32, float, 4, st32, f2u)
+BULK_STORE(proto_store_u16, uint16_t, 2, st16, )
+static BULK_STORE(store_u64s, uint64_t, 8, st64, )
+static BULK_STORE(store_i32s, int32_t, 4, st32, (uint32_t))
 
 /* rows of n * dim elements of dtype, host -> wire */
 static void store_rows(uint8_t *p, const void *rows, size_t count,
@@ -752,26 +701,68 @@ static int enc_spec_check(const struct proto_table_spec *s, size_t *nlen)
 	return 0;
 }
 
+/*
+ * The fixed parts of a table spec and a table info, in wire order, each
+ * written once: F(type, member, name) is a field of that wire type, Z(n,
+ * name) n reserved zero bytes. The encoder and the decoder below expand
+ * the same list, so they cannot disagree on order or width.
+ */
+#define SPEC_FIELDS(F, Z)                                              \
+	F(u32, dim, "dim")                                             \
+	F(u8, dtype, "dtype")                                          \
+	F(u8, optim.kind, "optimizer.type")                            \
+	F(u8, init.kind, "initializer.type")                           \
+	Z(1, "spec reserved")                                          \
+	F(u64, capacity, "capacity")                                   \
+	F(u32, optim.flags, "optimizer.flags")                         \
+	F(f32, optim.lr, "optimizer.lr")                               \
+	F(f32, optim.eps, "optimizer.eps")                             \
+	F(f32, optim.beta1, "optimizer.beta1")                         \
+	F(f32, optim.beta2, "optimizer.beta2")                         \
+	F(f32, optim.weight_decay, "optimizer.weight_decay")           \
+	F(f32, optim.initial_accumulator, "optimizer.initial_accumulator") \
+	F(f32, init.value, "initializer.value")                        \
+	F(f32, init.a, "initializer.a")                                \
+	F(f32, init.std, "initializer.std")                            \
+	F(u64, init.seed, "initializer.seed")
+
+#define INFO_FIELDS(F, Z)                                              \
+	F(u32, id, "id")                                               \
+	Z(4, "info reserved")                                          \
+	F(u64, generation, "generation")                               \
+	F(u64, index.addr, "index.addr")                               \
+	F(u64, index.bytes, "index.bytes")                             \
+	F(u32, index.rkey, "index.rkey")                               \
+	F(u32, index.layout, "index.layout")                           \
+	F(u64, index.nbuckets, "index.nbuckets")                       \
+	F(u32, index.bucket_bytes, "index.bucket_bytes")               \
+	F(u32, index.buckets_off, "index.buckets_off")                 \
+	F(u32, index.slots, "index.slots")                             \
+	Z(4, "index reserved")                                         \
+	F(u64, index.seed1, "index.seed1")                             \
+	F(u64, index.seed2, "index.seed2")                             \
+	F(u64, rows.addr, "rows.addr")                                 \
+	F(u64, rows.bytes, "rows.bytes")                               \
+	F(u32, rows.rkey, "rows.rkey")                                 \
+	F(u32, rows.layout, "rows.layout")                             \
+	F(u32, rows.row_bytes, "rows.row_bytes")                       \
+	Z(4, "rows reserved")
+
+typedef uint8_t wire_u8;
+typedef uint32_t wire_u32;
+typedef uint64_t wire_u64;
+typedef float wire_f32;
+
+/* expansions over a struct pointer `s` and a writer `w` / reader `r` */
+#define WR_FIELD(type, member, name) wr_##type(w, (wire_##type)s->member);
+#define WR_ZERO(n, name) wr_zero(w, n);
+#define RD_FIELD(type, member, name) s->member = rd_##type(r, name);
+#define RD_ZERO(n, name) rd_zero(r, n, name);
+
 static void wr_spec(struct wr *w, const struct proto_table_spec *s,
 		    size_t nlen)
 {
-	wr_u32(w, s->dim);
-	wr_u8(w, (uint8_t)s->dtype);
-	wr_u8(w, (uint8_t)s->optim.kind);
-	wr_u8(w, (uint8_t)s->init.kind);
-	wr_u8(w, 0);
-	wr_u64(w, s->capacity);
-	wr_u32(w, s->optim.flags);
-	wr_f32(w, s->optim.lr);
-	wr_f32(w, s->optim.eps);
-	wr_f32(w, s->optim.beta1);
-	wr_f32(w, s->optim.beta2);
-	wr_f32(w, s->optim.weight_decay);
-	wr_f32(w, s->optim.initial_accumulator);
-	wr_f32(w, s->init.value);
-	wr_f32(w, s->init.a);
-	wr_f32(w, s->init.std);
-	wr_u64(w, s->init.seed);
+	SPEC_FIELDS(WR_FIELD, WR_ZERO)
 	wr_str(w, s->name, nlen);
 }
 
@@ -779,24 +770,7 @@ static void wr_spec(struct wr *w, const struct proto_table_spec *s,
 static void rd_spec(struct rd *r, struct proto_table_spec *s)
 {
 	memset(s, 0, sizeof(*s));
-	s->dim = rd_u32(r, "dim");
-	s->dtype = rd_u8(r, "dtype");
-	s->optim.kind = rd_u8(r, "optimizer.type");
-	s->init.kind = rd_u8(r, "initializer.type");
-	rd_zero(r, 1, "spec reserved");
-	s->capacity = rd_u64(r, "capacity");
-	s->optim.flags = rd_u32(r, "optimizer.flags");
-	s->optim.lr = rd_f32(r, "optimizer.lr");
-	s->optim.eps = rd_f32(r, "optimizer.eps");
-	s->optim.beta1 = rd_f32(r, "optimizer.beta1");
-	s->optim.beta2 = rd_f32(r, "optimizer.beta2");
-	s->optim.weight_decay = rd_f32(r, "optimizer.weight_decay");
-	s->optim.initial_accumulator =
-		rd_f32(r, "optimizer.initial_accumulator");
-	s->init.value = rd_f32(r, "initializer.value");
-	s->init.a = rd_f32(r, "initializer.a");
-	s->init.std = rd_f32(r, "initializer.std");
-	s->init.seed = rd_u64(r, "initializer.seed");
+	SPEC_FIELDS(RD_FIELD, RD_ZERO)
 	rd_str(r, "name", STR_NAME, s->name, sizeof(s->name));
 	if (r->rc)
 		return;
@@ -821,61 +795,17 @@ static void check_spec(struct rd *r, const struct proto_table_spec *s,
 		rd_fail(r, rc, "table '%s': %s", s->name, rs_errormsg());
 }
 
-static void wr_info(struct wr *w, const struct proto_table_info *t,
+static void wr_info(struct wr *w, const struct proto_table_info *s,
 		    size_t nlen)
 {
-	const struct proto_index_geom *x = &t->index;
-	const struct proto_rows_region *y = &t->rows;
-
-	wr_u32(w, t->id);
-	wr_u32(w, 0);
-	wr_u64(w, t->generation);
-	wr_u64(w, x->addr);
-	wr_u64(w, x->bytes);
-	wr_u32(w, x->rkey);
-	wr_u32(w, x->layout);
-	wr_u64(w, x->nbuckets);
-	wr_u32(w, x->bucket_bytes);
-	wr_u32(w, x->buckets_off);
-	wr_u32(w, x->slots);
-	wr_u32(w, 0);
-	wr_u64(w, x->seed1);
-	wr_u64(w, x->seed2);
-	wr_u64(w, y->addr);
-	wr_u64(w, y->bytes);
-	wr_u32(w, y->rkey);
-	wr_u32(w, y->layout);
-	wr_u32(w, y->row_bytes);
-	wr_u32(w, 0);
-	wr_spec(w, &t->spec, nlen);
+	INFO_FIELDS(WR_FIELD, WR_ZERO)
+	wr_spec(w, &s->spec, nlen);
 }
 
-static void rd_info(struct rd *r, struct proto_table_info *t)
+static void rd_info(struct rd *r, struct proto_table_info *s)
 {
-	struct proto_index_geom *x = &t->index;
-	struct proto_rows_region *y = &t->rows;
-
-	t->id = rd_u32(r, "id");
-	rd_zero(r, 4, "info reserved");
-	t->generation = rd_u64(r, "generation");
-	x->addr = rd_u64(r, "index.addr");
-	x->bytes = rd_u64(r, "index.bytes");
-	x->rkey = rd_u32(r, "index.rkey");
-	x->layout = rd_u32(r, "index.layout");
-	x->nbuckets = rd_u64(r, "index.nbuckets");
-	x->bucket_bytes = rd_u32(r, "index.bucket_bytes");
-	x->buckets_off = rd_u32(r, "index.buckets_off");
-	x->slots = rd_u32(r, "index.slots");
-	rd_zero(r, 4, "index reserved");
-	x->seed1 = rd_u64(r, "index.seed1");
-	x->seed2 = rd_u64(r, "index.seed2");
-	y->addr = rd_u64(r, "rows.addr");
-	y->bytes = rd_u64(r, "rows.bytes");
-	y->rkey = rd_u32(r, "rows.rkey");
-	y->layout = rd_u32(r, "rows.layout");
-	y->row_bytes = rd_u32(r, "rows.row_bytes");
-	rd_zero(r, 4, "rows reserved");
-	rd_spec(r, &t->spec);
+	INFO_FIELDS(RD_FIELD, RD_ZERO)
+	rd_spec(r, &s->spec);
 }
 
 /* the geometry a client will compute remote addresses from */

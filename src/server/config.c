@@ -212,49 +212,55 @@ static int get_uint(struct ctx *c, json_t *obj, const char *key,
 	return 0;
 }
 
-static int get_u32(struct ctx *c, json_t *obj, const char *key, uint32_t lo,
-		   uint32_t hi, uint32_t *out)
-{
-	uint64_t v = *out;
-	int rc = get_uint(c, obj, key, lo, hi, &v);
+/* get_uint into a narrower field; the range fits the field. */
+#define NARROW_GET(fname, T)                                           \
+	static int fname(struct ctx *c, json_t *obj, const char *key,  \
+			 T lo, T hi, T *out)                           \
+	{                                                              \
+		uint64_t v = *out;                                     \
+		int rc = get_uint(c, obj, key, lo, hi, &v);            \
+									\
+		*out = (T)v;                                           \
+		return rc;                                             \
+	}
 
-	*out = (uint32_t)v;
-	return rc;
+NARROW_GET(get_u32, uint32_t)
+NARROW_GET(get_u16, uint16_t)
+
+/* obj[key] into *v when present and of one of the JSON types in `types`
+ * (a mask of 1 << json_type); *v NULL when absent. */
+static int get_of(struct ctx *c, json_t *obj, const char *key,
+		  unsigned types, const char *want, json_t **v)
+{
+	*v = json_object_get(obj, key);
+	if (*v && !(types & 1u << json_typeof(*v)))
+		return fail_at(c, key, "must be %s", want);
+	return 0;
 }
 
-static int get_u16(struct ctx *c, json_t *obj, const char *key, uint16_t lo,
-		   uint16_t hi, uint16_t *out)
-{
-	uint64_t v = *out;
-	int rc = get_uint(c, obj, key, lo, hi, &v);
-
-	*out = (uint16_t)v;
-	return rc;
-}
+#define J(t) (1u << (t))
 
 static int get_float(struct ctx *c, json_t *obj, const char *key,
 		     float *out)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v;
+	int rc = get_of(c, obj, key, J(JSON_INTEGER) | J(JSON_REAL),
+			"a number", &v);
 
-	if (!v)
-		return 0;
-	if (!json_is_number(v))
-		return fail_at(c, key, "must be a number");
-	*out = (float)json_number_value(v);
-	return 0;
+	if (!rc && v)
+		*out = (float)json_number_value(v);
+	return rc;
 }
 
 static int get_bool(struct ctx *c, json_t *obj, const char *key, int *out)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v;
+	int rc = get_of(c, obj, key, J(JSON_TRUE) | J(JSON_FALSE),
+			"true or false", &v);
 
-	if (!v)
-		return 0;
-	if (!json_is_boolean(v))
-		return fail_at(c, key, "must be true or false");
-	*out = json_is_true(v);
-	return 0;
+	if (!rc && v)
+		*out = json_is_true(v);
+	return rc;
 }
 
 /* a string into out[cap]; NULL when absent (or null and nullable) */

@@ -412,38 +412,28 @@ out_unlock:
 	return rc;
 }
 
+/* What every registration does after filling its request: the labels
+ * from the variadic arguments after `last`, the series (or NULL) into
+ * *out, its status into rc. */
+#define SERIES_REGISTER(rc, r, q, last, out)                           \
+	do {                                                           \
+		struct mseries *s_;                                    \
+		va_list ap_;                                           \
+									\
+		va_start(ap_, last);                                   \
+		(rc) = series_get((r), (q), ap_, &s_);                 \
+		va_end(ap_);                                           \
+		*(out) = s_ ? series_base(s_) : NULL;                  \
+	} while (0)
+
 int metrics_counter(struct metrics_registry *r, struct metrics_counter **out,
 		    const char *name, const char *help, double scale, ...)
 {
 	struct mreq q = {.kind = MK_COUNTER, .name = name, .help = help,
 			 .scale = scale};
-	struct mseries *s;
-	va_list ap;
 	int rc;
 
-	va_start(ap, scale);
-	rc = series_get(r, &q, ap, &s);
-	va_end(ap);
-	*out = s ? series_base(s) : NULL;
-	return rc;
-}
-
-int metrics_counter_fn(struct metrics_registry *r,
-		       struct metrics_counter **out, const char *name,
-		       const char *help, metrics_read_fn fn, void *arg, ...)
-{
-	struct mreq q = {.kind = MK_COUNTER, .name = name, .help = help,
-			 .scale = 1, .fn = fn, .arg = arg};
-	struct mseries *s;
-	va_list ap;
-	int rc;
-
-	if (!fn)
-		return rs_seterr(RS_E_INVAL, "metric %s: no callback", name);
-	va_start(ap, arg);
-	rc = series_get(r, &q, ap, &s);
-	va_end(ap);
-	*out = s ? series_base(s) : NULL;
+	SERIES_REGISTER(rc, r, &q, scale, out);
 	return rc;
 }
 
@@ -452,51 +442,43 @@ int metrics_gauge(struct metrics_registry *r, struct metrics_gauge **out,
 {
 	struct mreq q = {.kind = MK_GAUGE, .name = name, .help = help,
 			 .scale = 1};
-	struct mseries *s;
-	va_list ap;
 	int rc;
 
-	va_start(ap, help);
-	rc = series_get(r, &q, ap, &s);
-	va_end(ap);
-	*out = s ? series_base(s) : NULL;
+	SERIES_REGISTER(rc, r, &q, help, out);
 	return rc;
 }
 
-int metrics_gauge_fn(struct metrics_registry *r, struct metrics_gauge **out,
-		     const char *name, const char *help, metrics_read_fn fn,
-		     void *arg, ...)
-{
-	struct mreq q = {.kind = MK_GAUGE, .name = name, .help = help,
-			 .scale = 1, .fn = fn, .arg = arg};
-	struct mseries *s;
-	va_list ap;
-	int rc;
+/* A counter or gauge whose value a callback reads at scrape time. */
+#define SERIES_FN(fname, type, mk)                                     \
+	int fname(struct metrics_registry *r, struct type **out,       \
+		  const char *name, const char *help, metrics_read_fn fn, \
+		  void *arg, ...)                                      \
+	{                                                              \
+		struct mreq q = {.kind = (mk), .name = name,           \
+				 .help = help, .scale = 1, .fn = fn,   \
+				 .arg = arg};                          \
+		int rc;                                                \
+									\
+		if (!fn)                                               \
+			return rs_seterr(RS_E_INVAL,                   \
+					 "metric %s: no callback", name); \
+		SERIES_REGISTER(rc, r, &q, arg, out);                  \
+		return rc;                                             \
+	}
 
-	if (!fn)
-		return rs_seterr(RS_E_INVAL, "metric %s: no callback", name);
-	va_start(ap, arg);
-	rc = series_get(r, &q, ap, &s);
-	va_end(ap);
-	*out = s ? series_base(s) : NULL;
-	return rc;
-}
+SERIES_FN(metrics_counter_fn, metrics_counter, MK_COUNTER)
+SERIES_FN(metrics_gauge_fn, metrics_gauge, MK_GAUGE)
 
 int metrics_histogram(struct metrics_registry *r,
 		      struct metrics_histogram **out, const char *name,
 		      const char *help, const struct metrics_buckets *b, ...)
 {
 	struct mreq q = {.kind = MK_HISTOGRAM, .name = name, .help = help};
-	struct mseries *s;
-	va_list ap;
 	int rc;
 
 	q.bk = b ? *b : *METRICS_BUCKETS_NS;
 	q.scale = q.bk.scale;
-	va_start(ap, b);
-	rc = series_get(r, &q, ap, &s);
-	va_end(ap);
-	*out = s ? series_base(s) : NULL;
+	SERIES_REGISTER(rc, r, &q, b, out);
 	return rc;
 }
 
@@ -513,31 +495,31 @@ static void series_remove(struct metrics_registry *r, struct mseries *s)
 	series_free(s);
 }
 
+/* Remove the series *p (if any) and clear the caller's handle. */
+#define SERIES_REMOVE(r, p)                                            \
+	do {                                                           \
+		if ((r) && (p) && *(p)) {                              \
+			series_remove((r), &(*(p))->s);                \
+			*(p) = NULL;                                   \
+		}                                                      \
+	} while (0)
+
 void metrics_counter_remove(struct metrics_registry *r,
 			    struct metrics_counter **p)
 {
-	if (r && p && *p) {
-		series_remove(r, &(*p)->s);
-		*p = NULL;
-	}
+	SERIES_REMOVE(r, p);
 }
 
 void metrics_gauge_remove(struct metrics_registry *r,
 			  struct metrics_gauge **p)
 {
-	if (r && p && *p) {
-		series_remove(r, &(*p)->s);
-		*p = NULL;
-	}
+	SERIES_REMOVE(r, p);
 }
 
 void metrics_histogram_remove(struct metrics_registry *r,
 			      struct metrics_histogram **p)
 {
-	if (r && p && *p) {
-		series_remove(r, &(*p)->s);
-		*p = NULL;
-	}
+	SERIES_REMOVE(r, p);
 }
 
 /* ---- hot path ----------------------------------------------------------- */
