@@ -8,7 +8,7 @@ pkgs=(
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils
   rdmacm-utils perftest
   libpmem-dev libhwloc-dev libcmocka-dev libjansson-dev libxxhash-dev
-  libmicrohttpd-dev libsodium-dev libcurl4-openssl-dev
+  libmicrohttpd-dev libsodium-dev libcurl4-openssl-dev libzstd-dev
   etcd-server
   qemu-system-x86 busybox-static cpio iproute2 kmod ndctl
   valgrind curl procps python3

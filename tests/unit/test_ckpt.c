@@ -1,0 +1,560 @@
+/*
+ * test_ckpt.c - the checkpoint format (src/ckpt): parts and manifests
+ * written and read back bit for bit, and damage of every kind detected
+ * with a message naming the file: every byte of a part flipped in turn,
+ * truncations, a missing or swapped part, a damaged manifest, hostile
+ * values in a manifest whose checksum was recomputed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <xxhash.h>
+
+#include "ckpt/ckpt.h"
+#include "common/rs_internal.h"
+#include "value/optimizer.h"
+
+struct fx {
+	char dir[64];
+	struct ckpt_manifest m;
+	struct ckpt_table_entry t[2];
+	struct ckpt_part_entry parts[2][3];
+};
+
+/* deterministic contents: row i of table t, element j */
+static float val(uint32_t t, uint64_t key, uint32_t j)
+{
+	return (float)((double)(key % 1000) * 0.001 + t + j * 1e-3);
+}
+
+static void payload_of(const struct ckpt_part_desc *d, uint64_t key,
+		       uint8_t *out)
+{
+	for (uint32_t j = 0; j < d->dim; j++) {
+		float f = val(d->table, key, j);
+
+		if (d->dtype == PROTO_DTYPE_FP32) {
+			memcpy(out + 4 * j, &f, 4);
+		} else {	/* bf16: the upper half */
+			uint32_t u;
+
+			memcpy(&u, &f, 4);
+			out[2 * j] = (uint8_t)(u >> 16);
+			out[2 * j + 1] = (uint8_t)(u >> 24);
+		}
+	}
+}
+
+static void state_of(const struct ckpt_part_desc *d, uint64_t key, float *s)
+{
+	for (uint32_t j = 0; j < d->state_floats; j++)
+		s[j] = (float)key * 0.5f + (float)j;
+}
+
+/* rows of part p of table t: keys k with k % nparts == p */
+#define NKEYS 3000
+#define DELETED_EVERY 7
+
+static void write_ckpt(struct fx *f, unsigned kind)
+{
+	static const uint32_t nparts[2] = { 3, 2 };
+	uint8_t payload[4 * 64];
+	float state[2 * 64 + 1];
+
+	memset(&f->m, 0, sizeof(f->m));
+	ckpt_new_id(f->m.id);
+	f->m.kind = kind;
+	if (kind == CKPT_INCREMENTAL)
+		ckpt_new_id(f->m.base);
+	f->m.created_ms = 1764000000123ull;
+	f->m.ntables = 2;
+	f->m.tables = f->t;
+	memset(f->t, 0, sizeof(f->t));
+	snprintf(f->t[0].spec.name, sizeof(f->t[0].spec.name), "emb_a");
+	f->t[0].spec.dim = 16;
+	f->t[0].spec.dtype = PROTO_DTYPE_FP32;
+	f->t[0].spec.capacity = 4096;
+	f->t[0].spec.optim = (struct optim_params){
+		.kind = OPTIM_ADAM, .lr = 0.0123456789f, .eps = 1e-8f,
+		.beta1 = 0.9f, .beta2 = 0.999f, .weight_decay = 0.01f };
+	f->t[0].spec.init = (struct init_params){
+		.kind = INIT_NORMAL, .std = 0.01f,
+		.seed = 0xfedcba9876543210ull };
+	snprintf(f->t[1].spec.name, sizeof(f->t[1].spec.name), "emb.b-2");
+	f->t[1].spec.dim = 5;
+	f->t[1].spec.dtype = PROTO_DTYPE_BF16;
+	f->t[1].spec.capacity = 100000;
+	f->t[1].spec.optim = (struct optim_params){
+		.kind = OPTIM_ROWWISE_ADAGRAD, .lr = 0.05f, .eps = 1e-10f,
+		.initial_accumulator = 0.1f };
+	f->t[1].spec.init = (struct init_params){ .kind = INIT_UNIFORM,
+						  .a = 0.125f, .seed = 7 };
+	for (uint32_t t = 0; t < 2; t++) {
+		f->t[t].state_floats = (uint32_t)optim_state_floats(
+			f->t[t].spec.optim.kind, f->t[t].spec.dim);
+		f->t[t].nparts = nparts[t];
+		f->t[t].parts = f->parts[t];
+		for (uint32_t p = 0; p < nparts[t]; p++) {
+			struct ckpt_part_entry *pe = &f->parts[t][p];
+			struct ckpt_part_desc d;
+			struct ckpt_writer *w;
+			char path[PATH_MAX];
+
+			snprintf(pe->file, sizeof(pe->file), "t%u-p%u.rsck", t,
+				 p);
+			snprintf(path, sizeof(path), "%s/%s", f->dir, pe->file);
+			ckpt_part_desc_for(&f->m, t, p, &d);
+			assert_int_equal(ckpt_part_create(&w, path, &d, 0), 0);
+			for (uint64_t k = p; k < NKEYS; k += nparts[t]) {
+				if (kind == CKPT_INCREMENTAL &&
+				    k % DELETED_EVERY == 0) {
+					assert_int_equal(
+						ckpt_part_put_deleted(w, k), 0);
+					continue;
+				}
+				payload_of(&d, k, payload);
+				state_of(&d, k, state);
+				assert_int_equal(ckpt_part_put(w, k, payload,
+							       state), 0);
+			}
+			assert_int_equal(ckpt_part_finish(w, &pe->sum), 0);
+		}
+	}
+	if (ckpt_manifest_save(f->dir, &f->m))
+		fail_msg("save: %s", rs_errormsg());
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	snprintf(f->dir, sizeof(f->dir), "/tmp/rs-ckpt-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+	assert_int_equal(system(cmd), 0);
+	free(f);
+	return 0;
+}
+
+static void read_back(struct fx *f, const struct ckpt_manifest *m)
+{
+	uint8_t want[4 * 64];
+	float st[2 * 64 + 1];
+
+	for (uint32_t t = 0; t < m->ntables; t++) {
+		uint64_t seen = 0;
+
+		for (uint32_t p = 0; p < m->tables[t].nparts; p++) {
+			struct ckpt_part_desc d;
+			struct ckpt_reader *r;
+			struct ckpt_record rec;
+			char path[PATH_MAX];
+			uint64_t k = p;
+			int rc;
+
+			snprintf(path, sizeof(path), "%s/%s", f->dir,
+				 m->tables[t].parts[p].file);
+			ckpt_part_desc_for(m, t, p, &d);
+			assert_int_equal(ckpt_part_open(&r, path, &d), 0);
+			while ((rc = ckpt_part_next(r, &rec)) == 1) {
+				assert_int_equal(rec.key, k);
+				seen++;
+				if (m->kind == CKPT_INCREMENTAL &&
+				    k % DELETED_EVERY == 0) {
+					assert_int_equal(rec.kind,
+							 CKPT_REC_DELETED);
+					assert_null(rec.payload);
+				} else {
+					assert_int_equal(rec.kind,
+							 CKPT_REC_ROW);
+					payload_of(&d, k, want);
+					assert_memory_equal(
+						rec.payload, want,
+						d.dim * (d.dtype ? 2 : 4));
+					if (m->kind == CKPT_EXPORT) {
+						assert_null(rec.state);
+					} else {
+						state_of(&d, k, st);
+						assert_memory_equal(
+							rec.state, st,
+							d.state_floats * 4);
+					}
+				}
+				k += m->tables[t].nparts;
+			}
+			if (rc)
+				fail_msg("read %s: %s", path, rs_errormsg());
+			assert_true(k >= NKEYS);
+			ckpt_part_close(r);
+		}
+		assert_int_equal(seen, NKEYS);
+	}
+}
+
+static void roundtrip(void **state, unsigned kind)
+{
+	struct fx *f = *state;
+	struct ckpt_manifest *m;
+	struct ckpt_verify_stats vs;
+
+	write_ckpt(f, kind);
+	assert_int_equal(ckpt_manifest_load(f->dir, &m), 0);
+	assert_memory_equal(m->id, f->m.id, CKPT_ID_BYTES);
+	assert_int_equal(m->kind, kind);
+	if (kind == CKPT_INCREMENTAL)
+		assert_memory_equal(m->base, f->m.base, CKPT_ID_BYTES);
+	assert_int_equal(m->created_ms, f->m.created_ms);
+	assert_int_equal(m->ntables, 2);
+	for (uint32_t t = 0; t < 2; t++) {
+		/* every spec field back bit for bit (floats included) */
+		assert_memory_equal(&m->tables[t].spec, &f->t[t].spec,
+				    sizeof(f->t[t].spec));
+		assert_int_equal(m->tables[t].state_floats,
+				 f->t[t].state_floats);
+		assert_int_equal(m->tables[t].nparts, f->t[t].nparts);
+		for (uint32_t p = 0; p < f->t[t].nparts; p++)
+			assert_memory_equal(&m->tables[t].parts[p],
+					    &f->t[t].parts[p],
+					    sizeof(f->t[t].parts[p]));
+	}
+	read_back(f, m);
+	ckpt_manifest_free(m);
+	assert_int_equal(ckpt_verify(f->dir, &vs), 0);
+	assert_int_equal(vs.parts, 5);
+	assert_int_equal(vs.rows + vs.deleted, 2 * NKEYS);
+	if (kind == CKPT_INCREMENTAL)
+		assert_true(vs.deleted > 0);
+	else
+		assert_int_equal(vs.deleted, 0);
+	/* compressed: smaller than the records */
+	assert_true(vs.bytes < vs.raw_bytes);
+}
+
+static void full_roundtrip(void **state)
+{
+	roundtrip(state, CKPT_FULL);
+}
+
+static void incremental_roundtrip(void **state)
+{
+	roundtrip(state, CKPT_INCREMENTAL);
+}
+
+static void export_roundtrip(void **state)
+{
+	roundtrip(state, CKPT_EXPORT);
+}
+
+/* ---- damage ---- */
+
+static void path_of(struct fx *f, const char *name, char *out, size_t n)
+{
+	snprintf(out, n, "%s/%s", f->dir, name);
+}
+
+static size_t slurp(const char *path, uint8_t **out)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY);
+	uint8_t *b;
+
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	b = malloc((size_t)st.st_size);
+	assert_int_equal(read(fd, b, (size_t)st.st_size), st.st_size);
+	close(fd);
+	*out = b;
+	return (size_t)st.st_size;
+}
+
+static void spit(const char *path, const uint8_t *b, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, b, n), (ssize_t)n);
+	close(fd);
+}
+
+static void expect_bad(struct fx *f, const char *file, const char *what)
+{
+	int rc = ckpt_verify(f->dir, NULL);
+
+	if (rc == 0)
+		fail_msg("%s: verify accepted it", what);
+	if (!strstr(rs_errormsg(), file))
+		fail_msg("%s: message does not name %s: %s", what, file,
+			 rs_errormsg());
+}
+
+/* A small checkpoint so that flipping every byte stays quick. */
+static void small_ckpt(struct fx *f)
+{
+	struct ckpt_part_desc d;
+	struct ckpt_writer *w;
+	char path[PATH_MAX];
+	uint8_t payload[16];
+	float st[4] = { 1, 2, 3, 4 };
+
+	memset(&f->m, 0, sizeof(f->m));
+	memset(f->t, 0, sizeof(f->t));
+	ckpt_new_id(f->m.id);
+	f->m.kind = CKPT_FULL;
+	f->m.ntables = 1;
+	f->m.tables = f->t;
+	snprintf(f->t[0].spec.name, sizeof(f->t[0].spec.name), "s");
+	f->t[0].spec.dim = 4;
+	f->t[0].spec.capacity = 64;
+	f->t[0].spec.optim = (struct optim_params){ .kind = OPTIM_ADAGRAD,
+						    .lr = 0.1f, .eps = 1e-8f };
+	f->t[0].state_floats = 4;
+	f->t[0].nparts = 2;
+	f->t[0].parts = f->parts[0];
+	for (uint32_t p = 0; p < 2; p++) {
+		snprintf(f->parts[0][p].file, CKPT_FILE_MAX, "p%u.rsck", p);
+		path_of(f, f->parts[0][p].file, path, sizeof(path));
+		ckpt_part_desc_for(&f->m, 0, p, &d);
+		assert_int_equal(ckpt_part_create(&w, path, &d, 0), 0);
+		for (uint64_t k = 0; k < 20; k++) {
+			memset(payload, (int)(k + p), sizeof(payload));
+			assert_int_equal(ckpt_part_put(w, k * 2 + p, payload,
+						       st), 0);
+		}
+		assert_int_equal(ckpt_part_finish(w, &f->parts[0][p].sum), 0);
+	}
+	if (ckpt_manifest_save(f->dir, &f->m))
+		fail_msg("save: %s", rs_errormsg());
+	if (ckpt_verify(f->dir, NULL))
+		fail_msg("verify: %s", rs_errormsg());
+}
+
+static void every_byte_flipped(void **state)
+{
+	struct fx *f = *state;
+	char path[PATH_MAX];
+	uint8_t *orig, *b;
+	size_t n;
+
+	small_ckpt(f);
+	path_of(f, "p1.rsck", path, sizeof(path));
+	n = slurp(path, &orig);
+	b = malloc(n);
+	for (size_t i = 0; i < n; i++) {
+		for (unsigned bit = 0; bit < 8; bit += 7) {
+			char what[64];
+
+			memcpy(b, orig, n);
+			b[i] ^= (uint8_t)(1u << bit);
+			spit(path, b, n);
+			snprintf(what, sizeof(what), "byte %zu bit %u", i,
+				 bit);
+			expect_bad(f, "p1.rsck", what);
+		}
+	}
+	spit(path, orig, n);
+	assert_int_equal(ckpt_verify(f->dir, NULL), 0);
+	/* every truncation */
+	for (size_t len = 0; len < n; len += len < 80 ? 1 : 13) {
+		spit(path, orig, len);
+		expect_bad(f, "p1.rsck", "truncated");
+	}
+	/* a byte appended */
+	memcpy(b, orig, n);
+	spit(path, orig, n);
+	{
+		int fd = open(path, O_WRONLY | O_APPEND);
+
+		assert_int_equal(write(fd, "x", 1), 1);
+		close(fd);
+	}
+	expect_bad(f, "p1.rsck", "appended");
+	spit(path, orig, n);
+	printf("part of %zu bytes: every byte flipped (2 bits each) and "
+	       "every truncation detected\n", n);
+	free(b);
+	free(orig);
+}
+
+static void missing_and_swapped(void **state)
+{
+	struct fx *f = *state;
+	char p0[PATH_MAX], p1[PATH_MAX], tmp[PATH_MAX];
+
+	small_ckpt(f);
+	path_of(f, "p0.rsck", p0, sizeof(p0));
+	path_of(f, "p1.rsck", p1, sizeof(p1));
+	path_of(f, "x", tmp, sizeof(tmp));
+	assert_int_equal(rename(p1, tmp), 0);
+	expect_bad(f, "p1.rsck", "missing");
+	assert_non_null(strstr(rs_errormsg(), "missing"));
+	/* swapped parts: same sizes here, so the header must tell */
+	assert_int_equal(rename(p0, p1), 0);
+	assert_int_equal(rename(tmp, p0), 0);
+	expect_bad(f, ".rsck", "swapped");
+	assert_int_equal(rename(p0, tmp), 0);
+	assert_int_equal(rename(p1, p0), 0);
+	assert_int_equal(rename(tmp, p1), 0);
+	assert_int_equal(ckpt_verify(f->dir, NULL), 0);
+}
+
+/* Rewrite MANIFEST with `from` replaced by `to` and a fresh checksum, so
+ * that only the semantic checks stand between it and the reader. */
+static void patch_manifest(struct fx *f, const char *from, const char *to)
+{
+	char path[PATH_MAX], *body, head[64];
+	uint8_t *b;
+	size_t n;
+	char *out, *at;
+
+	path_of(f, CKPT_MANIFEST, path, sizeof(path));
+	n = slurp(path, &b);
+	b = realloc(b, n + 1);
+	b[n] = 0;
+	body = strchr((char *)b, '\n') + 1;
+	at = strstr(body, from);
+	assert_non_null(at);
+	out = malloc(n + strlen(to) + 1);
+	memcpy(out, body, (size_t)(at - body));
+	strcpy(out + (at - body), to);
+	strcat(out, at + strlen(from));
+	snprintf(head, sizeof(head), "recstore-checkpoint 1 xxh64=%016" PRIx64
+		 "\n", (uint64_t)XXH64(out, strlen(out), 0));
+	spit(path, (const uint8_t *)head, strlen(head));
+	{
+		int fd = open(path, O_WRONLY | O_APPEND);
+
+		assert_int_equal(write(fd, out, strlen(out)),
+				 (ssize_t)strlen(out));
+		close(fd);
+	}
+	free(out);
+	free(b);
+}
+
+static void damaged_manifest(void **state)
+{
+	struct fx *f = *state;
+	static const struct {
+		const char *from, *to;
+	} hostile[] = {
+		{ "\"dim\": 4", "\"dim\": 100000000" },
+		{ "\"dim\": 4", "\"dim\": 0" },
+		{ "\"state_floats\": 4", "\"state_floats\": 9" },
+		{ "\"file\": \"p0.rsck\"", "\"file\": \"../p0.rsck\"" },
+		{ "\"file\": \"p0.rsck\"", "\"file\": \"/etc/passwd\"" },
+		{ "\"dtype\": \"fp32\"", "\"dtype\": \"fp64\"" },
+		{ "\"type\": \"adagrad\"", "\"type\": \"lamb\"" },
+		{ "\"kind\": \"full\"", "\"kind\": \"partial\"" },
+		{ "\"rows\": 20", "\"rows\": -1" },
+		{ "\"rows\": 20", "\"rows\": 21" },
+		{ "\"name\": \"s\"", "\"name\": \"a b\"" },
+	};
+	char path[PATH_MAX];
+	uint8_t *orig, *b;
+	size_t n;
+
+	small_ckpt(f);
+	path_of(f, CKPT_MANIFEST, path, sizeof(path));
+	n = slurp(path, &orig);
+	b = malloc(n);
+	/* a flipped byte anywhere: the checksum line or the JSON */
+	for (size_t i = 0; i < n; i += 3) {
+		memcpy(b, orig, n);
+		b[i] ^= 0x20;
+		spit(path, b, n);
+		expect_bad(f, CKPT_MANIFEST, "manifest byte");
+	}
+	for (size_t i = 0; i < RS_ARRAY_SIZE(hostile); i++) {
+		spit(path, orig, n);
+		patch_manifest(f, hostile[i].from, hostile[i].to);
+		if (!ckpt_verify(f->dir, NULL))
+			fail_msg("accepted %s", hostile[i].to);
+		printf("refused %-30s %s\n", hostile[i].to, rs_errormsg());
+	}
+	spit(path, orig, n);
+	assert_int_equal(ckpt_verify(f->dir, NULL), 0);
+	free(b);
+	free(orig);
+}
+
+static void writer_refuses(void **state)
+{
+	struct fx *f = *state;
+	struct ckpt_part_desc d = { .dim = 4, .optim_kind = OPTIM_ADAGRAD,
+				    .state_floats = 3, .with_state = true };
+	struct ckpt_writer *w;
+	char path[PATH_MAX];
+
+	path_of(f, "w.rsck", path, sizeof(path));
+	assert_int_equal(ckpt_part_create(&w, path, &d, 0), RS_E_INVAL);
+	assert_null(w);
+	d.state_floats = 4;
+	d.dim = 0;
+	assert_int_equal(ckpt_part_create(&w, path, &d, 0), RS_E_INVAL);
+	d.dim = 4;
+	assert_int_equal(ckpt_part_create(&w, path, &d, 0), 0);
+	/* never over an existing file */
+	assert_int_equal(ckpt_part_create(&w, path, &d, 0), -EEXIST);
+	assert_int_equal(access(path, F_OK), 0);
+	/* an aborted part leaves nothing */
+	unlink(path);
+	assert_int_equal(ckpt_part_create(&w, path, &d, 0), 0);
+	ckpt_part_abort(w);
+	assert_int_equal(access(path, F_OK), -1);
+}
+
+/* test_ckpt --make DIR: write the small checkpoint into DIR (for
+ * tests/unit/test_ctl_verify.sh) */
+static int make_only(const char *dir)
+{
+	struct fx f;
+
+	memset(&f, 0, sizeof(f));
+	snprintf(f.dir, sizeof(f.dir), "%s", dir);
+	small_ckpt(&f);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(full_roundtrip, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(incremental_roundtrip, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(export_roundtrip, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(every_byte_flipped, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(missing_and_swapped, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(damaged_manifest, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(writer_refuses, setup,
+						teardown),
+	};
+
+	if (argc == 3 && !strcmp(argv[1], "--make"))
+		return make_only(argv[2]);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
