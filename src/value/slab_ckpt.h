@@ -1,0 +1,40 @@
+/*
+ * slab_ckpt.h - tables to checkpoint parts and back (node code; the
+ * format: src/ckpt/ckpt.h, docs/checkpoint-format.md).
+ */
+#ifndef RS_VALUE_SLAB_CKPT_H
+#define RS_VALUE_SLAB_CKPT_H
+
+#include <stdint.h>
+
+#include "ckpt/ckpt.h"
+
+struct slab_table;
+
+/*
+ * Append every key of t to w, whose part desc is `desc`: the row payload
+ * in the table's dtype, bit for bit, and (desc->with_state) its optimizer
+ * state, each key's pair read under its row lock. *rows: keys written.
+ * Not a snapshot by itself (slab_iterate): keys inserted or deleted during
+ * the walk may or may not be in it; pause writes for one. 0, RS_E_DIM (the
+ * part's geometry is not the table's), or the writer's error.
+ */
+int slab_table_dump(struct slab_table *t, struct ckpt_writer *w,
+		    const struct ckpt_part_desc *desc, uint64_t *rows);
+
+struct slab_load_stats {
+	uint64_t inserted, overwritten, deleted;
+};
+
+/*
+ * Apply every record of r to t: a row is inserted, or overwrites the
+ * key's payload and (when the part has state) its optimizer state; a
+ * deletion removes the key (absent: nothing). Stops at the first error:
+ * RS_E_DIM, RS_E_FULL (the message says after how many rows), a damaged
+ * part (RS_E_CORRUPT, naming the file). Records applied before an error
+ * stay applied.
+ */
+int slab_table_load(struct slab_table *t, struct ckpt_reader *r,
+		    struct slab_load_stats *st);
+
+#endif
