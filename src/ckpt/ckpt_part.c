@@ -265,7 +265,7 @@ int ckpt_part_put(struct ckpt_writer *w, uint64_t key, const void *payload,
 	ckpt_st64(p, key);
 	p[8] = CKPT_REC_ROW;
 	memcpy(p + REC_HEAD, payload, w->payload_bytes);
-	if (w->d.with_state)
+	if (w->d.state_floats)	/* only with state */
 		ckpt_store_f32(p + REC_HEAD + w->payload_bytes, state,
 			       w->d.state_floats);
 	w->in_len += w->rec_bytes;
@@ -570,7 +570,7 @@ int ckpt_part_next(struct ckpt_reader *r, struct ckpt_record *rec)
 					       "cut short", r->path);
 	p = r->raw + r->raw_pos;
 	rec->payload = p + REC_HEAD;
-	if (r->d.with_state) {
+	if (r->d.with_state) {	/* (SGD: with state, none to copy) */
 		ckpt_load_f32(r->state, p + REC_HEAD + r->payload_bytes,
 			      r->d.state_floats);
 		rec->state = r->state;
