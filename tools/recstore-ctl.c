@@ -58,6 +58,7 @@
 #include <time.h>
 
 #include "ckpt/ckpt.h"
+#include "client/client_internal.h"
 #include "common/rs_internal.h"
 #include "coord/membership.h"
 #include "recstore/client.h"
@@ -89,6 +90,11 @@ static void usage(FILE *f)
 		"cluster\n"
 		"         [--until-active N] [--until-epoch N] [--timeout S]\n"
 		"         [--ranges] [--decide] [--replicas R]\n"
+		"  checkpoint DIR [--table NAME]... [--export] "
+		"[--freeze-ms N]\n"
+		"         DIR is <checkpoint_dir of the nodes>/<name>, seen "
+		"from here\n"
+		"  restore DIR [--table NAME]...\n"
 		"usage: recstore-ctl verify DIR\n"
 		"         check a checkpoint: its manifest, every part, every "
 		"record\n"
@@ -686,6 +692,73 @@ static int cmd_cluster(const char *etcd, const char *cluster, int argc,
 	return ret < 0 ? 1 : 0;
 }
 
+/* ---- checkpoint / restore ---- */
+
+static void show_progress(void *arg, const struct cli_ckpt_progress *p)
+{
+	double s = (double)p->elapsed_us / 1e6;
+
+	(void)arg;
+	if (p->total_rows && p->rows && p->rows < p->total_rows)
+		fprintf(stderr, "recstore-ctl: %s: %llu of %llu rows, %.1f "
+			"MB, %.0f rows/s, about %.0f s left\n", p->phase,
+			(unsigned long long)p->rows,
+			(unsigned long long)p->total_rows,
+			(double)p->bytes / 1e6, (double)p->rows / (s ? s : 1),
+			(double)(p->total_rows - p->rows) /
+				((double)p->rows / (s ? s : 1)));
+	else
+		fprintf(stderr, "recstore-ctl: %s: %llu rows, %.1f MB after "
+			"%.1f s\n", p->phase, (unsigned long long)p->rows,
+			(double)p->bytes / 1e6, s);
+}
+
+static int cmd_ckpt(struct rs_client *c, int argc, char **argv)
+{
+	const char *tables[64];
+	struct cli_ckpt_opts o = { .tables = tables,
+				   .progress = show_progress };
+	struct cli_ckpt_report rep;
+	bool restore = !strcmp(argv[0], "restore");
+	char id[2 * CKPT_ID_BYTES + 1];
+	int ret;
+
+	if (argc < 2)
+		return usage(stderr), 2;
+	for (int i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "--table") && i + 1 < argc &&
+		    o.ntables < RS_ARRAY_SIZE(tables))
+			tables[o.ntables++] = argv[++i];
+		else if (!restore && !strcmp(argv[i], "--export"))
+			o.export_only = true;
+		else if (!restore && !strcmp(argv[i], "--freeze-ms") &&
+			 i + 1 < argc)
+			o.freeze_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
+		else
+			return usage(stderr), 2;
+	}
+	ret = restore ? cli_restore(c, argv[1], &o, &rep)
+		      : cli_checkpoint(c, argv[1], &o, &rep);
+	if (ret)
+		return fail(argv[0], ret);
+	ckpt_id_hex(rep.id, id);
+	if (restore)
+		printf("restored checkpoint %s: %u tables, %u parts, %llu "
+		       "rows in %.2f s\n", id, rep.tables, rep.parts,
+		       (unsigned long long)rep.rows,
+		       (double)rep.elapsed_us / 1e6);
+	else
+		printf("checkpoint %s: %u tables, %u parts, %llu rows, %llu "
+		       "bytes (%llu uncompressed) in %.2f s; writes paused "
+		       "%.3f s\n", id, rep.tables, rep.parts,
+		       (unsigned long long)rep.rows,
+		       (unsigned long long)rep.bytes,
+		       (unsigned long long)rep.raw_bytes,
+		       (double)rep.elapsed_us / 1e6,
+		       (double)rep.paused_us / 1e6);
+	return 0;
+}
+
 /* verify DIR: exit 0 with the totals, 1 with the first problem (which
  * names the file). */
 static int cmd_verify(int argc, char **argv)
@@ -763,7 +836,8 @@ int main(int argc, char **argv)
 	}
 	cmd = argv[i];
 	if (strcmp(cmd, "create") && strcmp(cmd, "list") &&
-	    strcmp(cmd, "drop") && strcmp(cmd, "stats")) {
+	    strcmp(cmd, "drop") && strcmp(cmd, "stats") &&
+	    strcmp(cmd, "checkpoint") && strcmp(cmd, "restore")) {
 		fprintf(stderr, "recstore-ctl: unknown command '%s'\n", cmd);
 		usage(stderr);
 		return 2;
@@ -777,6 +851,8 @@ int main(int argc, char **argv)
 		ret = argc - i == 1 ? cmd_list(c) : (usage(stderr), 2);
 	else if (!strcmp(cmd, "drop"))
 		ret = cmd_drop(c, argc - i, argv + i);
+	else if (!strcmp(cmd, "checkpoint") || !strcmp(cmd, "restore"))
+		ret = cmd_ckpt(c, argc - i, argv + i);
 	else
 		ret = argc - i == 1 ? cmd_stats(c) : (usage(stderr), 2);
 	rs_client_close(&c);

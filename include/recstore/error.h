@@ -42,7 +42,9 @@ enum rs_error {
 	RS_E_PERM = RS_E_BASE - 17,	  /* the connection's role may not do
 					     this */
 	RS_E_AUTH = RS_E_BASE - 18,	  /* authentication failed */
-	RS_E_LAST = RS_E_BASE - 19
+	RS_E_BUSY = RS_E_BASE - 19,	  /* writes paused (a checkpoint):
+					     retry; the client library does */
+	RS_E_LAST = RS_E_BASE - 20
 };
 
 /* Static description of any code (negative errno or RS_E_*). */

@@ -868,6 +868,7 @@ static int add_codes(PyObject *m)
 		{ "E_OVERFLOW", RS_E_OVERFLOW },
 		{ "E_PERM", RS_E_PERM },
 		{ "E_AUTH", RS_E_AUTH },
+		{ "E_BUSY", RS_E_BUSY },
 		{ "KEY_MISSING", RS_KEY_MISSING },
 		{ "KEY_FOUND", RS_KEY_FOUND },
 		{ "KEY_CREATED", RS_KEY_CREATED },

@@ -34,6 +34,7 @@
 #include "client/conn.h"
 #include "client/lcache.h"
 #include "client/ring.h"
+#include "ckpt/ckpt.h"
 #include "common/proto.h"
 #include "index/pet_format.h"
 #include "recstore/client.h"
@@ -145,6 +146,12 @@ int cli_wire_dir(struct cli_node *n, struct proto_table_info **out,
 
 /* table.c */
 int cli_table_refresh(struct rs_table *t);
+/* One CKPT request to node `node` (index in the config); *out: its reply. */
+int cli_node_ckpt(struct rs_client *c, unsigned node,
+		  const struct proto_ckpt_req *q, struct proto_ckpt_reply *out);
+/* TABLE_CREATE of ps on every node; *existed: nodes that had it. */
+int cli_table_create_proto(struct rs_client *c,
+			   const struct proto_table_spec *ps, size_t *existed);
 /* Copy node i's view of t (under the read lock). */
 void cli_table_loc(struct rs_table *t, unsigned node, struct cli_tloc *out);
 
@@ -186,6 +193,37 @@ static inline int cli_rpc_get_selected(struct rs_client *c,
  * full-size struct (struct_size = sizeof). 0 or RS_E_INVAL. */
 int cli_update_opts(const struct rs_update_opts *in,
 		    struct rs_update_opts *full);
+
+/* ckpt.c: checkpoint and restore (docs/checkpoint.md) */
+struct cli_ckpt_progress {
+	const char *phase;	/* "freeze", "dump", "verify", "load", "done" */
+	uint64_t start_us, last_us, elapsed_us;
+	uint64_t rows, bytes;	/* done so far */
+	uint64_t total_rows, total_bytes;	/* restore: of the checkpoint */
+};
+struct cli_ckpt_opts {
+	const char *const *tables;	/* names; ntables 0: every table */
+	size_t ntables;
+	bool export_only;	/* rows without optimizer state (serving) */
+	uint32_t freeze_ms;	/* nodes thaw alone after this; 0: 60 s */
+	void (*progress)(void *arg, const struct cli_ckpt_progress *p);
+	void *arg;		/* called at most once a second, and per phase */
+};
+struct cli_ckpt_report {
+	uint8_t id[CKPT_ID_BYTES];
+	uint32_t tables, parts;
+	uint64_t rows, bytes, raw_bytes;
+	uint64_t paused_us;	/* checkpoint: longest write pause of a node */
+	uint64_t elapsed_us;
+};
+/* Take a checkpoint of c's store into path: a new directory, or an empty
+ * one; the nodes must see it as <checkpoint_dir>/<last component of
+ * path> (a shared file system, or one host). */
+int cli_checkpoint(struct rs_client *c, const char *path,
+		   const struct cli_ckpt_opts *o, struct cli_ckpt_report *rep);
+/* Verify the checkpoint in path, then load it into c's store. */
+int cli_restore(struct rs_client *c, const char *path,
+		const struct cli_ckpt_opts *o, struct cli_ckpt_report *rep);
 
 /* async.c */
 int cli_async_start(struct rs_client *c, unsigned threads);

@@ -16,7 +16,9 @@
  *    first window before any reply is awaited, so nodes work in parallel.
  * 4. A whole-request error that says the table changed (RS_E_STALE,
  *    RS_E_NOTFOUND) refreshes that table's directory and resends the
- *    affected keys once.
+ *    affected keys once. One that says the node pauses writes for a
+ *    checkpoint (RS_E_BUSY) resends them after a backoff (1 ms, doubling
+ *    to 64 ms) until they are taken or the client's timeout passes.
  *
  * Gradients and PUT rows travel as fp32 whatever the table stores (the
  * node converts); GET replies come in the table's dtype and are converted
@@ -25,10 +27,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "client/client_internal.h"
 #include "common/rs_internal.h"
 #include "trace/trace.h"
+#include "value/optimizer.h"
 
 struct ukey {
 	size_t first;	     /* representative index into keys[] */
@@ -36,7 +41,7 @@ struct ukey {
 	uint32_t tab;	     /* index into call's tabs[] */
 	const float *row;    /* PUT/UPDATE payload */
 	int status;
-	bool sent_stale;     /* whole-request stale error: retry */
+	bool sent_stale;     /* whole-request stale or busy error: resend */
 };
 
 struct rmsg {
@@ -75,11 +80,25 @@ struct rcall {
 	struct cli_keyed_opts ko;
 	bool sampled;
 	bool stale;
+	bool busy;	     /* a node paused writes: resend after a wait */
 };
 
 static bool has_rows_in(uint32_t op)
 {
-	return op == PROTO_OP_PUT || op == PROTO_OP_UPDATE;
+	return op == PROTO_OP_PUT || op == PROTO_OP_UPDATE ||
+	       op == PROTO_OP_LOAD;
+}
+
+/* Floats per request row: the table's dim; LOAD adds the optimizer
+ * state. */
+static uint32_t in_width(const struct rcall *r, const struct cli_tloc *v)
+{
+	uint32_t dim = v->info.spec.dim;
+
+	return r->op == PROTO_OP_LOAD
+		       ? dim + (uint32_t)optim_state_floats(
+				       v->info.spec.optim.kind, dim)
+		       : dim;
 }
 
 static bool has_rows_out(uint32_t op)
@@ -241,7 +260,7 @@ static uint32_t req_dtype(const struct rcall *r, const struct cli_tloc *v)
 static int keys_per_msg(struct rcall *r, struct rnode *rn,
 			const struct cli_tloc *v)
 {
-	uint32_t dim = v->info.spec.dim;
+	uint32_t dim = has_rows_in(r->op) ? in_width(r, v) : v->info.spec.dim;
 	int kpm = proto_keys_per_msg(r->op, dim, req_dtype(r, v),
 				     rn->cc->msg_max, CLI_MSG_MAX,
 				     rn->cc->max_batch_keys ?
@@ -294,8 +313,8 @@ static int send_next(struct rcall *r, struct rnode *rn)
 			break;
 		rn->kbuf[cnt] = r->keys[u->first].key;
 		if (has_rows_in(r->op))
-			memcpy(rn->rbuf + cnt * v->info.spec.dim, u->row,
-			       v->info.spec.dim * sizeof(float));
+			memcpy(rn->rbuf + cnt * in_width(r, v), u->row,
+			       in_width(r, v) * sizeof(float));
 		cnt++;
 	}
 	kr.table_id = v->info.id;
@@ -305,7 +324,7 @@ static int send_next(struct rcall *r, struct rnode *rn)
 	kr.n = (uint32_t)cnt;
 	kr.keys = rn->kbuf;
 	if (has_rows_in(r->op)) {
-		kr.dim = v->info.spec.dim;
+		kr.dim = in_width(r, v);
 		kr.dtype = PROTO_DTYPE_FP32;
 		kr.rows = rn->rbuf;
 	}
@@ -320,8 +339,10 @@ static int send_next(struct rcall *r, struct rnode *rn)
 	msg->req_id = h.req_id;
 	rn->next += cnt;
 	rn->inflight++;
-	CLI_INC(r->c, op_rpcs[r->op - PROTO_OP_GET], 1);
-	CLI_INC(r->c, op_keys[r->op - PROTO_OP_GET], cnt);
+	if (r->op <= PROTO_OP_DELETE) {	/* LOAD: an admin tool's */
+		CLI_INC(r->c, op_rpcs[r->op - PROTO_OP_GET], 1);
+		CLI_INC(r->c, op_keys[r->op - PROTO_OP_GET], cnt);
+	}
 	return cli_conn_send(rn->cc, rn->cc->msg, (size_t)len);
 }
 
@@ -381,14 +402,16 @@ static int recv_one(struct rcall *r, struct rnode *rn)
 	if (ret) {
 		/* whole-request error reply: these keys failed */
 		bool stale = ret == RS_E_STALE || ret == RS_E_NOTFOUND;
+		bool busy = ret == RS_E_BUSY;
 
 		for (size_t j = 0; j < msg->count; j++) {
 			struct ukey *u = &r->u[rn->order[msg->start + j]];
 
 			u->status = ret;
-			u->sent_stale = stale;
+			u->sent_stale = stale || busy;
 		}
 		r->stale |= stale;
+		r->busy |= busy;
 		return 0;
 	}
 	if (m.u.keys_reply.n != msg->count ||
@@ -481,6 +504,14 @@ static void exchange(struct rcall *r)
 	}
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 static void rcall_free(struct rcall *r)
 {
 	if (r->nodes)
@@ -544,6 +575,23 @@ int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 		if (ret)
 			goto out;
 		exchange(&r);
+	}
+	/* Writes paused on some node (a checkpoint): wait and resend what
+	 * it refused, until the client's timeout. */
+	if (r.busy) {
+		uint64_t deadline = mono_ms() + c->cfg.timeout_ms;
+		useconds_t wait_us = 1000;
+
+		while (r.busy && mono_ms() < deadline) {
+			usleep(wait_us);
+			if (wait_us < 64000)
+				wait_us *= 2;
+			r.busy = false;
+			ret = group(&r, true);
+			if (ret)
+				goto out;
+			exchange(&r);
+		}
 	}
 	CLI_INC(c, rpc_keys, op == PROTO_OP_GET ? m : 0);
 	/* Step 5: outcomes to every occurrence. */

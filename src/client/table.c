@@ -318,6 +318,58 @@ static int enc_drop(struct cli_conn *cc, void *arg)
 	return proto_enc_table_drop_req(cc->msg, cc->msg_max, &h, arg);
 }
 
+static int enc_ckpt(struct cli_conn *cc, void *arg)
+{
+	struct proto_hdr h;
+
+	cli_hdr_init(&h, 0, false);
+	return proto_enc_ckpt_req(cc->msg, cc->msg_max, &h, arg);
+}
+
+int cli_node_ckpt(struct rs_client *c, unsigned node,
+		  const struct proto_ckpt_req *q, struct proto_ckpt_reply *out)
+{
+	struct cli_conn *cc;
+	struct proto_msg m;
+	struct rv_msg raw;
+	int ret, len;
+
+	if (node >= c->nnodes)
+		return rs_seterr(RS_E_INVAL, "node %u: no such node", node);
+	ret = cli_conn_get(&c->nodes[node], &cc);
+	if (ret)
+		return ret;
+	len = enc_ckpt(cc, (void *)q);
+	ret = len < 0 ? len : cli_wire_call(cc, (size_t)len, &raw, &m);
+	if (len >= 0 && !ret) {
+		if (m.hdr.opcode == PROTO_OP_CKPT)
+			*out = m.u.ckpt_reply;
+		else
+			ret = rs_seterr(RS_E_PROTO, "node %s: a %s reply to "
+					"CKPT", c->nodes[node].name,
+					proto_op_name(m.hdr.opcode));
+		rv_msg_release(&raw);
+	}
+	cli_conn_put(cc);
+	return ret;
+}
+
+int cli_table_create_proto(struct rs_client *c,
+			   const struct proto_table_spec *ps, size_t *existed)
+{
+	int ret;
+
+	*existed = 0;
+	for (size_t i = 0; i < c->nnodes; i++) {
+		ret = node_call(&c->nodes[i], enc_create, (void *)ps);
+		if (ret == RS_E_EXISTS)
+			(*existed)++;
+		else if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 static void refresh_handle(struct rs_client *c, const char *name)
 {
 	struct rs_table *t;
@@ -352,13 +404,9 @@ RS_EXPORT int rs_table_create(struct rs_client *c,
 	ret = proto_table_spec_validate(&ps, &lim);
 	if (ret)
 		return ret;
-	for (size_t i = 0; i < c->nnodes; i++) {
-		ret = node_call(&c->nodes[i], enc_create, &ps);
-		if (ret == RS_E_EXISTS)
-			existed++;
-		else if (ret)
-			return ret;
-	}
+	ret = cli_table_create_proto(c, &ps, &existed);
+	if (ret)
+		return ret;
 	refresh_handle(c, spec->name);
 	if (existed == c->nnodes)
 		return rs_seterr(RS_E_EXISTS, "table '%s' exists", spec->name);

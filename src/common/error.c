@@ -36,6 +36,7 @@ static const char *const rs_names[] = {
 					  "(update refused, row unchanged)"),
 	[-(RS_E_PERM - RS_E_BASE)] = "permission denied (role)",
 	[-(RS_E_AUTH - RS_E_BASE)] = "authentication failed",
+	[-(RS_E_BUSY - RS_E_BASE)] = "writes are paused (checkpoint): retry",
 };
 
 RS_EXPORT const char *rs_strerror(int code)

@@ -175,6 +175,8 @@ static const char *const op_names[PROTO_OP_COUNT] = {
 	[PROTO_OP_UPDATE] = "UPDATE",
 	[PROTO_OP_DELETE] = "DELETE",
 	[PROTO_OP_STATS] = "STATS",
+	[PROTO_OP_CKPT] = "CKPT",
+	[PROTO_OP_LOAD] = "LOAD",
 };
 
 static const char *const dtype_names[PROTO_DTYPE_COUNT] = {
@@ -223,12 +225,21 @@ uint32_t proto_dtype_size(uint32_t dtype)
 
 static int is_keyed(uint32_t op)
 {
-	return op >= PROTO_OP_GET && op <= PROTO_OP_DELETE;
+	return (op >= PROTO_OP_GET && op <= PROTO_OP_DELETE) ||
+	       op == PROTO_OP_LOAD;
 }
 
 static int req_has_rows(uint32_t op)
 {
-	return op == PROTO_OP_PUT || op == PROTO_OP_UPDATE;
+	return op == PROTO_OP_PUT || op == PROTO_OP_UPDATE ||
+	       op == PROTO_OP_LOAD;
+}
+
+/* The widest request row of op under lim: LOAD rows carry the optimizer
+ * state after the weights (Adam's is 2 * dim + 1). */
+static uint32_t req_dim_max(uint32_t op, const struct proto_limits *lim)
+{
+	return op == PROTO_OP_LOAD ? 3 * lim->max_dim + 1 : lim->max_dim;
 }
 
 static int reply_has_rows(uint32_t op)
@@ -949,8 +960,8 @@ static int dec_stats(struct rd *r, struct proto_stats *s)
  */
 static int rd_keyed_shape(struct rd *r, const struct proto_limits *lim,
 			  int rows, uint32_t n, uint32_t dim, uint32_t dtype,
-			  const char *items, uint64_t items_bytes,
-			  uint64_t *rb)
+			  uint32_t dim_max, const char *items,
+			  uint64_t items_bytes, uint64_t *rb)
 {
 	*rb = 0;
 	if (n > lim->max_batch_keys)
@@ -962,9 +973,9 @@ static int rd_keyed_shape(struct rd *r, const struct proto_limits *lim,
 				       dtype);
 		if (dim == 0)
 			return rd_fail(r, RS_E_PROTO, "dim: must be >= 1");
-		if (dim > lim->max_dim)
+		if (dim > dim_max)
 			return rd_fail(r, RS_E_TOOBIG, "dim: %u is over the "
-				       "limit %u", dim, lim->max_dim);
+				       "limit %u", dim, dim_max);
 		*rb = rows_bytes(n, dim, dtype);
 	} else if (dim || dtype) {
 		return rd_fail(r, RS_E_PROTO, "dim %u / dtype %u: must be 0 "
@@ -1005,8 +1016,11 @@ static int dec_keys_req(struct rd *r, uint32_t op,
 	if ((m->flags & PROTO_KF_LR) && !proto_lr_ok(m->lr))
 		return rd_fail(r, RS_E_INVAL, "lr: %g is not a finite number "
 			       ">= 0", (double)m->lr);
+	if (op == PROTO_OP_LOAD && m->n && m->dtype != PROTO_DTYPE_FP32)
+		return rd_fail(r, RS_E_PROTO, "dtype: LOAD rows are fp32");
 	if (rd_keyed_shape(r, lim, req_has_rows(op), m->n, m->dim, m->dtype,
-			   "keys", 8 * (uint64_t)m->n, &rb))
+			   req_dim_max(op, lim), "keys", 8 * (uint64_t)m->n,
+			   &rb))
 		return r->rc;
 	m->keys = rd_take(r, 8 * (size_t)m->n, "keys");
 	if (rb)
@@ -1019,6 +1033,7 @@ static int dec_keys_reply(struct rd *r, uint32_t op,
 			   struct proto_keys_reply *m)
 {
 	const int may_create = op == PROTO_OP_GET_OR_INIT ||
+			       op == PROTO_OP_LOAD ||
 			       op == PROTO_OP_PUT || op == PROTO_OP_UPDATE;
 	uint64_t rb;
 
@@ -1030,7 +1045,8 @@ static int dec_keys_reply(struct rd *r, uint32_t op,
 	if (r->rc)
 		return r->rc;
 	if (rd_keyed_shape(r, lim, reply_has_rows(op), m->n, m->dim,
-			   m->dtype, "statuses", status_bytes(m->n), &rb))
+			   m->dtype, lim->max_dim, "statuses",
+			   status_bytes(m->n), &rb))
 		return r->rc;
 	m->status = rd_take(r, 4 * (size_t)m->n, "status");
 	for (uint32_t i = 0; i < m->n; i++) {
@@ -1102,6 +1118,68 @@ static int dec_hdr(struct proto_hdr *h, const uint8_t *p, size_t len,
 	return 0;
 }
 
+/* ---- CKPT ---- */
+
+#define CKPT_TIMEOUT_MAX 600000u
+
+/* A name that may become a path component: not "." or "..", no leading
+ * dot (proto names allow dots). */
+static int ckpt_name_ok(const char *s)
+{
+	return s[0] && s[0] != '.';
+}
+
+static int dec_ckpt_req(struct rd *r, struct proto_ckpt_req *m)
+{
+	const uint8_t *id;
+	int dump;
+
+	m->phase = rd_u32(r, "phase");
+	m->flags = rd_u32(r, "flags");
+	m->timeout_ms = rd_u32(r, "timeout_ms");
+	m->table_idx = rd_u32(r, "table_idx");
+	m->part_idx = rd_u32(r, "part_idx");
+	rd_zero(r, 4, "reserved");
+	id = rd_take(r, PROTO_CKPT_ID_BYTES, "id");
+	if (id)
+		memcpy(m->id, id, PROTO_CKPT_ID_BYTES);
+	rd_str(r, "dir", STR_OPT_NAME, m->dir, sizeof(m->dir));
+	rd_str(r, "table", STR_OPT_NAME, m->table, sizeof(m->table));
+	rd_str(r, "file", STR_OPT_NAME, m->file, sizeof(m->file));
+	if (r->rc)
+		return r->rc;
+	if (m->phase < PROTO_CKPT_FREEZE || m->phase > PROTO_CKPT_THAW)
+		return rd_fail(r, RS_E_PROTO, "phase: unknown value %u",
+			       m->phase);
+	if (m->flags & ~PROTO_CKF_STATE)
+		return rd_fail(r, RS_E_PROTO, "flags: unknown bits 0x%x",
+			       m->flags & ~PROTO_CKF_STATE);
+	if (m->phase == PROTO_CKPT_FREEZE &&
+	    (m->timeout_ms < 1 || m->timeout_ms > CKPT_TIMEOUT_MAX))
+		return rd_fail(r, RS_E_INVAL, "timeout_ms: %u is not in "
+			       "[1, %u]", m->timeout_ms, CKPT_TIMEOUT_MAX);
+	dump = m->phase == PROTO_CKPT_DUMP;
+	if (dump && (!ckpt_name_ok(m->dir) || !ckpt_name_ok(m->file) ||
+		     !m->table[0]))
+		return rd_fail(r, RS_E_INVAL, "DUMP needs a table, and a "
+			       "directory and a file name that do not start "
+			       "with a dot");
+	if (!dump && (m->dir[0] || m->table[0] || m->file[0]))
+		return rd_fail(r, RS_E_PROTO, "names are for DUMP only");
+	return 0;
+}
+
+static int dec_ckpt_reply(struct rd *r, struct proto_ckpt_reply *m)
+{
+	m->rows = rd_u64(r, "rows");
+	m->deleted = rd_u64(r, "deleted");
+	m->raw_bytes = rd_u64(r, "raw_bytes");
+	m->bytes = rd_u64(r, "bytes");
+	m->xxh64 = rd_u64(r, "xxh64");
+	m->paused_us = rd_u64(r, "paused_us");
+	return r->rc;
+}
+
 static int dec_request(struct rd *r, const struct proto_limits *lim,
 			struct proto_msg *m)
 {
@@ -1120,6 +1198,8 @@ static int dec_request(struct rd *r, const struct proto_limits *lim,
 	case PROTO_OP_TABLE_DIR:
 	case PROTO_OP_STATS:
 		return dec_list_req(r, &m->u.list_req);
+	case PROTO_OP_CKPT:
+		return dec_ckpt_req(r, &m->u.ckpt_req);
 	default:
 		return dec_keys_req(r, m->hdr.opcode, lim, &m->u.keys_req);
 	}
@@ -1144,6 +1224,8 @@ static int dec_reply(struct rd *r, const struct proto_limits *lim,
 		return dec_table_dir(r, lim, &m->u.table_dir);
 	case PROTO_OP_STATS:
 		return dec_stats(r, &m->u.stats);
+	case PROTO_OP_CKPT:
+		return dec_ckpt_reply(r, &m->u.ckpt_reply);
 	default:
 		return dec_keys_reply(r, m->hdr.opcode, lim, &m->u.keys_reply);
 	}
@@ -1415,7 +1497,9 @@ static int check_keyed(uint32_t op, uint32_t n, uint32_t dim,
 		return rs_seterr(RS_E_TOOBIG, "%s %s: %u keys, over the limit "
 				 "%u", proto_op_name(op), dir, n,
 				 PROTO_MAX_BATCH_KEYS);
-	if (rows && (dim == 0 || dim > PROTO_MAX_DIM ||
+	if (rows && (dim == 0 ||
+		     dim > (op == PROTO_OP_LOAD ? 3 * PROTO_MAX_DIM + 1
+						: PROTO_MAX_DIM) ||
 		     dtype >= PROTO_DTYPE_COUNT))
 		return rs_seterr(RS_E_INVAL, "%s %s: bad row shape %u x dtype "
 				 "%u", proto_op_name(op), dir, dim, dtype);
@@ -1432,6 +1516,47 @@ static void wr_keyed_shape(struct wr *w, uint32_t n, uint32_t dim,
 	wr_u8(w, (uint8_t)(rows ? dtype : 0));
 	wr_zero(w, 3);
 	wr_f32(w, lr);
+}
+
+int proto_enc_ckpt_req(void *buf, size_t cap, const struct proto_hdr *h,
+		       const struct proto_ckpt_req *m)
+{
+	size_t ld, lt, lf;
+	struct wr w;
+	int rc;
+
+	if ((rc = enc_name_check("dir", m->dir, sizeof(m->dir), 1, &ld)) ||
+	    (rc = enc_name_check("table", m->table, sizeof(m->table), 1,
+				 &lt)) ||
+	    (rc = enc_name_check("file", m->file, sizeof(m->file), 1, &lf)))
+		return rc;
+	wr_begin(&w, buf, cap);
+	wr_u32(&w, m->phase);
+	wr_u32(&w, m->flags);
+	wr_u32(&w, m->timeout_ms);
+	wr_u32(&w, m->table_idx);
+	wr_u32(&w, m->part_idx);
+	wr_u32(&w, 0);
+	wr_bytes(&w, m->id, PROTO_CKPT_ID_BYTES);
+	wr_str(&w, m->dir, ld);
+	wr_str(&w, m->table, lt);
+	wr_str(&w, m->file, lf);
+	return wr_finish(&w, h, PROTO_OP_CKPT, 0);
+}
+
+int proto_enc_ckpt_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			 const struct proto_ckpt_reply *m)
+{
+	struct wr w;
+
+	wr_begin(&w, buf, cap);
+	wr_u64(&w, m->rows);
+	wr_u64(&w, m->deleted);
+	wr_u64(&w, m->raw_bytes);
+	wr_u64(&w, m->bytes);
+	wr_u64(&w, m->xxh64);
+	wr_u64(&w, m->paused_us);
+	return wr_finish(&w, h, PROTO_OP_CKPT, 1);
 }
 
 int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,

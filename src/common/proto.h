@@ -84,6 +84,8 @@ enum proto_op {
 	PROTO_OP_UPDATE = 8,
 	PROTO_OP_DELETE = 9,
 	PROTO_OP_STATS = 10,
+	PROTO_OP_CKPT = 11,	/* checkpoint phases (admin) */
+	PROTO_OP_LOAD = 12,	/* rows with optimizer state (admin, keyed) */
 	PROTO_OP_COUNT
 };
 
@@ -97,6 +99,17 @@ enum proto_op {
 				apply (else they fail with RS_E_NOTFOUND) */
 #define PROTO_KF_LR 0x2u     /* UPDATE: apply with lr instead of the
 				table's learning rate (lr finite, >= 0) */
+
+/* struct proto_ckpt_req.phase (docs/checkpoint.md) */
+enum proto_ckpt_phase {
+	PROTO_CKPT_FREEZE = 1,	/* pause writes (RS_E_BUSY), wait for those
+				   in flight; thaw alone after timeout_ms */
+	PROTO_CKPT_DUMP = 2,	/* write one table's keys to a part file
+				   (frozen only) */
+	PROTO_CKPT_THAW = 3,	/* resume writes */
+};
+#define PROTO_CKF_STATE 0x1u	/* DUMP: with optimizer state */
+#define PROTO_CKPT_ID_BYTES 16
 
 /* Per-key status in keyed replies: 0, PROTO_ST_CREATED or a negative
  * error code (RS_E_NOTFOUND, RS_E_FULL, -ENOMEM, ...). */
@@ -226,7 +239,9 @@ struct proto_stats {
 /*
  * Keyed requests: GET, GET_OR_INIT, DELETE (keys only: dim = 0, dtype = 0,
  * rows NULL) and PUT, UPDATE (keys + rows: 1 <= dim, row i = elements
- * [i * dim, (i + 1) * dim) in dtype; UPDATE rows are gradients).
+ * [i * dim, (i + 1) * dim) in dtype; UPDATE rows are gradients), LOAD
+ * (rows of the table's dim weights followed by its optimizer state, fp32:
+ * dim here is that width, up to 3 * max_dim + 1).
  * Encoding: keys = const uint64_t[n], rows = const float[n * dim] (fp32)
  * or const uint16_t[n * dim] (fp16/bf16), host order.
  * Decoded: keys and rows point at the wire arrays inside the message.
@@ -241,6 +256,27 @@ struct proto_keys_req {
 	float lr;	    /* with PROTO_KF_LR; else 0 on the wire */
 	const void *keys;
 	const void *rows;
+};
+
+/* CKPT request. dir, table, file: names (DUMP; empty otherwise); the
+ * part is written to <the node's checkpoint_dir>/<dir>/<file>. */
+struct proto_ckpt_req {
+	uint32_t phase;		/* enum proto_ckpt_phase */
+	uint32_t flags;		/* PROTO_CKF_* */
+	uint32_t timeout_ms;	/* FREEZE: 1..600000 */
+	uint32_t table_idx;	/* DUMP: the part's place in the manifest */
+	uint32_t part_idx;
+	uint8_t id[PROTO_CKPT_ID_BYTES];	/* the checkpoint's id */
+	char dir[PROTO_NAME_MAX + 1];
+	char table[PROTO_NAME_MAX + 1];
+	char file[PROTO_NAME_MAX + 1];
+};
+
+/* CKPT reply: DUMP: the part written; THAW: how long writes were paused
+ * (FREEZE: 0 so far). */
+struct proto_ckpt_reply {
+	uint64_t rows, deleted, raw_bytes, bytes, xxh64;
+	uint64_t paused_us;
 };
 
 /*
@@ -271,6 +307,8 @@ struct proto_error {
  *   TABLE_DIR      request: list_req         reply: table_dir
  *   GET .. DELETE  request: keys_req         reply: keys_reply
  *   STATS          request: list_req         reply: stats
+ *   CKPT           request: ckpt_req         reply: ckpt_reply
+ *   LOAD           request: keys_req         reply: keys_reply
  *   any reply with hdr.status < 0: error
  */
 struct proto_msg {
@@ -286,6 +324,8 @@ struct proto_msg {
 		struct proto_keys_req keys_req;
 		struct proto_keys_reply keys_reply;
 		struct proto_stats stats;
+		struct proto_ckpt_req ckpt_req;
+		struct proto_ckpt_reply ckpt_reply;
 		struct proto_error error;
 	} u;
 };
@@ -394,7 +434,13 @@ int proto_enc_stats_reply(void *buf, size_t cap, const struct proto_hdr *h,
 			  const struct proto_stat *stats, uint32_t n,
 			  uint32_t *written);
 
-/* Keyed request / reply of op (GET .. DELETE); see the struct comments. */
+int proto_enc_ckpt_req(void *buf, size_t cap, const struct proto_hdr *h,
+		       const struct proto_ckpt_req *m);
+int proto_enc_ckpt_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			 const struct proto_ckpt_reply *m);
+
+/* Keyed request / reply of op (GET .. DELETE, LOAD); see the struct
+ * comments. */
 int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,
 		       uint32_t op, const struct proto_keys_req *m);
 int proto_enc_keys_reply(void *buf, size_t cap, const struct proto_hdr *h,

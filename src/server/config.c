@@ -771,7 +771,8 @@ static const char *const top_keys[] = {
 	"name", "device", "listen", "metrics_port", "storage", "tables",
 	"workers", "spin_us", "trace", "max_batch_keys", "max_message_bytes",
 	"max_dim", "max_tables", "max_conns_per_peer", "keepalive_ms",
-	"send_timeout_ms", "auth", "default_capacity", "coord", NULL,
+	"send_timeout_ms", "auth", "default_capacity", "coord",
+	"checkpoint_dir", NULL,
 };
 static const char *const coord_keys[] = { "endpoints", "cluster", "id",
 					  "lease_ms", "replicas", "decide",
@@ -974,6 +975,7 @@ static int parse_root(struct ctx *c, json_t *root, struct srv_config *cfg)
 			  SRV_CONFIG_MAX_SEND_TIMEOUT_MS,
 			  &cfg->send_timeout_ms)) ||
 	    (rc = parse_trace(c, root, cfg)) ||
+	    (rc = dup_path(c, root, "checkpoint_dir", &cfg->checkpoint_dir)) ||
 	    (rc = parse_auth(c, root, cfg)) ||
 	    (rc = get_u32(c, root, "max_batch_keys", 1, PROTO_MAX_BATCH_KEYS,
 			  &cfg->limits.max_batch_keys)) ||
@@ -1029,6 +1031,7 @@ void srv_config_free(struct srv_config **c)
 		return;
 	free((*c)->storage_path);
 	free((*c)->trace_path);
+	free((*c)->checkpoint_dir);
 	free((*c)->coord_endpoints);
 	free((*c)->tables);
 	for (uint32_t i = 0; i < (*c)->nkeys; i++) {

@@ -86,6 +86,8 @@ struct srv_config {
 	uint32_t send_timeout_ms; /* a peer's replies without a credit this
 				     long: it is cut off; 2000 */
 	char *trace_path;	  /* JSONL trace file; NULL: tracing off */
+	char *checkpoint_dir;	  /* where DUMP writes parts (a directory
+				     per checkpoint); NULL: refused */
 	double trace_sample;	  /* fraction of requests traced; 0.01 */
 	struct proto_limits limits; /* max_message_bytes 256 KiB (the
 				       node's receive buffers),

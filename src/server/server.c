@@ -1177,6 +1177,7 @@ RS_EXPORT int rs_server_open(struct rs_server **out,
 	pthread_mutex_init(&s->gate.lock, NULL);
 	pthread_cond_init(&s->gate.cond, NULL);
 	pthread_mutex_init(&s->conns_lock, NULL);
+	srv_ckpt_init(s);
 	s->numa.node = -1;
 	ret = srv_config_to_opts(cfg, &s->o);
 	if (ret)
@@ -1242,6 +1243,7 @@ RS_EXPORT void rs_server_close(struct rs_server **sp)
 		close(s->poke_fd);
 	srv_opts_free(&s->o);
 	pthread_mutex_destroy(&s->conns_lock);
+	srv_ckpt_destroy(s);
 	pthread_cond_destroy(&s->gate.cond);
 	pthread_mutex_destroy(&s->gate.lock);
 	free(s);

@@ -64,6 +64,7 @@ int srv_opts_from_config(struct srv_opts *o, const struct srv_config *c)
 	v.keys = NULL;
 	v.nkeys = 0;
 	v.coord_endpoints = c->coord_endpoints;
+	v.checkpoint_dir = c->checkpoint_dir;
 	memcpy(v.coord_cluster, c->coord_cluster, sizeof(v.coord_cluster));
 	/* the member id: coord.id, else the node's name */
 	memcpy(v.coord_id, c->coord_id[0] ? c->coord_id : c->name,

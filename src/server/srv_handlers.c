@@ -74,6 +74,7 @@
 #include "server/srv_internal.h"
 #include "trace/trace.h"
 #include "value/row_format.h"
+#include "value/slab_ckpt.h"
 
 struct req {
 	struct srv_worker *w;
@@ -112,6 +113,8 @@ static unsigned rt_of(uint8_t op)
 		[PROTO_OP_UPDATE] = SRV_RT_UPDATE,
 		[PROTO_OP_DELETE] = SRV_RT_DELETE,
 		[PROTO_OP_STATS] = SRV_RT_STATS,
+		[PROTO_OP_CKPT] = SRV_RT_CKPT,
+		[PROTO_OP_LOAD] = SRV_RT_LOAD,
 	};
 
 	return op > 0 && op < PROTO_OP_COUNT ? map[op] : SRV_RT_BAD;
@@ -367,10 +370,14 @@ static struct srv_table *keyed_table(struct req *r)
 			    k->table_gen, t->info.generation);
 		goto put;
 	}
-	if (k->rows && k->dim != t->spec.dim) {
-		reply_error(r, r->op, RS_E_DIM, "table '%s': rows of dimension "
-			    "%u, the table has %u", t->spec.name, k->dim,
-			    t->spec.dim);
+	if (k->rows && k->dim != t->spec.dim +
+				 (r->op == PROTO_OP_LOAD ? t->state_floats : 0)) {
+		reply_error(r, r->op, RS_E_DIM, "table '%s': rows of %u "
+			    "floats, the table has %u%s", t->spec.name, k->dim,
+			    t->spec.dim + (r->op == PROTO_OP_LOAD ?
+					   t->state_floats : 0),
+			    r->op == PROTO_OP_LOAD ? " (weights and optimizer "
+			    "state)" : "");
 		goto put;
 	}
 	return t;
@@ -718,6 +725,73 @@ static void do_delete(struct req *r, struct srv_table *t)
 	reply_statuses(r, st, k->n);
 }
 
+/* LOAD: rows of dim weights and the optimizer state, set as they are
+ * (a restore): inserted, or overwriting the key's row and state. */
+static void do_load(struct req *r, struct srv_table *t)
+{
+	const struct proto_keys_req *k = &r->m.u.keys_req;
+	struct srv_worker *w = r->w;
+	uint32_t n = k->n, dim = t->spec.dim, width = k->dim;
+	int32_t *st;
+	float *v;
+
+	if (!(v = rows_to_f32(w, k->rows, n, width, PROTO_DTYPE_FP32)) ||
+	    srv_scratch(&w->status, &w->status_cap, (size_t)n * 4 + 4)) {
+		reply_error(r, r->op, -ENOMEM, "out of memory");
+		return;
+	}
+	st = w->status;
+	for (uint32_t i = 0; i < n; i++) {
+		const float *row = v + (size_t)i * width;
+		bool created;
+		int ret;
+
+		if (!all_finite(row, width)) {
+			st[i] = RS_E_INVAL;
+			continue;
+		}
+		if (!row_f32_fits(&t->rgeom, row)) {
+			st[i] = RS_E_OVERFLOW;
+			continue;
+		}
+		ret = slab_load_row(t->st, proto_key_at(k->keys, i), row,
+				    width > dim ? row + dim : NULL, &created);
+		st[i] = ret ? ret : created ? PROTO_ST_CREATED : PROTO_ST_OK;
+	}
+	atomic_fetch_add(&t->cnt.put_keys, n);
+	reply_statuses(r, st, n);
+}
+
+static void do_ckpt(struct req *r)
+{
+	const struct proto_ckpt_req *q = &r->m.u.ckpt_req;
+	struct proto_ckpt_reply rep = { 0 };
+	void *buf;
+	int cap, len, ret = 0;
+
+	switch (q->phase) {
+	case PROTO_CKPT_FREEZE:
+		ret = srv_ckpt_freeze(r->s, q->timeout_ms);
+		break;
+	case PROTO_CKPT_DUMP:
+		r->table = q->table;
+		ret = srv_ckpt_dump(r->s, q, &rep);
+		break;
+	default:
+		rep.paused_us = srv_ckpt_thaw(r->s);
+		break;
+	}
+	if (ret) {
+		reply_error(r, r->op, ret, "%s", rs_errormsg());
+		return;
+	}
+	cap = reply_buf(r, &buf);
+	if (cap < 0)
+		return;
+	len = proto_enc_ckpt_reply(buf, (size_t)cap, &r->rh, &rep);
+	reply_send(r, len);
+}
+
 static void do_keyed(struct req *r)
 {
 	struct srv_table *t;
@@ -739,6 +813,9 @@ static void do_keyed(struct req *r)
 		break;
 	case PROTO_OP_PUT:
 		do_put(r, t);
+		break;
+	case PROTO_OP_LOAD:
+		do_load(r, t);
 		break;
 	default:
 		do_delete(r, t);
@@ -782,12 +859,22 @@ static void reply_undecodable(struct req *r, const void *msg, size_t len,
 	}
 }
 
+/* Requests that change rows or tables: paused by a checkpoint. */
+static bool is_write(uint8_t op)
+{
+	return op == PROTO_OP_PUT || op == PROTO_OP_UPDATE ||
+	       op == PROTO_OP_DELETE || op == PROTO_OP_GET_OR_INIT ||
+	       op == PROTO_OP_LOAD || op == PROTO_OP_TABLE_CREATE ||
+	       op == PROTO_OP_TABLE_DROP;
+}
+
 void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 		size_t len)
 {
 	struct rs_server *s = w->srv;
 	struct req r;
 	uint64_t end_ns;
+	bool writes;
 	int ret;
 
 	memset(&r, 0, sizeof(r));
@@ -821,6 +908,12 @@ void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 			    auth_role_name(c->role));
 		return;
 	}
+	writes = is_write(r.op);
+	if (writes && !srv_write_enter(s)) {
+		reply_error(&r, r.op, RS_E_BUSY, "writes are paused for a "
+			    "checkpoint: retry");
+		return;
+	}
 	switch (r.op) {
 	case PROTO_OP_HELLO:
 		do_hello(&r);
@@ -837,10 +930,15 @@ void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 	case PROTO_OP_STATS:
 		do_stats(&r);
 		break;
+	case PROTO_OP_CKPT:
+		do_ckpt(&r);
+		break;
 	default:
 		do_keyed(&r);
 		break;
 	}
+	if (writes)
+		srv_write_leave(s);
 	end_ns = r.tpost_ns ? r.tpost_ns : now_ns();
 	metrics_histogram_observe(s->m.duration[r.rt], end_ns - r.t0_ns);
 	trace_span(&r, "server.total", r.t0_ns / 1000u,

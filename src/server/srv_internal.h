@@ -92,6 +92,7 @@ struct srv_opts {
 	uint32_t auth_skew_s;	/* accepted clock difference, seconds */
 	/* membership in etcd (src/coord); coord_endpoints NULL: off */
 	char *coord_endpoints;
+	char *checkpoint_dir;	/* CKPT DUMP writes under it; NULL: refused */
 	char coord_cluster[PROTO_NAME_MAX + 1];
 	char coord_id[PROTO_NAME_MAX + 1];
 	uint32_t coord_lease_ms;
@@ -237,12 +238,49 @@ int srv_table_drop(struct srv_tables *r, const char *name);
 
 /* A reference to table id (NULL if none); srv_table_put() when done. */
 struct srv_table *srv_table_get(struct srv_tables *r, uint32_t id);
+/* The same by name (NULL if none). */
+struct srv_table *srv_table_get_name(struct srv_tables *r, const char *name);
 void srv_table_put(struct srv_table *t);
 
 /* Snapshot of the directory: *out (malloc'ed, caller frees) gets the
  * entries sorted by id; returns the count and *gen the generation. */
 int srv_tables_dir(struct srv_tables *r, struct proto_table_info **out,
 		   uint64_t *gen);
+
+/* ---- checkpoints (srv_ckpt.c, docs/checkpoint.md) ---- */
+
+/* The write pause. A write request enters (writers++, then checks
+ * frozen) and leaves; FREEZE sets frozen, then waits for writers to
+ * drain. Both sides use sequentially consistent atomics, so a writer
+ * either sees frozen (and answers RS_E_BUSY) or is counted before the
+ * freezer's wait ends. A freeze ends by THAW or, when its deadline passes
+ * with no DUMP running, by itself (a checkpointer that died). */
+struct srv_ckpt {
+	atomic_bool frozen;
+	atomic_uint writers;	/* write requests inside */
+	atomic_uint dumping;	/* DUMPs running: the deadline waits */
+	_Atomic uint64_t since_ns, until_ns;
+	pthread_mutex_t lock;	/* FREEZE / THAW against each other */
+	_Atomic uint64_t pauses, paused_us, busy;	/* STATS */
+};
+
+struct rs_server;
+/* A write request (PUT, UPDATE, DELETE, GET_OR_INIT, LOAD, create, drop)
+ * may start: true (srv_write_leave() after), or false: answer RS_E_BUSY. */
+bool srv_write_enter(struct rs_server *s);
+void srv_write_leave(struct rs_server *s);
+void srv_ckpt_init(struct rs_server *s);
+void srv_ckpt_destroy(struct rs_server *s);
+/* FREEZE: pause writes (or renew the pause) for at most timeout_ms and
+ * wait for those in progress. THAW: resume; returns how long (us) writes
+ * were paused (0: they were not). DUMP: one table into a part file under
+ * checkpoint_dir (frozen only); *out describes it. */
+int srv_ckpt_freeze(struct rs_server *s, uint32_t timeout_ms);
+uint64_t srv_ckpt_thaw(struct rs_server *s);
+struct proto_ckpt_req;
+struct proto_ckpt_reply;
+int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
+		  struct proto_ckpt_reply *out);
 
 /* ---- connections ---- */
 
@@ -312,7 +350,7 @@ unsigned srv_auth_conn_role(struct rs_server *s, const void *priv,
 enum srv_req_type {
 	SRV_RT_HELLO, SRV_RT_CREATE, SRV_RT_DROP, SRV_RT_DIR, SRV_RT_GET,
 	SRV_RT_GET_OR_INIT, SRV_RT_PUT, SRV_RT_UPDATE, SRV_RT_DELETE,
-	SRV_RT_STATS, SRV_RT_BAD, SRV_RT_COUNT
+	SRV_RT_STATS, SRV_RT_CKPT, SRV_RT_LOAD, SRV_RT_BAD, SRV_RT_COUNT
 };
 
 /* Why a peer was cut off (rs_connections_cut_total{reason}). */
@@ -446,6 +484,7 @@ struct rs_server {
 	uint32_t reply_limit;	/* max(max_message_bytes, SRV_REPLY_MIN_BYTES) */
 	unsigned conn_cap;	/* messages of one conn handled at once */
 	_Atomic uint64_t deferred;	/* messages queued behind conn_cap */
+	struct srv_ckpt ckpt;		/* the write pause (srv_ckpt.c) */
 #ifdef RS_DEBUG_LOCKS
 	/* Debug and sanitizer builds (server.c, "checked rules"): a pause
 	 * after the last release of a dead conn (RS_TEST_RELEASE_DELAY_US)

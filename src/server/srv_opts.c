@@ -65,7 +65,8 @@ void srv_opts_free(struct srv_opts *o)
 	free(o->trace_path);
 	free(o->tables);
 	free(o->coord_endpoints);
-	o->coord_endpoints = NULL;
+	free(o->checkpoint_dir);
+	o->coord_endpoints = o->checkpoint_dir = NULL;
 	o->pool_path = o->trace_path = NULL;
 	o->tables = NULL;
 	o->ntables = 0;
@@ -91,13 +92,14 @@ int srv_opts_copy(struct srv_opts *dst, const struct srv_opts *src)
 {
 	*dst = *src;
 	dst->pool_path = dst->trace_path = NULL;
-	dst->coord_endpoints = NULL;
+	dst->coord_endpoints = dst->checkpoint_dir = NULL;
 	dst->tables = NULL;
 	dst->keys = NULL;
 	dst->nkeys = 0;
 	if (dup_str(&dst->pool_path, src->pool_path) ||
 	    dup_str(&dst->trace_path, src->trace_path) ||
-	    dup_str(&dst->coord_endpoints, src->coord_endpoints))
+	    dup_str(&dst->coord_endpoints, src->coord_endpoints) ||
+	    dup_str(&dst->checkpoint_dir, src->checkpoint_dir))
 		goto nomem;
 	if (src->ntables) {
 		dst->tables = malloc(src->ntables * sizeof(*dst->tables));

@@ -50,6 +50,7 @@ static const char *const rt_names[SRV_RT_COUNT] = {
 	[SRV_RT_GET] = "get",		 [SRV_RT_GET_OR_INIT] = "get_or_init",
 	[SRV_RT_PUT] = "put",		 [SRV_RT_UPDATE] = "update",
 	[SRV_RT_DELETE] = "delete",	 [SRV_RT_STATS] = "stats",
+	[SRV_RT_CKPT] = "checkpoint",	 [SRV_RT_LOAD] = "load",
 	[SRV_RT_BAD] = "bad",
 };
 
@@ -407,6 +408,11 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 	TRY(add(l, N, "connections", (uint64_t)rd_conns(s)));
 	TRY(add(l, N, "connections_total", s->conns_total));
 	TRY(add(l, N, "requests_deferred", atomic_load(&s->deferred)));
+	TRY(add(l, N, "checkpoint.pauses", atomic_load(&s->ckpt.pauses)));
+	TRY(add(l, N, "checkpoint.paused_us",
+		atomic_load(&s->ckpt.paused_us)));
+	TRY(add(l, N, "checkpoint.busy_replies",
+		atomic_load(&s->ckpt.busy)));
 #ifdef RS_DEBUG_LOCKS
 	TRY(add(l, N, "debug.dead_releases", atomic_load(&s->dead_releases)));
 #endif

@@ -338,6 +338,20 @@ struct srv_table *srv_table_get(struct srv_tables *r, uint32_t id)
 	return t;
 }
 
+struct srv_table *srv_table_get_name(struct srv_tables *r, const char *name)
+{
+	struct srv_table *t = NULL;
+
+	pthread_rwlock_rdlock(&r->lock);
+	for (unsigned i = 0; i < SLAB_MAX_TABLES && !t; i++)
+		if (r->slot[i] && !strcmp(r->slot[i]->spec.name, name))
+			t = r->slot[i];
+	if (t)
+		atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+	pthread_rwlock_unlock(&r->lock);
+	return t;
+}
+
 void srv_table_put(struct srv_table *t)
 {
 	if (t)

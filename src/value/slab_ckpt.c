@@ -89,42 +89,58 @@ int slab_table_dump(struct slab_table *t, struct ckpt_writer *w,
 	return rc;
 }
 
-/* Overwrite key's payload and (with state) its state. */
-static int load_overwrite(struct slab_table *t, uint64_t key,
-			  const float *val, const float *state, float *vbuf,
-			  float *sbuf, uint32_t sf)
+int slab_load_row(struct slab_table *t, uint64_t key, const float *val,
+		  const float *state, bool *created)
 {
-	struct slab_wr wr = { .val = vbuf, .state = sbuf };
-	int rc = slab_write_begin(t, key, &wr);
+	uint32_t sf = slab_table_state_floats(t);
+	float *vb, *sb = NULL;
+	struct slab_wr wr;
+	int rc;
 
-	if (rc)
+	*created = false;
+	rc = slab_insert(t, key, val, state, NULL);
+	if (rc != RS_E_EXISTS) {
+		*created = rc == 0;
 		return rc;
-	memcpy(wr.val, val, (size_t)slab_table_dim(t) * sizeof(float));
-	if (state)
-		memcpy(wr.state, state, (size_t)sf * sizeof(float));
-	return slab_write_commit(&wr);
+	}
+	/* overwrite: payload, and the state when the record has one */
+	vb = malloc((size_t)slab_table_dim(t) * sizeof(float));
+	if (sf)
+		sb = malloc((size_t)sf * sizeof(float));
+	if (!vb || (sf && !sb)) {
+		free(vb);
+		free(sb);
+		return rs_seterr(-ENOMEM, "restore: out of memory");
+	}
+	wr = (struct slab_wr){ .val = vb, .state = sb };
+	rc = slab_write_begin(t, key, &wr);
+	if (!rc) {
+		memcpy(wr.val, val, (size_t)slab_table_dim(t) * sizeof(float));
+		if (state && sf)
+			memcpy(wr.state, state, (size_t)sf * sizeof(float));
+		rc = slab_write_commit(&wr);
+	}
+	free(vb);
+	free(sb);
+	return rc;
 }
 
 int slab_table_load(struct slab_table *t, struct ckpt_reader *r,
 		    struct slab_load_stats *st)
 {
 	const struct ckpt_part_desc *d = ckpt_part_desc_of(r);
-	uint32_t sf = slab_table_state_floats(t);
 	struct ckpt_record rec;
 	struct row_geom g;
-	float *val, *vbuf, *sbuf;
+	bool created;
+	float *val;
 	int rc, more;
 
 	memset(st, 0, sizeof(*st));
 	if ((rc = geom_matches(t, d, &g, "restore")))
 		return rc;
 	val = malloc((size_t)g.dim * sizeof(float));
-	vbuf = malloc((size_t)g.dim * sizeof(float));
-	sbuf = malloc(((size_t)sf + 1) * sizeof(float));
-	if (!val || !vbuf || !sbuf) {
-		rc = rs_seterr(-ENOMEM, "restore: out of memory");
-		goto out;
-	}
+	if (!val)
+		return rs_seterr(-ENOMEM, "restore: out of memory");
 	while ((more = ckpt_part_next(r, &rec)) > 0) {
 		if (rec.kind == CKPT_REC_DELETED) {
 			rc = slab_delete(t, rec.key);
@@ -139,15 +155,11 @@ int slab_table_load(struct slab_table *t, struct ckpt_reader *r,
 		row_payload_to_f32(&g, rec.payload, val);
 		/* without state in the part: a new row gets zeros (what
 		 * the optimizer starts from), an existing one keeps its */
-		rc = slab_insert(t, rec.key, val, rec.state, NULL);
-		if (rc == RS_E_EXISTS) {
-			rc = load_overwrite(t, rec.key, val, rec.state, vbuf,
-					    sbuf, sf);
-			if (!rc)
-				st->overwritten++;
-		} else if (!rc) {
+		rc = slab_load_row(t, rec.key, val, rec.state, &created);
+		if (!rc && created)
 			st->inserted++;
-		}
+		else if (!rc)
+			st->overwritten++;
 		if (rc == RS_E_FULL)
 			rc = rs_seterr(RS_E_FULL, "restore: table '%s' is full "
 				       "after %llu rows", slab_table_name(t),
@@ -159,7 +171,5 @@ int slab_table_load(struct slab_table *t, struct ckpt_reader *r,
 	rc = more;
 out:
 	free(val);
-	free(vbuf);
-	free(sbuf);
 	return rc;
 }

@@ -5,6 +5,7 @@
 #ifndef RS_VALUE_SLAB_CKPT_H
 #define RS_VALUE_SLAB_CKPT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ckpt/ckpt.h"
@@ -21,6 +22,12 @@ struct slab_table;
  */
 int slab_table_dump(struct slab_table *t, struct ckpt_writer *w,
 		    const struct ckpt_part_desc *desc, uint64_t *rows);
+
+/* Set key to val[dim] and (state non-NULL) state[state_floats]: a new
+ * row, or the existing one overwritten (its state kept when state is
+ * NULL). *created tells which. 0, RS_E_FULL, -ENOMEM, -EIO. */
+int slab_load_row(struct slab_table *t, uint64_t key, const float *val,
+		  const float *state, bool *created);
 
 struct slab_load_stats {
 	uint64_t inserted, overwritten, deleted;

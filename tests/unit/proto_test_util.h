@@ -205,6 +205,43 @@ static void corpus_build(struct corpus *c)
 	kr.n = 3;
 	corpus_add(c, "put_reply",
 		   proto_enc_keys_reply(SLOT, &h, PROTO_OP_PUT, &kr));
+	{
+		struct proto_ckpt_req cq = { .phase = PROTO_CKPT_FREEZE,
+					     .timeout_ms = 30000 };
+		struct proto_ckpt_reply cr = { .rows = 1000, .deleted = 3,
+					       .raw_bytes = 77777,
+					       .bytes = 12345,
+					       .xxh64 = 0x0123456789abcdefull,
+					       .paused_us = 4242 };
+		static const float lrows[7 * 9] = { 1, 2, 3, 0.5f, 0.25f };
+
+		memset(cq.id, 0xa5, sizeof(cq.id));
+		corpus_add(c, "ckpt_freeze_req",
+			   proto_enc_ckpt_req(SLOT, &h, &cq));
+		cq = (struct proto_ckpt_req){ .phase = PROTO_CKPT_DUMP,
+					      .flags = PROTO_CKF_STATE,
+					      .table_idx = 2, .part_idx = 1 };
+		snprintf(cq.dir, sizeof(cq.dir), "ckpt-2026.12.03");
+		snprintf(cq.table, sizeof(cq.table), "ads.user_id");
+		snprintf(cq.file, sizeof(cq.file), "t2-n1.rsck");
+		corpus_add(c, "ckpt_dump_req",
+			   proto_enc_ckpt_req(SLOT, &h, &cq));
+		cq = (struct proto_ckpt_req){ .phase = PROTO_CKPT_THAW };
+		corpus_add(c, "ckpt_thaw_req",
+			   proto_enc_ckpt_req(SLOT, &h, &cq));
+		corpus_add(c, "ckpt_reply",
+			   proto_enc_ckpt_reply(SLOT, &h, &cr));
+		/* LOAD: dim 4 weights + Adagrad's 4 state floats + 1 */
+		kq = (struct proto_keys_req){ .table_id = 1, .n = 7, .dim = 9,
+					      .dtype = PROTO_DTYPE_FP32,
+					      .keys = keys, .rows = lrows };
+		corpus_add(c, "load_req",
+			   proto_enc_keys_req(SLOT, &h, PROTO_OP_LOAD, &kq));
+		kr = (struct proto_keys_reply){ .n = 7, .status = st };
+		corpus_add(c, "load_reply",
+			   proto_enc_keys_reply(SLOT, &h, PROTO_OP_LOAD,
+						&kr));
+	}
 	corpus_add(c, "error_reply",
 		   proto_enc_error(SLOT, &h, PROTO_OP_UPDATE, RS_E_NOTFOUND,
 				   "table 7 not found"));
@@ -247,6 +284,9 @@ static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 		case PROTO_OP_STATS:
 			return proto_enc_list_req(buf, cap, h, op,
 						  &m->u.list_req);
+		case PROTO_OP_CKPT:
+			return proto_enc_ckpt_req(buf, cap, h,
+						  &m->u.ckpt_req);
 		default: {
 			struct proto_keys_req q = m->u.keys_req;
 
@@ -294,6 +334,8 @@ static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 		rc = proto_enc_stats_reply(buf, cap, h, s.total, s.start,
 					   stats, n, &w);
 		return rc < 0 || w == n ? rc : RS_E_TOOBIG; /* partial */
+	case PROTO_OP_CKPT:
+		return proto_enc_ckpt_reply(buf, cap, h, &m->u.ckpt_reply);
 	default: {
 		struct proto_keys_reply r = m->u.keys_reply;
 

@@ -655,7 +655,7 @@ static const struct mutation mutations[] = {
 	{ "get_req", 0, 1, 'X', RS_E_PROTO, "bad magic" },
 	{ "get_req", 4, 1, 2, RS_E_PROTO, "unsupported protocol version 2" },
 	{ "get_req", 5, 1, 0, RS_E_PROTO, "unknown opcode 0" },
-	{ "get_req", 5, 1, PROTO_OP_COUNT, RS_E_PROTO, "unknown opcode 11" },
+	{ "get_req", 5, 1, PROTO_OP_COUNT, RS_E_PROTO, "unknown opcode 13" },
 	{ "get_req", 6, 1, 0x4, RS_E_PROTO, "unknown header flags 0x4" },
 	{ "get_req", 24, 4, 1000, RS_E_PROTO, "header says 1000 body bytes" },
 	{ "get_req", 28, 4, 5, RS_E_PROTO, "status 5 (must be 0)" },
@@ -699,6 +699,18 @@ static const struct mutation mutations[] = {
 	{ "dir_reply", 32 + 16, 4, 4, RS_E_PROTO, "exceed total 3" },
 	{ "stats_reply", 32 + 8, 4, 5, RS_E_PROTO,
 	  "truncated at stat.table_id" },
+	/* CKPT: phase, flags, freeze timeout, names only with DUMP */
+	{ "ckpt_freeze_req", 32, 4, 9, RS_E_PROTO, "phase: unknown value 9" },
+	{ "ckpt_freeze_req", 36, 4, 2, RS_E_PROTO, "flags: unknown bits 0x2" },
+	{ "ckpt_freeze_req", 40, 4, 0, RS_E_INVAL, "timeout_ms: 0 is not" },
+	{ "ckpt_freeze_req", 40, 4, 600001, RS_E_INVAL, "timeout_ms: 600001" },
+	{ "ckpt_thaw_req", 32, 4, 2, RS_E_INVAL, "DUMP needs a table" },
+	{ "ckpt_dump_req", 32, 4, 3, RS_E_PROTO, "names are for DUMP only" },
+	{ "ckpt_dump_req", 52, 4, 1, RS_E_PROTO, "reserved" },
+	/* LOAD rows are fp32, of at most 3 * max_dim + 1 */
+	{ "load_req", 56, 1, 1, RS_E_PROTO, "LOAD rows are fp32" },
+	{ "load_req", 52, 4, 3 * PROTO_DEFAULT_DIM + 2, RS_E_TOOBIG,
+	  "over the limit 12289" },
 	/* max_message_bytes under the minimum */
 	{ "hello_reply", 32 + 16, 4, 1000, RS_E_INVAL,
 	  "max_message_bytes: 1000" },
@@ -739,6 +751,29 @@ static void decode_checks(void **state)
 	len = copy_seed("drop_reply");
 	put_le(24, 1, 4);
 	expect_err(buf, len + 1, NULL, RS_E_PROTO, "1 trailing bytes");
+	/* a DUMP's directory and file become path components: no dot
+	 * first ("..", hidden files), which the name alphabet allows */
+	{
+		struct proto_ckpt_req q = { .phase = PROTO_CKPT_DUMP };
+		struct proto_hdr h = { .req_id = 1 };
+		int n;
+
+		snprintf(q.dir, sizeof(q.dir), "..");
+		snprintf(q.table, sizeof(q.table), "t");
+		snprintf(q.file, sizeof(q.file), "p.rsck");
+		n = proto_enc_ckpt_req(buf, sizeof(buf), &h, &q);
+		assert_true(n > 0);
+		expect_err(buf, (size_t)n, NULL, RS_E_INVAL,
+			   "do not start with a dot");
+		snprintf(q.dir, sizeof(q.dir), "c1");
+		snprintf(q.file, sizeof(q.file), ".p");
+		n = proto_enc_ckpt_req(buf, sizeof(buf), &h, &q);
+		expect_err(buf, (size_t)n, NULL, RS_E_INVAL,
+			   "do not start with a dot");
+		snprintf(q.dir, sizeof(q.dir), "a/b");
+		assert_int_equal(proto_enc_ckpt_req(buf, sizeof(buf), &h, &q),
+				 RS_E_INVAL);
+	}
 }
 
 static void names_limits_dtypes(void **state)

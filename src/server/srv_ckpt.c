@@ -1,0 +1,193 @@
+/*
+ * srv_ckpt.c - the node's side of a checkpoint (docs/checkpoint.md): the
+ * write pause, and writing a table's keys to a part file.
+ *
+ * A checkpoint of a store is one point of its update stream: the
+ * checkpointer (recstore-ctl checkpoint) FREEZEs every node, so that no
+ * write is in progress anywhere and every new one is answered RS_E_BUSY
+ * (the client library retries those), has each node DUMP its share of
+ * every table while frozen, and THAWs them all. Reads go on throughout:
+ * one-sided READs never reach the node's CPU, GET RPCs are not writes.
+ *
+ * The pause: srv_write_enter() counts a write in, then checks `frozen`;
+ * freeze sets `frozen`, then waits for the count to drain. With
+ * sequentially consistent atomics one of them sees the other: a write is
+ * either refused or finished before the freeze returns. A freeze has a
+ * deadline (the FREEZE request's timeout): a checkpointer that dies does
+ * not stop a node's writes for ever. The deadline is checked by the next
+ * write that meets the freeze, and waits while a DUMP runs.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckpt/ckpt.h"
+#include "server/srv_internal.h"
+#include "value/slab_ckpt.h"
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void srv_ckpt_init(struct rs_server *s)
+{
+	pthread_mutex_init(&s->ckpt.lock, NULL);
+}
+
+void srv_ckpt_destroy(struct rs_server *s)
+{
+	pthread_mutex_destroy(&s->ckpt.lock);
+}
+
+/* End the pause (the caller holds ckpt.lock, or is the write that found
+ * the deadline passed: the exchange decides who ends it). */
+static uint64_t thaw_now(struct rs_server *s, const char *why)
+{
+	struct srv_ckpt *k = &s->ckpt;
+	uint64_t us;
+
+	if (!atomic_exchange(&k->frozen, false))
+		return 0;
+	us = (mono_ns() - atomic_load(&k->since_ns)) / 1000u;
+	atomic_fetch_add(&k->paused_us, us);
+	srv_log("checkpoint: writes resume after %.3f s (%s)", (double)us / 1e6,
+		why);
+	return us;
+}
+
+bool srv_write_enter(struct rs_server *s)
+{
+	struct srv_ckpt *k = &s->ckpt;
+
+	atomic_fetch_add(&k->writers, 1);
+	if (RS_LIKELY(!atomic_load(&k->frozen)))
+		return true;
+	atomic_fetch_sub(&k->writers, 1);
+	if (mono_ns() >= atomic_load(&k->until_ns) &&
+	    !atomic_load(&k->dumping)) {
+		thaw_now(s, "the freeze timed out: no THAW came");
+		return srv_write_enter(s);
+	}
+	atomic_fetch_add_explicit(&k->busy, 1, memory_order_relaxed);
+	return false;
+}
+
+void srv_write_leave(struct rs_server *s)
+{
+	atomic_fetch_sub(&s->ckpt.writers, 1);
+}
+
+int srv_ckpt_freeze(struct rs_server *s, uint32_t timeout_ms)
+{
+	struct srv_ckpt *k = &s->ckpt;
+	uint64_t now = mono_ns();
+
+	pthread_mutex_lock(&k->lock);
+	atomic_store(&k->until_ns, now + (uint64_t)timeout_ms * 1000000u);
+	if (!atomic_load(&k->frozen)) {
+		atomic_store(&k->since_ns, now);
+		atomic_store(&k->frozen, true);
+		atomic_fetch_add(&k->pauses, 1);
+		srv_log("checkpoint: writes paused (for at most %u ms)",
+			timeout_ms);
+	}
+	/* the writes already inside finish (a request's work: bounded) */
+	while (atomic_load(&k->writers))
+		usleep(50);
+	pthread_mutex_unlock(&k->lock);
+	return 0;
+}
+
+uint64_t srv_ckpt_thaw(struct rs_server *s)
+{
+	uint64_t us;
+
+	pthread_mutex_lock(&s->ckpt.lock);
+	us = thaw_now(s, "THAW");
+	pthread_mutex_unlock(&s->ckpt.lock);
+	return us;
+}
+
+/* mkdir -p of root/dir (one level below root: dir is a plain name) */
+static int ckpt_mkdir(const char *root, const char *dir, char *out,
+		      size_t cap)
+{
+	if ((size_t)snprintf(out, cap, "%s/%s", root, dir) >= cap)
+		return rs_seterr(RS_E_INVAL, "checkpoint: path too long");
+	if (mkdir(out, 0755) && errno != EEXIST)
+		return rs_seterr(-errno, "checkpoint: %s: %s", out,
+				 strerror(errno));
+	return 0;
+}
+
+int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
+		  struct proto_ckpt_reply *out)
+{
+	struct ckpt_part_desc d;
+	struct ckpt_part_sum sum;
+	struct ckpt_writer *w;
+	struct srv_table *t;
+	char dir[PATH_MAX], path[PATH_MAX];
+	uint64_t rows;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!s->o.checkpoint_dir)
+		return rs_seterr(RS_E_UNSUPPORTED, "checkpoints are off on this "
+				 "node: set checkpoint_dir in its config");
+	if (!atomic_load(&s->ckpt.frozen))
+		return rs_seterr(RS_E_INVAL, "DUMP without FREEZE: the part "
+				 "would not be one point of the updates");
+	t = srv_table_get_name(&s->tables, q->table);
+	if (!t)
+		return rs_seterr(RS_E_NOTFOUND, "table '%s': no such table on "
+				 "this node", q->table);
+	atomic_fetch_add(&s->ckpt.dumping, 1);
+	memset(&d, 0, sizeof(d));
+	memcpy(d.id, q->id, CKPT_ID_BYTES);
+	d.table = q->table_idx;
+	d.part = q->part_idx;
+	d.dim = t->spec.dim;
+	d.dtype = t->spec.dtype;
+	d.optim_kind = t->spec.optim.kind;
+	d.with_state = q->flags & PROTO_CKF_STATE;
+	d.state_floats = d.with_state ? t->state_floats : 0;
+	rc = ckpt_mkdir(s->o.checkpoint_dir, q->dir, dir, sizeof(dir));
+	if (!rc && (size_t)snprintf(path, sizeof(path), "%s/%s", dir,
+				    q->file) >= sizeof(path))
+		rc = rs_seterr(RS_E_INVAL, "checkpoint: path too long");
+	if (!rc)
+		rc = ckpt_part_create(&w, path, &d, 0);
+	if (!rc) {
+		rc = slab_table_dump(t->st, w, &d, &rows);
+		if (rc)
+			ckpt_part_abort(w);
+		else
+			rc = ckpt_part_finish(w, &sum);
+	}
+	atomic_fetch_sub(&s->ckpt.dumping, 1);
+	if (!rc) {
+		out->rows = sum.rows;
+		out->deleted = sum.deleted;
+		out->raw_bytes = sum.raw_bytes;
+		out->bytes = sum.bytes;
+		out->xxh64 = sum.xxh64;
+		out->paused_us = (mono_ns() - atomic_load(&s->ckpt.since_ns)) /
+				 1000u;
+		srv_log("checkpoint: table '%s': %" PRIu64 " rows, %" PRIu64
+			" bytes to %s", t->spec.name, sum.rows, sum.bytes,
+			path);
+	}
+	srv_table_put(t);
+	return rc;
+}

@@ -1,0 +1,388 @@
+/*
+ * test_ckpt_e2e.c - a checkpoint of a running two-node store, restored
+ * onto a one-node store (docs/checkpoint.md), over rxe.
+ *
+ * Two tables: "count" (SGD, lr 1, rows start at 0, every update has
+ * gradient -1, so a row counts the updates applied to it) and "ada"
+ * (Adagrad: rows and optimizer state to carry). An updater thread sends
+ * rounds of updates of every key of both tables (a round is acknowledged
+ * when every batch of it returned, all statuses checked), while a reader
+ * thread reads "count" one-sidedly. The checkpoint is taken meanwhile:
+ *   - its "count" rows all lie in [rounds acknowledged before it began,
+ *     rounds acknowledged after it ended + 1]: one point of the stream;
+ *   - the updater never saw an error: the writes it sent during the
+ *     pause were answered RS_E_BUSY and retried by the client library,
+ *     and the nodes' STATS say such replies happened (the pause was hit;
+ *     the checkpoint is repeated, at most 5 times, until it is);
+ *   - the reader never saw an error (reads do not pause);
+ * then it is restored onto a one-node store and checkpointed there
+ * again: both checkpoints hold the same records, bit for bit (rows and
+ * optimizer state); a damaged part is refused by restore before anything
+ * is written, with the file's name.
+ */
+#include <dirent.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt/ckpt.h"
+#include "client/client_internal.h"
+#include "client_harness.h"
+
+#define NKEYS 6000
+#define DIM 8
+#define BATCH 1000
+
+struct node {
+	struct rs_server *s;
+	pthread_t th;
+	char addr[256];
+};
+
+static char root[64];	/* the nodes' checkpoint_dir */
+static atomic_int stop;
+static atomic_ulong rounds, reads;
+static atomic_int upd_errors, read_errors;
+static uint64_t keys[NKEYS];
+
+static void node_start(struct node *n, const char *ip)
+{
+	char path[] = "/tmp/rs-ckpt-cfg-XXXXXX";
+	struct rs_server_config *cfg;
+	int fd = mkstemp(path);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+	H_CHECK(f, "mkstemp");
+	fprintf(f, "{ \"listen\": { \"addr\": \"%s\", \"port\": 0 }, "
+		"\"workers\": 2, \"checkpoint_dir\": \"%s\" }\n", ip, root);
+	fclose(f);
+	H_OK(rs_server_config_load(&cfg, path));
+	unlink(path);
+	H_OK(rs_server_open(&n->s, cfg));
+	rs_server_config_delete(&cfg);
+	snprintf(n->addr, sizeof(n->addr), "%s", rs_server_listen_addr(n->s));
+	H_CHECK(!pthread_create(&n->th, NULL, h_run, n->s), "thread");
+}
+
+static void node_stop(struct node *n)
+{
+	rs_server_stop(n->s);
+	pthread_join(n->th, NULL);
+	rs_server_close(&n->s);
+}
+
+static struct rs_client *client(const char *nodes)
+{
+	struct rs_client_config *cfg;
+	struct rs_client *c;
+
+	H_OK(rs_client_config_new(&cfg));
+	H_OK(rs_client_config_set_nodes(cfg, nodes));
+	H_OK(rs_client_config_set_timeout_ms(cfg, 60000));
+	H_OK(rs_client_open(&c, cfg));
+	rs_client_config_delete(&cfg);
+	return c;
+}
+
+struct tabs {
+	struct rs_table *count, *ada;
+};
+
+static void *updater(void *arg)
+{
+	struct tabs *t = arg;
+	static float minus1[BATCH * DIM], g[BATCH * DIM];
+	static int st[BATCH];
+
+	for (size_t i = 0; i < BATCH * DIM; i++)
+		minus1[i] = -1.0f;
+	for (unsigned long r = 0; !atomic_load(&stop); r++) {
+		for (size_t b = 0; b < NKEYS; b += BATCH) {
+			for (size_t i = 0; i < BATCH * DIM; i++)
+				g[i] = (float)((b + i + r) % 13) * 0.01f -
+				       0.05f;
+			if (rs_update(t->count, keys + b, BATCH, minus1, st,
+				      0) ||
+			    rs_update(t->ada, keys + b, BATCH, g, st, 0)) {
+				fprintf(stderr, "updater: %s\n",
+					rs_errormsg());
+				atomic_fetch_add(&upd_errors, 1);
+				return NULL;
+			}
+			for (int i = 0; i < BATCH; i++)
+				if (st[i] != RS_KEY_FOUND) {
+					fprintf(stderr, "updater: key status "
+						"%d\n", st[i]);
+					atomic_fetch_add(&upd_errors, 1);
+					return NULL;
+				}
+		}
+		atomic_store(&rounds, r + 1);
+	}
+	return NULL;
+}
+
+static void *reader(void *arg)
+{
+	struct tabs *t = arg;
+	static float out[BATCH * DIM];
+	static int st[BATCH];
+
+	while (!atomic_load(&stop)) {
+		if (rs_get(t->count, keys, BATCH, out, st, 0)) {
+			atomic_fetch_add(&read_errors, 1);
+			fprintf(stderr, "reader: %s\n", rs_errormsg());
+			return NULL;
+		}
+		atomic_fetch_add(&reads, 1);
+	}
+	return NULL;
+}
+
+struct find {
+	const char *key;
+	uint64_t v;
+};
+
+static int find_stat(void *arg, const char *table, const char *key,
+		     uint64_t v)
+{
+	struct find *f = arg;
+
+	if (!table && !strcmp(key, f->key))
+		f->v += v;
+	return 0;
+}
+
+static uint64_t stat_sum(struct rs_client *c, const char *key)
+{
+	struct find f = { key, 0 };
+
+	for (unsigned i = 0; i < rs_client_node_count(c); i++)
+		H_OK(rs_node_stats_foreach(c, i, find_stat, &f));
+	return f.v;
+}
+
+/* every record of a checkpoint's table, by key: payload + state bytes */
+struct rec_set {
+	uint64_t key[NKEYS];
+	uint8_t data[NKEYS][DIM * 4 * 2 + 4];
+	size_t len;
+	size_t n;
+};
+
+static void records_of(const char *dir, const char *table,
+		       struct rec_set *out)
+{
+	struct ckpt_manifest *m;
+
+	memset(out, 0, sizeof(*out));
+	H_OK(ckpt_manifest_load(dir, &m));
+	for (uint32_t t = 0; t < m->ntables; t++) {
+		if (strcmp(m->tables[t].spec.name, table))
+			continue;
+		for (uint32_t p = 0; p < m->tables[t].nparts; p++) {
+			struct ckpt_part_desc d;
+			struct ckpt_reader *r;
+			struct ckpt_record rec;
+			char path[PATH_MAX];
+			int rc;
+
+			snprintf(path, sizeof(path), "%s/%s", dir,
+				 m->tables[t].parts[p].file);
+			ckpt_part_desc_for(m, t, p, &d);
+			H_OK(ckpt_part_open(&r, path, &d));
+			out->len = DIM * 4 + d.state_floats * 4;
+			while ((rc = ckpt_part_next(r, &rec)) == 1) {
+				size_t k = rec.key - 1000;
+
+				H_CHECK(k < NKEYS && rec.kind == CKPT_REC_ROW,
+					"record of key %" PRIu64, rec.key);
+				out->key[k] = rec.key;
+				memcpy(out->data[k], rec.payload, DIM * 4);
+				memcpy(out->data[k] + DIM * 4, rec.state,
+				       d.state_floats * 4);
+				out->n++;
+			}
+			H_OK(rc);
+			ckpt_part_close(r);
+		}
+	}
+	ckpt_manifest_free(m);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int main(void)
+{
+	const char *ip = getenv("RS_RDMA_IP");
+	struct node a, b, c1;
+	struct rs_client *cl, *adm, *cl1;
+	struct tabs t;
+	struct cli_ckpt_opts o = { 0 };
+	struct cli_ckpt_report rep;
+	static struct rec_set x, y;
+	char nodes[600], path[256], path2[256], bad[256];
+	pthread_t up, rd;
+	unsigned long r0 = 0, r1 = 0;
+	uint64_t busy = 0;
+	int attempt;
+
+	if (!getenv("RS_RDMA_DEV") || !ip) {
+		fprintf(stderr, "skip: no RDMA device\n");
+		return 77;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	{
+		struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
+
+		setrlimit(RLIMIT_MEMLOCK, &rl);
+	}
+	snprintf(root, sizeof(root), "/tmp/rs-ckpt-e2e-XXXXXX");
+	H_CHECK(mkdtemp(root), "mkdtemp");
+	node_start(&a, ip);
+	node_start(&b, ip);
+	snprintf(nodes, sizeof(nodes), "%s,%s", a.addr, b.addr);
+	cl = client(nodes);
+	adm = client(nodes);
+	{
+		struct rs_table_spec sp = RS_TABLE_SPEC_INIT;
+
+		H_OK(rs_table_spec_init(&sp, "count", DIM));
+		H_OK(rs_table_spec_set_optimizer(&sp, "sgd"));
+		sp.optim.lr = 1.0f;	/* a row counts its updates */
+		sp.capacity = 16384;
+		H_OK(rs_table_create(cl, &sp));
+		H_OK(rs_table_open(cl, "count", &t.count));
+	}
+	t.ada = h_table(cl, "ada", DIM, "adagrad", RS_DTYPE_FP32, 16384);
+	{
+		static float zero[BATCH * DIM];
+		static int st[BATCH];
+
+		for (size_t i = 0; i < NKEYS; i++)
+			keys[i] = 1000 + i;
+		for (size_t b0 = 0; b0 < NKEYS; b0 += BATCH) {
+			H_OK(rs_put(t.count, keys + b0, BATCH, zero, st, 0));
+			H_OK(rs_put(t.ada, keys + b0, BATCH, zero, st, 0));
+		}
+	}
+	H_CHECK(!pthread_create(&up, NULL, updater, &t), "thread");
+	H_CHECK(!pthread_create(&rd, NULL, reader, &t), "thread");
+	while (atomic_load(&rounds) < 2)
+		usleep(10000);
+
+	for (attempt = 1; attempt <= 5 && !busy; attempt++) {
+		double t0;
+
+		snprintf(path, sizeof(path), "%s/c%d", root, attempt);
+		r0 = atomic_load(&rounds);
+		t0 = now_s();
+		H_OK(cli_checkpoint(adm, path, &o, &rep));
+		r1 = atomic_load(&rounds);
+		busy = stat_sum(adm, "checkpoint.busy_replies");
+		printf("checkpoint %d: %" PRIu64 " rows, %" PRIu64 " bytes in "
+		       "%.2f s, writes paused %.3f s; rounds %lu..%lu; busy "
+		       "replies so far %" PRIu64 "\n", attempt, rep.rows,
+		       rep.bytes, now_s() - t0, (double)rep.paused_us / 1e6,
+		       r0, r1, busy);
+		H_CHECK(rep.rows == 2 * NKEYS, "%" PRIu64 " rows", rep.rows);
+		H_OK(ckpt_verify(path, NULL));
+		records_of(path, "count", &x);
+		H_CHECK(x.n == NKEYS, "%zu count records", x.n);
+		for (size_t k = 0; k < NKEYS; k++) {
+			float v;
+
+			memcpy(&v, x.data[k], 4);
+			H_CHECK(v >= (float)r0 && v <= (float)(r1 + 1),
+				"key %zu counts %g updates, outside [%lu, %lu]:"
+				" not one point of the stream", k, (double)v,
+				r0, r1 + 1);
+		}
+	}
+	H_CHECK(busy > 0, "no write met the pause in 5 checkpoints");
+	while (atomic_load(&rounds) < r1 + 1)
+		usleep(10000);
+	atomic_store(&stop, 1);
+	pthread_join(up, NULL);
+	pthread_join(rd, NULL);
+	H_CHECK(!atomic_load(&upd_errors), "the updater saw errors");
+	H_CHECK(!atomic_load(&read_errors), "the reader saw errors");
+	printf("updater: %lu rounds, reader: %lu batches, no errors\n",
+	       (unsigned long)atomic_load(&rounds),
+	       (unsigned long)atomic_load(&reads));
+
+	/* restore onto one node, checkpoint it again: the same records */
+	node_start(&c1, ip);
+	cl1 = client(c1.addr);
+	H_OK(cli_restore(cl1, path, &o, &rep));
+	printf("restored onto 1 node: %" PRIu64 " rows in %.2f s\n",
+	       rep.rows, (double)rep.elapsed_us / 1e6);
+	H_CHECK(rep.rows == 2 * NKEYS, "restored %" PRIu64 " rows", rep.rows);
+	snprintf(path2, sizeof(path2), "%s/again", root);
+	H_OK(cli_checkpoint(cl1, path2, &o, &rep));
+	for (int k = 0; k < 2; k++) {
+		const char *tn = k ? "ada" : "count";
+
+		records_of(path, tn, &x);
+		records_of(path2, tn, &y);
+		H_CHECK(x.n == NKEYS && y.n == NKEYS && x.len == y.len,
+			"%s: %zu / %zu records", tn, x.n, y.n);
+		for (size_t i = 0; i < NKEYS; i++)
+			H_CHECK(!memcmp(x.data[i], y.data[i], x.len),
+				"%s: key %zu differs after restore", tn, i);
+		printf("%s: %d keys equal bit for bit (rows%s)\n", tn, NKEYS,
+		       x.len > DIM * 4 ? " and optimizer state" : "");
+	}
+
+	/* a damaged part: restore refuses it before writing anything */
+	{
+		char cmd[3 * PATH_MAX];
+		struct rs_table_spec sp = RS_TABLE_SPEC_INIT;
+		struct rs_client *cl2;
+		struct stat sb;
+		FILE *f;
+
+		snprintf(bad, sizeof(bad), "%s/bad", root);
+		snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", path, bad);
+		H_CHECK(!system(cmd), "cp");
+		snprintf(cmd, sizeof(cmd), "%s/ada-n1.rsck", bad);
+		H_CHECK(!stat(cmd, &sb), "%s", cmd);
+		f = fopen(cmd, "r+b");
+		H_CHECK(f && !fseek(f, sb.st_size / 2, SEEK_SET), "open");
+		fputc(fgetc(f) ^ 0x40, f);
+		fclose(f);
+		H_OK(rs_table_drop(cl1, "count"));
+		H_CHECK(cli_restore(cl1, bad, &o, &rep) == RS_E_CORRUPT,
+			"restore took a damaged checkpoint");
+		printf("damaged: %s\n", rs_errormsg());
+		H_CHECK(strstr(rs_errormsg(), "ada-n1.rsck"), "no file name");
+		cl2 = client(c1.addr);
+		H_CHECK(rs_table_get_spec(cl2, "count", &sp) == RS_E_NOTFOUND,
+			"restore wrote before verifying");
+		rs_client_close(&cl2);
+	}
+	rs_client_close(&cl1);
+	rs_client_close(&cl);
+	rs_client_close(&adm);
+	node_stop(&c1);
+	node_stop(&a);
+	node_stop(&b);
+	{
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+		H_CHECK(!system(cmd), "rm");
+	}
+	printf("ok\n");
+	return 0;
+}
