@@ -474,7 +474,7 @@ int ckpt_manifest_load(const char *dir, struct ckpt_manifest **out)
 	json_t *o = NULL, *tables;
 	unsigned version;
 	uint64_t sum;
-	size_t len;
+	size_t len = 0;
 	const char *s;
 	int n = 0;
 
