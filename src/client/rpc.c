@@ -298,6 +298,7 @@ static int send_next(struct rcall *r, struct rnode *rn)
 	struct proto_hdr h;
 	struct rmsg *msg;
 	size_t cnt = 0;
+	uint32_t width;
 	int kpm, len;
 
 	if (!v->valid)
@@ -306,15 +307,16 @@ static int send_next(struct rcall *r, struct rnode *rn)
 	kpm = keys_per_msg(r, rn, v);
 	if (kpm < 0)
 		return kpm;
+	width = has_rows_in(r->op) ? in_width(r, v) : 0;
 	while (rn->next + cnt < rn->n && cnt < (size_t)kpm) {
 		const struct ukey *u = &r->u[rn->order[rn->next + cnt]];
 
 		if (u->tab != u0->tab)
 			break;
 		rn->kbuf[cnt] = r->keys[u->first].key;
-		if (has_rows_in(r->op))
-			memcpy(rn->rbuf + cnt * in_width(r, v), u->row,
-			       in_width(r, v) * sizeof(float));
+		if (width)
+			memcpy(rn->rbuf + cnt * width, u->row,
+			       width * sizeof(float));
 		cnt++;
 	}
 	kr.table_id = v->info.id;
@@ -323,8 +325,8 @@ static int send_next(struct rcall *r, struct rnode *rn)
 	kr.lr = r->ko.lr;
 	kr.n = (uint32_t)cnt;
 	kr.keys = rn->kbuf;
-	if (has_rows_in(r->op)) {
-		kr.dim = in_width(r, v);
+	if (width) {
+		kr.dim = width;
 		kr.dtype = PROTO_DTYPE_FP32;
 		kr.rows = rn->rbuf;
 	}
