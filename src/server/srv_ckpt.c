@@ -73,10 +73,19 @@ bool srv_write_enter(struct rs_server *s)
 	if (RS_LIKELY(!atomic_load(&k->frozen)))
 		return true;
 	atomic_fetch_sub(&k->writers, 1);
-	if (mono_ns() >= atomic_load(&k->until_ns) &&
-	    !atomic_load(&k->dumping)) {
-		thaw_now(s, "the freeze timed out: no THAW came");
-		return srv_write_enter(s);
+	if (mono_ns() >= atomic_load(&k->until_ns)) {
+		bool thawed = false;
+
+		/* under the lock: a DUMP registers under it too, so a part
+		 * never runs into a thaw that had not seen it */
+		pthread_mutex_lock(&k->lock);
+		if (mono_ns() >= atomic_load(&k->until_ns) &&
+		    !atomic_load(&k->dumping))
+			thawed = thaw_now(s, "the freeze timed out: no THAW "
+					     "came") || !atomic_load(&k->frozen);
+		pthread_mutex_unlock(&k->lock);
+		if (thawed)
+			return srv_write_enter(s);
 	}
 	atomic_fetch_add_explicit(&k->busy, 1, memory_order_relaxed);
 	return false;
@@ -145,14 +154,20 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 	if (!s->o.checkpoint_dir)
 		return rs_seterr(RS_E_UNSUPPORTED, "checkpoints are off on this "
 				 "node: set checkpoint_dir in its config");
-	if (!atomic_load(&s->ckpt.frozen))
-		return rs_seterr(RS_E_INVAL, "DUMP without FREEZE: the part "
-				 "would not be one point of the updates");
 	t = srv_table_get_name(&s->tables, q->table);
 	if (!t)
 		return rs_seterr(RS_E_NOTFOUND, "table '%s': no such table on "
 				 "this node", q->table);
+	/* registered under the lock the deadline's thaw takes */
+	pthread_mutex_lock(&s->ckpt.lock);
+	if (!atomic_load(&s->ckpt.frozen)) {
+		pthread_mutex_unlock(&s->ckpt.lock);
+		srv_table_put(t);
+		return rs_seterr(RS_E_INVAL, "DUMP without FREEZE: the part "
+				 "would not be one point of the updates");
+	}
 	atomic_fetch_add(&s->ckpt.dumping, 1);
+	pthread_mutex_unlock(&s->ckpt.lock);
 	memset(&d, 0, sizeof(d));
 	memcpy(d.id, q->id, CKPT_ID_BYTES);
 	d.table = q->table_idx;
