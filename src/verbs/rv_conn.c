@@ -270,6 +270,7 @@ void rv_conn_fail(struct rv_conn *c, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(c->fail_msg, sizeof(c->fail_msg), fmt, ap);
 	va_end(ap);
+	atomic_store_explicit(&c->fail_msg_set, true, memory_order_release);
 	if (c->qp)
 		ibv_modify_qp(c->qp, &qa, IBV_QP_STATE);
 	rv_conn_kick(c);
@@ -281,8 +282,14 @@ int rv_conn_err(struct rv_conn *c)
 {
 	int code = atomic_load(&c->fail);
 
-	return code ? rs_seterr(code, "QP %u: %s", c->qp_num, c->fail_msg)
-		    : 0;
+	if (!code)
+		return 0;
+	/* fail is set before its message is written: a reader between the
+	 * two has only the code */
+	if (!atomic_load_explicit(&c->fail_msg_set, memory_order_acquire))
+		return rs_seterr(code, "QP %u: failed (%s)", c->qp_num,
+				 rs_strerror(code));
+	return rs_seterr(code, "QP %u: %s", c->qp_num, c->fail_msg);
 }
 
 /* ---- send-queue completions ---- */

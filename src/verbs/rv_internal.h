@@ -8,7 +8,8 @@
  *                   queue, send ring, client receive queue
  *   listener.rq_lock the shared receive CQ, qp_num map, ready queue, pool
  *   listener.cm_lock accepted ids' context pointers and conn states
- * Atomics without a lock: conn.fail (first failure wins), conn.credits and
+ * Atomics without a lock: conn.fail (first failure wins; its message is
+ * published by conn.fail_msg_set), conn.credits and
  * conn.token (added by whoever polls the receive CQ, spent under
  * conn.lock), conn.owed (added by rv_msg_release) and conn.ack_pending
  * (set by the receive CQ poller), both taken under conn.lock; counters;
@@ -169,7 +170,10 @@ struct rv_conn {
 	pthread_mutex_t lock;
 	struct rv_cq cq;		/* client: send+recv; accepted: send */
 	atomic_int fail;
-	char fail_msg[160];		/* written once, by the first failure */
+	/* written once, by the first failure, after it set fail; read only
+	 * once fail_msg_set says it is complete */
+	char fail_msg[160];
+	atomic_bool fail_msg_set;
 	/* lifetime: one reference for the owner (dropped by close) and one
 	 * per received message not yet released; the last one frees */
 	atomic_int refs;

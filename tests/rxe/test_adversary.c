@@ -115,6 +115,7 @@ static struct {
 	uint16_t port;
 	char log[256];		/* its stderr */
 	char cfg[256];
+	int status;		/* its wait status once reaped */
 } node;
 
 static void node_start(void)
@@ -161,9 +162,41 @@ static void node_start(void)
 
 static int node_alive(void)
 {
-	int st;
+	if (node.pid <= 0)
+		return 0;
+	if (waitpid(node.pid, &node.status, WNOHANG) == 0)
+		return 1;
+	node.pid = -1;	/* reaped: node.status says how it ended */
+	return 0;
+}
 
-	return node.pid > 0 && waitpid(node.pid, &st, WNOHANG) == 0;
+/* How a dead node ended, and its log from line `from` on (at most the
+ * last 60 lines): a CI run keeps only the test's output. */
+static void node_death_report(long from)
+{
+	char line[512];
+	long n = 0, skip;
+	FILE *f;
+
+	if (WIFSIGNALED(node.status))
+		printf("node died: signal %d\n", WTERMSIG(node.status));
+	else if (WIFEXITED(node.status))
+		printf("node died: exit status %d\n", WEXITSTATUS(node.status));
+	f = fopen(node.log, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		n += !!strchr(line, '\n');
+	skip = n - from > 60 ? n - 60 : from;
+	rewind(f);
+	printf("--- node log from line %ld ---\n", skip + 1);
+	for (n = 0; fgets(line, sizeof(line), f);) {
+		if (n >= skip)
+			fputs(line, stdout);
+		n += !!strchr(line, '\n');
+	}
+	printf("--- end of node log ---\n");
+	fclose(f);
 }
 
 static void node_stop(void)
@@ -1511,6 +1544,8 @@ static void run_one(const struct attack *a, struct row *w)
 		 r.ok ? "" : " | ATTACK CHECK FAILED");
 	printf("%-9s %s (%.1f s)  %s\n", a->name, w->pass ? "pass" : "FAIL",
 	       w->secs, w->why);
+	if (!alive)
+		node_death_report(log0);
 	fflush(stdout);
 }
 
