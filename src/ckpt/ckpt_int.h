@@ -7,30 +7,7 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
-
-/* little-endian scalars of the file formats */
-static inline void ckpt_st32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline void ckpt_st64(uint8_t *p, uint64_t v)
-{
-	ckpt_st32(p, (uint32_t)v);
-	ckpt_st32(p + 4, (uint32_t)(v >> 32));
-}
-
-static inline uint32_t ckpt_ld32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static inline uint64_t ckpt_ld64(const uint8_t *p)
-{
-	return (uint64_t)ckpt_ld32(p) | (uint64_t)ckpt_ld32(p + 4) << 32;
-}
+#include "common/le.h"
 
 /* fp32 arrays <-> little-endian (the row format already requires a
  * little-endian host: a copy) */

@@ -54,8 +54,8 @@ void ckpt_new_id(uint8_t id[CKPT_ID_BYTES])
 	if (got < CKPT_ID_BYTES) {	/* no entropy source: time and pid */
 		uint64_t a = (uint64_t)time(NULL), b = (uint64_t)getpid();
 
-		ckpt_st64(id, XXH64(&a, sizeof(a), b));
-		ckpt_st64(id + 8, XXH64(&b, sizeof(b), a));
+		le_st64(id, XXH64(&a, sizeof(a), b));
+		le_st64(id + 8, XXH64(&b, sizeof(b), a));
 	}
 }
 

@@ -86,17 +86,17 @@ static void hdr_encode(uint8_t h[HDR_BYTES], const struct ckpt_part_desc *d)
 {
 	memset(h, 0, HDR_BYTES);
 	memcpy(h, part_magic, 8);
-	ckpt_st32(h + 8, CKPT_FORMAT_VERSION);
-	ckpt_st32(h + 12, HDR_BYTES);
-	ckpt_st32(h + 16, d->with_state ? F_STATE : 0);
-	ckpt_st32(h + 20, d->dim);
+	le_st32(h + 8, CKPT_FORMAT_VERSION);
+	le_st32(h + 12, HDR_BYTES);
+	le_st32(h + 16, d->with_state ? F_STATE : 0);
+	le_st32(h + 20, d->dim);
 	h[24] = (uint8_t)d->dtype;
 	h[25] = (uint8_t)d->optim_kind;
-	ckpt_st32(h + 28, d->state_floats);
-	ckpt_st32(h + 32, d->table);
-	ckpt_st32(h + 36, d->part);
+	le_st32(h + 28, d->state_floats);
+	le_st32(h + 32, d->table);
+	le_st32(h + 36, d->part);
 	memcpy(h + 40, d->id, CKPT_ID_BYTES);
-	ckpt_st64(h + 56, XXH64(h, 56, 0));
+	le_st64(h + 56, XXH64(h, 56, 0));
 }
 
 static int hdr_decode(const uint8_t h[HDR_BYTES], struct ckpt_part_desc *d,
@@ -107,25 +107,25 @@ static int hdr_decode(const uint8_t h[HDR_BYTES], struct ckpt_part_desc *d,
 	if (memcmp(h, part_magic, 8))
 		return rs_seterr(RS_E_CORRUPT, "%s: not a checkpoint part "
 				 "(bad magic)", path);
-	if (ckpt_ld64(h + 56) != XXH64(h, 56, 0))
+	if (le_ld64(h + 56) != XXH64(h, 56, 0))
 		return rs_seterr(RS_E_CORRUPT, "%s: header checksum mismatch",
 				 path);
-	if (ckpt_ld32(h + 8) != CKPT_FORMAT_VERSION)
+	if (le_ld32(h + 8) != CKPT_FORMAT_VERSION)
 		return rs_seterr(RS_E_UNSUPPORTED, "%s: format version %u (this "
-				 "build reads %u)", path, ckpt_ld32(h + 8),
+				 "build reads %u)", path, le_ld32(h + 8),
 				 CKPT_FORMAT_VERSION);
-	flags = ckpt_ld32(h + 16);
-	if (ckpt_ld32(h + 12) != HDR_BYTES || (flags & ~F_STATE) || h[26] ||
+	flags = le_ld32(h + 16);
+	if (le_ld32(h + 12) != HDR_BYTES || (flags & ~F_STATE) || h[26] ||
 	    h[27])
 		return rs_seterr(RS_E_CORRUPT, "%s: malformed header", path);
 	memset(d, 0, sizeof(*d));
 	d->with_state = flags & F_STATE;
-	d->dim = ckpt_ld32(h + 20);
+	d->dim = le_ld32(h + 20);
 	d->dtype = h[24];
 	d->optim_kind = h[25];
-	d->state_floats = ckpt_ld32(h + 28);
-	d->table = ckpt_ld32(h + 32);
-	d->part = ckpt_ld32(h + 36);
+	d->state_floats = le_ld32(h + 28);
+	d->table = le_ld32(h + 32);
+	d->part = le_ld32(h + 36);
 	memcpy(d->id, h + 40, CKPT_ID_BYTES);
 	return ckpt_desc_check(d, path);
 }
@@ -262,7 +262,7 @@ int ckpt_part_put(struct ckpt_writer *w, uint64_t key, const void *payload,
 	if ((rc = w_stage(w, w->rec_bytes)))
 		return rc;
 	p = w->in + w->in_len;
-	ckpt_st64(p, key);
+	le_st64(p, key);
 	p[8] = CKPT_REC_ROW;
 	memcpy(p + REC_HEAD, payload, w->payload_bytes);
 	if (w->d.state_floats)	/* only with state */
@@ -282,7 +282,7 @@ int ckpt_part_put_deleted(struct ckpt_writer *w, uint64_t key)
 	if ((rc = w_stage(w, REC_HEAD)))
 		return rc;
 	p = w->in + w->in_len;
-	ckpt_st64(p, key);
+	le_st64(p, key);
 	p[8] = CKPT_REC_DELETED;
 	w->in_len += REC_HEAD;
 	w->sum.deleted++;
@@ -299,10 +299,10 @@ int ckpt_part_finish(struct ckpt_writer *w, struct ckpt_part_sum *sum)
 		goto fail;
 	w->sum.xxh64 = XXH64_digest(w->h);
 	memcpy(t, end_magic, 8);
-	ckpt_st64(t + 8, w->sum.rows);
-	ckpt_st64(t + 16, w->sum.deleted);
-	ckpt_st64(t + 24, w->sum.raw_bytes);
-	ckpt_st64(t + 32, w->sum.xxh64);
+	le_st64(t + 8, w->sum.rows);
+	le_st64(t + 16, w->sum.deleted);
+	le_st64(t + 24, w->sum.raw_bytes);
+	le_st64(t + 32, w->sum.xxh64);
 	if ((rc = w_write(w, t, sizeof(t), false)))
 		goto fail;
 	if (fsync(w->fd)) {
@@ -430,10 +430,10 @@ int ckpt_part_open(struct ckpt_reader **out, const char *path,
 			       "damaged)", path);
 		goto fail;
 	}
-	r->want.rows = ckpt_ld64(t + 8);
-	r->want.deleted = ckpt_ld64(t + 16);
-	r->want.raw_bytes = ckpt_ld64(t + 24);
-	r->want.xxh64 = ckpt_ld64(t + 32);
+	r->want.rows = le_ld64(t + 8);
+	r->want.deleted = le_ld64(t + 16);
+	r->want.raw_bytes = le_ld64(t + 24);
+	r->want.xxh64 = le_ld64(t + 32);
 	r->want.bytes = (uint64_t)st.st_size;
 	r->payload_bytes = ckpt_payload_bytes(&r->d);
 	r->rec_bytes = row_rec_bytes(&r->d);
@@ -548,7 +548,7 @@ int ckpt_part_next(struct ckpt_reader *r, struct ckpt_record *rec)
 	if (rc <= 0)
 		return rc < 0 ? rc : r_end(r);
 	p = r->raw + r->raw_pos;
-	rec->key = ckpt_ld64(p);
+	rec->key = le_ld64(p);
 	rec->kind = p[8];
 	rec->payload = NULL;
 	rec->state = NULL;

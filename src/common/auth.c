@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/auth.h"
+#include "common/le.h"
 #include "common/proto.h"
 #include "common/rs_internal.h"
 
@@ -178,31 +179,6 @@ out:
 	return ret;
 }
 
-/* ---- bytes ---- */
-
-static void st32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void st64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t ld32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint64_t ld64(const uint8_t *p)
-{
-	return (uint64_t)ld32(p) | (uint64_t)ld32(p + 4) << 32;
-}
-
 /* HMAC(k, label || a || b) truncated to AUTH_MAC_LEN. */
 static void mac(const struct auth_key *k, const char *label, const void *a,
 		size_t alen, const void *b, size_t blen,
@@ -230,8 +206,8 @@ void auth_request_make(const struct auth_key *k, uint64_t now_s,
 {
 	memset(out, 0, AUTH_REQ_LEN);
 	out[0] = AUTH_VERSION;
-	st32(out + 4, k->id);
-	st64(out + 8, now_s);
+	le_st32(out + 4, k->id);
+	le_st64(out + 8, now_s);
 	randombytes_buf(out + 16, AUTH_NONCE_LEN);
 	mac(k, LABEL_REQ, out, 28, NULL, 0, out + 28);
 }
@@ -243,7 +219,7 @@ static void accept_make(const struct auth_key *k,
 	memset(out, 0, AUTH_ACC_LEN);
 	out[0] = AUTH_VERSION;
 	out[1] = (uint8_t)role;
-	st32(out + 4, k->id);
+	le_st32(out + 4, k->id);
 	mac(k, LABEL_ACC, req, AUTH_REQ_LEN, out, 8, out + 8);
 }
 
@@ -260,7 +236,7 @@ int auth_accept_check(const struct auth_key *k,
 				 "(none configured there), so it cannot prove "
 				 "it knows ours: refused");
 	if (len < AUTH_ACC_LEN || p[0] != AUTH_VERSION || p[2] || p[3] ||
-	    ld32(p + 4) != k->id || p[1] < AUTH_ROLE_READ ||
+	    le_ld32(p + 4) != k->id || p[1] < AUTH_ROLE_READ ||
 	    p[1] > AUTH_ROLE_ADMIN)
 		return rs_seterr(RS_E_AUTH, "the node's accept is not a "
 				 "valid credential reply");
@@ -316,10 +292,10 @@ static uint32_t replay_home(const struct auth_replay *r, uint32_t key_id,
 {
 	uint8_t in[4 + AUTH_NONCE_LEN], h[crypto_shorthash_BYTES];
 
-	st32(in, key_id);
+	le_st32(in, key_id);
 	memcpy(in + 4, nonce, AUTH_NONCE_LEN);
 	crypto_shorthash(h, in, sizeof(in), r->hkey);
-	return ld32(h) % (r->cap * 2);
+	return le_ld32(h) % (r->cap * 2);
 }
 
 /* Index position of ring slot `slot` (1-based in the index). */
@@ -475,10 +451,10 @@ static unsigned request_check(const struct auth_node *a, const uint8_t *p,
 	if (len != AUTH_REQ_LEN || p[0] != AUTH_VERSION || p[1] || p[2] ||
 	    p[3])
 		return AUTH_W_MALFORMED;
-	*key = auth_node_key(a, ld32(p + 4));
+	*key = auth_node_key(a, le_ld32(p + 4));
 	if (!*key)
 		return AUTH_W_UNKNOWN_KEY;
-	ts = ld64(p + 8);
+	ts = le_ld64(p + 8);
 	if ((ts > now_s ? ts - now_s : now_s - ts) > a->skew_s)
 		return AUTH_W_CLOCK;
 	mac(*key, LABEL_REQ, p, 28, NULL, 0, want);
@@ -498,7 +474,7 @@ unsigned auth_node_check(struct auth_node *a, const void *priv, size_t len,
 	why = request_check(a, p, len, now_s, &k);
 	if (why == AUTH_W_OK)
 		why = replay_check_add(&a->replay, k->id, p + 16,
-				       ld64(p + 8) + a->skew_s, now_s);
+				       le_ld64(p + 8) + a->skew_s, now_s);
 	if (why != AUTH_W_OK) {
 		atomic_fetch_add_explicit(&a->refused[why], 1,
 					  memory_order_relaxed);
@@ -523,6 +499,6 @@ unsigned auth_node_role_of(const struct auth_node *a, const void *priv,
 
 	if (len != AUTH_REQ_LEN || p[0] != AUTH_VERSION)
 		return AUTH_ROLE_NONE;
-	k = auth_node_key(a, ld32(p + 4));
+	k = auth_node_key(a, le_ld32(p + 4));
 	return k ? k->role : AUTH_ROLE_NONE;
 }

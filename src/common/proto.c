@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/le.h"
 #include "common/proto.h"
 #include "common/rs_internal.h"
 
@@ -49,40 +50,6 @@
 
 /* ---- little-endian scalars ---- */
 
-static inline uint16_t ld16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | (unsigned)p[1] << 8);
-}
-
-static inline uint32_t ld32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static inline uint64_t ld64(const uint8_t *p)
-{
-	return (uint64_t)ld32(p) | (uint64_t)ld32(p + 4) << 32;
-}
-
-static inline void st16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static inline void st32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline void st64(uint8_t *p, uint64_t v)
-{
-	st32(p, (uint32_t)v);
-	st32(p + 4, (uint32_t)(v >> 32));
-}
-
 static inline uint32_t f2u(float f)
 {
 	uint32_t u;
@@ -103,12 +70,12 @@ static inline float u2f(uint32_t u)
 
 uint64_t proto_key_at(const void *keys, uint32_t i)
 {
-	return ld64((const uint8_t *)keys + 8 * (size_t)i);
+	return le_ld64((const uint8_t *)keys + 8 * (size_t)i);
 }
 
 int32_t proto_status_at(const void *status, uint32_t i)
 {
-	return (int32_t)ld32((const uint8_t *)status + 4 * (size_t)i);
+	return (int32_t)le_ld32((const uint8_t *)status + 4 * (size_t)i);
 }
 
 /*
@@ -143,14 +110,14 @@ int32_t proto_status_at(const void *status, uint32_t i)
 			ST(p + (W) * i, CONV(src[i]));                  \
 	}
 
-BULK_LOAD(proto_load_u64, uint64_t, 8, ld64, )
-BULK_LOAD(proto_load_i32, int32_t, 4, ld32, (int32_t))
-BULK_LOAD(proto_load_f32, float, 4, ld32, u2f)
-BULK_LOAD(proto_load_u16, uint16_t, 2, ld16, )
-BULK_STORE(proto_store_f32, float, 4, st32, f2u)
-BULK_STORE(proto_store_u16, uint16_t, 2, st16, )
-static BULK_STORE(store_u64s, uint64_t, 8, st64, )
-static BULK_STORE(store_i32s, int32_t, 4, st32, (uint32_t))
+BULK_LOAD(proto_load_u64, uint64_t, 8, le_ld64, )
+BULK_LOAD(proto_load_i32, int32_t, 4, le_ld32, (int32_t))
+BULK_LOAD(proto_load_f32, float, 4, le_ld32, u2f)
+BULK_LOAD(proto_load_u16, uint16_t, 2, le_ld16, )
+BULK_STORE(proto_store_f32, float, 4, le_st32, f2u)
+BULK_STORE(proto_store_u16, uint16_t, 2, le_st16, )
+static BULK_STORE(store_u64s, uint64_t, 8, le_st64, )
+static BULK_STORE(store_i32s, int32_t, 4, le_st32, (uint32_t))
 
 /* rows of n * dim elements of dtype, host -> wire */
 static void store_rows(uint8_t *p, const void *rows, size_t count,
@@ -498,21 +465,21 @@ static uint16_t rd_u16(struct rd *r, const char *field)
 {
 	const uint8_t *q = rd_take(r, 2, field);
 
-	return q ? ld16(q) : 0;
+	return q ? le_ld16(q) : 0;
 }
 
 static uint32_t rd_u32(struct rd *r, const char *field)
 {
 	const uint8_t *q = rd_take(r, 4, field);
 
-	return q ? ld32(q) : 0;
+	return q ? le_ld32(q) : 0;
 }
 
 static uint64_t rd_u64(struct rd *r, const char *field)
 {
 	const uint8_t *q = rd_take(r, 8, field);
 
-	return q ? ld64(q) : 0;
+	return q ? le_ld64(q) : 0;
 }
 
 static float rd_f32(struct rd *r, const char *field)
@@ -605,7 +572,7 @@ static void wr_u16(struct wr *w, uint16_t v)
 	uint8_t *q = wr_take(w, 2);
 
 	if (q)
-		st16(q, v);
+		le_st16(q, v);
 }
 
 static void wr_u32(struct wr *w, uint32_t v)
@@ -613,7 +580,7 @@ static void wr_u32(struct wr *w, uint32_t v)
 	uint8_t *q = wr_take(w, 4);
 
 	if (q)
-		st32(q, v);
+		le_st32(q, v);
 }
 
 static void wr_u64(struct wr *w, uint64_t v)
@@ -621,7 +588,7 @@ static void wr_u64(struct wr *w, uint64_t v)
 	uint8_t *q = wr_take(w, 8);
 
 	if (q)
-		st64(q, v);
+		le_st64(q, v);
 }
 
 static void wr_f32(struct wr *w, float v)
@@ -671,14 +638,14 @@ static int wr_finish(struct wr *w, const struct proto_hdr *h, uint32_t op,
 				 "%s %s needs %zu bytes, the buffer holds %zu",
 				 proto_op_name(op), reply ? "reply" : "request",
 				 w->off, w->cap);
-	st32(p, PROTO_MAGIC);
+	le_st32(p, PROTO_MAGIC);
 	p[4] = PROTO_VERSION;
 	p[5] = (uint8_t)op;
-	st16(p + 6, flags);
-	st64(p + 8, h ? h->req_id : 0);
-	st64(p + 16, h ? h->trace_id : 0);
-	st32(p + 24, (uint32_t)(w->off - PROTO_HDR_BYTES));
-	st32(p + 28, (uint32_t)(reply && h ? h->status : 0));
+	le_st16(p + 6, flags);
+	le_st64(p + 8, h ? h->req_id : 0);
+	le_st64(p + 16, h ? h->trace_id : 0);
+	le_st32(p + 24, (uint32_t)(w->off - PROTO_HDR_BYTES));
+	le_st32(p + 28, (uint32_t)(reply && h ? h->status : 0));
 	return (int)w->off;
 }
 
@@ -1080,14 +1047,14 @@ static int dec_hdr(struct proto_hdr *h, const uint8_t *p, size_t len,
 		return rs_seterr(RS_E_PROTO, "message of %zu bytes is shorter "
 				 "than the %d-byte header", len,
 				 PROTO_HDR_BYTES);
-	magic = ld32(p);
+	magic = le_ld32(p);
 	h->version = p[4];
 	h->opcode = p[5];
-	h->flags = ld16(p + 6);
-	h->req_id = ld64(p + 8);
-	h->trace_id = ld64(p + 16);
-	h->body_len = ld32(p + 24);
-	h->status = (int32_t)ld32(p + 28);
+	h->flags = le_ld16(p + 6);
+	h->req_id = le_ld64(p + 8);
+	h->trace_id = le_ld64(p + 16);
+	h->body_len = le_ld32(p + 24);
+	h->status = (int32_t)le_ld32(p + 28);
 	if (magic != PROTO_MAGIC)
 		return rs_seterr(RS_E_PROTO, "bad magic 0x%08x (expected "
 				 "0x%08x)", magic, PROTO_MAGIC);
@@ -1435,7 +1402,7 @@ static int enc_list_reply(void *buf, size_t cap, const struct proto_hdr *h,
 		}
 	}
 	if (w.off <= w.cap)
-		st32(w.p + n_at, k);
+		le_st32(w.p + n_at, k);
 	*written = w.off <= w.cap ? k : 0;
 	return wr_finish(&w, h, op, 1);
 }
@@ -1622,7 +1589,7 @@ int proto_keys_reply_begin(void *buf, size_t cap, const struct proto_hdr *h,
 
 void proto_reply_set(struct proto_reply_writer *w, uint32_t i, int32_t st)
 {
-	st32(w->status + 4 * (size_t)i, (uint32_t)st);
+	le_st32(w->status + 4 * (size_t)i, (uint32_t)st);
 }
 
 void proto_reply_fail(struct proto_reply_writer *w, uint32_t i, int32_t st)

@@ -71,6 +71,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/le.h"
 #include "server/srv_internal.h"
 #include "trace/trace.h"
 #include "value/row_format.h"
@@ -826,19 +827,13 @@ static void do_keyed(struct req *r)
 
 /* ---- entry ---- */
 
-static uint32_t ld32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
 /* A message that did not decode: see the head comment. */
 static void reply_undecodable(struct req *r, const void *msg, size_t len,
 			      int code)
 {
 	const uint8_t *p = msg;
 	char err[PROTO_ERRMSG_MAX + 1];
-	bool sound = len >= PROTO_HDR_BYTES && ld32(p) == PROTO_MAGIC &&
+	bool sound = len >= PROTO_HDR_BYTES && le_ld32(p) == PROTO_MAGIC &&
 		     p[4] == PROTO_VERSION && p[5] > 0 &&
 		     p[5] < PROTO_OP_COUNT;
 

@@ -12,6 +12,7 @@
  */
 #include <math.h>
 
+#include "common/le.h"
 #include "server_harness.h"
 
 #define HDR PROTO_HDR_BYTES
@@ -26,17 +27,6 @@ static struct sv_good good = { .node = &node, .nkeys = 32, .dim = 8,
 static struct sv_cli bad;
 static unsigned bad_sent;
 
-static void st32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t ld32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
 
 /* Send len bytes of buf, expect one error reply; returns its status and
  * fills *m. */
@@ -155,19 +145,19 @@ static void framing_cases(const struct proto_table_info *t)
 
 	/* sound header, lying or broken body */
 	len = enc_get(b, t, 4, PROTO_OP_GET);
-	st32(b + 24, ld32(b + 24) + 8);
+	le_st32(b + 24, le_ld32(b + 24) + 8);
 	expect_code(b, len, RS_E_PROTO, "body_len too large");
 	len = enc_get(b, t, 4, PROTO_OP_GET);
-	st32(b + 24, ld32(b + 24) - 8);
+	le_st32(b + 24, le_ld32(b + 24) - 8);
 	expect_code(b, len, RS_E_PROTO, "body_len too small");
 	len = enc_get(b, t, 10, PROTO_OP_GET);
-	st32(b + 24, ld32(b + 24) - 24);
+	le_st32(b + 24, le_ld32(b + 24) - 24);
 	expect_code(b, len - 24, RS_E_PROTO, "truncated keys");
 	len = enc_get(b, t, 10, PROTO_OP_GET);
-	st32(b + HDR + 16, 12); /* n says 12, 10 keys present */
+	le_st32(b + HDR + 16, 12); /* n says 12, 10 keys present */
 	expect_code(b, len, RS_E_PROTO, "n larger than the keys");
 	len = enc_get(b, t, 10, PROTO_OP_GET);
-	st32(b + HDR + 16, 0x7fffffff);
+	le_st32(b + HDR + 16, 0x7fffffff);
 	expect_code(b, len, RS_E_TOOBIG, "oversized batch (n)");
 	len = enc_get(b, t, 4, PROTO_OP_GET);
 	b[6] |= 0x80;
@@ -182,7 +172,7 @@ static void framing_cases(const struct proto_table_info *t)
 	b[HDR + 24] = 9; /* dtype */
 	expect_code(b, len, RS_E_PROTO, "unknown dtype");
 	len = enc_put(b, t, 4, t->spec.dim);
-	st32(b + HDR + 20, 1u << 30); /* dim */
+	le_st32(b + HDR + 20, 1u << 30); /* dim */
 	expect_code(b, len, RS_E_TOOBIG, "dim over the limit");
 }
 
@@ -256,7 +246,7 @@ static void semantic_cases(const struct proto_table_info *t,
 			n = proto_enc_keys_req(b, bad.cap, &h,
 					       PROTO_OP_UPDATE, &q);
 			SV_OK(n);
-			st32(b + HDR + 28, lr_bits[i]);
+			le_st32(b + HDR + 28, lr_bits[i]);
 			expect_code(b, (size_t)n, RS_E_INVAL, what[i]);
 		}
 	}
@@ -272,8 +262,8 @@ static void semantic_cases(const struct proto_table_info *t,
 	SV_OK(n);
 	/* patch lr (spec: name length and name come first; find 0.5f) */
 	for (int i = HDR; i + 4 <= n; i++)
-		if (ld32(b + i) == 0x3f000000u) {
-			st32(b + i, 0xbf800000u); /* -1.0f */
+		if (le_ld32(b + i) == 0x3f000000u) {
+			le_st32(b + i, 0xbf800000u); /* -1.0f */
 			break;
 		}
 	expect_code(b, (size_t)n, RS_E_INVAL, "create with lr -1");
@@ -307,7 +297,7 @@ static void fuzz_cases(const struct proto_table_info *t)
 			len = (size_t)rand_r(&seed) % len;
 			break;
 		default: /* overwrite a header or fixed-body word */
-			st32(b + 4 * (rand_r(&seed) % 16),
+			le_st32(b + 4 * (rand_r(&seed) % 16),
 			     (uint32_t)rand_r(&seed));
 			break;
 		}
