@@ -258,47 +258,48 @@ static int bad(struct mctx *c, const char *where, const char *what)
 	return c->rc;
 }
 
+/* Record that field WHERE.KEY is WHAT. */
+static void bad_field(struct mctx *c, const char *where, const char *key,
+		      const char *what)
+{
+	char w[160];
+
+	snprintf(w, sizeof(w), "%s.%s", where, key);
+	bad(c, w, what);
+}
+
 static uint64_t get_u64(struct mctx *c, json_t *o, const char *key,
 			uint64_t max, const char *where)
 {
 	json_t *v = json_object_get(o, key);
-	char w[160];
 
-	snprintf(w, sizeof(w), "%s.%s", where, key);
-	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-	    (uint64_t)json_integer_value(v) > max) {
-		bad(c, w, "missing, or not an integer in range");
-		return 0;
-	}
-	return (uint64_t)json_integer_value(v);
+	if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+	    (uint64_t)json_integer_value(v) <= max)
+		return (uint64_t)json_integer_value(v);
+	bad_field(c, where, key, "missing, or not an integer in range");
+	return 0;
 }
 
 static float get_f32(struct mctx *c, json_t *o, const char *key,
 		     const char *where)
 {
 	json_t *v = json_object_get(o, key);
-	char w[160];
 
-	snprintf(w, sizeof(w), "%s.%s", where, key);
-	if (!json_is_number(v)) {
-		bad(c, w, "missing, or not a number");
-		return 0;
-	}
-	return (float)json_number_value(v);
+	if (json_is_number(v))
+		return (float)json_number_value(v);
+	bad_field(c, where, key, "missing, or not a number");
+	return 0;
 }
 
 static const char *get_str(struct mctx *c, json_t *o, const char *key,
 			   const char *where)
 {
 	json_t *v = json_object_get(o, key);
-	char w[160];
 
-	snprintf(w, sizeof(w), "%s.%s", where, key);
-	if (!json_is_string(v)) {
-		bad(c, w, "missing, or not a string");
-		return "";
-	}
-	return json_string_value(v);
+	if (json_is_string(v))
+		return json_string_value(v);
+	bad_field(c, where, key, "missing, or not a string");
+	return "";
 }
 
 static uint64_t get_hex64(struct mctx *c, json_t *o, const char *key,
@@ -310,12 +311,8 @@ static uint64_t get_hex64(struct mctx *c, json_t *o, const char *key,
 
 	errno = 0;
 	v = strtoull(s, &end, 16);
-	if (strlen(s) != 16 || *end || errno) {
-		char w[160];
-
-		snprintf(w, sizeof(w), "%s.%s", where, key);
-		bad(c, w, "not 16 hex digits");
-	}
+	if (strlen(s) != 16 || *end || errno)
+		bad_field(c, where, key, "not 16 hex digits");
 	return v;
 }
 

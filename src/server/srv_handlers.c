@@ -737,7 +737,8 @@ static void do_load(struct req *r, struct srv_table *t)
 	float *v;
 
 	if (!(v = rows_to_f32(w, k->rows, n, width, PROTO_DTYPE_FP32)) ||
-	    srv_scratch(&w->status, &w->status_cap, (size_t)n * 4 + 4)) {
+	    srv_scratch(&w->status, &w->status_cap, (size_t)n * 4 + 4) ||
+	    row_scratch(w, t)) {
 		reply_error(r, r->op, -ENOMEM, "out of memory");
 		return;
 	}
@@ -756,7 +757,8 @@ static void do_load(struct req *r, struct srv_table *t)
 			continue;
 		}
 		ret = slab_load_row(t->st, proto_key_at(k->keys, i), row,
-				    width > dim ? row + dim : NULL, &created);
+				    width > dim ? row + dim : NULL, w->row,
+				    w->state, &created);
 		st[i] = ret ? ret : created ? PROTO_ST_CREATED : PROTO_ST_OK;
 	}
 	atomic_fetch_add(&t->cnt.put_keys, n);

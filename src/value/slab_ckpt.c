@@ -90,11 +90,10 @@ int slab_table_dump(struct slab_table *t, struct ckpt_writer *w,
 }
 
 int slab_load_row(struct slab_table *t, uint64_t key, const float *val,
-		  const float *state, bool *created)
+		  const float *state, float *vbuf, float *sbuf, bool *created)
 {
 	uint32_t sf = slab_table_state_floats(t);
-	float *vb, *sb = NULL;
-	struct slab_wr wr;
+	struct slab_wr wr = { .val = vbuf, .state = sf ? sbuf : NULL };
 	int rc;
 
 	*created = false;
@@ -104,15 +103,6 @@ int slab_load_row(struct slab_table *t, uint64_t key, const float *val,
 		return rc;
 	}
 	/* overwrite: payload, and the state when the record has one */
-	vb = malloc((size_t)slab_table_dim(t) * sizeof(float));
-	if (sf)
-		sb = malloc((size_t)sf * sizeof(float));
-	if (!vb || (sf && !sb)) {
-		free(vb);
-		free(sb);
-		return rs_seterr(-ENOMEM, "restore: out of memory");
-	}
-	wr = (struct slab_wr){ .val = vb, .state = sb };
 	rc = slab_write_begin(t, key, &wr);
 	if (!rc) {
 		memcpy(wr.val, val, (size_t)slab_table_dim(t) * sizeof(float));
@@ -120,8 +110,6 @@ int slab_load_row(struct slab_table *t, uint64_t key, const float *val,
 			memcpy(wr.state, state, (size_t)sf * sizeof(float));
 		rc = slab_write_commit(&wr);
 	}
-	free(vb);
-	free(sb);
 	return rc;
 }
 
@@ -138,7 +126,9 @@ int slab_table_load(struct slab_table *t, struct ckpt_reader *r,
 	memset(st, 0, sizeof(*st));
 	if ((rc = geom_matches(t, d, &g, "restore")))
 		return rc;
-	val = malloc((size_t)g.dim * sizeof(float));
+	/* the row, and the scratch of an overwrite (row and state) */
+	val = malloc(((size_t)g.dim * 2 + slab_table_state_floats(t) + 1) *
+		     sizeof(float));
 	if (!val)
 		return rs_seterr(-ENOMEM, "restore: out of memory");
 	while ((more = ckpt_part_next(r, &rec)) > 0) {
@@ -155,7 +145,8 @@ int slab_table_load(struct slab_table *t, struct ckpt_reader *r,
 		row_payload_to_f32(&g, rec.payload, val);
 		/* without state in the part: a new row gets zeros (what
 		 * the optimizer starts from), an existing one keeps its */
-		rc = slab_load_row(t, rec.key, val, rec.state, &created);
+		rc = slab_load_row(t, rec.key, val, rec.state, val + g.dim,
+				   val + 2 * g.dim, &created);
 		if (!rc && created)
 			st->inserted++;
 		else if (!rc)

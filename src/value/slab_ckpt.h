@@ -25,9 +25,11 @@ int slab_table_dump(struct slab_table *t, struct ckpt_writer *w,
 
 /* Set key to val[dim] and (state non-NULL) state[state_floats]: a new
  * row, or the existing one overwritten (its state kept when state is
- * NULL). *created tells which. 0, RS_E_FULL, -ENOMEM, -EIO. */
+ * NULL). *created tells which. vbuf[dim] and sbuf[state_floats] (NULL
+ * without state) are the caller's scratch for an overwrite. 0,
+ * RS_E_FULL, -EIO. */
 int slab_load_row(struct slab_table *t, uint64_t key, const float *val,
-		  const float *state, bool *created);
+		  const float *state, float *vbuf, float *sbuf, bool *created);
 
 struct slab_load_stats {
 	uint64_t inserted, overwritten, deleted;
