@@ -377,7 +377,7 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 {
 	const uint32_t N = PROTO_NO_TABLE;
 	struct srv_metrics *m = &s->m;
-	uint64_t req = 0, err = 0;
+	uint64_t req = 0, err = 0, nconns, conns_total;
 	struct rusage ru;
 	struct rv_stats cq;
 	struct slab_store_info si;
@@ -405,8 +405,12 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 	TRY(add(l, N, "keys_served", metrics_counter_value(m->keys_served)));
 	TRY(add(l, N, "bytes_served",
 		metrics_counter_value(m->bytes_served)));
-	TRY(add(l, N, "connections", (uint64_t)rd_conns(s)));
-	TRY(add(l, N, "connections_total", s->conns_total));
+	pthread_mutex_lock(&s->conns_lock);	/* both change under it */
+	nconns = s->nconns;
+	conns_total = s->conns_total;
+	pthread_mutex_unlock(&s->conns_lock);
+	TRY(add(l, N, "connections", nconns));
+	TRY(add(l, N, "connections_total", conns_total));
 	TRY(add(l, N, "requests_deferred", atomic_load(&s->deferred)));
 	TRY(add(l, N, "checkpoint.pauses", atomic_load(&s->ckpt.pauses)));
 	TRY(add(l, N, "checkpoint.paused_us",
