@@ -381,6 +381,93 @@ int rs_op_test(struct rs_op *op);
  * call would have returned. */
 int rs_op_wait(struct rs_op **op);
 
+/* ---- checkpoints (docs/checkpoint.md) ----
+ *
+ * A checkpoint is a directory: a MANIFEST and one compressed, checksummed
+ * part file per table and node, in a format independent of the node
+ * count (docs/checkpoint-format.md). Taking one pauses the store's writes
+ * for the time the nodes take to write their parts (writes meanwhile are
+ * retried by the library, reads go on). The nodes write the parts
+ * themselves: each must see the directory as <its checkpoint_dir>/<last
+ * component of path> (a shared file system, or one host). Restoring
+ * reads the parts here and loads them into any store, of any node count.
+ */
+
+/* Progress of a long checkpoint or restore, passed to the callback (at
+ * most once a second, and at every phase). Filled by the library:
+ * struct_size is the library's; read only fields within it. */
+struct rs_ckpt_progress {
+	uint32_t struct_size;
+	uint32_t reserved;
+	const char *phase;	/* "freeze", "dump", "verify", "load", "done" */
+	uint64_t rows, bytes;	/* done so far */
+	uint64_t total_rows;	/* restore: the checkpoint's; else 0 */
+	uint64_t total_bytes;	/* restore: the checkpoint's; else 0 */
+	uint64_t elapsed_us;
+};
+
+#define RS_CKPT_EXPORT 1u	/* rows only, no optimizer state (serving) */
+
+struct rs_ckpt_opts {
+	uint32_t struct_size;	/* set by the caller: RS_CKPT_OPTS_INIT */
+	uint32_t flags;		/* RS_CKPT_EXPORT */
+	uint32_t freeze_ms;	/* nodes resume writes alone after this
+				 * (a checkpointer that died); 0: 60 s */
+	uint32_t ntables;	/* 0: every table */
+	const char *const *tables;	/* ntables names */
+	void (*progress)(void *arg, const struct rs_ckpt_progress *p);
+	void *arg;
+};
+#define RS_CKPT_OPTS_INIT { .struct_size = sizeof(struct rs_ckpt_opts) }
+
+/* What a checkpoint holds, or what a restore loaded. */
+struct rs_ckpt_report {
+	uint32_t struct_size;	/* set by the caller: RS_CKPT_REPORT_INIT */
+	uint32_t tables, parts;
+	uint32_t with_state;	/* 1: rows and optimizer state; 0: export */
+	uint64_t rows, bytes;	/* rows; bytes of the part files */
+	uint64_t raw_bytes;	/* the records, uncompressed */
+	uint64_t paused_us;	/* checkpoint: longest write pause of a node */
+	uint64_t elapsed_us;
+	char id[40];		/* the checkpoint's id: 32 hex digits */
+};
+#define RS_CKPT_REPORT_INIT { .struct_size = sizeof(struct rs_ckpt_report) }
+
+/* Checkpoint c's store (the tables of opts, all when opts is NULL or
+ * names none) into path: a new or empty directory. rep may be NULL. */
+int rs_checkpoint(struct rs_client *c, const char *path,
+		  const struct rs_ckpt_opts *opts, struct rs_ckpt_report *rep);
+/* Verify the checkpoint in path, then load it into c's store: tables are
+ * created as the checkpoint has them (an existing one must have the same
+ * dim, dtype and optimizer), rows and optimizer state set as they were
+ * (an export's rows keep the store's state). Nothing is written when
+ * verification fails. */
+int rs_restore(struct rs_client *c, const char *path,
+	       const struct rs_ckpt_opts *opts, struct rs_ckpt_report *rep);
+/* Check every file of the checkpoint in path (sizes, checksums, every
+ * record); RS_E_CORRUPT or -ENOENT with a message that names the file.
+ * No store needed. rep may be NULL. */
+int rs_ckpt_verify(const char *path, struct rs_ckpt_report *rep);
+
+/* Reading a checkpoint or an export without a store (e.g. to serve). */
+struct rs_ckpt_reader;
+/* Verify the checkpoint in path and open it for reading. */
+int rs_ckpt_reader_open(struct rs_ckpt_reader **out, const char *path);
+void rs_ckpt_reader_close(struct rs_ckpt_reader **r);
+/* Its tables, 0 .. count - 1. */
+unsigned rs_ckpt_reader_table_count(const struct rs_ckpt_reader *r);
+/* Table i's spec (spec->struct_size set by the caller) and the optimizer
+ * state floats per row it holds (0 in an export; may be NULL). */
+int rs_ckpt_reader_table(const struct rs_ckpt_reader *r, unsigned i,
+			 struct rs_table_spec *spec, uint32_t *state_floats);
+/* The next rows of table i: up to max keys, their rows (dim fp32 each,
+ * whatever the table's dtype) and, when state is not NULL and the
+ * checkpoint has it, their optimizer state (state_floats each). Returns
+ * how many (0 at the end of the table) or an error. Tables are read
+ * independently, each once from its start. */
+int rs_ckpt_reader_read(struct rs_ckpt_reader *r, unsigned i, uint64_t *keys,
+			float *rows, float *state, size_t max);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,13 +20,14 @@ docs/python.md.
 from ._native import Error, strerror, version
 from . import _native
 from .client import Client, Table, KeyFailure
+from .checkpoint import CheckpointReader, verify
 from .jagged import JaggedFeatures
 from .embedding import EmbeddingBagConfig, EmbeddingBagCollection, PooledEmbeddings
 
 __all__ = [
     "Client", "Table", "Error", "KeyFailure", "JaggedFeatures",
     "EmbeddingBagConfig", "EmbeddingBagCollection", "PooledEmbeddings",
-    "strerror", "version",
+    "strerror", "version", "CheckpointReader", "verify",
 ]
 
 # Error codes of the library (recstore/error.h), e.g. recstore.E_NOTFOUND.

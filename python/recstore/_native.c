@@ -558,6 +558,155 @@ static PyObject *client_closed(ClientObject *self, void *unused)
 	return PyBool_FromLong(self->c == NULL);
 }
 
+/* ---- checkpoints ---- */
+
+/* The progress callback, called by the library with the GIL released
+ * (from the calling thread or a worker of the call). An exception in it
+ * cannot stop the call: it is reported as unraisable. */
+static void py_progress(void *arg, const struct rs_ckpt_progress *p)
+{
+	PyGILState_STATE g = PyGILState_Ensure();
+	PyObject *r = PyObject_CallFunction(
+		(PyObject *)arg, "{s:s,s:K,s:K,s:K,s:K,s:d}", "phase",
+		p->phase, "rows", (unsigned long long)p->rows, "bytes",
+		(unsigned long long)p->bytes, "total_rows",
+		(unsigned long long)p->total_rows, "total_bytes",
+		(unsigned long long)p->total_bytes, "elapsed_s",
+		(double)p->elapsed_us / 1e6);
+
+	if (r)
+		Py_DECREF(r);
+	else
+		PyErr_WriteUnraisable((PyObject *)arg);
+	PyGILState_Release(g);
+}
+
+/* tables (None or a sequence of str) and progress (None or a callable)
+ * into o; *names must be freed with PyMem_Free, *seq released. */
+static int ckpt_opts_from(PyObject *tables, PyObject *progress,
+			  struct rs_ckpt_opts *o, const char ***names,
+			  PyObject **seq)
+{
+	Py_ssize_t n;
+
+	*names = NULL;
+	*seq = NULL;
+	if (progress && progress != Py_None) {
+		if (!PyCallable_Check(progress)) {
+			PyErr_SetString(PyExc_TypeError,
+					"progress must be callable");
+			return -1;
+		}
+		o->progress = py_progress;
+		o->arg = progress;
+	}
+	if (!tables || tables == Py_None)
+		return 0;
+	if (PyUnicode_Check(tables)) {
+		PyErr_SetString(PyExc_TypeError,
+				"tables must be a sequence of names, not a str");
+		return -1;
+	}
+	*seq = PySequence_Fast(tables, "tables must be a sequence of names");
+	if (!*seq)
+		return -1;
+	n = PySequence_Fast_GET_SIZE(*seq);
+	if (n > UINT32_MAX) {
+		PyErr_SetString(PyExc_ValueError, "too many tables");
+		return -1;
+	}
+	*names = PyMem_Calloc((size_t)n + 1, sizeof(**names));
+	if (!*names) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *it = PySequence_Fast_GET_ITEM(*seq, i);
+
+		if (!PyUnicode_Check(it)) {
+			PyErr_SetString(PyExc_TypeError,
+					"tables must be a sequence of names");
+			return -1;
+		}
+		(*names)[i] = PyUnicode_AsUTF8(it);
+		if (!(*names)[i])
+			return -1;
+	}
+	o->tables = *names;
+	o->ntables = (uint32_t)n;
+	return 0;
+}
+
+static PyObject *ckpt_report_dict(const struct rs_ckpt_report *r)
+{
+	return Py_BuildValue("{s:s,s:I,s:I,s:O,s:K,s:K,s:K,s:d,s:d}", "id",
+			     r->id, "tables", r->tables, "parts", r->parts,
+			     "with_state", r->with_state ? Py_True : Py_False,
+			     "rows", (unsigned long long)r->rows, "bytes",
+			     (unsigned long long)r->bytes, "raw_bytes",
+			     (unsigned long long)r->raw_bytes, "paused_s",
+			     (double)r->paused_us / 1e6, "elapsed_s",
+			     (double)r->elapsed_us / 1e6);
+}
+
+static PyObject *client_ckpt_call(ClientObject *self, PyObject *args,
+				  PyObject *kw, int restore)
+{
+	static char *kwl[] = { "path", "tables", "export", "freeze_ms",
+			       "progress", NULL };
+	static char *kwl_r[] = { "path", "tables", "progress", NULL };
+	struct rs_ckpt_opts o = RS_CKPT_OPTS_INIT;
+	struct rs_ckpt_report rep = RS_CKPT_REPORT_INIT;
+	PyObject *tables = NULL, *progress = NULL, *seq = NULL, *path;
+	const char **names = NULL;
+	unsigned int freeze_ms = 0;
+	int exp = 0, ret;
+
+	if (!client_usable(self))
+		return NULL;
+	if (restore ? !PyArg_ParseTupleAndKeywords(args, kw, "O&|$OO", kwl_r,
+						   PyUnicode_FSConverter, &path,
+						   &tables, &progress)
+		    : !PyArg_ParseTupleAndKeywords(args, kw, "O&|$OpIO", kwl,
+						   PyUnicode_FSConverter, &path,
+						   &tables, &exp, &freeze_ms,
+						   &progress))
+		return NULL;
+	if (ckpt_opts_from(tables, progress, &o, &names, &seq)) {
+		Py_DECREF(path);
+		Py_XDECREF(seq);
+		PyMem_Free(names);
+		return NULL;
+	}
+	o.flags = exp ? RS_CKPT_EXPORT : 0;
+	o.freeze_ms = freeze_ms;
+	self->busy++;
+	Py_BEGIN_ALLOW_THREADS
+	ret = restore ? rs_restore(self->c, PyBytes_AS_STRING(path), &o, &rep)
+		      : rs_checkpoint(self->c, PyBytes_AS_STRING(path), &o,
+				      &rep);
+	Py_END_ALLOW_THREADS
+	self->busy--;
+	Py_DECREF(path);
+	Py_XDECREF(seq);
+	PyMem_Free(names);
+	if (ret)
+		return raise_rs(ret, restore ? "restore" : "checkpoint");
+	return ckpt_report_dict(&rep);
+}
+
+static PyObject *client_checkpoint(ClientObject *self, PyObject *args,
+				   PyObject *kw)
+{
+	return client_ckpt_call(self, args, kw, 0);
+}
+
+static PyObject *client_restore(ClientObject *self, PyObject *args,
+				PyObject *kw)
+{
+	return client_ckpt_call(self, args, kw, 1);
+}
+
 static PyMethodDef client_methods[] = {
 	{ "close", (PyCFunction)(void (*)(void))client_close, METH_NOARGS,
 	  "Disconnect and free the client (refused while calls run)." },
@@ -574,6 +723,13 @@ static PyMethodDef client_methods[] = {
 	  "The client's counters, as a dict." },
 	{ "node_count", (PyCFunction)(void (*)(void))client_node_count, METH_NOARGS,
 	  "Memory nodes configured." },
+	{ "checkpoint", (PyCFunction)(void (*)(void))client_checkpoint,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "checkpoint(path, *, tables=None, export=False, freeze_ms=0, "
+	  "progress=None) -> dict" },
+	{ "restore", (PyCFunction)(void (*)(void))client_restore,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "restore(path, *, tables=None, progress=None) -> dict" },
 	{ NULL, NULL, 0, NULL },
 };
 
@@ -813,6 +969,203 @@ static PyTypeObject TableType = {
 	.tp_getset = table_getset,
 };
 
+/* ---- Reader: a checkpoint or export read without a store ---- */
+
+typedef struct {
+	PyObject_HEAD
+	struct rs_ckpt_reader *r;
+} ReaderObject;
+
+static PyTypeObject ReaderType;
+
+static int reader_init(ReaderObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwl[] = { "path", NULL };
+	struct rs_ckpt_reader *r = NULL;
+	PyObject *path;
+	int ret;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&", kwl,
+					 PyUnicode_FSConverter, &path))
+		return -1;
+	if (self->r)
+		rs_ckpt_reader_close(&self->r);
+	Py_BEGIN_ALLOW_THREADS
+	ret = rs_ckpt_reader_open(&r, PyBytes_AS_STRING(path));
+	Py_END_ALLOW_THREADS
+	Py_DECREF(path);
+	if (ret) {
+		raise_rs(ret, "open checkpoint");
+		return -1;
+	}
+	self->r = r;
+	return 0;
+}
+
+static void reader_dealloc(ReaderObject *self)
+{
+	rs_ckpt_reader_close(&self->r);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int reader_open(ReaderObject *self)
+{
+	if (self->r)
+		return 1;
+	PyErr_SetString(PyExc_RuntimeError, "the checkpoint reader is closed");
+	return 0;
+}
+
+static PyObject *reader_close(ReaderObject *self, PyObject *unused)
+{
+	(void)unused;
+	rs_ckpt_reader_close(&self->r);
+	Py_RETURN_NONE;
+}
+
+static PyObject *reader_tables(ReaderObject *self, PyObject *unused)
+{
+	PyObject *list;
+	unsigned n;
+
+	(void)unused;
+	if (!reader_open(self))
+		return NULL;
+	n = rs_ckpt_reader_table_count(self->r);
+	list = PyList_New(0);
+	for (unsigned i = 0; list && i < n; i++) {
+		struct rs_table_spec sp = RS_TABLE_SPEC_INIT;
+		uint32_t sf = 0;
+		PyObject *d;
+		int ret = rs_ckpt_reader_table(self->r, i, &sp, &sf);
+
+		if (ret) {
+			Py_DECREF(list);
+			return raise_rs(ret, "checkpoint table");
+		}
+		d = Py_BuildValue("{s:s,s:I,s:I,s:I,s:f,s:K,s:I}", "name",
+				  sp.name, "dim", sp.dim, "dtype", sp.dtype,
+				  "optimizer", sp.optim.kind, "lr",
+				  (double)sp.optim.lr, "capacity",
+				  (unsigned long long)sp.capacity,
+				  "state_floats", sf);
+		if (!d || PyList_Append(list, d))
+			Py_CLEAR(list);
+		Py_XDECREF(d);
+	}
+	return list;
+}
+
+/* read(i, max, state) -> (keys uint64 (n,), rows float32 (n, dim),
+ * state float32 (n, state_floats) or None); n == 0 at the table's end. */
+static PyObject *reader_read(ReaderObject *self, PyObject *args,
+			     PyObject *kw)
+{
+	static char *kwl[] = { "table", "max", "state", NULL };
+	struct rs_table_spec sp = RS_TABLE_SPEC_INIT;
+	PyArrayObject *k = NULL, *rows = NULL, *st = NULL;
+	unsigned int ti;
+	Py_ssize_t max = 65536;
+	uint32_t sf = 0;
+	int want_state = 0, n;
+	npy_intp dk[1], dr[2], ds[2];
+	PyObject *res;
+
+	if (!reader_open(self) ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "I|n$p", kwl, &ti, &max,
+					 &want_state))
+		return NULL;
+	if (max < 1 || max > (1 << 24)) {
+		PyErr_SetString(PyExc_ValueError,
+				"max must be in 1..16777216");
+		return NULL;
+	}
+	n = rs_ckpt_reader_table(self->r, ti, &sp, &sf);
+	if (n)
+		return raise_rs(n, "checkpoint table");
+	if (want_state && !sf) {
+		PyErr_SetString(PyExc_ValueError, "this checkpoint holds no "
+				"optimizer state (an export)");
+		return NULL;
+	}
+	dk[0] = max;
+	dr[0] = max;
+	dr[1] = sp.dim;
+	ds[0] = max;
+	ds[1] = sf;
+	k = (PyArrayObject *)PyArray_SimpleNew(1, dk, NPY_UINT64);
+	rows = (PyArrayObject *)PyArray_SimpleNew(2, dr, NPY_FLOAT32);
+	if (want_state)
+		st = (PyArrayObject *)PyArray_SimpleNew(2, ds, NPY_FLOAT32);
+	if (!k || !rows || (want_state && !st))
+		goto fail;
+	Py_BEGIN_ALLOW_THREADS
+	n = rs_ckpt_reader_read(self->r, ti, PyArray_DATA(k),
+				PyArray_DATA(rows),
+				st ? PyArray_DATA(st) : NULL, (size_t)max);
+	Py_END_ALLOW_THREADS
+	if (n < 0) {
+		raise_rs(n, "read checkpoint");
+		goto fail;
+	}
+	if (n < max) {	/* shrink to what was read */
+		PyArray_Dims d1 = { dk, 1 }, d2 = { dr, 2 }, d3 = { ds, 2 };
+		PyObject *t;
+
+		dk[0] = dr[0] = ds[0] = n;
+		t = PyArray_Resize(k, &d1, 0, NPY_CORDER);
+		if (!t)
+			goto fail;
+		Py_DECREF(t);
+		t = PyArray_Resize(rows, &d2, 0, NPY_CORDER);
+		if (!t)
+			goto fail;
+		Py_DECREF(t);
+		if (st) {
+			t = PyArray_Resize(st, &d3, 0, NPY_CORDER);
+			if (!t)
+				goto fail;
+			Py_DECREF(t);
+		}
+	}
+	res = PyTuple_Pack(3, (PyObject *)k, (PyObject *)rows,
+			   st ? (PyObject *)st : Py_None);
+	Py_DECREF(k);
+	Py_DECREF(rows);
+	Py_XDECREF(st);
+	return res;
+fail:
+	Py_XDECREF(k);
+	Py_XDECREF(rows);
+	Py_XDECREF(st);
+	return NULL;
+}
+
+static PyMethodDef reader_methods[] = {
+	{ "close", (PyCFunction)(void (*)(void))reader_close, METH_NOARGS,
+	  "Close the files." },
+	{ "tables", (PyCFunction)(void (*)(void))reader_tables, METH_NOARGS,
+	  "The checkpoint's tables, as dicts (in table index order)." },
+	{ "read", (PyCFunction)(void (*)(void))reader_read,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "read(table_index, max=65536, *, state=False) -> (keys, rows, "
+	  "state or None); empty arrays at the table's end" },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyTypeObject ReaderType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "recstore._native.Reader",
+	.tp_basicsize = sizeof(ReaderObject),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+	.tp_doc = "Reader(path): a verified checkpoint or export, read "
+		  "without a store.",
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)reader_init,
+	.tp_dealloc = (destructor)reader_dealloc,
+	.tp_methods = reader_methods,
+};
+
 /* ---- module ---- */
 
 static PyObject *mod_strerror(PyObject *m, PyObject *args)
@@ -832,7 +1185,27 @@ static PyObject *mod_version(PyObject *m, PyObject *unused)
 	return PyUnicode_FromString(rs_version());
 }
 
+static PyObject *mod_verify(PyObject *m, PyObject *args)
+{
+	struct rs_ckpt_report rep = RS_CKPT_REPORT_INIT;
+	PyObject *path;
+	int ret;
+
+	(void)m;
+	if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	ret = rs_ckpt_verify(PyBytes_AS_STRING(path), &rep);
+	Py_END_ALLOW_THREADS
+	Py_DECREF(path);
+	if (ret)
+		return raise_rs(ret, "verify");
+	return ckpt_report_dict(&rep);
+}
+
 static PyMethodDef mod_methods[] = {
+	{ "verify", mod_verify, METH_VARARGS,
+	  "verify(path) -> dict: check every file of a checkpoint" },
 	{ "strerror", mod_strerror, METH_VARARGS, "strerror(code) -> str" },
 	{ "version", mod_version, METH_NOARGS, "library version" },
 	{ NULL, NULL, 0, NULL },
@@ -886,7 +1259,8 @@ PyMODINIT_FUNC PyInit__native(void)
 	PyObject *m;
 
 	import_array();
-	if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&TableType) < 0)
+	if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&TableType) < 0 ||
+	    PyType_Ready(&ReaderType) < 0)
 		return NULL;
 	m = PyModule_Create(&moddef);
 	if (!m)
@@ -908,6 +1282,11 @@ PyMODINIT_FUNC PyInit__native(void)
 	Py_INCREF(&TableType);
 	if (PyModule_AddObject(m, "Table", (PyObject *)&TableType)) {
 		Py_DECREF(&TableType);
+		goto fail;
+	}
+	Py_INCREF(&ReaderType);
+	if (PyModule_AddObject(m, "Reader", (PyObject *)&ReaderType)) {
+		Py_DECREF(&ReaderType);
 		goto fail;
 	}
 	return m;

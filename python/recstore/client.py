@@ -144,6 +144,12 @@ class Client(_native.Client):
     Keyword arguments: device (RDMA device name or IP), cache_entries,
     conns_per_node, timeout_ms, rpc_reads, spin_us, key_id and secret_file
     (credentials, docs/security.md).
+
+    checkpoint(path, *, tables=None, export=False, freeze_ms=0,
+    progress=None) and restore(path, *, tables=None, progress=None) take
+    and load checkpoints (docs/checkpoint.md) and return a dict (id,
+    tables, parts, rows, bytes, raw_bytes, paused_s, elapsed_s,
+    with_state); progress(dict) is called at most once a second.
     """
 
     def table(self, name):

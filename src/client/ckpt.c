@@ -285,6 +285,7 @@ int cli_checkpoint(struct rs_client *c, const char *path,
 		}
 	rep->tables = m.ntables;
 	rep->parts = m.ntables * (uint32_t)nn;
+	rep->with_state = m.kind != CKPT_EXPORT;
 	memcpy(rep->id, m.id, CKPT_ID_BYTES);
 	p.phase = "done";
 	p.rows = rep->rows;
@@ -473,6 +474,8 @@ int cli_restore(struct rs_client *c, const char *path,
 	rep->rows = p.rows;
 	rep->bytes = p.bytes;
 	rep->parts = (uint32_t)vs.parts;
+	rep->raw_bytes = vs.raw_bytes;
+	rep->with_state = m->kind != CKPT_EXPORT;
 	memcpy(rep->id, m->id, CKPT_ID_BYTES);
 	p.phase = "done";
 	progress(o, &p, true);

@@ -152,6 +152,9 @@ int cli_node_ckpt(struct rs_client *c, unsigned node,
 /* TABLE_CREATE of ps on every node; *existed: nodes that had it. */
 int cli_table_create_proto(struct rs_client *c,
 			   const struct proto_table_spec *ps, size_t *existed);
+/* A wire spec into the caller's public spec (its struct_size checked). */
+int cli_table_spec_out(const struct proto_table_spec *p,
+		       struct rs_table_spec *out);
 /* Copy node i's view of t (under the read lock). */
 void cli_table_loc(struct rs_table *t, unsigned node, struct cli_tloc *out);
 
@@ -215,6 +218,7 @@ struct cli_ckpt_report {
 	uint64_t rows, bytes, raw_bytes;
 	uint64_t paused_us;	/* checkpoint: longest write pause of a node */
 	uint64_t elapsed_us;
+	bool with_state;	/* rows and optimizer state (not an export) */
 };
 /* Take a checkpoint of c's store into path: a new directory, or an empty
  * one; the nodes must see it as <checkpoint_dir>/<last component of

@@ -121,6 +121,20 @@ static void spec_from_proto(const struct proto_table_spec *p,
 	SPEC_FIELDS(COPY_FIELD, s, p)
 }
 
+int cli_table_spec_out(const struct proto_table_spec *p,
+		       struct rs_table_spec *out)
+{
+	struct rs_table_spec full;
+	int ret = rs_abi_check(&spec_abi, out);
+
+	if (ret)
+		return ret;
+	spec_from_proto(p, &full);
+	full.struct_size = sizeof(full);
+	rs_abi_out(out, &full, sizeof(full));
+	return 0;
+}
+
 /* ---- per-node views ---- */
 
 /* Fill a view from a directory entry; RS_E_UNSUPPORTED for a layout this
@@ -686,7 +700,6 @@ RS_EXPORT int rs_table_get_spec(struct rs_client *c, const char *name,
 		ret = proto_name_check("table name", name, strlen(name));
 	for (size_t i = 0; i < c->nnodes && !ret; i++) {
 		struct proto_table_info *dir;
-		struct rs_table_spec full;
 		uint32_t n;
 		uint64_t gen;
 
@@ -694,11 +707,9 @@ RS_EXPORT int rs_table_get_spec(struct rs_client *c, const char *name,
 		for (uint32_t j = 0; !ret && j < n; j++) {
 			if (strcmp(dir[j].spec.name, name))
 				continue;
-			spec_from_proto(&dir[j].spec, &full);
-			full.struct_size = sizeof(full);
-			rs_abi_out(spec, &full, sizeof(full));
+			ret = cli_table_spec_out(&dir[j].spec, spec);
 			free(dir);
-			return 0;
+			return ret;
 		}
 		free(dir);
 	}

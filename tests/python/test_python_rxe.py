@@ -14,7 +14,10 @@ tools/recstore-server and checks:
      of both is applied (a counter table, SGD lr 1, unit gradients);
   4. a client used after fork() raises in the child; examples/dlrm.py,
      small, lowers its loss and beats the frequency baseline's AUC;
-  5. bad input (dtype, non-contiguous, offsets out of range, unknown table,
+  5. a checkpoint and an export of a table, read back without the store
+     (CheckpointReader), restored after a drop bit for bit, and a damaged
+     one refused;
+  6. bad input (dtype, non-contiguous, offsets out of range, unknown table,
      missing keys) raises clear exceptions, and after the node is killed a
      call raises recstore.Error instead of crashing.
 
@@ -47,12 +50,17 @@ print("import torch + recstore: %.1f s" % (time.monotonic() - t_import),
       flush=True)
 BUILD = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else "build"
 NODE = {}
+CKPT_ROOT = tempfile.mkdtemp(prefix="rs-py-ckpt-")
 
 
 def start_node():
     log = tempfile.NamedTemporaryFile("w+", prefix="rs-py-node-",
                                       suffix=".log", delete=False)
+    cfg = os.path.join(CKPT_ROOT, "node.json")
+    with open(cfg, "w") as f:
+        f.write('{"checkpoint_dir": "%s"}\n' % CKPT_ROOT)
     p = subprocess.Popen([os.path.join(BUILD, "recstore-server"),
+                          "-c", cfg,
                           "--listen", os.environ["RS_RDMA_IP"] + ":0",
                           "--workers", "2"],
                          stdout=log, stderr=subprocess.STDOUT)
@@ -222,6 +230,73 @@ class Example(unittest.TestCase):
         self.assertGreater(h[-1]["auc"], h[-1]["baseline_auc"] + 0.05)
 
 
+class Checkpoints(unittest.TestCase):
+    N = 500
+
+    def test_checkpoint_export_restore(self):
+        c = client()
+        c.create_table("ck_ada", 4, optimizer="adagrad", lr=0.1,
+                       capacity=2048, exist_ok=True)
+        t = c.table("ck_ada")
+        keys = np.arange(self.N, dtype=np.uint64) * 7919
+        t.put(keys, np.random.default_rng(1).standard_normal(
+            (self.N, 4)).astype(np.float32))
+        t.update(keys, np.full((self.N, 4), 0.5, np.float32))
+        want = t.get(keys)
+        phases = []
+        full = os.path.join(CKPT_ROOT, "full")
+        rep = c.checkpoint(full, tables=["ck_ada"],
+                           progress=lambda p: phases.append(p["phase"]))
+        self.assertEqual((rep["rows"], rep["tables"], rep["with_state"]),
+                         (self.N, 1, True))
+        self.assertIn("done", phases)
+        self.assertEqual(recstore.verify(full)["rows"], self.N)
+        with recstore.CheckpointReader(full) as r:
+            (info,) = r.tables()
+            self.assertEqual((info["name"], info["dim"]), ("ck_ada", 4))
+            self.assertEqual(info["state_floats"], 4)
+            k, rows, st = r.read_all("ck_ada", state=True)
+        order = np.argsort(k)
+        np.testing.assert_array_equal(k[order], keys)
+        np.testing.assert_array_equal(rows[order], want)
+        # adagrad's accumulator after one step of 0.5: 0.25 per element
+        np.testing.assert_array_equal(st, np.full((self.N, 4), 0.25,
+                                                  np.float32))
+        exp = os.path.join(CKPT_ROOT, "export")
+        rep = c.checkpoint(exp, tables=["ck_ada"], export=True)
+        self.assertFalse(rep["with_state"])
+        with recstore.CheckpointReader(exp) as r:
+            self.assertEqual(r.tables()[0]["state_floats"], 0)
+            n = 0
+            for k, rows in r.rows("ck_ada", batch=128):
+                self.assertLessEqual(len(k), 128)
+                np.testing.assert_array_equal(rows, t.get(k))
+                n += len(k)
+            self.assertEqual(n, self.N)
+            with self.assertRaisesRegex(ValueError, "no optimizer state"):
+                next(r.rows("ck_ada", state=True))
+        # dropped, restored: the same rows, and the same next step
+        c.drop_table("ck_ada")
+        rep = c.restore(full)
+        self.assertEqual(rep["rows"], self.N)
+        t = c.table("ck_ada")
+        np.testing.assert_array_equal(t.get(keys), want)
+        # a damaged part is refused, naming the file
+        bad = os.path.join(CKPT_ROOT, "bad")
+        subprocess.run(["cp", "-r", full, bad], check=True)
+        part = sorted(f for f in os.listdir(bad) if f.endswith(".rsck"))[0]
+        with open(os.path.join(bad, part), "r+b") as f:
+            f.seek(os.path.getsize(os.path.join(bad, part)) // 2)
+            b = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([b[0] ^ 0x20]))
+        with self.assertRaises(recstore.Error) as cm:
+            c.restore(bad)
+        self.assertEqual(cm.exception.code, recstore.E_CORRUPT)
+        self.assertIn(part, str(cm.exception))
+        c.close()
+
+
 class Misuse(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -299,7 +374,7 @@ if __name__ == "__main__":
     # Misuse last: it ends by killing the node
     suite = unittest.TestSuite([loader.loadTestsFromTestCase(k) for k in
                                 (Equivalence, TwoTrainers, Example,
-                                 Misuse)])
+                                 Checkpoints, Misuse)])
     try:
         result = unittest.TextTestRunner(verbosity=2).run(suite)
     finally:

@@ -267,6 +267,20 @@ class BadInput(unittest.TestCase):
         self.assertIn("9 (", str(e))
         self.assertEqual(e.keys.tolist(), [5, 9])
 
+    def test_checkpoint_reader_refuses(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(recstore.Error) as cm:
+                recstore.CheckpointReader(d)   # no MANIFEST
+            self.assertIn("MANIFEST", str(cm.exception))
+            with open(os.path.join(d, "MANIFEST"), "w") as f:
+                f.write("recstore-checkpoint 1 xxh64=0000000000000000\n{}")
+            with self.assertRaises(recstore.Error) as cm:
+                recstore.verify(d)
+            self.assertEqual(cm.exception.code, recstore.E_CORRUPT)
+        with self.assertRaises(TypeError):
+            recstore.CheckpointReader(5)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -22,6 +22,7 @@
 #include <xxhash.h>
 
 #include "ckpt/ckpt.h"
+#include "recstore/client.h"
 #include "common/rs_internal.h"
 #include "value/optimizer.h"
 
@@ -524,6 +525,125 @@ static void writer_refuses(void **state)
 
 /* test_ckpt --make DIR: write the small checkpoint into DIR (for
  * tests/unit/test_ctl_verify.sh) */
+/* ---- the public reader (rs_ckpt_reader_*, rs_ckpt_verify) ---- */
+
+static float bf16_of(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	u &= 0xffff0000u;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static void public_reader(void **state, unsigned kind)
+{
+	struct fx *f = *state;
+	struct rs_ckpt_report rep = RS_CKPT_REPORT_INIT;
+	struct rs_ckpt_reader *r;
+	uint64_t keys[77];
+	float rows[77 * 16], st[77 * (2 * 16 + 1)];
+
+	write_ckpt(f, kind);
+	assert_int_equal(rs_ckpt_verify(f->dir, &rep), 0);
+	assert_int_equal(rep.tables, 2);
+	assert_int_equal(rep.parts, 5);
+	assert_int_equal(rep.rows, 2 * NKEYS);
+	assert_int_equal(rep.with_state, kind != CKPT_EXPORT);
+	assert_int_equal(strlen(rep.id), 32);
+	assert_int_equal(rs_ckpt_reader_open(&r, f->dir), 0);
+	assert_int_equal(rs_ckpt_reader_table_count(r), 2);
+	for (unsigned t = 0; t < 2; t++) {
+		struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
+		uint8_t *seen = calloc(NKEYS, 1);
+		uint32_t sf = 99;
+		size_t total = 0;
+		int n;
+
+		assert_non_null(seen);
+		assert_int_equal(rs_ckpt_reader_table(r, t, &spec, &sf), 0);
+		assert_string_equal(spec.name, f->t[t].spec.name);
+		assert_int_equal(spec.dim, f->t[t].spec.dim);
+		assert_int_equal(spec.optim.kind, f->t[t].spec.optim.kind);
+		assert_true(spec.optim.lr == f->t[t].spec.optim.lr);
+		assert_int_equal(sf, kind == CKPT_EXPORT ? 0
+							 : f->t[t].state_floats);
+		/* an odd batch size, so batches straddle the parts */
+		while ((n = rs_ckpt_reader_read(r, t, keys, rows,
+						sf ? st : NULL, 77)) > 0) {
+			for (int i = 0; i < n; i++) {
+				struct ckpt_part_desc d = {
+					.table = t,
+					.state_floats = f->t[t].state_floats };
+				float want[2 * 64 + 1];
+
+				assert_true(keys[i] < NKEYS);
+				assert_false(seen[keys[i]]);
+				seen[keys[i]] = 1;
+				for (uint32_t j = 0; j < spec.dim; j++) {
+					float v = val(t, keys[i], j);
+
+					if (spec.dtype == RS_DTYPE_BF16)
+						v = bf16_of(v);
+					assert_memory_equal(
+						&rows[i * spec.dim + j], &v, 4);
+				}
+				if (sf) {
+					state_of(&d, keys[i], want);
+					assert_memory_equal(&st[i * sf], want,
+							    sf * 4);
+				}
+			}
+			total += (size_t)n;
+		}
+		assert_int_equal(n, 0);
+		assert_int_equal(total, NKEYS);
+		/* at its end, the table stays there */
+		assert_int_equal(rs_ckpt_reader_read(r, t, keys, rows, NULL,
+						     77), 0);
+		free(seen);
+	}
+	assert_int_equal(rs_ckpt_reader_read(r, 2, keys, rows, NULL, 1),
+			 RS_E_INVAL);
+	rs_ckpt_reader_close(&r);
+	assert_null(r);
+}
+
+static void public_reader_full(void **state)
+{
+	public_reader(state, CKPT_FULL);
+}
+
+static void public_reader_export(void **state)
+{
+	public_reader(state, CKPT_EXPORT);
+}
+
+/* A damaged part: the reader does not open, the message names the file;
+ * a report without its size is refused. */
+static void public_reader_refuses(void **state)
+{
+	struct fx *f = *state;
+	struct rs_ckpt_report bad = { 0 };
+	struct rs_ckpt_reader *r = (void *)1;
+	char path[PATH_MAX];
+	uint8_t *b;
+	size_t n;
+
+	write_ckpt(f, CKPT_FULL);
+	assert_int_equal(rs_ckpt_verify(f->dir, &bad), RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "struct rs_ckpt_report"));
+	path_of(f, "t1-p1.rsck", path, sizeof(path));
+	n = slurp(path, &b);
+	b[n / 2] ^= 0x10;
+	spit(path, b, n);
+	free(b);
+	assert_int_equal(rs_ckpt_reader_open(&r, f->dir), RS_E_CORRUPT);
+	assert_null(r);
+	assert_non_null(strstr(rs_errormsg(), "t1-p1.rsck"));
+}
+
 static int make_only(const char *dir)
 {
 	struct fx f;
@@ -548,6 +668,12 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(missing_and_swapped, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(damaged_manifest, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(public_reader_full, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(public_reader_export, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(public_reader_refuses, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(writer_refuses, setup,
 						teardown),
