@@ -470,6 +470,9 @@ static int r_fill(struct ckpt_reader *r, size_t need)
 	size_t z;
 	int rc;
 
+	if (r->raw_len - r->raw_pos >= need)
+		return 1;	/* the common case: no copy */
+	/* the rest to the front (a partial record: less than need bytes) */
 	if (r->raw_pos) {
 		memmove(r->raw, r->raw + r->raw_pos, r->raw_len - r->raw_pos);
 		r->raw_len -= r->raw_pos;
