@@ -63,6 +63,7 @@ struct dump_job {
 	const struct ckpt_manifest *m;
 	const char *name;
 	uint32_t flags;
+	unsigned wait_ms;	/* for each DUMP's reply: the freeze's limit */
 	int rc;
 	char err[RS_ERRMSG_MAX];
 };
@@ -90,7 +91,9 @@ static void *dump_node(void *arg)
 		snprintf(q.table, sizeof(q.table), "%s",
 			 j->m->tables[t].spec.name);
 		snprintf(q.file, sizeof(q.file), "%s", pe->file);
-		j->rc = cli_node_ckpt(j->c, j->node, &q, &rep);
+		/* a DUMP answers once its part is written: it may take
+		 * as long as the freeze it runs in */
+		j->rc = cli_node_ckpt(j->c, j->node, &q, j->wait_ms, &rep);
 		if (j->rc) {
 			snprintf(j->err, sizeof(j->err), "node %u, table "
 				 "'%s': %s", j->node, q.table, rs_errormsg());
@@ -112,7 +115,7 @@ static int thaw_all(struct rs_client *c, size_t n, uint64_t *paused_us)
 	for (size_t i = 0; i < n; i++) {
 		struct proto_ckpt_req q = { .phase = PROTO_CKPT_THAW };
 		struct proto_ckpt_reply rep;
-		int rc = cli_node_ckpt(c, (unsigned)i, &q, &rep);
+		int rc = cli_node_ckpt(c, (unsigned)i, &q, 0, &rep);
 
 		if (rc && !first)
 			first = rc;
@@ -184,6 +187,7 @@ int cli_checkpoint(struct rs_client *c, const char *path,
 	struct dump_job *jobs = NULL;
 	pthread_t *thr = NULL;
 	size_t nn = c->nnodes, frozen = 0, started = 0;
+	unsigned freeze_ms = o->freeze_ms ? o->freeze_ms : 60000;
 	int rc;
 
 	memset(rep, 0, sizeof(*rep));
@@ -230,11 +234,10 @@ int cli_checkpoint(struct rs_client *c, const char *path,
 	progress(o, &p, true);
 	for (; frozen < nn; frozen++) {
 		struct proto_ckpt_req q = { .phase = PROTO_CKPT_FREEZE,
-					    .timeout_ms = o->freeze_ms ?
-							  o->freeze_ms : 60000 };
+					    .timeout_ms = freeze_ms };
 		struct proto_ckpt_reply r;
 
-		if ((rc = cli_node_ckpt(c, (unsigned)frozen, &q, &r)))
+		if ((rc = cli_node_ckpt(c, (unsigned)frozen, &q, 0, &r)))
 			break;
 	}
 	/* 2. every node writes its parts, in parallel */
@@ -244,7 +247,7 @@ int cli_checkpoint(struct rs_client *c, const char *path,
 		for (; started < nn; started++) {
 			jobs[started] = (struct dump_job){
 				.c = c, .node = (unsigned)started, .m = &m,
-				.name = name,
+				.name = name, .wait_ms = freeze_ms,
 				.flags = o->export_only ? 0 : PROTO_CKF_STATE };
 			if (pthread_create(&thr[started], NULL, dump_node,
 					   &jobs[started])) {

@@ -146,9 +146,12 @@ int cli_wire_dir(struct cli_node *n, struct proto_table_info **out,
 
 /* table.c */
 int cli_table_refresh(struct rs_table *t);
-/* One CKPT request to node `node` (index in the config); *out: its reply. */
+/* One CKPT request to node `node` (index in the config); *out: its reply.
+ * wait_ms: how long its reply may take, when longer than the client's
+ * timeout (a DUMP writes a whole table first); 0: the timeout. */
 int cli_node_ckpt(struct rs_client *c, unsigned node,
-		  const struct proto_ckpt_req *q, struct proto_ckpt_reply *out);
+		  const struct proto_ckpt_req *q, unsigned wait_ms,
+		  struct proto_ckpt_reply *out);
 /* TABLE_CREATE of ps on every node; *existed: nodes that had it. */
 int cli_table_create_proto(struct rs_client *c,
 			   const struct proto_table_spec *ps, size_t *existed);

@@ -242,7 +242,9 @@ int cli_conn_send(struct cli_conn *c, const void *buf, size_t len)
 
 int cli_conn_recv(struct cli_conn *c, struct rv_msg *m)
 {
-	int ret = rv_msg_recv(c->rc, m, 1, (int)c->node->timeout_ms);
+	unsigned t = c->recv_timeout_ms ? c->recv_timeout_ms
+					: c->node->timeout_ms;
+	int ret = rv_msg_recv(c->rc, m, 1, (int)t);
 
 	if (ret < 0)
 		return cli_conn_fail(c, rs_seterr(ret, "node %s: receive: %s",

@@ -57,6 +57,9 @@ struct cli_conn {
 	uint64_t last_used;	 /* ms, when last returned to the pool */
 	struct cli_conn *next;	 /* free list */
 	int failed;
+	/* receive timeout of the next replies (0: the node's timeout_ms);
+	 * a caller that waits for a long request sets it and clears it */
+	unsigned recv_timeout_ms;
 };
 
 struct cli_pool {

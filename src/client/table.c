@@ -341,7 +341,8 @@ static int enc_ckpt(struct cli_conn *cc, void *arg)
 }
 
 int cli_node_ckpt(struct rs_client *c, unsigned node,
-		  const struct proto_ckpt_req *q, struct proto_ckpt_reply *out)
+		  const struct proto_ckpt_req *q, unsigned wait_ms,
+		  struct proto_ckpt_reply *out)
 {
 	struct cli_conn *cc;
 	struct proto_msg m;
@@ -354,7 +355,10 @@ int cli_node_ckpt(struct rs_client *c, unsigned node,
 	if (ret)
 		return ret;
 	len = enc_ckpt(cc, (void *)q);
+	if (wait_ms > c->nodes[node].timeout_ms)
+		cc->recv_timeout_ms = wait_ms;
 	ret = len < 0 ? len : cli_wire_call(cc, (size_t)len, &raw, &m);
+	cc->recv_timeout_ms = 0;
 	if (len >= 0 && !ret) {
 		if (m.hdr.opcode == PROTO_OP_CKPT)
 			*out = m.u.ckpt_reply;
