@@ -42,6 +42,7 @@ fail() {
   if [ -n "${RS_E2E_KEEP:-}" ]; then # a writable directory to keep the files in
     cp -r "$d" "$RS_E2E_KEEP/" && echo "files kept in $RS_E2E_KEEP/${d##*/}"
   fi
+  echo "FAIL: $*" # again after the logs: the line a truncated log keeps
   exit 1
 }
 cleanup() {
