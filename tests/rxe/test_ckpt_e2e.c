@@ -403,6 +403,7 @@ int main(void)
 		struct rs_client *cl2;
 		struct stat sb;
 		FILE *f;
+		int ch;
 
 		snprintf(bad, sizeof(bad), "%s/bad", root);
 		snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", path, bad);
@@ -410,9 +411,16 @@ int main(void)
 		snprintf(cmd, sizeof(cmd), "%s/ada-n1.rsck", bad);
 		H_CHECK(!stat(cmd, &sb), "%s", cmd);
 		f = fopen(cmd, "r+b");
+		/* read the byte, then seek back before writing it flipped:
+		 * without the seek the write went to the next byte (C
+		 * requires a positioning call between a read and a write),
+		 * and left the file as it was when that byte happened to
+		 * equal the flipped one (1 in 256) */
 		H_CHECK(f && !fseek(f, sb.st_size / 2, SEEK_SET), "open");
-		fputc(fgetc(f) ^ 0x40, f);
-		fclose(f);
+		ch = fgetc(f);
+		H_CHECK(ch != EOF && !fseek(f, sb.st_size / 2, SEEK_SET),
+			"seek");
+		H_CHECK(fputc(ch ^ 0x40, f) != EOF && !fclose(f), "write");
 		H_OK(rs_table_drop(cl1, "count"));
 		H_CHECK(rs_restore(cl1, bad, &o, &rep) == RS_E_CORRUPT,
 			"restore took a damaged checkpoint");
