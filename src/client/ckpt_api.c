@@ -88,7 +88,7 @@ static int report_check(const struct rs_ckpt_report *rep)
 }
 
 static void report_out(struct rs_ckpt_report *out,
-		       const struct cli_ckpt_report *r, bool with_state)
+		       const struct cli_ckpt_report *r)
 {
 	struct rs_ckpt_report full;
 
@@ -98,7 +98,7 @@ static void report_out(struct rs_ckpt_report *out,
 	full.struct_size = sizeof(full);
 	full.tables = r->tables;
 	full.parts = r->parts;
-	full.with_state = with_state;
+	full.with_state = r->with_state;
 	full.rows = r->rows;
 	full.bytes = r->bytes;
 	full.raw_bytes = r->raw_bytes;
@@ -108,44 +108,44 @@ static void report_out(struct rs_ckpt_report *out,
 	rs_abi_out(out, &full, sizeof(full));
 }
 
-RS_EXPORT int rs_checkpoint(struct rs_client *c, const char *path,
-			    const struct rs_ckpt_opts *opts,
-			    struct rs_ckpt_report *rep)
+/* What rs_checkpoint and rs_restore share: the arguments and the caller's
+ * structs checked, the options bridged, the call, the report out. */
+static int ckpt_call(struct rs_client *c, const char *path,
+		     const struct rs_ckpt_opts *opts,
+		     struct rs_ckpt_report *rep, bool restore)
 {
 	struct cli_ckpt_report r;
 	struct opts_bridge b;
 	int ret;
 
 	if (!c || !path)
-		return rs_seterr(RS_E_INVAL, "checkpoint: NULL argument");
+		return rs_seterr(RS_E_INVAL, "%s: NULL argument",
+				 restore ? "restore" : "checkpoint");
 	if ((ret = report_check(rep)) || (ret = opts_in(opts, &b)))
 		return ret;
-	ret = cli_checkpoint(c, path, &b.o, &r);
+	if (restore && b.o.export_only)
+		return rs_seterr(RS_E_INVAL, "restore: RS_CKPT_EXPORT is an "
+				 "option of rs_checkpoint (the checkpoint "
+				 "itself says what it holds)");
+	ret = restore ? cli_restore(c, path, &b.o, &r)
+		      : cli_checkpoint(c, path, &b.o, &r);
 	if (!ret)
-		report_out(rep, &r, !b.o.export_only);
+		report_out(rep, &r);
 	return ret;
+}
+
+RS_EXPORT int rs_checkpoint(struct rs_client *c, const char *path,
+			    const struct rs_ckpt_opts *opts,
+			    struct rs_ckpt_report *rep)
+{
+	return ckpt_call(c, path, opts, rep, false);
 }
 
 RS_EXPORT int rs_restore(struct rs_client *c, const char *path,
 			 const struct rs_ckpt_opts *opts,
 			 struct rs_ckpt_report *rep)
 {
-	struct cli_ckpt_report r;
-	struct opts_bridge b;
-	int ret;
-
-	if (!c || !path)
-		return rs_seterr(RS_E_INVAL, "restore: NULL argument");
-	if ((ret = report_check(rep)) || (ret = opts_in(opts, &b)))
-		return ret;
-	if (b.o.export_only)
-		return rs_seterr(RS_E_INVAL, "restore: RS_CKPT_EXPORT is an "
-				 "option of rs_checkpoint (the checkpoint "
-				 "itself says what it holds)");
-	ret = cli_restore(c, path, &b.o, &r);
-	if (!ret)
-		report_out(rep, &r, r.with_state);
-	return ret;
+	return ckpt_call(c, path, opts, rep, true);
 }
 
 /* The report of the checkpoint in path, after a full verification. */
@@ -181,7 +181,7 @@ RS_EXPORT int rs_ckpt_verify(const char *path, struct rs_ckpt_report *rep)
 		return ret;
 	ret = verify(path, &m, &r);
 	if (!ret)
-		report_out(rep, &r, r.with_state);
+		report_out(rep, &r);
 	ckpt_manifest_free(m);
 	return ret;
 }
