@@ -44,7 +44,11 @@ enum rs_error {
 	RS_E_AUTH = RS_E_BASE - 18,	  /* authentication failed */
 	RS_E_BUSY = RS_E_BASE - 19,	  /* writes paused (a checkpoint):
 					     retry; the client library does */
-	RS_E_LAST = RS_E_BASE - 20
+	RS_E_EPOCH = RS_E_BASE - 20,	  /* the request's configuration epoch
+					     is not the node's, or the node
+					     is not the key's primary in it:
+					     refresh the configuration */
+	RS_E_LAST = RS_E_BASE - 21
 };
 
 /* Static description of any code (negative errno or RS_E_*). */

@@ -1242,6 +1242,7 @@ static int add_codes(PyObject *m)
 		{ "E_PERM", RS_E_PERM },
 		{ "E_AUTH", RS_E_AUTH },
 		{ "E_BUSY", RS_E_BUSY },
+		{ "E_EPOCH", RS_E_EPOCH },
 		{ "KEY_MISSING", RS_KEY_MISSING },
 		{ "KEY_FOUND", RS_KEY_FOUND },
 		{ "KEY_CREATED", RS_KEY_CREATED },

@@ -37,6 +37,8 @@ static const char *const rs_names[] = {
 	[-(RS_E_PERM - RS_E_BASE)] = "permission denied (role)",
 	[-(RS_E_AUTH - RS_E_BASE)] = "authentication failed",
 	[-(RS_E_BUSY - RS_E_BASE)] = "writes are paused (checkpoint): retry",
+	[-(RS_E_EPOCH - RS_E_BASE)] = "configuration epoch mismatch: refresh "
+				      "the configuration",
 };
 
 RS_EXPORT const char *rs_strerror(int code)

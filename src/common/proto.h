@@ -86,6 +86,8 @@ enum proto_op {
 	PROTO_OP_STATS = 10,
 	PROTO_OP_CKPT = 11,	/* checkpoint phases (admin) */
 	PROTO_OP_LOAD = 12,	/* rows with optimizer state (admin, keyed) */
+	PROTO_OP_CONFIG = 13,	/* the cluster configuration the node follows */
+	PROTO_OP_REPL = 14,	/* primary -> backup: rows and state (admin) */
 	PROTO_OP_COUNT
 };
 
@@ -99,6 +101,10 @@ enum proto_op {
 				apply (else they fail with RS_E_NOTFOUND) */
 #define PROTO_KF_LR 0x2u     /* UPDATE: apply with lr instead of the
 				table's learning rate (lr finite, >= 0) */
+#define PROTO_KF_EPOCH 0x4u  /* GET .. DELETE: the configuration epoch the
+				client routed by follows the fixed part
+				(PROTO_EPOCH_BYTES more; keys at offset 40) */
+#define PROTO_EPOCH_BYTES 8u
 
 /* struct proto_ckpt_req.phase (docs/checkpoint.md) */
 enum proto_ckpt_phase {
@@ -248,13 +254,71 @@ struct proto_stats {
  */
 struct proto_keys_req {
 	uint32_t table_id;
-	uint32_t flags;	    /* PROTO_KF_* (UPDATE only) */
+	uint32_t flags;	    /* PROTO_KF_* */
 	uint64_t table_gen; /* expected table generation; 0: do not check */
 	uint32_t n;	    /* keys, 0..max_batch_keys */
 	uint32_t dim;
 	uint32_t dtype;
 	float lr;	    /* with PROTO_KF_LR; else 0 on the wire */
+	uint64_t epoch;	    /* with PROTO_KF_EPOCH (>= 1); else 0 */
 	const void *keys;
+	const void *rows;
+};
+
+/*
+ * CONFIG (request: empty body). Reply: the configuration the node follows
+ * (docs/replication.md): epoch 0 and no members when the node is not in a
+ * cluster. Members in the configuration's order (sorted by id); `self` is
+ * the replying node's index among them (PROTO_CONFIG_NO_SELF: none).
+ * Decoded as a validated view; read members with proto_config_next().
+ */
+#define PROTO_CONFIG_MAX_MEMBERS 1024u	/* MEMB_MAX_NODES */
+#define PROTO_CONFIG_MAX_R 5u		/* MEMB_MAX_R */
+#define PROTO_CONFIG_MAX_VNODES 4096u	/* CLI_RING_MAX_VNODES */
+#define PROTO_ADDR_MAX 127		/* "ip:port" of a member */
+#define PROTO_CONFIG_NO_SELF 0xffffffffu
+enum proto_member_state {
+	PROTO_MEMBER_ACTIVE = 0,	/* enum memb_state */
+	PROTO_MEMBER_JOINING = 1,
+	PROTO_MEMBER_DOWN = 2,
+};
+struct proto_member {
+	uint32_t state;			/* enum proto_member_state */
+	char id[PROTO_NAME_MAX + 1];	/* [A-Za-z0-9_.-]{1,63} */
+	char addr[PROTO_ADDR_MAX + 1];	/* 1..127 printable bytes */
+};
+struct proto_config {
+	uint64_t epoch;		/* 0: not in a cluster (then n = 0) */
+	uint32_t r;		/* 1..PROTO_CONFIG_MAX_R (0 with epoch 0) */
+	uint32_t vnodes;	/* 1..PROTO_CONFIG_MAX_VNODES (0 with epoch 0) */
+	uint32_t n;		/* members, <= PROTO_CONFIG_MAX_MEMBERS */
+	uint32_t self;		/* < n, or PROTO_CONFIG_NO_SELF */
+	/* iterator state (private) */
+	const uint8_t *p;
+	size_t len, off;
+	uint32_t next;
+};
+
+/*
+ * REPL request (node to node, admin): rows with their optimizer state as
+ * the primary's write left them, or deletions, for the backups of the
+ * keys' replica sets in `epoch`. Records apply in order; the reply is a
+ * keyed reply with one status per record (0, PROTO_ST_CREATED or an
+ * error). Encoding: keys = const uint64_t[n], kinds = const uint8_t[n]
+ * (PROTO_REPL_*), rows = const float[n * width] (a deletion's row is
+ * ignored by the encoder and zeros on the wire). Decoded: wire pointers.
+ */
+enum proto_repl_kind {
+	PROTO_REPL_ROW = 0,	/* set the row and state (insert or overwrite) */
+	PROTO_REPL_DELETED = 1,	/* remove the key */
+};
+struct proto_repl_req {
+	uint64_t epoch;			/* >= 1 */
+	uint32_t n;			/* records, 0..max_batch_keys */
+	uint32_t width;			/* dim + state floats, 1..3*max_dim+1 */
+	char table[PROTO_NAME_MAX + 1];	/* the table's name */
+	const void *keys;
+	const void *kinds;
 	const void *rows;
 };
 
@@ -309,6 +373,8 @@ struct proto_error {
  *   STATS          request: list_req         reply: stats
  *   CKPT           request: ckpt_req         reply: ckpt_reply
  *   LOAD           request: keys_req         reply: keys_reply
+ *   CONFIG         request: (empty body)     reply: config
+ *   REPL           request: repl_req         reply: keys_reply
  *   any reply with hdr.status < 0: error
  */
 struct proto_msg {
@@ -326,6 +392,8 @@ struct proto_msg {
 		struct proto_stats stats;
 		struct proto_ckpt_req ckpt_req;
 		struct proto_ckpt_reply ckpt_reply;
+		struct proto_config config;
+		struct proto_repl_req repl_req;
 		struct proto_error error;
 	} u;
 };
@@ -396,6 +464,7 @@ int proto_decode(const void *msg, size_t len, const struct proto_limits *lim,
  * end. The view was validated by proto_decode(); these cannot fail. */
 int proto_table_dir_next(struct proto_table_dir *d,
 			 struct proto_table_info *out);
+int proto_config_next(struct proto_config *c, struct proto_member *out);
 int proto_stats_next(struct proto_stats *s, struct proto_stat *out);
 
 /* ---- encoding ----------------------------------------------------------- */
@@ -439,8 +508,23 @@ int proto_enc_ckpt_req(void *buf, size_t cap, const struct proto_hdr *h,
 int proto_enc_ckpt_reply(void *buf, size_t cap, const struct proto_hdr *h,
 			 const struct proto_ckpt_reply *m);
 
-/* Keyed request / reply of op (GET .. DELETE, LOAD); see the struct
- * comments. */
+/* CONFIG: the request has an empty body; the reply lists n members
+ * (all of them: RS_E_TOOBIG if they do not fit cap). c->p, len, off and
+ * next are ignored. */
+int proto_enc_config_req(void *buf, size_t cap, const struct proto_hdr *h);
+int proto_enc_config_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			   const struct proto_config *c,
+			   const struct proto_member *members);
+/* REPL request; its reply is proto_enc_keys_reply(..., PROTO_OP_REPL). */
+int proto_enc_repl_req(void *buf, size_t cap, const struct proto_hdr *h,
+		       const struct proto_repl_req *m);
+/* Bytes of a REPL request of n records of width floats for table name of
+ * name_len bytes. */
+size_t proto_repl_req_bytes(uint32_t n, uint32_t width, size_t name_len);
+
+/* Keyed request / reply of op (GET .. DELETE, LOAD, REPL for replies);
+ * see the struct comments. A request with PROTO_KF_EPOCH is
+ * PROTO_EPOCH_BYTES longer than proto_keys_req_bytes() says. */
 int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,
 		       uint32_t op, const struct proto_keys_req *m);
 int proto_enc_keys_reply(void *buf, size_t cap, const struct proto_hdr *h,
