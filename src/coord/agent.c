@@ -48,6 +48,8 @@ struct memb_agent {
 	struct memb_policy policy;
 	void (*log)(void *arg, const char *line);
 	void *log_arg;
+	void (*on_config)(void *arg, const struct memb_config *c);
+	void *config_arg;
 
 	int64_t lease;		/* 0: none */
 	int64_t ka_ms;		/* last grant or keepalive */
@@ -128,6 +130,8 @@ int memb_agent_new(struct memb_agent **out, struct coord *c,
 	a->policy = o->policy;
 	a->log = o->log;
 	a->log_arg = o->log_arg;
+	a->on_config = o->on_config;
+	a->config_arg = o->config_arg;
 	a->c = c;
 	c->cancel = &a->stop;
 	pthread_mutex_init(&a->lock, NULL);
@@ -235,7 +239,10 @@ int memb_agent_tick(struct memb_agent *a, int64_t now_ms)
 	 * it: docs/replication.md) */
 	if ((ret = memb_read_config(a->c, a->cluster, &cfg, &mod_rev, &rev)))
 		return ret;
-	atomic_store(&a->epoch, cfg.epoch);
+	if (cfg.epoch > atomic_load(&a->epoch) && a->on_config)
+		a->on_config(a->config_arg, &cfg);
+	if (cfg.epoch > atomic_load(&a->epoch))
+		atomic_store(&a->epoch, cfg.epoch);
 	atomic_store(&a->rev, rev);
 	memb_config_free(&cfg);
 	return 0;
@@ -254,6 +261,11 @@ bool memb_agent_is_decider(const struct memb_agent *a)
 uint64_t memb_agent_epoch(const struct memb_agent *a)
 {
 	return atomic_load(&a->epoch);
+}
+
+uint64_t memb_agent_inc(const struct memb_agent *a)
+{
+	return a->self.inc;
 }
 
 /* After a failure: retry in a second, or sooner when a keepalive falls

@@ -610,6 +610,12 @@ int memb_decide(struct coord *c, const char *cluster,
 		return ret;
 	if ((ret = memb_read_config(c, cluster, &cur, &mod_rev, NULL)))
 		goto free_regs;
+	if (cur.epoch == 0 && nregs < p->first_members) {
+		/* an initial cluster forms once its nodes are all there */
+		memb_config_free(&cur);
+		ret = 0;
+		goto free_regs;
+	}
 	ret = memb_reconfigure(&cur, regs, nregs, p, &next);
 	if (ret == 1 && !(ret = memb_config_format(&next, &json, &len))) {
 		ret = coord_cas(c, key, mod_rev, json, len, 0, NULL);

@@ -91,6 +91,10 @@ struct memb_policy {
 	 * JOINING for a later step to activate. A first configuration makes
 	 * every registered node active either way. */
 	bool activate_joiners;
+	/* No first configuration until this many nodes registered (an
+	 * initial cluster: nodes that start together all hold their share
+	 * from the start); 0 or 1: the first registration suffices. */
+	unsigned first_members;
 };
 
 const char *memb_state_name(enum memb_state s);
@@ -186,6 +190,11 @@ struct memb_agent_opts {
 	/* log lines (already rate-limited by the agent); NULL: stderr */
 	void (*log)(void *arg, const char *line);
 	void *log_arg;
+	/* Called from the agent's thread (or tick's caller) with every
+	 * configuration of a higher epoch than the last one passed (never a
+	 * lower one); the callee copies what it keeps. NULL: none. */
+	void (*on_config)(void *arg, const struct memb_config *c);
+	void *config_arg;
 };
 
 struct memb_agent;
@@ -205,6 +214,9 @@ int memb_agent_tick(struct memb_agent *a, int64_t now_ms);
 int64_t memb_agent_rev(const struct memb_agent *a);
 bool memb_agent_is_decider(const struct memb_agent *a);
 uint64_t memb_agent_epoch(const struct memb_agent *a);
+/* This process's incarnation (its registration's "inc"): a member entry
+ * with the agent's id is this node only if its inc is this one. */
+uint64_t memb_agent_inc(const struct memb_agent *a);
 /* Run ticks in a thread: after each, wait for a change under the
  * cluster's prefix or the next keepalive; after an error retry within
  * a second (a third of the TTL if that is shorter, so that one failed

@@ -776,7 +776,7 @@ static const char *const top_keys[] = {
 };
 static const char *const coord_keys[] = { "endpoints", "cluster", "id",
 					  "lease_ms", "replicas", "decide",
-					  NULL };
+					  "initial_members", NULL };
 
 /* obj[key] must be an object if present; *sub = it or NULL */
 static int sub_object(struct ctx *c, json_t *obj, const char *key,
@@ -925,7 +925,9 @@ static int parse_coord(struct ctx *c, json_t *root, struct srv_config *cfg)
 			  SRV_CONFIG_MAX_COORD_LEASE_MS,
 			  &cfg->coord_lease_ms)) ||
 	    (rc = get_u32(c, o, "replicas", 1, 5, &cfg->coord_replicas)) ||
-	    (rc = get_bool(c, o, "decide", &cfg->coord_decide)))
+	    (rc = get_bool(c, o, "decide", &cfg->coord_decide)) ||
+	    (rc = get_u32(c, o, "initial_members", 1, 1024,
+			  &cfg->coord_initial_members)))
 		goto out;
 	if (proto_name_check("cluster", cfg->coord_cluster,
 			     strlen(cfg->coord_cluster)))
@@ -1023,6 +1025,7 @@ void srv_config_defaults(struct srv_config *c)
 	c->coord_lease_ms = SRV_CONFIG_COORD_LEASE_MS;
 	c->coord_replicas = SRV_CONFIG_COORD_REPLICAS;
 	c->coord_decide = 1;
+	c->coord_initial_members = 1;
 }
 
 void srv_config_free(struct srv_config **c)

@@ -105,6 +105,8 @@ struct srv_config {
 	uint32_t coord_lease_ms;	/* 5000 */
 	uint32_t coord_replicas;	/* r of a first configuration; 3 */
 	int coord_decide;		/* may become the decider; 1 */
+	uint32_t coord_initial_members;	/* first configuration waits for
+					   this many nodes; 1 */
 };
 
 /* Fill *c with the defaults (no allocation; nothing to free). */

@@ -1178,10 +1178,12 @@ RS_EXPORT int rs_server_open(struct rs_server **out,
 	pthread_cond_init(&s->gate.cond, NULL);
 	pthread_mutex_init(&s->conns_lock, NULL);
 	srv_ckpt_init(s);
+	srv_repl_init(s);
 	s->numa.node = -1;
 	ret = srv_config_to_opts(cfg, &s->o);
 	if (ret)
 		goto close;
+	s->repl.on = s->o.coord_endpoints != NULL;
 	s->reply_limit = s->o.limits.max_message_bytes > SRV_REPLY_MIN_BYTES ?
 			 s->o.limits.max_message_bytes : SRV_REPLY_MIN_BYTES;
 	s->conn_cap = s->o.workers > 1 ? s->o.workers - 1 : 1;
@@ -1224,6 +1226,7 @@ RS_EXPORT void rs_server_close(struct rs_server **sp)
 		return;
 	srv_coord_stop(s);
 	reap(s, true);
+	srv_repl_fini(s);	/* its peer connections use the device */
 	/* the scrape thread reads the listener's counters (rs_cq_*,
 	 * rs_transport_events_total): stop it before the listener goes */
 	metrics_http_stop(&s->m.http);

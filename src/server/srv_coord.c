@@ -24,6 +24,11 @@ static void coord_log(void *arg, const char *line)
 	srv_log("coord: %s", line);
 }
 
+static void coord_config(void *arg, const struct memb_config *c)
+{
+	srv_repl_adopt(arg, c);
+}
+
 int srv_coord_start(struct rs_server *s)
 {
 	const struct srv_opts *o = &s->o;
@@ -33,10 +38,17 @@ int srv_coord_start(struct rs_server *s)
 		.addr = s->listen_addr,
 		.lease_s = ((int64_t)o->coord_lease_ms + 999) / 1000,
 		.decide = o->coord_decide,
+		/* r > 1: a node that joins an existing configuration holds
+		 * none of its ranges, and making it a replica would lose
+		 * keys; it waits (JOINING) for the copy step
+		 * (docs/replication.md). r = 1 has nothing to lose. */
 		.policy = { .r = o->coord_replicas,
 			    .vnodes = MEMB_DEFAULT_VNODES,
-			    .activate_joiners = true },
+			    .activate_joiners = o->coord_replicas <= 1,
+			    .first_members = o->coord_initial_members },
 		.log = coord_log,
+		.on_config = coord_config,
+		.config_arg = s,
 	};
 	int ret;
 

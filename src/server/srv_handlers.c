@@ -87,6 +87,8 @@ struct req {
 	uint8_t op;
 	bool traced;
 	bool failed;		/* an error reply was sent */
+	bool defer;		/* reply_send keeps the reply (replication) */
+	int deferred;		/* its length */
 	uint64_t t0_ns;		/* received (CLOCK_MONOTONIC, as trace_now_us) */
 	uint64_t tpost_ns;	/* reply handed to the NIC; 0: not yet */
 	const char *table;	/* for trace events */
@@ -116,6 +118,8 @@ static unsigned rt_of(uint8_t op)
 		[PROTO_OP_STATS] = SRV_RT_STATS,
 		[PROTO_OP_CKPT] = SRV_RT_CKPT,
 		[PROTO_OP_LOAD] = SRV_RT_LOAD,
+		[PROTO_OP_CONFIG] = SRV_RT_CONFIG,
+		[PROTO_OP_REPL] = SRV_RT_REPL,
 	};
 
 	return op > 0 && op < PROTO_OP_COUNT ? map[op] : SRV_RT_BAD;
@@ -140,6 +144,10 @@ static void reply_send(struct req *r, int len)
 	/* server.total ends here: under Soft-RoCE the kernel transmits the
 	 * reply inside the post call, so the client can have it before the
 	 * call returns. Time after this point is the NIC's, not the node's. */
+	if (r->defer) {	/* sent once the backups acknowledged */
+		r->deferred = len;
+		return;
+	}
 	if (!r->tpost_ns)
 		r->tpost_ns = now_ns();
 	if (srv_conn_send(r->c, r->w->reply, (size_t)len) == 0)
@@ -795,12 +803,10 @@ static void do_ckpt(struct req *r)
 	reply_send(r, len);
 }
 
-static void do_keyed(struct req *r)
+static void do_keyed_body(struct req *r)
 {
 	struct srv_table *t;
 
-	r->nkeys = r->m.u.keys_req.n;
-	metrics_histogram_observe(r->s->m.batch[r->rt], r->nkeys);
 	if (r->op == PROTO_OP_GET || r->op == PROTO_OP_GET_OR_INIT) {
 		do_get(r);
 		return;
@@ -825,6 +831,242 @@ static void do_keyed(struct req *r)
 		break;
 	}
 	srv_table_put(t);
+}
+
+/* ---- replication (srv_repl.c) ---- */
+
+/* Status i of the keyed reply built in the worker's reply buffer. */
+static uint8_t *reply_status_at(struct req *r, uint32_t i)
+{
+	return (uint8_t *)r->w->reply + PROTO_HDR_BYTES + 16 + 4 * (size_t)i;
+}
+
+/* Does key i's outcome change the row (what the backups must get)? */
+static bool changed_row(uint8_t op, int32_t st)
+{
+	if (op == PROTO_OP_GET_OR_INIT)
+		return st == PROTO_ST_CREATED;
+	return st >= 0;
+}
+
+/* Queue the results of the write in the reply buffer for the backups:
+ * each changed key's row and state as they are now (s->repl.order held,
+ * so no other replicated write has touched them since). */
+static int repl_capture(struct req *r, struct srv_repl_req *q)
+{
+	const struct proto_keys_req *k = &r->m.u.keys_req;
+	struct srv_worker *w = r->w;
+	struct srv_table *t = srv_table_get(&r->s->tables, k->table_id);
+	uint32_t width;
+	float *buf;
+	int ret = 0;
+
+	if (!t)
+		return RS_E_NOTFOUND;
+	width = t->spec.dim + t->state_floats;
+	if (srv_scratch(&w->tmp, &w->tmp_cap, (size_t)width * 4 + 4)) {
+		srv_table_put(t);
+		return -ENOMEM;
+	}
+	buf = w->tmp;
+	for (uint32_t i = 0; !ret && i < k->n; i++) {
+		int32_t st = (int32_t)le_ld32(reply_status_at(r, i));
+		uint64_t key = proto_key_at(k->keys, i);
+		bool del = r->op == PROTO_OP_DELETE;
+
+		if (!changed_row(r->op, st))
+			continue;
+		memset(buf, 0, (size_t)width * 4);
+		if (!del && (slab_read(t->st, key, buf, NULL) ||
+			     (t->state_floats &&
+			      slab_read_state(t->st, key, buf + t->spec.dim))))
+			ret = RS_E_NOTFOUND;	/* a LOAD removed it */
+		if (!ret)
+			ret = srv_repl_record(r->s, q, t->spec.name, width,
+					      key, del, buf);
+	}
+	srv_table_put(t);
+	return ret;
+}
+
+/* The backups did not take the write: every changed key fails with
+ * RS_E_EPOCH (the client refreshes its configuration and retries). */
+static void repl_fail_keys(struct req *r)
+{
+	const struct proto_keys_req *k = &r->m.u.keys_req;
+	size_t row_bytes = 0, rows_off;
+
+	if (r->op == PROTO_OP_GET_OR_INIT) {
+		const uint8_t *b = (uint8_t *)r->w->reply + PROTO_HDR_BYTES;
+
+		row_bytes = (size_t)le_ld32(b + 4) * proto_dtype_size(b[8]);
+	}
+	rows_off = PROTO_HDR_BYTES + 16 + 4 * (size_t)k->n + (k->n & 1) * 4;
+	for (uint32_t i = 0; i < k->n; i++) {
+		uint8_t *sp = reply_status_at(r, i);
+
+		if (!changed_row(r->op, (int32_t)le_ld32(sp)))
+			continue;
+		le_st32(sp, (uint32_t)RS_E_EPOCH);
+		if (row_bytes)
+			memset((uint8_t *)r->w->reply + rows_off +
+				       i * row_bytes, 0, row_bytes);
+	}
+}
+
+/* A keyed request in a cluster (or naming an epoch). */
+static void do_keyed_cluster(struct req *r)
+{
+	const struct proto_keys_req *k = &r->m.u.keys_req;
+	const bool write = r->op != PROTO_OP_GET;
+	struct rs_server *s = r->s;
+	struct srv_repl_req q;
+	int ret;
+
+	if (!s->repl.on) {
+		reply_error(r, r->op, RS_E_EPOCH, "this node is not a member "
+			    "of a cluster: requests name no epoch");
+		return;
+	}
+	if (r->op == PROTO_OP_LOAD) {
+		reply_error(r, r->op, RS_E_UNSUPPORTED, "LOAD into a "
+			    "replicated cluster is not supported yet (its "
+			    "rows would reach one replica only)");
+		return;
+	}
+	if (!(k->flags & PROTO_KF_EPOCH)) {
+		if (write) {
+			reply_error(r, r->op, RS_E_EPOCH, "this node is a "
+				    "member of a replicated cluster: a write "
+				    "names the configuration epoch (CONFIG)");
+			return;
+		}
+		do_keyed_body(r);	/* an inspection read, unfenced */
+		return;
+	}
+	ret = srv_repl_enter(s, &q, k->epoch, k->keys, k->n, false);
+	if (ret) {
+		reply_error(r, r->op, ret, "%s", rs_errormsg());
+		srv_repl_exit(s, &q);
+		return;
+	}
+	if (!write) {
+		do_keyed_body(r);
+		srv_repl_exit(s, &q);
+		return;
+	}
+	r->defer = true;
+	pthread_mutex_lock(&s->repl.order);
+	do_keyed_body(r);
+	ret = r->deferred > 0 && !r->failed ? repl_capture(r, &q) : 0;
+	pthread_mutex_unlock(&s->repl.order);
+	if (!ret && srv_repl_pending(&q))
+		ret = srv_repl_wait(s, &q);
+	r->defer = false;
+	if (ret && r->deferred > 0 && !r->failed)
+		repl_fail_keys(r);
+	if (r->deferred > 0)
+		reply_send(r, r->deferred);
+	srv_repl_exit(s, &q);
+}
+
+static void do_keyed(struct req *r)
+{
+	const struct proto_keys_req *k = &r->m.u.keys_req;
+
+	r->nkeys = k->n;
+	metrics_histogram_observe(r->s->m.batch[r->rt], r->nkeys);
+	if (RS_UNLIKELY(r->s->repl.on || (k->flags & PROTO_KF_EPOCH)))
+		do_keyed_cluster(r);
+	else
+		do_keyed_body(r);
+}
+
+/* CONFIG: the configuration this node follows. */
+static void do_config(struct req *r)
+{
+	void *buf;
+	int cap, len;
+
+	cap = reply_buf(r, &buf);
+	if (cap < 0)
+		return;
+	len = srv_repl_config(r->s, buf, (size_t)cap, &r->rh);
+	if (len < 0)
+		len = enc_error(r, buf, cap, r->op, len, rs_errormsg());
+	reply_send(r, len);
+}
+
+/* REPL: a primary's rows and deletions for this node as their backup. */
+static void do_repl(struct req *r)
+{
+	const struct proto_repl_req *m = &r->m.u.repl_req;
+	struct srv_worker *w = r->w;
+	struct rs_server *s = r->s;
+	struct srv_repl_req q;
+	struct srv_table *t = NULL;
+	int32_t *st;
+	float *v;
+	int ret;
+
+	r->nkeys = m->n;
+	r->table = m->table;
+	if (!s->repl.on) {
+		reply_error(r, r->op, RS_E_EPOCH, "this node is not a member "
+			    "of a cluster");
+		return;
+	}
+	ret = srv_repl_enter(s, &q, m->epoch, m->keys, m->n, true);
+	if (ret) {
+		reply_error(r, r->op, ret, "%s", rs_errormsg());
+		goto out;
+	}
+	if (!statuses_fit(r, m->n))
+		goto out;
+	if (!(t = srv_table_get_name(&s->tables, m->table))) {
+		reply_error(r, r->op, RS_E_NOTFOUND, "table '%s': no such "
+			    "table on this node", m->table);
+		goto out;
+	}
+	if (m->width != t->spec.dim + t->state_floats) {
+		reply_error(r, r->op, RS_E_DIM, "table '%s': records of %u "
+			    "floats, the table has %u weights and %u state",
+			    m->table, m->width, t->spec.dim, t->state_floats);
+		goto out;
+	}
+	if (!(v = rows_to_f32(w, m->rows, m->n, m->width, PROTO_DTYPE_FP32)) ||
+	    srv_scratch(&w->status, &w->status_cap, (size_t)m->n * 4 + 4) ||
+	    row_scratch(w, t)) {
+		reply_error(r, r->op, -ENOMEM, "out of memory");
+		goto out;
+	}
+	st = w->status;
+	for (uint32_t i = 0; i < m->n; i++) {
+		const uint8_t *kinds = m->kinds;
+		const float *row = v + (size_t)i * m->width;
+		uint64_t key = proto_key_at(m->keys, i);
+		bool created = false;
+
+		if (kinds[i] == PROTO_REPL_DELETED) {
+			ret = slab_delete(t->st, key);
+		} else if (!all_finite(row, m->width)) {
+			ret = RS_E_INVAL;
+		} else if (!row_f32_fits(&t->rgeom, row)) {
+			ret = RS_E_OVERFLOW;
+		} else {
+			ret = slab_load_row(t->st, key, row,
+					    t->state_floats ? row + t->spec.dim
+							    : NULL,
+					    w->row, w->state, &created);
+		}
+		st[i] = ret ? ret : created ? PROTO_ST_CREATED : PROTO_ST_OK;
+	}
+	atomic_fetch_add(&s->repl.applied, m->n);
+	reply_statuses(r, st, m->n);
+out:
+	if (t)
+		srv_table_put(t);
+	srv_repl_exit(s, &q);
 }
 
 /* ---- entry ---- */
@@ -929,6 +1171,12 @@ void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 		break;
 	case PROTO_OP_CKPT:
 		do_ckpt(&r);
+		break;
+	case PROTO_OP_CONFIG:
+		do_config(&r);
+		break;
+	case PROTO_OP_REPL:
+		do_repl(&r);
 		break;
 	default:
 		do_keyed(&r);

@@ -97,6 +97,7 @@ struct srv_opts {
 	char coord_id[PROTO_NAME_MAX + 1];
 	uint32_t coord_lease_ms;
 	uint32_t coord_replicas;
+	uint32_t coord_initial_members;
 	bool coord_decide;
 };
 
@@ -282,6 +283,61 @@ struct proto_ckpt_reply;
 int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 		  struct proto_ckpt_reply *out);
 
+/* ---- replication (srv_repl.c, docs/replication.md) ---- */
+
+#define SRV_REPL_TIMEOUT_MS 2000	/* a backup's reply to one REPL */
+
+struct srv_cfg;
+struct srv_chunk;
+struct srv_repl {
+	bool on;			/* a cluster member (coord section) */
+	pthread_rwlock_t lock;		/* cur; held by requests (read) */
+	struct srv_cfg *cur;		/* NULL: no configuration yet */
+	pthread_mutex_t order;		/* apply + queue of replicated writes */
+	_Atomic uint64_t epoch;		/* cur's, for STATS */
+	_Atomic uint64_t forwarded_writes, failed_writes, refused, applied;
+};
+
+/* One request's hold on the configuration and the chunks it waits for. */
+struct srv_repl_req {
+	struct srv_cfg *cfg;
+	bool held;
+	unsigned nchunks, cap;
+	struct srv_chunk **chunks;
+	unsigned *chunk_peer;
+};
+
+struct srv_repl_stats {
+	uint64_t epoch, forwarded_writes, failed_writes, refused, applied;
+	uint64_t chunks_shipped, chunks_failed, queued;
+	bool active;
+};
+
+struct memb_config;
+int srv_repl_init(struct rs_server *s);
+void srv_repl_fini(struct rs_server *s);
+/* The agent's callback: follow configuration c. */
+void srv_repl_adopt(struct rs_server *s, const struct memb_config *c);
+/* Take the configuration for a request of epoch over n wire keys: the
+ * node must be their primary (backup: one of their backups). 0, or
+ * RS_E_EPOCH with a message. srv_repl_exit() after, either way. */
+int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
+		   uint64_t epoch, const void *keys, uint32_t n, bool backup);
+void srv_repl_exit(struct rs_server *s, struct srv_repl_req *q);
+/* Queue key's new row and state (width floats) or its deletion for the
+ * key's backups (under s->repl.order). 0 or -ENOMEM. */
+int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
+		    const char *table, uint32_t width, uint64_t key,
+		    bool deleted, const float *row);
+/* Ship and wait until every backup acknowledged q's records: 0 or the
+ * first failure. */
+int srv_repl_wait(struct rs_server *s, struct srv_repl_req *q);
+bool srv_repl_pending(const struct srv_repl_req *q);
+/* CONFIG reply into buf: length or < 0. */
+int srv_repl_config(struct rs_server *s, void *buf, size_t cap,
+		    const struct proto_hdr *h);
+void srv_repl_stats(struct rs_server *s, struct srv_repl_stats *st);
+
 /* ---- connections ---- */
 
 struct srv_conn {
@@ -350,7 +406,8 @@ unsigned srv_auth_conn_role(struct rs_server *s, const void *priv,
 enum srv_req_type {
 	SRV_RT_HELLO, SRV_RT_CREATE, SRV_RT_DROP, SRV_RT_DIR, SRV_RT_GET,
 	SRV_RT_GET_OR_INIT, SRV_RT_PUT, SRV_RT_UPDATE, SRV_RT_DELETE,
-	SRV_RT_STATS, SRV_RT_CKPT, SRV_RT_LOAD, SRV_RT_BAD, SRV_RT_COUNT
+	SRV_RT_STATS, SRV_RT_CKPT, SRV_RT_LOAD, SRV_RT_CONFIG, SRV_RT_REPL,
+	SRV_RT_BAD, SRV_RT_COUNT
 };
 
 /* Why a peer was cut off (rs_connections_cut_total{reason}). */
@@ -485,6 +542,7 @@ struct rs_server {
 	unsigned conn_cap;	/* messages of one conn handled at once */
 	_Atomic uint64_t deferred;	/* messages queued behind conn_cap */
 	struct srv_ckpt ckpt;		/* the write pause (srv_ckpt.c) */
+	struct srv_repl repl;		/* replication (srv_repl.c) */
 #ifdef RS_DEBUG_LOCKS
 	/* Debug and sanitizer builds (server.c, "checked rules"): a pause
 	 * after the last release of a dead conn (RS_TEST_RELEASE_DELAY_US)

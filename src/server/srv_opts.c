@@ -57,6 +57,7 @@ void srv_opts_defaults(struct srv_opts *o)
 	o->coord_lease_ms = c.coord_lease_ms;
 	o->coord_replicas = c.coord_replicas;
 	o->coord_decide = c.coord_decide;
+	o->coord_initial_members = c.coord_initial_members;
 }
 
 void srv_opts_free(struct srv_opts *o)

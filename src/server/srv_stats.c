@@ -51,6 +51,7 @@ static const char *const rt_names[SRV_RT_COUNT] = {
 	[SRV_RT_PUT] = "put",		 [SRV_RT_UPDATE] = "update",
 	[SRV_RT_DELETE] = "delete",	 [SRV_RT_STATS] = "stats",
 	[SRV_RT_CKPT] = "checkpoint",	 [SRV_RT_LOAD] = "load",
+	[SRV_RT_CONFIG] = "config",	 [SRV_RT_REPL] = "repl",
 	[SRV_RT_BAD] = "bad",
 };
 
@@ -417,6 +418,20 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		atomic_load(&s->ckpt.paused_us)));
 	TRY(add(l, N, "checkpoint.busy_replies",
 		atomic_load(&s->ckpt.busy)));
+	if (s->repl.on) {
+		struct srv_repl_stats rs;
+
+		srv_repl_stats(s, &rs);
+		TRY(add(l, N, "repl.epoch", rs.epoch));
+		TRY(add(l, N, "repl.active", rs.active));
+		TRY(add(l, N, "repl.forwarded_writes", rs.forwarded_writes));
+		TRY(add(l, N, "repl.failed_writes", rs.failed_writes));
+		TRY(add(l, N, "repl.refused", rs.refused));
+		TRY(add(l, N, "repl.applied_records", rs.applied));
+		TRY(add(l, N, "repl.chunks_shipped", rs.chunks_shipped));
+		TRY(add(l, N, "repl.chunks_failed", rs.chunks_failed));
+		TRY(add(l, N, "repl.queued_records", rs.queued));
+	}
 #ifdef RS_DEBUG_LOCKS
 	TRY(add(l, N, "debug.dead_releases", atomic_load(&s->dead_releases)));
 #endif

@@ -64,36 +64,8 @@ await() {
 }
 
 # ---- 1. etcd on tmpfs ----------------------------------------------------
-for try in 1 2 3; do
-  port=$((20000 + (RANDOM * 7 + try * 131) % 30000))
-  url=http://127.0.0.1:$port
-  t0=$(date +%s.%N)
-  "$etcd_bin" --name t --data-dir "$d/etcd" \
-    --listen-client-urls "$url" --advertise-client-urls "$url" \
-    --listen-peer-urls "http://127.0.0.1:$((port + 1))" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
-    --initial-cluster "t=http://127.0.0.1:$((port + 1))" \
-    >"$d/etcd.log" 2>&1 &
-  etcd_pid=$!
-  ok=
-  for ((i = 0; i < 600; i++)); do
-    if curl -sf --max-time 2 "$url/health" 2>/dev/null | grep -q '"health":"true"'; then
-      ok=1
-      break
-    fi
-    kill -0 "$etcd_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  [ -n "$ok" ] && break
-  kill -KILL "$etcd_pid" 2>/dev/null || true
-  wait "$etcd_pid" 2>/dev/null || true
-  etcd_pid=
-  grep -q "address already in use" "$d/etcd.log" || fail "etcd did not start"
-  rm -rf "$d/etcd"
-done
-[ -n "$etcd_pid" ] || fail "no free port for etcd"
-echo "etcd $("$etcd_bin" --version | sed -n 's/etcd Version: //p') healthy at $url after $(elapsed "$t0") s"
-
+. "$(dirname "$0")/etcd_lib.sh"
+etcd_start "$d"
 # ---- 2. the conformance cases ----------------------------------------------
 t0=$(date +%s.%N)
 "$bin/tests/coord_etcd_conformance" "$url" >"$d/conformance.out" 2>&1 ||
@@ -109,7 +81,7 @@ node_conf() { # NAME IP
 {"name": "$1", "listen": {"addr": "$2", "port": 0}, "workers": 1,
  "storage": {"size": "32M"},
  "coord": {"endpoints": ["$url"], "cluster": "t", "lease_ms": 3000,
-           "replicas": 2}}
+           "replicas": 2, "initial_members": 2}}
 EOF
 }
 node_conf n1 "$RS_RDMA_IP"

@@ -635,6 +635,70 @@ static void agents_fake_clock(void **state)
 	coord_close(&ca);
 }
 
+static uint64_t seen_epochs[8];
+static unsigned nseen;
+
+static void on_config(void *arg, const struct memb_config *c)
+{
+	(void)arg;
+	if (nseen < 8)
+		seen_epochs[nseen++] = c->epoch;
+}
+
+/* An initial cluster forms only with all its nodes; with r > 1 a later
+ * node stays JOINING; the agent passes each higher epoch once. */
+static void initial_members(void **state)
+{
+	struct memb_policy p = { .r = 2, .vnodes = 16,
+				 .activate_joiners = false,
+				 .first_members = 3 };
+	struct memb_agent_opts o = {
+		.cluster = "c1", .id = "n0000", .addr = "10.0.0.1:7471",
+		.lease_s = 3, .decide = true, .policy = p,
+		.log = count_log, .log_arg = "n0000",
+		.on_config = on_config,
+	};
+	struct memb_reg *g = regs_n(4);
+	struct memb_config cfg;
+	struct memb_agent *a;
+	struct coord *c;
+	uint64_t epoch;
+
+	nseen = 0;
+	assert_int_equal(coord_mem_new(&c), 0);
+	assert_int_equal(memb_agent_new(&a, c, &o), 0);
+	assert_int_equal(memb_agent_tick(a, 0), 0);	/* alone: no config */
+	assert_int_equal(memb_agent_epoch(a), 0);
+	put_reg(c, &g[1], 0);
+	assert_int_equal(memb_decide(c, "c1", &p, &epoch), 0); /* 2 of 3 */
+	assert_int_equal(memb_agent_tick(a, 0), 0);
+	assert_int_equal(memb_agent_epoch(a), 0);
+	assert_int_equal(nseen, 0);
+	put_reg(c, &g[2], 0);
+	assert_int_equal(memb_agent_tick(a, 0), 0);
+	assert_int_equal(memb_agent_epoch(a), 1);
+	assert_int_equal(nseen, 1);
+	assert_int_equal(seen_epochs[0], 1);
+	config_of(c, &cfg);
+	assert_int_equal(cfg.n, 3);
+	for (size_t i = 0; i < cfg.n; i++)
+		assert_int_equal(cfg.m[i].state, MEMB_ACTIVE);
+	memb_config_free(&cfg);
+	assert_int_equal(memb_agent_tick(a, 0), 0);	/* nothing new */
+	assert_int_equal(nseen, 1);
+	put_reg(c, &g[3], 0);				/* a late node */
+	assert_int_equal(memb_agent_tick(a, 0), 0);
+	assert_int_equal(nseen, 2);
+	assert_int_equal(seen_epochs[1], 2);
+	config_of(c, &cfg);
+	assert_int_equal(find(&cfg, g[3].id)->state, MEMB_JOINING);
+	memb_config_free(&cfg);
+	assert_true(memb_agent_inc(a) != 0);
+	memb_agent_free(&a);
+	free(g);
+	coord_close(&c);
+}
+
 /* The thread: registers within a moment; against a store that is down it
  * logs once, not once per retry; it stops promptly. */
 static void agent_thread(void **state)
@@ -781,6 +845,7 @@ int main(void)
 		cmocka_unit_test(cas_two_deciders),
 		cmocka_unit_test(agents_fake_clock),
 		cmocka_unit_test(agent_thread),
+		cmocka_unit_test(initial_members),
 		cmocka_unit_test(balance_1000),
 	};
 

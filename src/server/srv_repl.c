@@ -1,0 +1,665 @@
+/*
+ * srv_repl.c - replication on the memory node (docs/replication.md): the
+ * configuration the node follows, the epoch fence, and primary-backup
+ * forwarding of write results.
+ *
+ * The configuration. The membership agent (srv_coord.c) passes every
+ * configuration of a higher epoch it reads from etcd to srv_repl_adopt(),
+ * which builds its placement and the node's place in it and swaps it in
+ * under `lock` (a writer-preferring rwlock). Requests hold the read side
+ * for their whole life, forwarding and waiting for backups included, so a
+ * node never acknowledges a write, nor applies a forwarded row, in an
+ * epoch it has left: adoption waits for them. Requests take the read side
+ * with tryrdlock: while a new configuration waits to be adopted they are
+ * answered RS_E_EPOCH at once (the client refreshes and retries), which
+ * also breaks the cycle of two nodes each adopting while their writes wait
+ * for the other's backup apply.
+ *
+ * The fence. In a cluster every write (GET_OR_INIT, PUT, UPDATE, DELETE)
+ * must carry PROTO_KF_EPOCH with the node's epoch, the node must be an
+ * ACTIVE member of it under its own incarnation, and it must be the
+ * primary of every key (whole-request RS_E_EPOCH otherwise). A REPL must
+ * carry the node's epoch and the node must be a backup of every key.
+ *
+ * Forwarding. A write runs under `order` (one mutex per node) from the
+ * first optimizer step to the moment its results are queued for the
+ * backups, so the records of one key reach every backup's queue in the
+ * order they were applied. Each backup (struct srv_peer) has one queue of
+ * chunks (records of one table, in order) and at most one REPL message in
+ * flight, sent by whichever waiting worker finds the peer idle: group
+ * commit, no thread of its own, nothing running while idle. A chunk that
+ * fails (the backup refused, timed out, or its connection died) fails
+ * every chunk queued behind it; the workers waiting for them answer their
+ * keys RS_E_EPOCH, which the client retries once the configuration
+ * changed. The records are the rows and optimizer state as the primary
+ * left them (never the gradient), so applying one twice is harmless.
+ *
+ * Cost: nothing without a cluster (s->repl.on false: one branch per
+ * write). With one, `order` serialises the apply phase of the node's
+ * writes (not their wait for the backups): the node's update rate is one
+ * core's, the next step is per-key-range ordering.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client/client_internal.h"
+#include "common/le.h"
+#include "coord/membership.h"
+#include "server/srv_internal.h"
+
+#define REPL_CHUNK_KEYS 4096u	/* records per chunk (one or more REPLs) */
+
+struct srv_chunk {
+	struct srv_chunk *next;
+	char table[PROTO_NAME_MAX + 1];
+	uint32_t width, n, cap;
+	bool sealed;		/* being shipped: no more appends */
+	bool done;
+	int err;		/* when done: 0 or why it failed */
+	unsigned refs;		/* the queue's + one per waiting request */
+	uint64_t *keys;
+	uint8_t *kinds;
+	float *rows;		/* n * width */
+};
+
+struct srv_peer {
+	char id[MEMB_ID_MAX + 1];
+	uint64_t inc;
+	struct cli_node node;	/* pool of one connection */
+	struct auth_key key;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	struct srv_chunk *head, *tail;	/* queued, oldest first */
+	bool sending;
+	uint64_t shipped, failed;	/* chunks (STATS) */
+};
+
+struct srv_cfg {
+	struct memb_config c;
+	struct memb_placement *pl;
+	int self;		/* index in c.m, -1: not an active member */
+	struct srv_peer **peer;	/* [c.n], NULL for self and non-active */
+};
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- peers ---- */
+
+static void chunk_free(struct srv_chunk *ch)
+{
+	if (!ch)
+		return;
+	free(ch->keys);
+	free(ch->kinds);
+	free(ch->rows);
+	free(ch);
+}
+
+static void chunk_put_locked(struct srv_chunk *ch)
+{
+	if (--ch->refs == 0)
+		chunk_free(ch);
+}
+
+static struct srv_peer *peer_new(struct rs_server *s,
+				 const struct memb_member *m)
+{
+	struct srv_peer *p = calloc(1, sizeof(*p));
+	pthread_condattr_t ca;
+
+	if (!p)
+		return NULL;
+	snprintf(p->id, sizeof(p->id), "%s", m->id);
+	p->inc = m->inc;
+	p->node.name = p->id;
+	p->node.dev = s->dev;
+	p->node.timeout_ms = SRV_REPL_TIMEOUT_MS;
+	p->node.spin_us = 0;
+	if (cli_parse_node(m->addr, p->node.host, sizeof(p->node.host),
+			   &p->node.port) ||
+	    cli_pool_init(&p->node.pool, 1)) {
+		free(p);
+		return NULL;
+	}
+	/* with credentials, a node speaks to its peers as the first admin
+	 * of its own key list (nodes of a cluster share their keys) */
+	for (size_t i = 0; s->auth_on && i < s->o.nkeys; i++)
+		if (s->o.keys[i].role == AUTH_ROLE_ADMIN) {
+			p->key = s->o.keys[i];
+			p->node.key = &p->key;
+			break;
+		}
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	return p;
+}
+
+/* No request uses p (the configuration's write lock is held, or it was
+ * never published). */
+static void peer_free(struct srv_peer *p)
+{
+	if (!p)
+		return;
+	while (p->head) {
+		struct srv_chunk *ch = p->head;
+
+		p->head = ch->next;
+		chunk_free(ch);
+	}
+	cli_pool_destroy(&p->node.pool);
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->lock);
+	memset(&p->key, 0, sizeof(p->key));
+	free(p);
+}
+
+static void cfg_free(struct srv_cfg *g, bool peers)
+{
+	if (!g)
+		return;
+	for (size_t i = 0; peers && g->peer && i < g->c.n; i++)
+		peer_free(g->peer[i]);
+	free(g->peer);
+	memb_placement_free(&g->pl);
+	memb_config_free(&g->c);
+	free(g);
+}
+
+/* ---- the configuration ---- */
+
+static struct srv_peer *find_peer(struct srv_cfg *old, const char *id,
+				  uint64_t inc)
+{
+	for (size_t i = 0; old && i < old->c.n; i++)
+		if (old->peer[i] && old->peer[i]->inc == inc &&
+		    !strcmp(old->peer[i]->id, id)) {
+			struct srv_peer *p = old->peer[i];
+
+			old->peer[i] = NULL;	/* moved */
+			return p;
+		}
+	return NULL;
+}
+
+void srv_repl_adopt(struct rs_server *s, const struct memb_config *c)
+{
+	struct srv_repl *rp = &s->repl;
+	struct srv_cfg *g = calloc(1, sizeof(*g)), *old;
+	uint64_t inc = s->agent ? memb_agent_inc(s->agent) : 0;
+	char why[320] = "";
+
+	if (!g || memb_config_copy(&g->c, c) ||
+	    memb_placement_new(&g->pl, &g->c) ||
+	    !(g->peer = calloc(g->c.n + 1, sizeof(*g->peer)))) {
+		srv_log("repl: epoch %" PRIu64 ": out of memory; writes stay "
+			"refused until the next configuration", c->epoch);
+		cfg_free(g, false);
+		g = NULL;
+	}
+	g ? (void)(g->self = -1) : (void)0;
+	for (size_t i = 0; g && i < g->c.n; i++)
+		if (!strcmp(g->c.m[i].id, s->o.coord_id) &&
+		    g->c.m[i].inc == inc &&
+		    g->c.m[i].state == MEMB_ACTIVE)
+			g->self = (int)i;
+	pthread_rwlock_wrlock(&rp->lock);
+	old = rp->cur;
+	for (size_t i = 0; g && i < g->c.n; i++) {
+		const struct memb_member *m = &g->c.m[i];
+
+		if ((int)i == g->self || m->state != MEMB_ACTIVE)
+			continue;
+		g->peer[i] = find_peer(old, m->id, m->inc);
+		if (!g->peer[i])
+			g->peer[i] = peer_new(s, m);
+		if (!g->peer[i] && !why[0])
+			snprintf(why, sizeof(why), "peer '%s' (%s): cannot "
+				 "set up", m->id, m->addr);
+	}
+	if (g && why[0]) {
+		cfg_free(g, true);
+		g = NULL;
+	}
+	rp->cur = g;
+	atomic_store(&rp->epoch, g ? g->c.epoch : 0);
+	pthread_rwlock_unlock(&rp->lock);
+	cfg_free(old, true);
+	if (!g)
+		srv_log("repl: epoch %" PRIu64 " not adopted%s%s: writes are "
+			"refused", c->epoch, why[0] ? ": " : "", why);
+	else
+		srv_log("repl: epoch %" PRIu64 " adopted: %zu members, r %u, "
+			"this node %s", c->epoch, c->n, c->r,
+			g->self >= 0 ? "active" : "not active");
+}
+
+int srv_repl_init(struct rs_server *s)
+{
+	struct srv_repl *rp = &s->repl;
+	pthread_rwlockattr_t a;
+
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(
+		&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&rp->lock, &a);
+	pthread_rwlockattr_destroy(&a);
+	pthread_mutex_init(&rp->order, NULL);
+	return 0;
+}
+
+void srv_repl_fini(struct rs_server *s)
+{
+	struct srv_repl *rp = &s->repl;
+
+	cfg_free(rp->cur, true);
+	rp->cur = NULL;
+	pthread_mutex_destroy(&rp->order);
+	pthread_rwlock_destroy(&rp->lock);
+}
+
+/* ---- requests ---- */
+
+int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
+		   uint64_t epoch, const void *keys, uint32_t n, bool backup)
+{
+	struct srv_repl *rp = &s->repl;
+	struct srv_cfg *g;
+	unsigned set[MEMB_MAX_R];
+
+	memset(q, 0, sizeof(*q));
+	if (pthread_rwlock_tryrdlock(&rp->lock)) {
+		atomic_fetch_add(&rp->refused, 1);
+		return rs_seterr(RS_E_EPOCH, "the node is adopting a new "
+				 "configuration: retry");
+	}
+	g = rp->cur;
+	q->held = true;
+	q->cfg = g;
+	if (!g || g->self < 0) {
+		atomic_fetch_add(&rp->refused, 1);
+		return rs_seterr(RS_E_EPOCH, "this node is not an active "
+				 "member of the configuration (epoch %" PRIu64
+				 ")", g ? g->c.epoch : 0);
+	}
+	if (epoch != g->c.epoch) {
+		atomic_fetch_add(&rp->refused, 1);
+		return rs_seterr(RS_E_EPOCH, "epoch %" PRIu64 ": the node "
+				 "follows epoch %" PRIu64, epoch, g->c.epoch);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t key = proto_key_at(keys, i);
+		unsigned cnt = memb_replicas(g->pl, memb_key_hash(key), set);
+		bool ok = cnt && (int)set[0] == g->self;
+
+		for (unsigned j = 1; backup && !ok && j < cnt; j++)
+			ok = (int)set[j] == g->self;
+		if (backup && cnt && (int)set[0] == g->self)
+			ok = false;
+		if (!ok) {
+			atomic_fetch_add(&rp->refused, 1);
+			return rs_seterr(RS_E_EPOCH, "key %" PRIu64 ": this "
+					 "node is not its %s in epoch %" PRIu64,
+					 key, backup ? "backup" : "primary",
+					 g->c.epoch);
+		}
+	}
+	return 0;
+}
+
+void srv_repl_exit(struct rs_server *s, struct srv_repl_req *q)
+{
+	struct srv_chunk **hold = q->chunks;
+
+	if (q->nchunks) {
+		struct srv_cfg *g = q->cfg;
+
+		for (unsigned i = 0; i < q->nchunks; i++) {
+			struct srv_peer *p = g->peer[q->chunk_peer[i]];
+
+			pthread_mutex_lock(&p->lock);
+			chunk_put_locked(hold[i]);
+			pthread_mutex_unlock(&p->lock);
+		}
+	}
+	free(q->chunks);
+	free(q->chunk_peer);
+	if (q->held)
+		pthread_rwlock_unlock(&s->repl.lock);
+	memset(q, 0, sizeof(*q));
+}
+
+/* Remember that q waits for ch of peer pi (once per chunk). */
+static int hold_chunk(struct srv_repl_req *q, struct srv_chunk *ch,
+		      unsigned pi)
+{
+	for (unsigned i = 0; i < q->nchunks; i++)
+		if (q->chunks[i] == ch)
+			return 0;
+	if (q->nchunks == q->cap) {
+		unsigned cap = q->cap ? 2 * q->cap : 8;
+		void *a = realloc(q->chunks, cap * sizeof(*q->chunks));
+		void *b;
+
+		if (!a)
+			return -ENOMEM;
+		q->chunks = a;
+		b = realloc(q->chunk_peer, cap * sizeof(*q->chunk_peer));
+		if (!b)
+			return -ENOMEM;
+		q->chunk_peer = b;
+		q->cap = cap;
+	}
+	ch->refs++;
+	q->chunks[q->nchunks] = ch;
+	q->chunk_peer[q->nchunks++] = pi;
+	return 0;
+}
+
+/* Append one record to peer pi's queue (caller holds `order`). */
+static int append(struct srv_repl_req *q, unsigned pi, const char *table,
+		  uint32_t width, uint64_t key, uint8_t kind, const float *row)
+{
+	struct srv_peer *p = q->cfg->peer[pi];
+	struct srv_chunk *ch;
+	int ret = 0;
+
+	pthread_mutex_lock(&p->lock);
+	ch = p->tail;
+	if (!ch || ch->sealed || ch->n == ch->cap || ch->width != width ||
+	    strcmp(ch->table, table)) {
+		ch = calloc(1, sizeof(*ch));
+		if (ch) {
+			ch->cap = REPL_CHUNK_KEYS;
+			ch->width = width;
+			ch->refs = 1;
+			snprintf(ch->table, sizeof(ch->table), "%s", table);
+			ch->keys = malloc(ch->cap * sizeof(*ch->keys));
+			ch->kinds = malloc(ch->cap);
+			ch->rows = malloc((size_t)ch->cap * width *
+					  sizeof(float));
+		}
+		if (!ch || !ch->keys || !ch->kinds || !ch->rows) {
+			chunk_free(ch);
+			pthread_mutex_unlock(&p->lock);
+			return -ENOMEM;
+		}
+		if (p->tail)
+			p->tail->next = ch;
+		else
+			p->head = ch;
+		p->tail = ch;
+	}
+	ch->keys[ch->n] = key;
+	ch->kinds[ch->n] = kind;
+	memcpy(ch->rows + (size_t)ch->n * width, row,
+	       (size_t)width * sizeof(float));
+	ch->n++;
+	ret = hold_chunk(q, ch, pi);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
+		    const char *table, uint32_t width, uint64_t key,
+		    bool deleted, const float *row)
+{
+	struct srv_cfg *g = q->cfg;
+	unsigned set[MEMB_MAX_R], cnt;
+	int ret;
+
+	(void)s;
+	cnt = memb_replicas(g->pl, memb_key_hash(key), set);
+	for (unsigned j = 1; j < cnt; j++)
+		if ((ret = append(q, set[j], table, width, key,
+				  deleted ? PROTO_REPL_DELETED : PROTO_REPL_ROW,
+				  row)))
+			return ret;
+	return 0;
+}
+
+/* Send records [off, off + n) of ch in one REPL on cc and check the
+ * reply. */
+static int ship_slice(struct rs_server *s, struct cli_conn *cc,
+		      const struct srv_chunk *ch, uint64_t epoch,
+		      uint32_t off, uint32_t n)
+{
+	struct proto_repl_req m = {
+		.epoch = epoch, .n = n, .width = ch->width,
+		.keys = ch->keys + off, .kinds = ch->kinds + off,
+		.rows = ch->rows + (size_t)off * ch->width,
+	};
+	struct proto_hdr h;
+	struct proto_msg rep;
+	struct rv_msg raw;
+	int len, ret;
+
+	snprintf(m.table, sizeof(m.table), "%s", ch->table);
+	cli_hdr_init(&h, 0, false);
+	len = proto_enc_repl_req(cc->msg, cc->msg_max, &h, &m);
+	if (len < 0)
+		return len;
+	ret = cli_wire_call(cc, (size_t)len, &raw, &rep);
+	if (ret)
+		return ret;
+	if (rep.u.keys_reply.n != n)
+		ret = rs_seterr(RS_E_PROTO, "REPL reply: %u statuses for %u "
+				"records", rep.u.keys_reply.n, n);
+	for (uint32_t i = 0; !ret && i < n; i++) {
+		int32_t st = proto_status_at(rep.u.keys_reply.status, i);
+
+		if (st < 0 && !(st == RS_E_NOTFOUND &&
+				ch->kinds[off + i] == PROTO_REPL_DELETED))
+			ret = rs_seterr(st, "key %" PRIu64 " of table '%s': "
+					"%s", ch->keys[off + i], ch->table,
+					rs_strerror(st));
+	}
+	rv_msg_release(&raw);
+	(void)s;
+	return ret;
+}
+
+/* Ship ch to p: slices that fit the peer's messages, one at a time. */
+static int ship(struct rs_server *s, struct srv_peer *p,
+		const struct srv_chunk *ch, uint64_t epoch)
+{
+	struct cli_conn *cc;
+	uint32_t off = 0;
+	size_t nl = strlen(ch->table);
+	int ret;
+
+	if ((ret = cli_conn_get(&p->node, &cc)))
+		return ret;
+	while (!ret && off < ch->n) {
+		uint32_t k = ch->n - off;
+
+		while (k > 1 && (proto_repl_req_bytes(k, ch->width, nl) >
+					 cc->msg_max ||
+				 k > cc->max_batch_keys ||
+				 proto_keys_reply_bytes(PROTO_OP_REPL, k, 0,
+							0) > CLI_MSG_MAX))
+			k /= 2;
+		ret = ship_slice(s, cc, ch, epoch, off, k);
+		off += k;
+	}
+	if (ret)
+		cli_conn_fail(cc, ret);
+	cli_conn_put(cc);
+	return ret;
+}
+
+/* Wait until ch (of peer p) is done, shipping whatever p has queued
+ * while nobody else does. */
+static int wait_chunk(struct rs_server *s, struct srv_peer *p,
+		      struct srv_chunk *ch, uint64_t epoch)
+{
+	uint64_t deadline = mono_ms() + 2u * SRV_REPL_TIMEOUT_MS + 1000u;
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	while (!ch->done) {
+		if (!p->sending && p->head) {
+			struct srv_chunk *h = p->head;
+
+			p->sending = true;
+			h->sealed = true;
+			h->refs++;
+			pthread_mutex_unlock(&p->lock);
+			ret = ship(s, p, h, epoch);
+			pthread_mutex_lock(&p->lock);
+			/* h and, after a failure, everything behind it */
+			for (struct srv_chunk *c = h; c; c = ret ? c->next
+							       : NULL) {
+				c->done = true;
+				c->err = ret;
+				c->sealed = true;
+			}
+			if (ret) {
+				p->failed++;
+				srv_log_peer("repl: backup '%s': %s (%s); its "
+					     "keys' writes fail until the "
+					     "configuration changes", p->id,
+					     rs_errormsg(), rs_strerror(ret));
+			} else {
+				p->shipped++;
+			}
+			/* drop the done chunks from the queue */
+			while (p->head && p->head->done) {
+				struct srv_chunk *d = p->head;
+
+				p->head = d->next;
+				if (!p->head)
+					p->tail = NULL;
+				chunk_put_locked(d);
+			}
+			chunk_put_locked(h);
+			p->sending = false;
+			pthread_cond_broadcast(&p->cv);
+			continue;
+		}
+		if (mono_ms() >= deadline) {
+			/* a sender stuck beyond its own timeouts: give up on
+			 * this request; the chunk stays queued */
+			pthread_mutex_unlock(&p->lock);
+			return rs_seterr(RS_E_TIMEOUT, "backup '%s': no "
+					 "acknowledgement in time", p->id);
+		}
+		{
+			struct timespec dl;
+
+			clock_gettime(CLOCK_MONOTONIC, &dl);
+			dl.tv_nsec += 50 * 1000000L;
+			if (dl.tv_nsec >= 1000000000L) {
+				dl.tv_sec++;
+				dl.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&p->cv, &p->lock, &dl);
+		}
+	}
+	ret = ch->err;
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+int srv_repl_wait(struct rs_server *s, struct srv_repl_req *q)
+{
+	int first = 0;
+
+	for (unsigned i = 0; i < q->nchunks; i++) {
+		struct srv_peer *p = q->cfg->peer[q->chunk_peer[i]];
+		int ret = wait_chunk(s, p, q->chunks[i], q->cfg->c.epoch);
+
+		if (ret && !first)
+			first = ret;
+	}
+	if (first)
+		atomic_fetch_add(&s->repl.failed_writes, 1);
+	else if (q->nchunks)
+		atomic_fetch_add(&s->repl.forwarded_writes, 1);
+	return first;
+}
+
+bool srv_repl_pending(const struct srv_repl_req *q)
+{
+	return q->nchunks != 0;
+}
+
+/* ---- CONFIG ---- */
+
+int srv_repl_config(struct rs_server *s, void *buf, size_t cap,
+		    const struct proto_hdr *h)
+{
+	struct srv_repl *rp = &s->repl;
+	struct proto_config pc = { .self = PROTO_CONFIG_NO_SELF };
+	struct proto_member *mm = NULL;
+	struct srv_cfg *g;
+	int len;
+
+	pthread_rwlock_rdlock(&rp->lock);
+	g = rp->cur;
+	if (g && g->c.n && !(mm = calloc(g->c.n, sizeof(*mm)))) {
+		pthread_rwlock_unlock(&rp->lock);
+		return rs_seterr(-ENOMEM, "CONFIG: out of memory");
+	}
+	if (g) {
+		pc.epoch = g->c.epoch;
+		pc.r = g->c.r;
+		pc.vnodes = g->c.vnodes;
+		pc.n = (uint32_t)g->c.n;
+		pc.self = g->self >= 0 ? (uint32_t)g->self
+				       : PROTO_CONFIG_NO_SELF;
+		for (size_t i = 0; i < g->c.n; i++) {
+			mm[i].state = (uint32_t)g->c.m[i].state;
+			snprintf(mm[i].id, sizeof(mm[i].id), "%s",
+				 g->c.m[i].id);
+			snprintf(mm[i].addr, sizeof(mm[i].addr), "%s",
+				 g->c.m[i].addr);
+		}
+	}
+	pthread_rwlock_unlock(&rp->lock);
+	len = proto_enc_config_reply(buf, cap, h, &pc, mm);
+	free(mm);
+	return len;
+}
+
+void srv_repl_stats(struct rs_server *s, struct srv_repl_stats *st)
+{
+	struct srv_repl *rp = &s->repl;
+	struct srv_cfg *g;
+
+	memset(st, 0, sizeof(*st));
+	st->epoch = atomic_load(&rp->epoch);
+	st->forwarded_writes = atomic_load(&rp->forwarded_writes);
+	st->failed_writes = atomic_load(&rp->failed_writes);
+	st->refused = atomic_load(&rp->refused);
+	st->applied = atomic_load(&rp->applied);
+	if (pthread_rwlock_tryrdlock(&rp->lock))
+		return;
+	g = rp->cur;
+	for (size_t i = 0; g && i < g->c.n; i++) {
+		struct srv_peer *p = g->peer[i];
+
+		if (!p)
+			continue;
+		pthread_mutex_lock(&p->lock);
+		st->chunks_shipped += p->shipped;
+		st->chunks_failed += p->failed;
+		for (struct srv_chunk *c = p->head; c; c = c->next)
+			st->queued += c->n;
+		pthread_mutex_unlock(&p->lock);
+	}
+	st->active = g && g->self >= 0;
+	pthread_rwlock_unlock(&rp->lock);
+}

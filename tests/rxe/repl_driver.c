@@ -1,0 +1,358 @@
+/*
+ * repl_driver.c - the workload of test_repl.sh (not a test of its own): a
+ * client of a replicated cluster, found through its seed nodes.
+ *
+ *   repl_driver init SEEDS
+ *       create table "rt" (dim 4, SGD, lr 1, zeros) and put every key
+ *   repl_driver stream SEEDS STOPFILE OUT
+ *       until STOPFILE exists: UPDATE every key with gradient -1 (with
+ *       lr 1 a row counts the steps applied to it). Per key: acked (the
+ *       node acknowledged the step) and uncertain (the call or the key
+ *       failed: the step may or may not have been applied). OUT gets one
+ *       line per key and a summary: calls, failures, the longest time
+ *       between two acknowledged calls (the write gap).
+ *   repl_driver read SEEDS STOPFILE OUT
+ *       until STOPFILE exists: get every key; a row must never go back
+ *       (it only grows). OUT: reads, failures, the read gap, regressions.
+ *   repl_driver check SEEDS REPLICAS OUT...
+ *       every key's row (RPC and READ through the cluster) must lie in
+ *       [sum acked, sum acked + sum uncertain] of the stream files OUT...,
+ *       and be bit-identical on every node of REPLICAS (addr,addr: an
+ *       unfenced GET straight to each node).
+ *
+ * SEEDS: addr:port,addr:port. Exit 0, or 1 with a message.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/client_internal.h"
+#include "common/rs_internal.h"
+#include "recstore/client.h"
+
+#define K 256
+#define DIM 4
+#define TABLE "rt"
+
+static uint64_t keys[K];
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "repl_driver: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(1);
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static struct rs_client *open_client(const char *seeds)
+{
+	struct rs_client_config *cfg;
+	struct rs_client *c;
+	char buf[1024], *tok, *save = NULL;
+	int ret;
+
+	if (rs_client_config_new(&cfg))
+		die("config: %s", rs_errormsg());
+	snprintf(buf, sizeof(buf), "%s", seeds);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save))
+		if (rs_client_config_add_node(cfg, tok))
+			die("node %s: %s", tok, rs_errormsg());
+	rs_client_config_set_timeout_ms(cfg, 20000);
+	ret = rs_client_open(&c, cfg);
+	rs_client_config_delete(&cfg);
+	if (ret)
+		die("open: %s (%s)", rs_strerror(ret), rs_errormsg());
+	return c;
+}
+
+static struct rs_table *open_table(struct rs_client *c)
+{
+	struct rs_table *t;
+
+	if (rs_table_open(c, TABLE, &t))
+		die("table: %s", rs_errormsg());
+	return t;
+}
+
+static int do_init(const char *seeds)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
+	static float zero[K * DIM];
+	int st[K], ret;
+
+	rs_table_spec_init(&spec, TABLE, DIM);
+	spec.optim.lr = 1.0f;
+	ret = rs_table_create(c, &spec);
+	if (ret && ret != RS_E_EXISTS)
+		die("create: %s (%s)", rs_strerror(ret), rs_errormsg());
+	ret = rs_put(open_table(c), keys, K, zero, st, 0);
+	if (ret < 0)
+		die("put: %s (%s)", rs_strerror(ret), rs_errormsg());
+	for (int i = 0; i < K; i++)
+		if (st[i] < 0)
+			die("put key %d: %s", i, rs_strerror(st[i]));
+	rs_client_close(&c);
+	printf("init: %d keys\n", K);
+	return 0;
+}
+
+static int do_stream(const char *seeds, const char *stop, const char *out)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table *t = open_table(c);
+	static float g[K * DIM];
+	static uint64_t acked[K], unsure[K];
+	uint64_t calls = 0, failed = 0;
+	double last_ok = now_ms(), gap = 0;
+	int st[K], lasterr = 0;
+	FILE *f;
+
+	for (int i = 0; i < K * DIM; i++)
+		g[i] = -1.0f;
+	while (access(stop, F_OK) != 0) {
+		int ret = rs_update(t, keys, K, g, st, 0);
+		bool all = ret >= 0;
+
+		calls++;
+		for (int i = 0; i < K; i++) {
+			if (ret >= 0 && st[i] >= 0) {
+				acked[i]++;
+			} else {
+				unsure[i]++;
+				all = false;
+				lasterr = ret < 0 ? ret : st[i];
+			}
+		}
+		if (all) {
+			double now = now_ms();
+
+			if (now - last_ok > gap)
+				gap = now - last_ok;
+			last_ok = now;
+		} else {
+			failed++;
+		}
+	}
+	if (!(f = fopen(out, "w")))
+		die("%s: cannot write", out);
+	for (int i = 0; i < K; i++)
+		fprintf(f, "%d %" PRIu64 " %" PRIu64 "\n", i, acked[i],
+			unsure[i]);
+	fclose(f);
+	printf("stream: %" PRIu64 " calls of %d keys, %" PRIu64 " failed "
+	       "(last error: %s), longest write gap %.0f ms\n", calls, K,
+	       failed, failed ? rs_strerror(lasterr) : "none", gap);
+	rs_client_close(&c);
+	return 0;
+}
+
+static int do_read(const char *seeds, const char *stop, const char *out)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table *t = open_table(c);
+	static float row[K * DIM], seen[K];
+	uint64_t reads = 0, failed = 0, back = 0;
+	double last_ok = now_ms(), gap = 0;
+	int st[K];
+	FILE *f;
+
+	while (access(stop, F_OK) != 0) {
+		int ret = rs_get(t, keys, K, row, st, 0);
+		bool all = ret >= 0;
+
+		reads++;
+		for (int i = 0; all && i < K; i++) {
+			if (st[i] != RS_KEY_FOUND) {
+				all = false;
+				break;
+			}
+			if (row[i * DIM] < seen[i])
+				back++;
+			seen[i] = row[i * DIM];
+		}
+		if (all) {
+			double now = now_ms();
+
+			if (now - last_ok > gap)
+				gap = now - last_ok;
+			last_ok = now;
+		} else {
+			failed++;
+		}
+	}
+	if (!(f = fopen(out, "w")))
+		die("%s: cannot write", out);
+	fprintf(f, "reads %" PRIu64 " failed %" PRIu64 " back %" PRIu64
+		" gap_ms %.0f\n", reads, failed, back, gap);
+	fclose(f);
+	printf("read: %" PRIu64 " gets of %d keys, %" PRIu64 " failed, "
+	       "longest read gap %.0f ms, %" PRIu64 " rows went back\n",
+	       reads, K, failed, gap, back);
+	rs_client_close(&c);
+	return back ? 1 : 0;
+}
+
+/* An unfenced GET of every key straight to the node at addr. */
+static void raw_get(struct rs_client *c, const char *addr, float *out,
+		    int32_t *st)
+{
+	struct cli_node n = { 0 };
+	struct proto_table_info *dir = NULL;
+	struct proto_keys_req q = { 0 };
+	struct proto_hdr h;
+	struct proto_msg m;
+	struct rv_msg raw;
+	struct cli_conn *cc;
+	uint32_t cnt = 0;
+	uint64_t gen;
+	int len, ret;
+
+	n.name = (char *)addr;
+	n.dev = c->dev;
+	n.timeout_ms = 10000;
+	if (cli_parse_node(addr, n.host, sizeof(n.host), &n.port) ||
+	    cli_pool_init(&n.pool, 1))
+		die("%s: bad address", addr);
+	if ((ret = cli_wire_dir(&n, &dir, &cnt, &gen)))
+		die("%s: directory: %s", addr, rs_errormsg());
+	for (uint32_t i = 0; i < cnt; i++)
+		if (!strcmp(dir[i].spec.name, TABLE)) {
+			q.table_id = dir[i].id;
+			q.table_gen = dir[i].generation;
+		}
+	free(dir);
+	q.n = K;
+	q.keys = keys;
+	if ((ret = cli_conn_get(&n, &cc)))
+		die("%s: connect: %s", addr, rs_errormsg());
+	cli_hdr_init(&h, 0, false);
+	len = proto_enc_keys_req(cc->msg, cc->msg_max, &h, PROTO_OP_GET, &q);
+	if (len < 0 || (ret = cli_wire_call(cc, (size_t)len, &raw, &m)))
+		die("%s: GET: %s", addr, rs_errormsg());
+	if (m.u.keys_reply.n != K || m.u.keys_reply.dtype != PROTO_DTYPE_FP32)
+		die("%s: GET reply of %u keys", addr, m.u.keys_reply.n);
+	for (int i = 0; i < K; i++)
+		st[i] = proto_status_at(m.u.keys_reply.status, i);
+	proto_load_f32(out, m.u.keys_reply.rows, (size_t)K * DIM);
+	rv_msg_release(&raw);
+	cli_conn_put(cc);
+	cli_pool_destroy(&n.pool);
+}
+
+static int do_check(const char *seeds, const char *replicas, int nout,
+		    char **outs)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table *t = open_table(c);
+	static uint64_t acked[K], unsure[K];
+	static float row[K * DIM], rrow[K * DIM], copy[K * DIM];
+	uint64_t exact = 0, extra = 0, steps = 0;
+	char buf[1024], *tok, *save = NULL;
+	int st[K], bad = 0, nrep = 0;
+	int32_t rst[K];
+
+	for (int o = 0; o < nout; o++) {
+		FILE *f = fopen(outs[o], "r");
+		uint64_t a, u;
+		int i;
+
+		if (!f)
+			die("%s: cannot read", outs[o]);
+		while (fscanf(f, "%d %" SCNu64 " %" SCNu64, &i, &a, &u) == 3)
+			if (i >= 0 && i < K) {
+				acked[i] += a;
+				unsure[i] += u;
+			}
+		fclose(f);
+	}
+	if (rs_get(t, keys, K, row, st, RS_F_RPC) < 0 ||
+	    rs_get(t, keys, K, rrow, st, RS_F_NOCACHE) < 0)
+		die("get: %s", rs_errormsg());
+	for (int i = 0; i < K; i++) {
+		double v = row[i * DIM];
+
+		for (int j = 0; j < DIM; j++)
+			if (row[i * DIM + j] != v ||
+			    rrow[i * DIM + j] != row[i * DIM + j]) {
+				printf("key %d: elements or READ/RPC differ\n",
+				       i);
+				bad++;
+				break;
+			}
+		steps += acked[i];
+		if (v < (double)acked[i]) {
+			printf("key %d: row %.0f < %" PRIu64 " acknowledged "
+			       "steps: an acknowledged update was LOST\n", i,
+			       v, acked[i]);
+			bad++;
+		} else if (v > (double)(acked[i] + unsure[i])) {
+			printf("key %d: row %.0f > %" PRIu64 " acknowledged + "
+			       "%" PRIu64 " uncertain: applied twice\n", i, v,
+			       acked[i], unsure[i]);
+			bad++;
+		} else if (v == (double)acked[i]) {
+			exact++;
+		} else {
+			extra += (uint64_t)(v - (double)acked[i]);
+		}
+	}
+	snprintf(buf, sizeof(buf), "%s", replicas);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save), nrep++) {
+		raw_get(c, tok, copy, rst);
+		for (int i = 0; i < K; i++)
+			if (rst[i] != 0 ||
+			    memcmp(copy + i * DIM, row + i * DIM,
+				   DIM * sizeof(float))) {
+				printf("key %d: replica %s has %s%.0f, the "
+				       "primary %.0f\n", i, tok,
+				       rst[i] ? "no row, status " : "",
+				       rst[i] ? (double)rst[i] : copy[i * DIM],
+				       row[i * DIM]);
+				bad++;
+			}
+	}
+	printf("check: %d keys, %" PRIu64 " acknowledged steps none lost; "
+	       "%" PRIu64 " keys exact, %" PRIu64 " unacknowledged steps "
+	       "applied; %d replicas bit-identical; %d problems\n", K, steps,
+	       exact, extra, nrep, bad);
+	rs_client_close(&c);
+	return bad ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	for (int i = 0; i < K; i++)
+		keys[i] = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+	if (argc == 3 && !strcmp(argv[1], "init"))
+		return do_init(argv[2]);
+	if (argc == 5 && !strcmp(argv[1], "stream"))
+		return do_stream(argv[2], argv[3], argv[4]);
+	if (argc == 5 && !strcmp(argv[1], "read"))
+		return do_read(argv[2], argv[3], argv[4]);
+	if (argc >= 5 && !strcmp(argv[1], "check"))
+		return do_check(argv[2], argv[3], argc - 4, argv + 4);
+	fprintf(stderr, "usage: repl_driver init|stream|read|check ...\n");
+	return 2;
+}
