@@ -1158,6 +1158,8 @@ static int open_all(struct rs_server *s)
 		return ret;
 	if ((ret = srv_stagelog_start(s)))
 		return ret;
+	if ((ret = srv_repl_start(s)))
+		return ret;
 	return srv_coord_start(s);
 }
 

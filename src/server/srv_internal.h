@@ -296,6 +296,12 @@ struct srv_repl {
 	pthread_mutex_t order;		/* apply + queue of replicated writes */
 	_Atomic uint64_t epoch;		/* cur's, for STATS */
 	_Atomic uint64_t forwarded_writes, failed_writes, refused, applied;
+	/* the adopting thread and the configuration it is handed */
+	pthread_t thr;
+	bool started, pstop;
+	pthread_mutex_t plock;
+	pthread_cond_t pcv;
+	struct memb_config *pending;
 };
 
 /* One request's hold on the configuration and the chunks it waits for. */
@@ -315,6 +321,9 @@ struct srv_repl_stats {
 
 struct memb_config;
 int srv_repl_init(struct rs_server *s);
+/* The adopting thread (a cluster member only); fini stops it. */
+int srv_repl_start(struct rs_server *s);
+void srv_repl_stop(struct rs_server *s);
 void srv_repl_fini(struct rs_server *s);
 /* The agent's callback: follow configuration c. */
 void srv_repl_adopt(struct rs_server *s, const struct memb_config *c);

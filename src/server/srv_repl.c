@@ -5,8 +5,10 @@
  *
  * The configuration. The membership agent (srv_coord.c) passes every
  * configuration of a higher epoch it reads from etcd to srv_repl_adopt(),
- * which builds its placement and the node's place in it and swaps it in
- * under `lock` (a writer-preferring rwlock). Requests hold the read side
+ * which hands it to the node's adopting thread (the agent must not wait:
+ * its keepalives keep the node in the cluster); that thread builds its
+ * placement and the node's place in it and swaps it in under `lock` (a
+ * writer-preferring rwlock). Requests hold the read side
  * for their whole life, forwarding and waiting for backups included, so a
  * node never acknowledges a write, nor applies a forwarded row, in an
  * epoch it has left: adoption waits for them. Requests take the read side
@@ -194,7 +196,7 @@ static struct srv_peer *find_peer(struct srv_cfg *old, const char *id,
 	return NULL;
 }
 
-void srv_repl_adopt(struct rs_server *s, const struct memb_config *c)
+static void adopt(struct rs_server *s, const struct memb_config *c)
 {
 	struct srv_repl *rp = &s->repl;
 	struct srv_cfg *g = calloc(1, sizeof(*g)), *old;
@@ -246,6 +248,82 @@ void srv_repl_adopt(struct rs_server *s, const struct memb_config *c)
 			g->self >= 0 ? "active" : "not active");
 }
 
+/* The adopting thread: adoption waits for the requests in flight (up to
+ * a backup's timeout), which must not hold up the agent's keepalives. */
+static void *adopt_main(void *arg)
+{
+	struct rs_server *s = arg;
+	struct srv_repl *rp = &s->repl;
+
+	pthread_mutex_lock(&rp->plock);
+	for (;;) {
+		struct memb_config *c;
+
+		while (!rp->pending && !rp->pstop)
+			pthread_cond_wait(&rp->pcv, &rp->plock);
+		if (rp->pstop)
+			break;
+		c = rp->pending;
+		rp->pending = NULL;
+		pthread_mutex_unlock(&rp->plock);
+		adopt(s, c);
+		memb_config_free(c);
+		free(c);
+		pthread_mutex_lock(&rp->plock);
+	}
+	pthread_mutex_unlock(&rp->plock);
+	return NULL;
+}
+
+void srv_repl_adopt(struct rs_server *s, const struct memb_config *c)
+{
+	struct srv_repl *rp = &s->repl;
+	struct memb_config *copy = calloc(1, sizeof(*copy));
+
+	if (!copy || memb_config_copy(copy, c)) {
+		free(copy);
+		srv_log("repl: epoch %" PRIu64 ": out of memory", c->epoch);
+		return;
+	}
+	pthread_mutex_lock(&rp->plock);
+	if (rp->pending) {	/* superseded before it was adopted */
+		memb_config_free(rp->pending);
+		free(rp->pending);
+	}
+	rp->pending = copy;
+	pthread_cond_signal(&rp->pcv);
+	pthread_mutex_unlock(&rp->plock);
+}
+
+int srv_repl_start(struct rs_server *s)
+{
+	struct srv_repl *rp = &s->repl;
+	int ret;
+
+	if (!rp->on)
+		return 0;
+	ret = pthread_create(&rp->thr, NULL, adopt_main, s);
+	if (ret)
+		return rs_seterr(-ret, "repl: pthread_create: %s",
+				 strerror(ret));
+	rp->started = true;
+	return 0;
+}
+
+void srv_repl_stop(struct rs_server *s)
+{
+	struct srv_repl *rp = &s->repl;
+
+	if (!rp->started)
+		return;
+	pthread_mutex_lock(&rp->plock);
+	rp->pstop = true;
+	pthread_cond_signal(&rp->pcv);
+	pthread_mutex_unlock(&rp->plock);
+	pthread_join(rp->thr, NULL);
+	rp->started = false;
+}
+
 int srv_repl_init(struct rs_server *s)
 {
 	struct srv_repl *rp = &s->repl;
@@ -257,6 +335,8 @@ int srv_repl_init(struct rs_server *s)
 	pthread_rwlock_init(&rp->lock, &a);
 	pthread_rwlockattr_destroy(&a);
 	pthread_mutex_init(&rp->order, NULL);
+	pthread_mutex_init(&rp->plock, NULL);
+	pthread_cond_init(&rp->pcv, NULL);
 	return 0;
 }
 
@@ -264,8 +344,16 @@ void srv_repl_fini(struct rs_server *s)
 {
 	struct srv_repl *rp = &s->repl;
 
+	srv_repl_stop(s);
+	if (rp->pending) {
+		memb_config_free(rp->pending);
+		free(rp->pending);
+		rp->pending = NULL;
+	}
 	cfg_free(rp->cur, true);
 	rp->cur = NULL;
+	pthread_cond_destroy(&rp->pcv);
+	pthread_mutex_destroy(&rp->plock);
 	pthread_mutex_destroy(&rp->order);
 	pthread_rwlock_destroy(&rp->lock);
 }
