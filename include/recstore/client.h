@@ -175,6 +175,11 @@ struct rs_client_stats {
 	struct rs_rpc_count {
 		uint64_t requests, keys;
 	} rpc_get, rpc_get_or_init, rpc_put, rpc_update, rpc_delete;
+	/* since 0.4, cluster mode (docs/client.md, "Cluster mode"); 0 for a
+	 * client of nodes that are not in a cluster */
+	uint64_t config_refreshes; /* CONFIG rounds to follow a change */
+	uint64_t epoch_retries;	   /* keys resent to another primary after
+				      an epoch refusal or a node failure */
 };
 #define RS_CLIENT_STATS_INIT \
 	{ .struct_size = sizeof(struct rs_client_stats) }
