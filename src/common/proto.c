@@ -47,6 +47,8 @@
 #define DIR_REPLY_FIXED 24
 #define STATS_REPLY_FIXED 16
 #define STAT_FIXED 12
+#define CONFIG_REPLY_FIXED 24
+#define REPL_REQ_FIXED 16
 
 /* ---- little-endian scalars ---- */
 
@@ -144,6 +146,8 @@ static const char *const op_names[PROTO_OP_COUNT] = {
 	[PROTO_OP_STATS] = "STATS",
 	[PROTO_OP_CKPT] = "CKPT",
 	[PROTO_OP_LOAD] = "LOAD",
+	[PROTO_OP_CONFIG] = "CONFIG",
+	[PROTO_OP_REPL] = "REPL",
 };
 
 static const char *const dtype_names[PROTO_DTYPE_COUNT] = {
@@ -190,10 +194,17 @@ uint32_t proto_dtype_size(uint32_t dtype)
 	}
 }
 
+/* ops whose request is a keyed request (REPL's is not: repl_req) */
 static int is_keyed(uint32_t op)
 {
 	return (op >= PROTO_OP_GET && op <= PROTO_OP_DELETE) ||
 	       op == PROTO_OP_LOAD;
+}
+
+/* ops whose reply is a keyed reply: the keyed ones and REPL */
+static int is_keyed_reply(uint32_t op)
+{
+	return is_keyed(op) || op == PROTO_OP_REPL;
 }
 
 static int req_has_rows(uint32_t op)
@@ -202,11 +213,19 @@ static int req_has_rows(uint32_t op)
 	       op == PROTO_OP_LOAD;
 }
 
+/* The widest row with optimizer state for tables of up to max_dim:
+ * the weights and the state (Adam's is 2 * dim + 1). */
+static uint32_t state_width_max(uint32_t max_dim)
+{
+	return 3 * max_dim + 1;
+}
+
 /* The widest request row of op under lim: LOAD rows carry the optimizer
- * state after the weights (Adam's is 2 * dim + 1). */
+ * state after the weights. */
 static uint32_t req_dim_max(uint32_t op, const struct proto_limits *lim)
 {
-	return op == PROTO_OP_LOAD ? 3 * lim->max_dim + 1 : lim->max_dim;
+	return op == PROTO_OP_LOAD ? state_width_max(lim->max_dim)
+				   : lim->max_dim;
 }
 
 static int reply_has_rows(uint32_t op)
@@ -219,10 +238,20 @@ int proto_lr_ok(float lr)
 	return isfinite(lr) && lr >= 0.0f;
 }
 
-/* PROTO_KF_* bits a keyed request of op may carry */
+/* PROTO_KF_* bits a keyed request of op may carry (LOAD: none) */
 static uint32_t keys_flags_allowed(uint32_t op)
 {
-	return op == PROTO_OP_UPDATE ? PROTO_KF_CREATE | PROTO_KF_LR : 0;
+	switch (op) {
+	case PROTO_OP_UPDATE:
+		return PROTO_KF_CREATE | PROTO_KF_LR | PROTO_KF_EPOCH;
+	case PROTO_OP_GET:
+	case PROTO_OP_GET_OR_INIT:
+	case PROTO_OP_PUT:
+	case PROTO_OP_DELETE:
+		return PROTO_KF_EPOCH;
+	default:
+		return 0;
+	}
 }
 
 static int name_char(unsigned char c)
@@ -361,9 +390,36 @@ size_t proto_keys_req_bytes(uint32_t op, uint32_t n, uint32_t dim,
 size_t proto_keys_reply_bytes(uint32_t op, uint32_t n, uint32_t dim,
 			      uint32_t dtype)
 {
-	if (!is_keyed(op) || (reply_has_rows(op) && !proto_dtype_size(dtype)))
+	if (!is_keyed_reply(op) ||
+	    (reply_has_rows(op) && !proto_dtype_size(dtype)))
 		return 0;
 	return (size_t)reply_bytes(op, n, dim, dtype);
+}
+
+/* zero bytes that bring x to a multiple of 8 */
+static uint64_t pad8(uint64_t x)
+{
+	return (8 - (x & 7)) & 7;
+}
+
+/* A REPL request: the fixed part, the table name padded to 8, n keys, n
+ * kinds padded to 8, n rows of width floats. Every product fits 64 bits
+ * for n and width within the hard ceilings (2^24 x (3 * 2^16 + 1) x 4). */
+static uint64_t repl_bytes(uint32_t n, uint32_t width, size_t name_len)
+{
+	const uint64_t name = 2 + (uint64_t)name_len;
+
+	return PROTO_HDR_BYTES + REPL_REQ_FIXED + name + pad8(name) +
+	       8 * (uint64_t)n + n + pad8(n) + 4 * (uint64_t)n * width;
+}
+
+size_t proto_repl_req_bytes(uint32_t n, uint32_t width, size_t name_len)
+{
+	if (n > PROTO_MAX_BATCH_KEYS || width == 0 ||
+	    width > state_width_max(PROTO_MAX_DIM) || name_len == 0 ||
+	    name_len > PROTO_NAME_MAX)
+		return 0;
+	return (size_t)repl_bytes(n, width, name_len);
 }
 
 int proto_keys_per_msg(uint32_t op, uint32_t dim, uint32_t dtype,
@@ -983,6 +1039,14 @@ static int dec_keys_req(struct rd *r, uint32_t op,
 	if ((m->flags & PROTO_KF_LR) && !proto_lr_ok(m->lr))
 		return rd_fail(r, RS_E_INVAL, "lr: %g is not a finite number "
 			       ">= 0", (double)m->lr);
+	/* the epoch sits between the fixed part and the keys: the size
+	 * check below counts from after it */
+	if (m->flags & PROTO_KF_EPOCH) {
+		m->epoch = rd_u64(r, "epoch");
+		if (!r->rc && m->epoch == 0)
+			return rd_fail(r, RS_E_PROTO, "epoch: 0 with the "
+				       "EPOCH flag");
+	}
 	if (op == PROTO_OP_LOAD && m->n && m->dtype != PROTO_DTYPE_FP32)
 		return rd_fail(r, RS_E_PROTO, "dtype: LOAD rows are fp32");
 	if (rd_keyed_shape(r, lim, req_has_rows(op), m->n, m->dim, m->dtype,
@@ -1000,7 +1064,7 @@ static int dec_keys_reply(struct rd *r, uint32_t op,
 			   struct proto_keys_reply *m)
 {
 	const int may_create = op == PROTO_OP_GET_OR_INIT ||
-			       op == PROTO_OP_LOAD ||
+			       op == PROTO_OP_LOAD || op == PROTO_OP_REPL ||
 			       op == PROTO_OP_PUT || op == PROTO_OP_UPDATE;
 	uint64_t rb;
 
@@ -1147,6 +1211,203 @@ static int dec_ckpt_reply(struct rd *r, struct proto_ckpt_reply *m)
 	return r->rc;
 }
 
+/* ---- CONFIG and REPL ---- */
+
+/* a member's address: printable ASCII without space (0x21..0x7e) */
+static int addr_char(unsigned char c)
+{
+	return c >= 0x21 && c <= 0x7e;
+}
+
+/* 0 if s[0..len) may be a member's address, else RS_E_INVAL */
+static int addr_check(const char *what, const char *s, size_t len)
+{
+	if (len == 0)
+		return rs_seterr(RS_E_INVAL, "%s: must not be empty", what);
+	if (len > PROTO_ADDR_MAX)
+		return rs_seterr(RS_E_INVAL,
+				 "%s: %zu bytes long, the limit is %d", what,
+				 len, PROTO_ADDR_MAX);
+	for (size_t i = 0; i < len; i++)
+		if (!addr_char((unsigned char)s[i]))
+			return rs_seterr(RS_E_INVAL,
+					 "%s: byte 0x%02x at %zu is not "
+					 "printable ASCII (0x21..0x7e)",
+					 what, (unsigned char)s[i], i);
+	return 0;
+}
+
+/* The fixed part of a CONFIG reply: 0, or the decoder's code with a
+ * message naming the field. */
+static int config_check(const struct proto_config *c)
+{
+	if (c->epoch == 0) {
+		if (c->r || c->vnodes || c->n ||
+		    c->self != PROTO_CONFIG_NO_SELF)
+			return rs_seterr(RS_E_PROTO, "epoch 0 (no cluster): "
+					 "r %u, vnodes %u, n %u, self 0x%x "
+					 "must be 0, 0, 0 and 0x%x", c->r,
+					 c->vnodes, c->n, c->self,
+					 PROTO_CONFIG_NO_SELF);
+		return 0;
+	}
+	if (c->r < 1 || c->r > PROTO_CONFIG_MAX_R)
+		return rs_seterr(RS_E_INVAL, "r: %u is not in [1, %u]", c->r,
+				 PROTO_CONFIG_MAX_R);
+	if (c->vnodes < 1 || c->vnodes > PROTO_CONFIG_MAX_VNODES)
+		return rs_seterr(RS_E_INVAL, "vnodes: %u is not in [1, %u]",
+				 c->vnodes, PROTO_CONFIG_MAX_VNODES);
+	if (c->n > PROTO_CONFIG_MAX_MEMBERS)
+		return rs_seterr(RS_E_TOOBIG, "n: %u members, over the limit "
+				 "%u", c->n, PROTO_CONFIG_MAX_MEMBERS);
+	if (c->self >= c->n && c->self != PROTO_CONFIG_NO_SELF)
+		return rs_seterr(RS_E_PROTO, "self: %u is neither a member "
+				 "index (n %u) nor 0x%x", c->self, c->n,
+				 PROTO_CONFIG_NO_SELF);
+	return 0;
+}
+
+/* u16 length + 1..PROTO_ADDR_MAX address bytes into out (NUL-terminated) */
+static void rd_addr(struct rd *r, const char *field, char *out)
+{
+	uint16_t n = rd_u16(r, field);
+	const uint8_t *q;
+
+	out[0] = '\0';
+	if (r->rc)
+		return;
+	if (n > PROTO_ADDR_MAX) {
+		rd_fail(r, RS_E_PROTO, "%s: length %u over the limit %d",
+			field, n, PROTO_ADDR_MAX);
+		return;
+	}
+	if (!(q = rd_take(r, n, field)))
+		return;
+	if (addr_check(field, (const char *)q, n)) {
+		rd_fail(r, RS_E_INVAL, "%s", rs_errormsg());
+		return;
+	}
+	memcpy(out, q, n);
+	out[n] = '\0';
+}
+
+/* member i of a CONFIG reply: u8 state, u8 reserved, id, addr */
+static void rd_member(struct rd *r, uint32_t i, struct proto_member *m)
+{
+	char f[40];
+
+	memset(m, 0, sizeof(*m));
+	snprintf(f, sizeof(f), "members[%u].state", i);
+	m->state = rd_u8(r, f);
+	if (!r->rc && m->state > PROTO_MEMBER_DOWN) {
+		rd_fail(r, RS_E_PROTO, "%s: unknown value %u", f, m->state);
+		return;
+	}
+	snprintf(f, sizeof(f), "members[%u] reserved", i);
+	rd_zero(r, 1, f);
+	snprintf(f, sizeof(f), "members[%u].id", i);
+	rd_str(r, f, STR_NAME, m->id, sizeof(m->id));
+	snprintf(f, sizeof(f), "members[%u].addr", i);
+	rd_addr(r, f, m->addr);
+}
+
+static int dec_config(struct rd *r, struct proto_config *c)
+{
+	char prev[PROTO_NAME_MAX + 1] = "";
+	struct proto_member m;
+	int rc;
+
+	c->epoch = rd_u64(r, "epoch");
+	c->r = rd_u32(r, "r");
+	c->vnodes = rd_u32(r, "vnodes");
+	c->n = rd_u32(r, "n");
+	c->self = rd_u32(r, "self");
+	if (r->rc)
+		return r->rc;
+	if ((rc = config_check(c)))
+		return rd_fail(r, rc, "%s", rs_errormsg());
+	c->p = r->p;
+	c->len = r->len;
+	c->off = r->off;
+	c->next = 0;
+	/* validate every entry now, so that iteration cannot fail (n is
+	 * bounded above, and each entry takes >= 6 bytes) */
+	for (uint32_t i = 0; i < c->n && !r->rc; i++) {
+		rd_member(r, i, &m);
+		if (!r->rc && i > 0 && strcmp(prev, m.id) >= 0)
+			return rd_fail(r, RS_E_PROTO, "members[%u].id: '%s' "
+				       "after '%s': members are sorted by id, "
+				       "each once", i, m.id, prev);
+		memcpy(prev, m.id, sizeof(prev));
+	}
+	return r->rc;
+}
+
+/* a deleted record's row: all zero bytes */
+static int row_is_zero(const uint8_t *row, size_t bytes, size_t *at)
+{
+	for (size_t b = 0; b < bytes; b++)
+		if (row[b]) {
+			*at = b;
+			return 0;
+		}
+	return 1;
+}
+
+static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
+			struct proto_repl_req *m)
+{
+	const uint32_t width_max = state_width_max(lim->max_dim);
+	const uint8_t *kinds, *rows;
+	size_t row, at;
+	uint64_t need;
+
+	m->epoch = rd_u64(r, "epoch");
+	m->n = rd_u32(r, "n");
+	m->width = rd_u32(r, "width");
+	rd_str(r, "table", STR_NAME, m->table, sizeof(m->table));
+	rd_zero(r, (size_t)pad8(r->off), "table padding");
+	m->keys = m->kinds = m->rows = NULL;
+	if (r->rc)
+		return r->rc;
+	if (m->epoch == 0)
+		return rd_fail(r, RS_E_PROTO, "epoch: must be >= 1");
+	if (m->n > lim->max_batch_keys)
+		return rd_fail(r, RS_E_TOOBIG, "n: %u records, over the limit "
+			       "%u", m->n, lim->max_batch_keys);
+	if (m->width == 0)
+		return rd_fail(r, RS_E_PROTO, "width: must be >= 1");
+	if (m->width > width_max)
+		return rd_fail(r, RS_E_TOOBIG, "width: %u is over the limit "
+			       "%u", m->width, width_max);
+	/* n <= 2^24, width <= 3 * 2^16 + 1: no product overflows */
+	row = 4 * (size_t)m->width;
+	need = 9 * (uint64_t)m->n + pad8(m->n) + (uint64_t)m->n * row;
+	if (r->len - r->off != need)
+		return rd_fail(r, RS_E_PROTO, "%u records of width %u need %"
+			       PRIu64 " bytes after the table name, %zu "
+			       "present", m->n, m->width, need,
+			       r->len - r->off);
+	m->keys = rd_take(r, 8 * (size_t)m->n, "keys");
+	kinds = rd_take(r, m->n, "kinds");
+	for (uint32_t i = 0; kinds && i < m->n; i++)
+		if (kinds[i] > PROTO_REPL_DELETED)
+			return rd_fail(r, RS_E_PROTO, "kinds[%u]: unknown "
+				       "value %u", i, kinds[i]);
+	rd_zero(r, (size_t)pad8(m->n), "kinds padding");
+	rows = rd_take(r, m->n * row, "rows");
+	for (uint32_t i = 0; rows && i < m->n; i++)
+		if (kinds[i] == PROTO_REPL_DELETED &&
+		    !row_is_zero(rows + i * row, row, &at))
+			return rd_fail(r, RS_E_PROTO, "rows[%u]: a deleted "
+				       "record's row must be zero bytes (byte "
+				       "%zu is 0x%02x)", i, at,
+				       rows[i * row + at]);
+	m->kinds = kinds;
+	m->rows = rows;
+	return r->rc;
+}
+
 static int dec_request(struct rd *r, const struct proto_limits *lim,
 			struct proto_msg *m)
 {
@@ -1167,6 +1428,10 @@ static int dec_request(struct rd *r, const struct proto_limits *lim,
 		return dec_list_req(r, &m->u.list_req);
 	case PROTO_OP_CKPT:
 		return dec_ckpt_req(r, &m->u.ckpt_req);
+	case PROTO_OP_CONFIG:
+		return r->rc; /* empty body: rd_end() checks */
+	case PROTO_OP_REPL:
+		return dec_repl_req(r, lim, &m->u.repl_req);
 	default:
 		return dec_keys_req(r, m->hdr.opcode, lim, &m->u.keys_req);
 	}
@@ -1193,7 +1458,9 @@ static int dec_reply(struct rd *r, const struct proto_limits *lim,
 		return dec_stats(r, &m->u.stats);
 	case PROTO_OP_CKPT:
 		return dec_ckpt_reply(r, &m->u.ckpt_reply);
-	default:
+	case PROTO_OP_CONFIG:
+		return dec_config(r, &m->u.config);
+	default: /* GET .. DELETE, LOAD, REPL */
 		return dec_keys_reply(r, m->hdr.opcode, lim, &m->u.keys_reply);
 	}
 }
@@ -1238,6 +1505,19 @@ int proto_table_dir_next(struct proto_table_dir *d,
 	rd_info(&r, out);
 	d->off = r.off;
 	d->next++;
+	return r.rc ? 0 : 1;
+}
+
+int proto_config_next(struct proto_config *c, struct proto_member *out)
+{
+	struct rd r = { .p = c->p, .len = c->len, .off = c->off,
+			.what = "CONFIG reply" };
+
+	if (c->next >= c->n)
+		return 0;
+	rd_member(&r, c->next, out);
+	c->off = r.off;
+	c->next++;
 	return r.rc ? 0 : 1;
 }
 
@@ -1455,17 +1735,19 @@ int proto_enc_stats_reply(void *buf, size_t cap, const struct proto_hdr *h,
 }
 
 static int check_keyed(uint32_t op, uint32_t n, uint32_t dim,
-		       uint32_t dtype, int rows, const char *dir)
+		       uint32_t dtype, int rows, int reply)
 {
-	if (!is_keyed(op))
-		return rs_seterr(RS_E_INVAL, "%s is not a keyed operation",
-				 proto_op_name(op));
+	const char *dir = reply ? "reply" : "request";
+
+	if (!(reply ? is_keyed_reply(op) : is_keyed(op)))
+		return rs_seterr(RS_E_INVAL, "%s has no keyed %s",
+				 proto_op_name(op), dir);
 	if (n > PROTO_MAX_BATCH_KEYS)
 		return rs_seterr(RS_E_TOOBIG, "%s %s: %u keys, over the limit "
 				 "%u", proto_op_name(op), dir, n,
 				 PROTO_MAX_BATCH_KEYS);
 	if (rows && (dim == 0 ||
-		     dim > (op == PROTO_OP_LOAD ? 3 * PROTO_MAX_DIM + 1
+		     dim > (op == PROTO_OP_LOAD ? state_width_max(PROTO_MAX_DIM)
 						: PROTO_MAX_DIM) ||
 		     dtype >= PROTO_DTYPE_COUNT))
 		return rs_seterr(RS_E_INVAL, "%s %s: bad row shape %u x dtype "
@@ -1526,6 +1808,122 @@ int proto_enc_ckpt_reply(void *buf, size_t cap, const struct proto_hdr *h,
 	return wr_finish(&w, h, PROTO_OP_CKPT, 1);
 }
 
+int proto_enc_config_req(void *buf, size_t cap, const struct proto_hdr *h)
+{
+	struct wr w;
+
+	wr_begin(&w, buf, cap);
+	return wr_finish(&w, h, PROTO_OP_CONFIG, 0);
+}
+
+/* member i (after prev, NULL for the first) as a decoder will check it;
+ * its id and addr lengths */
+static int enc_member_check(uint32_t i, const struct proto_member *m,
+			    const struct proto_member *prev, size_t *idlen,
+			    size_t *addrlen)
+{
+	char what[40];
+	int rc;
+
+	if (m->state > PROTO_MEMBER_DOWN)
+		return rs_seterr(RS_E_INVAL, "CONFIG reply: members[%u].state:"
+				 " unknown value %u", i, m->state);
+	snprintf(what, sizeof(what), "members[%u].id", i);
+	if ((rc = enc_name_check(what, m->id, sizeof(m->id), 0, idlen)))
+		return prefix_err(rc, "CONFIG reply: ");
+	snprintf(what, sizeof(what), "members[%u].addr", i);
+	*addrlen = strnlen(m->addr, sizeof(m->addr));
+	if (*addrlen == sizeof(m->addr))
+		return rs_seterr(RS_E_INVAL, "CONFIG reply: %s: longer than "
+				 "%d bytes", what, PROTO_ADDR_MAX);
+	if ((rc = addr_check(what, m->addr, *addrlen)))
+		return prefix_err(rc, "CONFIG reply: ");
+	if (prev && strcmp(prev->id, m->id) >= 0)
+		return rs_seterr(RS_E_INVAL, "CONFIG reply: members[%u].id: "
+				 "'%s' after '%s': members are sorted by id, "
+				 "each once", i, m->id, prev->id);
+	return 0;
+}
+
+int proto_enc_config_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			   const struct proto_config *c,
+			   const struct proto_member *members)
+{
+	size_t il = 0, al = 0;
+	struct wr w;
+	int rc;
+
+	if (config_check(c))
+		return prefix_err(RS_E_INVAL, "CONFIG reply: ");
+	wr_begin(&w, buf, cap);
+	wr_u64(&w, c->epoch);
+	wr_u32(&w, c->r);
+	wr_u32(&w, c->vnodes);
+	wr_u32(&w, c->n);
+	wr_u32(&w, c->self);
+	for (uint32_t i = 0; i < c->n; i++) {
+		const struct proto_member *m = &members[i];
+
+		if ((rc = enc_member_check(i, m, i ? m - 1 : NULL, &il, &al)))
+			return rc;
+		wr_u8(&w, (uint8_t)m->state);
+		wr_zero(&w, 1);
+		wr_str(&w, m->id, il);
+		wr_str(&w, m->addr, al);
+	}
+	return wr_finish(&w, h, PROTO_OP_CONFIG, 1);
+}
+
+int proto_enc_repl_req(void *buf, size_t cap, const struct proto_hdr *h,
+		       const struct proto_repl_req *m)
+{
+	const uint32_t width_max = state_width_max(PROTO_MAX_DIM);
+	const uint8_t *kinds = m->kinds;
+	const float *rows = m->rows;
+	size_t nlen, row;
+	struct wr w;
+	uint8_t *q;
+	int rc;
+
+	if ((rc = enc_name_check("table", m->table, sizeof(m->table), 0,
+				 &nlen)))
+		return prefix_err(rc, "REPL request: ");
+	if (m->epoch == 0)
+		return rs_seterr(RS_E_INVAL, "REPL request: epoch: must be "
+				 ">= 1");
+	if (m->n > PROTO_MAX_BATCH_KEYS)
+		return rs_seterr(RS_E_TOOBIG, "REPL request: %u records, over "
+				 "the limit %u", m->n, PROTO_MAX_BATCH_KEYS);
+	if (m->width == 0 || m->width > width_max)
+		return rs_seterr(RS_E_INVAL, "REPL request: width %u is not "
+				 "in [1, %u]", m->width, width_max);
+	for (uint32_t i = 0; i < m->n; i++)
+		if (kinds[i] > PROTO_REPL_DELETED)
+			return rs_seterr(RS_E_INVAL, "REPL request: kinds[%u]: "
+					 "unknown value %u", i, kinds[i]);
+	wr_begin(&w, buf, cap);
+	wr_u64(&w, m->epoch);
+	wr_u32(&w, m->n);
+	wr_u32(&w, m->width);
+	wr_str(&w, m->table, nlen);
+	wr_zero(&w, (size_t)pad8(w.off));
+	if ((q = wr_take(&w, 8 * (size_t)m->n)))
+		store_u64s(q, m->keys, m->n);
+	wr_bytes(&w, kinds, m->n);
+	wr_zero(&w, (size_t)pad8(m->n));
+	row = 4 * (size_t)m->width;
+	if ((q = wr_take(&w, m->n * row)))
+		for (uint32_t i = 0; i < m->n; i++) {
+			if (kinds[i] == PROTO_REPL_ROW)
+				proto_store_f32(q + i * row,
+						rows + (size_t)i * m->width,
+						m->width);
+			else
+				memset(q + i * row, 0, row);
+		}
+	return wr_finish(&w, h, PROTO_OP_REPL, 0);
+}
+
 int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,
 		       uint32_t op, const struct proto_keys_req *m)
 {
@@ -1533,7 +1931,7 @@ int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,
 	uint64_t rb = rows ? rows_bytes(m->n, m->dim, m->dtype) : 0;
 	struct wr w;
 	uint8_t *q;
-	int rc = check_keyed(op, m->n, m->dim, m->dtype, rows, "request");
+	int rc = check_keyed(op, m->n, m->dim, m->dtype, rows, 0);
 
 	if (rc)
 		return rc;
@@ -1544,12 +1942,17 @@ int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,
 		return rs_seterr(RS_E_INVAL, "%s request: lr %g is not a "
 				 "finite number >= 0", proto_op_name(op),
 				 (double)m->lr);
+	if ((m->flags & PROTO_KF_EPOCH) && m->epoch == 0)
+		return rs_seterr(RS_E_INVAL, "%s request: epoch 0 with the "
+				 "EPOCH flag", proto_op_name(op));
 	wr_begin(&w, buf, cap);
 	wr_u32(&w, m->table_id);
 	wr_u32(&w, m->flags);
 	wr_u64(&w, m->table_gen);
 	wr_keyed_shape(&w, m->n, m->dim, m->dtype, rows,
 		       m->flags & PROTO_KF_LR ? m->lr : 0.0f);
+	if (m->flags & PROTO_KF_EPOCH)
+		wr_u64(&w, m->epoch);
 	if ((q = wr_take(&w, 8 * (size_t)m->n)))
 		store_u64s(q, m->keys, m->n);
 	if (rb && (q = wr_take(&w, (size_t)rb)))
@@ -1563,7 +1966,7 @@ int proto_keys_reply_begin(void *buf, size_t cap, const struct proto_hdr *h,
 {
 	const int rows = reply_has_rows(op);
 	struct wr w;
-	int rc = check_keyed(op, n, dim, dtype, rows, "reply");
+	int rc = check_keyed(op, n, dim, dtype, rows, 1);
 
 	memset(wo, 0, sizeof(*wo));
 	if (rc)

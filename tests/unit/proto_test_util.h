@@ -18,7 +18,7 @@
 #include "common/rs_internal.h"
 
 #define SEED_CAP 8192
-#define MAX_SEEDS 40
+#define MAX_SEEDS 64
 
 struct corpus {
 	uint8_t msg[MAX_SEEDS][SEED_CAP];
@@ -242,6 +242,65 @@ static void corpus_build(struct corpus *c)
 			   proto_enc_keys_reply(SLOT, &h, PROTO_OP_LOAD,
 						&kr));
 	}
+	/* keyed requests with the configuration epoch */
+	h = hdr_of(5, 0);
+	kq = (struct proto_keys_req){ .table_id = 4, .table_gen = 1004,
+				      .flags = PROTO_KF_EPOCH, .epoch = 7,
+				      .n = 7, .keys = keys };
+	corpus_add(c, "get_req_epoch",
+		   proto_enc_keys_req(SLOT, &h, PROTO_OP_GET, &kq));
+	kq.n = 0;
+	kq.epoch = UINT64_MAX;
+	corpus_add(c, "delete_req_epoch_empty",
+		   proto_enc_keys_req(SLOT, &h, PROTO_OP_DELETE, &kq));
+	kq = (struct proto_keys_req){ .table_id = 3,
+				      .flags = PROTO_KF_CREATE | PROTO_KF_LR |
+					       PROTO_KF_EPOCH,
+				      .lr = 0.5f, .epoch = 1, .n = 7, .dim = 4,
+				      .dtype = PROTO_DTYPE_FP32, .keys = keys,
+				      .rows = rows };
+	corpus_add(c, "update_req_epoch",
+		   proto_enc_keys_req(SLOT, &h, PROTO_OP_UPDATE, &kq));
+	/* CONFIG: not in a cluster, and three members */
+	{
+		static const struct proto_member mem[3] = {
+			{ PROTO_MEMBER_ACTIVE, "mem-0", "10.0.0.5:7471" },
+			{ PROTO_MEMBER_DOWN, "mem-1", "[fe80::1]:7471" },
+			{ PROTO_MEMBER_JOINING, "mem.2_x", "h:1" },
+		};
+		struct proto_config cf = { .self = PROTO_CONFIG_NO_SELF };
+
+		corpus_add(c, "config_req", proto_enc_config_req(SLOT, &h));
+		corpus_add(c, "config_reply_none",
+			   proto_enc_config_reply(SLOT, &h, &cf, NULL));
+		cf = (struct proto_config){ .epoch = 9, .r = 3, .vnodes = 160,
+					    .n = 3, .self = 1 };
+		corpus_add(c, "config_reply",
+			   proto_enc_config_reply(SLOT, &h, &cf, mem));
+	}
+	/* REPL: rows and a deletion (its row is not read: zeros on the
+	 * wire); the name's 13 string bytes take 3 bytes of padding, the 7
+	 * kinds 1 */
+	{
+		static const uint8_t kinds[7] = { 0, 1, 0, 0, 1, 1, 0 };
+		static const float rrows[7 * 5] = { 1, 2, 3, 4, 5, 9, 9, 9, 9,
+						    9, -1, 0.5f, 0, 0, 1e30f };
+		struct proto_repl_req rq = { .epoch = 9, .n = 7, .width = 5,
+					     .keys = keys, .kinds = kinds,
+					     .rows = rrows };
+
+		snprintf(rq.table, sizeof(rq.table), "ads.user_id");
+		corpus_add(c, "repl_req", proto_enc_repl_req(SLOT, &h, &rq));
+		rq.n = 0;
+		rq.width = 1;
+		snprintf(rq.table, sizeof(rq.table), "t");
+		corpus_add(c, "repl_req_empty",
+			   proto_enc_repl_req(SLOT, &h, &rq));
+		kr = (struct proto_keys_reply){ .n = 7, .status = st };
+		corpus_add(c, "repl_reply",
+			   proto_enc_keys_reply(SLOT, &h, PROTO_OP_REPL,
+						&kr));
+	}
 	corpus_add(c, "error_reply",
 		   proto_enc_error(SLOT, &h, PROTO_OP_UPDATE, RS_E_NOTFOUND,
 				   "table 7 not found"));
@@ -258,10 +317,13 @@ static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 	static uint8_t rows[4 << 20];
 	static struct proto_table_info tabs[256];
 	static struct proto_stat stats[4096];
+	static struct proto_member members[PROTO_CONFIG_MAX_MEMBERS];
+	static uint8_t kinds[PROTO_MAX_BATCH_KEYS / 64];
 	const struct proto_hdr *h = &m->hdr;
 	const uint32_t op = h->opcode;
 	struct proto_table_dir d;
 	struct proto_stats s;
+	struct proto_config cf;
 	uint32_t w, n = 0;
 	size_t nel;
 	int rc;
@@ -287,6 +349,25 @@ static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 		case PROTO_OP_CKPT:
 			return proto_enc_ckpt_req(buf, cap, h,
 						  &m->u.ckpt_req);
+		case PROTO_OP_CONFIG:
+			return proto_enc_config_req(buf, cap, h);
+		case PROTO_OP_REPL: {
+			struct proto_repl_req q = m->u.repl_req;
+
+			if (q.n > RS_ARRAY_SIZE(keys))
+				return -1;
+			nel = (size_t)q.n * q.width;
+			if (nel * 4 > sizeof(rows))
+				return -1;
+			proto_load_u64(keys, q.keys, q.n);
+			if (q.n)
+				memcpy(kinds, q.kinds, q.n);
+			proto_load_f32((float *)rows, q.rows, nel);
+			q.keys = keys;
+			q.kinds = kinds;
+			q.rows = rows;
+			return proto_enc_repl_req(buf, cap, h, &q);
+		}
 		default: {
 			struct proto_keys_req q = m->u.keys_req;
 
@@ -336,6 +417,14 @@ static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 		return rc < 0 || w == n ? rc : RS_E_TOOBIG; /* partial */
 	case PROTO_OP_CKPT:
 		return proto_enc_ckpt_reply(buf, cap, h, &m->u.ckpt_reply);
+	case PROTO_OP_CONFIG:
+		cf = m->u.config;
+		while (n < RS_ARRAY_SIZE(members) &&
+		       proto_config_next(&cf, &members[n]))
+			n++;
+		if (n != cf.n)
+			return -1;
+		return proto_enc_config_reply(buf, cap, h, &cf, members);
 	default: {
 		struct proto_keys_reply r = m->u.keys_reply;
 

@@ -655,7 +655,7 @@ static const struct mutation mutations[] = {
 	{ "get_req", 0, 1, 'X', RS_E_PROTO, "bad magic" },
 	{ "get_req", 4, 1, 2, RS_E_PROTO, "unsupported protocol version 2" },
 	{ "get_req", 5, 1, 0, RS_E_PROTO, "unknown opcode 0" },
-	{ "get_req", 5, 1, PROTO_OP_COUNT, RS_E_PROTO, "unknown opcode 13" },
+	{ "get_req", 5, 1, PROTO_OP_COUNT, RS_E_PROTO, "unknown opcode 15" },
 	{ "get_req", 6, 1, 0x4, RS_E_PROTO, "unknown header flags 0x4" },
 	{ "get_req", 24, 4, 1000, RS_E_PROTO, "header says 1000 body bytes" },
 	{ "get_req", 28, 4, 5, RS_E_PROTO, "status 5 (must be 0)" },
@@ -673,7 +673,22 @@ static const struct mutation mutations[] = {
 	/* CREATE or LR on a GET */
 	{ "get_req", 36, 4, 1, RS_E_PROTO, "flags: unknown bits 0x1" },
 	{ "get_req", 36, 4, 2, RS_E_PROTO, "flags: unknown bits 0x2" },
-	{ "update_req_lr", 36, 4, 6, RS_E_PROTO, "flags: unknown bits 0x4" },
+	{ "update_req_lr", 36, 4, 0xa, RS_E_PROTO, "flags: unknown bits 0x8" },
+	/* EPOCH: an epoch must follow (here the first key, 0, is read as
+	 * one); not on LOAD; without the flag, the epoch's 8 bytes are
+	 * one key too many */
+	{ "update_req_lr", 36, 4, 6, RS_E_PROTO,
+	  "epoch: 0 with the EPOCH flag" },
+	{ "get_req_epoch", 64, 4, 0, RS_E_PROTO,
+	  "GET request: epoch: 0 with the EPOCH flag" },
+	{ "get_req_epoch", 36, 4, 0, RS_E_PROTO,
+	  "7 keys need 56 bytes after the fixed part, 64 present" },
+	{ "get_req_epoch", 48, 4, 8, RS_E_PROTO, "8 keys need 64 bytes" },
+	{ "get_req_epoch", 36, 4, 5, RS_E_PROTO, "flags: unknown bits 0x1" },
+	{ "load_req", 36, 4, PROTO_KF_EPOCH, RS_E_PROTO,
+	  "LOAD request: flags: unknown bits 0x4" },
+	/* CONFIG request: empty body */
+	{ "config_req", 24, 4, 1, RS_E_PROTO, "header says 1 body bytes" },
 	/* a per-request lr must be finite and >= 0 */
 	{ "update_req_lr", 60, 4, 0x7fc00000, RS_E_INVAL,
 	  "lr: nan is not a finite number >= 0" },
@@ -821,6 +836,589 @@ static void names_limits_dtypes(void **state)
 			    "optimizer.beta2: must be in [0, 1)");
 }
 
+/* ---- replication: the EPOCH flag, CONFIG, REPL -------------------------- */
+
+static void keyed_epoch(void **state)
+{
+	uint64_t keys[5] = { 1, 2, 3, UINT64_MAX, 0 }, k2[5];
+	float rows[5 * 3], r2[5 * 3];
+	struct proto_hdr h = hdr_of(1, 0);
+	struct proto_keys_req q;
+	struct proto_msg m;
+	int len, plain;
+
+	for (int i = 0; i < 15; i++)
+		rows[i] = (float)i - 7.0f;
+	for (uint32_t op = PROTO_OP_GET; op <= PROTO_OP_DELETE; op++) {
+		const int has_rows = op == PROTO_OP_PUT ||
+				     op == PROTO_OP_UPDATE;
+
+		for (uint32_t n = 0; n <= 5; n += 5) {
+			q = (struct proto_keys_req){
+				.table_id = 9, .table_gen = 77, .n = n,
+				.flags = PROTO_KF_EPOCH,
+				.epoch = 0x0102030405060708ull,
+				.dim = has_rows ? 3 : 0,
+				.dtype = has_rows ? PROTO_DTYPE_FP32 : 0,
+				.keys = keys, .rows = has_rows ? rows : NULL
+			};
+			len = proto_enc_keys_req(buf, sizeof(buf), &h, op, &q);
+			/* exactly PROTO_EPOCH_BYTES more than without */
+			assert_int_equal(len, (int)(proto_keys_req_bytes(
+						       op, n, 3,
+						       PROTO_DTYPE_FP32) +
+					      PROTO_EPOCH_BYTES));
+			/* the epoch at body offset 32, the keys at 40 */
+			assert_int_equal(buf[32 + 32], 0x08);
+			assert_int_equal(buf[32 + 39], 0x01);
+			if (n)
+				assert_int_equal(buf[32 + 40], 1);
+			decode_ok(buf, len, &m);
+			assert_int_equal(m.hdr.opcode, op);
+			assert_int_equal(m.u.keys_req.flags, PROTO_KF_EPOCH);
+			assert_true(m.u.keys_req.epoch == q.epoch);
+			assert_int_equal(m.u.keys_req.n, n);
+			assert_int_equal(((const uint8_t *)m.u.keys_req.keys -
+					  buf) % 8, 0);
+			proto_load_u64(k2, m.u.keys_req.keys, n);
+			assert_memory_equal(k2, keys, n * sizeof(keys[0]));
+			if (has_rows) {
+				proto_load_f32(r2, m.u.keys_req.rows, 3 * n);
+				assert_memory_equal(r2, rows,
+						    3 * n * sizeof(rows[0]));
+			} else {
+				assert_null(m.u.keys_req.rows);
+			}
+			/* the same request without the flag: the epoch is
+			 * not sent, and decodes as 0 */
+			q.flags = 0;
+			plain = proto_enc_keys_req(buf, sizeof(buf), &h, op,
+						   &q);
+			assert_int_equal(plain, len - (int)PROTO_EPOCH_BYTES);
+			decode_ok(buf, plain, &m);
+			assert_true(m.u.keys_req.epoch == 0);
+			/* the encoder refuses epoch 0 with the flag */
+			q.flags = PROTO_KF_EPOCH;
+			q.epoch = 0;
+			assert_int_equal(proto_enc_keys_req(buf, sizeof(buf),
+							    &h, op, &q),
+					 RS_E_INVAL);
+			assert_non_null(strstr(rs_errormsg(), "epoch 0"));
+		}
+	}
+	/* UPDATE with every flag: lr at 28, epoch at 32 */
+	q = (struct proto_keys_req){ .n = 5, .dim = 3,
+				     .flags = PROTO_KF_CREATE | PROTO_KF_LR |
+					      PROTO_KF_EPOCH,
+				     .lr = 0.125f, .epoch = 1,
+				     .dtype = PROTO_DTYPE_FP32, .keys = keys,
+				     .rows = rows };
+	len = proto_enc_keys_req(buf, sizeof(buf), &h, PROTO_OP_UPDATE, &q);
+	assert_int_equal(buf[32 + 28 + 3], 0x3e);
+	assert_int_equal(buf[32 + 32], 1);
+	decode_ok(buf, len, &m);
+	assert_true(m.u.keys_req.lr == 0.125f && m.u.keys_req.epoch == 1);
+	assert_int_equal(m.u.keys_req.flags, q.flags);
+	/* not on LOAD */
+	q = (struct proto_keys_req){ .n = 1, .dim = 3, .flags = PROTO_KF_EPOCH,
+				     .epoch = 3, .keys = keys, .rows = rows };
+	assert_int_equal(proto_enc_keys_req(buf, sizeof(buf), &h,
+					    PROTO_OP_LOAD, &q),
+			 RS_E_INVAL);
+	/* an epoch 0 on the wire; a request cut in the epoch */
+	q = (struct proto_keys_req){ .n = 0, .flags = PROTO_KF_EPOCH,
+				     .epoch = 5, .keys = keys };
+	len = proto_enc_keys_req(buf, sizeof(buf), &h, PROTO_OP_GET, &q);
+	assert_int_equal(len, 32 + 40);
+	buf[32 + 32] = 0;
+	expect_err(buf, len, NULL, RS_E_PROTO,
+		   "GET request: epoch: 0 with the EPOCH flag");
+	buf[24] = 36;
+	expect_err(buf, 32 + 36, NULL, RS_E_PROTO, "truncated at epoch");
+}
+
+/* members i of a large configuration: 63-byte ids, 127-byte addresses */
+static void big_member(struct proto_member *m, uint32_t i)
+{
+	memset(m, 0, sizeof(*m));
+	m->state = i % 3;
+	snprintf(m->id, sizeof(m->id), "%063u", i);
+	memset(m->addr, 'a' + i % 26, PROTO_ADDR_MAX);
+	snprintf(m->addr, 12, "%010u", i);
+	m->addr[10] = ':';
+}
+
+static void config_roundtrip(void **state)
+{
+	static const struct proto_member mem[3] = {
+		{ PROTO_MEMBER_ACTIVE, "a", "10.0.0.5:7471" },
+		{ PROTO_MEMBER_JOINING, "b-2", "x" },
+		{ PROTO_MEMBER_DOWN, "b.3", "[::1]:1" },
+	};
+	static struct proto_member big[PROTO_CONFIG_MAX_MEMBERS + 1];
+	struct proto_config c = { .self = PROTO_CONFIG_NO_SELF };
+	struct proto_hdr h = hdr_of(4, 1);
+	struct proto_member got;
+	struct proto_msg m;
+	uint32_t i;
+	int len;
+
+	/* the request */
+	len = proto_enc_config_req(buf, sizeof(buf), &h);
+	assert_int_equal(len, PROTO_HDR_BYTES);
+	decode_ok(buf, len, &m);
+	assert_int_equal(m.hdr.opcode, PROTO_OP_CONFIG);
+	assert_int_equal(m.hdr.flags, PROTO_F_TRACE);
+	assert_string_equal(proto_op_name(PROTO_OP_CONFIG), "CONFIG");
+	assert_string_equal(proto_op_name(PROTO_OP_REPL), "REPL");
+	assert_string_equal(proto_op_name(PROTO_OP_COUNT), "?");
+
+	/* not in a cluster */
+	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, NULL);
+	assert_int_equal(len, PROTO_HDR_BYTES + 24);
+	decode_ok(buf, len, &m);
+	assert_true(m.u.config.epoch == 0);
+	assert_int_equal(m.u.config.n, 0);
+	assert_int_equal(m.u.config.self, PROTO_CONFIG_NO_SELF);
+	assert_int_equal(proto_config_next(&m.u.config, &got), 0);
+
+	/* three members, the layout of docs/protocol.md */
+	c = (struct proto_config){ .epoch = 0x1122334455667788ull, .r = 2,
+				   .vnodes = 160, .n = 3, .self = 2 };
+	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, mem);
+	assert_int_equal(len, 32 + 24 + (6 + 1 + 13) + (6 + 3 + 1) +
+				      (6 + 3 + 7));
+	assert_int_equal(buf[32], 0x88);
+	assert_int_equal(buf[32 + 8], 2);
+	assert_int_equal(buf[32 + 12], 160);
+	assert_int_equal(buf[32 + 16], 3);
+	assert_int_equal(buf[32 + 20], 2);
+	assert_int_equal(buf[32 + 24], PROTO_MEMBER_ACTIVE);
+	assert_int_equal(buf[32 + 26], 1); /* id length */
+	assert_int_equal(buf[32 + 28], 'a');
+	assert_int_equal(buf[32 + 29], 13); /* addr length */
+	assert_int_equal(buf[32 + 44], PROTO_MEMBER_JOINING);
+	decode_ok(buf, len, &m);
+	assert_true(m.u.config.epoch == c.epoch);
+	assert_int_equal(m.u.config.r, 2);
+	assert_int_equal(m.u.config.vnodes, 160);
+	assert_int_equal(m.u.config.n, 3);
+	assert_int_equal(m.u.config.self, 2);
+	for (i = 0; proto_config_next(&m.u.config, &got); i++) {
+		assert_true(i < 3);
+		assert_int_equal(got.state, mem[i].state);
+		assert_string_equal(got.id, mem[i].id);
+		assert_string_equal(got.addr, mem[i].addr);
+	}
+	assert_int_equal(i, 3);
+	c.self = PROTO_CONFIG_NO_SELF;
+	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, mem);
+	decode_ok(buf, len, &m);
+	assert_int_equal(m.u.config.self, PROTO_CONFIG_NO_SELF);
+
+	/* the largest: 1024 members of the longest ids and addresses */
+	for (i = 0; i <= PROTO_CONFIG_MAX_MEMBERS; i++)
+		big_member(&big[i], i);
+	c = (struct proto_config){ .epoch = 5, .r = PROTO_CONFIG_MAX_R,
+				   .vnodes = PROTO_CONFIG_MAX_VNODES,
+				   .n = PROTO_CONFIG_MAX_MEMBERS, .self = 1023 };
+	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, big);
+	assert_int_equal(len, 32 + 24 + 1024 * (6 + 63 + 127));
+	decode_ok(buf, len, &m);
+	for (i = 0; proto_config_next(&m.u.config, &got); i++)
+		assert_memory_equal(&got, &big[i], sizeof(got));
+	assert_int_equal(i, PROTO_CONFIG_MAX_MEMBERS);
+	/* all or nothing: a 4 KiB buffer, nothing written past it */
+	memset(buf2, 0x5a, 8192);
+	assert_int_equal(proto_enc_config_reply(buf2, 4096, &h, &c, big),
+			 RS_E_TOOBIG);
+	for (i = 4096; i < 8192; i++)
+		assert_int_equal(buf2[i], 0x5a);
+	/* one member more than a configuration has */
+	c.n = PROTO_CONFIG_MAX_MEMBERS + 1;
+	assert_int_equal(proto_enc_config_reply(buf, sizeof(buf), &h, &c, big),
+			 RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "n: 1025 members"));
+}
+
+static void config_refusals(void **state)
+{
+	static const struct proto_member mem[3] = {
+		{ PROTO_MEMBER_ACTIVE, "mem-0", "10.0.0.5:7471" },
+		{ PROTO_MEMBER_DOWN, "mem-1", "[fe80::1]:7471" },
+		{ PROTO_MEMBER_JOINING, "mem.2_x", "h:1" },
+	};
+	/* offsets in the message: fixed part at 32; member 0 at 56 (id
+	 * at 60, addr length at 65, addr at 67), member 1 at 80 (id at 84),
+	 * member 2 at 105, the end at 121 */
+	static const struct {
+		size_t off;
+		int width;
+		uint32_t v;
+		int code;
+		const char *needle;
+	} bad[] = {
+		{ 32, 4, 0, RS_E_PROTO, "epoch 0 (no cluster): r 3" },
+		{ 40, 4, 0, RS_E_INVAL, "CONFIG reply: r: 0 is not in [1, 5]" },
+		{ 40, 4, 6, RS_E_INVAL, "r: 6 is not in [1, 5]" },
+		{ 44, 4, 0, RS_E_INVAL, "vnodes: 0 is not in [1, 4096]" },
+		{ 44, 4, 4097, RS_E_INVAL, "vnodes: 4097" },
+		{ 48, 4, 1025, RS_E_TOOBIG, "n: 1025 members, over the limit" },
+		{ 48, 4, 2, RS_E_PROTO, "trailing bytes" },
+		{ 48, 4, 4, RS_E_PROTO, "truncated at members[3].state" },
+		{ 52, 4, 3, RS_E_PROTO, "self: 3 is neither a member index" },
+		{ 52, 4, 0xfffffffe, RS_E_PROTO, "self: 4294967294" },
+		{ 56, 1, 3, RS_E_PROTO, "members[0].state: unknown value 3" },
+		{ 57, 1, 1, RS_E_PROTO, "members[0] reserved: reserved byte 0" },
+		{ 60, 1, ' ', RS_E_INVAL, "members[0].id: byte 0x20 at 0" },
+		{ 58, 2, 0, RS_E_INVAL, "members[0].id: must not be empty" },
+		{ 58, 2, 64, RS_E_PROTO, "members[0].id: length 64 over" },
+		{ 64, 1, '5', RS_E_PROTO,
+		  "members[1].id: 'mem-1' after 'mem-5': members are sorted" },
+		{ 88, 1, '0', RS_E_PROTO, "members[1].id: 'mem-0' after 'mem-0'" },
+		{ 65, 2, 0, RS_E_INVAL, "members[0].addr: must not be empty" },
+		{ 65, 2, 128, RS_E_PROTO,
+		  "members[0].addr: length 128 over the limit 127" },
+		{ 67, 1, ' ', RS_E_INVAL, "members[0].addr: byte 0x20 at 0 is "
+					  "not printable ASCII" },
+		{ 70, 1, 0x0a, RS_E_INVAL, "members[0].addr: byte 0x0a at 3" },
+		{ 79, 1, 0x7f, RS_E_INVAL, "members[0].addr: byte 0x7f at 12" },
+		{ 79, 1, 0x80, RS_E_INVAL, "members[0].addr: byte 0x80 at 12" },
+		{ 105, 1, 0xff, RS_E_PROTO, "members[2].state: unknown value" },
+	};
+	struct proto_config c = { .epoch = 9, .r = 3, .vnodes = 160, .n = 3,
+				  .self = 1 };
+	struct proto_hdr h = hdr_of(4, 0);
+	struct proto_member e[3];
+	int len, len0;
+
+	len0 = proto_enc_config_reply(buf2, sizeof(buf2), &h, &c, mem);
+	assert_int_equal(len0, 121);
+	for (size_t i = 0; i < RS_ARRAY_SIZE(bad); i++) {
+		memcpy(buf, buf2, (size_t)len0);
+		put_le(bad[i].off, bad[i].v, bad[i].width);
+		expect_err(buf, (size_t)len0, NULL, bad[i].code,
+			   bad[i].needle);
+	}
+	/* epoch 0 with anything but r 0, vnodes 0, n 0, self none */
+	c = (struct proto_config){ .self = PROTO_CONFIG_NO_SELF };
+	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, NULL);
+	put_le(32 + 8, 1, 4);
+	expect_err(buf, len, NULL, RS_E_PROTO, "epoch 0 (no cluster): r 1");
+	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, NULL);
+	put_le(32 + 20, 0, 4);
+	expect_err(buf, len, NULL, RS_E_PROTO, "self 0x0 must be");
+	/* a truncated entry; a trailing byte */
+	memcpy(buf, buf2, (size_t)len0);
+	put_le(24, (uint32_t)(len0 - 1 - 32), 4);
+	expect_err(buf, (size_t)len0 - 1, NULL, RS_E_PROTO,
+		   "truncated at members[2].addr");
+	memcpy(buf, buf2, (size_t)len0);
+	put_le(24, (uint32_t)(len0 + 1 - 32), 4);
+	buf[len0] = 0;
+	expect_err(buf, (size_t)len0 + 1, NULL, RS_E_PROTO,
+		   "1 trailing bytes after offset 89");
+	/* a CONFIG request has an empty body */
+	len = proto_enc_config_req(buf, sizeof(buf), &h);
+	put_le(24, 1, 4);
+	buf[len] = 0;
+	expect_err(buf, (size_t)len + 1, NULL, RS_E_PROTO,
+		   "CONFIG request: 1 trailing bytes");
+
+	/* the encoder refuses what no decoder accepts */
+	c = (struct proto_config){ .epoch = 9, .r = 3, .vnodes = 160, .n = 3,
+				   .self = 1 };
+	memcpy(e, mem, sizeof(e));
+#define ENC_REFUSES(needle)                                              \
+	do {                                                             \
+		assert_int_equal(proto_enc_config_reply(buf, sizeof(buf), \
+							&h, &c, e),      \
+				 RS_E_INVAL);                            \
+		if (!strstr(rs_errormsg(), needle))                      \
+			fail_msg("'%s' lacks '%s'", rs_errormsg(),       \
+				 needle);                                \
+		c = (struct proto_config){ .epoch = 9, .r = 3,           \
+					   .vnodes = 160, .n = 3,        \
+					   .self = 1 };                  \
+		memcpy(e, mem, sizeof(e));                               \
+	} while (0)
+	c.r = 0;
+	ENC_REFUSES("r: 0 is not");
+	c.r = 6;
+	ENC_REFUSES("r: 6 is not");
+	c.vnodes = 0;
+	ENC_REFUSES("vnodes: 0");
+	c.self = 3;
+	ENC_REFUSES("self: 3");
+	c.epoch = 0;
+	ENC_REFUSES("epoch 0 (no cluster)");
+	e[1].state = 3;
+	ENC_REFUSES("members[1].state: unknown value 3");
+	snprintf(e[2].id, sizeof(e[2].id), "mem-1");
+	ENC_REFUSES("members[2].id: 'mem-1' after 'mem-1'");
+	snprintf(e[0].id, sizeof(e[0].id), "z");
+	ENC_REFUSES("members[1].id: 'mem-1' after 'z'");
+	snprintf(e[0].id, sizeof(e[0].id), "a/b");
+	ENC_REFUSES("members[0].id: byte 0x2f at 1");
+	e[0].addr[0] = '\0';
+	ENC_REFUSES("members[0].addr: must not be empty");
+	snprintf(e[0].addr, sizeof(e[0].addr), "a b");
+	ENC_REFUSES("members[0].addr: byte 0x20 at 1");
+	memset(e[0].addr, 'a', sizeof(e[0].addr)); /* no NUL */
+	ENC_REFUSES("members[0].addr: longer than 127 bytes");
+#undef ENC_REFUSES
+	/* a cap under the fixed part */
+	assert_int_equal(proto_enc_config_reply(buf, 40, &h, &c, e),
+			 RS_E_TOOBIG);
+	assert_int_equal(proto_enc_config_req(buf, 31, &h), RS_E_TOOBIG);
+}
+
+static void repl_roundtrip(void **state)
+{
+	static uint64_t keys[9], k2[9];
+	static float rows[9 * 4], r2[9 * 4];
+	uint8_t kinds[9];
+	struct proto_hdr h = hdr_of(6, 0);
+	struct proto_repl_req q;
+	struct proto_msg m;
+	const uint8_t *wk;
+	int len;
+
+	for (uint32_t i = 0; i < 9; i++) {
+		keys[i] = 0x0101010101010101ull * i + 3;
+		kinds[i] = i % 3 == 1 ? PROTO_REPL_DELETED : PROTO_REPL_ROW;
+		for (uint32_t j = 0; j < 4; j++)
+			rows[i * 4 + j] = (float)(i * 10 + j) - 0.5f;
+	}
+	/* name lengths 1..9 cover every padding of the name, n 0..9 every
+	 * padding of the kinds */
+	for (size_t nl = 1; nl <= 9; nl++)
+		for (uint32_t n = 0; n <= 9; n++) {
+			q = (struct proto_repl_req){ .epoch = 1000 + n, .n = n,
+						     .width = 4, .keys = keys,
+						     .kinds = kinds,
+						     .rows = rows };
+			memset(q.table, 'a' + (int)n, nl);
+			len = proto_enc_repl_req(buf, sizeof(buf), &h, &q);
+			assert_int_equal(len,
+					 (int)proto_repl_req_bytes(n, 4, nl));
+			assert_int_equal(len % 8, 0);
+			decode_ok(buf, len, &m);
+			assert_int_equal(m.hdr.opcode, PROTO_OP_REPL);
+			assert_true(m.u.repl_req.epoch == 1000 + n);
+			assert_int_equal(m.u.repl_req.n, n);
+			assert_int_equal(m.u.repl_req.width, 4);
+			assert_string_equal(m.u.repl_req.table, q.table);
+			/* bulk arrays 8-aligned in the message */
+			assert_int_equal(((const uint8_t *)m.u.repl_req.keys -
+					  buf) % 8, 0);
+			assert_int_equal(((const uint8_t *)m.u.repl_req.rows -
+					  buf) % 8, 0);
+			assert_int_equal((const uint8_t *)m.u.repl_req.keys -
+						 buf,
+					 32 + 16 + (int)((2 + nl + 7) / 8 * 8));
+			proto_load_u64(k2, m.u.repl_req.keys, n);
+			assert_memory_equal(k2, keys, n * sizeof(keys[0]));
+			wk = m.u.repl_req.kinds;
+			proto_load_f32(r2, m.u.repl_req.rows, 4 * n);
+			for (uint32_t i = 0; i < n; i++) {
+				assert_int_equal(wk[i], kinds[i]);
+				for (uint32_t j = 0; j < 4; j++)
+					assert_true(r2[i * 4 + j] ==
+						    (kinds[i] ? 0.0f
+							      : rows[i * 4 + j]));
+			}
+		}
+	/* the REPL reply is a keyed reply: statuses only */
+	{
+		const int32_t st[3] = { 0, PROTO_ST_CREATED, RS_E_NOTFOUND };
+		struct proto_keys_reply r = { .n = 3, .status = st };
+		struct proto_reply_writer w;
+		int32_t s2[3];
+
+		len = proto_enc_keys_reply(buf, sizeof(buf), &h, PROTO_OP_REPL,
+					   &r);
+		assert_int_equal(len, (int)proto_keys_reply_bytes(
+					      PROTO_OP_REPL, 3, 0, 0));
+		assert_int_equal(len, 32 + 16 + 16);
+		decode_ok(buf, len, &m);
+		assert_true(m.hdr.flags & PROTO_F_REPLY);
+		assert_int_equal(m.u.keys_reply.n, 3);
+		assert_null(m.u.keys_reply.rows);
+		proto_load_i32(s2, m.u.keys_reply.status, 3);
+		assert_memory_equal(s2, st, sizeof(st));
+		len = proto_keys_reply_begin(buf, sizeof(buf), &h,
+					     PROTO_OP_REPL, 2, 0, 0, &w);
+		assert_null(w.rows);
+		proto_reply_set(&w, 0, PROTO_ST_CREATED);
+		proto_reply_fail(&w, 1, RS_E_FULL);
+		decode_ok(buf, len, &m);
+		/* a status above CREATED is no REPL status */
+		put_le(32 + 16, 2, 4);
+		expect_err(buf, len, NULL, RS_E_PROTO,
+			   "status[0]: 2 is not a REPL key status");
+	}
+	/* REPL has no keyed request */
+	assert_int_equal(proto_keys_req_bytes(PROTO_OP_REPL, 1, 0, 0), 0);
+	assert_int_equal(proto_keys_per_msg(PROTO_OP_REPL, 4, 0, 4096, 4096,
+					    10),
+			 RS_E_INVAL);
+	assert_int_equal(proto_enc_keys_req(buf, sizeof(buf), &h,
+					    PROTO_OP_REPL,
+					    &(struct proto_keys_req){
+						    .n = 1, .keys = keys }),
+			 RS_E_INVAL);
+	assert_int_equal(proto_enc_keys_reply(buf, sizeof(buf), &h,
+					      PROTO_OP_CONFIG,
+					      &(struct proto_keys_reply){
+						      .n = 0 }),
+			 RS_E_INVAL);
+	/* sizes: values no message carries are 0 */
+	assert_int_equal(proto_repl_req_bytes(2, 3, 2), 32 + 16 + 8 + 16 + 8 +
+							       24);
+	assert_int_equal(proto_repl_req_bytes(0, 1, 6), 32 + 16 + 8);
+	assert_int_equal(proto_repl_req_bytes(1, 0, 1), 0);
+	assert_int_equal(proto_repl_req_bytes(1, 3 * PROTO_MAX_DIM + 2, 1), 0);
+	assert_int_equal(proto_repl_req_bytes(PROTO_MAX_BATCH_KEYS + 1, 1, 1),
+			 0);
+	assert_int_equal(proto_repl_req_bytes(1, 1, 0), 0);
+	assert_int_equal(proto_repl_req_bytes(1, 1, 64), 0);
+	assert_true(proto_repl_req_bytes(PROTO_MAX_BATCH_KEYS,
+					 3 * PROTO_MAX_DIM + 1, 63) >
+		    (size_t)4 * PROTO_MAX_BATCH_KEYS * 3 * PROTO_MAX_DIM);
+}
+
+static void repl_refusals(void **state)
+{
+	static const uint64_t keys[3] = { 5, 6, 7 };
+	static const uint8_t kinds[3] = { PROTO_REPL_ROW, PROTO_REPL_DELETED,
+					  PROTO_REPL_ROW };
+	static const float rows[3 * 2] = { 1, 2, 3, 4, 5, 6 };
+	/* name "ab": epoch 32, n 40, width 44, name 48, padding 52..55,
+	 * keys 56, kinds 80, padding 83..87, rows 88 (row 1 at 96), end
+	 * 112 */
+	static const struct {
+		size_t off;
+		int width;
+		uint32_t v;
+		int code;
+		const char *needle;
+	} bad[] = {
+		{ 32, 4, 0, RS_E_PROTO, "REPL request: epoch: must be >= 1" },
+		{ 40, 4, 4, RS_E_PROTO, "4 records of width 2 need 72 bytes" },
+		{ 40, 4, PROTO_DEFAULT_BATCH_KEYS + 1, RS_E_TOOBIG,
+		  "n: 65537 records, over the limit 65536" },
+		{ 44, 4, 0, RS_E_PROTO, "width: must be >= 1" },
+		{ 44, 4, 3, RS_E_PROTO, "3 records of width 3 need 68 bytes" },
+		{ 44, 4, 3 * PROTO_DEFAULT_DIM + 2, RS_E_TOOBIG,
+		  "width: 12290 is over the limit 12289" },
+		{ 48, 2, 1, RS_E_PROTO,
+		  "table padding: reserved byte 0 is 0x62" },
+		{ 48, 2, 0, RS_E_INVAL, "table: must not be empty" },
+		{ 50, 1, '/', RS_E_INVAL, "table: byte 0x2f at 0" },
+		{ 52, 1, 1, RS_E_PROTO, "table padding: reserved byte 0" },
+		{ 55, 1, 0x80, RS_E_PROTO, "table padding: reserved byte 3" },
+		{ 80, 1, 2, RS_E_PROTO, "kinds[0]: unknown value 2" },
+		{ 82, 1, 0xff, RS_E_PROTO, "kinds[2]: unknown value 255" },
+		{ 83, 1, 1, RS_E_PROTO, "kinds padding: reserved byte 0" },
+		{ 87, 1, 1, RS_E_PROTO, "kinds padding: reserved byte 4" },
+		{ 97, 1, 1, RS_E_PROTO, "rows[1]: a deleted record's row must "
+					"be zero bytes (byte 1 is 0x01)" },
+		{ 103, 1, 0x80, RS_E_PROTO, "rows[1]: a deleted" }, /* -0.0f */
+		{ 81, 1, 0, 0, NULL }, /* a row, then: its values are free */
+		{ 88, 4, 0xffffffff, 0, NULL },
+	};
+	struct proto_repl_req q = { .epoch = 9, .n = 3, .width = 2,
+				    .table = "ab", .keys = keys,
+				    .kinds = kinds, .rows = rows };
+	struct proto_hdr h = hdr_of(6, 0);
+	struct proto_limits lim;
+	struct proto_msg m;
+	uint8_t k2[3];
+	int len, len0;
+
+	len0 = proto_enc_repl_req(buf2, sizeof(buf2), &h, &q);
+	assert_int_equal(len0, 112);
+	for (size_t i = 0; i < RS_ARRAY_SIZE(bad); i++) {
+		memcpy(buf, buf2, (size_t)len0);
+		put_le(bad[i].off, bad[i].v, bad[i].width);
+		if (bad[i].code)
+			expect_err(buf, (size_t)len0, NULL, bad[i].code,
+				   bad[i].needle);
+		else
+			decode_ok(buf, (size_t)len0, &m);
+	}
+	/* limits: n over max_batch_keys, width over 3 * max_dim + 1 */
+	proto_limits_default(&lim);
+	lim.max_batch_keys = 2;
+	expect_err(buf2, (size_t)len0, &lim, RS_E_TOOBIG,
+		   "n: 3 records, over the limit 2");
+	proto_limits_default(&lim);
+	lim.max_dim = 1;
+	decode_ok(buf2, (size_t)len0, &m); /* width 2 <= 3 * 1 + 1 */
+	memcpy(buf, buf2, (size_t)len0);
+	put_le(44, 5, 4);
+	expect_err(buf, (size_t)len0, &lim, RS_E_TOOBIG,
+		   "width: 5 is over the limit 4");
+	/* truncated; trailing */
+	memcpy(buf, buf2, (size_t)len0);
+	put_le(24, (uint32_t)(len0 - 1 - 32), 4);
+	expect_err(buf, (size_t)len0 - 1, NULL, RS_E_PROTO,
+		   "need 56 bytes after the table name, 55 present");
+	put_le(24, 20, 4);
+	expect_err(buf, 32 + 20, NULL, RS_E_PROTO, "truncated at table padding");
+	memcpy(buf, buf2, (size_t)len0);
+	put_le(24, (uint32_t)(len0 + 1 - 32), 4);
+	buf[len0] = 0;
+	expect_err(buf, (size_t)len0 + 1, NULL, RS_E_PROTO,
+		   "need 56 bytes after the table name, 57 present");
+
+	/* a deleted record's row is not read: zeros on the wire */
+	len = proto_enc_repl_req(buf, sizeof(buf), &h, &q);
+	decode_ok(buf, len, &m);
+	for (int b = 0; b < 8; b++)
+		assert_int_equal(((const uint8_t *)m.u.repl_req.rows)[8 + b], 0);
+	memcpy(k2, m.u.repl_req.kinds, 3);
+	assert_memory_equal(k2, kinds, 3);
+
+	/* the encoder refuses what no decoder accepts */
+	q.epoch = 0;
+	assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &q),
+			 RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "epoch: must be >= 1"));
+	q.epoch = 9;
+	q.width = 0;
+	assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &q),
+			 RS_E_INVAL);
+	q.width = 3 * PROTO_MAX_DIM + 2;
+	assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &q),
+			 RS_E_INVAL);
+	q.width = 2;
+	q.n = PROTO_MAX_BATCH_KEYS + 1;
+	assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &q),
+			 RS_E_TOOBIG);
+	q.n = 3;
+	q.kinds = (const uint8_t[3]){ 0, 2, 0 };
+	assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &q),
+			 RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "kinds[1]: unknown value 2"));
+	q.kinds = kinds;
+	snprintf(q.table, sizeof(q.table), "a b");
+	assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &q),
+			 RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "REPL request: table: byte"));
+	q.table[0] = '\0';
+	assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &q),
+			 RS_E_INVAL);
+	/* too small a buffer: nothing past it written */
+	snprintf(q.table, sizeof(q.table), "ab");
+	memset(buf, 0x5a, 256);
+	assert_int_equal(proto_enc_repl_req(buf, 100, &h, &q), RS_E_TOOBIG);
+	for (int b = 100; b < 256; b++)
+		assert_int_equal(buf[b], 0x5a);
+	assert_int_equal(proto_enc_repl_req(buf, 112, &h, &q), 112);
+}
+
 static int setup(void **state)
 {
 	corpus_build(&corpus);
@@ -844,6 +1442,11 @@ int main(void)
 		cmocka_unit_test(encoders_respect_cap),
 		cmocka_unit_test(decode_checks),
 		cmocka_unit_test(names_limits_dtypes),
+		cmocka_unit_test(keyed_epoch),
+		cmocka_unit_test(config_roundtrip),
+		cmocka_unit_test(config_refusals),
+		cmocka_unit_test(repl_roundtrip),
+		cmocka_unit_test(repl_refusals),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
