@@ -142,7 +142,10 @@ int rs_client_config_set_credentials_file(struct rs_client_config *cfg,
 
 /* ---- client ---- */
 
-/* Connect to every node of cfg (cfg is copied; delete it when you like). */
+/* Connect to every node of cfg (cfg is copied; delete it when you like).
+ * Nodes in a cluster (docs/client.md, "Cluster mode"): cfg's nodes are
+ * seeds; the client learns the members from them, connects the active
+ * ones and follows the configuration's changes. */
 int rs_client_open(struct rs_client **out,
 		   const struct rs_client_config *cfg);
 /* Finish outstanding async ops, disconnect, free everything, *c = NULL.
