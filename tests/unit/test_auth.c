@@ -18,6 +18,7 @@
 #include "common/auth.h"
 #include "recstore/error.h"
 #include "common/proto.h"
+#include "common/rs_internal.h"
 
 #define NOW 1800000000ull
 static const char SECRET_A[] = "0123456789abcdef-admin-secret";
@@ -45,27 +46,29 @@ static void node3(struct auth_node *a, uint32_t cap)
 static void roles(void **state)
 {
 	static const unsigned reads[] = { PROTO_OP_HELLO, PROTO_OP_TABLE_DIR,
-					  PROTO_OP_GET, PROTO_OP_STATS };
+					  PROTO_OP_GET, PROTO_OP_STATS,
+					  PROTO_OP_CONFIG };
 	static const unsigned writes[] = { PROTO_OP_GET_OR_INIT, PROTO_OP_PUT,
 					   PROTO_OP_UPDATE, PROTO_OP_DELETE };
 	static const unsigned admins[] = { PROTO_OP_TABLE_CREATE,
-					   PROTO_OP_TABLE_DROP };
+					   PROTO_OP_TABLE_DROP, PROTO_OP_CKPT,
+					   PROTO_OP_LOAD, PROTO_OP_REPL };
 
 	(void)state;
-	for (size_t i = 0; i < 4; i++) {
+	for (size_t i = 0; i < RS_ARRAY_SIZE(reads); i++) {
 		assert_true(auth_role_allows(AUTH_ROLE_READ, reads[i]));
 		assert_true(auth_role_allows(AUTH_ROLE_DATA, reads[i]));
 		assert_true(auth_role_allows(AUTH_ROLE_ADMIN, reads[i]));
 		assert_false(auth_role_allows(AUTH_ROLE_NONE, reads[i]));
 		assert_int_equal(auth_role_needed(reads[i]), AUTH_ROLE_READ);
 	}
-	for (size_t i = 0; i < 4; i++) {
+	for (size_t i = 0; i < RS_ARRAY_SIZE(writes); i++) {
 		assert_false(auth_role_allows(AUTH_ROLE_READ, writes[i]));
 		assert_true(auth_role_allows(AUTH_ROLE_DATA, writes[i]));
 		assert_true(auth_role_allows(AUTH_ROLE_ADMIN, writes[i]));
 		assert_int_equal(auth_role_needed(writes[i]), AUTH_ROLE_DATA);
 	}
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < RS_ARRAY_SIZE(admins); i++) {
 		assert_false(auth_role_allows(AUTH_ROLE_READ, admins[i]));
 		assert_false(auth_role_allows(AUTH_ROLE_DATA, admins[i]));
 		assert_true(auth_role_allows(AUTH_ROLE_ADMIN, admins[i]));
