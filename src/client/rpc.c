@@ -114,6 +114,13 @@ static uint32_t in_width(const struct rcall *r, const struct cli_tloc *v)
 		       : dim;
 }
 
+/* Cluster mode: the request carries the epoch (PROTO_KF_EPOCH: GET ..
+ * DELETE; LOAD, an admin restore, takes no flags and is not fenced). */
+static bool tags_epoch(const struct rcall *r)
+{
+	return r->epoch && r->op != PROTO_OP_LOAD;
+}
+
 static bool has_rows_out(uint32_t op)
 {
 	return op == PROTO_OP_GET || op == PROTO_OP_GET_OR_INIT;
@@ -300,7 +307,8 @@ static int keys_per_msg(struct rcall *r, struct rnode *rn,
 {
 	uint32_t dim = has_rows_in(r->op) ? in_width(r, v) : v->info.spec.dim;
 	/* the epoch travels after the fixed part (PROTO_KF_EPOCH) */
-	size_t req_max = rn->cc->msg_max - (r->epoch ? PROTO_EPOCH_BYTES : 0);
+	size_t req_max = rn->cc->msg_max -
+			 (tags_epoch(r) ? PROTO_EPOCH_BYTES : 0);
 	int kpm = proto_keys_per_msg(r->op, dim, req_dtype(r, v),
 				     req_max, CLI_MSG_MAX,
 				     rn->cc->max_batch_keys ?
@@ -363,7 +371,7 @@ static int send_next(struct rcall *r, struct rnode *rn)
 	kr.table_gen = v->info.generation;
 	kr.flags = r->ko.kflags;
 	kr.lr = r->ko.lr;
-	if (r->epoch) {
+	if (tags_epoch(r)) {
 		kr.flags |= PROTO_KF_EPOCH;
 		kr.epoch = r->epoch;
 	}
