@@ -142,7 +142,10 @@ int rs_client_config_set_credentials_file(struct rs_client_config *cfg,
 
 /* ---- client ---- */
 
-/* Connect to every node of cfg (cfg is copied; delete it when you like). */
+/* Connect to every node of cfg (cfg is copied; delete it when you like).
+ * Nodes in a cluster (docs/client.md, "Cluster mode"): cfg's nodes are
+ * seeds; the client learns the members from them, connects the active
+ * ones and follows the configuration's changes. */
 int rs_client_open(struct rs_client **out,
 		   const struct rs_client_config *cfg);
 /* Finish outstanding async ops, disconnect, free everything, *c = NULL.
@@ -175,6 +178,11 @@ struct rs_client_stats {
 	struct rs_rpc_count {
 		uint64_t requests, keys;
 	} rpc_get, rpc_get_or_init, rpc_put, rpc_update, rpc_delete;
+	/* since 0.4, cluster mode (docs/client.md, "Cluster mode"); 0 for a
+	 * client of nodes that are not in a cluster */
+	uint64_t config_refreshes; /* CONFIG rounds to follow a change */
+	uint64_t epoch_retries;	   /* keys resent to another primary after
+				      an epoch refusal or a node failure */
 };
 #define RS_CLIENT_STATS_INIT \
 	{ .struct_size = sizeof(struct rs_client_stats) }

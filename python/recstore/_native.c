@@ -523,7 +523,7 @@ static PyObject *client_stats(ClientObject *self, PyObject *unused)
 	if (ret)
 		return raise_rs(ret, "client stats");
 	return Py_BuildValue(
-		"{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+		"{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
 		"get_keys", (unsigned long long)s.get_keys, "onesided_keys",
 		(unsigned long long)s.onesided_keys, "rpc_keys",
 		(unsigned long long)s.rpc_keys, "rpc_fallbacks",
@@ -535,7 +535,9 @@ static PyObject *client_stats(ClientObject *self, PyObject *unused)
 		(unsigned long long)s.rpc_update.requests, "update_keys",
 		(unsigned long long)s.rpc_update.keys, "get_or_init_keys",
 		(unsigned long long)s.rpc_get_or_init.keys, "put_keys",
-		(unsigned long long)s.rpc_put.keys);
+		(unsigned long long)s.rpc_put.keys, "config_refreshes",
+		(unsigned long long)s.config_refreshes, "epoch_retries",
+		(unsigned long long)s.epoch_retries);
 }
 
 static PyObject *client_node_count(ClientObject *self, PyObject *unused)

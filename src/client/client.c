@@ -2,14 +2,16 @@
  * client.c - opening and closing a client, node information, counters.
  *
  * rs_client_open() copies the config, builds the ring and the location
- * cache, opens the RDMA device, and connects one context to every node
- * (so that an unreachable node fails the open, not the first get); that
- * context goes back to the node's pool for later calls. The async worker
- * threads start last.
+ * cache, opens the RDMA device, asks the configured nodes for the cluster
+ * configuration (cluster.c: epoch 0 keeps the static ring; otherwise the
+ * client follows the cluster), and connects one context to every node
+ * (cluster mode: every ACTIVE member), so that an unreachable node fails
+ * the open, not the first get; that context goes back to the node's pool
+ * for later calls. The async worker threads start last.
  *
  * Teardown order (reverse): async workers (they finish queued ops), table
  * handles, node pools (every context was returned: no call may run
- * concurrently with close), cache, ring, device, config.
+ * concurrently with close), cluster state, cache, ring, device, config.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -99,7 +101,10 @@ RS_EXPORT void rs_client_close(struct rs_client **cp)
 	pthread_mutex_destroy(&c->tables_lock);
 	for (size_t i = 0; i < c->nnodes; i++)
 		cli_pool_destroy(&c->nodes[i].pool);
+	cli_cluster_close(c);
 	free(c->nodes);
+	pthread_rwlock_destroy(&c->route_lock);
+	pthread_mutex_destroy(&c->refresh_lock);
 	cli_lcache_delete(&c->cache);
 	cli_ring_delete(&c->ring);
 	rv_dev_close(&c->dev);
@@ -128,6 +133,13 @@ RS_EXPORT int rs_client_open(struct rs_client **out,
 		free(c);
 		return rs_seterr(-ENOMEM, "client: mutex");
 	}
+	if (pthread_rwlock_init(&c->route_lock, NULL) ||
+	    pthread_mutex_init(&c->refresh_lock, NULL)) {
+		/* neither allocates on Linux: nothing else to undo */
+		pthread_mutex_destroy(&c->tables_lock);
+		free(c);
+		return rs_seterr(-ENOMEM, "client: lock");
+	}
 	atomic_init(&c->next_uid, 1);
 	ret = cli_config_copy(&c->cfg, cfg);
 	if (ret)
@@ -143,6 +155,8 @@ RS_EXPORT int rs_client_open(struct rs_client **out,
 	if (!ret)
 		ret = nodes_init(c);
 	if (!ret)
+		ret = cli_cluster_open(c);
+	if (!ret && !c->cluster)
 		ret = nodes_connect(c);
 	if (!ret)
 		ret = cli_async_start(c, c->cfg.async_threads);
@@ -176,7 +190,14 @@ RS_EXPORT const char *rs_client_node_name(const struct rs_client *c,
 
 RS_EXPORT unsigned rs_client_key_node(const struct rs_client *c, uint64_t key)
 {
-	return cli_ring_node(c->ring, key);
+	struct rs_client *w = (struct rs_client *)c; /* the route lock */
+	unsigned node;
+
+	if (!c->cluster)
+		return cli_ring_node(c->ring, key);
+	node = cli_ring_node(cli_route_hold(w)->ring, key);
+	cli_route_drop(w);
+	return node;
 }
 
 #define LOAD(f) atomic_load_explicit(&c->cnt.f, memory_order_relaxed)
@@ -189,8 +210,8 @@ static struct rs_rpc_count op_count(const struct rs_client *c, uint32_t op)
 	};
 }
 
-static const uint32_t cstats_sizes[] = { 176 };	/* 0.2 */
-_Static_assert(sizeof(struct rs_client_stats) == 176,
+static const uint32_t cstats_sizes[] = { 176, 192 };	/* 0.2, 0.4 */
+_Static_assert(sizeof(struct rs_client_stats) == 192,
 	       "append to cstats_sizes");
 static const struct rs_abi_type cstats_abi = {
 	"struct rs_client_stats", cstats_sizes, RS_ARRAY_SIZE(cstats_sizes)
@@ -218,6 +239,8 @@ RS_EXPORT int rs_client_get_stats(const struct rs_client *c,
 	f.stale_locations = LOAD(stale_locations);
 	f.reads_posted = LOAD(reads_posted);
 	f.dir_refreshes = LOAD(dir_refreshes);
+	f.config_refreshes = LOAD(config_refreshes);
+	f.epoch_retries = LOAD(epoch_retries);
 	f.rpc_get = op_count(c, PROTO_OP_GET);
 	f.rpc_get_or_init = op_count(c, PROTO_OP_GET_OR_INIT);
 	f.rpc_put = op_count(c, PROTO_OP_PUT);

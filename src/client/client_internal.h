@@ -34,6 +34,7 @@
 #include "client/conn.h"
 #include "client/lcache.h"
 #include "client/ring.h"
+#include "client/route.h"
 #include "ckpt/ckpt.h"
 #include "common/proto.h"
 #include "index/pet_format.h"
@@ -95,19 +96,62 @@ struct cli_counters {
 	atomic_uint_fast64_t get_keys, onesided_keys, rpc_keys, rpc_fallbacks;
 	atomic_uint_fast64_t torn_retries, stale_locations, reads_posted;
 	atomic_uint_fast64_t dir_refreshes;
+	/* cluster mode: CONFIG rounds done by refreshes, and keys resent
+	 * after an epoch refusal or a node's failure */
+	atomic_uint_fast64_t config_refreshes, epoch_retries;
 	/* keyed requests sent (their sum is rs_client_stats.rpcs) and keys
 	 * carried, by PROTO_OP_GET..DELETE */
 	atomic_uint_fast64_t op_rpcs[PROTO_OP_DELETE - PROTO_OP_GET + 1];
 	atomic_uint_fast64_t op_keys[PROTO_OP_DELETE - PROTO_OP_GET + 1];
 };
 
+/*
+ * Cluster mode (docs/client.md, "Cluster mode"). At open the configured
+ * nodes are seeds: the client asks them for CONFIG. Epoch 0 (no cluster):
+ * static mode, exactly as before: nodes[] are the configured nodes, ring
+ * is the static ring over their names, route is NULL and nothing below is
+ * touched by a call. Epoch >= 1: nodes[] are the configuration's members
+ * (all of them, its order, name = addr; fixed for the client's life),
+ * known[] their ids and addresses, seeds[] the configured nodes, and
+ * route (route.h) says where keys go.
+ *
+ * Route swaps. Every call in cluster mode reads the route while it maps
+ * its keys to nodes; a refresh replaces it. Readers take route_lock
+ * (rwlock) for reading only while they map keys (cli_route_hold/drop: no
+ * I/O, no waiting under it, a few microseconds per batch); a refresh
+ * builds the new route first, takes the write lock only to swap the
+ * pointer and frees the old route after dropping it, when no reader can
+ * still see it. Chosen over retiring old routes until close because it
+ * bounds memory to one route (a route of 1000 members x 160 vnodes is
+ * 2.6 MB, and a flapping cluster changes epochs without bound) and needs
+ * no reclamation scheme; its cost, one uncontended-in-practice lock
+ * round per call, is nothing next to the call's network round trip, and
+ * static mode does not pay it.
+ *
+ * Refreshes. refresh_lock serialises CONFIG rounds. A thread that finds,
+ * once it holds it, that the epoch moved past the one it routed by, or
+ * that a round finished while it waited (refresh_rounds), uses that
+ * result instead of asking again: any number of threads failing at once
+ * cause one round.
+ */
 struct rs_client {
 	struct rs_client_config cfg;
-	struct cli_ring *ring;
+	struct cli_ring *ring;		/* static mode */
 	struct cli_lcache *cache;
 	struct rv_dev *dev;
 	size_t nnodes;
 	struct cli_node *nodes;
+	/* cluster mode */
+	bool cluster;
+	struct cli_route *route;	/* under route_lock */
+	pthread_rwlock_t route_lock;
+	pthread_mutex_t refresh_lock;
+	atomic_uint_fast64_t epoch;	/* route->epoch */
+	atomic_uint_fast64_t refresh_rounds;
+	struct proto_member *known;	/* [nnodes] */
+	struct cli_node *seeds;
+	size_t nseeds;
+	size_t ask_next;		/* rotation of CONFIG asks (refresh_lock) */
 	pthread_mutex_t tables_lock;
 	struct rs_table *tables;
 	atomic_uint next_uid;
@@ -126,6 +170,35 @@ int cli_config_copy(struct rs_client_config *dst,
 		    const struct rs_client_config *src);
 void cli_config_release(struct rs_client_config *cfg);
 
+/* cluster.c: cluster mode (see struct rs_client) */
+/* After the configured nodes are initialised as nodes[]: ask them for
+ * CONFIG (first that answers). Epoch 0: returns 0, static mode, nothing
+ * connected beyond what the ask needed. Else switches the client to
+ * cluster mode and connects every ACTIVE member. */
+int cli_cluster_open(struct rs_client *c);
+void cli_cluster_close(struct rs_client *c);
+/* Learn a configuration newer than `seen` (the epoch a failed request was
+ * routed by); ask node `avoid` (the one that failed; SIZE_MAX: none) last.
+ * One CONFIG round for any number of concurrent callers. 0 (whether or
+ * not anything newer was found) or the error of the last node asked. */
+int cli_cluster_refresh(struct rs_client *c, uint64_t seen, size_t avoid);
+/* A code that says the node is unreachable or its connection broke. */
+bool cli_conn_error(int code);
+/* active[i] for i < nnodes: node i takes part (static: every node; cluster:
+ * the ACTIVE members of the current route). Returns how many. */
+size_t cli_active_nodes(struct rs_client *c, bool *active);
+/* Cluster mode: the route, held for reading while keys are mapped. */
+static inline const struct cli_route *cli_route_hold(struct rs_client *c)
+{
+	pthread_rwlock_rdlock(&c->route_lock);
+	return c->route;
+}
+
+static inline void cli_route_drop(struct rs_client *c)
+{
+	pthread_rwlock_unlock(&c->route_lock);
+}
+
 /* wire.c: request/reply exchange on a borrowed context */
 int cli_wire_hello(struct cli_conn *cc);
 /* Send one request built in cc->msg (len bytes) and wait for its reply;
@@ -140,6 +213,10 @@ int cli_wire_call(struct cli_conn *cc, size_t len, struct rv_msg *raw,
 int cli_wire_recv(struct cli_conn *cc, uint8_t op, uint64_t req_id,
 		  struct rv_msg *raw, struct proto_msg *m);
 void cli_hdr_init(struct proto_hdr *h, uint64_t trace_id, bool sampled);
+/* Ask node n for its configuration (members malloc'ed in *out). A node
+ * that answers that it does not know CONFIG (an older node: RS_E_PROTO or
+ * RS_E_UNSUPPORTED in an error reply) is not in a cluster: epoch 0. */
+int cli_wire_config(struct cli_node *n, struct cli_config *out);
 /* Fetch the whole directory of node n into a malloc'ed array. */
 int cli_wire_dir(struct cli_node *n, struct proto_table_info **out,
 		 uint32_t *count, uint64_t *generation);

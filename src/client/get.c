@@ -151,9 +151,10 @@ static int collect_tables(struct gcall *g)
 	return 0;
 }
 
-/* Place keys on nodes, consult the cache, group per node. */
-static int plan(struct gcall *g, bool use_rpc, size_t *keyidx,
-		struct rv_read_req *reqs)
+/* Place keys on nodes (by ring), consult the cache, group per node. Keys
+ * of use_rpc calls are not placed: the RPC path places them. */
+static int plan(struct gcall *g, bool use_rpc, const struct cli_ring *ring,
+		size_t *keyidx, struct rv_read_req *reqs)
 {
 	struct rs_client *c = g->c;
 
@@ -162,11 +163,15 @@ static int plan(struct gcall *g, bool use_rpc, size_t *keyidx,
 		struct cli_tloc *v;
 		struct cli_loc loc;
 
-		k->node = cli_ring_node(c->ring, g->keys[i].key);
+		g->status[i] = RS_KEY_MISSING;
+		if (use_rpc) {
+			k->state = G_RPC;
+			continue;
+		}
+		k->node = cli_ring_node(ring, g->keys[i].key);
 		k->view += k->node;
 		v = view_of(g, k);
-		g->status[i] = RS_KEY_MISSING;
-		if (use_rpc || !v->onesided) {
+		if (!v->onesided) {
 			k->state = G_RPC;
 			continue;
 		}
@@ -194,12 +199,32 @@ static int plan(struct gcall *g, bool use_rpc, size_t *keyidx,
 		gn->nkeys = 0;
 	}
 	for (size_t i = 0; i < g->n; i++) {
-		struct gnode *gn = &g->nodes[g->k[i].node];
+		struct gnode *gn;
 
-		if (g->k[i].state != G_RPC)
-			gn->keys[gn->nkeys++] = i;
+		if (g->k[i].state == G_RPC)
+			continue;
+		gn = &g->nodes[g->k[i].node];
+		gn->keys[gn->nkeys++] = i;
 	}
 	return 0;
+}
+
+/*
+ * Cluster mode: READ at the primary of the current route (held while keys
+ * are placed). When the route has ACTIVE members this client cannot
+ * reach (they joined after it opened), the whole call goes to the RPC
+ * path, which fails exactly the keys they are primary of. A READ that
+ * fails (a dead primary) sends its keys to the GET RPC as before, and the
+ * RPC path refreshes the configuration and asks the new primary.
+ */
+static int plan_cluster(struct gcall *g, bool use_rpc, size_t *keyidx,
+			struct rv_read_req *reqs)
+{
+	const struct cli_route *rt = cli_route_hold(g->c);
+	int ret = plan(g, use_rpc || rt->nunknown, rt->ring, keyidx, reqs);
+
+	cli_route_drop(g->c);
+	return ret;
 }
 
 static void add_req(struct gnode *gn, uint8_t *base, uint32_t off,
@@ -578,7 +603,8 @@ int cli_get(struct rs_client *c, const struct cli_key *keys, size_t n,
 	if (!ret)
 		ret = collect_tables(&g);
 	if (!ret)
-		ret = plan(&g, use_rpc, keyidx, reqs);
+		ret = c->cluster ? plan_cluster(&g, use_rpc, keyidx, reqs)
+				 : plan(&g, use_rpc, c->ring, keyidx, reqs);
 	if (!ret)
 		ret = rounds(&g);
 	if (ret)

@@ -22,7 +22,9 @@
 
 struct ring_point {
 	uint64_t hash;
-	uint32_t node;
+	uint32_t node;	/* the owner as lookups return it */
+	uint32_t name;	/* the owner's position in names (ties; fills what
+			   was padding) */
 };
 
 struct cli_ring {
@@ -40,7 +42,7 @@ static int point_cmp(const void *a, const void *b, void *arg)
 
 	if (pa->hash != pb->hash)
 		return pa->hash < pb->hash ? -1 : 1;
-	return strcmp(names[pa->node], names[pb->node]);
+	return strcmp(names[pa->name], names[pb->name]);
 }
 
 static int check_names(const char *const *names, size_t n)
@@ -67,8 +69,24 @@ static void free_names(char **names, size_t n)
 	free(names);
 }
 
+static int check_owners(const unsigned *owner, size_t n)
+{
+	for (size_t i = 0; owner && i < n; i++)
+		for (size_t j = 0; j < i; j++)
+			if (owner[i] == owner[j])
+				return rs_seterr(RS_E_INVAL, "ring: owner %u "
+						 "given twice", owner[i]);
+	return 0;
+}
+
 int cli_ring_new(struct cli_ring **out, const char *const *names, size_t n,
 		 unsigned vnodes)
+{
+	return cli_ring_new_owned(out, names, NULL, n, vnodes);
+}
+
+int cli_ring_new_owned(struct cli_ring **out, const char *const *names,
+		       const unsigned *owner, size_t n, unsigned vnodes)
 {
 	struct cli_ring *r;
 	int ret;
@@ -81,6 +99,8 @@ int cli_ring_new(struct cli_ring **out, const char *const *names, size_t n,
 		return rs_seterr(RS_E_INVAL, "ring: %u vnodes (1..%d)", vnodes,
 				 CLI_RING_MAX_VNODES);
 	ret = check_names(names, n);
+	if (!ret)
+		ret = check_owners(owner, n);
 	if (ret)
 		return ret;
 	r = calloc(1, sizeof(*r));
@@ -105,7 +125,8 @@ int cli_ring_new(struct cli_ring **out, const char *const *names, size_t n,
 			struct ring_point *p = &r->points[i * vnodes + v];
 
 			p->hash = XXH3_64bits_withSeed(names[i], len, v);
-			p->node = (uint32_t)i;
+			p->node = owner ? owner[i] : (uint32_t)i;
+			p->name = (uint32_t)i;
 		}
 	}
 	qsort_r(r->points, r->npoints, sizeof(*r->points), point_cmp,

@@ -12,6 +12,9 @@
  * Points that collide (two equal 64-bit values, astronomically rare) are
  * ordered by node name, so even then every client agrees.
  *
+ * Successor lists (cli_ring_successors) are distinct owners; with
+ * cli_ring_new_owned() the owners are the caller's numbers.
+ *
  * Concurrency: a ring is immutable after cli_ring_new(); lookups from any
  * number of threads need no lock. Ownership: the ring copies the names.
  */
@@ -31,6 +34,12 @@ struct cli_ring;
  * Node indexes returned by lookups are positions in `names`. */
 int cli_ring_new(struct cli_ring **out, const char *const *names, size_t n,
 		 unsigned vnodes);
+/* The same ring, but lookups return owner[i] for names[i] instead of i
+ * (distinct values; owner NULL: i). Placement depends on the names only,
+ * so both rings put every key on the same name. The cluster route uses
+ * it to get client node indexes straight from a ring over member ids. */
+int cli_ring_new_owned(struct cli_ring **out, const char *const *names,
+		       const unsigned *owner, size_t n, unsigned vnodes);
 void cli_ring_delete(struct cli_ring **ring);
 
 /* The hash a key is placed by (exposed for tests and tools). */

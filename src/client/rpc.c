@@ -19,6 +19,15 @@
  *    affected keys once. One that says the node pauses writes for a
  *    checkpoint (RS_E_BUSY) resends them after a backoff (1 ms, doubling
  *    to 64 ms) until they are taken or the client's timeout passes.
+ * 5. Cluster mode (cluster.c): every request goes to the keys' primary
+ *    with PROTO_KF_EPOCH and the epoch the keys were mapped by. A
+ *    refusal of the epoch (RS_E_EPOCH, whole-request or per key) or a
+ *    node's connection failing refreshes the configuration (one CONFIG
+ *    round for all threads) and resends the affected keys to their
+ *    primaries in the newest route, with the RS_E_BUSY backoff, until
+ *    they are taken or the client's timeout passes; then they keep the
+ *    last error. A key whose primary the client cannot reach (a member
+ *    that joined after it opened) fails with RS_E_UNSUPPORTED.
  *
  * Gradients and PUT rows travel as fp32 whatever the table stores (the
  * node converts); GET replies come in the table's dtype and are converted
@@ -41,7 +50,7 @@ struct ukey {
 	uint32_t tab;	     /* index into call's tabs[] */
 	const float *row;    /* PUT/UPDATE payload */
 	int status;
-	bool sent_stale;     /* whole-request stale or busy error: resend */
+	bool sent_stale;     /* stale, busy, epoch or a failed node: resend */
 };
 
 struct rmsg {
@@ -78,9 +87,13 @@ struct rcall {
 	struct rnode *nodes;
 	uint64_t trace_id;
 	struct cli_keyed_opts ko;
+	const struct cli_ring *ring; /* keys -> nodes (fold) */
+	uint64_t epoch;	     /* cluster mode: the route's; 0: static */
+	size_t avoid;	     /* cluster mode: a node that failed (ask last) */
 	bool sampled;
 	bool stale;
 	bool busy;	     /* a node paused writes: resend after a wait */
+	bool reroute;	     /* cluster mode: refresh the route, resend */
 };
 
 static bool has_rows_in(uint32_t op)
@@ -99,6 +112,13 @@ static uint32_t in_width(const struct rcall *r, const struct cli_tloc *v)
 		       ? dim + (uint32_t)optim_state_floats(
 				       v->info.spec.optim.kind, dim)
 		       : dim;
+}
+
+/* Cluster mode: the request carries the epoch (PROTO_KF_EPOCH: GET ..
+ * DELETE; LOAD, an admin restore, takes no flags and is not fenced). */
+static bool tags_epoch(const struct rcall *r)
+{
+	return r->epoch && r->op != PROTO_OP_LOAD;
 }
 
 static bool has_rows_out(uint32_t op)
@@ -159,7 +179,7 @@ static int fold(struct rcall *r, const size_t *sel, size_t m)
 
 			slot[h] = r->nu++;
 			u->first = i;
-			u->node = cli_ring_node(r->c->ring, k->key);
+			u->node = cli_ring_node(r->ring, k->key);
 			u->tab = (uint32_t)tab_index(r, k->t);
 			u->row = r->in ? r->in[i] : NULL;
 		} else if (r->op == PROTO_OP_PUT) {
@@ -194,6 +214,31 @@ static int fold(struct rcall *r, const size_t *sel, size_t m)
 		u->row = s;
 	}
 	return 0;
+}
+
+/* Cluster mode: fold under the route (held only while keys are mapped);
+ * keys whose primary the client does not know fail here, the others are
+ * marked to be grouped (group(r, true)). */
+static int fold_cluster(struct rcall *r, const size_t *sel, size_t m)
+{
+	const struct cli_route *rt = cli_route_hold(r->c);
+	int ret;
+
+	r->ring = rt->ring;
+	r->epoch = rt->epoch;
+	ret = fold(r, sel, m);
+	for (size_t j = 0; !ret && j < r->nu; j++) {
+		struct ukey *u = &r->u[j];
+
+		u->sent_stale = u->node < r->c->nnodes;
+		if (!u->sent_stale) {
+			u->status = cli_route_unknown(rt, u->node);
+			u->node = 0; /* never grouped */
+		}
+	}
+	r->ring = NULL;
+	cli_route_drop(r->c);
+	return ret;
 }
 
 static int snapshot_views(struct rcall *r)
@@ -261,8 +306,11 @@ static int keys_per_msg(struct rcall *r, struct rnode *rn,
 			const struct cli_tloc *v)
 {
 	uint32_t dim = has_rows_in(r->op) ? in_width(r, v) : v->info.spec.dim;
+	/* the epoch travels after the fixed part (PROTO_KF_EPOCH) */
+	size_t req_max = rn->cc->msg_max -
+			 (tags_epoch(r) ? PROTO_EPOCH_BYTES : 0);
 	int kpm = proto_keys_per_msg(r->op, dim, req_dtype(r, v),
-				     rn->cc->msg_max, CLI_MSG_MAX,
+				     req_max, CLI_MSG_MAX,
 				     rn->cc->max_batch_keys ?
 					     rn->cc->max_batch_keys :
 					     PROTO_DEFAULT_BATCH_KEYS);
@@ -323,6 +371,10 @@ static int send_next(struct rcall *r, struct rnode *rn)
 	kr.table_gen = v->info.generation;
 	kr.flags = r->ko.kflags;
 	kr.lr = r->ko.lr;
+	if (tags_epoch(r)) {
+		kr.flags |= PROTO_KF_EPOCH;
+		kr.epoch = r->epoch;
+	}
 	kr.n = (uint32_t)cnt;
 	kr.keys = rn->kbuf;
 	if (width) {
@@ -405,15 +457,17 @@ static int recv_one(struct rcall *r, struct rnode *rn)
 		/* whole-request error reply: these keys failed */
 		bool stale = ret == RS_E_STALE || ret == RS_E_NOTFOUND;
 		bool busy = ret == RS_E_BUSY;
+		bool epoch = ret == RS_E_EPOCH && r->epoch;
 
 		for (size_t j = 0; j < msg->count; j++) {
 			struct ukey *u = &r->u[rn->order[msg->start + j]];
 
 			u->status = ret;
-			u->sent_stale = stale || busy;
+			u->sent_stale = stale || busy || epoch;
 		}
 		r->stale |= stale;
 		r->busy |= busy;
+		r->reroute |= epoch;
 		return 0;
 	}
 	if (m.u.keys_reply.n != msg->count ||
@@ -431,7 +485,15 @@ static int recv_one(struct rcall *r, struct rnode *rn)
 					     (uint32_t)j);
 
 		u->status = map_status(r->op, st);
-		if (has_rows_out(r->op) && st >= 0) {
+		if (st < 0) {
+			if (st == RS_E_EPOCH && r->epoch) {
+				/* not its primary in our epoch: re-route */
+				u->sent_stale = true;
+				r->reroute = true;
+			}
+			continue;
+		}
+		if (has_rows_out(r->op)) {
 			const struct cli_tloc *v = uview(r, u);
 			uint32_t dt = m.u.keys_reply.dtype;
 			size_t rb = (size_t)m.u.keys_reply.dim *
@@ -449,16 +511,25 @@ static int recv_one(struct rcall *r, struct rnode *rn)
 	return 0;
 }
 
-/* Fail every key of node rn that has no outcome yet. */
+/* Fail every key of node rn that has no outcome yet; in cluster mode, a
+ * broken connection makes them go to their primary in a newer route. */
 static void fail_node(struct rcall *r, struct rnode *rn, int code)
 {
+	bool reroute = r->epoch && cli_conn_error(code);
+
 	for (size_t j = 0; j < rn->n; j++) {
 		struct ukey *u = &r->u[rn->order[j]];
 
-		if (j >= rn->next || u->status == 0)
+		if (j >= rn->next || u->status == 0) {
 			u->status = code;
+			u->sent_stale |= reroute;
+		}
 	}
 	rn->err = code;
+	if (reroute) {
+		r->reroute = true;
+		r->avoid = (size_t)(rn - r->nodes);
+	}
 }
 
 /* Step 3: all nodes, pipelined. */
@@ -514,6 +585,106 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* Keys refused as stale: refresh their tables and resend them once. */
+static int resend_stale(struct rcall *r)
+{
+	int ret;
+
+	for (size_t t = 0; t < r->ntabs; t++)
+		(void)cli_table_refresh(r->tabs[t]);
+	r->stale = false;
+	ret = snapshot_views(r);
+	if (!ret)
+		ret = group(r, true);
+	if (!ret)
+		exchange(r);
+	return ret;
+}
+
+/* Cluster mode: the keys to resend onto the newest route (a primary the
+ * client does not know fails its keys here). */
+static void remap(struct rcall *r)
+{
+	struct rs_client *c = r->c;
+	const struct cli_route *rt = cli_route_hold(c);
+	size_t n = 0;
+
+	r->epoch = rt->epoch;
+	for (size_t j = 0; j < r->nu; j++) {
+		struct ukey *u = &r->u[j];
+		unsigned node;
+
+		if (!u->sent_stale)
+			continue;
+		node = cli_ring_node(rt->ring, r->keys[u->first].key);
+		if (node >= c->nnodes) {
+			u->status = cli_route_unknown(rt, node);
+			u->sent_stale = false;
+			continue;
+		}
+		u->node = node;
+		n++;
+	}
+	cli_route_drop(c);
+	CLI_INC(c, epoch_retries, n);
+}
+
+/* Cluster mode: refresh the route, move the keys to resend onto it, and
+ * refresh the tables a new primary has no view of yet (a member that was
+ * not ACTIVE when the handle was refreshed). */
+static int reroute(struct rcall *r)
+{
+	bool *refresh;
+	bool any = false;
+	int ret;
+
+	(void)cli_cluster_refresh(r->c, r->epoch, r->avoid);
+	r->avoid = SIZE_MAX;
+	remap(r);
+	ret = snapshot_views(r);
+	if (ret)
+		return ret;
+	refresh = calloc(r->ntabs ? r->ntabs : 1, sizeof(*refresh));
+	if (!refresh)
+		return rs_seterr(-ENOMEM, "rpc: out of memory");
+	for (size_t j = 0; j < r->nu; j++)
+		if (r->u[j].sent_stale && !uview(r, &r->u[j])->valid)
+			any = refresh[r->u[j].tab] = true;
+	for (size_t t = 0; any && t < r->ntabs; t++)
+		if (refresh[t])
+			(void)cli_table_refresh(r->tabs[t]);
+	free(refresh);
+	return any ? snapshot_views(r) : 0;
+}
+
+/* Keys refused because writes paused (RS_E_BUSY) or, in cluster mode,
+ * because of the epoch or a failed node: resend them after a backoff
+ * (1 ms, doubling to 64 ms) until they are taken or the client's timeout
+ * passes; then they keep the last error. */
+static int resend(struct rcall *r)
+{
+	uint64_t deadline = mono_ms() + r->c->cfg.timeout_ms;
+	useconds_t wait_us = 1000;
+	int ret;
+
+	while ((r->busy || r->reroute) && mono_ms() < deadline) {
+		usleep(wait_us);
+		if (wait_us < 64000)
+			wait_us *= 2;
+		if (r->reroute && (ret = reroute(r)))
+			return ret;
+		r->busy = false;
+		r->reroute = false;
+		ret = group(r, true);
+		if (ret)
+			return ret;
+		exchange(r);
+		if (r->stale && (ret = resend_stale(r)))
+			return ret;
+	}
+	return 0;
+}
+
 static void rcall_free(struct rcall *r)
 {
 	if (r->nodes)
@@ -536,7 +707,8 @@ int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 {
 	struct rcall r = { .c = c, .op = op, .keys = keys, .in = in,
 			   .status = status, .trace_id = trace_id,
-			   .sampled = sampled };
+			   .sampled = sampled, .ring = c->ring,
+			   .avoid = SIZE_MAX };
 	int ret;
 
 	struct trace_event ev = { .trace_id = trace_id, .stage = "client.build",
@@ -551,11 +723,14 @@ int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 		ret = rs_seterr(-ENOMEM, "rpc: out of memory");
 		goto out;
 	}
-	ret = fold(&r, sel, m);
+	if (c->cluster)
+		ret = fold_cluster(&r, sel, m);
+	else
+		ret = fold(&r, sel, m);
 	if (!ret)
 		ret = snapshot_views(&r);
 	if (!ret)
-		ret = group(&r, false);
+		ret = group(&r, r.epoch != 0);
 	if (ret)
 		goto out;
 	if (sampled) {
@@ -566,35 +741,13 @@ int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 	exchange(&r);
 	if (sampled)
 		trace_end(&ev);
-	if (r.stale) {
-		/* The table changed under us: refresh and resend once. */
-		for (size_t t = 0; t < r.ntabs; t++)
-			(void)cli_table_refresh(r.tabs[t]);
-		r.stale = false;
-		ret = snapshot_views(&r);
-		if (!ret)
-			ret = group(&r, true);
-		if (ret)
-			goto out;
-		exchange(&r);
-	}
-	/* Writes paused on some node (a checkpoint): wait and resend what
-	 * it refused, until the client's timeout. */
-	if (r.busy) {
-		uint64_t deadline = mono_ms() + c->cfg.timeout_ms;
-		useconds_t wait_us = 1000;
-
-		while (r.busy && mono_ms() < deadline) {
-			usleep(wait_us);
-			if (wait_us < 64000)
-				wait_us *= 2;
-			r.busy = false;
-			ret = group(&r, true);
-			if (ret)
-				goto out;
-			exchange(&r);
-		}
-	}
+	/* The table changed under us: refresh and resend once. */
+	if (r.stale && (ret = resend_stale(&r)))
+		goto out;
+	/* Writes paused on some node (a checkpoint), or the configuration
+	 * moved: wait and resend, until the client's timeout. */
+	if ((r.busy || r.reroute) && (ret = resend(&r)))
+		goto out;
 	CLI_INC(c, rpc_keys, op == PROTO_OP_GET ? m : 0);
 	/* Step 5: outcomes to every occurrence. */
 	for (size_t j = 0; j < m; j++) {

@@ -7,6 +7,10 @@
  * view of the node they need under the read lock (cli_table_loc()). A view
  * whose (id, generation) changed gets a new uid, which retires every
  * location-cache entry of the old incarnation.
+ *
+ * In cluster mode the directory calls and create / drop touch the ACTIVE
+ * members of the current configuration only (cli_active_nodes()); the
+ * view of any other member is invalid (a DOWN node is not asked).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -172,22 +176,43 @@ void cli_table_loc(struct rs_table *t, unsigned node, struct cli_tloc *out)
 	pthread_rwlock_unlock(&t->lock);
 }
 
+/* active[c->nnodes] (malloc'ed, cli_active_nodes()) and its count. */
+static bool *active_nodes(struct rs_client *c, size_t *n)
+{
+	bool *a = calloc(c->nnodes, sizeof(*a));
+
+	if (!a) {
+		rs_seterr(-ENOMEM, "table: out of memory");
+		return NULL;
+	}
+	*n = cli_active_nodes(c, a);
+	return a;
+}
+
 int cli_table_refresh(struct rs_table *t)
 {
 	struct rs_client *c = t->c;
 	struct cli_tloc *fresh;
 	unsigned have = 0;
+	size_t nact, ref = 0;
+	bool *act;
 	int ret = 0;
 
+	act = active_nodes(c, &nact);
 	fresh = calloc(c->nnodes, sizeof(*fresh));
-	if (!fresh)
+	if (!fresh || !act) {
+		free(act);
+		free(fresh);
 		return rs_seterr(-ENOMEM, "table: out of memory");
+	}
 	CLI_INC(c, dir_refreshes, 1);
 	for (size_t i = 0; i < c->nnodes && !ret; i++) {
 		struct proto_table_info *dir;
 		uint32_t n;
 		uint64_t gen;
 
+		if (!act[i])
+			continue;
 		ret = cli_wire_dir(&c->nodes[i], &dir, &n, &gen);
 		for (uint32_t j = 0; !ret && j < n; j++)
 			if (!strcmp(dir[j].spec.name, t->name)) {
@@ -200,15 +225,21 @@ int cli_table_refresh(struct rs_table *t)
 	if (!ret && have == 0)
 		ret = rs_seterr(RS_E_NOTFOUND, "table '%s': no node has it",
 				t->name);
+	while (ref < c->nnodes && !fresh[ref].valid)
+		ref++;
 	for (size_t i = 0; !ret && i < c->nnodes; i++) {
+		if (!act[i])
+			continue;
 		if (!fresh[i].valid)
 			ret = rs_seterr(RS_E_NOTFOUND, "table '%s': missing on "
 					"node %s", t->name, c->nodes[i].name);
-		else if (fresh[i].info.spec.dim != fresh[0].info.spec.dim ||
-			 fresh[i].info.spec.dtype != fresh[0].info.spec.dtype)
+		else if (fresh[i].info.spec.dim != fresh[ref].info.spec.dim ||
+			 fresh[i].info.spec.dtype !=
+				 fresh[ref].info.spec.dtype)
 			ret = rs_seterr(RS_E_DIM, "table '%s': nodes disagree "
 					"on dim/dtype", t->name);
 	}
+	free(act);
 	if (ret) {
 		free(fresh);
 		return ret;
@@ -217,6 +248,8 @@ int cli_table_refresh(struct rs_table *t)
 	for (size_t i = 0; i < c->nnodes; i++) {
 		const struct cli_tloc *old = &t->loc[i];
 
+		if (!fresh[i].valid)
+			continue;
 		if (old->valid && old->info.id == fresh[i].info.id &&
 		    old->info.generation == fresh[i].info.generation)
 			fresh[i].uid = old->uid;
@@ -225,8 +258,8 @@ int cli_table_refresh(struct rs_table *t)
 	}
 	free(t->loc);
 	t->loc = fresh;
-	t->dim = fresh[0].info.spec.dim;
-	t->dtype = fresh[0].info.spec.dtype;
+	t->dim = fresh[ref].info.spec.dim;
+	t->dtype = fresh[ref].info.spec.dtype;
 	pthread_rwlock_unlock(&t->lock);
 	return 0;
 }
@@ -375,17 +408,25 @@ int cli_node_ckpt(struct rs_client *c, unsigned node,
 int cli_table_create_proto(struct rs_client *c,
 			   const struct proto_table_spec *ps, size_t *existed)
 {
-	int ret;
+	size_t nact;
+	bool *act = active_nodes(c, &nact);
+	int ret = act ? 0 : -ENOMEM;
 
 	*existed = 0;
-	for (size_t i = 0; i < c->nnodes; i++) {
+	for (size_t i = 0; act && i < c->nnodes; i++) {
+		if (!act[i])
+			continue;
 		ret = node_call(&c->nodes[i], enc_create, (void *)ps);
 		if (ret == RS_E_EXISTS)
 			(*existed)++;
 		else if (ret)
-			return ret;
+			break;
+		ret = 0;
 	}
-	return 0;
+	free(act);
+	if (!ret && *existed == nact)
+		*existed = c->nnodes; /* every node that takes part had it */
+	return ret;
 }
 
 static void refresh_handle(struct rs_client *c, const char *name)
@@ -434,7 +475,8 @@ RS_EXPORT int rs_table_create(struct rs_client *c,
 RS_EXPORT int rs_table_drop(struct rs_client *c, const char *name)
 {
 	char n[PROTO_NAME_MAX + 1];
-	size_t missing = 0;
+	size_t missing = 0, nact;
+	bool *act;
 	int ret;
 
 	if (!c || !name)
@@ -443,14 +485,23 @@ RS_EXPORT int rs_table_drop(struct rs_client *c, const char *name)
 	if (ret)
 		return ret;
 	strcpy(n, name);
+	act = active_nodes(c, &nact);
+	if (!act)
+		return -ENOMEM;
 	for (size_t i = 0; i < c->nnodes; i++) {
+		if (!act[i])
+			continue;
 		ret = node_call(&c->nodes[i], enc_drop, n);
 		if (ret == RS_E_NOTFOUND)
 			missing++;
 		else if (ret)
-			return ret;
+			break;
+		ret = 0;
 	}
-	if (missing == c->nnodes)
+	free(act);
+	if (ret)
+		return ret;
+	if (missing == nact)
 		return rs_seterr(RS_E_NOTFOUND, "table '%s' not found", name);
 	return 0;
 }
@@ -659,18 +710,24 @@ RS_EXPORT int rs_table_list(struct rs_client *c, struct rs_table_info *out,
 			    size_t max)
 {
 	struct rs_table_info *all = NULL;
-	size_t nall = 0;
+	size_t nall = 0, nact;
+	bool *act;
 	int ret = 0;
 
 	if (!c || (!out && max))
 		return rs_seterr(RS_E_INVAL, "table list: NULL argument");
 	if (max && (ret = rs_abi_check(&info_abi, out)))
 		return ret;
+	act = active_nodes(c, &nact);
+	if (!act)
+		return -ENOMEM;
 	for (size_t i = 0; i < c->nnodes && !ret; i++) {
 		struct proto_table_info *dir;
 		uint32_t n;
 		uint64_t gen;
 
+		if (!act[i])
+			continue;
 		ret = cli_wire_dir(&c->nodes[i], &dir, &n, &gen);
 		if (!ret)
 			ret = merge_dir(&all, &nall, dir, n);
@@ -679,8 +736,11 @@ RS_EXPORT int rs_table_list(struct rs_client *c, struct rs_table_info *out,
 	for (size_t i = 0; i < c->nnodes && !ret; i++) {
 		struct rows_ctx rc = { all, nall };
 
-		ret = rs_node_stats_foreach(c, (unsigned)i, add_rows, &rc);
+		if (act[i])
+			ret = rs_node_stats_foreach(c, (unsigned)i, add_rows,
+						    &rc);
 	}
+	free(act);
 	if (!ret) {
 		if (nall)
 			qsort(all, nall, sizeof(*all), cmp_info);
@@ -695,6 +755,8 @@ RS_EXPORT int rs_table_list(struct rs_client *c, struct rs_table_info *out,
 RS_EXPORT int rs_table_get_spec(struct rs_client *c, const char *name,
 				struct rs_table_spec *spec)
 {
+	size_t nact;
+	bool *act;
 	int ret;
 
 	if (!c || !name)
@@ -702,21 +764,30 @@ RS_EXPORT int rs_table_get_spec(struct rs_client *c, const char *name,
 	ret = rs_abi_check(&spec_abi, spec);
 	if (!ret)
 		ret = proto_name_check("table name", name, strlen(name));
+	if (ret)
+		return ret;
+	act = active_nodes(c, &nact);
+	if (!act)
+		return -ENOMEM;
 	for (size_t i = 0; i < c->nnodes && !ret; i++) {
 		struct proto_table_info *dir;
 		uint32_t n;
 		uint64_t gen;
 
+		if (!act[i])
+			continue;
 		ret = cli_wire_dir(&c->nodes[i], &dir, &n, &gen);
 		for (uint32_t j = 0; !ret && j < n; j++) {
 			if (strcmp(dir[j].spec.name, name))
 				continue;
 			ret = cli_table_spec_out(&dir[j].spec, spec);
 			free(dir);
+			free(act);
 			return ret;
 		}
 		free(dir);
 	}
+	free(act);
 	return ret ? ret : rs_seterr(RS_E_NOTFOUND, "table '%s' not found",
 				     name);
 }

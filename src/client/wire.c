@@ -190,3 +190,61 @@ int cli_wire_dir(struct cli_node *n, struct proto_table_info **out,
 	}
 	return ret;
 }
+
+/* The decoded view into *out (bounded by proto_decode: n <= the maximum,
+ * every member checked). */
+static int config_copy(struct cli_node *n, struct proto_config *v,
+		       struct cli_config *out)
+{
+	struct proto_member mb;
+	size_t i = 0;
+
+	if (v->n > PROTO_CONFIG_MAX_MEMBERS || (v->epoch == 0 && v->n))
+		return rs_seterr(RS_E_PROTO, "node %s: CONFIG of epoch %llu "
+				 "with %u members", n->name,
+				 (unsigned long long)v->epoch, v->n);
+	out->epoch = v->epoch;
+	out->r = v->r;
+	out->vnodes = v->vnodes;
+	if (!v->n)
+		return 0;
+	out->m = calloc(v->n, sizeof(*out->m));
+	if (!out->m)
+		return rs_seterr(-ENOMEM, "configuration: out of memory");
+	while (i < v->n && proto_config_next(v, &mb))
+		out->m[i++] = mb;
+	out->n = i;
+	if (i != v->n)
+		return rs_seterr(RS_E_PROTO, "node %s: CONFIG lists %zu of %u "
+				 "members", n->name, i, v->n);
+	return 0;
+}
+
+int cli_wire_config(struct cli_node *n, struct cli_config *out)
+{
+	struct cli_conn *cc;
+	struct proto_hdr h;
+	struct proto_msg m;
+	struct rv_msg raw;
+	int ret, len;
+
+	memset(out, 0, sizeof(*out));
+	memset(&m.hdr, 0, sizeof(m.hdr));
+	ret = cli_conn_get(n, &cc);
+	if (ret)
+		return ret;
+	cli_hdr_init(&h, 0, false);
+	len = proto_enc_config_req(cc->msg, cc->msg_max, &h);
+	ret = len < 0 ? len : cli_wire_call(cc, (size_t)len, &raw, &m);
+	if (len >= 0 && !ret) {
+		ret = config_copy(n, &m.u.config, out);
+		rv_msg_release(&raw);
+	} else if (len >= 0 && !cc->failed && m.hdr.status == ret &&
+		   (ret == RS_E_PROTO || ret == RS_E_UNSUPPORTED)) {
+		ret = 0; /* its error reply: it knows no CONFIG, epoch 0 */
+	}
+	cli_conn_put(cc);
+	if (ret)
+		cli_config_free(out);
+	return ret;
+}

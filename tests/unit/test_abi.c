@@ -91,6 +91,15 @@ static void stats_need_a_size(void **state)
 	assert_int_equal(rs_client_get_stats(NULL, &cs), RS_E_INVAL);
 	assert_int_equal(cs.struct_size, sizeof(cs));
 	assert_true(cs.get_keys == 0 && cs.rpc_delete.keys == 0);
+	assert_true(cs.config_refreshes == 0 && cs.epoch_retries == 0);
+	/* a 0.2 caller's struct (before the cluster counters): accepted,
+	 * and nothing written past its 176 bytes */
+	memset(&cs, 0x5a, sizeof(cs));
+	cs.struct_size = offsetof(struct rs_client_stats, config_refreshes);
+	assert_int_equal(cs.struct_size, 176);
+	assert_int_equal(rs_client_get_stats(NULL, &cs), RS_E_INVAL);
+	assert_true(cs.get_keys == 0 && cs.rpc_delete.keys == 0);
+	assert_true(cs.config_refreshes == 0x5a5a5a5a5a5a5a5aull);
 	cs.struct_size = 16;
 	assert_int_equal(rs_client_get_stats(NULL, &cs), RS_E_INVAL);
 	assert_non_null(strstr(rs_errormsg(), "struct rs_client_stats"));

@@ -1,0 +1,282 @@
+/*
+ * cluster.c - cluster mode: learning the configuration from the memory
+ * nodes at open and following its changes (docs/client.md, "Cluster
+ * mode"; the state and its locking: struct rs_client in
+ * client_internal.h; placement: route.h).
+ *
+ * Open. The configured nodes (already nodes[]) are seeds: the first that
+ * answers CONFIG decides. Epoch 0: static mode, untouched. Epoch >= 1:
+ * nodes[] becomes the members, the seeds move to seeds[] (their contexts
+ * closed: a refresh reconnects one only when no member answers), and
+ * every ACTIVE member is connected (a DOWN or JOINING one is not
+ * contacted).
+ *
+ * A refresh round asks ACTIVE members of the current route, starting one
+ * further along each round and the node that just failed last, until
+ * CLI_CONFIG_ASK of them answered or one answered with a higher epoch;
+ * the seeds only when no member answered. The highest epoch seen replaces
+ * the route if it is higher than the client's (never lower).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client_internal.h"
+#include "common/rs_internal.h"
+
+/* Members a round hears from at most (they follow etcd's configuration
+ * within a round trip of each other: a few suffice). */
+#define CLI_CONFIG_ASK 3
+
+bool cli_conn_error(int code)
+{
+	switch (code) {
+	case RS_E_DISCONNECTED:
+	case RS_E_TIMEOUT:
+	case RS_E_VERBS:
+	case -ECONNREFUSED:
+	case -ECONNABORTED:
+	case -ECONNRESET:
+	case -EHOSTUNREACH:
+	case -ENETUNREACH:
+	case -ETIMEDOUT:
+		return true;
+	default:
+		return false;
+	}
+}
+
+size_t cli_active_nodes(struct rs_client *c, bool *active)
+{
+	const struct cli_route *rt;
+	size_t n = 0;
+
+	if (!c->cluster) {
+		for (size_t i = 0; i < c->nnodes; i++)
+			active[i] = true;
+		return c->nnodes;
+	}
+	rt = cli_route_hold(c);
+	for (size_t i = 0; i < c->nnodes; i++) {
+		active[i] = rt->active[i];
+		n += active[i];
+	}
+	cli_route_drop(c);
+	return n;
+}
+
+/* Ask the seeds in order; the first answer. */
+static int ask_seeds(struct cli_node *seeds, size_t n, struct cli_config *out)
+{
+	int first = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int ret = cli_wire_config(&seeds[i], out);
+
+		if (!ret)
+			return 0;
+		if (!first)
+			first = ret;
+	}
+	return first ? first : rs_seterr(RS_E_INVAL, "client: no seed");
+}
+
+static int node_init(struct rs_client *c, struct cli_node *n, size_t idx,
+		     const char *addr, unsigned conns)
+{
+	int ret;
+
+	memset(n, 0, sizeof(*n));
+	n->idx = (unsigned)idx;
+	n->dev = c->dev;
+	n->timeout_ms = c->cfg.timeout_ms;
+	n->spin_us = c->cfg.spin_us;
+	n->key = c->cfg.key;
+	n->name = strdup(addr);
+	if (!n->name)
+		return rs_seterr(-ENOMEM, "client: out of memory");
+	ret = cli_parse_node(n->name, n->host, sizeof(n->host), &n->port);
+	if (!ret)
+		ret = cli_pool_init(&n->pool, conns);
+	if (ret) {
+		free(n->name);
+		n->name = NULL;
+	}
+	return ret;
+}
+
+/* Seeds: close their contexts (a refresh reconnects one if needed), one
+ * context each from now on. */
+static int seeds_park(struct rs_client *c)
+{
+	for (size_t i = 0; i < c->nseeds; i++) {
+		cli_pool_destroy(&c->seeds[i].pool);
+		if (cli_pool_init(&c->seeds[i].pool, 1)) {
+			/* close destroys the pools before i only */
+			for (size_t j = i + 1; j < c->nseeds; j++)
+				cli_pool_destroy(&c->seeds[j].pool);
+			c->nseeds = i;
+			return rs_seterr(-ENOMEM, "client: pool");
+		}
+	}
+	return 0;
+}
+
+static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
+{
+	int ret;
+
+	c->seeds = c->nodes;
+	c->nseeds = c->nnodes;
+	c->nodes = NULL;
+	c->nnodes = 0;
+	c->cluster = true; /* from here close frees names and seeds */
+	cli_ring_delete(&c->ring); /* the static ring: unused now */
+	ret = seeds_park(c);
+	if (ret)
+		return ret;
+	c->nodes = calloc(cfg->n, sizeof(*c->nodes));
+	c->known = calloc(cfg->n, sizeof(*c->known));
+	if (!c->nodes || !c->known)
+		return rs_seterr(-ENOMEM, "client: out of memory");
+	for (size_t i = 0; i < cfg->n; i++) {
+		ret = node_init(c, &c->nodes[i], i, cfg->m[i].addr,
+				c->cfg.conns_per_node);
+		if (ret)
+			return ret;
+		c->known[i] = cfg->m[i];
+		c->nnodes++;
+	}
+	ret = cli_route_new(&c->route, cfg, c->known, c->nnodes);
+	if (ret)
+		return ret;
+	atomic_store(&c->epoch, cfg->epoch);
+	for (size_t i = 0; i < c->nnodes; i++) {
+		struct cli_conn *cc;
+
+		if (!c->route->active[i])
+			continue;
+		ret = cli_conn_get(&c->nodes[i], &cc);
+		if (ret)
+			return ret;
+		cli_conn_put(cc);
+	}
+	return 0;
+}
+
+int cli_cluster_open(struct rs_client *c)
+{
+	struct cli_config cfg;
+	int ret = ask_seeds(c->nodes, c->nnodes, &cfg);
+
+	if (ret)
+		return ret;
+	if (cfg.epoch)
+		ret = cluster_init(c, &cfg);
+	cli_config_free(&cfg);
+	return ret;
+}
+
+void cli_cluster_close(struct rs_client *c)
+{
+	if (!c->cluster)
+		return;
+	for (size_t i = 0; i < c->nnodes; i++)
+		free(c->nodes[i].name);
+	for (size_t i = 0; i < c->nseeds; i++)
+		cli_pool_destroy(&c->seeds[i].pool);
+	free(c->seeds);	/* seed names are the config's */
+	free(c->known);
+	cli_route_free(&c->route);
+}
+
+/* Make cfg the route (its epoch is higher: checked by the caller). */
+static int adopt(struct rs_client *c, const struct cli_config *cfg)
+{
+	struct cli_route *rt, *old;
+	int ret = cli_route_new(&rt, cfg, c->known, c->nnodes);
+
+	if (ret)
+		return ret;
+	pthread_rwlock_wrlock(&c->route_lock);
+	old = c->route;
+	c->route = rt;
+	atomic_store(&c->epoch, rt->epoch);
+	pthread_rwlock_unlock(&c->route_lock);
+	cli_route_free(&old);
+	return 0;
+}
+
+/* Ask node i; keep the higher of its answer and *best. 0 if it answered. */
+static int ask(struct cli_node *n, struct cli_config *best)
+{
+	struct cli_config got;
+	int ret = cli_wire_config(n, &got);
+
+	if (ret)
+		return ret;
+	cli_config_keep_higher(best, &got);
+	return 0;
+}
+
+/* One round (refresh_lock held: the route is ours to read). */
+static int config_round(struct rs_client *c, size_t avoid)
+{
+	const struct cli_route *rt = c->route;
+	struct cli_config best = { 0 };
+	size_t answered = 0, start = c->ask_next;
+	int ret, last = RS_E_DISCONNECTED;
+
+	rs_seterr(last, "cluster: no node answered CONFIG");
+	c->ask_next = (start + 1) % c->nnodes;
+	for (size_t k = 0; k < c->nnodes && answered < CLI_CONFIG_ASK &&
+			   best.epoch <= rt->epoch; k++) {
+		size_t i = (start + k) % c->nnodes;
+
+		if (!rt->active[i] || i == avoid)
+			continue;
+		ret = ask(&c->nodes[i], &best);
+		if (ret)
+			last = ret;
+		else
+			answered++;
+	}
+	if (!answered && avoid < c->nnodes && rt->active[avoid]) {
+		ret = ask(&c->nodes[avoid], &best);
+		if (ret)
+			last = ret;
+		else
+			answered++;
+	}
+	for (size_t i = 0; !answered && i < c->nseeds; i++) {
+		ret = ask(&c->seeds[i], &best);
+		if (ret)
+			last = ret;
+		else
+			answered++;
+	}
+	CLI_INC(c, config_refreshes, 1);
+	ret = answered ? 0 : last;
+	if (answered && cli_route_newer(rt->epoch, best.epoch))
+		ret = adopt(c, &best);
+	cli_config_free(&best);
+	return ret;
+}
+
+int cli_cluster_refresh(struct rs_client *c, uint64_t seen, size_t avoid)
+{
+	uint64_t rounds = atomic_load(&c->refresh_rounds);
+	int ret = 0;
+
+	pthread_mutex_lock(&c->refresh_lock);
+	/* Another thread adopted a newer configuration, or finished a
+	 * round while we waited for the lock: use its result. */
+	if (atomic_load(&c->epoch) == seen &&
+	    atomic_load(&c->refresh_rounds) == rounds) {
+		ret = config_round(c, avoid);
+		atomic_fetch_add(&c->refresh_rounds, 1);
+	}
+	pthread_mutex_unlock(&c->refresh_lock);
+	return ret;
+}

@@ -1,0 +1,160 @@
+/*
+ * route.c - a configuration as a placement of keys on the client's nodes
+ * (see route.h). Pure: no I/O, no clock, no shared state.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/route.h"
+#include "common/rs_internal.h"
+
+void cli_config_free(struct cli_config *cfg)
+{
+	free(cfg->m);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+void cli_config_keep_higher(struct cli_config *best, struct cli_config *got)
+{
+	if (cli_route_newer(best->epoch, got->epoch)) {
+		cli_config_free(best);
+		*best = *got;
+		memset(got, 0, sizeof(*got));
+	} else {
+		cli_config_free(got);
+	}
+}
+
+void cli_route_free(struct cli_route **rt)
+{
+	if (!rt || !*rt)
+		return;
+	cli_ring_delete(&(*rt)->ring);
+	free((*rt)->active);
+	free((*rt)->unknown);
+	free(*rt);
+	*rt = NULL;
+}
+
+/* Members sorted by id, ids distinct (what the nodes send: checked,
+ * since the ring's tie-break and the id mapping rely on it). */
+static int check_config(const struct cli_config *cfg)
+{
+	if (cfg->epoch == 0)
+		return rs_seterr(RS_E_PROTO, "configuration: epoch 0 is not "
+				 "a cluster's");
+	if (cfg->r < 1 || cfg->r > PROTO_CONFIG_MAX_R)
+		return rs_seterr(RS_E_PROTO, "configuration %llu: r %u not in "
+				 "1..%u", (unsigned long long)cfg->epoch,
+				 cfg->r, PROTO_CONFIG_MAX_R);
+	if (cfg->vnodes < 1 || cfg->vnodes > CLI_RING_MAX_VNODES)
+		return rs_seterr(RS_E_PROTO, "configuration %llu: vnodes %u "
+				 "not in 1..%u", (unsigned long long)cfg->epoch,
+				 cfg->vnodes, CLI_RING_MAX_VNODES);
+	if (cfg->n > PROTO_CONFIG_MAX_MEMBERS || cfg->n > CLI_RING_MAX_NODES)
+		return rs_seterr(RS_E_PROTO, "configuration %llu: %zu members",
+				 (unsigned long long)cfg->epoch, cfg->n);
+	for (size_t i = 1; i < cfg->n; i++)
+		if (strcmp(cfg->m[i - 1].id, cfg->m[i].id) >= 0)
+			return rs_seterr(RS_E_PROTO, "configuration %llu: "
+					 "member ids not sorted and distinct "
+					 "('%s', '%s')",
+					 (unsigned long long)cfg->epoch,
+					 cfg->m[i - 1].id, cfg->m[i].id);
+	return 0;
+}
+
+/* The client's node with this id at this address, or nknown. */
+static size_t known_index(const struct proto_member *known, size_t nknown,
+			  const struct proto_member *m)
+{
+	for (size_t k = 0; k < nknown; k++)
+		if (!strcmp(known[k].id, m->id))
+			return strcmp(known[k].addr, m->addr) ? nknown : k;
+	return nknown;
+}
+
+int cli_route_new(struct cli_route **out, const struct cli_config *cfg,
+		  const struct proto_member *known, size_t nknown)
+{
+	struct cli_route *rt;
+	const char **names = NULL;
+	unsigned *owner = NULL;
+	size_t nact = 0;
+	int ret;
+
+	*out = NULL;
+	ret = check_config(cfg);
+	if (ret)
+		return ret;
+	rt = calloc(1, sizeof(*rt));
+	if (!rt)
+		return rs_seterr(-ENOMEM, "route: out of memory");
+	rt->epoch = cfg->epoch;
+	rt->r = cfg->r;
+	rt->nknown = nknown;
+	rt->active = calloc(nknown ? nknown : 1, sizeof(*rt->active));
+	names = calloc(cfg->n ? cfg->n : 1, sizeof(*names));
+	owner = calloc(cfg->n ? cfg->n : 1, sizeof(*owner));
+	rt->unknown = calloc(cfg->n ? cfg->n : 1, sizeof(*rt->unknown));
+	if (!rt->active || !names || !owner || !rt->unknown) {
+		ret = rs_seterr(-ENOMEM, "route: out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < cfg->n; i++) {
+		const struct proto_member *m = &cfg->m[i];
+		size_t k;
+
+		if (m->state != PROTO_MEMBER_ACTIVE)
+			continue;
+		k = known_index(known, nknown, m);
+		if (k < nknown) {
+			rt->active[k] = true;
+			rt->nactive++;
+		} else {
+			k = nknown + rt->nunknown;
+			rt->unknown[rt->nunknown++] = *m;
+		}
+		names[nact] = m->id;
+		owner[nact++] = (unsigned)k;
+	}
+	if (!nact) {
+		ret = rs_seterr(RS_E_PROTO, "configuration %llu has no "
+				"active member",
+				(unsigned long long)cfg->epoch);
+		goto out;
+	}
+	ret = cli_ring_new_owned(&rt->ring, names, owner, nact, cfg->vnodes);
+	if (ret == RS_E_INVAL)
+		ret = RS_E_PROTO; /* the message says what */
+out:
+	free(names);
+	free(owner);
+	if (ret)
+		cli_route_free(&rt);
+	*out = rt;
+	return ret;
+}
+
+unsigned cli_route_replicas(const struct cli_route *rt, uint64_t key,
+			    unsigned *out)
+{
+	return cli_ring_successors(rt->ring, cli_ring_key_hash(key), out,
+				   rt->r);
+}
+
+int cli_route_unknown(const struct cli_route *rt, unsigned owner)
+{
+	const struct proto_member *m;
+
+	if (owner < rt->nknown || owner - rt->nknown >= rt->nunknown)
+		return rs_seterr(RS_E_UNSUPPORTED, "node %u: no such node in "
+				 "configuration %llu", owner,
+				 (unsigned long long)rt->epoch);
+	m = &rt->unknown[owner - rt->nknown];
+	return rs_seterr(RS_E_UNSUPPORTED, "node %s (%s) joined after this "
+			 "client opened (configuration %llu): reopen the "
+			 "client", m->id, m->addr,
+			 (unsigned long long)rt->epoch);
+}

@@ -1,0 +1,88 @@
+/*
+ * route.h - where keys go in cluster mode (internal, cli_route_).
+ *
+ * A node in a cluster answers CONFIG with the configuration it follows
+ * (docs/replication.md): an epoch, r, vnodes and the members (id, addr,
+ * state), sorted by id. A route is what a client needs of it to place
+ * keys: the ring of src/client/ring.c over the ids of the ACTIVE members
+ * with the configuration's vnodes, whose owners are the client's node
+ * indexes, so that the replica set of a key is
+ * cli_ring_successors(ring, cli_ring_key_hash(key), out, r) in client node
+ * indexes, primary first: exactly memb_replicas() of
+ * src/coord/membership.c mapped through the member list
+ * (tests/unit/test_client_route.c checks it).
+ *
+ * The client's nodes are fixed at open (the members of the configuration
+ * it learned then, in its order). A later configuration is mapped onto
+ * them by id: an ACTIVE member that the client does not know, or knows
+ * at another address, cannot be connected safely while calls run (every
+ * call's per-node arrays, every table handle's views are sized by the
+ * node count), so it gets an owner number >= nknown: its keys fail with
+ * RS_E_UNSUPPORTED ("node X joined after this client opened: reopen the
+ * client"; cli_route_unknown()).
+ *
+ * A route is immutable once built; struct rs_client swaps routes whole
+ * (client_internal.h says how readers are kept safe).
+ */
+#ifndef CLI_ROUTE_H
+#define CLI_ROUTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client/ring.h"
+#include "common/proto.h"
+
+/* A configuration as the client keeps it (members malloc'ed). */
+struct cli_config {
+	uint64_t epoch;		/* 0: not a cluster */
+	uint32_t r, vnodes;
+	size_t n;
+	struct proto_member *m;	/* n, the configuration's order */
+};
+
+struct cli_route {
+	uint64_t epoch;
+	unsigned r;		/* replicas per key, 1..PROTO_CONFIG_MAX_R */
+	size_t nknown;		/* the client's nodes */
+	struct cli_ring *ring;	/* over the ACTIVE members' ids */
+	bool *active;		/* [nknown]: the node is an ACTIVE member */
+	size_t nactive;		/* of the known nodes */
+	/* ACTIVE members the client cannot use: owner nknown + i */
+	size_t nunknown;
+	struct proto_member *unknown;
+};
+
+void cli_config_free(struct cli_config *cfg);
+/* Keep in *best the one of *best and *got with the higher epoch (the
+ * first seen on a tie); the other is freed, *got is left empty. */
+void cli_config_keep_higher(struct cli_config *best, struct cli_config *got);
+
+/*
+ * Build the route of cfg (epoch >= 1) for a client whose nodes are
+ * known[0..nknown) (id and addr; state ignored). RS_E_PROTO when cfg
+ * cannot be routed by (no ACTIVE member, r or vnodes out of range,
+ * duplicate ids), -ENOMEM.
+ */
+int cli_route_new(struct cli_route **out, const struct cli_config *cfg,
+		  const struct proto_member *known, size_t nknown);
+void cli_route_free(struct cli_route **rt);
+
+/* The replica set of key: owners (node indexes; >= nknown: unknown),
+ * primary first; returns the count (min(r, ACTIVE members)). out holds
+ * PROTO_CONFIG_MAX_R. */
+unsigned cli_route_replicas(const struct cli_route *rt, uint64_t key,
+			    unsigned *out);
+
+/* For an owner >= nknown: set the message and return RS_E_UNSUPPORTED. */
+int cli_route_unknown(const struct cli_route *rt, unsigned owner);
+
+/* Whether a configuration of epoch `seen` may replace one of `have`:
+ * only a higher epoch (a client never goes back). */
+static inline bool cli_route_newer(uint64_t have, uint64_t seen)
+{
+	return seen > have;
+}
+
+#endif

@@ -1,0 +1,317 @@
+/*
+ * test_client_route.c - the client's cluster route (src/client/route.h):
+ * placement from a configuration agrees with the nodes' own
+ * (memb_replicas of src/coord/membership.c) on 10,000 keys for r = 1..3,
+ * ACTIVE members only, the configuration's vnodes; members the client
+ * does not know; bad configurations; only higher epochs are adopted; the
+ * ring with caller-given owners places keys like the plain one.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "client/ring.h"
+#include "client/route.h"
+#include "coord/membership.h"
+#include "recstore/error.h"
+
+#define KEYS 10000
+
+static uint64_t key_at(unsigned i)
+{
+	return (uint64_t)i * 0x9e3779b97f4a7c15ull ^ (uint64_t)i << 7;
+}
+
+/* n members "node-00".."node-<n-1>", addr 10.0.0.<i + 1>:7471, state
+ * st[i]. (Ids of 1..3 bytes would make a lopsided ring: XXH3 hashes such
+ * short inputs so that the points of names that differ in their last
+ * byte coincide for nearby seeds, and ties go to the smaller name.) */
+static void members(struct proto_member *m, struct memb_member *mm,
+		    size_t n, const uint32_t *st)
+{
+	for (size_t i = 0; i < n; i++) {
+		memset(&m[i], 0, sizeof(m[i]));
+		snprintf(m[i].id, sizeof(m[i].id), "node-%02zu", i);
+		snprintf(m[i].addr, sizeof(m[i].addr), "10.0.0.%zu:7471",
+			 i + 1);
+		m[i].state = st[i];
+		if (!mm)
+			continue;
+		memset(&mm[i], 0, sizeof(mm[i]));
+		memcpy(mm[i].id, m[i].id, sizeof(mm[i].id));
+		memcpy(mm[i].addr, m[i].addr, sizeof(mm[i].addr));
+		mm[i].state = (enum memb_state)st[i];
+		mm[i].inc = i + 1;
+	}
+}
+
+static const uint32_t A = PROTO_MEMBER_ACTIVE, J = PROTO_MEMBER_JOINING,
+		      D = PROTO_MEMBER_DOWN;
+
+/* The route's replica set of every key equals memb_replicas' (both in
+ * member indexes: the client's nodes are the configuration's members). */
+static void agrees_with_membership(void **state)
+{
+	const uint32_t st[] = { A, D, A, A, J, A, D, A, A };
+	const size_t n = sizeof(st) / sizeof(st[0]);
+	struct proto_member m[sizeof(st) / sizeof(st[0])];
+	struct memb_member mm[sizeof(st) / sizeof(st[0])];
+	const unsigned vn[] = { 1, 64, 160 };
+
+	(void)state;
+	members(m, mm, n, st);
+	for (unsigned r = 1; r <= 3; r++)
+		for (size_t v = 0; v < sizeof(vn) / sizeof(vn[0]); v++) {
+			struct memb_config mc = { .epoch = 7, .r = r,
+						  .vnodes = vn[v], .n = n,
+						  .m = mm };
+			struct cli_config cc = { .epoch = 7, .r = r,
+						 .vnodes = vn[v], .n = n,
+						 .m = m };
+			struct memb_placement *p;
+			struct cli_route *rt;
+			unsigned got[PROTO_CONFIG_MAX_R], want[MEMB_MAX_R];
+			size_t primaries[16] = { 0 };
+
+			assert_int_equal(memb_placement_new(&p, &mc), 0);
+			assert_int_equal(cli_route_new(&rt, &cc, m, n), 0);
+			assert_int_equal(rt->epoch, 7);
+			assert_int_equal(rt->nactive, 6);
+			assert_int_equal(rt->nunknown, 0);
+			for (size_t i = 0; i < n; i++)
+				assert_int_equal(rt->active[i], st[i] == A);
+			assert_int_equal(cli_ring_points(rt->ring),
+					 6 * vn[v]);
+			for (unsigned i = 0; i < KEYS; i++) {
+				uint64_t k = key_at(i);
+				unsigned ng = cli_route_replicas(rt, k, got);
+				unsigned nw = memb_replicas(
+					p, memb_key_hash(k), want);
+
+				assert_int_equal(ng, r);
+				assert_int_equal(ng, nw);
+				for (unsigned j = 0; j < ng; j++) {
+					assert_int_equal(got[j], want[j]);
+					assert_true(rt->active[got[j]]);
+				}
+				/* the primary is what calls route by */
+				assert_int_equal(cli_ring_node(rt->ring, k),
+						 got[0]);
+				primaries[got[0]]++;
+			}
+			/* every active member is primary of some keys */
+			for (size_t i = 0; vn[v] > 1 && i < n; i++)
+				assert_true((primaries[i] > 0) ==
+					    (st[i] == A));
+			cli_route_free(&rt);
+			assert_null(rt);
+			memb_placement_free(&p);
+		}
+	assert_int_equal(memb_key_hash(12345), cli_ring_key_hash(12345));
+}
+
+/* A client that opened on an older configuration: its nodes are a subset
+ * of the members. Known ones map to its indexes, an ACTIVE member it does
+ * not know (or knows at another address) to owners >= nknown, with a
+ * message that says to reopen; placement still agrees by id. */
+static void unknown_members(void **state)
+{
+	const uint32_t st[] = { A, A, A, A, A, D };
+	const size_t n = sizeof(st) / sizeof(st[0]);
+	struct proto_member m[6], known[4];
+	struct memb_member mm[6];
+	struct memb_config mc = { .epoch = 9, .r = 2, .vnodes = 32, .n = n,
+				  .m = mm };
+	struct cli_config cc = { .epoch = 9, .r = 2, .vnodes = 32, .n = n,
+				 .m = m };
+	struct memb_placement *p;
+	struct cli_route *rt;
+	unsigned got[PROTO_CONFIG_MAX_R], want[MEMB_MAX_R];
+	size_t unknown_keys = 0;
+
+	(void)state;
+	members(m, mm, n, st);
+	/* the client knows node-00, -01, -02 (moved since) and -05 */
+	known[0] = m[0];
+	known[1] = m[1];
+	known[2] = m[2];
+	snprintf(known[2].addr, sizeof(known[2].addr), "10.9.9.9:7471");
+	known[3] = m[5];
+	assert_int_equal(memb_placement_new(&p, &mc), 0);
+	assert_int_equal(cli_route_new(&rt, &cc, known, 4), 0);
+	assert_int_equal(rt->nactive, 2); /* node-00, node-01 */
+	assert_true(rt->active[0] && rt->active[1]);
+	assert_false(rt->active[2] || rt->active[3]);
+	assert_int_equal(rt->nunknown, 3); /* node-02 (moved), -03, -04 */
+	for (unsigned i = 0; i < KEYS; i++) {
+		uint64_t k = key_at(i);
+		unsigned ng = cli_route_replicas(rt, k, got);
+		unsigned nw = memb_replicas(p, memb_key_hash(k), want);
+
+		assert_int_equal(ng, nw);
+		for (unsigned j = 0; j < ng; j++) {
+			const char *gid = got[j] < 4
+				? known[got[j]].id
+				: rt->unknown[got[j] - 4].id;
+
+			assert_string_equal(gid, m[want[j]].id);
+		}
+		unknown_keys += got[0] >= 4;
+	}
+	assert_true(unknown_keys > KEYS / 4);
+	assert_int_equal(cli_route_unknown(rt, 4), RS_E_UNSUPPORTED);
+	assert_non_null(strstr(rs_errormsg(), "node-02"));
+	assert_non_null(strstr(rs_errormsg(), "joined after this client "
+					      "opened"));
+	assert_non_null(strstr(rs_errormsg(), "reopen the client"));
+	assert_int_equal(cli_route_unknown(rt, 6), RS_E_UNSUPPORTED);
+	assert_non_null(strstr(rs_errormsg(), "node-04"));
+	assert_int_equal(cli_route_unknown(rt, 7), RS_E_UNSUPPORTED);
+	cli_route_free(&rt);
+	memb_placement_free(&p);
+}
+
+static void bad_configurations(void **state)
+{
+	const uint32_t st[] = { A, A, A };
+	struct proto_member m[3];
+	struct cli_config ok = { .epoch = 3, .r = 2, .vnodes = 8, .n = 3,
+				 .m = m };
+	struct cli_config c;
+	struct cli_route *rt;
+
+	(void)state;
+	members(m, NULL, 3, st);
+	assert_int_equal(cli_route_new(&rt, &ok, m, 3), 0);
+	cli_route_free(&rt);
+	cli_route_free(&rt); /* accepts NULL */
+	cli_route_free(NULL);
+
+	c = ok;
+	c.epoch = 0;
+	assert_int_equal(cli_route_new(&rt, &c, m, 3), RS_E_PROTO);
+	assert_null(rt);
+	c = ok;
+	c.r = 0;
+	assert_int_equal(cli_route_new(&rt, &c, m, 3), RS_E_PROTO);
+	c.r = PROTO_CONFIG_MAX_R + 1;
+	assert_int_equal(cli_route_new(&rt, &c, m, 3), RS_E_PROTO);
+	c = ok;
+	c.vnodes = 0;
+	assert_int_equal(cli_route_new(&rt, &c, m, 3), RS_E_PROTO);
+	c.vnodes = CLI_RING_MAX_VNODES + 1;
+	assert_int_equal(cli_route_new(&rt, &c, m, 3), RS_E_PROTO);
+	c = ok;
+	c.n = PROTO_CONFIG_MAX_MEMBERS + 1;
+	assert_int_equal(cli_route_new(&rt, &c, m, 3), RS_E_PROTO);
+	/* ids out of order, and twice */
+	memcpy(m[1].id, "node-09", 8);
+	assert_int_equal(cli_route_new(&rt, &ok, m, 3), RS_E_PROTO);
+	assert_non_null(strstr(rs_errormsg(), "sorted"));
+	memcpy(m[1].id, "node-00", 8);
+	assert_int_equal(cli_route_new(&rt, &ok, m, 3), RS_E_PROTO);
+	memcpy(m[1].id, "node-01", 8);
+	/* nobody active */
+	for (int i = 0; i < 3; i++)
+		m[i].state = PROTO_MEMBER_DOWN;
+	assert_int_equal(cli_route_new(&rt, &ok, m, 3), RS_E_PROTO);
+	assert_non_null(strstr(rs_errormsg(), "no active member"));
+	assert_null(rt);
+	/* fewer active members than r: sets of all of them */
+	m[1].state = PROTO_MEMBER_ACTIVE;
+	assert_int_equal(cli_route_new(&rt, &ok, m, 3), 0);
+	{
+		unsigned out[PROTO_CONFIG_MAX_R];
+
+		assert_int_equal(cli_route_replicas(rt, 42, out), 1);
+		assert_int_equal(out[0], 1);
+	}
+	cli_route_free(&rt);
+}
+
+static struct cli_config cfg_of(uint64_t epoch)
+{
+	struct cli_config c = { .epoch = epoch, .r = 1, .vnodes = 1, .n = 1 };
+
+	c.m = calloc(1, sizeof(*c.m));
+	assert_non_null(c.m);
+	snprintf(c.m[0].id, sizeof(c.m[0].id), "e%llu",
+		 (unsigned long long)epoch);
+	return c;
+}
+
+/* Answers of a refresh round: the highest epoch is kept, and it replaces
+ * the client's only when higher (a client never goes back). */
+static void only_higher_epochs(void **state)
+{
+	const uint64_t answers[] = { 5, 7, 6, 7, 3, 0 };
+	struct cli_config best = { 0 };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(answers) / sizeof(answers[0]); i++) {
+		struct cli_config got = cfg_of(answers[i]);
+
+		cli_config_keep_higher(&best, &got);
+		assert_null(got.m);
+	}
+	assert_int_equal(best.epoch, 7);
+	assert_string_equal(best.m[0].id, "e7");
+	assert_true(cli_route_newer(6, best.epoch));
+	assert_false(cli_route_newer(7, best.epoch));
+	assert_false(cli_route_newer(8, best.epoch));
+	assert_false(cli_route_newer(1, 0));
+	cli_config_free(&best);
+	assert_null(best.m);
+	assert_int_equal(best.epoch, 0);
+}
+
+/* Owners given by the caller: the same placement by name. */
+static void ring_owners(void **state)
+{
+	const char *names[] = { "a", "b", "c", "d" };
+	const unsigned owner[] = { 40, 7, 12, 3 };
+	const unsigned twice[] = { 1, 2, 1, 3 };
+	struct cli_ring *plain, *owned;
+	unsigned sp[4], so[4];
+
+	(void)state;
+	assert_int_equal(cli_ring_new(&plain, names, 4, 50), 0);
+	assert_int_equal(cli_ring_new_owned(&owned, names, owner, 4, 50), 0);
+	for (unsigned i = 0; i < KEYS; i++) {
+		uint64_t k = key_at(i);
+		unsigned n1 = cli_ring_successors(plain, cli_ring_key_hash(k),
+						  sp, 4);
+		unsigned n2 = cli_ring_successors(owned, cli_ring_key_hash(k),
+						  so, 4);
+
+		assert_int_equal(n1, 4);
+		assert_int_equal(n2, 4);
+		for (unsigned j = 0; j < 4; j++)
+			assert_int_equal(so[j], owner[sp[j]]);
+		assert_int_equal(cli_ring_node(owned, k),
+				 owner[cli_ring_node(plain, k)]);
+	}
+	cli_ring_delete(&plain);
+	cli_ring_delete(&owned);
+	assert_int_equal(cli_ring_new_owned(&owned, names, twice, 4, 50),
+			 RS_E_INVAL);
+	assert_null(owned);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(agrees_with_membership),
+		cmocka_unit_test(unknown_members),
+		cmocka_unit_test(bad_configurations),
+		cmocka_unit_test(only_higher_epochs),
+		cmocka_unit_test(ring_owners),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
