@@ -105,6 +105,11 @@ enum proto_op {
 				client routed by follows the fixed part
 				(PROTO_EPOCH_BYTES more; keys at offset 40) */
 #define PROTO_EPOCH_BYTES 8u
+#define PROTO_KF_ONCE 0x8u   /* GET_OR_INIT, PUT, UPDATE, DELETE: exactly
+				once (docs/replication.md): client, seq and
+				done_below follow (the epoch first, if any):
+				PROTO_ONCE_BYTES more */
+#define PROTO_ONCE_BYTES 24u
 
 /* struct proto_ckpt_req.phase (docs/checkpoint.md) */
 enum proto_ckpt_phase {
@@ -261,6 +266,11 @@ struct proto_keys_req {
 	uint32_t dtype;
 	float lr;	    /* with PROTO_KF_LR; else 0 on the wire */
 	uint64_t epoch;	    /* with PROTO_KF_EPOCH (>= 1); else 0 */
+	/* with PROTO_KF_ONCE (else 0): the client's id (!= 0), the call's
+	 * sequence number (>= 1; a resend of the call's keys carries the
+	 * same one) and the lowest sequence of the client's calls still in
+	 * flight (<= seq: the node may forget every call below it) */
+	uint64_t client, seq, done_below;
 	const void *keys;
 	const void *rows;
 };
@@ -304,9 +314,13 @@ struct proto_config {
  * the primary's write left them, or deletions, for the backups of the
  * keys' replica sets in `epoch`. Records apply in order; the reply is a
  * keyed reply with one status per record (0, PROTO_ST_CREATED or an
- * error). Encoding: keys = const uint64_t[n], kinds = const uint8_t[n]
- * (PROTO_REPL_*), rows = const float[n * width] (a deletion's row is
- * ignored by the encoder and zeros on the wire). Decoded: wire pointers.
+ * error). Each record also carries the completion of the exactly-once
+ * call that wrote it (client 0: none; else client, seq >= 1, done_below
+ * <= seq and the status the client got: 0 or PROTO_ST_CREATED).
+ * Encoding: keys, clients, seqs, done_below = const uint64_t[n],
+ * statuses = const int32_t[n], kinds = const uint8_t[n] (PROTO_REPL_*),
+ * rows = const float[n * width] (a deletion's row is ignored by the
+ * encoder and zeros on the wire). Decoded: wire pointers.
  */
 enum proto_repl_kind {
 	PROTO_REPL_ROW = 0,	/* set the row and state (insert or overwrite) */
@@ -318,6 +332,8 @@ struct proto_repl_req {
 	uint32_t width;			/* dim + state floats, 1..3*max_dim+1 */
 	char table[PROTO_NAME_MAX + 1];	/* the table's name */
 	const void *keys;
+	const void *clients, *seqs, *done_below;
+	const void *statuses;
 	const void *kinds;
 	const void *rows;
 };
@@ -524,7 +540,8 @@ size_t proto_repl_req_bytes(uint32_t n, uint32_t width, size_t name_len);
 
 /* Keyed request / reply of op (GET .. DELETE, LOAD, REPL for replies);
  * see the struct comments. A request with PROTO_KF_EPOCH is
- * PROTO_EPOCH_BYTES longer than proto_keys_req_bytes() says. */
+ * PROTO_EPOCH_BYTES longer than proto_keys_req_bytes() says, one with
+ * PROTO_KF_ONCE PROTO_ONCE_BYTES longer. */
 int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,
 		       uint32_t op, const struct proto_keys_req *m);
 int proto_enc_keys_reply(void *buf, size_t cap, const struct proto_hdr *h,

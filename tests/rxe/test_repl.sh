@@ -67,7 +67,7 @@ declare -A pid addr
 for i in 1 2 3; do
   n=n$i
   cat >"$d/$n.json" <<EOT
-{"name": "$n", "listen": {"addr": "${ips[$((i - 1))]}", "port": 0},
+{"name": "mem-$i", "listen": {"addr": "${ips[$((i - 1))]}", "port": 0},
  "workers": 2, "storage": {"size": "32M"},
  "coord": {"endpoints": ["$url"], "cluster": "t", "lease_ms": 3000,
            "replicas": 2, "initial_members": 3}}
@@ -111,7 +111,7 @@ ctl --until-epoch $((epoch + 1)) --timeout 60 >"$d/after.out" 2>&1 ||
   fail "no configuration after $victim died"
 took=$(elapsed "$t0")
 cat "$d/after.out"
-grep -Eq "^  $victim +[0-9.:]+ +down " "$d/after.out" || fail "$victim is not down"
+grep -Eq "^  mem-${victim#n} +[0-9.:]+ +down " "$d/after.out" || fail "$victim is not down"
 sleep 4 # the stream goes on in the new configuration
 touch "$d/stop"
 rc=0
