@@ -898,6 +898,7 @@ static void worker_free(struct srv_worker *w)
 	free(w->row);
 	free(w->state);
 	free(w->tmp);
+	free(w->once);
 	free(w->reply);
 }
 

@@ -852,7 +852,8 @@ static bool changed_row(uint8_t op, int32_t st)
 /* Queue the results of the write in the reply buffer for the backups:
  * each changed key's row and state as they are now (s->repl.order held,
  * so no other replicated write has touched them since). */
-static int repl_capture(struct req *r, struct srv_repl_req *q)
+static int repl_capture(struct req *r, struct srv_repl_req *q,
+			const struct srv_once_tag *tag)
 {
 	const struct proto_keys_req *k = &r->m.u.keys_req;
 	struct srv_worker *w = r->w;
@@ -883,7 +884,7 @@ static int repl_capture(struct req *r, struct srv_repl_req *q)
 			ret = RS_E_NOTFOUND;	/* a LOAD removed it */
 		if (!ret)
 			ret = srv_repl_record(r->s, q, t->spec.name, width,
-					      key, del, buf);
+					      key, del, buf, tag, st);
 	}
 	srv_table_put(t);
 	return ret;
@@ -914,12 +915,102 @@ static void repl_fail_keys(struct req *r)
 	}
 }
 
+/* Exactly-once applies to the writes that are not idempotent or whose
+ * late resend could undo a newer write: UPDATE, PUT, DELETE (a resent
+ * GET_OR_INIT finds its row and returns it). */
+static bool once_applies(const struct req *r)
+{
+	return (r->m.u.keys_req.flags & PROTO_KF_ONCE) &&
+	       (r->op == PROTO_OP_UPDATE || r->op == PROTO_OP_PUT ||
+		r->op == PROTO_OP_DELETE);
+}
+
+/* The write of an exactly-once call (s->repl.order held): keys the call
+ * already applied here (a resend) get their recorded status and are not
+ * applied again; the others run as usual and are recorded. The reply
+ * (deferred) holds every key's status in request order. */
+static void once_body(struct req *r, const struct srv_once_tag *tag)
+{
+	struct proto_keys_req *k = &r->m.u.keys_req;
+	const struct proto_keys_req orig = *k;
+	struct srv_worker *w = r->w;
+	struct rs_server *s = r->s;
+	struct srv_table *t = srv_table_get(&s->tables, k->table_id);
+	size_t row_bytes = k->rows ? (size_t)k->dim *
+					     proto_dtype_size(k->dtype) : 0;
+	uint32_t n = k->n, m = 0, j = 0, tid;
+	uint64_t *keys;
+	int32_t *st;
+	bool *found;
+	uint8_t *fk, *fr;
+	int ret;
+
+	if (!t || (k->table_gen && k->table_gen != t->info.generation)) {
+		srv_table_put(t);	/* the body answers the error */
+		do_keyed_body(r);
+		return;
+	}
+	tid = t->id;
+	srv_table_put(t);
+	if (srv_scratch(&w->once, &w->once_cap,
+			(size_t)n * (8 + 4 + 1 + 8 + row_bytes) + 64)) {
+		reply_error(r, r->op, -ENOMEM, "out of memory");
+		return;
+	}
+	keys = w->once;
+	st = (int32_t *)(keys + n);
+	fk = (uint8_t *)(st + n) + (n & 1) * 4;	/* 8-aligned */
+	fr = fk + 8 * (size_t)n;
+	found = (bool *)(fr + row_bytes * n);
+	proto_load_u64(keys, k->keys, n);
+	ret = srv_once_lookup(&s->repl.once, tag, tid, keys, n, st, found);
+	if (ret) {
+		reply_error(r, r->op, ret, "%s", rs_errormsg());
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (found[i])
+			continue;
+		memcpy(fk + 8 * (size_t)m, (const uint8_t *)k->keys + 8 * i,
+		       8);
+		if (row_bytes)
+			memcpy(fr + row_bytes * m,
+			       (const uint8_t *)k->rows + row_bytes * i,
+			       row_bytes);
+		m++;
+	}
+	if (m == n) {
+		do_keyed_body(r);	/* nothing of it was applied before */
+	} else if (m) {
+		k->keys = fk;
+		k->rows = row_bytes ? fr : NULL;
+		k->n = m;
+		do_keyed_body(r);
+		*k = orig;
+	}
+	if (r->failed)
+		return;
+	for (uint32_t i = 0; i < n; i++)
+		if (!found[i])
+			st[i] = r->deferred > 0 ? (int32_t)le_ld32(
+				reply_status_at(r, j++)) : RS_E_DISCONNECTED;
+	if (m != n) {
+		r->deferred = 0;
+		reply_statuses(r, st, n);	/* deferred: every key */
+	}
+	ret = srv_once_add(&s->repl.once, tag, tid, keys, st, n);
+	if (ret)	/* out of memory only: the bounds were checked */
+		srv_log_peer("exactly-once: %s: resends of this call may be "
+			     "applied again", rs_errormsg());
+}
+
 /* A keyed request in a cluster (or naming an epoch). */
 static void do_keyed_cluster(struct req *r)
 {
 	const struct proto_keys_req *k = &r->m.u.keys_req;
 	const bool write = r->op != PROTO_OP_GET;
 	struct rs_server *s = r->s;
+	struct srv_once_tag tag = { 0 };
 	struct srv_repl_req q;
 	int ret;
 
@@ -956,9 +1047,15 @@ static void do_keyed_cluster(struct req *r)
 		return;
 	}
 	r->defer = true;
+	tag.client = k->client;
+	tag.seq = k->seq;
+	tag.done_below = k->done_below;
 	pthread_mutex_lock(&s->repl.order);
-	do_keyed_body(r);
-	ret = r->deferred > 0 && !r->failed ? repl_capture(r, &q) : 0;
+	if (once_applies(r))
+		once_body(r, &tag);
+	else
+		do_keyed_body(r);
+	ret = r->deferred > 0 && !r->failed ? repl_capture(r, &q, &tag) : 0;
 	pthread_mutex_unlock(&s->repl.order);
 	if (!ret && srv_repl_pending(&q))
 		ret = srv_repl_wait(s, &q);
@@ -995,6 +1092,49 @@ static void do_config(struct req *r)
 	if (len < 0)
 		len = enc_error(r, buf, cap, r->op, len, rs_errormsg());
 	reply_send(r, len);
+}
+
+/* The completions a REPL carries, recorded as this node's own: runs of
+ * records of one call go in one batch. A failure (a bound) fails the
+ * whole REPL, and so the write at its primary. */
+static int repl_record_once(struct req *r, const struct proto_repl_req *m,
+			    uint32_t tid, const int32_t *applied)
+{
+	struct srv_worker *w = r->w;
+	uint64_t *keys;
+	int32_t *st;
+	uint32_t i = 0;
+	int ret = 0;
+
+	if (srv_scratch(&w->once, &w->once_cap, (size_t)m->n * 12 + 16)) {
+		reply_error(r, r->op, -ENOMEM, "out of memory");
+		return -ENOMEM;
+	}
+	keys = w->once;
+	st = (int32_t *)(keys + m->n);
+	while (!ret && i < m->n) {
+		struct srv_once_tag tag = {
+			.client = proto_key_at(m->clients, i),
+			.seq = proto_key_at(m->seqs, i),
+			.done_below = proto_key_at(m->done_below, i),
+		};
+		uint32_t j = i, cnt = 0;
+
+		for (; j < m->n && proto_key_at(m->clients, j) == tag.client &&
+		       proto_key_at(m->seqs, j) == tag.seq; j++) {
+			if (!tag.client || applied[j] < 0)
+				continue;
+			keys[cnt] = proto_key_at(m->keys, j);
+			st[cnt++] = proto_status_at(m->statuses, j);
+		}
+		if (cnt)
+			ret = srv_once_add(&r->s->repl.once, &tag, tid, keys,
+					   st, cnt);
+		i = j;
+	}
+	if (ret)
+		reply_error(r, r->op, ret, "%s", rs_errormsg());
+	return ret;
 }
 
 /* REPL: a primary's rows and deletions for this node as their backup. */
@@ -1061,6 +1201,8 @@ static void do_repl(struct req *r)
 		}
 		st[i] = ret ? ret : created ? PROTO_ST_CREATED : PROTO_ST_OK;
 	}
+	if (repl_record_once(r, m, t->id, st))
+		goto out;
 	atomic_fetch_add(&s->repl.applied, m->n);
 	reply_statuses(r, st, m->n);
 out:

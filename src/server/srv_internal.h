@@ -287,6 +287,38 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 
 #define SRV_REPL_TIMEOUT_MS 2000	/* a backup's reply to one REPL */
 
+/* Exactly-once completion records (srv_once.c). */
+#define SRV_ONCE_MAX_CLIENTS 65536u
+#define SRV_ONCE_MAX_CALLS 1024u	/* per client */
+#define SRV_ONCE_MAX_ENTRIES (16u << 20) /* records per node (16 B each) */
+#define SRV_ONCE_IDLE_MS 600000u	/* a client silent this long may go */
+struct once_client;
+struct srv_once {
+	pthread_mutex_t lock;
+	struct once_client **bucket;
+	unsigned nclients;
+	uint64_t entries, deduplicated, evicted;
+};
+/* The exactly-once tag of a write (PROTO_KF_ONCE); client 0: none. */
+struct srv_once_tag {
+	uint64_t client, seq, done_below;
+};
+int srv_once_init(struct srv_once *o);
+void srv_once_fini(struct srv_once *o);
+/* found[i] and st[i]: the status recorded for keys[i] of table tid in
+ * the tagged call. Refuses (RS_E_BUSY) when n more records could exceed
+ * a bound, so that a write is refused before it is applied. */
+int srv_once_lookup(struct srv_once *o, const struct srv_once_tag *tag,
+		    uint32_t tid, const uint64_t *keys, uint32_t n,
+		    int32_t *st, bool *found);
+/* Record the keys with st[i] >= 0 (those already on record are kept). */
+int srv_once_add(struct srv_once *o, const struct srv_once_tag *tag,
+		 uint32_t tid, const uint64_t *keys, const int32_t *st,
+		 uint32_t n);
+void srv_once_stats(struct srv_once *o, uint64_t *clients, uint64_t *entries,
+		    uint64_t *dedup, uint64_t *evicted);
+
+
 struct srv_cfg;
 struct srv_chunk;
 struct srv_repl {
@@ -302,6 +334,7 @@ struct srv_repl {
 	pthread_mutex_t plock;
 	pthread_cond_t pcv;
 	struct memb_config *pending;
+	struct srv_once once;		/* exactly-once records */
 };
 
 /* One request's hold on the configuration and the chunks it waits for. */
@@ -337,7 +370,8 @@ void srv_repl_exit(struct rs_server *s, struct srv_repl_req *q);
  * key's backups (under s->repl.order). 0 or -ENOMEM. */
 int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
 		    const char *table, uint32_t width, uint64_t key,
-		    bool deleted, const float *row);
+		    bool deleted, const float *row,
+		    const struct srv_once_tag *tag, int32_t st);
 /* Ship and wait until every backup acknowledged q's records: 0 or the
  * first failure. */
 int srv_repl_wait(struct rs_server *s, struct srv_repl_req *q);
@@ -479,8 +513,9 @@ struct srv_worker {
 	atomic_uint_fast64_t busy_ns;
 	/* scratch, grown on demand (srv_scratch) */
 	void *keys, *vals, *idx_map, *coalesce, *status, *row, *state, *tmp;
+	void *once;	/* exactly-once filtering (srv_handlers.c) */
 	size_t keys_cap, vals_cap, idx_cap, coalesce_cap, status_cap,
-		row_cap, state_cap, tmp_cap;
+		row_cap, state_cap, tmp_cap, once_cap;
 	void *reply;		/* the reply being built: reply_limit bytes */
 };
 

@@ -64,6 +64,8 @@ struct srv_chunk {
 	int err;		/* when done: 0 or why it failed */
 	unsigned refs;		/* the queue's + one per waiting request */
 	uint64_t *keys;
+	uint64_t *cl, *sq, *db;	/* completion: client, seq, done_below */
+	int32_t *st;		/* the status the client got (completion) */
 	uint8_t *kinds;
 	float *rows;		/* n * width */
 };
@@ -102,6 +104,10 @@ static void chunk_free(struct srv_chunk *ch)
 	if (!ch)
 		return;
 	free(ch->keys);
+	free(ch->cl);
+	free(ch->sq);
+	free(ch->db);
+	free(ch->st);
 	free(ch->kinds);
 	free(ch->rows);
 	free(ch);
@@ -337,7 +343,7 @@ int srv_repl_init(struct rs_server *s)
 	pthread_mutex_init(&rp->order, NULL);
 	pthread_mutex_init(&rp->plock, NULL);
 	pthread_cond_init(&rp->pcv, NULL);
-	return 0;
+	return srv_once_init(&rp->once);
 }
 
 void srv_repl_fini(struct rs_server *s)
@@ -352,6 +358,7 @@ void srv_repl_fini(struct rs_server *s)
 	}
 	cfg_free(rp->cur, true);
 	rp->cur = NULL;
+	srv_once_fini(&rp->once);
 	pthread_cond_destroy(&rp->pcv);
 	pthread_mutex_destroy(&rp->plock);
 	pthread_mutex_destroy(&rp->order);
@@ -458,7 +465,8 @@ static int hold_chunk(struct srv_repl_req *q, struct srv_chunk *ch,
 
 /* Append one record to peer pi's queue (caller holds `order`). */
 static int append(struct srv_repl_req *q, unsigned pi, const char *table,
-		  uint32_t width, uint64_t key, uint8_t kind, const float *row)
+		  uint32_t width, uint64_t key, uint8_t kind, const float *row,
+		  const struct srv_once_tag *tag, int32_t st)
 {
 	struct srv_peer *p = q->cfg->peer[pi];
 	struct srv_chunk *ch;
@@ -475,11 +483,16 @@ static int append(struct srv_repl_req *q, unsigned pi, const char *table,
 			ch->refs = 1;
 			snprintf(ch->table, sizeof(ch->table), "%s", table);
 			ch->keys = malloc(ch->cap * sizeof(*ch->keys));
+			ch->cl = malloc(ch->cap * sizeof(*ch->cl));
+			ch->sq = malloc(ch->cap * sizeof(*ch->sq));
+			ch->db = malloc(ch->cap * sizeof(*ch->db));
+			ch->st = malloc(ch->cap * sizeof(*ch->st));
 			ch->kinds = malloc(ch->cap);
 			ch->rows = malloc((size_t)ch->cap * width *
 					  sizeof(float));
 		}
-		if (!ch || !ch->keys || !ch->kinds || !ch->rows) {
+		if (!ch || !ch->keys || !ch->cl || !ch->sq || !ch->db ||
+		    !ch->st || !ch->kinds || !ch->rows) {
 			chunk_free(ch);
 			pthread_mutex_unlock(&p->lock);
 			return -ENOMEM;
@@ -491,6 +504,10 @@ static int append(struct srv_repl_req *q, unsigned pi, const char *table,
 		p->tail = ch;
 	}
 	ch->keys[ch->n] = key;
+	ch->cl[ch->n] = tag ? tag->client : 0;
+	ch->sq[ch->n] = tag && tag->client ? tag->seq : 0;
+	ch->db[ch->n] = tag && tag->client ? tag->done_below : 0;
+	ch->st[ch->n] = tag && tag->client ? st : 0;
 	ch->kinds[ch->n] = kind;
 	memcpy(ch->rows + (size_t)ch->n * width, row,
 	       (size_t)width * sizeof(float));
@@ -502,7 +519,8 @@ static int append(struct srv_repl_req *q, unsigned pi, const char *table,
 
 int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
 		    const char *table, uint32_t width, uint64_t key,
-		    bool deleted, const float *row)
+		    bool deleted, const float *row,
+		    const struct srv_once_tag *tag, int32_t st)
 {
 	struct srv_cfg *g = q->cfg;
 	unsigned set[MEMB_MAX_R], cnt;
@@ -513,7 +531,7 @@ int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
 	for (unsigned j = 1; j < cnt; j++)
 		if ((ret = append(q, set[j], table, width, key,
 				  deleted ? PROTO_REPL_DELETED : PROTO_REPL_ROW,
-				  row)))
+				  row, tag, st)))
 			return ret;
 	return 0;
 }
@@ -527,6 +545,8 @@ static int ship_slice(struct rs_server *s, struct cli_conn *cc,
 	struct proto_repl_req m = {
 		.epoch = epoch, .n = n, .width = ch->width,
 		.keys = ch->keys + off, .kinds = ch->kinds + off,
+		.clients = ch->cl + off, .seqs = ch->sq + off,
+		.done_below = ch->db + off, .statuses = ch->st + off,
 		.rows = ch->rows + (size_t)off * ch->width,
 	};
 	struct proto_hdr h;

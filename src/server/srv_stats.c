@@ -431,6 +431,15 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		TRY(add(l, N, "repl.chunks_shipped", rs.chunks_shipped));
 		TRY(add(l, N, "repl.chunks_failed", rs.chunks_failed));
 		TRY(add(l, N, "repl.queued_records", rs.queued));
+		{
+			uint64_t cl, en, dd, ev;
+
+			srv_once_stats(&s->repl.once, &cl, &en, &dd, &ev);
+			TRY(add(l, N, "once.clients", cl));
+			TRY(add(l, N, "once.records", en));
+			TRY(add(l, N, "once.deduplicated_keys", dd));
+			TRY(add(l, N, "once.evicted_clients", ev));
+		}
 	}
 #ifdef RS_DEBUG_LOCKS
 	TRY(add(l, N, "debug.dead_releases", atomic_load(&s->dead_releases)));

@@ -1,0 +1,315 @@
+/*
+ * srv_once.c - completion records of exactly-once writes (RIFL; design in
+ * docs/replication.md, "Exactly-once updates").
+ *
+ * A client in cluster mode tags each write call with (client id, seq) and
+ * resends a failed call's keys with the same tag, to the same node or to
+ * the key's next primary. The node keeps, per client and call, the status
+ * it returned for each (table, key) it applied; a resent key that has a
+ * record gets that status and is not applied again. Records travel to the
+ * backups with the rows they produced (REPL), so the backup that becomes
+ * primary after a failover recognises resends too.
+ *
+ * Forgetting: each request names done_below, the lowest seq of its
+ * client's calls still in flight; every call below it is dropped. A
+ * client that goes away leaves its last calls behind: when the table of
+ * clients is full, clients not heard from for SRV_ONCE_IDLE_MS are
+ * evicted (a client resends only within its timeout, far below that).
+ *
+ * Bounds (all from the wire): SRV_ONCE_MAX_CLIENTS clients,
+ * SRV_ONCE_MAX_CALLS calls per client, SRV_ONCE_MAX_ENTRIES records per
+ * node; a request that would exceed one is refused with RS_E_BUSY (the
+ * client backs off and resends; nothing was applied) and a REPL that
+ * would fails, which fails the write at its primary the same way.
+ *
+ * Concurrency: one mutex (`lock`) over everything here. Records are
+ * looked up and added in batches (once per request), never per key with
+ * the lock taken and dropped.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/srv_internal.h"
+
+#define ONCE_BUCKETS 4096u	/* client hash chains */
+
+struct once_ent {
+	uint64_t key;
+	uint32_t tid;
+	int32_t st;
+};
+
+struct once_call {
+	uint64_t seq;
+	uint32_t n, cap;
+	struct once_ent *e;	/* sorted by (tid, key), distinct */
+};
+
+struct once_client {
+	uint64_t id;
+	uint64_t done_below;
+	uint64_t seen_ms;
+	unsigned ncalls, cap;
+	struct once_call *calls;
+	struct once_client *next;
+};
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static unsigned bucket_of(uint64_t id)
+{
+	return (unsigned)((id * 0x9E3779B97F4A7C15ull) >> 52) % ONCE_BUCKETS;
+}
+
+int srv_once_init(struct srv_once *o)
+{
+	memset(o, 0, sizeof(*o));
+	pthread_mutex_init(&o->lock, NULL);
+	o->bucket = calloc(ONCE_BUCKETS, sizeof(*o->bucket));
+	return o->bucket ? 0 : -ENOMEM;
+}
+
+static void call_free(struct srv_once *o, struct once_call *k)
+{
+	o->entries -= k->n;
+	free(k->e);
+	k->e = NULL;
+	k->n = k->cap = 0;
+}
+
+static void client_free(struct srv_once *o, struct once_client *c)
+{
+	for (unsigned i = 0; i < c->ncalls; i++)
+		call_free(o, &c->calls[i]);
+	free(c->calls);
+	free(c);
+	o->nclients--;
+}
+
+void srv_once_fini(struct srv_once *o)
+{
+	for (unsigned b = 0; o->bucket && b < ONCE_BUCKETS; b++)
+		while (o->bucket[b]) {
+			struct once_client *c = o->bucket[b];
+
+			o->bucket[b] = c->next;
+			client_free(o, c);
+		}
+	free(o->bucket);
+	o->bucket = NULL;
+	pthread_mutex_destroy(&o->lock);
+}
+
+/* Evict clients idle for SRV_ONCE_IDLE_MS; how many went. */
+static unsigned evict_idle(struct srv_once *o, uint64_t now)
+{
+	unsigned gone = 0;
+
+	for (unsigned b = 0; b < ONCE_BUCKETS; b++) {
+		struct once_client **pp = &o->bucket[b];
+
+		while (*pp) {
+			struct once_client *c = *pp;
+
+			if (now - c->seen_ms >= SRV_ONCE_IDLE_MS) {
+				*pp = c->next;
+				client_free(o, c);
+				gone++;
+			} else {
+				pp = &c->next;
+			}
+		}
+	}
+	o->evicted += gone;
+	return gone;
+}
+
+/* Forget the calls of c below done_below. */
+static void advance(struct srv_once *o, struct once_client *c,
+		    uint64_t done_below)
+{
+	unsigned j = 0;
+
+	if (done_below <= c->done_below)
+		return;
+	c->done_below = done_below;
+	for (unsigned i = 0; i < c->ncalls; i++) {
+		if (c->calls[i].seq < done_below)
+			call_free(o, &c->calls[i]);
+		else
+			c->calls[j++] = c->calls[i];
+	}
+	c->ncalls = j;
+}
+
+/* The call (client, seq) into *out, created if missing. o->lock held.
+ * 0, or RS_E_BUSY over a bound, RS_E_INVAL for a call already forgotten,
+ * -ENOMEM. */
+static int call_of(struct srv_once *o, uint64_t client, uint64_t seq,
+		   uint64_t done_below, struct once_call **out)
+{
+	unsigned b = bucket_of(client);
+	uint64_t now = mono_ms();
+	struct once_client *c;
+	struct once_call *k;
+
+	for (c = o->bucket[b]; c && c->id != client; c = c->next)
+		;
+	if (!c) {
+		if (o->nclients >= SRV_ONCE_MAX_CLIENTS &&
+		    !evict_idle(o, now)) {
+			return rs_seterr(RS_E_BUSY, "exactly-once: %u clients "
+					 "have calls on record: retry",
+					 o->nclients);
+		}
+		if (!(c = calloc(1, sizeof(*c))))
+			return rs_seterr(-ENOMEM, "exactly-once: out of memory");
+		c->id = client;
+		c->next = o->bucket[b];
+		o->bucket[b] = c;
+		o->nclients++;
+	}
+	c->seen_ms = now;
+	advance(o, c, done_below);
+	if (seq < c->done_below)
+		return rs_seterr(RS_E_INVAL, "exactly-once: call %" PRIu64
+				 " of client %016" PRIx64 " was declared done "
+				 "(done_below %" PRIu64 ")", seq, client,
+				 c->done_below);
+	for (unsigned i = 0; i < c->ncalls; i++)
+		if (c->calls[i].seq == seq) {
+			*out = &c->calls[i];
+			return 0;
+		}
+	if (c->ncalls == SRV_ONCE_MAX_CALLS)
+		return rs_seterr(RS_E_BUSY, "exactly-once: client %016" PRIx64
+				 " has %u calls in flight: retry", client,
+				 c->ncalls);
+	if (c->ncalls == c->cap) {
+		unsigned cap = c->cap ? 2 * c->cap : 4;
+		void *p = realloc(c->calls, cap * sizeof(*c->calls));
+
+		if (!p)
+			return rs_seterr(-ENOMEM, "exactly-once: out of memory");
+		c->calls = p;
+		c->cap = cap;
+	}
+	k = &c->calls[c->ncalls++];
+	memset(k, 0, sizeof(*k));
+	k->seq = seq;
+	*out = k;
+	return 0;
+}
+
+static int ent_cmp(const void *a, const void *b)
+{
+	const struct once_ent *x = a, *y = b;
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+static const struct once_ent *find(const struct once_call *k, uint32_t tid,
+				   uint64_t key)
+{
+	struct once_ent probe = { .key = key, .tid = tid };
+
+	return k->n ? bsearch(&probe, k->e, k->n, sizeof(*k->e), ent_cmp)
+		    : NULL;
+}
+
+int srv_once_lookup(struct srv_once *o, const struct srv_once_tag *tag,
+		    uint32_t tid, const uint64_t *keys, uint32_t n,
+		    int32_t *st, bool *found)
+{
+	struct once_call *k = NULL;
+	uint64_t hits = 0;
+	int ret;
+
+	pthread_mutex_lock(&o->lock);
+	ret = call_of(o, tag->client, tag->seq, tag->done_below, &k);
+	if (!ret && o->entries + n > SRV_ONCE_MAX_ENTRIES)
+		ret = rs_seterr(RS_E_BUSY, "exactly-once: %" PRIu64 " records "
+				"on this node: retry", o->entries);
+	for (uint32_t i = 0; !ret && i < n; i++) {
+		const struct once_ent *e = find(k, tid, keys[i]);
+
+		found[i] = e != NULL;
+		if (e) {
+			st[i] = e->st;
+			hits++;
+		}
+	}
+	o->deduplicated += hits;
+	pthread_mutex_unlock(&o->lock);
+	return ret;
+}
+
+int srv_once_add(struct srv_once *o, const struct srv_once_tag *tag,
+		 uint32_t tid, const uint64_t *keys, const int32_t *st,
+		 uint32_t n)
+{
+	struct once_call *k = NULL;
+	uint32_t add = 0, j;
+	int ret;
+
+	pthread_mutex_lock(&o->lock);
+	if ((ret = call_of(o, tag->client, tag->seq, tag->done_below, &k)))
+		goto out;
+	for (uint32_t i = 0; i < n; i++)
+		add += st[i] >= 0;
+	if (o->entries + add > SRV_ONCE_MAX_ENTRIES) {
+		ret = rs_seterr(RS_E_BUSY, "exactly-once: %" PRIu64 " records "
+				"on this node: retry", o->entries);
+		goto out;
+	}
+	if (k->n + add > k->cap) {
+		uint32_t cap = k->n + add + 16;
+		void *p = realloc(k->e, (size_t)cap * sizeof(*k->e));
+
+		if (!p) {
+			ret = rs_seterr(-ENOMEM, "exactly-once: out of memory");
+			goto out;
+		}
+		k->e = p;
+		k->cap = cap;
+	}
+	j = k->n;
+	for (uint32_t i = 0; i < n; i++)
+		if (st[i] >= 0 && !find(k, tid, keys[i]))
+			k->e[j++] = (struct once_ent){ .key = keys[i],
+						       .tid = tid,
+						       .st = st[i] };
+	/* sort, then drop duplicates within this batch */
+	qsort(k->e, j, sizeof(*k->e), ent_cmp);
+	add = 0;
+	for (uint32_t i = 0; i < j; i++)
+		if (!add || ent_cmp(&k->e[add - 1], &k->e[i]))
+			k->e[add++] = k->e[i];
+	o->entries += add - k->n;
+	k->n = add;
+out:
+	pthread_mutex_unlock(&o->lock);
+	return ret;
+}
+
+void srv_once_stats(struct srv_once *o, uint64_t *clients, uint64_t *entries,
+		    uint64_t *dedup, uint64_t *evicted)
+{
+	pthread_mutex_lock(&o->lock);
+	*clients = o->nclients;
+	*entries = o->entries;
+	*dedup = o->deduplicated;
+	*evicted = o->evicted;
+	pthread_mutex_unlock(&o->lock);
+}
