@@ -238,21 +238,47 @@ int proto_lr_ok(float lr)
 	return isfinite(lr) && lr >= 0.0f;
 }
 
-/* PROTO_KF_* bits a keyed request of op may carry (LOAD: none) */
+/* PROTO_KF_* bits a keyed request of op may carry (LOAD: none; GET
+ * writes nothing, so nothing to do exactly once) */
 static uint32_t keys_flags_allowed(uint32_t op)
 {
 	switch (op) {
 	case PROTO_OP_UPDATE:
-		return PROTO_KF_CREATE | PROTO_KF_LR | PROTO_KF_EPOCH;
-	case PROTO_OP_GET:
+		return PROTO_KF_CREATE | PROTO_KF_LR | PROTO_KF_EPOCH |
+		       PROTO_KF_ONCE;
 	case PROTO_OP_GET_OR_INIT:
 	case PROTO_OP_PUT:
 	case PROTO_OP_DELETE:
+		return PROTO_KF_EPOCH | PROTO_KF_ONCE;
+	case PROTO_OP_GET:
 		return PROTO_KF_EPOCH;
 	default:
 		return 0;
 	}
 }
+
+/*
+ * The exactly-once fields of a call (a keyed request with PROTO_KF_ONCE,
+ * a REPL record with a client): client != 0, seq >= 1, done_below <= seq.
+ * 0 or RS_E_PROTO with a message naming the field (fields[0..2]: the
+ * names of client, seq and done_below); an encoder turns it into
+ * RS_E_INVAL.
+ */
+static int once_check(const char *const fields[3], uint64_t client,
+		      uint64_t seq, uint64_t done_below)
+{
+	if (client == 0)
+		return rs_seterr(RS_E_PROTO, "%s: must not be 0", fields[0]);
+	if (seq == 0)
+		return rs_seterr(RS_E_PROTO, "%s: must be >= 1", fields[1]);
+	if (done_below > seq)
+		return rs_seterr(RS_E_PROTO, "%s: %" PRIu64 " is over %s %"
+				 PRIu64, fields[2], done_below, fields[1],
+				 seq);
+	return 0;
+}
+
+static const char *const once_fields[3] = { "client", "seq", "done_below" };
 
 static int name_char(unsigned char c)
 {
@@ -402,15 +428,23 @@ static uint64_t pad8(uint64_t x)
 	return (8 - (x & 7)) & 7;
 }
 
-/* A REPL request: the fixed part, the table name padded to 8, n keys, n
- * kinds padded to 8, n rows of width floats. Every product fits 64 bits
- * for n and width within the hard ceilings (2^24 x (3 * 2^16 + 1) x 4). */
+/* The records of a REPL request after the table name: n keys, clients,
+ * seqs and done_below (u64), n statuses padded to 8, n kinds padded to
+ * 8, n rows of width floats. Every product fits 64 bits for n and width
+ * within the hard ceilings (2^24 x (3 * 2^16 + 1) x 4). */
+static uint64_t repl_records_bytes(uint32_t n, uint32_t width)
+{
+	return 4 * 8 * (uint64_t)n + status_bytes(n) + n + pad8(n) +
+	       4 * (uint64_t)n * width;
+}
+
+/* A REPL request: the fixed part, the table name padded to 8, records */
 static uint64_t repl_bytes(uint32_t n, uint32_t width, size_t name_len)
 {
 	const uint64_t name = 2 + (uint64_t)name_len;
 
 	return PROTO_HDR_BYTES + REPL_REQ_FIXED + name + pad8(name) +
-	       8 * (uint64_t)n + n + pad8(n) + 4 * (uint64_t)n * width;
+	       repl_records_bytes(n, width);
 }
 
 size_t proto_repl_req_bytes(uint32_t n, uint32_t width, size_t name_len)
@@ -1047,6 +1081,16 @@ static int dec_keys_req(struct rd *r, uint32_t op,
 			return rd_fail(r, RS_E_PROTO, "epoch: 0 with the "
 				       "EPOCH flag");
 	}
+	/* then the exactly-once fields (after the epoch, if any) */
+	if (m->flags & PROTO_KF_ONCE) {
+		m->client = rd_u64(r, "client");
+		m->seq = rd_u64(r, "seq");
+		m->done_below = rd_u64(r, "done_below");
+		if (!r->rc && once_check(once_fields, m->client, m->seq,
+					 m->done_below))
+			return rd_fail(r, RS_E_PROTO, "%s (with the ONCE "
+				       "flag)", rs_errormsg());
+	}
 	if (op == PROTO_OP_LOAD && m->n && m->dtype != PROTO_DTYPE_FP32)
 		return rd_fail(r, RS_E_PROTO, "dtype: LOAD rows are fp32");
 	if (rd_keyed_shape(r, lim, req_has_rows(op), m->n, m->dim, m->dtype,
@@ -1354,11 +1398,44 @@ static int row_is_zero(const uint8_t *row, size_t bytes, size_t *at)
 	return 1;
 }
 
+/*
+ * The exactly-once completion of REPL record i: none (client 0: seq,
+ * done_below and status 0) or a call's (client, seq >= 1, done_below <=
+ * seq, status 0 or PROTO_ST_CREATED). 0 or RS_E_PROTO naming the field.
+ * Every record of every REPL passes here: the field names are formatted
+ * only for a message.
+ */
+static int repl_once_check(uint32_t i, uint64_t client, uint64_t seq,
+			   uint64_t done_below, int32_t status)
+{
+	char f[3][32];
+	const char *const fields[3] = { f[0], f[1], f[2] };
+
+	if (client == 0) {
+		if (seq == 0 && done_below == 0 && status == 0)
+			return 0;
+		return rs_seterr(RS_E_PROTO, "seqs[%u] %" PRIu64 ", "
+				 "done_below[%u] %" PRIu64 ", statuses[%u] "
+				 "%d: must be 0 when clients[%u] is 0", i,
+				 seq, i, done_below, i, status, i);
+	}
+	if (seq >= 1 && done_below <= seq &&
+	    (status == PROTO_ST_OK || status == PROTO_ST_CREATED))
+		return 0;
+	snprintf(f[0], sizeof(f[0]), "clients[%u]", i);
+	snprintf(f[1], sizeof(f[1]), "seqs[%u]", i);
+	snprintf(f[2], sizeof(f[2]), "done_below[%u]", i);
+	if (once_check(fields, client, seq, done_below))
+		return RS_E_PROTO;
+	return rs_seterr(RS_E_PROTO, "statuses[%u]: %d is not 0 or %d "
+			 "(created)", i, status, PROTO_ST_CREATED);
+}
+
 static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
 			struct proto_repl_req *m)
 {
 	const uint32_t width_max = state_width_max(lim->max_dim);
-	const uint8_t *kinds, *rows;
+	const uint8_t *clients, *seqs, *done, *statuses, *kinds, *rows;
 	size_t row, at;
 	uint64_t need;
 
@@ -1367,7 +1444,8 @@ static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
 	m->width = rd_u32(r, "width");
 	rd_str(r, "table", STR_NAME, m->table, sizeof(m->table));
 	rd_zero(r, (size_t)pad8(r->off), "table padding");
-	m->keys = m->kinds = m->rows = NULL;
+	m->keys = m->clients = m->seqs = m->done_below = NULL;
+	m->statuses = m->kinds = m->rows = NULL;
 	if (r->rc)
 		return r->rc;
 	if (m->epoch == 0)
@@ -1382,13 +1460,25 @@ static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
 			       "%u", m->width, width_max);
 	/* n <= 2^24, width <= 3 * 2^16 + 1: no product overflows */
 	row = 4 * (size_t)m->width;
-	need = 9 * (uint64_t)m->n + pad8(m->n) + (uint64_t)m->n * row;
+	need = repl_records_bytes(m->n, m->width);
 	if (r->len - r->off != need)
 		return rd_fail(r, RS_E_PROTO, "%u records of width %u need %"
 			       PRIu64 " bytes after the table name, %zu "
 			       "present", m->n, m->width, need,
 			       r->len - r->off);
 	m->keys = rd_take(r, 8 * (size_t)m->n, "keys");
+	clients = rd_take(r, 8 * (size_t)m->n, "clients");
+	seqs = rd_take(r, 8 * (size_t)m->n, "seqs");
+	done = rd_take(r, 8 * (size_t)m->n, "done_below");
+	statuses = rd_take(r, 4 * (size_t)m->n, "statuses");
+	for (uint32_t i = 0; statuses && i < m->n; i++)
+		if (repl_once_check(i, proto_key_at(clients, i),
+				    proto_key_at(seqs, i),
+				    proto_key_at(done, i),
+				    proto_status_at(statuses, i)))
+			return rd_fail(r, RS_E_PROTO, "%s", rs_errormsg());
+	if (m->n & 1)
+		rd_zero(r, 4, "statuses padding");
 	kinds = rd_take(r, m->n, "kinds");
 	for (uint32_t i = 0; kinds && i < m->n; i++)
 		if (kinds[i] > PROTO_REPL_DELETED)
@@ -1403,9 +1493,15 @@ static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
 				       "record's row must be zero bytes (byte "
 				       "%zu is 0x%02x)", i, at,
 				       rows[i * row + at]);
+	if (r->rc)
+		return r->rc;
+	m->clients = clients;
+	m->seqs = seqs;
+	m->done_below = done;
+	m->statuses = statuses;
 	m->kinds = kinds;
 	m->rows = rows;
-	return r->rc;
+	return 0;
 }
 
 static int dec_request(struct rd *r, const struct proto_limits *lim,
@@ -1874,10 +1970,29 @@ int proto_enc_config_reply(void *buf, size_t cap, const struct proto_hdr *h,
 	return wr_finish(&w, h, PROTO_OP_CONFIG, 1);
 }
 
+/* n host u64 into the message, or n zeros for NULL */
+static void wr_u64s(struct wr *w, const uint64_t *v, uint32_t n)
+{
+	uint8_t *q = wr_take(w, 8 * (size_t)n);
+
+	if (q && v)
+		store_u64s(q, v, n);
+	else if (q)
+		memset(q, 0, 8 * (size_t)n);
+}
+
+static uint64_t u64_or_0(const uint64_t *v, uint32_t i)
+{
+	return v ? v[i] : 0;
+}
+
 int proto_enc_repl_req(void *buf, size_t cap, const struct proto_hdr *h,
 		       const struct proto_repl_req *m)
 {
 	const uint32_t width_max = state_width_max(PROTO_MAX_DIM);
+	const uint64_t *clients = m->clients, *seqs = m->seqs;
+	const uint64_t *done = m->done_below;
+	const int32_t *statuses = m->statuses;
 	const uint8_t *kinds = m->kinds;
 	const float *rows = m->rows;
 	size_t nlen, row;
@@ -1897,18 +2012,32 @@ int proto_enc_repl_req(void *buf, size_t cap, const struct proto_hdr *h,
 	if (m->width == 0 || m->width > width_max)
 		return rs_seterr(RS_E_INVAL, "REPL request: width %u is not "
 				 "in [1, %u]", m->width, width_max);
-	for (uint32_t i = 0; i < m->n; i++)
+	for (uint32_t i = 0; i < m->n; i++) {
 		if (kinds[i] > PROTO_REPL_DELETED)
 			return rs_seterr(RS_E_INVAL, "REPL request: kinds[%u]: "
 					 "unknown value %u", i, kinds[i]);
+		if (repl_once_check(i, u64_or_0(clients, i),
+				    u64_or_0(seqs, i), u64_or_0(done, i),
+				    statuses ? statuses[i] : 0))
+			return prefix_err(RS_E_INVAL, "REPL request: ");
+	}
 	wr_begin(&w, buf, cap);
 	wr_u64(&w, m->epoch);
 	wr_u32(&w, m->n);
 	wr_u32(&w, m->width);
 	wr_str(&w, m->table, nlen);
 	wr_zero(&w, (size_t)pad8(w.off));
-	if ((q = wr_take(&w, 8 * (size_t)m->n)))
-		store_u64s(q, m->keys, m->n);
+	wr_u64s(&w, m->keys, m->n);
+	wr_u64s(&w, clients, m->n);
+	wr_u64s(&w, seqs, m->n);
+	wr_u64s(&w, done, m->n);
+	if ((q = wr_take(&w, 4 * (size_t)m->n))) {
+		if (statuses)
+			store_i32s(q, statuses, m->n);
+		else
+			memset(q, 0, 4 * (size_t)m->n);
+	}
+	wr_zero(&w, 4 * (size_t)(m->n & 1));
 	wr_bytes(&w, kinds, m->n);
 	wr_zero(&w, (size_t)pad8(m->n));
 	row = 4 * (size_t)m->width;
@@ -1945,6 +2074,10 @@ int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,
 	if ((m->flags & PROTO_KF_EPOCH) && m->epoch == 0)
 		return rs_seterr(RS_E_INVAL, "%s request: epoch 0 with the "
 				 "EPOCH flag", proto_op_name(op));
+	if ((m->flags & PROTO_KF_ONCE) &&
+	    once_check(once_fields, m->client, m->seq, m->done_below))
+		return rs_seterr(RS_E_INVAL, "%s request: %s (with the ONCE "
+				 "flag)", proto_op_name(op), rs_errormsg());
 	wr_begin(&w, buf, cap);
 	wr_u32(&w, m->table_id);
 	wr_u32(&w, m->flags);
@@ -1953,6 +2086,11 @@ int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,
 		       m->flags & PROTO_KF_LR ? m->lr : 0.0f);
 	if (m->flags & PROTO_KF_EPOCH)
 		wr_u64(&w, m->epoch);
+	if (m->flags & PROTO_KF_ONCE) {
+		wr_u64(&w, m->client);
+		wr_u64(&w, m->seq);
+		wr_u64(&w, m->done_below);
+	}
 	if ((q = wr_take(&w, 8 * (size_t)m->n)))
 		store_u64s(q, m->keys, m->n);
 	if (rb && (q = wr_take(&w, (size_t)rb)))

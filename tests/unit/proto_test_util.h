@@ -261,6 +261,36 @@ static void corpus_build(struct corpus *c)
 				      .rows = rows };
 	corpus_add(c, "update_req_epoch",
 		   proto_enc_keys_req(SLOT, &h, PROTO_OP_UPDATE, &kq));
+	/* exactly once: client, seq and done_below after the fixed part
+	 * (after the epoch with both flags) */
+	kq = (struct proto_keys_req){ .table_id = 4, .flags = PROTO_KF_ONCE,
+				      .client = 0x0123456789abcdefull,
+				      .seq = 5, .done_below = 5, .n = 7,
+				      .keys = keys };
+	corpus_add(c, "get_or_init_req_once",
+		   proto_enc_keys_req(SLOT, &h, PROTO_OP_GET_OR_INIT, &kq));
+	kq = (struct proto_keys_req){ .table_id = 1, .flags = PROTO_KF_ONCE,
+				      .client = 1, .seq = UINT64_MAX,
+				      .done_below = 1, .n = 7, .dim = 4,
+				      .dtype = PROTO_DTYPE_FP32, .keys = keys,
+				      .rows = rows };
+	corpus_add(c, "put_req_once",
+		   proto_enc_keys_req(SLOT, &h, PROTO_OP_PUT, &kq));
+	kq = (struct proto_keys_req){ .table_id = 4,
+				      .flags = PROTO_KF_EPOCH | PROTO_KF_ONCE,
+				      .epoch = 3, .client = UINT64_MAX,
+				      .seq = 1, .n = 0, .keys = keys };
+	corpus_add(c, "delete_req_epoch_once",
+		   proto_enc_keys_req(SLOT, &h, PROTO_OP_DELETE, &kq));
+	kq = (struct proto_keys_req){ .table_id = 3,
+				      .flags = PROTO_KF_CREATE | PROTO_KF_LR |
+					       PROTO_KF_EPOCH | PROTO_KF_ONCE,
+				      .lr = 0.5f, .epoch = 2, .client = 77,
+				      .seq = 1000, .done_below = 998, .n = 2,
+				      .dim = 3, .dtype = PROTO_DTYPE_BF16,
+				      .keys = keys, .rows = halves };
+	corpus_add(c, "update_req_epoch_once",
+		   proto_enc_keys_req(SLOT, &h, PROTO_OP_UPDATE, &kq));
 	/* CONFIG: not in a cluster, and three members */
 	{
 		static const struct proto_member mem[3] = {
@@ -280,17 +310,32 @@ static void corpus_build(struct corpus *c)
 	}
 	/* REPL: rows and a deletion (its row is not read: zeros on the
 	 * wire); the name's 13 string bytes take 3 bytes of padding, the 7
-	 * kinds 1 */
+	 * statuses 4, the 7 kinds 1. Some records carry the exactly-once
+	 * call that wrote them, the others none (client 0). */
 	{
 		static const uint8_t kinds[7] = { 0, 1, 0, 0, 1, 1, 0 };
 		static const float rrows[7 * 5] = { 1, 2, 3, 4, 5, 9, 9, 9, 9,
 						    9, -1, 0.5f, 0, 0, 1e30f };
+		static const uint64_t cl[7] = { 0, 77, 0, UINT64_MAX, 5, 0,
+						1 };
+		static const uint64_t sq[7] = { 0, 3, 0, 1, UINT64_MAX, 0,
+						9 };
+		static const uint64_t db[7] = { 0, 3, 0, 0, 7, 0, 1 };
+		static const int32_t rst[7] = { 0, 0, 0, PROTO_ST_CREATED, 0,
+						0, PROTO_ST_CREATED };
 		struct proto_repl_req rq = { .epoch = 9, .n = 7, .width = 5,
-					     .keys = keys, .kinds = kinds,
+					     .keys = keys, .clients = cl,
+					     .seqs = sq, .done_below = db,
+					     .statuses = rst, .kinds = kinds,
 					     .rows = rrows };
 
 		snprintf(rq.table, sizeof(rq.table), "ads.user_id");
 		corpus_add(c, "repl_req", proto_enc_repl_req(SLOT, &h, &rq));
+		/* no exactly-once records: NULL arrays, zeros on the wire */
+		rq.clients = rq.seqs = rq.done_below = rq.statuses = NULL;
+		rq.n = 3;
+		corpus_add(c, "repl_req_plain",
+			   proto_enc_repl_req(SLOT, &h, &rq));
 		rq.n = 0;
 		rq.width = 1;
 		snprintf(rq.table, sizeof(rq.table), "t");
@@ -313,6 +358,9 @@ static void corpus_build(struct corpus *c)
 static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 {
 	static uint64_t keys[PROTO_MAX_BATCH_KEYS / 64];
+	static uint64_t clients[PROTO_MAX_BATCH_KEYS / 64];
+	static uint64_t seqs[PROTO_MAX_BATCH_KEYS / 64];
+	static uint64_t done[PROTO_MAX_BATCH_KEYS / 64];
 	static int32_t st[PROTO_MAX_BATCH_KEYS / 64];
 	static uint8_t rows[4 << 20];
 	static struct proto_table_info tabs[256];
@@ -360,10 +408,18 @@ static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 			if (nel * 4 > sizeof(rows))
 				return -1;
 			proto_load_u64(keys, q.keys, q.n);
+			proto_load_u64(clients, q.clients, q.n);
+			proto_load_u64(seqs, q.seqs, q.n);
+			proto_load_u64(done, q.done_below, q.n);
+			proto_load_i32(st, q.statuses, q.n);
 			if (q.n)
 				memcpy(kinds, q.kinds, q.n);
 			proto_load_f32((float *)rows, q.rows, nel);
 			q.keys = keys;
+			q.clients = clients;
+			q.seqs = seqs;
+			q.done_below = done;
+			q.statuses = st;
 			q.kinds = kinds;
 			q.rows = rows;
 			return proto_enc_repl_req(buf, cap, h, &q);

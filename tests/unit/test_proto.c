@@ -673,7 +673,7 @@ static const struct mutation mutations[] = {
 	/* CREATE or LR on a GET */
 	{ "get_req", 36, 4, 1, RS_E_PROTO, "flags: unknown bits 0x1" },
 	{ "get_req", 36, 4, 2, RS_E_PROTO, "flags: unknown bits 0x2" },
-	{ "update_req_lr", 36, 4, 0xa, RS_E_PROTO, "flags: unknown bits 0x8" },
+	{ "update_req_lr", 36, 4, 0x12, RS_E_PROTO, "flags: unknown bits 0x10" },
 	/* EPOCH: an epoch must follow (here the first key, 0, is read as
 	 * one); not on LOAD; without the flag, the epoch's 8 bytes are
 	 * one key too many */
@@ -687,6 +687,41 @@ static const struct mutation mutations[] = {
 	{ "get_req_epoch", 36, 4, 5, RS_E_PROTO, "flags: unknown bits 0x1" },
 	{ "load_req", 36, 4, PROTO_KF_EPOCH, RS_E_PROTO,
 	  "LOAD request: flags: unknown bits 0x4" },
+	/* ONCE: client, seq, done_below follow (here the first key, 0, is
+	 * read as the client); not on GET nor LOAD; without the flag, the
+	 * 24 bytes are three keys too many */
+	{ "update_req_lr", 36, 4, PROTO_KF_LR | PROTO_KF_ONCE, RS_E_PROTO,
+	  "UPDATE request: client: must not be 0 (with the ONCE flag)" },
+	{ "get_req", 36, 4, PROTO_KF_ONCE, RS_E_PROTO,
+	  "GET request: flags: unknown bits 0x8" },
+	{ "get_req_epoch", 36, 4, PROTO_KF_EPOCH | PROTO_KF_ONCE, RS_E_PROTO,
+	  "GET request: flags: unknown bits 0x8" },
+	{ "load_req", 36, 4, PROTO_KF_ONCE, RS_E_PROTO,
+	  "LOAD request: flags: unknown bits 0x8" },
+	{ "get_or_init_req_once", 72, 4, 0, RS_E_PROTO,
+	  "GET_OR_INIT request: seq: must be >= 1 (with the ONCE flag)" },
+	{ "get_or_init_req_once", 72, 4, 4, RS_E_PROTO,
+	  "done_below: 5 is over seq 4 (with the ONCE flag)" },
+	{ "get_or_init_req_once", 80, 4, 6, RS_E_PROTO,
+	  "done_below: 6 is over seq 5" },
+	{ "get_or_init_req_once", 80, 4, 0, 0, NULL },
+	{ "get_or_init_req_once", 36, 4, 0, RS_E_PROTO,
+	  "7 keys need 56 bytes after the fixed part, 80 present" },
+	{ "get_or_init_req_once", 48, 4, 10, RS_E_PROTO,
+	  "10 keys need 80 bytes after the fixed part, 56 present" },
+	{ "delete_req_epoch_once", 80, 4, 0, RS_E_PROTO,
+	  "DELETE request: seq: must be >= 1" },
+	{ "delete_req_epoch_once", 88, 4, 2, RS_E_PROTO,
+	  "done_below: 2 is over seq 1" },
+	{ "delete_req_epoch_once", 64, 4, 0, RS_E_PROTO,
+	  "epoch: 0 with the EPOCH flag" },
+	/* ONCE alone: the epoch (3) is read as the client, its client as
+	 * the seq, its seq (1) as done_below, and its done_below is a key */
+	{ "delete_req_epoch_once", 36, 4, PROTO_KF_ONCE, RS_E_PROTO,
+	  "0 keys need 0 bytes after the fixed part, 8 present" },
+	{ "update_req_epoch_once", 36, 4, PROTO_KF_CREATE | PROTO_KF_LR |
+					  PROTO_KF_EPOCH, RS_E_PROTO,
+	  "2 keys and rows need 28 bytes after the fixed part, 52 present" },
 	/* CONFIG request: empty body */
 	{ "config_req", 24, 4, 1, RS_E_PROTO, "header says 1 body bytes" },
 	/* a per-request lr must be finite and >= 0 */
@@ -937,6 +972,170 @@ static void keyed_epoch(void **state)
 	expect_err(buf, 32 + 36, NULL, RS_E_PROTO, "truncated at epoch");
 }
 
+/* the exactly-once fields: each allowed op, ONCE alone and after EPOCH */
+static void keyed_once(void **state)
+{
+	static const uint32_t ops[] = { PROTO_OP_GET_OR_INIT, PROTO_OP_PUT,
+					PROTO_OP_UPDATE, PROTO_OP_DELETE };
+	uint64_t keys[5] = { 1, 2, 3, UINT64_MAX, 0 }, k2[5];
+	float rows[5 * 3], r2[5 * 3];
+	struct proto_hdr h = hdr_of(1, 0);
+	struct proto_keys_req q;
+	struct proto_msg m;
+	int len, plain;
+
+	for (int i = 0; i < 15; i++)
+		rows[i] = (float)i * 0.5f - 3.0f;
+	for (size_t o = 0; o < RS_ARRAY_SIZE(ops); o++)
+		for (int ep = 0; ep < 2; ep++)
+			for (uint32_t n = 0; n <= 5; n += 5) {
+				const uint32_t op = ops[o];
+				const int has_rows = op == PROTO_OP_PUT ||
+						     op == PROTO_OP_UPDATE;
+				const size_t at = 32 + 32 + (ep ? 8 : 0);
+
+				q = (struct proto_keys_req){
+					.table_id = 9, .table_gen = 77, .n = n,
+					.flags = PROTO_KF_ONCE |
+						 (ep ? PROTO_KF_EPOCH : 0),
+					.epoch = ep ? 0x0102030405060708ull : 0,
+					.client = 0x1112131415161718ull,
+					.seq = 0x2122232425262728ull,
+					.done_below = 0x2122232425262727ull,
+					.dim = has_rows ? 3 : 0,
+					.dtype = has_rows ? PROTO_DTYPE_FP32
+							  : 0,
+					.keys = keys,
+					.rows = has_rows ? rows : NULL
+				};
+				len = proto_enc_keys_req(buf, sizeof(buf), &h,
+							 op, &q);
+				assert_int_equal(len, (int)(proto_keys_req_bytes(
+							       op, n, 3,
+							       PROTO_DTYPE_FP32) +
+						      (ep ? PROTO_EPOCH_BYTES
+							  : 0) +
+						      PROTO_ONCE_BYTES));
+				/* client, seq, done_below at body offset 32
+				 * (40 after the epoch), the keys after them */
+				if (ep)
+					assert_int_equal(buf[32 + 32], 0x08);
+				assert_int_equal(buf[at], 0x18);
+				assert_int_equal(buf[at + 7], 0x11);
+				assert_int_equal(buf[at + 8], 0x28);
+				assert_int_equal(buf[at + 16], 0x27);
+				assert_int_equal(buf[at + 23], 0x21);
+				if (n)
+					assert_int_equal(buf[at + 24], 1);
+				decode_ok(buf, len, &m);
+				assert_int_equal(m.hdr.opcode, op);
+				assert_int_equal(m.u.keys_req.flags, q.flags);
+				assert_true(m.u.keys_req.epoch == q.epoch);
+				assert_true(m.u.keys_req.client == q.client);
+				assert_true(m.u.keys_req.seq == q.seq);
+				assert_true(m.u.keys_req.done_below ==
+					    q.done_below);
+				assert_int_equal(m.u.keys_req.n, n);
+				assert_int_equal((const uint8_t *)
+							 m.u.keys_req.keys -
+						 buf, (int)at + 24);
+				proto_load_u64(k2, m.u.keys_req.keys, n);
+				assert_memory_equal(k2, keys,
+						    n * sizeof(keys[0]));
+				if (has_rows) {
+					proto_load_f32(r2, m.u.keys_req.rows,
+						       3 * n);
+					assert_memory_equal(
+						r2, rows,
+						3 * n * sizeof(rows[0]));
+					assert_int_equal(
+						((const uint8_t *)
+							 m.u.keys_req.rows -
+						 buf) % 8, 0);
+				} else {
+					assert_null(m.u.keys_req.rows);
+				}
+				/* without the flag the encoder ignores the
+				 * fields: not sent, decoded as 0 */
+				q.flags &= ~PROTO_KF_ONCE;
+				plain = proto_enc_keys_req(buf, sizeof(buf),
+							   &h, op, &q);
+				assert_int_equal(plain,
+						 len - (int)PROTO_ONCE_BYTES);
+				decode_ok(buf, plain, &m);
+				assert_true(m.u.keys_req.client == 0 &&
+					    m.u.keys_req.seq == 0 &&
+					    m.u.keys_req.done_below == 0);
+				/* the encoder refuses what no decoder
+				 * accepts */
+				q.flags |= PROTO_KF_ONCE;
+				q.client = 0;
+				assert_int_equal(proto_enc_keys_req(
+							 buf, sizeof(buf), &h,
+							 op, &q),
+						 RS_E_INVAL);
+				assert_non_null(strstr(rs_errormsg(),
+						       "client: must not be "
+						       "0"));
+				q.client = 1;
+				q.seq = 0;
+				q.done_below = 0;
+				assert_int_equal(proto_enc_keys_req(
+							 buf, sizeof(buf), &h,
+							 op, &q),
+						 RS_E_INVAL);
+				assert_non_null(strstr(rs_errormsg(),
+						       "seq: must be >= 1"));
+				q.seq = 4;
+				q.done_below = 5;
+				assert_int_equal(proto_enc_keys_req(
+							 buf, sizeof(buf), &h,
+							 op, &q),
+						 RS_E_INVAL);
+				assert_non_null(strstr(rs_errormsg(),
+						       "done_below: 5 is over "
+						       "seq 4"));
+				q.done_below = 4; /* equal: fine */
+				assert_true(proto_enc_keys_req(buf, sizeof(buf),
+							       &h, op, &q) > 0);
+			}
+	/* not on GET nor LOAD */
+	q = (struct proto_keys_req){ .n = 1, .flags = PROTO_KF_ONCE,
+				     .client = 1, .seq = 1, .keys = keys };
+	assert_int_equal(proto_enc_keys_req(buf, sizeof(buf), &h, PROTO_OP_GET,
+					    &q),
+			 RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "GET request: flags 0x8"));
+	q.dim = 3;
+	q.rows = rows;
+	assert_int_equal(proto_enc_keys_req(buf, sizeof(buf), &h,
+					    PROTO_OP_LOAD, &q),
+			 RS_E_INVAL);
+	/* on the wire: a client 0; a request cut in each field */
+	q = (struct proto_keys_req){ .n = 0, .flags = PROTO_KF_EPOCH |
+							 PROTO_KF_ONCE,
+				     .epoch = 5, .client = 9, .seq = 2,
+				     .done_below = 1, .keys = keys };
+	len = proto_enc_keys_req(buf, sizeof(buf), &h, PROTO_OP_DELETE, &q);
+	assert_int_equal(len, 32 + 32 + 8 + 24);
+	memcpy(buf2, buf, (size_t)len);
+	buf[32 + 40] = 0;
+	expect_err(buf, len, NULL, RS_E_PROTO,
+		   "DELETE request: client: must not be 0 (with the ONCE "
+		   "flag)");
+	memcpy(buf, buf2, (size_t)len);
+	put_le(24, 44, 4);
+	expect_err(buf, 32 + 44, NULL, RS_E_PROTO, "truncated at client");
+	put_le(24, 52, 4);
+	expect_err(buf, 32 + 52, NULL, RS_E_PROTO, "truncated at seq");
+	put_le(24, 60, 4);
+	expect_err(buf, 32 + 60, NULL, RS_E_PROTO, "truncated at done_below");
+	put_le(24, 63, 4);
+	expect_err(buf, 32 + 63, NULL, RS_E_PROTO,
+		   "truncated at done_below (offset 56 needs 8 bytes, 7 "
+		   "left)");
+}
+
 /* members i of a large configuration: 63-byte ids, 127-byte addresses */
 static void big_member(struct proto_member *m, uint32_t i)
 {
@@ -1175,8 +1374,10 @@ static void config_refusals(void **state)
 
 static void repl_roundtrip(void **state)
 {
-	static uint64_t keys[9], k2[9];
+	static uint64_t keys[9], k2[9], cl[9], sq[9], db[9], c2[9], s2[9],
+		d2[9];
 	static float rows[9 * 4], r2[9 * 4];
+	static int32_t est[9], t2[9];
 	uint8_t kinds[9];
 	struct proto_hdr h = hdr_of(6, 0);
 	struct proto_repl_req q;
@@ -1184,18 +1385,29 @@ static void repl_roundtrip(void **state)
 	const uint8_t *wk;
 	int len;
 
+	/* mixed records: every third without an exactly-once call (client
+	 * 0), the others with one (statuses 0 and CREATED) */
 	for (uint32_t i = 0; i < 9; i++) {
 		keys[i] = 0x0101010101010101ull * i + 3;
 		kinds[i] = i % 3 == 1 ? PROTO_REPL_DELETED : PROTO_REPL_ROW;
 		for (uint32_t j = 0; j < 4; j++)
 			rows[i * 4 + j] = (float)(i * 10 + j) - 0.5f;
+		cl[i] = i % 3 == 2 ? 0 : 0xc000000000000000ull + i;
+		sq[i] = cl[i] ? 0x100000000ull * i + 1 : 0;
+		db[i] = cl[i] ? sq[i] - (i & 1) : 0;
+		est[i] = cl[i] && i % 3 == 0 ? PROTO_ST_CREATED : 0;
 	}
 	/* name lengths 1..9 cover every padding of the name, n 0..9 every
-	 * padding of the kinds */
+	 * padding of the statuses and kinds */
 	for (size_t nl = 1; nl <= 9; nl++)
 		for (uint32_t n = 0; n <= 9; n++) {
+			const size_t ko = 32 + 16 + (2 + nl + 7) / 8 * 8;
+
 			q = (struct proto_repl_req){ .epoch = 1000 + n, .n = n,
 						     .width = 4, .keys = keys,
+						     .clients = cl, .seqs = sq,
+						     .done_below = db,
+						     .statuses = est,
 						     .kinds = kinds,
 						     .rows = rows };
 			memset(q.table, 'a' + (int)n, nl);
@@ -1215,10 +1427,31 @@ static void repl_roundtrip(void **state)
 			assert_int_equal(((const uint8_t *)m.u.repl_req.rows -
 					  buf) % 8, 0);
 			assert_int_equal((const uint8_t *)m.u.repl_req.keys -
+						 buf, (int)ko);
+			/* keys, clients, seqs, done_below, statuses, kinds
+			 * back to back (the last two padded to 8) */
+			assert_int_equal((const uint8_t *)m.u.repl_req.clients -
+						 buf, (int)(ko + 8 * n));
+			assert_int_equal((const uint8_t *)m.u.repl_req.seqs -
+						 buf, (int)(ko + 16 * n));
+			assert_int_equal((const uint8_t *)
+						 m.u.repl_req.done_below - buf,
+					 (int)(ko + 24 * n));
+			assert_int_equal((const uint8_t *)m.u.repl_req.statuses -
+						 buf, (int)(ko + 32 * n));
+			assert_int_equal((const uint8_t *)m.u.repl_req.kinds -
 						 buf,
-					 32 + 16 + (int)((2 + nl + 7) / 8 * 8));
+					 (int)(ko + 32 * n + (n + 1) / 2 * 8));
 			proto_load_u64(k2, m.u.repl_req.keys, n);
 			assert_memory_equal(k2, keys, n * sizeof(keys[0]));
+			proto_load_u64(c2, m.u.repl_req.clients, n);
+			assert_memory_equal(c2, cl, n * sizeof(cl[0]));
+			proto_load_u64(s2, m.u.repl_req.seqs, n);
+			assert_memory_equal(s2, sq, n * sizeof(sq[0]));
+			proto_load_u64(d2, m.u.repl_req.done_below, n);
+			assert_memory_equal(d2, db, n * sizeof(db[0]));
+			proto_load_i32(t2, m.u.repl_req.statuses, n);
+			assert_memory_equal(t2, est, n * sizeof(est[0]));
 			wk = m.u.repl_req.kinds;
 			proto_load_f32(r2, m.u.repl_req.rows, 4 * n);
 			for (uint32_t i = 0; i < n; i++) {
@@ -1234,7 +1467,7 @@ static void repl_roundtrip(void **state)
 		const int32_t st[3] = { 0, PROTO_ST_CREATED, RS_E_NOTFOUND };
 		struct proto_keys_reply r = { .n = 3, .status = st };
 		struct proto_reply_writer w;
-		int32_t s2[3];
+		int32_t sr[3];
 
 		len = proto_enc_keys_reply(buf, sizeof(buf), &h, PROTO_OP_REPL,
 					   &r);
@@ -1245,8 +1478,8 @@ static void repl_roundtrip(void **state)
 		assert_true(m.hdr.flags & PROTO_F_REPLY);
 		assert_int_equal(m.u.keys_reply.n, 3);
 		assert_null(m.u.keys_reply.rows);
-		proto_load_i32(s2, m.u.keys_reply.status, 3);
-		assert_memory_equal(s2, st, sizeof(st));
+		proto_load_i32(sr, m.u.keys_reply.status, 3);
+		assert_memory_equal(sr, st, sizeof(st));
 		len = proto_keys_reply_begin(buf, sizeof(buf), &h,
 					     PROTO_OP_REPL, 2, 0, 0, &w);
 		assert_null(w.rows);
@@ -1274,8 +1507,10 @@ static void repl_roundtrip(void **state)
 						      .n = 0 }),
 			 RS_E_INVAL);
 	/* sizes: values no message carries are 0 */
-	assert_int_equal(proto_repl_req_bytes(2, 3, 2), 32 + 16 + 8 + 16 + 8 +
-							       24);
+	assert_int_equal(proto_repl_req_bytes(2, 3, 2),
+			 32 + 16 + 8 + 4 * 16 + 8 + 8 + 24);
+	assert_int_equal(proto_repl_req_bytes(3, 1, 2),
+			 32 + 16 + 8 + 4 * 24 + 16 + 8 + 12);
 	assert_int_equal(proto_repl_req_bytes(0, 1, 6), 32 + 16 + 8);
 	assert_int_equal(proto_repl_req_bytes(1, 0, 1), 0);
 	assert_int_equal(proto_repl_req_bytes(1, 3 * PROTO_MAX_DIM + 2, 1), 0);
@@ -1294,9 +1529,14 @@ static void repl_refusals(void **state)
 	static const uint8_t kinds[3] = { PROTO_REPL_ROW, PROTO_REPL_DELETED,
 					  PROTO_REPL_ROW };
 	static const float rows[3 * 2] = { 1, 2, 3, 4, 5, 6 };
+	/* record 0 and 2 written by exactly-once calls, record 1 not */
+	static const uint64_t cl[3] = { 5, 0, 6 }, sq[3] = { 2, 0, 1 },
+			      db[3] = { 1, 0, 0 };
+	static const int32_t st[3] = { PROTO_ST_CREATED, 0, 0 };
 	/* name "ab": epoch 32, n 40, width 44, name 48, padding 52..55,
-	 * keys 56, kinds 80, padding 83..87, rows 88 (row 1 at 96), end
-	 * 112 */
+	 * keys 56, clients 80, seqs 104, done_below 128, statuses 152,
+	 * padding 164..167, kinds 168, padding 171..175, rows 176 (row 1
+	 * at 184), end 200 */
 	static const struct {
 		size_t off;
 		int width;
@@ -1305,11 +1545,13 @@ static void repl_refusals(void **state)
 		const char *needle;
 	} bad[] = {
 		{ 32, 4, 0, RS_E_PROTO, "REPL request: epoch: must be >= 1" },
-		{ 40, 4, 4, RS_E_PROTO, "4 records of width 2 need 72 bytes" },
+		{ 40, 4, 4, RS_E_PROTO,
+		  "4 records of width 2 need 184 bytes after the table name, "
+		  "144 present" },
 		{ 40, 4, PROTO_DEFAULT_BATCH_KEYS + 1, RS_E_TOOBIG,
 		  "n: 65537 records, over the limit 65536" },
 		{ 44, 4, 0, RS_E_PROTO, "width: must be >= 1" },
-		{ 44, 4, 3, RS_E_PROTO, "3 records of width 3 need 68 bytes" },
+		{ 44, 4, 3, RS_E_PROTO, "3 records of width 3 need 156 bytes" },
 		{ 44, 4, 3 * PROTO_DEFAULT_DIM + 2, RS_E_TOOBIG,
 		  "width: 12290 is over the limit 12289" },
 		{ 48, 2, 1, RS_E_PROTO,
@@ -1318,18 +1560,52 @@ static void repl_refusals(void **state)
 		{ 50, 1, '/', RS_E_INVAL, "table: byte 0x2f at 0" },
 		{ 52, 1, 1, RS_E_PROTO, "table padding: reserved byte 0" },
 		{ 55, 1, 0x80, RS_E_PROTO, "table padding: reserved byte 3" },
-		{ 80, 1, 2, RS_E_PROTO, "kinds[0]: unknown value 2" },
-		{ 82, 1, 0xff, RS_E_PROTO, "kinds[2]: unknown value 255" },
-		{ 83, 1, 1, RS_E_PROTO, "kinds padding: reserved byte 0" },
-		{ 87, 1, 1, RS_E_PROTO, "kinds padding: reserved byte 4" },
-		{ 97, 1, 1, RS_E_PROTO, "rows[1]: a deleted record's row must "
-					"be zero bytes (byte 1 is 0x01)" },
-		{ 103, 1, 0x80, RS_E_PROTO, "rows[1]: a deleted" }, /* -0.0f */
-		{ 81, 1, 0, 0, NULL }, /* a row, then: its values are free */
-		{ 88, 4, 0xffffffff, 0, NULL },
+		/* client 0 with a seq, done_below or status */
+		{ 80, 4, 0, RS_E_PROTO,
+		  "REPL request: seqs[0] 2, done_below[0] 1, statuses[0] 1: "
+		  "must be 0 when clients[0] is 0" },
+		{ 112, 4, 1, RS_E_PROTO,
+		  "seqs[1] 1, done_below[1] 0, statuses[1] 0: must be 0 when "
+		  "clients[1] is 0" },
+		{ 140, 4, 0x10, RS_E_PROTO,
+		  "done_below[1] 68719476736, statuses[1] 0: must be 0" },
+		{ 156, 4, 1, RS_E_PROTO, "statuses[1] 1: must be 0 when" },
+		{ 156, 4, 0xffffffff, RS_E_PROTO, "statuses[1] -1: must be 0" },
+		/* a client: seq >= 1, done_below <= seq, status 0 or 1 */
+		{ 88, 4, 9, RS_E_PROTO, "seqs[1]: must be >= 1" },
+		{ 104, 4, 0, RS_E_PROTO, "REPL request: seqs[0]: must be >= 1" },
+		{ 128, 4, 3, RS_E_PROTO, "done_below[0]: 3 is over seqs[0] 2" },
+		{ 148, 1, 1, RS_E_PROTO,
+		  "done_below[2]: 4294967296 is over seqs[2] 1" },
+		{ 152, 4, 2, RS_E_PROTO,
+		  "statuses[0]: 2 is not 0 or 1 (created)" },
+		{ 160, 4, 0xffffffff, RS_E_PROTO,
+		  "statuses[2]: -1 is not 0 or 1" },
+		{ 160, 4, (uint32_t)RS_E_NOTFOUND, RS_E_PROTO,
+		  "statuses[2]: -10002 is not 0 or 1" },
+		{ 164, 1, 1, RS_E_PROTO, "statuses padding: reserved byte 0" },
+		{ 167, 1, 0x80, RS_E_PROTO,
+		  "statuses padding: reserved byte 3 is 0x80" },
+		{ 168, 1, 2, RS_E_PROTO, "kinds[0]: unknown value 2" },
+		{ 170, 1, 0xff, RS_E_PROTO, "kinds[2]: unknown value 255" },
+		{ 171, 1, 1, RS_E_PROTO, "kinds padding: reserved byte 0" },
+		{ 175, 1, 1, RS_E_PROTO, "kinds padding: reserved byte 4" },
+		{ 185, 1, 1, RS_E_PROTO, "rows[1]: a deleted record's row must "
+					 "be zero bytes (byte 1 is 0x01)" },
+		{ 191, 1, 0x80, RS_E_PROTO, "rows[1]: a deleted" }, /* -0.0f */
+		/* what a record may be */
+		{ 169, 1, 0, 0, NULL }, /* a row, then: its values are free */
+		{ 176, 4, 0xffffffff, 0, NULL },
+		{ 128, 4, 2, 0, NULL },	 /* done_below == seq */
+		{ 152, 4, 0, 0, NULL },	 /* status 0 */
+		{ 160, 4, 1, 0, NULL },	 /* status CREATED */
+		{ 84, 4, 0xffffffff, 0, NULL }, /* any client but 0 */
+		{ 108, 4, 0xffffffff, 0, NULL }, /* any seq but 0 */
 	};
 	struct proto_repl_req q = { .epoch = 9, .n = 3, .width = 2,
 				    .table = "ab", .keys = keys,
+				    .clients = cl, .seqs = sq,
+				    .done_below = db, .statuses = st,
 				    .kinds = kinds, .rows = rows };
 	struct proto_hdr h = hdr_of(6, 0);
 	struct proto_limits lim;
@@ -1338,7 +1614,8 @@ static void repl_refusals(void **state)
 	int len, len0;
 
 	len0 = proto_enc_repl_req(buf2, sizeof(buf2), &h, &q);
-	assert_int_equal(len0, 112);
+	assert_int_equal(len0, 200);
+	assert_int_equal(len0, (int)proto_repl_req_bytes(3, 2, 2));
 	for (size_t i = 0; i < RS_ARRAY_SIZE(bad); i++) {
 		memcpy(buf, buf2, (size_t)len0);
 		put_le(bad[i].off, bad[i].v, bad[i].width);
@@ -1364,14 +1641,14 @@ static void repl_refusals(void **state)
 	memcpy(buf, buf2, (size_t)len0);
 	put_le(24, (uint32_t)(len0 - 1 - 32), 4);
 	expect_err(buf, (size_t)len0 - 1, NULL, RS_E_PROTO,
-		   "need 56 bytes after the table name, 55 present");
+		   "need 144 bytes after the table name, 143 present");
 	put_le(24, 20, 4);
 	expect_err(buf, 32 + 20, NULL, RS_E_PROTO, "truncated at table padding");
 	memcpy(buf, buf2, (size_t)len0);
 	put_le(24, (uint32_t)(len0 + 1 - 32), 4);
 	buf[len0] = 0;
 	expect_err(buf, (size_t)len0 + 1, NULL, RS_E_PROTO,
-		   "need 56 bytes after the table name, 57 present");
+		   "need 144 bytes after the table name, 145 present");
 
 	/* a deleted record's row is not read: zeros on the wire */
 	len = proto_enc_repl_req(buf, sizeof(buf), &h, &q);
@@ -1381,7 +1658,86 @@ static void repl_refusals(void **state)
 	memcpy(k2, m.u.repl_req.kinds, 3);
 	assert_memory_equal(k2, kinds, 3);
 
+	/* NULL arrays: all zero (a sender without exactly-once records),
+	 * byte for byte what zero arrays give */
+	{
+		static const uint64_t z64[3];
+		static const int32_t z32[3];
+		struct proto_repl_req z = q;
+
+		z.clients = z.seqs = z.done_below = z.statuses = NULL;
+		len = proto_enc_repl_req(buf, sizeof(buf), &h, &z);
+		assert_int_equal(len, len0);
+		decode_ok(buf, len, &m);
+		for (uint32_t i = 0; i < 3; i++) {
+			assert_true(proto_key_at(m.u.repl_req.clients, i) == 0);
+			assert_true(proto_key_at(m.u.repl_req.seqs, i) == 0);
+			assert_true(proto_key_at(m.u.repl_req.done_below, i) ==
+				    0);
+			assert_int_equal(proto_status_at(m.u.repl_req.statuses,
+							 i), 0);
+		}
+		for (int b = 80; b < 168; b++)
+			assert_int_equal(buf[b], 0);
+		z.clients = z.seqs = z.done_below = z64;
+		z.statuses = z32;
+		assert_int_equal(proto_enc_repl_req(buf2, sizeof(buf2), &h,
+						    &z),
+				 len);
+		assert_memory_equal(buf, buf2, (size_t)len);
+		/* one array given, the others NULL */
+		z.clients = z.done_below = NULL;
+		z.statuses = NULL;
+		z.seqs = sq;
+		assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &z),
+				 RS_E_INVAL);
+		assert_non_null(strstr(rs_errormsg(), "REPL request: seqs[0] "
+						      "2, done_below[0] 0, "
+						      "statuses[0] 0: must be "
+						      "0 when clients[0] is "
+						      "0"));
+		z.seqs = NULL;
+		z.clients = cl;
+		assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &z),
+				 RS_E_INVAL);
+		assert_non_null(strstr(rs_errormsg(),
+				       "REPL request: seqs[0]: must be >= 1"));
+	}
+
 	/* the encoder refuses what no decoder accepts */
+	{
+		struct proto_repl_req z = q;
+		const uint64_t s1[3] = { 2, 0, 0 }, d3[3] = { 3, 0, 0 };
+		const int32_t t2[3] = { 0, 0, 2 }, tn[3] = { -1, 0, 0 };
+		const int32_t t1[3] = { 0, 1, 0 };
+
+		z.seqs = s1; /* record 2: a client, seq 0 */
+		assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &z),
+				 RS_E_INVAL);
+		assert_non_null(strstr(rs_errormsg(), "seqs[2]: must be >= 1"));
+		z.seqs = sq;
+		z.done_below = d3;
+		assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &z),
+				 RS_E_INVAL);
+		assert_non_null(strstr(rs_errormsg(),
+				       "done_below[0]: 3 is over seqs[0] 2"));
+		z.done_below = db;
+		z.statuses = t2;
+		assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &z),
+				 RS_E_INVAL);
+		assert_non_null(strstr(rs_errormsg(), "statuses[2]: 2 is not"));
+		z.statuses = tn;
+		assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &z),
+				 RS_E_INVAL);
+		assert_non_null(strstr(rs_errormsg(),
+				       "statuses[0]: -1 is not"));
+		z.statuses = t1; /* record 1 has no client */
+		assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &z),
+				 RS_E_INVAL);
+		assert_non_null(strstr(rs_errormsg(), "statuses[1] 1: must be "
+						      "0 when clients[1] is "
+						      "0"));
+	}
 	q.epoch = 0;
 	assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &q),
 			 RS_E_INVAL);
@@ -1416,7 +1772,9 @@ static void repl_refusals(void **state)
 	assert_int_equal(proto_enc_repl_req(buf, 100, &h, &q), RS_E_TOOBIG);
 	for (int b = 100; b < 256; b++)
 		assert_int_equal(buf[b], 0x5a);
-	assert_int_equal(proto_enc_repl_req(buf, 112, &h, &q), 112);
+	assert_int_equal(proto_enc_repl_req(buf, 199, &h, &q), RS_E_TOOBIG);
+	assert_int_equal(buf[199], 0x5a);
+	assert_int_equal(proto_enc_repl_req(buf, 200, &h, &q), 200);
 }
 
 static int setup(void **state)
@@ -1443,6 +1801,7 @@ int main(void)
 		cmocka_unit_test(decode_checks),
 		cmocka_unit_test(names_limits_dtypes),
 		cmocka_unit_test(keyed_epoch),
+		cmocka_unit_test(keyed_once),
 		cmocka_unit_test(config_roundtrip),
 		cmocka_unit_test(config_refusals),
 		cmocka_unit_test(repl_roundtrip),
