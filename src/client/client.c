@@ -105,6 +105,7 @@ RS_EXPORT void rs_client_close(struct rs_client **cp)
 	free(c->nodes);
 	pthread_rwlock_destroy(&c->route_lock);
 	pthread_mutex_destroy(&c->refresh_lock);
+	cli_once_destroy(&c->once);
 	cli_lcache_delete(&c->cache);
 	cli_ring_delete(&c->ring);
 	rv_dev_close(&c->dev);
@@ -134,7 +135,8 @@ RS_EXPORT int rs_client_open(struct rs_client **out,
 		return rs_seterr(-ENOMEM, "client: mutex");
 	}
 	if (pthread_rwlock_init(&c->route_lock, NULL) ||
-	    pthread_mutex_init(&c->refresh_lock, NULL)) {
+	    pthread_mutex_init(&c->refresh_lock, NULL) ||
+	    cli_once_init(&c->once)) {
 		/* neither allocates on Linux: nothing else to undo */
 		pthread_mutex_destroy(&c->tables_lock);
 		free(c);

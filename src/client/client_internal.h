@@ -33,6 +33,7 @@
 
 #include "client/conn.h"
 #include "client/lcache.h"
+#include "client/once.h"
 #include "client/ring.h"
 #include "client/route.h"
 #include "ckpt/ckpt.h"
@@ -133,6 +134,12 @@ struct cli_counters {
  * that a round finished while it waited (refresh_rounds), uses that
  * result instead of asking again: any number of threads failing at once
  * cause one round.
+ *
+ * Exactly-once writes. A write call (GET_OR_INIT, PUT, UPDATE, DELETE)
+ * takes the next sequence of `once` for its whole life (cli_rpc); every
+ * message of it, resends included, carries PROTO_KF_ONCE with client_id,
+ * that sequence and the client's done_below (once.h), and the node
+ * applies each key of a (client, sequence) at most once.
  */
 struct rs_client {
 	struct rs_client_config cfg;
@@ -152,6 +159,8 @@ struct rs_client {
 	struct cli_node *seeds;
 	size_t nseeds;
 	size_t ask_next;		/* rotation of CONFIG asks (refresh_lock) */
+	uint64_t client_id;		/* exactly-once writes: random, != 0 */
+	struct cli_once once;		/* their call sequence (once.h) */
 	pthread_mutex_t tables_lock;
 	struct rs_table *tables;
 	atomic_uint next_uid;

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "client/client_internal.h"
 #include "common/rs_internal.h"
@@ -123,9 +124,33 @@ static int seeds_park(struct rs_client *c)
 	return 0;
 }
 
+/* Exactly-once writes: the client's id, random and non-zero (the nodes
+ * key their completion records by it; a reopened client is a new one). */
+static int client_id_new(struct rs_client *c)
+{
+	uint64_t id = 0;
+
+	while (!id) {
+		ssize_t got = getrandom(&id, sizeof(id), 0);
+		int err = errno;
+
+		if (got < 0 && err != EINTR)
+			return rs_seterr(-err, "client: getrandom: %s",
+					 rs_strerror(-err));
+		if (got != (ssize_t)sizeof(id))
+			id = 0;
+	}
+	c->client_id = id;
+	return 0;
+}
+
 static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 {
 	int ret;
+
+	ret = client_id_new(c);
+	if (ret)
+		return ret;
 
 	c->seeds = c->nodes;
 	c->nseeds = c->nnodes;

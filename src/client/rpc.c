@@ -28,6 +28,16 @@
  *    they are taken or the client's timeout passes; then they keep the
  *    last error. A key whose primary the client cannot reach (a member
  *    that joined after it opened) fails with RS_E_UNSUPPORTED.
+ * 6. Exactly once (cluster mode; GET_OR_INIT, PUT, UPDATE, DELETE): the
+ *    call takes the client's next sequence when it starts (once.h) and
+ *    keeps it until it returns. Every message of the call, and every
+ *    resend of its keys (stale tables, RS_E_BUSY, the epoch, a failed
+ *    node: whatever the node and the message), carries PROTO_KF_ONCE
+ *    with the client's id, that sequence and done_below, refreshed each
+ *    resend round. The node keeps per (client, sequence, table, key) the
+ *    status it returned and answers a resent key with it instead of
+ *    applying it again, so regrouping keys into other messages or sending
+ *    them to another node is harmless.
  *
  * Gradients and PUT rows travel as fp32 whatever the table stores (the
  * node converts); GET replies come in the table's dtype and are converted
@@ -89,6 +99,8 @@ struct rcall {
 	struct cli_keyed_opts ko;
 	const struct cli_ring *ring; /* keys -> nodes (fold) */
 	uint64_t epoch;	     /* cluster mode: the route's; 0: static */
+	struct cli_once_slot once; /* seq != 0: an exactly-once write */
+	uint64_t done_below; /* with once.seq: as last read */
 	size_t avoid;	     /* cluster mode: a node that failed (ask last) */
 	bool sampled;
 	bool stale;
@@ -119,6 +131,31 @@ static uint32_t in_width(const struct rcall *r, const struct cli_tloc *v)
 static bool tags_epoch(const struct rcall *r)
 {
 	return r->epoch && r->op != PROTO_OP_LOAD;
+}
+
+/* Cluster mode: the writes that are applied exactly once (PROTO_KF_ONCE;
+ * never without the epoch). */
+static bool once_op(uint32_t op)
+{
+	return op == PROTO_OP_GET_OR_INIT || op == PROTO_OP_PUT ||
+	       op == PROTO_OP_UPDATE || op == PROTO_OP_DELETE;
+}
+
+/* Bytes a request carries after its fixed part: the epoch, then the
+ * call's identity (exactly once). */
+static size_t req_extra(const struct rcall *r)
+{
+	if (!tags_epoch(r))
+		return 0;
+	return PROTO_EPOCH_BYTES + (r->once.seq ? PROTO_ONCE_BYTES : 0);
+}
+
+/* Before a resend round: the lowest call in flight may have moved up
+ * (the node forgets records below it sooner). */
+static void once_refresh(struct rcall *r)
+{
+	if (r->once.seq)
+		r->done_below = cli_once_done_below(&r->c->once);
 }
 
 static bool has_rows_out(uint32_t op)
@@ -306,9 +343,9 @@ static int keys_per_msg(struct rcall *r, struct rnode *rn,
 			const struct cli_tloc *v)
 {
 	uint32_t dim = has_rows_in(r->op) ? in_width(r, v) : v->info.spec.dim;
-	/* the epoch travels after the fixed part (PROTO_KF_EPOCH) */
-	size_t req_max = rn->cc->msg_max -
-			 (tags_epoch(r) ? PROTO_EPOCH_BYTES : 0);
+	/* the epoch (PROTO_KF_EPOCH) and the call's identity
+	 * (PROTO_KF_ONCE) travel after the fixed part */
+	size_t req_max = rn->cc->msg_max - req_extra(r);
 	int kpm = proto_keys_per_msg(r->op, dim, req_dtype(r, v),
 				     req_max, CLI_MSG_MAX,
 				     rn->cc->max_batch_keys ?
@@ -374,6 +411,12 @@ static int send_next(struct rcall *r, struct rnode *rn)
 	if (tags_epoch(r)) {
 		kr.flags |= PROTO_KF_EPOCH;
 		kr.epoch = r->epoch;
+		if (r->once.seq) {
+			kr.flags |= PROTO_KF_ONCE;
+			kr.client = r->c->client_id;
+			kr.seq = r->once.seq;
+			kr.done_below = r->done_below;
+		}
 	}
 	kr.n = (uint32_t)cnt;
 	kr.keys = rn->kbuf;
@@ -596,9 +639,11 @@ static int resend_stale(struct rcall *r)
 	ret = snapshot_views(r);
 	if (!ret)
 		ret = group(r, true);
-	if (!ret)
-		exchange(r);
-	return ret;
+	if (ret)
+		return ret;
+	once_refresh(r);
+	exchange(r);
+	return 0;
 }
 
 /* Cluster mode: the keys to resend onto the newest route (a primary the
@@ -678,6 +723,7 @@ static int resend(struct rcall *r)
 		ret = group(r, true);
 		if (ret)
 			return ret;
+		once_refresh(r);
 		exchange(r);
 		if (r->stale && (ret = resend_stale(r)))
 			return ret;
@@ -723,10 +769,14 @@ int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 		ret = rs_seterr(-ENOMEM, "rpc: out of memory");
 		goto out;
 	}
-	if (c->cluster)
+	if (c->cluster) {
+		/* exactly once: the call's sequence, until it returns */
+		if (once_op(op))
+			cli_once_enter(&c->once, &r.once, &r.done_below);
 		ret = fold_cluster(&r, sel, m);
-	else
+	} else {
 		ret = fold(&r, sel, m);
+	}
 	if (!ret)
 		ret = snapshot_views(&r);
 	if (!ret)
@@ -761,5 +811,8 @@ int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 	}
 out:
 	rcall_free(&r);
+	/* no message of the call can be sent any more */
+	if (r.once.seq)
+		cli_once_leave(&c->once, &r.once);
 	return ret;
 }
