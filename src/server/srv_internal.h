@@ -297,7 +297,7 @@ struct srv_once {
 	pthread_mutex_t lock;
 	struct once_client **bucket;
 	unsigned nclients;
-	uint64_t entries, deduplicated, evicted;
+	uint64_t created, entries, deduplicated, evicted;
 };
 /* The exactly-once tag of a write (PROTO_KF_ONCE); client 0: none. */
 struct srv_once_tag {

@@ -12,9 +12,10 @@
  *
  * Forgetting: each request names done_below, the lowest seq of its
  * client's calls still in flight; every call below it is dropped. A
- * client that goes away leaves its last calls behind: when the table of
- * clients is full, clients not heard from for SRV_ONCE_IDLE_MS are
- * evicted (a client resends only within its timeout, far below that).
+ * client that goes away leaves its last calls behind: every 1024 new
+ * clients, and whenever the table of clients is full, clients not heard
+ * from for SRV_ONCE_IDLE_MS are evicted (a client resends only within its
+ * timeout, far below that).
  *
  * Bounds (all from the wire): SRV_ONCE_MAX_CLIENTS clients,
  * SRV_ONCE_MAX_CALLS calls per client, SRV_ONCE_MAX_ENTRIES records per
@@ -165,6 +166,9 @@ static int call_of(struct srv_once *o, uint64_t client, uint64_t seq,
 	for (c = o->bucket[b]; c && c->id != client; c = c->next)
 		;
 	if (!c) {
+		/* every 1024 new clients, forget the ones long gone */
+		if (++o->created % 1024 == 0)
+			evict_idle(o, now);
 		if (o->nclients >= SRV_ONCE_MAX_CLIENTS &&
 		    !evict_idle(o, now)) {
 			return rs_seterr(RS_E_BUSY, "exactly-once: %u clients "

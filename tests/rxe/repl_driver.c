@@ -14,6 +14,11 @@
  *   repl_driver read SEEDS STOPFILE OUT
  *       until STOPFILE exists: get every key; a row must never go back
  *       (it only grows). OUT: reads, failures, the read gap, regressions.
+ *   repl_driver once SEEDS
+ *       one UPDATE of key 0 tagged exactly-once (a raw message to the
+ *       key's primary), sent twice: the second gets the first's status and
+ *       the row moves by one step only; the same keys under the next seq
+ *       move it again.
  *   repl_driver check SEEDS REPLICAS OUT...
  *       every key's row (RPC and READ through the cluster) must lie in
  *       [sum acked, sum acked + sum uncertain] of the stream files OUT...,
@@ -160,9 +165,18 @@ static int do_stream(const char *seeds, const char *stop, const char *out)
 		fprintf(f, "%d %" PRIu64 " %" PRIu64 "\n", i, acked[i],
 			unsure[i]);
 	fclose(f);
-	printf("stream: %" PRIu64 " calls of %d keys, %" PRIu64 " failed "
-	       "(last error: %s), longest write gap %.0f ms\n", calls, K,
-	       failed, failed ? rs_strerror(lasterr) : "none", gap);
+	{
+		struct rs_client_stats cs = { .struct_size = sizeof(cs) };
+
+		rs_client_get_stats(c, &cs);
+		printf("stream: %" PRIu64 " calls of %d keys, %" PRIu64
+		       " failed (last error: %s), longest write gap %.0f ms, "
+		       "%" PRIu64 " configuration refreshes, %" PRIu64
+		       " keys resent\n", calls, K, failed,
+		       failed ? rs_strerror(lasterr) : "none", gap,
+		       (uint64_t)cs.config_refreshes,
+		       (uint64_t)cs.epoch_retries);
+	}
 	rs_client_close(&c);
 	return 0;
 }
@@ -260,6 +274,100 @@ static void raw_get(struct rs_client *c, const char *addr, float *out,
 	cli_pool_destroy(&n.pool);
 }
 
+/* Send one UPDATE of `key` (gradient -1) tagged (client, seq) to addr;
+ * its status. */
+static int32_t raw_update(struct rs_client *c, const char *addr,
+			  uint64_t key, uint64_t client, uint64_t seq)
+{
+	static const float g[DIM] = { -1, -1, -1, -1 };
+	struct cli_node n = { 0 };
+	struct proto_table_info *dir = NULL;
+	struct proto_keys_req q = { 0 };
+	struct proto_hdr h;
+	struct proto_msg m;
+	struct rv_msg raw;
+	struct cli_conn *cc;
+	uint32_t cnt = 0;
+	uint64_t gen;
+	int32_t st;
+	int len, ret;
+
+	n.name = (char *)addr;
+	n.dev = c->dev;
+	n.timeout_ms = 10000;
+	if (cli_parse_node(addr, n.host, sizeof(n.host), &n.port) ||
+	    cli_pool_init(&n.pool, 1))
+		die("%s: bad address", addr);
+	if ((ret = cli_wire_dir(&n, &dir, &cnt, &gen)))
+		die("%s: directory: %s", addr, rs_errormsg());
+	for (uint32_t i = 0; i < cnt; i++)
+		if (!strcmp(dir[i].spec.name, TABLE)) {
+			q.table_id = dir[i].id;
+			q.table_gen = dir[i].generation;
+		}
+	free(dir);
+	q.flags = PROTO_KF_EPOCH | PROTO_KF_ONCE;
+	q.epoch = atomic_load(&c->epoch);
+	q.client = client;
+	q.seq = seq;
+	q.done_below = 1;
+	q.n = 1;
+	q.dim = DIM;
+	q.dtype = PROTO_DTYPE_FP32;
+	q.keys = &key;
+	q.rows = g;
+	if ((ret = cli_conn_get(&n, &cc)))
+		die("%s: connect: %s", addr, rs_errormsg());
+	cli_hdr_init(&h, 0, false);
+	len = proto_enc_keys_req(cc->msg, cc->msg_max, &h, PROTO_OP_UPDATE,
+				 &q);
+	if (len < 0 || (ret = cli_wire_call(cc, (size_t)len, &raw, &m)))
+		die("%s: UPDATE: %s (%s)", addr, rs_strerror(ret),
+		    rs_errormsg());
+	st = proto_status_at(m.u.keys_reply.status, 0);
+	rv_msg_release(&raw);
+	cli_conn_put(cc);
+	cli_pool_destroy(&n.pool);
+	return st;
+}
+
+static float row_of(struct rs_table *t, uint64_t key)
+{
+	float row[DIM];
+	int st;
+
+	if (rs_get(t, &key, 1, row, &st, RS_F_RPC) < 0 || st != RS_KEY_FOUND)
+		die("get: %s", rs_errormsg());
+	return row[0];
+}
+
+static int do_once(const char *seeds)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table *t = open_table(c);
+	const char *addr = rs_client_node_name(c, rs_client_key_node(c,
+								     keys[0]));
+	const uint64_t client = 0x0dd5eed5eed5eed5ull;
+	float v0 = row_of(t, keys[0]), v1, v2;
+	int32_t s1, s2, s3;
+
+	s1 = raw_update(c, addr, keys[0], client, 1);
+	s2 = raw_update(c, addr, keys[0], client, 1);	/* a resend */
+	v1 = row_of(t, keys[0]);
+	s3 = raw_update(c, addr, keys[0], client, 2);	/* the next call */
+	v2 = row_of(t, keys[0]);
+	printf("once: primary %s, row %.0f, UPDATE seq 1 -> %d, resent -> %d, "
+	       "row %.0f; seq 2 -> %d, row %.0f\n", addr, v0, s1, s2, v1, s3,
+	       v2);
+	rs_client_close(&c);
+	if (s1 != 0 || s2 != 0 || s3 != 0 || v1 != v0 + 1 || v2 != v0 + 2) {
+		printf("once: FAILED (the resend must not apply, the next "
+		       "call must)\n");
+		return 1;
+	}
+	return 0;
+}
+
 static int do_check(const char *seeds, const char *replicas, int nout,
 		    char **outs)
 {
@@ -351,6 +459,8 @@ int main(int argc, char **argv)
 		return do_stream(argv[2], argv[3], argv[4]);
 	if (argc == 5 && !strcmp(argv[1], "read"))
 		return do_read(argv[2], argv[3], argv[4]);
+	if (argc == 3 && !strcmp(argv[1], "once"))
+		return do_once(argv[2]);
 	if (argc >= 5 && !strcmp(argv[1], "check"))
 		return do_check(argv[2], argv[3], argc - 4, argv + 4);
 	fprintf(stderr, "usage: repl_driver init|stream|read|check ...\n");

@@ -124,6 +124,9 @@ wait "$rd_pid" || rc=$?
 cat "$d/w1.txt" "$d/w2.txt" "$d/reader.txt"
 for w in w1 w2; do
   grep -q "failed" "$d/$w.txt" || fail "$w printed no summary"
+  # the kill must really have interrupted the stream: keys were resent
+  grep -Eq "configuration refreshes, [1-9][0-9]* keys resent" "$d/$w.txt" ||
+    fail "$w resent no key: the failover did not touch the stream"
 done
 echo "failover: $victim SIGKILLed at epoch $epoch, epoch $((epoch + 1)) without it after $took s (lease 3 s)"
 
@@ -131,6 +134,10 @@ echo "failover: $victim SIGKILLed at epoch $epoch, epoch $((epoch + 1)) without 
 "$drv" check "$seeds" "${addr[n1]},${addr[n3]}" "$d/w1.keys" "$d/w2.keys" \
   >"$d/check.txt" 2>&1 || fail "check"
 cat "$d/check.txt"
+"$drv" once "$seeds" >"$d/once.txt" 2>&1 || fail "exactly-once resend"
+cat "$d/once.txt"
+"$bin/recstore-ctl" -s "$seeds" stats >"$d/stats.txt" 2>&1 || true
+grep -E "^node|repl\.(epoch|forwarded|failed|refused|applied)|once\.(records|dedup)" "$d/stats.txt" || true
 for n in n1 n3; do
   grep -q "repl: epoch $((epoch + 1)) adopted" "$d/$n.log" ||
     fail "$n did not adopt epoch $((epoch + 1))"
