@@ -14,7 +14,10 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "client/client_internal.h"
 #include "common/abi.h"
@@ -189,7 +192,41 @@ static bool *active_nodes(struct rs_client *c, size_t *n)
 	return a;
 }
 
+static int table_refresh_once(struct rs_table *t, size_t *failed);
+
+/* The directory of t from every active node. In cluster mode a node that
+ * cannot be reached (it died: the configuration is about to drop it)
+ * makes the client refresh its configuration and ask again, with the
+ * resend backoff, until the client's timeout. */
 int cli_table_refresh(struct rs_table *t)
+{
+	struct rs_client *c = t->c;
+	uint64_t deadline = 0, now;
+	unsigned wait_ms = 1;
+	size_t failed;
+	int ret;
+
+	for (;;) {
+		uint64_t seen = atomic_load(&c->epoch);
+		struct timespec ts;
+
+		ret = table_refresh_once(t, &failed);
+		if (!c->cluster || !cli_conn_error(ret))
+			return ret;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		now = (uint64_t)ts.tv_sec * 1000u +
+		      (uint64_t)ts.tv_nsec / 1000000u;
+		if (!deadline)
+			deadline = now + c->cfg.timeout_ms;
+		if (now >= deadline)
+			return ret;
+		(void)cli_cluster_refresh(c, seen, failed);
+		usleep(wait_ms * 1000u);
+		wait_ms = wait_ms < 64 ? 2 * wait_ms : 64;
+	}
+}
+
+static int table_refresh_once(struct rs_table *t, size_t *failed)
 {
 	struct rs_client *c = t->c;
 	struct cli_tloc *fresh;
@@ -198,6 +235,7 @@ int cli_table_refresh(struct rs_table *t)
 	bool *act;
 	int ret = 0;
 
+	*failed = SIZE_MAX;
 	act = active_nodes(c, &nact);
 	fresh = calloc(c->nnodes, sizeof(*fresh));
 	if (!fresh || !act) {
@@ -214,6 +252,8 @@ int cli_table_refresh(struct rs_table *t)
 		if (!act[i])
 			continue;
 		ret = cli_wire_dir(&c->nodes[i], &dir, &n, &gen);
+		if (ret)
+			*failed = i;
 		for (uint32_t j = 0; !ret && j < n; j++)
 			if (!strcmp(dir[j].spec.name, t->name)) {
 				tloc_fill(&fresh[i], &dir[j]);

@@ -10,7 +10,8 @@
  *       node acknowledged the step) and uncertain (the call or the key
  *       failed: the step may or may not have been applied). OUT gets one
  *       line per key and a summary: calls, failures, the longest time
- *       between two acknowledged calls (the write gap).
+ *       between two acknowledged calls (the write gap). OUT.ready appears
+ *       after the third acknowledged call (read: the third full read).
  *   repl_driver read SEEDS STOPFILE OUT
  *       until STOPFILE exists: get every key; a row must never go back
  *       (it only grows). OUT: reads, failures, the read gap, regressions.
@@ -66,6 +67,17 @@ static double now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* OUT.ready: the workload runs (test_repl.sh waits for it to kill). */
+static void ready(const char *out)
+{
+	char path[1024];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s.ready", out);
+	if ((f = fopen(path, "w")))
+		fclose(f);
 }
 
 static struct rs_client *open_client(const char *seeds)
@@ -128,7 +140,7 @@ static int do_stream(const char *seeds, const char *stop, const char *out)
 	struct rs_table *t = open_table(c);
 	static float g[K * DIM];
 	static uint64_t acked[K], unsure[K];
-	uint64_t calls = 0, failed = 0;
+	uint64_t calls = 0, failed = 0, ok = 0;
 	double last_ok = now_ms(), gap = 0;
 	int st[K], lasterr = 0;
 	FILE *f;
@@ -155,6 +167,8 @@ static int do_stream(const char *seeds, const char *stop, const char *out)
 			if (now - last_ok > gap)
 				gap = now - last_ok;
 			last_ok = now;
+			if (++ok == 3)
+				ready(out);
 		} else {
 			failed++;
 		}
@@ -186,7 +200,7 @@ static int do_read(const char *seeds, const char *stop, const char *out)
 	struct rs_client *c = open_client(seeds);
 	struct rs_table *t = open_table(c);
 	static float row[K * DIM], seen[K];
-	uint64_t reads = 0, failed = 0, back = 0;
+	uint64_t reads = 0, failed = 0, back = 0, ok = 0;
 	double last_ok = now_ms(), gap = 0;
 	int st[K];
 	FILE *f;
@@ -211,6 +225,8 @@ static int do_read(const char *seeds, const char *stop, const char *out)
 			if (now - last_ok > gap)
 				gap = now - last_ok;
 			last_ok = now;
+			if (++ok == 3)
+				ready(out);
 		} else {
 			failed++;
 		}

@@ -101,7 +101,15 @@ done
 "$drv" read "$seeds" "$d/stop" "$d/reader.keys" >"$d/reader.txt" 2>&1 &
 rd_pid=$!
 pids="$pids $!"
-sleep 3
+# every client streams (sanitizer builds start slowly) before the kill
+for f in w1.keys w2.keys reader.keys; do
+  for ((i = 0; i < 1200; i++)); do
+    [ -e "$d/$f.ready" ] && break
+    sleep 0.1
+  done
+  [ -e "$d/$f.ready" ] || fail "${f%.keys} did not start streaming"
+done
+sleep 1
 
 # ---- 3. a node dies ---------------------------------------------------------------
 victim=n2
@@ -142,4 +150,8 @@ for n in n1 n3; do
   grep -q "repl: epoch $((epoch + 1)) adopted" "$d/$n.log" ||
     fail "$n did not adopt epoch $((epoch + 1))"
 done
+# sanitizer trees: a report in any process fails the test
+if grep -l "Sanitizer" "$d"/*.log "$d"/*.txt 2>/dev/null; then
+  fail "a sanitizer report (above)"
+fi
 echo "ok: whole test $(elapsed "$t_start") s"
