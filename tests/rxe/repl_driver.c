@@ -20,6 +20,10 @@
  *       key's primary), sent twice: the second gets the first's status and
  *       the row moves by one step only; the same keys under the next seq
  *       move it again.
+ *   repl_driver stale SEEDS ADDR EPOCH
+ *       an UPDATE of key 0 in an old EPOCH straight to ADDR must be
+ *       refused (RS_E_EPOCH, whole request or per key) and leave the row
+ *       the cluster serves as it was.
  *   repl_driver check SEEDS REPLICAS OUT...
  *       every key's row (RPC and READ through the cluster) must lie in
  *       [sum acked, sum acked + sum uncertain] of the stream files OUT...,
@@ -290,10 +294,12 @@ static void raw_get(struct rs_client *c, const char *addr, float *out,
 	cli_pool_destroy(&n.pool);
 }
 
-/* Send one UPDATE of `key` (gradient -1) tagged (client, seq) to addr;
- * its status. */
+/* Send one UPDATE of `key` (gradient -1) tagged (client, seq) in epoch
+ * (0: the client's) to addr: the key's status, or the whole request's
+ * error. */
 static int32_t raw_update(struct rs_client *c, const char *addr,
-			  uint64_t key, uint64_t client, uint64_t seq)
+			  uint64_t key, uint64_t client, uint64_t seq,
+			  uint64_t epoch)
 {
 	static const float g[DIM] = { -1, -1, -1, -1 };
 	struct cli_node n = { 0 };
@@ -323,7 +329,7 @@ static int32_t raw_update(struct rs_client *c, const char *addr,
 		}
 	free(dir);
 	q.flags = PROTO_KF_EPOCH | PROTO_KF_ONCE;
-	q.epoch = atomic_load(&c->epoch);
+	q.epoch = epoch ? epoch : atomic_load(&c->epoch);
 	q.client = client;
 	q.seq = seq;
 	q.done_below = 1;
@@ -337,11 +343,20 @@ static int32_t raw_update(struct rs_client *c, const char *addr,
 	cli_hdr_init(&h, 0, false);
 	len = proto_enc_keys_req(cc->msg, cc->msg_max, &h, PROTO_OP_UPDATE,
 				 &q);
-	if (len < 0 || (ret = cli_wire_call(cc, (size_t)len, &raw, &m)))
+	if (len < 0)
+		die("%s: UPDATE: %s", addr, rs_errormsg());
+	ret = cli_wire_call(cc, (size_t)len, &raw, &m);
+	if (ret == RS_E_EPOCH) {
+		printf("UPDATE to %s in epoch %" PRIu64 ": %s\n", addr,
+		       q.epoch, rs_errormsg());
+		st = ret;
+	} else if (ret) {
 		die("%s: UPDATE: %s (%s)", addr, rs_strerror(ret),
 		    rs_errormsg());
-	st = proto_status_at(m.u.keys_reply.status, 0);
-	rv_msg_release(&raw);
+	} else {
+		st = proto_status_at(m.u.keys_reply.status, 0);
+		rv_msg_release(&raw);
+	}
 	cli_conn_put(cc);
 	cli_pool_destroy(&n.pool);
 	return st;
@@ -367,10 +382,10 @@ static int do_once(const char *seeds)
 	float v0 = row_of(t, keys[0]), v1, v2;
 	int32_t s1, s2, s3;
 
-	s1 = raw_update(c, addr, keys[0], client, 1);
-	s2 = raw_update(c, addr, keys[0], client, 1);	/* a resend */
+	s1 = raw_update(c, addr, keys[0], client, 1, 0);
+	s2 = raw_update(c, addr, keys[0], client, 1, 0);	/* a resend */
 	v1 = row_of(t, keys[0]);
-	s3 = raw_update(c, addr, keys[0], client, 2);	/* the next call */
+	s3 = raw_update(c, addr, keys[0], client, 2, 0);	/* next call */
 	v2 = row_of(t, keys[0]);
 	printf("once: primary %s, row %.0f, UPDATE seq 1 -> %d, resent -> %d, "
 	       "row %.0f; seq 2 -> %d, row %.0f\n", addr, v0, s1, s2, v1, s3,
@@ -382,6 +397,26 @@ static int do_once(const char *seeds)
 		return 1;
 	}
 	return 0;
+}
+
+/* A client that still routes by an old epoch writes to a node that was
+ * paused past its lease (and may not have noticed yet): refused, and the
+ * row the cluster serves does not move. */
+static int do_stale(const char *seeds, const char *addr, uint64_t epoch)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table *t = open_table(c);
+	float v0 = row_of(t, keys[0]), v1;
+	int32_t st;
+
+	st = raw_update(c, addr, keys[0], 0x57a1e57a1e57a1eull, 1, epoch);
+	v1 = row_of(t, keys[0]);
+	printf("stale: UPDATE in epoch %" PRIu64 " to %s -> %d (%s); the "
+	       "cluster (epoch %" PRIu64 ") serves row %.0f before, %.0f "
+	       "after\n", epoch, addr, st, rs_strerror(st),
+	       (uint64_t)atomic_load(&c->epoch), v0, v1);
+	rs_client_close(&c);
+	return st == RS_E_EPOCH && v1 == v0 ? 0 : 1;
 }
 
 static int do_check(const char *seeds, const char *replicas, int nout,
@@ -475,6 +510,8 @@ int main(int argc, char **argv)
 		return do_stream(argv[2], argv[3], argv[4]);
 	if (argc == 5 && !strcmp(argv[1], "read"))
 		return do_read(argv[2], argv[3], argv[4]);
+	if (argc == 5 && !strcmp(argv[1], "stale"))
+		return do_stale(argv[2], argv[3], strtoull(argv[4], NULL, 10));
 	if (argc == 3 && !strcmp(argv[1], "once"))
 		return do_once(argv[2]);
 	if (argc >= 5 && !strcmp(argv[1], "check"))

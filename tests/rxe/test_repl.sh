@@ -13,8 +13,14 @@
 #     The gap in acknowledged writes and in reads is printed.
 #  4. After the stream: every key's row lies in [acknowledged, acknowledged
 #     + uncertain] (no acknowledged step lost; none applied twice beyond
-#     the calls that failed), the reader never saw a row go back, and both
-#     survivors hold every row bit for bit the same.
+#     the calls that failed; the client resends, so in practice every row
+#     is exact), the reader never saw a row go back, and both survivors
+#     hold every row bit for bit the same. A tagged UPDATE sent twice
+#     moves its row once (exactly-once records).
+#  5. The surviving decider is SIGSTOPped past its lease: the last node
+#     is promoted alone. SIGCONT: an UPDATE in the old epoch sent straight
+#     to the resumed node is refused (RS_E_EPOCH) and the row the cluster
+#     serves does not move; the node comes back as joining, not active.
 #
 # Exit 0 pass, 77 no RDMA device, anything else fails (with the logs).
 set -euo pipefail
@@ -150,6 +156,31 @@ for n in n1 n3; do
   grep -q "repl: epoch $((epoch + 1)) adopted" "$d/$n.log" ||
     fail "$n did not adopt epoch $((epoch + 1))"
 done
+# ---- 5. a paused node acknowledges nothing in its old epoch -----------------
+e2=$((epoch + 1))
+decider=$(ctl | sed -n 's/^decider: //p')
+case $decider in
+  mem-1) paused=n1 other=n3 ;;
+  mem-3) paused=n3 other=n1 ;;
+  *) fail "decider '$decider' is not a survivor" ;;
+esac
+t0=$(date +%s.%N)
+kill -STOP "${pid[$paused]}"
+ctl --until-epoch $((e2 + 1)) --timeout 60 >"$d/paused.out" 2>&1 ||
+  fail "no configuration after $paused was paused"
+grep -Eq "^  mem-${paused#n} +[0-9.:]+ +down " "$d/paused.out" ||
+  fail "$paused is not down while paused"
+echo "pause: $paused SIGSTOPped at epoch $e2, epoch $((e2 + 1)) without it after $(elapsed "$t0") s"
+kill -CONT "${pid[$paused]}"
+"$drv" stale "${addr[$other]}" "${addr[$paused]}" "$e2" >"$d/stale.txt" 2>&1 ||
+  fail "the resumed node took a write of its old epoch"
+cat "$d/stale.txt"
+ctl --until-epoch $((e2 + 2)) --timeout 60 >"$d/back.out" 2>&1 ||
+  fail "the resumed node did not register again"
+grep -Eq "^  mem-${paused#n} +[0-9.:]+ +joining " "$d/back.out" ||
+  fail "the resumed node is not joining (it must not serve its stale rows)"
+echo "resume: $paused is joining in epoch $((e2 + 2)), not active"
+
 # sanitizer trees: a report in any process fails the test
 if grep -l "Sanitizer" "$d"/*.log "$d"/*.txt 2>/dev/null; then
   fail "a sanitizer report (above)"
