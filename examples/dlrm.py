@@ -239,6 +239,7 @@ def main(argv=None):
              a.nodes), flush=True)
     st = model.ebc.stats
     history = []
+    longest = (0.0, 0, 0)   # the slowest step after the first: s, epoch, step
     for epoch in range(1, a.epochs + 1):
         losses = []
         t_epoch = time.monotonic()
@@ -254,6 +255,8 @@ def main(argv=None):
             loss.backward()
             opt.step()
             total = time.monotonic() - t0
+            if total > longest[0] and (epoch, step) != (1, 0):
+                longest = (total, epoch, step + 1)   # step 1 warms up
             look, upd = st["lookup_s"] - look0, st["update_s"] - upd0
             stages.add({"lookup": look, "update": upd,
                         "forward_backward": total - look - upd})
@@ -289,6 +292,12 @@ def main(argv=None):
              stages.total["forward_backward"] / (a.steps * a.epochs) * 1e3,
              stages.total["update"] / (a.steps * a.epochs) * 1e3,
              st["lookups"], st["lookup_keys"], n, st["update_keys"]),
+          flush=True)
+    cs = client.stats()
+    print("longest step: %.0f ms (epoch %d, step %d); the client followed "
+          "%d configuration changes and resent %d keys"
+          % (longest[0] * 1e3, longest[1], longest[2],
+             cs.get("config_refreshes", 0), cs.get("epoch_retries", 0)),
           flush=True)
     model.ebc.close()
     client.close()

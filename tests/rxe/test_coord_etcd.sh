@@ -64,7 +64,7 @@ await() {
 }
 
 # ---- 1. etcd on tmpfs ----------------------------------------------------
-. "$(dirname "$0")/etcd_lib.sh"
+. "$(dirname "$0")/../../scripts/etcd-lib.sh"
 etcd_start "$d"
 # ---- 2. the conformance cases ----------------------------------------------
 t0=$(date +%s.%N)

@@ -65,7 +65,7 @@ await() { # FILE PATTERN SECONDS PID
 }
 
 # ---- 1. etcd and three nodes ---------------------------------------------------
-. "$(dirname "$0")/etcd_lib.sh"
+. "$(dirname "$0")/../../scripts/etcd-lib.sh"
 etcd_start "$d"
 ips=($RS_RDMA_IP ${RS_RDMA_IPS:-})
 [ ${#ips[@]} -ge 3 ] || ips=($RS_RDMA_IP $RS_RDMA_IP $RS_RDMA_IP)

@@ -1,4 +1,4 @@
-# etcd_lib.sh - sourced by the rxe tests that need etcd (not a test).
+# etcd-lib.sh - sourced by the main job and the rxe tests that need etcd.
 #
 # etcd_start DIR: one etcd (Debian's etcd-server) with its data in DIR/etcd
 # (tmpfs in the guest) on a free port; sets url and etcd_pid, prints the
