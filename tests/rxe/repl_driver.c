@@ -14,7 +14,9 @@
  *       after the third acknowledged call (read: the third full read).
  *   repl_driver read SEEDS STOPFILE OUT
  *       until STOPFILE exists: get every key; a row must never go back
- *       (it only grows). OUT: reads, failures, the read gap, regressions.
+ *       (it only grows) by more than the steps in flight (a read may see
+ *       a step its primary applied and then died without acknowledging:
+ *       one per writer). OUT: reads, failures, the read gap, regressions.
  *   repl_driver once SEEDS
  *       one UPDATE of key 0 tagged exactly-once (a raw message to the
  *       key's primary), sent twice: the second gets the first's status and
@@ -49,6 +51,7 @@
 #define K 256
 #define DIM 4
 #define TABLE "rt"
+#define WRITERS 2	/* stream processes of test_repl.sh, one call each */
 
 static uint64_t keys[K];
 
@@ -204,7 +207,7 @@ static int do_read(const char *seeds, const char *stop, const char *out)
 	struct rs_client *c = open_client(seeds);
 	struct rs_table *t = open_table(c);
 	static float row[K * DIM], seen[K];
-	uint64_t reads = 0, failed = 0, back = 0, ok = 0;
+	uint64_t reads = 0, failed = 0, back = 0, ok = 0, inflight_back = 0;
 	double last_ok = now_ms(), gap = 0;
 	int st[K];
 	FILE *f;
@@ -219,8 +222,14 @@ static int do_read(const char *seeds, const char *stop, const char *out)
 				all = false;
 				break;
 			}
-			if (row[i * DIM] < seen[i])
+			/* a primary's row moves before its backups have the
+			 * step; a primary that dies then leaves the step
+			 * unacknowledged, and the new primary's row is one
+			 * step behind what was read, per writer in flight */
+			if (row[i * DIM] < seen[i] - WRITERS)
 				back++;
+			else if (row[i * DIM] < seen[i])
+				inflight_back++;
 			seen[i] = row[i * DIM];
 		}
 		if (all) {
@@ -241,8 +250,9 @@ static int do_read(const char *seeds, const char *stop, const char *out)
 		" gap_ms %.0f\n", reads, failed, back, gap);
 	fclose(f);
 	printf("read: %" PRIu64 " gets of %d keys, %" PRIu64 " failed, "
-	       "longest read gap %.0f ms, %" PRIu64 " rows went back\n",
-	       reads, K, failed, gap, back);
+	       "longest read gap %.0f ms, %" PRIu64 " rows went back (%"
+	       PRIu64 " by unacknowledged steps only)\n", reads, K, failed,
+	       gap, back, inflight_back);
 	rs_client_close(&c);
 	return back ? 1 : 0;
 }
