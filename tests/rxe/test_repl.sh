@@ -14,7 +14,8 @@
 #  4. After the stream: every key's row lies in [acknowledged, acknowledged
 #     + uncertain] (no acknowledged step lost; none applied twice beyond
 #     the calls that failed; the client resends, so in practice every row
-#     is exact), the reader never saw a row go back, and both survivors
+#     is exact), the reader never saw a row go back by more than the
+#     unacknowledged steps in flight, and both survivors
 #     hold every row bit for bit the same. A tagged UPDATE sent twice
 #     moves its row once (exactly-once records).
 #  5. The surviving decider is SIGSTOPped past its lease: the last node
