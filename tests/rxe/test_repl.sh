@@ -182,6 +182,15 @@ grep -Eq "^  mem-${paused#n} +[0-9.:]+ +joining " "$d/back.out" ||
   fail "the resumed node is not joining (it must not serve its stale rows)"
 echo "resume: $paused is joining in epoch $((e2 + 2)), not active"
 
+# ---- the survivors stop cleanly (peers, queues, records freed) ---------------
+for n in n1 n3; do
+  rc=0
+  kill -TERM "${pid[$n]}"
+  wait "${pid[$n]}" || rc=$?
+  [ "$rc" = 0 ] || fail "$n exit status $rc after SIGTERM"
+  grep -q "stopped" "$d/$n.log" || fail "$n did not stop cleanly"
+done
+
 # sanitizer trees: a report in any process fails the test
 if grep -l "Sanitizer" "$d"/*.log "$d"/*.txt 2>/dev/null; then
   fail "a sanitizer report (above)"
