@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# bench-repl.sh [BUILD_DIR] - what replication costs the client, in ONE guest
+# boot (ratios within one boot are what mean something under TCG emulation;
+# absolute times do not). One etcd; then for r = 1, 2, 3 in turn:
+#   1. three fresh memory nodes (mem-1..mem-3, 2 workers, 64M of storage)
+#      with a coord section: replicas r, an initial cluster of 3, lease 3 s,
+#      a cluster name of their own (repl-rR);
+#   2. recstore-ctl cluster --until-active 3, and every node has adopted
+#      that epoch;
+#   3. recstore-bench against the three nodes' addresses (the client learns
+#      the configuration from them: cluster mode): get, update, RPC get;
+#      --server-pid covers the three nodes (their CPU per million keys);
+#   4. the nodes are stopped (SIGTERM).
+# Then one table: each figure and its ratio to r = 1 of the same boot.
+# Where no RDMA device exists it re-runs itself through ci/with-rxe.sh.
+# Output: the bench lines and the table, also written to bench-repl.out in
+# the current directory.
+#
+# Environment (RS_* so that it reaches the guest): RS_BENCH_TABLES (1),
+# RS_BENCH_DIM (64), RS_BENCH_BATCH (256), RS_BENCH_KEYS (20000),
+# RS_BENCH_ITERS (200 batches per phase), RS_BENCH_THREADS (1),
+# RS_BENCH_OPTIM (sgd), RS_BENCH_REPLICAS ("1 2 3").
+set -euo pipefail
+# shellcheck source=ci/bench-lib.sh
+. "$(dirname "$0")/bench-lib.sh"
+bench_init bench-repl "$@"
+shape=(--tables "${RS_BENCH_TABLES:-1}" --dim "${RS_BENCH_DIM:-64}"
+	--batch "${RS_BENCH_BATCH:-256}" --keys "${RS_BENCH_KEYS:-20000}"
+	--iters "${RS_BENCH_ITERS:-200}" --threads "${RS_BENCH_THREADS:-1}"
+	--optim "${RS_BENCH_OPTIM:-sgd}")
+tmp=$(mktemp -d /tmp/bench-repl.XXXXXX) # tmpfs in the guest
+etcd_pid='' nodes=''
+
+fail() {
+	local f
+	echo "bench-repl: $*" >&2
+	for f in "$tmp"/*.log "$tmp"/*/*.log; do
+		[ -s "$f" ] && { echo "--- $f" >&2; tail -n 30 "$f" >&2; }
+	done
+	exit 1
+}
+elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+stop_nodes() {
+	local p
+	for p in $nodes; do
+		kill -TERM "$p" 2>/dev/null || true
+	done
+	for p in $nodes; do
+		wait "$p" 2>/dev/null || true
+	done
+	nodes=
+}
+cleanup() {
+	stop_nodes
+	if [ -n "$etcd_pid" ]; then
+		kill -TERM "$etcd_pid" 2>/dev/null || true
+		wait "$etcd_pid" 2>/dev/null || true
+	fi
+	[ -n "${RS_BENCH_KEEP:-}" ] || rm -rf "$tmp"
+}
+trap cleanup EXIT
+# await FILE PATTERN SECONDS PID
+await() {
+	local i
+	for ((i = 0; i < $3 * 10; i++)); do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		kill -0 "$4" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+# shellcheck source=tests/rxe/etcd_lib.sh
+. "$top/tests/rxe/etcd_lib.sh"
+etcd_start "$tmp" >"$tmp/etcd.out"
+say "$(cat "$tmp/etcd.out")"
+read -ra ips <<<"$RS_RDMA_IP ${RS_RDMA_IPS:-}"
+[ ${#ips[@]} -ge 3 ] || ips=("$RS_RDMA_IP" "$RS_RDMA_IP" "$RS_RDMA_IP")
+
+# cluster R: three fresh nodes with R replicas; sets seeds and nodes
+cluster() {
+	local r=$1 d=$tmp/r$1 i name pids=() addrs=() epoch
+	mkdir -p "$d"
+	name=repl-r$r
+	for i in 1 2 3; do
+		cat >"$d/n$i.json" <<EOT
+{"name": "mem-$i", "listen": {"addr": "${ips[$((i - 1))]}", "port": 0},
+ "workers": 2, "storage": {"size": "64M"},
+ "coord": {"endpoints": ["$url"], "cluster": "$name", "lease_ms": 3000,
+           "replicas": $r, "initial_members": 3}}
+EOT
+		"$build/recstore-server" -c "$d/n$i.json" >"$d/n$i.log" 2>&1 &
+		pids+=($!)
+		nodes="$nodes $!"
+	done
+	for i in 1 2 3; do
+		await "$d/n$i.log" "listening on" 120 "${pids[$((i - 1))]}" ||
+			fail "r $r: mem-$i did not start"
+		addrs+=("$(sed -n 's/.*listening on \(.*\)$/\1/p' "$d/n$i.log" | head -n 1)")
+	done
+	"$build/recstore-ctl" --etcd "$url" --cluster "$name" cluster \
+		--until-active 3 --timeout 60 >"$d/ctl.out" 2>&1 ||
+		fail "r $r: the configuration never had the three nodes active: $(cat "$d/ctl.out")"
+	epoch=$(sed -n "s/^cluster $name: epoch \([0-9]*\),.*/\1/p" "$d/ctl.out")
+	for i in 1 2 3; do
+		await "$d/n$i.log" "repl: epoch $epoch adopted" 30 "${pids[$((i - 1))]}" ||
+			fail "r $r: mem-$i did not adopt epoch $epoch"
+	done
+	seeds=$(IFS=,; echo "${addrs[*]}")
+	spids=$(IFS=,; echo "${pids[*]}")
+	say "r $r: cluster $name, epoch $epoch, three nodes active: $seeds"
+}
+
+say "== replication cost: three nodes, recstore-bench ${shape[*]}"
+figs=(get_keys_per_s update_keys_per_s update_p50_us update_p99_us
+	get_rpc_keys_per_s update_server_cpu_s_per_mkeys)
+for r in ${RS_BENCH_REPLICAS:-1 2 3}; do
+	t0=$(date +%s.%N)
+	cluster "$r"
+	"$build/recstore-bench" "${shape[@]}" --nodes "$seeds" \
+		--server-pid "$spids" \
+		>"$tmp/bench.$r" 2>&1 || fail "r $r: recstore-bench: $(cat "$tmp/bench.$r")"
+	grep '^bench:' "$tmp/bench.$r" | sed "s/^/r $r: /" | tee -a "$out"
+	for f in "${figs[@]}"; do
+		res "$f" "$tmp/bench.$r" >"$tmp/$f.$r"
+	done
+	stop_nodes
+	say "r $r: $(elapsed "$t0") s"
+done
+
+say "== summary (ratio to r = 1 of this boot)"
+say "$(printf '%-32s' figure)$(for r in ${RS_BENCH_REPLICAS:-1 2 3}; do printf '%22s' "r = $r"; done)"
+base=$(echo "${RS_BENCH_REPLICAS:-1 2 3}" | awk '{ print $1 }')
+for f in "${figs[@]}"; do
+	line=$(printf '%-32s' "$f")
+	b=$(cat "$tmp/$f.$base")
+	for r in ${RS_BENCH_REPLICAS:-1 2 3}; do
+		v=$(cat "$tmp/$f.$r")
+		line="$line$(printf '%22s' "$v ($(ratio "$v" "$b")x)")"
+	done
+	say "$line"
+done
+for f in "${figs[@]}"; do
+	for r in ${RS_BENCH_REPLICAS:-1 2 3}; do
+		say "result repl_r${r}_$f $(cat "$tmp/$f.$r")"
+	done
+done
