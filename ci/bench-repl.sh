@@ -70,8 +70,8 @@ await() {
 	return 1
 }
 
-# shellcheck source=tests/rxe/etcd_lib.sh
-. "$top/tests/rxe/etcd_lib.sh"
+# shellcheck source=scripts/etcd-lib.sh
+. "$top/scripts/etcd-lib.sh"
 etcd_start "$tmp" >"$tmp/etcd.out"
 say "$(cat "$tmp/etcd.out")"
 read -ra ips <<<"$RS_RDMA_IP ${RS_RDMA_IPS:-}"
