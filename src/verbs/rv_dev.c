@@ -275,7 +275,8 @@ void rv_dev_caps(const struct rv_dev *d, struct rv_dev_caps *caps)
 	caps->max_srq_wr = (uint32_t)d->attr.max_srq_wr;
 	caps->max_cqe = (uint32_t)d->attr.max_cqe;
 	caps->max_mr_size = d->attr.max_mr_size;
-	caps->hugepages = d->huge_ok;
+	caps->hugepages = atomic_load_explicit(&d->huge_ok,
+					       memory_order_relaxed);
 }
 
 void rv_dev_link(struct rv_dev *d, struct rv_conn *c)
@@ -409,8 +410,9 @@ int rv_mem_alloc(struct rv_dev *d, size_t len, unsigned access,
 				len);
 		goto err_free;
 	}
-	if (m->huge)
-		d->huge_ok = true;
+	if (m->huge)	/* a node allocates from its workers too (peers) */
+		atomic_store_explicit(&d->huge_ok, true,
+				      memory_order_relaxed);
 	m->len = len;
 	ret = reg(d, m, access);
 	if (ret)

@@ -69,7 +69,7 @@ struct rv_dev {
 	char name[64];
 	struct sockaddr_storage ip;	/* when opened by address */
 	bool has_ip;
-	bool huge_ok;
+	atomic_bool huge_ok;		/* set by any thread's allocation */
 	uint32_t max_msg;		/* port's max_msg_sz */
 	pthread_t async_thr;
 	int wake_fd;			/* eventfd stopping the async thread */
