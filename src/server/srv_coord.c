@@ -59,8 +59,12 @@ int srv_coord_start(struct rs_server *s)
 	if (ret)
 		return srv_err(ret, "coord: %s", rs_errormsg());
 	ret = memb_agent_new(&s->agent, s->coord, &ao);
-	if (!ret)
+	if (!ret) {
+		/* the adopting thread must not read s->agent: it is freed
+		 * at close while that thread may still run */
+		s->repl.inc = memb_agent_inc(s->agent);
 		ret = memb_agent_start(s->agent);
+	}
 	if (ret) {
 		ret = srv_err(ret, "coord: %s", rs_errormsg());
 		srv_coord_stop(s);

@@ -323,6 +323,9 @@ struct srv_cfg;
 struct srv_chunk;
 struct srv_repl {
 	bool on;			/* a cluster member (coord section) */
+	uint64_t inc;			/* this process's incarnation: set
+					   before the agent starts, which
+					   then hands over configurations */
 	pthread_rwlock_t lock;		/* cur; held by requests (read) */
 	struct srv_cfg *cur;		/* NULL: no configuration yet */
 	pthread_mutex_t order;		/* apply + queue of replicated writes */

@@ -206,7 +206,7 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 {
 	struct srv_repl *rp = &s->repl;
 	struct srv_cfg *g = calloc(1, sizeof(*g)), *old;
-	uint64_t inc = s->agent ? memb_agent_inc(s->agent) : 0;
+	uint64_t inc = s->repl.inc;
 	char why[320] = "";
 
 	if (!g || memb_config_copy(&g->c, c) ||
