@@ -257,35 +257,45 @@ static int do_read(const char *seeds, const char *stop, const char *out)
 	return back ? 1 : 0;
 }
 
+/* A node of its own at addr (one connection), and the table's id and
+ * generation there in *q: raw requests bypass the cluster's routing. */
+static void raw_node(struct rs_client *c, const char *addr,
+		     struct cli_node *n, struct proto_keys_req *q)
+{
+	struct proto_table_info *dir = NULL;
+	uint32_t cnt = 0;
+	uint64_t gen;
+
+	memset(n, 0, sizeof(*n));
+	n->name = (char *)addr;
+	n->dev = c->dev;
+	n->timeout_ms = 10000;
+	if (cli_parse_node(addr, n->host, sizeof(n->host), &n->port) ||
+	    cli_pool_init(&n->pool, 1))
+		die("%s: bad address", addr);
+	if (cli_wire_dir(n, &dir, &cnt, &gen))
+		die("%s: directory: %s", addr, rs_errormsg());
+	for (uint32_t i = 0; i < cnt; i++)
+		if (!strcmp(dir[i].spec.name, TABLE)) {
+			q->table_id = dir[i].id;
+			q->table_gen = dir[i].generation;
+		}
+	free(dir);
+}
+
 /* An unfenced GET of every key straight to the node at addr. */
 static void raw_get(struct rs_client *c, const char *addr, float *out,
 		    int32_t *st)
 {
-	struct cli_node n = { 0 };
-	struct proto_table_info *dir = NULL;
+	struct cli_node n;
 	struct proto_keys_req q = { 0 };
 	struct proto_hdr h;
 	struct proto_msg m;
 	struct rv_msg raw;
 	struct cli_conn *cc;
-	uint32_t cnt = 0;
-	uint64_t gen;
 	int len, ret;
 
-	n.name = (char *)addr;
-	n.dev = c->dev;
-	n.timeout_ms = 10000;
-	if (cli_parse_node(addr, n.host, sizeof(n.host), &n.port) ||
-	    cli_pool_init(&n.pool, 1))
-		die("%s: bad address", addr);
-	if ((ret = cli_wire_dir(&n, &dir, &cnt, &gen)))
-		die("%s: directory: %s", addr, rs_errormsg());
-	for (uint32_t i = 0; i < cnt; i++)
-		if (!strcmp(dir[i].spec.name, TABLE)) {
-			q.table_id = dir[i].id;
-			q.table_gen = dir[i].generation;
-		}
-	free(dir);
+	raw_node(c, addr, &n, &q);
 	q.n = K;
 	q.keys = keys;
 	if ((ret = cli_conn_get(&n, &cc)))
@@ -312,32 +322,16 @@ static int32_t raw_update(struct rs_client *c, const char *addr,
 			  uint64_t epoch)
 {
 	static const float g[DIM] = { -1, -1, -1, -1 };
-	struct cli_node n = { 0 };
-	struct proto_table_info *dir = NULL;
+	struct cli_node n;
 	struct proto_keys_req q = { 0 };
 	struct proto_hdr h;
 	struct proto_msg m;
 	struct rv_msg raw;
 	struct cli_conn *cc;
-	uint32_t cnt = 0;
-	uint64_t gen;
 	int32_t st;
 	int len, ret;
 
-	n.name = (char *)addr;
-	n.dev = c->dev;
-	n.timeout_ms = 10000;
-	if (cli_parse_node(addr, n.host, sizeof(n.host), &n.port) ||
-	    cli_pool_init(&n.pool, 1))
-		die("%s: bad address", addr);
-	if ((ret = cli_wire_dir(&n, &dir, &cnt, &gen)))
-		die("%s: directory: %s", addr, rs_errormsg());
-	for (uint32_t i = 0; i < cnt; i++)
-		if (!strcmp(dir[i].spec.name, TABLE)) {
-			q.table_id = dir[i].id;
-			q.table_gen = dir[i].generation;
-		}
-	free(dir);
+	raw_node(c, addr, &n, &q);
 	q.flags = PROTO_KF_EPOCH | PROTO_KF_ONCE;
 	q.epoch = epoch ? epoch : atomic_load(&c->epoch);
 	q.client = client;
