@@ -362,11 +362,20 @@ static void conn_release(struct srv_conn *c)
 }
 
 /* The run thread may close c (all: also a live one). */
+/* A dead conn that no worker holds may go; one whose CONNECTED event has
+ * not come yet waits for it (conns_lock held): until then rv owns the
+ * rv_conn, whose user pointer would still name the freed srv_conn when
+ * the event comes (a flood can kill a conn whose first messages came
+ * before its CONNECTED event: ASan, test_adversary). At shutdown (all)
+ * every conn goes. */
 static bool conn_closable(struct srv_conn *c, bool all)
 {
 	unsigned h = atomic_load(&c->held);
 
-	return (h & ~SRV_HELD_DEAD) == 0 && (all || (h & SRV_HELD_DEAD));
+	if (all)
+		return (h & ~SRV_HELD_DEAD) == 0;
+	return (h & ~SRV_HELD_DEAD) == 0 && (h & SRV_HELD_DEAD) &&
+	       c->delivered;
 }
 
 static void conn_unlink_locked(struct rs_server *s, struct srv_conn *c)
@@ -596,6 +605,8 @@ static void reap(struct rs_server *s, bool all)
 		next = c->next;
 		if (c->delivered)
 			rv_conn_close(&c->rc);
+		else	/* shutdown: rv still owns it; forget us */
+			rv_conn_set_user(c->rc, NULL);
 		conn_free(c);
 	}
 	gate_reopen(s);
