@@ -148,6 +148,7 @@ static const char *const op_names[PROTO_OP_COUNT] = {
 	[PROTO_OP_LOAD] = "LOAD",
 	[PROTO_OP_CONFIG] = "CONFIG",
 	[PROTO_OP_REPL] = "REPL",
+	[PROTO_OP_COPY] = "COPY",
 };
 
 static const char *const dtype_names[PROTO_DTYPE_COUNT] = {
@@ -1504,6 +1505,45 @@ static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
 	return 0;
 }
 
+/* ---- COPY ---- */
+
+static int dec_copy_req(struct rd *r, struct proto_copy_req *m)
+{
+	m->epoch = rd_u64(r, "epoch");
+	m->inc = rd_u64(r, "inc");
+	m->cursor = rd_u64(r, "cursor");
+	m->max = rd_u32(r, "max");
+	m->nranges = rd_u32(r, "nranges");
+	rd_str(r, "id", STR_NAME, m->id, sizeof(m->id));
+	rd_str(r, "table", STR_NAME, m->table, sizeof(m->table));
+	rd_zero(r, (size_t)pad8(r->off), "names padding");
+	m->ranges = NULL;
+	if (r->rc)
+		return r->rc;
+	if (m->epoch == 0)
+		return rd_fail(r, RS_E_PROTO, "epoch: must be >= 1");
+	if (m->max < 1 || m->max > PROTO_COPY_MAX_BATCH)
+		return rd_fail(r, RS_E_INVAL, "max: %u is not in [1, %u]",
+			       m->max, PROTO_COPY_MAX_BATCH);
+	if (m->nranges < 1 || m->nranges > PROTO_COPY_MAX_RANGES)
+		return rd_fail(r, RS_E_TOOBIG, "nranges: %u is not in [1, %u]",
+			       m->nranges, PROTO_COPY_MAX_RANGES);
+	m->ranges = rd_take(r, 16 * (size_t)m->nranges, "ranges");
+	return r->rc;
+}
+
+static int dec_copy_reply(struct rd *r, struct proto_copy_reply *m)
+{
+	m->cursor = rd_u64(r, "cursor");
+	m->copied = rd_u64(r, "copied");
+	m->done = rd_u32(r, "done");
+	rd_zero(r, 4, "reserved");
+	if (!r->rc && m->done > 1)
+		return rd_fail(r, RS_E_PROTO, "done: %u is not 0 or 1",
+			       m->done);
+	return r->rc;
+}
+
 static int dec_request(struct rd *r, const struct proto_limits *lim,
 			struct proto_msg *m)
 {
@@ -1528,6 +1568,8 @@ static int dec_request(struct rd *r, const struct proto_limits *lim,
 		return r->rc; /* empty body: rd_end() checks */
 	case PROTO_OP_REPL:
 		return dec_repl_req(r, lim, &m->u.repl_req);
+	case PROTO_OP_COPY:
+		return dec_copy_req(r, &m->u.copy_req);
 	default:
 		return dec_keys_req(r, m->hdr.opcode, lim, &m->u.keys_req);
 	}
@@ -1556,6 +1598,8 @@ static int dec_reply(struct rd *r, const struct proto_limits *lim,
 		return dec_ckpt_reply(r, &m->u.ckpt_reply);
 	case PROTO_OP_CONFIG:
 		return dec_config(r, &m->u.config);
+	case PROTO_OP_COPY:
+		return dec_copy_reply(r, &m->u.copy_reply);
 	default: /* GET .. DELETE, LOAD, REPL */
 		return dec_keys_reply(r, m->hdr.opcode, lim, &m->u.keys_reply);
 	}
@@ -1984,6 +2028,50 @@ static void wr_u64s(struct wr *w, const uint64_t *v, uint32_t n)
 static uint64_t u64_or_0(const uint64_t *v, uint32_t i)
 {
 	return v ? v[i] : 0;
+}
+
+int proto_enc_copy_req(void *buf, size_t cap, const struct proto_hdr *h,
+		       const struct proto_copy_req *m)
+{
+	size_t li, lt;
+	struct wr w;
+	int rc;
+
+	if ((rc = enc_name_check("id", m->id, sizeof(m->id), 0, &li)) ||
+	    (rc = enc_name_check("table", m->table, sizeof(m->table), 0,
+				 &lt)))
+		return prefix_err(rc, "COPY request: ");
+	if (m->epoch == 0 || m->max < 1 || m->max > PROTO_COPY_MAX_BATCH ||
+	    m->nranges < 1 || m->nranges > PROTO_COPY_MAX_RANGES)
+		return rs_seterr(RS_E_INVAL, "COPY request: epoch %" PRIu64
+				 " (>= 1), max %u (1..%u), nranges %u "
+				 "(1..%u)", m->epoch, m->max,
+				 PROTO_COPY_MAX_BATCH, m->nranges,
+				 PROTO_COPY_MAX_RANGES);
+	wr_begin(&w, buf, cap);
+	wr_u64(&w, m->epoch);
+	wr_u64(&w, m->inc);
+	wr_u64(&w, m->cursor);
+	wr_u32(&w, m->max);
+	wr_u32(&w, m->nranges);
+	wr_str(&w, m->id, li);
+	wr_str(&w, m->table, lt);
+	wr_zero(&w, (size_t)pad8(w.off));
+	wr_u64s(&w, m->ranges, 2 * m->nranges);
+	return wr_finish(&w, h, PROTO_OP_COPY, 0);
+}
+
+int proto_enc_copy_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			 const struct proto_copy_reply *m)
+{
+	struct wr w;
+
+	wr_begin(&w, buf, cap);
+	wr_u64(&w, m->cursor);
+	wr_u64(&w, m->copied);
+	wr_u32(&w, m->done ? 1 : 0);
+	wr_u32(&w, 0);
+	return wr_finish(&w, h, PROTO_OP_COPY, 1);
 }
 
 int proto_enc_repl_req(void *buf, size_t cap, const struct proto_hdr *h,

@@ -88,6 +88,7 @@ enum proto_op {
 	PROTO_OP_LOAD = 12,	/* rows with optimizer state (admin, keyed) */
 	PROTO_OP_CONFIG = 13,	/* the cluster configuration the node follows */
 	PROTO_OP_REPL = 14,	/* primary -> backup: rows and state (admin) */
+	PROTO_OP_COPY = 15,	/* new replica -> primary: copy ranges (admin) */
 	PROTO_OP_COUNT
 };
 
@@ -338,6 +339,40 @@ struct proto_repl_req {
 	const void *rows;
 };
 
+/*
+ * COPY request (node to node, admin; docs/replication.md, "Copying
+ * ranges"): the member `id` (incarnation `inc`), which gains the key-hash
+ * ranges listed in `epoch`, asks the primary of those ranges to queue the
+ * rows of `table` it holds there, with their state and exactly-once
+ * completions, as REPL records to it behind the writes it forwards.
+ * The primary scans its row slots from `cursor` and stops once it queued
+ * about `max` records; the reply says where to go on from.
+ * A range is (lo, hi] of the key hash; lo >= hi wraps past 2^64 - 1.
+ * Encoding: ranges = const uint64_t[2 * nranges] (lo, hi pairs).
+ * Decoded: wire pointer.
+ */
+#define PROTO_COPY_MAX_RANGES 1024u
+#define PROTO_COPY_MAX_BATCH 65536u
+struct proto_copy_req {
+	uint64_t epoch;			/* >= 1 */
+	uint64_t inc;			/* the requester's incarnation */
+	uint64_t cursor;		/* row slot to start at */
+	uint32_t max;			/* 1..PROTO_COPY_MAX_BATCH */
+	uint32_t nranges;		/* 1..PROTO_COPY_MAX_RANGES */
+	char id[PROTO_NAME_MAX + 1];	/* the requester's member id */
+	char table[PROTO_NAME_MAX + 1];
+	const void *ranges;
+};
+
+/* COPY reply: where to go on (done: the scan reached the end of the
+ * table) and how many records were queued (and acknowledged by the
+ * requester) for this request. */
+struct proto_copy_reply {
+	uint64_t cursor;
+	uint64_t copied;
+	uint32_t done;			/* 0 or 1 */
+};
+
 /* CKPT request. dir, table, file: names (DUMP; empty otherwise); the
  * part is written to <the node's checkpoint_dir>/<dir>/<file>. */
 struct proto_ckpt_req {
@@ -391,6 +426,7 @@ struct proto_error {
  *   LOAD           request: keys_req         reply: keys_reply
  *   CONFIG         request: (empty body)     reply: config
  *   REPL           request: repl_req         reply: keys_reply
+ *   COPY           request: copy_req         reply: copy_reply
  *   any reply with hdr.status < 0: error
  */
 struct proto_msg {
@@ -410,6 +446,8 @@ struct proto_msg {
 		struct proto_ckpt_reply ckpt_reply;
 		struct proto_config config;
 		struct proto_repl_req repl_req;
+		struct proto_copy_req copy_req;
+		struct proto_copy_reply copy_reply;
 		struct proto_error error;
 	} u;
 };
@@ -532,6 +570,10 @@ int proto_enc_config_reply(void *buf, size_t cap, const struct proto_hdr *h,
 			   const struct proto_config *c,
 			   const struct proto_member *members);
 /* REPL request; its reply is proto_enc_keys_reply(..., PROTO_OP_REPL). */
+int proto_enc_copy_req(void *buf, size_t cap, const struct proto_hdr *h,
+		       const struct proto_copy_req *m);
+int proto_enc_copy_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			 const struct proto_copy_reply *m);
 int proto_enc_repl_req(void *buf, size_t cap, const struct proto_hdr *h,
 		       const struct proto_repl_req *m);
 /* Bytes of a REPL request of n records of width floats for table name of

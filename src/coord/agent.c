@@ -50,6 +50,7 @@ struct memb_agent {
 	void *log_arg;
 	void (*on_config)(void *arg, const struct memb_config *c);
 	void *config_arg;
+	_Atomic uint64_t *synced;
 
 	int64_t lease;		/* 0: none */
 	int64_t ka_ms;		/* last grant or keepalive */
@@ -132,6 +133,7 @@ int memb_agent_new(struct memb_agent **out, struct coord *c,
 	a->log_arg = o->log_arg;
 	a->on_config = o->on_config;
 	a->config_arg = o->config_arg;
+	a->synced = o->synced;
 	a->c = c;
 	c->cancel = &a->stop;
 	pthread_mutex_init(&a->lock, NULL);
@@ -175,6 +177,10 @@ static int ensure_registered(struct memb_agent *a)
 	char *v;
 	int ret;
 
+	if (a->synced && atomic_load(a->synced) != a->self.synced) {
+		a->self.synced = atomic_load(a->synced);
+		a->registered = false;	/* publish it */
+	}
 	if (a->registered)
 		return 0;
 	if ((ret = memb_reg_format(&a->self, &v, &len)))
@@ -184,8 +190,13 @@ static int ensure_registered(struct memb_agent *a)
 	if (ret)
 		return ret;
 	a->registered = true;
-	say(a, "registered as '%s' (%s) in cluster '%s', lease TTL %" PRId64
-	    " s", a->self.id, a->self.addr, a->cluster, a->lease_s);
+	if (a->self.synced)
+		say(a, "'%s' copied its ranges in epoch %" PRIu64, a->self.id,
+		    a->self.synced);
+	else
+		say(a, "registered as '%s' (%s) in cluster '%s', lease TTL %"
+		    PRId64 " s", a->self.id, a->self.addr, a->cluster,
+		    a->lease_s);
 	return 0;
 }
 

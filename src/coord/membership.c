@@ -257,6 +257,12 @@ int memb_reg_format(const struct memb_reg *r, char **out, size_t *len)
 
 	snprintf(inc, sizeof(inc), "%016" PRIx64, r->inc);
 	o = json_pack("{s:s,s:s}", "addr", r->addr, "inc", inc);
+	if (o && r->synced &&
+	    json_object_set_new(o, "synced", json_integer((json_int_t)
+							  r->synced))) {
+		json_decref(o);
+		o = NULL;
+	}
 	*out = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	if (!*out)
@@ -281,6 +287,14 @@ int memb_reg_parse(const char *id, const char *json, size_t len,
 	else if (!(ret = get_str(o, "addr", out->addr, sizeof(out->addr))) &&
 		 !(ret = get_str(o, "inc", inc, sizeof(inc))))
 		ret = parse_inc(inc, &out->inc);
+	if (!ret && json_object_get(o, "synced")) {
+		json_t *v = json_object_get(o, "synced");
+
+		if (!json_is_integer(v) || json_integer_value(v) < 0)
+			ret = bad("synced", "not an epoch");
+		else
+			out->synced = (uint64_t)json_integer_value(v);
+	}
 out:
 	json_decref(o);
 	return ret;
@@ -413,6 +427,11 @@ int memb_reconfigure(const struct memb_config *cur,
 			i++;
 		} else {
 			*m = cur->m[i++];
+			if (m->state == MEMB_JOINING &&
+			    g[j].synced == cur->epoch) {
+				m->state = MEMB_ACTIVE; /* copied its ranges */
+				m->since = e;
+			}
 			memcpy(m->addr, g[j++].addr, sizeof(m->addr));
 		}
 		next->n++;

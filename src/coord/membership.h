@@ -80,16 +80,19 @@ struct memb_reg {
 	char id[MEMB_ID_MAX + 1];
 	char addr[MEMB_ADDR_MAX + 1];
 	uint64_t inc;
+	/* The epoch in which this JOINING node finished copying its ranges
+	 * (docs/replication.md, "Copying ranges"); 0: not yet. */
+	uint64_t synced;
 };
 
 struct memb_policy {
 	unsigned r;		/* for a new configuration; 1..MEMB_MAX_R */
 	unsigned vnodes;	/* for a new configuration */
-	/* Until the copy protocol exists (docs/replication.md, next steps)
-	 * a joining node holds no data of its ranges; true makes it active
-	 * in the same step (what the node does today), false leaves it
-	 * JOINING for a later step to activate. A first configuration makes
-	 * every registered node active either way. */
+	/* true makes a joining node active in the same step (with r = 1,
+	 * where there is no copy to make); false leaves it JOINING until
+	 * its registration says it copied its ranges in the current epoch
+	 * (synced). A first configuration makes every registered node
+	 * active either way. */
 	bool activate_joiners;
 	/* No first configuration until this many nodes registered (an
 	 * initial cluster: nodes that start together all hold their share
@@ -121,6 +124,8 @@ int memb_reg_parse(const char *id, const char *json, size_t len,
  *     again, joins: ACTIVE in a first configuration or with
  *     activate_joiners, JOINING otherwise (a restarted node both leaves and
  *     joins in one step);
+ *   - a JOINING member whose registration (same incarnation) says it
+ *     synced in cur's epoch becomes ACTIVE;
  *   - addresses follow the registrations;
  *   - r and vnodes come from cur, or from the policy for the first one;
  *   - with MEMB_MAX_NODES members, DOWN members with the oldest `since`
@@ -195,6 +200,10 @@ struct memb_agent_opts {
 	 * lower one); the callee copies what it keeps. NULL: none. */
 	void (*on_config)(void *arg, const struct memb_config *c);
 	void *config_arg;
+	/* The epoch the node finished copying its ranges in, published in
+	 * its registration (read by the agent's thread at every round;
+	 * owned by the caller, outlives the agent). NULL: never. */
+	_Atomic uint64_t *synced;
 };
 
 struct memb_agent;

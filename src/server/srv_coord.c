@@ -49,6 +49,7 @@ int srv_coord_start(struct rs_server *s)
 		.log = coord_log,
 		.on_config = coord_config,
 		.config_arg = s,
+		.synced = &s->repl.synced,
 	};
 	int ret;
 

@@ -120,6 +120,7 @@ static unsigned rt_of(uint8_t op)
 		[PROTO_OP_LOAD] = SRV_RT_LOAD,
 		[PROTO_OP_CONFIG] = SRV_RT_CONFIG,
 		[PROTO_OP_REPL] = SRV_RT_REPL,
+		[PROTO_OP_COPY] = SRV_RT_COPY,
 	};
 
 	return op > 0 && op < PROTO_OP_COUNT ? map[op] : SRV_RT_BAD;
@@ -1094,6 +1095,29 @@ static void do_config(struct req *r)
 	reply_send(r, len);
 }
 
+/* COPY: the rows asked for go to the requester (srv_copy.c). */
+static void do_copy(struct req *r)
+{
+	struct proto_copy_reply rep;
+	void *buf;
+	int cap, len, ret;
+
+	r->table = r->m.u.copy_req.table;
+	ret = srv_copy_serve(r->s, &r->m.u.copy_req, &rep);
+	if (ret) {
+		reply_error(r, r->op, ret, "%s", rs_errormsg());
+		return;
+	}
+	r->nkeys = (uint32_t)rep.copied;
+	cap = reply_buf(r, &buf);
+	if (cap < 0)
+		return;
+	len = proto_enc_copy_reply(buf, (size_t)cap, &r->rh, &rep);
+	if (len < 0)
+		len = enc_error(r, buf, cap, r->op, len, rs_errormsg());
+	reply_send(r, len);
+}
+
 /* The completions a REPL carries, recorded as this node's own: runs of
  * records of one call go in one batch. A failure (a bound) fails the
  * whole REPL, and so the write at its primary. */
@@ -1319,6 +1343,9 @@ void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 		break;
 	case PROTO_OP_REPL:
 		do_repl(&r);
+		break;
+	case PROTO_OP_COPY:
+		do_copy(&r);
 		break;
 	default:
 		do_keyed(&r);

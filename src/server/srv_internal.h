@@ -286,6 +286,8 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 /* ---- replication (srv_repl.c, docs/replication.md) ---- */
 
 #define SRV_REPL_TIMEOUT_MS 2000	/* a backup's reply to one REPL */
+#define SRV_REPL_PENDING 8		/* configurations waiting to be
+					   adopted */
 
 /* Exactly-once completion records (srv_once.c). */
 #define SRV_ONCE_MAX_CLIENTS 65536u
@@ -331,13 +333,24 @@ struct srv_repl {
 	pthread_mutex_t order;		/* apply + queue of replicated writes */
 	_Atomic uint64_t epoch;		/* cur's, for STATS */
 	_Atomic uint64_t forwarded_writes, failed_writes, refused, applied;
-	/* the adopting thread and the configuration it is handed */
+	/* the adopting thread and the configurations it is handed, oldest
+	 * first (each is adopted in turn: a node that skips one cannot
+	 * tell what it gained, see srv_copy.c) */
 	pthread_t thr;
 	bool started, pstop;
 	pthread_mutex_t plock;
 	pthread_cond_t pcv;
-	struct memb_config *pending;
+	struct memb_config *pending[SRV_REPL_PENDING];
+	unsigned npending;
 	struct srv_once once;		/* exactly-once records */
+	/* copying ranges in (srv_copy.c; the adopting thread's) */
+	struct memb_placement *have;	/* the target ring of the last
+					   epoch whose ranges the node holds
+					   completely, NULL: none */
+	int have_self;			/* its index there */
+	uint64_t have_epoch;
+	_Atomic uint64_t synced;	/* that epoch, for the registration */
+	_Atomic uint64_t copied_rows, copies_done, copy_failures;
 };
 
 /* One request's hold on the configuration and the chunks it waits for. */
@@ -351,6 +364,7 @@ struct srv_repl_req {
 
 struct srv_repl_stats {
 	uint64_t epoch, forwarded_writes, failed_writes, refused, applied;
+	uint64_t synced, copied_rows, copies_done, copy_failures, gained;
 	uint64_t chunks_shipped, chunks_failed, queued;
 	bool active;
 };
@@ -379,6 +393,10 @@ int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
  * first failure. */
 int srv_repl_wait(struct rs_server *s, struct srv_repl_req *q);
 bool srv_repl_pending(const struct srv_repl_req *q);
+/* COPY (srv_copy.c): queue the rows asked for to the requester and wait
+ * for its acknowledgement. 0 and *out, or an error with a message. */
+int srv_copy_serve(struct rs_server *s, const struct proto_copy_req *m,
+		   struct proto_copy_reply *out);
 /* CONFIG reply into buf: length or < 0. */
 int srv_repl_config(struct rs_server *s, void *buf, size_t cap,
 		    const struct proto_hdr *h);
@@ -453,7 +471,7 @@ enum srv_req_type {
 	SRV_RT_HELLO, SRV_RT_CREATE, SRV_RT_DROP, SRV_RT_DIR, SRV_RT_GET,
 	SRV_RT_GET_OR_INIT, SRV_RT_PUT, SRV_RT_UPDATE, SRV_RT_DELETE,
 	SRV_RT_STATS, SRV_RT_CKPT, SRV_RT_LOAD, SRV_RT_CONFIG, SRV_RT_REPL,
-	SRV_RT_BAD, SRV_RT_COUNT
+	SRV_RT_COPY, SRV_RT_BAD, SRV_RT_COUNT
 };
 
 /* Why a peer was cut off (rs_connections_cut_total{reason}). */

@@ -48,46 +48,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "client/client_internal.h"
 #include "common/le.h"
-#include "coord/membership.h"
-#include "server/srv_internal.h"
-
-#define REPL_CHUNK_KEYS 4096u	/* records per chunk (one or more REPLs) */
-
-struct srv_chunk {
-	struct srv_chunk *next;
-	char table[PROTO_NAME_MAX + 1];
-	uint32_t width, n, cap;
-	bool sealed;		/* being shipped: no more appends */
-	bool done;
-	int err;		/* when done: 0 or why it failed */
-	unsigned refs;		/* the queue's + one per waiting request */
-	uint64_t *keys;
-	uint64_t *cl, *sq, *db;	/* completion: client, seq, done_below */
-	int32_t *st;		/* the status the client got (completion) */
-	uint8_t *kinds;
-	float *rows;		/* n * width */
-};
-
-struct srv_peer {
-	char id[MEMB_ID_MAX + 1];
-	uint64_t inc;
-	struct cli_node node;	/* pool of one connection */
-	struct auth_key key;
-	pthread_mutex_t lock;
-	pthread_cond_t cv;
-	struct srv_chunk *head, *tail;	/* queued, oldest first */
-	bool sending;
-	uint64_t shipped, failed;	/* chunks (STATS) */
-};
-
-struct srv_cfg {
-	struct memb_config c;
-	struct memb_placement *pl;
-	int self;		/* index in c.m, -1: not an active member */
-	struct srv_peer **peer;	/* [c.n], NULL for self and non-active */
-};
+#include "server/srv_repl_int.h"
 
 static uint64_t mono_ms(void)
 {
@@ -181,6 +143,8 @@ static void cfg_free(struct srv_cfg *g, bool peers)
 	for (size_t i = 0; peers && g->peer && i < g->c.n; i++)
 		peer_free(g->peer[i]);
 	free(g->peer);
+	free(g->gain);
+	memb_placement_free(&g->tpl);
 	memb_placement_free(&g->pl);
 	memb_config_free(&g->c);
 	free(g);
@@ -202,33 +166,68 @@ static struct srv_peer *find_peer(struct srv_cfg *old, const char *id,
 	return NULL;
 }
 
+/* The target ring of g: its JOINING members count as ACTIVE. NULL (and
+ * 0) when there is none. */
+static int target_ring(struct srv_cfg *g)
+{
+	struct memb_config t;
+	bool any = false;
+	int ret;
+
+	for (size_t i = 0; i < g->c.n; i++)
+		any |= g->c.m[i].state == MEMB_JOINING;
+	if (!any)
+		return 0;
+	if ((ret = memb_config_copy(&t, &g->c)))
+		return ret;
+	for (size_t i = 0; i < t.n; i++)
+		if (t.m[i].state == MEMB_JOINING)
+			t.m[i].state = MEMB_ACTIVE;
+	ret = memb_placement_new(&g->tpl, &t);
+	memb_config_free(&t);
+	return ret;
+}
+
+static struct srv_cfg *cfg_new(struct rs_server *s,
+			       const struct memb_config *c)
+{
+	struct srv_cfg *g = calloc(1, sizeof(*g));
+
+	if (!g || memb_config_copy(&g->c, c) ||
+	    memb_placement_new(&g->pl, &g->c) || target_ring(g) ||
+	    !(g->peer = calloc(g->c.n + 1, sizeof(*g->peer)))) {
+		cfg_free(g, false);
+		return NULL;
+	}
+	g->self = g->tself = -1;
+	for (size_t i = 0; i < g->c.n; i++) {
+		const struct memb_member *m = &g->c.m[i];
+
+		if (strcmp(m->id, s->o.coord_id) || m->inc != s->repl.inc)
+			continue;
+		if (m->state == MEMB_ACTIVE)
+			g->self = (int)i;
+		if (m->state != MEMB_DOWN)
+			g->tself = (int)i;
+	}
+	return g;
+}
+
 static void adopt(struct rs_server *s, const struct memb_config *c)
 {
 	struct srv_repl *rp = &s->repl;
-	struct srv_cfg *g = calloc(1, sizeof(*g)), *old;
-	uint64_t inc = s->repl.inc;
+	struct srv_cfg *g = cfg_new(s, c), *old;
 	char why[320] = "";
 
-	if (!g || memb_config_copy(&g->c, c) ||
-	    memb_placement_new(&g->pl, &g->c) ||
-	    !(g->peer = calloc(g->c.n + 1, sizeof(*g->peer)))) {
+	if (!g)
 		srv_log("repl: epoch %" PRIu64 ": out of memory; writes stay "
 			"refused until the next configuration", c->epoch);
-		cfg_free(g, false);
-		g = NULL;
-	}
-	g ? (void)(g->self = -1) : (void)0;
-	for (size_t i = 0; g && i < g->c.n; i++)
-		if (!strcmp(g->c.m[i].id, s->o.coord_id) &&
-		    g->c.m[i].inc == inc &&
-		    g->c.m[i].state == MEMB_ACTIVE)
-			g->self = (int)i;
 	pthread_rwlock_wrlock(&rp->lock);
 	old = rp->cur;
 	for (size_t i = 0; g && i < g->c.n; i++) {
 		const struct memb_member *m = &g->c.m[i];
 
-		if ((int)i == g->self || m->state != MEMB_ACTIVE)
+		if ((int)i == g->tself || m->state == MEMB_DOWN)
 			continue;
 		g->peer[i] = find_peer(old, m->id, m->inc);
 		if (!g->peer[i])
@@ -237,6 +236,10 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 			snprintf(why, sizeof(why), "peer '%s' (%s): cannot "
 				 "set up", m->id, m->addr);
 	}
+	/* no request runs: what the node holds of the ranges it gains can
+	 * go before the first write of the new epoch is forwarded here */
+	if (g && !why[0] && srv_copy_plan(s, g))
+		snprintf(why, sizeof(why), "%s", rs_errormsg());
 	if (g && why[0]) {
 		cfg_free(g, true);
 		g = NULL;
@@ -250,8 +253,10 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 			"refused", c->epoch, why[0] ? ": " : "", why);
 	else
 		srv_log("repl: epoch %" PRIu64 " adopted: %zu members, r %u, "
-			"this node %s", c->epoch, c->n, c->r,
-			g->self >= 0 ? "active" : "not active");
+			"this node %s, %zu range%s to copy in", c->epoch,
+			c->n, c->r, g->self >= 0 ? "active" :
+			g->tself >= 0 ? "joining" : "not a member",
+			g->ngain, g->ngain == 1 ? "" : "s");
 }
 
 /* The adopting thread: adoption waits for the requests in flight (up to
@@ -265,16 +270,18 @@ static void *adopt_main(void *arg)
 	for (;;) {
 		struct memb_config *c;
 
-		while (!rp->pending && !rp->pstop)
+		while (!rp->npending && !rp->pstop)
 			pthread_cond_wait(&rp->pcv, &rp->plock);
 		if (rp->pstop)
 			break;
-		c = rp->pending;
-		rp->pending = NULL;
+		c = rp->pending[0];
+		memmove(rp->pending, rp->pending + 1,
+			--rp->npending * sizeof(*rp->pending));
 		pthread_mutex_unlock(&rp->plock);
 		adopt(s, c);
 		memb_config_free(c);
 		free(c);
+		srv_copy_run(s);
 		pthread_mutex_lock(&rp->plock);
 	}
 	pthread_mutex_unlock(&rp->plock);
@@ -292,11 +299,15 @@ void srv_repl_adopt(struct rs_server *s, const struct memb_config *c)
 		return;
 	}
 	pthread_mutex_lock(&rp->plock);
-	if (rp->pending) {	/* superseded before it was adopted */
-		memb_config_free(rp->pending);
-		free(rp->pending);
+	if (rp->npending == SRV_REPL_PENDING) {
+		/* the oldest goes: the node then cannot tell what it gained
+		 * and copies all its ranges again (srv_copy.c) */
+		memb_config_free(rp->pending[0]);
+		free(rp->pending[0]);
+		memmove(rp->pending, rp->pending + 1,
+			--rp->npending * sizeof(*rp->pending));
 	}
-	rp->pending = copy;
+	rp->pending[rp->npending++] = copy;
 	pthread_cond_signal(&rp->pcv);
 	pthread_mutex_unlock(&rp->plock);
 }
@@ -351,11 +362,11 @@ void srv_repl_fini(struct rs_server *s)
 	struct srv_repl *rp = &s->repl;
 
 	srv_repl_stop(s);
-	if (rp->pending) {
-		memb_config_free(rp->pending);
-		free(rp->pending);
-		rp->pending = NULL;
+	while (rp->npending) {
+		memb_config_free(rp->pending[--rp->npending]);
+		free(rp->pending[rp->npending]);
 	}
+	srv_copy_fini(s);
 	cfg_free(rp->cur, true);
 	rp->cur = NULL;
 	srv_once_fini(&rp->once);
@@ -383,11 +394,12 @@ int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
 	g = rp->cur;
 	q->held = true;
 	q->cfg = g;
-	if (!g || g->self < 0) {
+	if (!g || (backup ? g->tself : g->self) < 0) {
 		atomic_fetch_add(&rp->refused, 1);
-		return rs_seterr(RS_E_EPOCH, "this node is not an active "
-				 "member of the configuration (epoch %" PRIu64
-				 ")", g ? g->c.epoch : 0);
+		return rs_seterr(RS_E_EPOCH, "this node is not %s member of "
+				 "the configuration (epoch %" PRIu64 ")",
+				 backup ? "a" : "an active",
+				 g ? g->c.epoch : 0);
 	}
 	if (epoch != g->c.epoch) {
 		atomic_fetch_add(&rp->refused, 1);
@@ -395,14 +407,13 @@ int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
 				 "follows epoch %" PRIu64, epoch, g->c.epoch);
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		uint64_t key = proto_key_at(keys, i);
-		unsigned cnt = memb_replicas(g->pl, memb_key_hash(key), set);
-		bool ok = cnt && (int)set[0] == g->self;
+		uint64_t key = proto_key_at(keys, i), h = memb_key_hash(key);
+		unsigned cnt = memb_replicas(g->pl, h, set);
+		bool prim = cnt && (int)set[0] == g->self;
+		bool ok = backup ? !prim && srv_repl_forwards_to(g, h,
+								  g->tself)
+				 : prim;
 
-		for (unsigned j = 1; backup && !ok && j < cnt; j++)
-			ok = (int)set[j] == g->self;
-		if (backup && cnt && (int)set[0] == g->self)
-			ok = false;
 		if (!ok) {
 			atomic_fetch_add(&rp->refused, 1);
 			return rs_seterr(RS_E_EPOCH, "key %" PRIu64 ": this "
@@ -412,6 +423,24 @@ int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
 		}
 	}
 	return 0;
+}
+
+bool srv_repl_forwards_to(const struct srv_cfg *g, uint64_t h, unsigned mi)
+{
+	unsigned set[MEMB_MAX_R], cnt = memb_replicas(g->pl, h, set);
+
+	for (unsigned j = 1; j < cnt; j++)
+		if (set[j] == mi)
+			return true;
+	if (!g->tpl)
+		return false;
+	/* the joining members of its target set (an active member there
+	 * is in its active set too) */
+	cnt = memb_replicas(g->tpl, h, set);
+	for (unsigned j = 0; j < cnt; j++)
+		if (set[j] == mi)
+			return g->c.m[mi].state == MEMB_JOINING;
+	return false;
 }
 
 void srv_repl_exit(struct rs_server *s, struct srv_repl_req *q)
@@ -463,10 +492,10 @@ static int hold_chunk(struct srv_repl_req *q, struct srv_chunk *ch,
 	return 0;
 }
 
-/* Append one record to peer pi's queue (caller holds `order`). */
-static int append(struct srv_repl_req *q, unsigned pi, const char *table,
-		  uint32_t width, uint64_t key, uint8_t kind, const float *row,
-		  const struct srv_once_tag *tag, int32_t st)
+int srv_repl_append(struct srv_repl_req *q, unsigned pi, const char *table,
+		    uint32_t width, uint64_t key, uint8_t kind,
+		    const float *row, const struct srv_once_tag *tag,
+		    int32_t st)
 {
 	struct srv_peer *p = q->cfg->peer[pi];
 	struct srv_chunk *ch;
@@ -526,12 +555,23 @@ int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
 	unsigned set[MEMB_MAX_R], cnt;
 	int ret;
 
+	uint64_t h = memb_key_hash(key);
+	uint8_t kind = deleted ? PROTO_REPL_DELETED : PROTO_REPL_ROW;
+
 	(void)s;
-	cnt = memb_replicas(g->pl, memb_key_hash(key), set);
+	cnt = memb_replicas(g->pl, h, set);
 	for (unsigned j = 1; j < cnt; j++)
-		if ((ret = append(q, set[j], table, width, key,
-				  deleted ? PROTO_REPL_DELETED : PROTO_REPL_ROW,
-				  row, tag, st)))
+		if ((ret = srv_repl_append(q, set[j], table, width, key, kind,
+					   row, tag, st)))
+			return ret;
+	if (RS_LIKELY(!g->tpl))
+		return 0;
+	/* joining members of the key's target set */
+	cnt = memb_replicas(g->tpl, h, set);
+	for (unsigned j = 0; j < cnt; j++)
+		if (g->c.m[set[j]].state == MEMB_JOINING &&
+		    (ret = srv_repl_append(q, set[j], table, width, key, kind,
+					   row, tag, st)))
 			return ret;
 	return 0;
 }
@@ -753,8 +793,13 @@ void srv_repl_stats(struct rs_server *s, struct srv_repl_stats *st)
 	st->failed_writes = atomic_load(&rp->failed_writes);
 	st->refused = atomic_load(&rp->refused);
 	st->applied = atomic_load(&rp->applied);
+	st->synced = atomic_load(&rp->synced);
+	st->copied_rows = atomic_load(&rp->copied_rows);
+	st->copies_done = atomic_load(&rp->copies_done);
+	st->copy_failures = atomic_load(&rp->copy_failures);
 	if (pthread_rwlock_tryrdlock(&rp->lock))
 		return;
+	st->gained = rp->cur ? rp->cur->ngain : 0;
 	g = rp->cur;
 	for (size_t i = 0; g && i < g->c.n; i++) {
 		struct srv_peer *p = g->peer[i];

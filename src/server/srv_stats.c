@@ -52,6 +52,7 @@ static const char *const rt_names[SRV_RT_COUNT] = {
 	[SRV_RT_DELETE] = "delete",	 [SRV_RT_STATS] = "stats",
 	[SRV_RT_CKPT] = "checkpoint",	 [SRV_RT_LOAD] = "load",
 	[SRV_RT_CONFIG] = "config",	 [SRV_RT_REPL] = "repl",
+	[SRV_RT_COPY] = "copy",
 	[SRV_RT_BAD] = "bad",
 };
 
@@ -431,6 +432,11 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		TRY(add(l, N, "repl.chunks_shipped", rs.chunks_shipped));
 		TRY(add(l, N, "repl.chunks_failed", rs.chunks_failed));
 		TRY(add(l, N, "repl.queued_records", rs.queued));
+		TRY(add(l, N, "repl.synced_epoch", rs.synced));
+		TRY(add(l, N, "repl.ranges_to_copy", rs.gained));
+		TRY(add(l, N, "repl.copied_rows", rs.copied_rows));
+		TRY(add(l, N, "repl.copies_done", rs.copies_done));
+		TRY(add(l, N, "repl.copy_failures", rs.copy_failures));
 		{
 			uint64_t cl, en, dd, ev;
 

@@ -229,6 +229,11 @@ void slab_write_abort(struct slab_wr *w);
  */
 typedef int (*slab_iter_fn)(void *arg, uint64_t key, uint32_t row);
 int slab_iterate(struct slab_table *t, slab_iter_fn fn, void *arg);
+/* The same from row slot *cursor on; *cursor becomes the slot after the
+ * one fn stopped at, or the end of the walk (a walk resumed from there
+ * goes on where this one stopped). */
+int slab_iterate_from(struct slab_table *t, uint64_t *cursor, slab_iter_fn fn,
+		      void *arg);
 
 struct slab_recovery_stats {
 	uint64_t log_replayed;	  /* rows (and state) redone from the log */

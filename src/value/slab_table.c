@@ -588,12 +588,13 @@ int slab_read_state(struct slab_table *t, uint64_t key, float *out)
 	return 0;
 }
 
-int slab_iterate(struct slab_table *t, slab_iter_fn fn, void *arg)
+int slab_iterate_from(struct slab_table *t, uint64_t *cursor, slab_iter_fn fn,
+		      void *arg)
 {
 	const uint64_t live = row_meta(&t->rg, ROW_LIVE);
 	uint64_t n = atomic_load_explicit(&t->next, memory_order_acquire);
 
-	for (uint64_t r = 0; r < n; r++) {
+	for (uint64_t r = *cursor; r < n; r++) {
 		const uint64_t *w = slab_row_words(t, (uint32_t)r);
 		unsigned spins = 0;
 		uint64_t v, k, m;
@@ -615,10 +616,20 @@ int slab_iterate(struct slab_table *t, slab_iter_fn fn, void *arg)
 		if (m != live || pet_lookup(t->pet, k, &ref) || ref != r)
 			continue;
 		rc = fn(arg, k, (uint32_t)r);
-		if (rc)
+		if (rc) {
+			*cursor = r + 1;
 			return rc;
+		}
 	}
+	*cursor = n > *cursor ? n : *cursor;
 	return 0;
+}
+
+int slab_iterate(struct slab_table *t, slab_iter_fn fn, void *arg)
+{
+	uint64_t cursor = 0;
+
+	return slab_iterate_from(t, &cursor, fn, arg);
 }
 
 /* ---- accessors ---- */

@@ -346,6 +346,21 @@ static void corpus_build(struct corpus *c)
 			   proto_enc_keys_reply(SLOT, &h, PROTO_OP_REPL,
 						&kr));
 	}
+	/* COPY: two ranges, one of them wrapping past 2^64 - 1 */
+	{
+		static const uint64_t rg[4] = { 100, 5000, UINT64_MAX - 9, 7 };
+		struct proto_copy_req cq = { .epoch = 4, .inc = 0xfeedu,
+					     .cursor = 12, .max = 2048,
+					     .nranges = 2, .ranges = rg };
+		struct proto_copy_reply cr = { .cursor = 4096, .copied = 33,
+					       .done = 1 };
+
+		snprintf(cq.id, sizeof(cq.id), "mem-2");
+		snprintf(cq.table, sizeof(cq.table), "ads.user_id");
+		corpus_add(c, "copy_req", proto_enc_copy_req(SLOT, &h, &cq));
+		corpus_add(c, "copy_reply",
+			   proto_enc_copy_reply(SLOT, &h, &cr));
+	}
 	corpus_add(c, "error_reply",
 		   proto_enc_error(SLOT, &h, PROTO_OP_UPDATE, RS_E_NOTFOUND,
 				   "table 7 not found"));
@@ -424,6 +439,13 @@ static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 			q.rows = rows;
 			return proto_enc_repl_req(buf, cap, h, &q);
 		}
+		case PROTO_OP_COPY: {
+			struct proto_copy_req q = m->u.copy_req;
+
+			proto_load_u64(keys, q.ranges, 2 * q.nranges);
+			q.ranges = keys;
+			return proto_enc_copy_req(buf, cap, h, &q);
+		}
 		default: {
 			struct proto_keys_req q = m->u.keys_req;
 
@@ -481,6 +503,8 @@ static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 		if (n != cf.n)
 			return -1;
 		return proto_enc_config_reply(buf, cap, h, &cf, members);
+	case PROTO_OP_COPY:
+		return proto_enc_copy_reply(buf, cap, h, &m->u.copy_reply);
 	default: {
 		struct proto_keys_reply r = m->u.keys_reply;
 

@@ -655,7 +655,7 @@ static const struct mutation mutations[] = {
 	{ "get_req", 0, 1, 'X', RS_E_PROTO, "bad magic" },
 	{ "get_req", 4, 1, 2, RS_E_PROTO, "unsupported protocol version 2" },
 	{ "get_req", 5, 1, 0, RS_E_PROTO, "unknown opcode 0" },
-	{ "get_req", 5, 1, PROTO_OP_COUNT, RS_E_PROTO, "unknown opcode 15" },
+	{ "get_req", 5, 1, PROTO_OP_COUNT, RS_E_PROTO, "unknown opcode 16" },
 	{ "get_req", 6, 1, 0x4, RS_E_PROTO, "unknown header flags 0x4" },
 	{ "get_req", 24, 4, 1000, RS_E_PROTO, "header says 1000 body bytes" },
 	{ "get_req", 28, 4, 5, RS_E_PROTO, "status 5 (must be 0)" },

@@ -1,0 +1,659 @@
+/*
+ * srv_copy.c - copying ranges to a node that gains them (docs/replication.md,
+ * "Copying ranges").
+ *
+ * A node gains a key-hash range when a configuration puts it in the
+ * range's target replica set (the ring over ACTIVE and JOINING members)
+ * and the node did not hold the range completely before: a joining node
+ * gains all its ranges, a survivor of a failure the ones it is appended to
+ * as the new tail of a replica set. From the moment the node adopts that
+ * configuration the range's primary forwards every write of the range to
+ * it (srv_repl_record); what it still lacks is the rows written before.
+ * The adopting thread asks the primary for them (COPY): the primary walks
+ * its rows of each table a batch at a time and, under `order`, queues the
+ * range's rows to the node as REPL records in the same queue as the
+ * forwarded writes, so a row copied and a later write of the same key
+ * arrive in the order they happened. Records are whole rows and state,
+ * so the node ends with the primary's rows bit for bit.
+ *
+ * What the node held of a gained range from an earlier time (it left the
+ * range and comes back, or a key deleted meanwhile) is removed when the
+ * configuration is adopted, under the configuration's write lock: no
+ * write of the new epoch has reached the node yet, and none of an older
+ * one will be applied any more (the fence).
+ *
+ * The node knows what it holds only relative to the configuration before:
+ * `have`, the target ring of the last epoch whose ranges it held
+ * completely. When the new epoch is not the next one after it (the node
+ * missed a configuration, or never held anything), it copies all its
+ * ranges but those it is the primary of.
+ *
+ * When every gained range is in, the node holds its target ranges
+ * completely: it publishes the epoch in its registration (synced), and the
+ * decider makes a JOINING node ACTIVE in the next configuration.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/le.h"
+#include "server/srv_repl_int.h"
+#include "value/slab.h"
+
+#define COPY_BATCH 2048u	/* rows per COPY request */
+#define COPY_RETRY_MS 1000u
+#define COPY_WAIT_MS (4u * SRV_REPL_TIMEOUT_MS + 2000u)
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- ranges ---- */
+
+struct ranges {
+	struct srv_gain *v;	/* (lo, hi], lo < hi, sorted by lo */
+	size_t n;
+	bool low;		/* also [0, low_hi] (a range that wraps) */
+	uint64_t low_hi;
+};
+
+static bool ranges_has(const struct ranges *r, uint64_t h)
+{
+	size_t a = 0, b = r->n;
+
+	if (r->low && h <= r->low_hi)
+		return true;
+	while (a < b) {		/* the last range with lo < h */
+		size_t m = a + (b - a) / 2;
+
+		if (r->v[m].lo < h)
+			a = m + 1;
+		else
+			b = m;
+	}
+	return a && h <= r->v[a - 1].hi;
+}
+
+static int gain_cmp(const void *a, const void *b)
+{
+	const struct srv_gain *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Split wrapping ranges and sort; r->v must hold n + 1. */
+static void ranges_norm(struct ranges *r)
+{
+	size_t n = r->n;
+
+	for (size_t i = 0; i < n; i++)
+		if (r->v[i].lo >= r->v[i].hi) {
+			if (!r->low || r->v[i].hi > r->low_hi)
+				r->low_hi = r->v[i].hi;
+			r->low = true;
+			r->v[i].hi = UINT64_MAX;
+		}
+	qsort(r->v, r->n, sizeof(*r->v), gain_cmp);
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Append the end points of p's ranges to pts. */
+static void add_points(const struct memb_placement *p, uint64_t *pts,
+		       size_t *n)
+{
+	unsigned set[MEMB_MAX_R];
+	uint64_t a, b;
+
+	for (size_t i = 0; p && i < memb_ranges(p); i++) {
+		memb_range(p, i, &a, &b, set);
+		pts[(*n)++] = b;
+	}
+}
+
+static bool in_set(const struct memb_placement *p, uint64_t h, int who)
+{
+	unsigned set[MEMB_MAX_R], cnt;
+
+	if (!p || who < 0)
+		return false;
+	cnt = memb_replicas(p, h, set);
+	for (unsigned j = 0; j < cnt; j++)
+		if ((int)set[j] == who)
+			return true;
+	return false;
+}
+
+/* ---- planning (adopting thread, configuration write lock held) ---- */
+
+static void have_set(struct srv_repl *rp, const struct srv_cfg *g)
+{
+	struct memb_placement *p = NULL;
+
+	memb_placement_free(&rp->have);
+	rp->have_epoch = 0;
+	rp->have_self = -1;
+	if (g->tself < 0) {
+		atomic_store(&rp->synced, 0);
+		return;
+	}
+	{	/* the target ring, built again: g's goes with g */
+		struct memb_config t;
+
+		if (memb_config_copy(&t, &g->c))
+			return;
+		for (size_t i = 0; i < t.n; i++)
+			if (t.m[i].state == MEMB_JOINING)
+				t.m[i].state = MEMB_ACTIVE;
+		if (memb_placement_new(&p, &t))
+			p = NULL;
+		memb_config_free(&t);
+	}
+	if (!p)
+		return;		/* out of memory: the next epoch copies all */
+	rp->have = p;
+	rp->have_self = g->tself;
+	rp->have_epoch = g->c.epoch;
+	/* what the decider waits for to make a joining node active (an
+	 * active one has nothing to announce) */
+	if (g->self < 0)
+		atomic_store(&rp->synced, g->c.epoch);
+}
+
+static int gain_add(struct srv_cfg *g, size_t *cap, uint64_t lo, uint64_t hi,
+		    unsigned src)
+{
+	struct srv_gain *last = g->ngain ? &g->gain[g->ngain - 1] : NULL;
+
+	if (last && last->hi == lo && last->src == src) {
+		last->hi = hi;
+		return 0;
+	}
+	if (g->ngain == *cap) {
+		size_t nc = *cap ? 2 * *cap : 64;
+		void *v = realloc(g->gain, (nc + 1) * sizeof(*g->gain));
+
+		if (!v)
+			return rs_seterr(-ENOMEM, "copy: out of memory");
+		g->gain = v;
+		*cap = nc;
+	}
+	g->gain[g->ngain++] = (struct srv_gain){ lo, hi, src };
+	return 0;
+}
+
+struct purge {
+	struct ranges r;
+	struct slab_table *st;
+	uint64_t *keys;
+	size_t n, cap;
+};
+
+static int purge_collect(void *arg, uint64_t key, uint32_t row)
+{
+	struct purge *p = arg;
+
+	(void)row;
+	if (!ranges_has(&p->r, memb_key_hash(key)))
+		return 0;
+	if (p->n == p->cap) {
+		size_t nc = p->cap ? 2 * p->cap : 1024;
+		void *v = realloc(p->keys, nc * sizeof(*p->keys));
+
+		if (!v)
+			return -ENOMEM;
+		p->keys = v;
+		p->cap = nc;
+	}
+	p->keys[p->n++] = key;
+	return 0;
+}
+
+/* Remove every row of the gained ranges from every table. */
+static int purge_gained(struct rs_server *s, const struct srv_cfg *g)
+{
+	struct purge p = { 0 };
+	uint64_t removed = 0;
+	int ret = 0;
+
+	p.r.v = malloc((g->ngain + 1) * sizeof(*p.r.v));
+	if (!p.r.v)
+		return rs_seterr(-ENOMEM, "copy: out of memory");
+	memcpy(p.r.v, g->gain, g->ngain * sizeof(*p.r.v));
+	p.r.n = g->ngain;
+	ranges_norm(&p.r);
+	for (unsigned id = 0; !ret && id < SLAB_MAX_TABLES; id++) {
+		struct srv_table *t = srv_table_get(&s->tables, id);
+
+		if (!t)
+			continue;
+		p.n = 0;
+		ret = slab_iterate(t->st, purge_collect, &p);
+		for (size_t i = 0; !ret && i < p.n; i++)
+			removed += slab_delete(t->st, p.keys[i]) == 0;
+		srv_table_put(t);
+	}
+	free(p.keys);
+	free(p.r.v);
+	if (ret)
+		return rs_seterr(ret, "copy: out of memory");
+	if (removed)
+		srv_log("repl: epoch %" PRIu64 ": %" PRIu64 " rows of ranges "
+			"this node held earlier removed before copying them "
+			"again", g->c.epoch, removed);
+	return 0;
+}
+
+int srv_copy_plan(struct rs_server *s, struct srv_cfg *g)
+{
+	struct srv_repl *rp = &s->repl;
+	const struct memb_placement *t = srv_cfg_target(g);
+	const struct memb_member *me;
+	bool known, fresh;
+	uint64_t *pts;
+	size_t n = 0, cap = 0;
+	int ret = 0;
+
+	if (g->tself < 0) {
+		have_set(rp, g);	/* holds nothing of this epoch */
+		return 0;
+	}
+	me = &g->c.m[g->tself];
+	/* active in the epoch that made it so, with nothing before: the
+	 * first configuration, or one that activates new nodes at once */
+	fresh = !rp->have && me->state == MEMB_ACTIVE &&
+		me->since == g->c.epoch;
+	if (fresh) {
+		have_set(rp, g);
+		return 0;
+	}
+	known = rp->have && rp->have_epoch + 1 == g->c.epoch;
+	pts = malloc((memb_ranges(t) + memb_ranges(g->pl) +
+		      (known ? memb_ranges(rp->have) : 0) + 1) * sizeof(*pts));
+	if (!pts)
+		return rs_seterr(-ENOMEM, "copy: out of memory");
+	add_points(t, pts, &n);
+	add_points(g->pl, pts, &n);
+	if (known)
+		add_points(rp->have, pts, &n);
+	qsort(pts, n, sizeof(*pts), u64_cmp);
+	for (size_t i = 0; !ret && i < n; i++) {
+		uint64_t lo = pts[i ? i - 1 : n - 1], hi = pts[i];
+		unsigned set[MEMB_MAX_R];
+
+		if (i && lo == hi)
+			continue;
+		if (!in_set(t, hi, g->tself) ||
+		    (known && in_set(rp->have, hi, rp->have_self)))
+			continue;
+		if (!memb_replicas(g->pl, hi, set) || (int)set[0] == g->self)
+			continue; /* no one else holds it: nothing to copy */
+		ret = gain_add(g, &cap, lo, hi, set[0]);
+	}
+	free(pts);
+	if (!ret && g->ngain)
+		ret = purge_gained(s, g);
+	if (!ret && !g->ngain)
+		have_set(rp, g);
+	return ret;
+}
+
+void srv_copy_fini(struct rs_server *s)
+{
+	memb_placement_free(&s->repl.have);
+}
+
+/* ---- the primary's side: COPY ---- */
+
+struct scan {
+	const struct srv_cfg *g;
+	struct ranges r;
+	unsigned to;
+	uint64_t *keys;
+	uint32_t n, max;
+};
+
+static int scan_key(void *arg, uint64_t key, uint32_t row)
+{
+	struct scan *c = arg;
+	uint64_t h = memb_key_hash(key);
+	unsigned set[MEMB_MAX_R];
+
+	(void)row;
+	if (!ranges_has(&c->r, h) || !memb_replicas(c->g->pl, h, set) ||
+	    (int)set[0] != c->g->self ||
+	    !srv_repl_forwards_to(c->g, h, c->to))
+		return 0;
+	c->keys[c->n++] = key;
+	return c->n == c->max;
+}
+
+/* The member asking: id and incarnation of a non-DOWN member with a
+ * peer (not this node). */
+static int requester(const struct srv_cfg *g, const struct proto_copy_req *m,
+		     unsigned *out)
+{
+	for (size_t i = 0; i < g->c.n; i++)
+		if (!strcmp(g->c.m[i].id, m->id) && g->c.m[i].inc == m->inc &&
+		    g->peer[i]) {
+			*out = (unsigned)i;
+			return 0;
+		}
+	return rs_seterr(RS_E_EPOCH, "COPY: '%s' (incarnation %016" PRIx64
+			 ") is not a member in epoch %" PRIu64, m->id, m->inc,
+			 g->c.epoch);
+}
+
+/* Queue the rows of c->keys to c->to (order held). */
+static int queue_rows(struct rs_server *s, struct srv_repl_req *q,
+		      struct srv_table *t, const struct scan *c,
+		      uint64_t *copied)
+{
+	uint32_t width = t->spec.dim + t->state_floats;
+	float *buf = malloc((size_t)width * sizeof(float));
+	int ret = 0;
+
+	if (!buf)
+		return rs_seterr(-ENOMEM, "COPY: out of memory");
+	for (uint32_t i = 0; !ret && i < c->n; i++) {
+		memset(buf, 0, (size_t)width * sizeof(float));
+		if (slab_read(t->st, c->keys[i], buf, NULL) ||
+		    (t->state_floats &&
+		     slab_read_state(t->st, c->keys[i], buf + t->spec.dim)))
+			continue;	/* deleted since: that went ahead */
+		ret = srv_repl_append(q, c->to, t->spec.name, width,
+				      c->keys[i], PROTO_REPL_ROW, buf, NULL, 0);
+		*copied += !ret;
+	}
+	free(buf);
+	(void)s;
+	return ret ? rs_seterr(ret, "COPY: out of memory") : 0;
+}
+
+int srv_copy_serve(struct rs_server *s, const struct proto_copy_req *m,
+		   struct proto_copy_reply *out)
+{
+	struct srv_repl *rp = &s->repl;
+	struct srv_repl_req q;
+	struct srv_table *t = NULL;
+	struct scan c = { 0 };
+	const struct srv_cfg *g;
+	uint64_t cursor = m->cursor;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	memset(&q, 0, sizeof(q));
+	if (!rp->on)
+		return rs_seterr(RS_E_EPOCH, "COPY: this node is not a member "
+				 "of a cluster");
+	if (pthread_rwlock_tryrdlock(&rp->lock))
+		return rs_seterr(RS_E_EPOCH, "COPY: the node is adopting a "
+				 "new configuration: retry");
+	q.held = true;
+	q.cfg = rp->cur;
+	g = q.cfg;
+	if (!g || g->self < 0 || g->c.epoch != m->epoch) {
+		ret = rs_seterr(RS_E_EPOCH, "COPY: epoch %" PRIu64 ": this "
+				"node is an active member of epoch %" PRIu64,
+				m->epoch, g && g->self >= 0 ? g->c.epoch : 0);
+		goto out;
+	}
+	if ((ret = requester(g, m, &c.to)))
+		goto out;
+	if (!(t = srv_table_get_name(&s->tables, m->table))) {
+		ret = rs_seterr(RS_E_NOTFOUND, "COPY: table '%s': no such "
+				"table on this node", m->table);
+		goto out;
+	}
+	c.g = g;
+	c.max = m->max;
+	c.r.v = malloc(((size_t)m->nranges + 1) * sizeof(*c.r.v));
+	c.keys = malloc((size_t)m->max * sizeof(*c.keys));
+	if (!c.r.v || !c.keys) {
+		ret = rs_seterr(-ENOMEM, "COPY: out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < m->nranges; i++) {
+		c.r.v[i].lo = proto_key_at(m->ranges, 2 * i);
+		c.r.v[i].hi = proto_key_at(m->ranges, 2 * i + 1);
+	}
+	c.r.n = m->nranges;
+	ranges_norm(&c.r);
+	out->done = slab_iterate_from(t->st, &cursor, scan_key, &c) == 0;
+	out->cursor = cursor;
+	pthread_mutex_lock(&rp->order);
+	ret = queue_rows(s, &q, t, &c, &out->copied);
+	pthread_mutex_unlock(&rp->order);
+	if (!ret && srv_repl_pending(&q))
+		ret = srv_repl_wait(s, &q);
+out:
+	free(c.keys);
+	free(c.r.v);
+	if (t)
+		srv_table_put(t);
+	srv_repl_exit(s, &q);
+	return ret;
+}
+
+/* ---- the gaining node's side (adopting thread) ---- */
+
+static bool newer_waits(struct srv_repl *rp)
+{
+	bool w;
+
+	pthread_mutex_lock(&rp->plock);
+	w = rp->npending || rp->pstop;
+	pthread_mutex_unlock(&rp->plock);
+	return w;
+}
+
+/* The tables the source has and this node lacks, created here. */
+static int copy_tables(struct rs_server *s, struct cli_node *n,
+		       struct proto_table_info **dir, uint32_t *count)
+{
+	uint64_t gen;
+	int ret = cli_wire_dir(n, dir, count, &gen);
+
+	for (uint32_t i = 0; !ret && i < *count; i++) {
+		const struct proto_table_spec *sp = &(*dir)[i].spec;
+		struct srv_table *t = srv_table_get_name(&s->tables, sp->name);
+		struct proto_table_info info;
+
+		if (t) {
+			srv_table_put(t);
+			continue;
+		}
+		ret = srv_table_create(&s->tables, sp, &info);
+		if (ret == RS_E_EXISTS)	/* created meanwhile */
+			ret = 0;
+		else if (!ret)
+			srv_log("repl: table '%s' created as on '%s' (copying "
+				"its ranges)", sp->name, n->name);
+	}
+	return ret;
+}
+
+/* One COPY call: 0 and *rep, or the error. */
+static int copy_call(struct cli_node *n, const struct proto_copy_req *m,
+		     struct proto_copy_reply *rep)
+{
+	struct cli_conn *cc;
+	struct proto_msg r;
+	struct proto_hdr h;
+	struct rv_msg raw;
+	int len, ret;
+
+	if ((ret = cli_conn_get(n, &cc)))
+		return ret;
+	cli_hdr_init(&h, 0, false);
+	len = proto_enc_copy_req(cc->msg, cc->msg_max, &h, m);
+	if (len < 0) {
+		cli_conn_put(cc);
+		return len;
+	}
+	cc->recv_timeout_ms = COPY_WAIT_MS;
+	ret = cli_wire_call(cc, (size_t)len, &raw, &r);
+	cc->recv_timeout_ms = 0;
+	if (!ret) {
+		*rep = r.u.copy_reply;
+		rv_msg_release(&raw);
+		if (rep->cursor < m->cursor)
+			ret = rs_seterr(RS_E_PROTO, "COPY reply: cursor %"
+					PRIu64 " went back from %" PRIu64,
+					rep->cursor, m->cursor);
+	}
+	if (ret && cli_conn_error(ret))
+		cli_conn_fail(cc, ret);
+	cli_conn_put(cc);
+	return ret;
+}
+
+/* Copy every gained range whose source is member src. */
+static int copy_from(struct rs_server *s, const struct srv_cfg *g,
+		     unsigned src, uint64_t *rows)
+{
+	struct srv_repl *rp = &s->repl;
+	const struct srv_peer *p = g->peer[src];
+	struct proto_table_info *dir = NULL;
+	struct cli_node n = { .name = (char *)p->id, .dev = s->dev,
+			      .timeout_ms = SRV_REPL_TIMEOUT_MS,
+			      .key = p->node.key };
+	struct proto_copy_req m = { .epoch = g->c.epoch, .inc = rp->inc,
+				    .max = COPY_BATCH };
+	uint64_t *rg = NULL;
+	uint32_t count = 0;
+	int ret;
+
+	memcpy(n.host, p->node.host, sizeof(n.host));
+	n.port = p->node.port;
+	if ((ret = cli_pool_init(&n.pool, 1)))
+		return rs_seterr(ret, "copy: out of memory");
+	snprintf(m.id, sizeof(m.id), "%s", s->o.coord_id);
+	ret = copy_tables(s, &n, &dir, &count);
+	if (!ret && !(rg = malloc(2 * PROTO_COPY_MAX_RANGES * sizeof(*rg))))
+		ret = rs_seterr(-ENOMEM, "copy: out of memory");
+	for (uint32_t ti = 0; !ret && ti < count; ti++) {
+		size_t gi = 0;
+
+		snprintf(m.table, sizeof(m.table), "%s", dir[ti].spec.name);
+		while (!ret && gi < g->ngain) {
+			struct proto_copy_reply rep = { 0 };
+
+			m.nranges = 0;
+			for (; gi < g->ngain &&
+			       m.nranges < PROTO_COPY_MAX_RANGES; gi++)
+				if (g->gain[gi].src == src) {
+					rg[2 * m.nranges] = g->gain[gi].lo;
+					rg[2 * m.nranges++ + 1] =
+						g->gain[gi].hi;
+				}
+			if (!m.nranges)
+				break;
+			m.ranges = rg;
+			m.cursor = 0;
+			do {
+				if (newer_waits(rp))
+					ret = RS_E_EPOCH;
+				else
+					ret = copy_call(&n, &m, &rep);
+				m.cursor = rep.cursor;
+				*rows += rep.copied;
+			} while (!ret && !rep.done);
+		}
+	}
+	free(rg);
+	free(dir);
+	cli_pool_destroy(&n.pool);
+	return ret;
+}
+
+static int copy_all(struct rs_server *s, const struct srv_cfg *g,
+		    uint64_t *rows, unsigned *srcs)
+{
+	int ret = 0;
+
+	for (size_t i = 0; !ret && i < g->ngain; i++) {
+		bool seen = false;
+
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = g->gain[j].src == g->gain[i].src;
+		if (seen)
+			continue;
+		ret = copy_from(s, g, g->gain[i].src, rows);
+		if (ret && ret != RS_E_EPOCH) {
+			char msg[256];
+
+			snprintf(msg, sizeof(msg), "%s", rs_errormsg());
+			rs_seterr(ret, "from '%s': %s",
+				  g->c.m[g->gain[i].src].id, msg);
+		}
+		*srcs += !ret;
+	}
+	return ret;
+}
+
+void srv_copy_run(struct rs_server *s)
+{
+	struct srv_repl *rp = &s->repl;
+	struct srv_cfg *g = rp->cur;	/* only this thread replaces it */
+	uint64_t t0 = mono_ms(), rows = 0, logged = 0;
+	uint64_t applied0 = atomic_load(&rp->applied), applied;
+	unsigned attempt = 0;
+
+	if (!g || !g->ngain)
+		return;
+	for (;;) {
+		unsigned srcs = 0;
+		int ret = copy_all(s, g, &rows, &srcs);
+
+		if (!ret)
+			break;
+		if (newer_waits(rp))
+			return;	/* the next configuration plans again */
+		atomic_fetch_add(&rp->copy_failures, 1);
+		if (!attempt++ || mono_ms() - logged >= 60000u) {
+			srv_log("repl: epoch %" PRIu64 ": copying ranges in "
+				"failed (%s; %s), retrying every %u ms",
+				g->c.epoch, rs_errormsg(), rs_strerror(ret),
+				COPY_RETRY_MS);
+			logged = mono_ms();
+		}
+		{
+			struct timespec dl;
+
+			clock_gettime(CLOCK_REALTIME, &dl);
+			dl.tv_sec += COPY_RETRY_MS / 1000u;
+			pthread_mutex_lock(&rp->plock);
+			if (!rp->npending && !rp->pstop)
+				pthread_cond_timedwait(&rp->pcv, &rp->plock,
+						       &dl);
+			pthread_mutex_unlock(&rp->plock);
+		}
+		rows = 0;
+	}
+	atomic_fetch_add(&rp->copied_rows, rows);
+	atomic_fetch_add(&rp->copies_done, 1);
+	pthread_rwlock_wrlock(&rp->lock);
+	have_set(rp, g);
+	g->ngain = 0;
+	pthread_rwlock_unlock(&rp->lock);
+	/* every record applied meanwhile that was not a copied row was a
+	 * write forwarded while the copy ran */
+	applied = atomic_load(&rp->applied) - applied0;
+	srv_log("repl: epoch %" PRIu64 ": ranges copied in: %" PRIu64 " rows "
+		"in %.1f s, %" PRIu64 " forwarded writes applied meanwhile",
+		g->c.epoch, rows, (double)(mono_ms() - t0) / 1e3,
+		applied > rows ? applied - rows : 0);
+}

@@ -1,0 +1,92 @@
+/*
+ * srv_repl_int.h - what srv_repl.c (configuration, fence, forwarding) and
+ * srv_copy.c (copying ranges to a node that gains them) share.
+ */
+#ifndef RS_SERVER_SRV_REPL_INT_H
+#define RS_SERVER_SRV_REPL_INT_H
+
+#include <stdatomic.h>
+
+#include "client/client_internal.h"
+#include "coord/membership.h"
+#include "server/srv_internal.h"
+
+#define REPL_CHUNK_KEYS 4096u	/* records per chunk (one or more REPLs) */
+
+struct srv_chunk {
+	struct srv_chunk *next;
+	char table[PROTO_NAME_MAX + 1];
+	uint32_t width, n, cap;
+	bool sealed;		/* being shipped: no more appends */
+	bool done;
+	int err;		/* when done: 0 or why it failed */
+	unsigned refs;		/* the queue's + one per waiting request */
+	uint64_t *keys;
+	uint64_t *cl, *sq, *db;	/* completion: client, seq, done_below */
+	int32_t *st;		/* the status the client got (completion) */
+	uint8_t *kinds;
+	float *rows;		/* n * width */
+};
+
+struct srv_peer {
+	char id[MEMB_ID_MAX + 1];
+	uint64_t inc;
+	struct cli_node node;	/* pool of one connection */
+	struct auth_key key;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	struct srv_chunk *head, *tail;	/* queued, oldest first */
+	bool sending;
+	uint64_t shipped, failed;	/* chunks (STATS) */
+};
+
+
+
+/* A key-hash range (lo, hi] this node gains in a configuration, and the
+ * member (index in c.m) that is its primary there: the copy's source. */
+struct srv_gain {
+	uint64_t lo, hi;
+	unsigned src;
+};
+
+/* The configuration with what the node derived from it. */
+struct srv_cfg {
+	struct memb_config c;
+	struct memb_placement *pl;	/* the ACTIVE members' ring */
+	/* the target ring: ACTIVE and JOINING members (NULL: no JOINING
+	 * member, the same as pl); primaries forward to its replica sets
+	 * too, so that a joining node receives every write of its ranges */
+	struct memb_placement *tpl;
+	int self;		/* index in c.m, -1: not an active member */
+	int tself;		/* index in c.m in the target ring, or -1 */
+	struct srv_peer **peer;	/* [c.n], NULL for self and DOWN members */
+	struct srv_gain *gain;	/* ranges to copy in (adjacent ones
+				   of one source merged) */
+	size_t ngain;
+};
+
+static inline const struct memb_placement *srv_cfg_target(
+	const struct srv_cfg *g)
+{
+	return g->tpl ? g->tpl : g->pl;
+}
+
+/* Whether member mi is among the nodes key hash h is forwarded to (its
+ * active or target replica set, the primary excluded). */
+bool srv_repl_forwards_to(const struct srv_cfg *g, uint64_t h, unsigned mi);
+/* Append one record to peer pi's queue (caller holds `order`). */
+int srv_repl_append(struct srv_repl_req *q, unsigned pi, const char *table,
+		    uint32_t width, uint64_t key, uint8_t kind,
+		    const float *row, const struct srv_once_tag *tag,
+		    int32_t st);
+
+/* srv_copy.c. Under the configuration's write lock, before g is
+ * published: work out the ranges g makes this node gain (g->gain) and
+ * remove what the node still holds in them from an earlier time. */
+int srv_copy_plan(struct rs_server *s, struct srv_cfg *g);
+/* On the adopting thread after g was published: copy the gained ranges
+ * in; returns when done, when a newer configuration waits, or at stop. */
+void srv_copy_run(struct rs_server *s);
+void srv_copy_fini(struct rs_server *s);
+
+#endif
