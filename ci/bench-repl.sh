@@ -31,44 +31,12 @@ shape=(--tables "${RS_BENCH_TABLES:-1}" --dim "${RS_BENCH_DIM:-64}"
 tmp=$(mktemp -d /tmp/bench-repl.XXXXXX) # tmpfs in the guest
 etcd_pid='' nodes=''
 
-fail() {
-	local f
-	echo "bench-repl: $*" >&2
-	for f in "$tmp"/*.log "$tmp"/*/*.log; do
-		[ -s "$f" ] && { echo "--- $f" >&2; tail -n 30 "$f" >&2; }
-	done
-	exit 1
-}
-elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-stop_nodes() {
-	local p
-	for p in $nodes; do
-		kill -TERM "$p" 2>/dev/null || true
-	done
-	for p in $nodes; do
-		wait "$p" 2>/dev/null || true
-	done
-	nodes=
-}
-cleanup() {
-	stop_nodes
-	if [ -n "$etcd_pid" ]; then
-		kill -TERM "$etcd_pid" 2>/dev/null || true
-		wait "$etcd_pid" 2>/dev/null || true
-	fi
-	[ -n "${RS_BENCH_KEEP:-}" ] || rm -rf "$tmp"
-}
+# shellcheck source=scripts/sh-lib.sh
+. "$top/scripts/sh-lib.sh"
+sh_dir=$tmp sh_logs="*.log */*.log" sh_tail=30 sh_fail_prefix="bench-repl: "
+sh_fail_fd=2 sh_log_fd=2 sh_pids="nodes etcd_pid" sh_sig=TERM
+sh_keep=${RS_BENCH_KEEP:-}
 trap cleanup EXIT
-# await FILE PATTERN SECONDS PID
-await() {
-	local i
-	for ((i = 0; i < $3 * 10; i++)); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		kill -0 "$4" 2>/dev/null || return 1
-		sleep 0.1
-	done
-	return 1
-}
 
 # shellcheck source=scripts/etcd-lib.sh
 . "$top/scripts/etcd-lib.sh"
@@ -124,7 +92,7 @@ for r in ${RS_BENCH_REPLICAS:-1 2 3}; do
 	for f in "${figs[@]}"; do
 		res "$f" "$tmp/bench.$r" >"$tmp/$f.$r"
 	done
-	stop_nodes
+	sh_stop TERM nodes
 	say "r $r: $(elapsed "$t0") s"
 done
 

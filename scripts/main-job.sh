@@ -33,38 +33,17 @@ etcd_pid= pids=
 export RS_STAGE_FILE=${RS_STAGE_FILE:-/tmp/recstore-stages.txt}
 : >"$RS_STAGE_FILE"
 
-fail() {
-  echo "main-job: $*" >&2
-  for f in "$d"/*.log; do
-    [ -s "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }
-  done
-  exit 1
-}
-cleanup() {
-  local p
-  for p in $pids $etcd_pid; do
-    kill -KILL "$p" 2>/dev/null || true
-  done
-  wait 2>/dev/null || true
-  rm -rf "$d"
-}
+# shellcheck source=scripts/sh-lib.sh
+. "$top/scripts/sh-lib.sh"
+sh_dir=$d sh_tail=20 sh_fail_prefix="main-job: " sh_fail_fd=2
+sh_pids="pids etcd_pid"
 trap cleanup EXIT
-elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-await_listen() { # LOG PID
-  local i
-  for ((i = 0; i < 600; i++)); do
-    grep -q 'listening on' "$1" && return 0
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
-}
 
 case $nodes in
 1)
   "$build/recstore-server" --listen "$RS_RDMA_IP:$port" >"$d/mem-1.log" 2>&1 &
   pids=$!
-  await_listen "$d/mem-1.log" "$pids" || fail "the node did not start"
+  await "$d/mem-1.log" "listening on" 60 "$pids" || fail "the node did not start"
   cat "$d/mem-1.log"
   seeds=$RS_RDMA_IP:$port
   ;;
@@ -88,7 +67,7 @@ EOF
     seeds=$seeds${seeds:+,}${ips[$((i - 1))]}:$((port + i - 1))
   done
   for i in 1 2 3; do
-    await_listen "$d/mem-$i.log" "${pid[mem-$i]}" || fail "mem-$i did not start"
+    await "$d/mem-$i.log" "listening on" 60 "${pid[mem-$i]}" || fail "mem-$i did not start"
   done
   ctl() { "$build/recstore-ctl" --etcd "$url" --cluster main cluster "$@"; }
   ctl --until-active 3 --timeout 120 || fail "the three nodes did not form a cluster"
@@ -142,13 +121,7 @@ bench)
   fail "RS_MAIN_JOB must be train or bench"
   ;;
 esac
-for p in $pids; do
-  kill -INT "$p" 2>/dev/null || true
-done
-for p in $pids; do
-  wait "$p" 2>/dev/null || true
-done
-pids=
+sh_stop INT pids
 for f in "$d"/mem-*.log; do
   echo "--- $(basename "$f" .log)"
   grep -v '^recstore-server: table' "$f" | tail -n 12

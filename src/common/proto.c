@@ -287,21 +287,29 @@ static int name_char(unsigned char c)
 	       (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
 }
 
-int proto_name_check(const char *what, const char *s, size_t len)
+/* 0 if s[0..len) is 1..max bytes that ok accepts, else RS_E_INVAL with a
+ * message naming what and the byte refused, which is "not <set>" */
+static int str_check(const char *what, const char *s, size_t len, int max,
+		     int (*ok)(unsigned char), const char *set)
 {
 	if (len == 0)
 		return rs_seterr(RS_E_INVAL, "%s: must not be empty", what);
-	if (len > PROTO_NAME_MAX)
+	if (len > (size_t)max)
 		return rs_seterr(RS_E_INVAL,
 				 "%s: %zu bytes long, the limit is %d", what,
-				 len, PROTO_NAME_MAX);
+				 len, max);
 	for (size_t i = 0; i < len; i++)
-		if (!name_char((unsigned char)s[i]))
+		if (!ok((unsigned char)s[i]))
 			return rs_seterr(RS_E_INVAL,
-					 "%s: byte 0x%02x at %zu is not one of "
-					 "[A-Za-z0-9_.-]",
-					 what, (unsigned char)s[i], i);
+					 "%s: byte 0x%02x at %zu is not %s",
+					 what, (unsigned char)s[i], i, set);
 	return 0;
+}
+
+int proto_name_check(const char *what, const char *s, size_t len)
+{
+	return str_check(what, s, len, PROTO_NAME_MAX, name_char,
+			 "one of [A-Za-z0-9_.-]");
 }
 
 /* Re-issue the current error message with a prefix. */
@@ -1267,19 +1275,8 @@ static int addr_char(unsigned char c)
 /* 0 if s[0..len) may be a member's address, else RS_E_INVAL */
 static int addr_check(const char *what, const char *s, size_t len)
 {
-	if (len == 0)
-		return rs_seterr(RS_E_INVAL, "%s: must not be empty", what);
-	if (len > PROTO_ADDR_MAX)
-		return rs_seterr(RS_E_INVAL,
-				 "%s: %zu bytes long, the limit is %d", what,
-				 len, PROTO_ADDR_MAX);
-	for (size_t i = 0; i < len; i++)
-		if (!addr_char((unsigned char)s[i]))
-			return rs_seterr(RS_E_INVAL,
-					 "%s: byte 0x%02x at %zu is not "
-					 "printable ASCII (0x21..0x7e)",
-					 what, (unsigned char)s[i], i);
-	return 0;
+	return str_check(what, s, len, PROTO_ADDR_MAX, addr_char,
+			 "printable ASCII (0x21..0x7e)");
 }
 
 /* The fixed part of a CONFIG reply: 0, or the decoder's code with a

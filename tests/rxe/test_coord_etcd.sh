@@ -20,48 +20,17 @@
 #
 # Exit 0 pass, 77 no RDMA device, anything else fails (with the logs).
 set -euo pipefail
+. "$(dirname "$0")/../../scripts/sh-lib.sh"
 
-if [ -z "${RS_RDMA_DEV:-}" ] || [ -z "${RS_RDMA_IP:-}" ]; then
-  echo "skip: no RDMA device (RS_RDMA_DEV, RS_RDMA_IP)"
-  exit 77
-fi
-[ $# -eq 1 ] || { echo "usage: $0 BUILD_DIR" >&2; exit 2; }
-bin=$(cd "$1" && pwd)
+rxe_test_args "$@"
 etcd_bin=$(command -v etcd || true)
 [ -n "$etcd_bin" ] || { echo "FAIL: no etcd (scripts/install-deps.sh installs etcd-server)"; exit 1; }
 d=$(mktemp -d "${TMPDIR:-/tmp}/rs-coord-XXXXXX") # tmpfs in the guest
 etcd_pid= n1_pid= n2_pid=
 t_start=$(date +%s.%N)
-
-fail() {
-  echo "FAIL: $*"
-  for f in "$d"/*.log "$d"/*.out; do
-    [ -s "$f" ] && { echo "--- $f"; tail -n 30 "$f"; }
-  done
-  exit 1
-}
-cleanup() {
-  local p
-  for p in $n1_pid $n2_pid $etcd_pid; do
-    kill -KILL "$p" 2>/dev/null || true
-  done
-  wait 2>/dev/null || true
-  rm -rf "$d"
-}
+sh_dir=$d sh_logs="*.log *.out" sh_tail=30 sh_pids="n1_pid n2_pid etcd_pid"
 trap cleanup EXIT
 ulimit -l unlimited 2>/dev/null || true
-elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-
-# Wait (up to $3 s) for a line matching $2 in file $1 while pid $4 lives.
-await() {
-  local i
-  for ((i = 0; i < $3 * 10; i++)); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$4" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
-}
 
 # ---- 1. etcd on tmpfs ----------------------------------------------------
 . "$(dirname "$0")/../../scripts/etcd-lib.sh"

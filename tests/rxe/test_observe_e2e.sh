@@ -22,48 +22,22 @@
 # Exit 0 pass, 77 no RDMA device, anything else fails (with the logs; with
 # RS_E2E_KEEP=DIR the traces, scrapes and logs are copied to DIR).
 set -euo pipefail
+. "$(dirname "$0")/../../scripts/sh-lib.sh"
 
-if [ -z "${RS_RDMA_DEV:-}" ] || [ -z "${RS_RDMA_IP:-}" ]; then
-  echo "skip: no RDMA device (RS_RDMA_DEV, RS_RDMA_IP)"
-  exit 77
-fi
-[ $# -eq 1 ] || { echo "usage: $0 BUILD_DIR" >&2; exit 2; }
-bin=$(cd "$1" && pwd)
+rxe_test_args "$@"
 top=$(cd "$(dirname "$0")/../.." && pwd)
 sample=${RS_E2E_SAMPLE:-0.5}
 d=$(mktemp -d "${TMPDIR:-/tmp}/rs-e2e-XXXXXX")
 node_pid= bench_pid=
-
-fail() {
-  echo "FAIL: $*"
-  for f in "$d"/node.log "$d"/bench.log "$d"/report.txt; do
-    [ -s "$f" ] && { echo "--- $f"; tail -n 40 "$f"; }
-  done
+sh_dir=$d sh_logs="node.log bench.log report.txt" sh_pids="bench_pid node_pid"
+fail_hook() {
   if [ -n "${RS_E2E_KEEP:-}" ]; then # a writable directory to keep the files in
     cp -r "$d" "$RS_E2E_KEEP/" && echo "files kept in $RS_E2E_KEEP/${d##*/}"
   fi
   echo "FAIL: $*" # again after the logs: the line a truncated log keeps
-  exit 1
-}
-cleanup() {
-  [ -n "$bench_pid" ] && kill -KILL "$bench_pid" 2>/dev/null
-  [ -n "$node_pid" ] && kill -KILL "$node_pid" 2>/dev/null
-  wait 2>/dev/null
-  rm -rf "$d"
 }
 trap cleanup EXIT
 ulimit -l unlimited 2>/dev/null || true
-
-# Wait (up to $3 s) for a line matching $2 in file $1 while pid $4 lives.
-await() {
-  local i
-  for ((i = 0; i < $3 * 10; i++)); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$4" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
-}
 
 # Value of Prometheus series $2 (exact name and labels) in file $1; 0 when
 # absent (a counter that never moved may not be rendered).

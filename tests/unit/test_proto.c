@@ -26,18 +26,24 @@ static void decode_ok(const void *msg, size_t len, struct proto_msg *m)
 		fail_msg("decode: %d %s", rc, rs_errormsg());
 }
 
-static void expect_err(const void *msg, size_t len,
-		       const struct proto_limits *lim, int code,
-		       const char *needle)
+/* rc, what a decoder or encoder returned, is code, with a message that
+ * holds needle */
+static void expect_refused(int rc, int code, const char *needle)
 {
-	struct proto_msg m;
-	int rc = proto_decode(msg, len, lim, &m);
-
 	if (rc != code)
 		fail_msg("'%s': expected %d got %d (%s)", needle, code, rc,
 			 rs_errormsg());
 	if (!strstr(rs_errormsg(), needle))
 		fail_msg("message '%s' lacks '%s'", rs_errormsg(), needle);
+}
+
+static void expect_err(const void *msg, size_t len,
+		       const struct proto_limits *lim, int code,
+		       const char *needle)
+{
+	struct proto_msg m;
+
+	expect_refused(proto_decode(msg, len, lim, &m), code, needle);
 }
 
 /* ---- every message: decode, then re-encode to the same bytes ---------- */
@@ -640,6 +646,32 @@ static void put_le(size_t off, uint32_t v, int width)
 		buf[off + i] = (uint8_t)(v >> (8 * i));
 }
 
+/* one field of a message changed, and what the decoder must say about it
+ * (code 0: the message still decodes) */
+struct patch {
+	size_t off;
+	int width; /* bytes */
+	uint32_t v;
+	int code;
+	const char *needle;
+};
+
+/* each of p[0..n) applied alone to a copy of msg[0..len) in buf */
+static void expect_patches(const uint8_t *msg, size_t len,
+			   const struct patch *p, size_t n)
+{
+	struct proto_msg m;
+
+	for (size_t i = 0; i < n; i++) {
+		memcpy(buf, msg, len);
+		put_le(p[i].off, p[i].v, p[i].width);
+		if (p[i].code)
+			expect_err(buf, len, NULL, p[i].code, p[i].needle);
+		else
+			decode_ok(buf, len, &m);
+	}
+}
+
 /* one field of a seed changed, and what the decoder must say about it */
 struct mutation {
 	const char *seed;
@@ -1235,9 +1267,8 @@ static void config_roundtrip(void **state)
 		assert_int_equal(buf2[i], 0x5a);
 	/* one member more than a configuration has */
 	c.n = PROTO_CONFIG_MAX_MEMBERS + 1;
-	assert_int_equal(proto_enc_config_reply(buf, sizeof(buf), &h, &c, big),
-			 RS_E_INVAL);
-	assert_non_null(strstr(rs_errormsg(), "n: 1025 members"));
+	expect_refused(proto_enc_config_reply(buf, sizeof(buf), &h, &c, big),
+		       RS_E_INVAL, "n: 1025 members");
 }
 
 static void config_refusals(void **state)
@@ -1250,13 +1281,7 @@ static void config_refusals(void **state)
 	/* offsets in the message: fixed part at 32; member 0 at 56 (id
 	 * at 60, addr length at 65, addr at 67), member 1 at 80 (id at 84),
 	 * member 2 at 105, the end at 121 */
-	static const struct {
-		size_t off;
-		int width;
-		uint32_t v;
-		int code;
-		const char *needle;
-	} bad[] = {
+	static const struct patch bad[] = {
 		{ 32, 4, 0, RS_E_PROTO, "epoch 0 (no cluster): r 3" },
 		{ 40, 4, 0, RS_E_INVAL, "CONFIG reply: r: 0 is not in [1, 5]" },
 		{ 40, 4, 6, RS_E_INVAL, "r: 6 is not in [1, 5]" },
@@ -1293,12 +1318,7 @@ static void config_refusals(void **state)
 
 	len0 = proto_enc_config_reply(buf2, sizeof(buf2), &h, &c, mem);
 	assert_int_equal(len0, 121);
-	for (size_t i = 0; i < RS_ARRAY_SIZE(bad); i++) {
-		memcpy(buf, buf2, (size_t)len0);
-		put_le(bad[i].off, bad[i].v, bad[i].width);
-		expect_err(buf, (size_t)len0, NULL, bad[i].code,
-			   bad[i].needle);
-	}
+	expect_patches(buf2, (size_t)len0, bad, RS_ARRAY_SIZE(bad));
 	/* epoch 0 with anything but r 0, vnodes 0, n 0, self none */
 	c = (struct proto_config){ .self = PROTO_CONFIG_NO_SELF };
 	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, NULL);
@@ -1330,12 +1350,9 @@ static void config_refusals(void **state)
 	memcpy(e, mem, sizeof(e));
 #define ENC_REFUSES(needle)                                              \
 	do {                                                             \
-		assert_int_equal(proto_enc_config_reply(buf, sizeof(buf), \
-							&h, &c, e),      \
-				 RS_E_INVAL);                            \
-		if (!strstr(rs_errormsg(), needle))                      \
-			fail_msg("'%s' lacks '%s'", rs_errormsg(),       \
-				 needle);                                \
+		expect_refused(proto_enc_config_reply(buf, sizeof(buf), &h, \
+						      &c, e),            \
+			       RS_E_INVAL, needle);                      \
 		c = (struct proto_config){ .epoch = 9, .r = 3,           \
 					   .vnodes = 160, .n = 3,        \
 					   .self = 1 };                  \
@@ -1537,13 +1554,7 @@ static void repl_refusals(void **state)
 	 * keys 56, clients 80, seqs 104, done_below 128, statuses 152,
 	 * padding 164..167, kinds 168, padding 171..175, rows 176 (row 1
 	 * at 184), end 200 */
-	static const struct {
-		size_t off;
-		int width;
-		uint32_t v;
-		int code;
-		const char *needle;
-	} bad[] = {
+	static const struct patch bad[] = {
 		{ 32, 4, 0, RS_E_PROTO, "REPL request: epoch: must be >= 1" },
 		{ 40, 4, 4, RS_E_PROTO,
 		  "4 records of width 2 need 184 bytes after the table name, "
@@ -1616,15 +1627,7 @@ static void repl_refusals(void **state)
 	len0 = proto_enc_repl_req(buf2, sizeof(buf2), &h, &q);
 	assert_int_equal(len0, 200);
 	assert_int_equal(len0, (int)proto_repl_req_bytes(3, 2, 2));
-	for (size_t i = 0; i < RS_ARRAY_SIZE(bad); i++) {
-		memcpy(buf, buf2, (size_t)len0);
-		put_le(bad[i].off, bad[i].v, bad[i].width);
-		if (bad[i].code)
-			expect_err(buf, (size_t)len0, NULL, bad[i].code,
-				   bad[i].needle);
-		else
-			decode_ok(buf, (size_t)len0, &m);
-	}
+	expect_patches(buf2, (size_t)len0, bad, RS_ARRAY_SIZE(bad));
 	/* limits: n over max_batch_keys, width over 3 * max_dim + 1 */
 	proto_limits_default(&lim);
 	lim.max_batch_keys = 2;
@@ -1658,6 +1661,9 @@ static void repl_refusals(void **state)
 	memcpy(k2, m.u.repl_req.kinds, 3);
 	assert_memory_equal(k2, kinds, 3);
 
+#define REPL_REFUSES(q, code, needle)                                      \
+	expect_refused(proto_enc_repl_req(buf, sizeof(buf), &h, q), code, \
+		       needle)
 	/* NULL arrays: all zero (a sender without exactly-once records),
 	 * byte for byte what zero arrays give */
 	{
@@ -1689,19 +1695,13 @@ static void repl_refusals(void **state)
 		z.clients = z.done_below = NULL;
 		z.statuses = NULL;
 		z.seqs = sq;
-		assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &z),
-				 RS_E_INVAL);
-		assert_non_null(strstr(rs_errormsg(), "REPL request: seqs[0] "
-						      "2, done_below[0] 0, "
-						      "statuses[0] 0: must be "
-						      "0 when clients[0] is "
-						      "0"));
+		REPL_REFUSES(&z, RS_E_INVAL,
+			     "REPL request: seqs[0] 2, done_below[0] 0, "
+			     "statuses[0] 0: must be 0 when clients[0] is 0");
 		z.seqs = NULL;
 		z.clients = cl;
-		assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &z),
-				 RS_E_INVAL);
-		assert_non_null(strstr(rs_errormsg(),
-				       "REPL request: seqs[0]: must be >= 1"));
+		REPL_REFUSES(&z, RS_E_INVAL,
+			     "REPL request: seqs[0]: must be >= 1");
 	}
 
 	/* the encoder refuses what no decoder accepts */
@@ -1712,60 +1712,39 @@ static void repl_refusals(void **state)
 		const int32_t t1[3] = { 0, 1, 0 };
 
 		z.seqs = s1; /* record 2: a client, seq 0 */
-		assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &z),
-				 RS_E_INVAL);
-		assert_non_null(strstr(rs_errormsg(), "seqs[2]: must be >= 1"));
+		REPL_REFUSES(&z, RS_E_INVAL, "seqs[2]: must be >= 1");
 		z.seqs = sq;
 		z.done_below = d3;
-		assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &z),
-				 RS_E_INVAL);
-		assert_non_null(strstr(rs_errormsg(),
-				       "done_below[0]: 3 is over seqs[0] 2"));
+		REPL_REFUSES(&z, RS_E_INVAL,
+			     "done_below[0]: 3 is over seqs[0] 2");
 		z.done_below = db;
 		z.statuses = t2;
-		assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &z),
-				 RS_E_INVAL);
-		assert_non_null(strstr(rs_errormsg(), "statuses[2]: 2 is not"));
+		REPL_REFUSES(&z, RS_E_INVAL, "statuses[2]: 2 is not");
 		z.statuses = tn;
-		assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &z),
-				 RS_E_INVAL);
-		assert_non_null(strstr(rs_errormsg(),
-				       "statuses[0]: -1 is not"));
+		REPL_REFUSES(&z, RS_E_INVAL, "statuses[0]: -1 is not");
 		z.statuses = t1; /* record 1 has no client */
-		assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &z),
-				 RS_E_INVAL);
-		assert_non_null(strstr(rs_errormsg(), "statuses[1] 1: must be "
-						      "0 when clients[1] is "
-						      "0"));
+		REPL_REFUSES(&z, RS_E_INVAL,
+			     "statuses[1] 1: must be 0 when clients[1] is 0");
 	}
 	q.epoch = 0;
-	assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &q),
-			 RS_E_INVAL);
-	assert_non_null(strstr(rs_errormsg(), "epoch: must be >= 1"));
+	REPL_REFUSES(&q, RS_E_INVAL, "epoch: must be >= 1");
 	q.epoch = 9;
 	q.width = 0;
-	assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &q),
-			 RS_E_INVAL);
+	REPL_REFUSES(&q, RS_E_INVAL, "REPL request: width 0 is not in [1, ");
 	q.width = 3 * PROTO_MAX_DIM + 2;
-	assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &q),
-			 RS_E_INVAL);
+	REPL_REFUSES(&q, RS_E_INVAL, "width 196610 is not in [1, 196609]");
 	q.width = 2;
 	q.n = PROTO_MAX_BATCH_KEYS + 1;
-	assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &q),
-			 RS_E_TOOBIG);
+	REPL_REFUSES(&q, RS_E_TOOBIG, "16777217 records, over the limit");
 	q.n = 3;
 	q.kinds = (const uint8_t[3]){ 0, 2, 0 };
-	assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &q),
-			 RS_E_INVAL);
-	assert_non_null(strstr(rs_errormsg(), "kinds[1]: unknown value 2"));
+	REPL_REFUSES(&q, RS_E_INVAL, "kinds[1]: unknown value 2");
 	q.kinds = kinds;
 	snprintf(q.table, sizeof(q.table), "a b");
-	assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &q),
-			 RS_E_INVAL);
-	assert_non_null(strstr(rs_errormsg(), "REPL request: table: byte"));
+	REPL_REFUSES(&q, RS_E_INVAL, "REPL request: table: byte");
 	q.table[0] = '\0';
-	assert_int_equal(proto_enc_repl_req(buf, sizeof(buf), &h, &q),
-			 RS_E_INVAL);
+	REPL_REFUSES(&q, RS_E_INVAL, "REPL request: table: must not be empty");
+#undef REPL_REFUSES
 	/* too small a buffer: nothing past it written */
 	snprintf(q.table, sizeof(q.table), "ab");
 	memset(buf, 0x5a, 256);
