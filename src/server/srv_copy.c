@@ -325,16 +325,13 @@ struct scan {
 	uint32_t n, max;
 };
 
+static bool copies_key(const struct scan *c, uint64_t key);
+
 static int scan_key(void *arg, uint64_t key, uint32_t row)
 {
 	struct scan *c = arg;
-	uint64_t h = memb_key_hash(key);
-	unsigned set[MEMB_MAX_R];
-
 	(void)row;
-	if (!ranges_has(&c->r, h) || !memb_replicas(c->g->pl, h, set) ||
-	    (int)set[0] != c->g->self ||
-	    !srv_repl_forwards_to(c->g, h, c->to))
+	if (!copies_key(c, key))
 		return 0;
 	c->keys[c->n++] = key;
 	return c->n == c->max;
@@ -356,10 +353,65 @@ static int requester(const struct srv_cfg *g, const struct proto_copy_req *m,
 			 g->c.epoch);
 }
 
+/* The exactly-once records of the keys copied: each goes with the key's
+ * row as it is now (or its deletion), so that a resend of a call the
+ * primary applied before the copy is recognised where it lands next. */
+struct done_rec {
+	struct srv_once_tag tag;
+	uint64_t key;
+	int32_t st;
+};
+
+struct dones {
+	const struct scan *c;
+	struct done_rec *v;
+	size_t n, cap;
+};
+
+static bool copies_key(const struct scan *c, uint64_t key)
+{
+	uint64_t h = memb_key_hash(key);
+	unsigned set[MEMB_MAX_R];
+
+	return ranges_has(&c->r, h) && memb_replicas(c->g->pl, h, set) &&
+	       (int)set[0] == c->g->self && srv_repl_forwards_to(c->g, h,
+								 c->to);
+}
+
+static int done_collect(void *arg, const struct srv_once_tag *tag,
+			uint64_t key, int32_t st)
+{
+	struct dones *d = arg;
+
+	if (!copies_key(d->c, key))
+		return 0;
+	if (d->n == d->cap) {
+		size_t nc = d->cap ? 2 * d->cap : 256;
+		void *v = realloc(d->v, nc * sizeof(*d->v));
+
+		if (!v)
+			return -ENOMEM;
+		d->v = v;
+		d->cap = nc;
+	}
+	d->v[d->n++] = (struct done_rec){ *tag, key, st };
+	return 0;
+}
+
 /* Queue the rows of c->keys to c->to (order held). */
+/* key's row and state into buf (width floats): 0, or 1 when absent */
+static int read_row(struct srv_table *t, uint64_t key, float *buf,
+		    uint32_t width)
+{
+	memset(buf, 0, (size_t)width * sizeof(float));
+	return slab_read(t->st, key, buf, NULL) ||
+	       (t->state_floats &&
+		slab_read_state(t->st, key, buf + t->spec.dim));
+}
+
 static int queue_rows(struct rs_server *s, struct srv_repl_req *q,
 		      struct srv_table *t, const struct scan *c,
-		      uint64_t *copied)
+		      const struct dones *d, uint64_t *copied)
 {
 	uint32_t width = t->spec.dim + t->state_floats;
 	float *buf = malloc((size_t)width * sizeof(float));
@@ -368,14 +420,19 @@ static int queue_rows(struct rs_server *s, struct srv_repl_req *q,
 	if (!buf)
 		return rs_seterr(-ENOMEM, "COPY: out of memory");
 	for (uint32_t i = 0; !ret && i < c->n; i++) {
-		memset(buf, 0, (size_t)width * sizeof(float));
-		if (slab_read(t->st, c->keys[i], buf, NULL) ||
-		    (t->state_floats &&
-		     slab_read_state(t->st, c->keys[i], buf + t->spec.dim)))
+		if (read_row(t, c->keys[i], buf, width))
 			continue;	/* deleted since: that went ahead */
 		ret = srv_repl_append(q, c->to, t->spec.name, width,
 				      c->keys[i], PROTO_REPL_ROW, buf, NULL, 0);
 		*copied += !ret;
+	}
+	for (size_t i = 0; !ret && d && i < d->n; i++) {
+		bool gone = read_row(t, d->v[i].key, buf, width);
+
+		ret = srv_repl_append(q, c->to, t->spec.name, width,
+				      d->v[i].key, gone ? PROTO_REPL_DELETED
+							: PROTO_REPL_ROW,
+				      buf, &d->v[i].tag, d->v[i].st);
 	}
 	free(buf);
 	(void)s;
@@ -389,6 +446,7 @@ int srv_copy_serve(struct rs_server *s, const struct proto_copy_req *m,
 	struct srv_repl_req q;
 	struct srv_table *t = NULL;
 	struct scan c = { 0 };
+	struct dones d = { .c = &c };
 	const struct srv_cfg *g;
 	uint64_t cursor = m->cursor;
 	int ret;
@@ -434,11 +492,18 @@ int srv_copy_serve(struct rs_server *s, const struct proto_copy_req *m,
 	out->done = slab_iterate_from(t->st, &cursor, scan_key, &c) == 0;
 	out->cursor = cursor;
 	pthread_mutex_lock(&rp->order);
-	ret = queue_rows(s, &q, t, &c, &out->copied);
+	/* with the last rows, the exactly-once records of the ranges (taken
+	 * under `order`: none is added meanwhile, a later one is forwarded) */
+	if (out->done && srv_once_each(&rp->once, t->id, done_collect, &d))
+		ret = rs_seterr(-ENOMEM, "COPY: out of memory");
+	else
+		ret = queue_rows(s, &q, t, &c, out->done ? &d : NULL,
+				 &out->copied);
 	pthread_mutex_unlock(&rp->order);
 	if (!ret && srv_repl_pending(&q))
 		ret = srv_repl_wait(s, &q);
 out:
+	free(d.v);
 	free(c.keys);
 	free(c.r.v);
 	if (t)

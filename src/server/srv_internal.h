@@ -317,6 +317,11 @@ int srv_once_lookup(struct srv_once *o, const struct srv_once_tag *tag,
 int srv_once_add(struct srv_once *o, const struct srv_once_tag *tag,
 		 uint32_t tid, const uint64_t *keys, const int32_t *st,
 		 uint32_t n);
+/* fn for every record of table tid (lock held: fn must not call back
+ * in); stops at the first non-zero return, which it returns. */
+typedef int (*srv_once_fn)(void *arg, const struct srv_once_tag *tag,
+			   uint64_t key, int32_t st);
+int srv_once_each(struct srv_once *o, uint32_t tid, srv_once_fn fn, void *arg);
 void srv_once_stats(struct srv_once *o, uint64_t *clients, uint64_t *entries,
 		    uint64_t *dedup, uint64_t *evicted);
 

@@ -307,6 +307,30 @@ out:
 	return ret;
 }
 
+int srv_once_each(struct srv_once *o, uint32_t tid, srv_once_fn fn, void *arg)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&o->lock);
+	for (unsigned b = 0; !ret && b < ONCE_BUCKETS; b++)
+		for (struct once_client *c = o->bucket[b]; !ret && c;
+		     c = c->next)
+			for (unsigned i = 0; !ret && i < c->ncalls; i++) {
+				const struct once_call *k = &c->calls[i];
+				struct srv_once_tag tag = {
+					.client = c->id, .seq = k->seq,
+					.done_below = c->done_below,
+				};
+
+				for (uint32_t j = 0; !ret && j < k->n; j++)
+					if (k->e[j].tid == tid)
+						ret = fn(arg, &tag, k->e[j].key,
+							 k->e[j].st);
+			}
+	pthread_mutex_unlock(&o->lock);
+	return ret;
+}
+
 void srv_once_stats(struct srv_once *o, uint64_t *clients, uint64_t *entries,
 		    uint64_t *dedup, uint64_t *evicted)
 {

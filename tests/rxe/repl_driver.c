@@ -22,6 +22,12 @@
  *       key's primary), sent twice: the second gets the first's status and
  *       the row moves by one step only; the same keys under the next seq
  *       move it again.
+ *   repl_driver onceall SEEDS CLIENT OUT|- [ADDR]
+ *       one exactly-once call (client CLIENT, seq 1) updating every key,
+ *       sent to the keys' primaries: first (OUT: a stream file of it) it
+ *       must apply to every key; resent ("-") it must apply to none, and
+ *       ADDR (the node that copied the records) must be the primary of
+ *       some of them.
  *   repl_driver stale SEEDS ADDR EPOCH
  *       an UPDATE of key 0 in an old EPOCH straight to ADDR must be
  *       refused (RS_E_EPOCH, whole request or per key) and leave the row
@@ -314,35 +320,34 @@ static void raw_get(struct rs_client *c, const char *addr, float *out,
 	cli_pool_destroy(&n.pool);
 }
 
-/* Send one UPDATE of `key` (gradient -1) tagged (client, seq) in epoch
- * (0: the client's) to addr: the key's status, or the whole request's
- * error. */
-static int32_t raw_update(struct rs_client *c, const char *addr,
-			  uint64_t key, uint64_t client, uint64_t seq,
-			  uint64_t epoch)
+/* Send one UPDATE of keys[0..n) (gradient -1) tagged (client, seq) in
+ * epoch (0: the client's) to addr; st[i]: each key's status, or the
+ * whole request's error. */
+static void raw_update_keys(struct rs_client *c, const char *addr,
+			    const uint64_t *ks, uint32_t n, uint64_t client,
+			    uint64_t seq, uint64_t epoch, int32_t *st)
 {
-	static const float g[DIM] = { -1, -1, -1, -1 };
-	struct cli_node n;
+	static const float g[K * DIM] = { [0 ... K * DIM - 1] = -1 };
+	struct cli_node nd;
 	struct proto_keys_req q = { 0 };
 	struct proto_hdr h;
 	struct proto_msg m;
 	struct rv_msg raw;
 	struct cli_conn *cc;
-	int32_t st;
 	int len, ret;
 
-	raw_node(c, addr, &n, &q);
+	raw_node(c, addr, &nd, &q);
 	q.flags = PROTO_KF_EPOCH | PROTO_KF_ONCE;
 	q.epoch = epoch ? epoch : atomic_load(&c->epoch);
 	q.client = client;
 	q.seq = seq;
 	q.done_below = 1;
-	q.n = 1;
+	q.n = n;
 	q.dim = DIM;
 	q.dtype = PROTO_DTYPE_FP32;
-	q.keys = &key;
+	q.keys = ks;
 	q.rows = g;
-	if ((ret = cli_conn_get(&n, &cc)))
+	if ((ret = cli_conn_get(&nd, &cc)))
 		die("%s: connect: %s", addr, rs_errormsg());
 	cli_hdr_init(&h, 0, false);
 	len = proto_enc_keys_req(cc->msg, cc->msg_max, &h, PROTO_OP_UPDATE,
@@ -353,16 +358,27 @@ static int32_t raw_update(struct rs_client *c, const char *addr,
 	if (ret == RS_E_EPOCH) {
 		printf("UPDATE to %s in epoch %" PRIu64 ": %s\n", addr,
 		       q.epoch, rs_errormsg());
-		st = ret;
+		for (uint32_t i = 0; i < n; i++)
+			st[i] = ret;
 	} else if (ret) {
 		die("%s: UPDATE: %s (%s)", addr, rs_strerror(ret),
 		    rs_errormsg());
 	} else {
-		st = proto_status_at(m.u.keys_reply.status, 0);
+		for (uint32_t i = 0; i < n; i++)
+			st[i] = proto_status_at(m.u.keys_reply.status, i);
 		rv_msg_release(&raw);
 	}
 	cli_conn_put(cc);
-	cli_pool_destroy(&n.pool);
+	cli_pool_destroy(&nd.pool);
+}
+
+static int32_t raw_update(struct rs_client *c, const char *addr,
+			  uint64_t key, uint64_t client, uint64_t seq,
+			  uint64_t epoch)
+{
+	int32_t st;
+
+	raw_update_keys(c, addr, &key, 1, client, seq, epoch, &st);
 	return st;
 }
 
@@ -421,6 +437,74 @@ static int do_stale(const char *seeds, const char *addr, uint64_t epoch)
 	       (uint64_t)atomic_load(&c->epoch), v0, v1);
 	rs_client_close(&c);
 	return st == RS_E_EPOCH && v1 == v0 ? 0 : 1;
+}
+
+/* One call tagged (client, seq) that updates every key, sent straight to
+ * the keys' primaries. First (OUT given): every key must be applied, OUT
+ * gets a stream file of one step per key. Again (OUT "-"): a resend of
+ * the same call, which must apply nothing, wherever the keys' primaries
+ * now are; NODE: how many keys the node of that name is the primary of
+ * must be > 0 (the resends that reached a node that copied the records). */
+static int do_onceall(const char *seeds, uint64_t client, const char *out,
+		      const char *node)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table *t = open_table(c);
+	static float before[K * DIM], after[K * DIM];
+	static uint64_t ks[K];
+	int32_t st[K], bad = 0, on_node = 0;
+	int gst[K];
+	bool first = strcmp(out, "-") != 0;
+
+	if (rs_get(t, keys, K, before, gst, RS_F_RPC) < 0)
+		die("get: %s", rs_errormsg());
+	for (unsigned nd = 0; nd < rs_client_node_count(c); nd++) {
+		const char *addr = rs_client_node_name(c, nd);
+		uint32_t n = 0;
+		int idx[K];
+
+		for (int i = 0; i < K; i++)
+			if (rs_client_key_node(c, keys[i]) == nd) {
+				idx[n] = i;
+				ks[n++] = keys[i];
+			}
+		if (!n)
+			continue;
+		raw_update_keys(c, addr, ks, n, client, 1, 0, st);
+		for (uint32_t i = 0; i < n; i++) {
+			if (st[i] != 0) {
+				printf("key %d at %s: status %d\n", idx[i],
+				       addr, st[i]);
+				bad++;
+			}
+			if (node && strstr(addr, node))
+				on_node++;
+		}
+	}
+	if (rs_get(t, keys, K, after, gst, RS_F_RPC) < 0)
+		die("get: %s", rs_errormsg());
+	for (int i = 0; i < K; i++)
+		if (after[i * DIM] != before[i * DIM] + (first ? 1 : 0)) {
+			printf("key %d: row %.0f -> %.0f\n", i,
+			       before[i * DIM], after[i * DIM]);
+			bad++;
+		}
+	if (first) {
+		FILE *f = fopen(out, "w");
+
+		if (!f)
+			die("%s: cannot write", out);
+		for (int i = 0; i < K; i++)
+			fprintf(f, "%d 1 0\n", i);
+		fclose(f);
+	}
+	printf("onceall: %s of a call over %d keys: %d problems%s",
+	       first ? "first send" : "resend", K, bad,
+	       node ? "" : "\n");
+	if (node)
+		printf(", %d of the keys resent to %s\n", on_node, node);
+	rs_client_close(&c);
+	return bad || (node && !on_node) ? 1 : 0;
 }
 
 static int do_check(const char *seeds, const char *replicas, int nout,
@@ -516,6 +600,9 @@ int main(int argc, char **argv)
 		return do_read(argv[2], argv[3], argv[4]);
 	if (argc == 5 && !strcmp(argv[1], "stale"))
 		return do_stale(argv[2], argv[3], strtoull(argv[4], NULL, 10));
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "onceall"))
+		return do_onceall(argv[2], strtoull(argv[3], NULL, 0),
+				  argv[4], argc == 6 ? argv[5] : NULL);
 	if (argc == 3 && !strcmp(argv[1], "once"))
 		return do_once(argv[2]);
 	if (argc >= 5 && !strcmp(argv[1], "check"))

@@ -25,7 +25,10 @@
 #  6. It is SIGKILLed; under two writers and a reader a new node (mem-4)
 #     joins, copies its ranges from the last one (docs/replication.md,
 #     "Copying ranges") while writes of them are forwarded to it, and
-#     becomes active: every row is exact and bit-identical on both. Then
+#     becomes active: every row is exact and bit-identical on both, and
+#     an exactly-once call applied before the join and resent after it is
+#     not applied again by the new node (its records came with the
+#     copy). Then
 #     the new node, primary of half the keys, is SIGKILLed under writes:
 #     still none lost, none applied twice.
 #
@@ -197,6 +200,11 @@ kill -KILL "${pid[$paused]}"
 e5=$(ctl | sed -n 's/^cluster t: epoch \([0-9]*\),.*/\1/p')
 ctl --until-epoch $((e5 + 1)) --timeout 60 >"$d/alone.out" 2>&1 ||
   fail "no configuration after $paused was killed"
+# an exactly-once call over every key, applied before the new node joins
+"$drv" onceall "$seeds" 0x0a11 "$d/onceall.keys" >"$d/onceall.txt" 2>&1 ||
+  fail "the exactly-once call over every key"
+cat "$d/onceall.txt"
+streams="$streams $d/onceall.keys"
 stream p6
 # a new node joins under the writes
 cat >"$d/n4.json" <<EOT
@@ -222,6 +230,10 @@ echo "$copied" | grep -Eq "rows in .* [1-9][0-9]* forwarded writes applied meanw
 echo "join: n4 active after $(elapsed "$t0") s under writes"
 sleep 2 # writes where it is now the primary
 unstream p6
+# the call resent: its records came with the copy to the new primaries
+"$drv" onceall "$seeds,${addr[n4]}" 0x0a11 - "${addr[n4]}" >"$d/resend.txt" 2>&1 ||
+  fail "a resend after the copy was applied again (or reached no key of n4)"
+cat "$d/resend.txt"
 "$drv" check "$seeds,${addr[n4]}" "${addr[$other]},${addr[n4]}" $streams \
   >"$d/check6.txt" 2>&1 || fail "check after the copy"
 cat "$d/check6.txt"
