@@ -148,6 +148,58 @@ static void config_rejects(void **state)
 	assert_int_equal(memb_reg_parse("a/b", "{}", 2, &g), RS_E_INVAL);
 }
 
+/* A JOINING member becomes ACTIVE once its registration (same
+ * incarnation) says it copied its ranges in the current epoch: an older
+ * epoch, or another incarnation's, does not count. */
+static void synced_activates(void **state)
+{
+	struct memb_reg g[3] = { reg("a", 1), reg("b", 2), reg("c", 3) };
+	struct memb_policy nojoin = pol3;
+	struct memb_config none = { 0 }, e1, e2, e3, e4;
+	struct memb_reg back;
+	char *v;
+	size_t len;
+
+	(void)state;
+	nojoin.activate_joiners = false;
+	assert_int_equal(memb_reconfigure(&none, g, 2, &nojoin, &e1), 1);
+	/* c registers: joining in epoch 2 */
+	assert_int_equal(memb_reconfigure(&e1, g, 3, &nojoin, &e2), 1);
+	assert_int_equal(e2.m[2].state, MEMB_JOINING);
+	/* synced in epoch 1 (before it was a member): nothing changes */
+	g[2].synced = 1;
+	assert_int_equal(memb_reconfigure(&e2, g, 3, &nojoin, &e3), 0);
+	assert_int_equal(e3.m[2].state, MEMB_JOINING);
+	memb_config_free(&e3);
+	/* synced in epoch 2: active in epoch 3 */
+	g[2].synced = 2;
+	assert_int_equal(memb_reconfigure(&e2, g, 3, &nojoin, &e3), 1);
+	assert_int_equal(e3.epoch, 3);
+	assert_int_equal(e3.m[2].state, MEMB_ACTIVE);
+	assert_int_equal(e3.m[2].since, 3);
+	/* a restarted c (new incarnation) with a stale flag joins anew */
+	g[2].inc = 33;
+	assert_int_equal(memb_reconfigure(&e3, g, 3, &nojoin, &e4), 1);
+	assert_int_equal(e4.m[2].state, MEMB_JOINING);
+	assert_true(e4.m[2].inc == 33);
+	/* the flag travels in the registration; absent means 0 */
+	assert_int_equal(memb_reg_format(&g[2], &v, &len), 0);
+	assert_non_null(strstr(v, "\"synced\":2"));
+	assert_int_equal(memb_reg_parse("c", v, len, &back), 0);
+	assert_true(back.synced == 2 && back.inc == 33);
+	free(v);
+	assert_int_equal(memb_reg_format(&g[0], &v, &len), 0);
+	assert_null(strstr(v, "synced"));
+	free(v);
+	assert_int_equal(memb_reg_parse("c", "{\"addr\":\"x\",\"inc\":"
+					"\"0000000000000001\",\"synced\":-1}",
+					49, &back), RS_E_CORRUPT);
+	memb_config_free(&e1);
+	memb_config_free(&e2);
+	memb_config_free(&e3);
+	memb_config_free(&e4);
+}
+
 /* ---- reconfigure ---- */
 
 static void first_config(void **state)
@@ -837,6 +889,7 @@ int main(void)
 		cmocka_unit_test(config_roundtrip),
 		cmocka_unit_test(config_rejects),
 		cmocka_unit_test(first_config),
+		cmocka_unit_test(synced_activates),
 		cmocka_unit_test(fail_over),
 		cmocka_unit_test(join),
 		cmocka_unit_test(leave_rejoin_restart),

@@ -1756,6 +1756,88 @@ static void repl_refusals(void **state)
 	assert_int_equal(proto_enc_repl_req(buf, 200, &h, &q), 200);
 }
 
+/* COPY: a request names the requester, the table, where to go on and
+ * the hash ranges; the reply where the scan stopped. */
+static void copy_messages(void **state)
+{
+	static const uint64_t rg[4] = { 10, 20, UINT64_MAX - 1, 3 };
+	struct proto_copy_req q = { .epoch = 4, .inc = 0xabcdef0123ull,
+				    .cursor = 99, .max = 2048, .nranges = 2,
+				    .ranges = rg };
+	struct proto_copy_reply r = { .cursor = 4096, .copied = 17, .done = 1 };
+	struct proto_hdr h = { .req_id = 3 };
+	/* id "mem-2", table "tb": epoch 32, inc 40, cursor 48, max 56,
+	 * nranges 60, id 64 (length) 66..70, table 71 73..74, padding
+	 * 75..79, ranges 80..111 */
+	static const struct patch bad[] = {
+		{ 32, 4, 0, RS_E_PROTO, "COPY request: epoch: must be >= 1" },
+		{ 56, 4, 0, RS_E_INVAL, "max: 0 is not in [1, 65536]" },
+		{ 56, 4, 65537, RS_E_INVAL, "max: 65537 is not in" },
+		{ 60, 4, 0, RS_E_TOOBIG, "nranges: 0 is not in [1, 1024]" },
+		{ 60, 4, 1025, RS_E_TOOBIG, "nranges: 1025 is not in" },
+		{ 60, 4, 3, RS_E_PROTO, "ranges" },
+		{ 60, 4, 1, RS_E_PROTO, "16 trailing bytes" },
+		{ 66, 1, '/', RS_E_INVAL, "id: byte 0x2f at 0" },
+		{ 64, 2, 0, RS_E_INVAL, "id: must not be empty" },
+		{ 75, 1, 1, RS_E_PROTO, "names padding: reserved byte 0" },
+		{ 80, 4, 7, 0, NULL },	/* any range is well-formed */
+	};
+	static const struct patch bad_reply[] = {
+		{ 48, 4, 2, RS_E_PROTO, "COPY reply: done: 2 is not 0 or 1" },
+		{ 52, 4, 1, RS_E_PROTO, "reserved" },
+	};
+	uint8_t req[256], rep[256];
+	struct proto_msg m;
+	int len, rlen;
+
+	(void)state;
+	snprintf(q.id, sizeof(q.id), "mem-2");
+	snprintf(q.table, sizeof(q.table), "tb");
+	len = proto_enc_copy_req(req, sizeof(req), &h, &q);
+	assert_int_equal(len, 112);
+	decode_ok(req, (size_t)len, &m);
+	assert_int_equal(m.hdr.opcode, PROTO_OP_COPY);
+	assert_string_equal(proto_op_name(PROTO_OP_COPY), "COPY");
+	assert_true(m.u.copy_req.epoch == 4 &&
+		    m.u.copy_req.inc == 0xabcdef0123ull &&
+		    m.u.copy_req.cursor == 99 && m.u.copy_req.max == 2048 &&
+		    m.u.copy_req.nranges == 2);
+	assert_string_equal(m.u.copy_req.id, "mem-2");
+	assert_string_equal(m.u.copy_req.table, "tb");
+	for (int i = 0; i < 4; i++)
+		assert_true(proto_key_at(m.u.copy_req.ranges, i) == rg[i]);
+	expect_patches(req, (size_t)len, bad, RS_ARRAY_SIZE(bad));
+	rlen = proto_enc_copy_reply(rep, sizeof(rep), &h, &r);
+	assert_int_equal(rlen, 56);
+	decode_ok(rep, (size_t)rlen, &m);
+	assert_true(m.u.copy_reply.cursor == 4096 &&
+		    m.u.copy_reply.copied == 17 && m.u.copy_reply.done == 1);
+	expect_patches(rep, (size_t)rlen, bad_reply, RS_ARRAY_SIZE(bad_reply));
+	/* the encoder refuses what the decoder would */
+#define COPY_REFUSES(needle)                                              \
+	expect_refused(proto_enc_copy_req(req, sizeof(req), &h, &q),      \
+		       RS_E_INVAL, needle)
+	q.epoch = 0;
+	COPY_REFUSES("COPY request: epoch 0 (>= 1)");
+	q.epoch = 4;
+	q.nranges = 0;
+	COPY_REFUSES("nranges 0 (1..1024)");
+	q.nranges = PROTO_COPY_MAX_RANGES + 1;
+	COPY_REFUSES("nranges 1025");
+	q.nranges = 2;
+	q.max = 0;
+	COPY_REFUSES("max 0 (1..65536)");
+	q.max = 1;
+	q.id[0] = 0;
+	COPY_REFUSES("COPY request: id: must not be empty");
+#undef COPY_REFUSES
+	snprintf(q.id, sizeof(q.id), "mem-2");
+	/* a buffer too small: refused, nothing written past it */
+	memset(req, 0x5a, sizeof(req));
+	assert_int_equal(proto_enc_copy_req(req, 111, &h, &q), RS_E_TOOBIG);
+	assert_int_equal(req[111], 0x5a);
+}
+
 static int setup(void **state)
 {
 	corpus_build(&corpus);
@@ -1785,6 +1867,7 @@ int main(void)
 		cmocka_unit_test(config_refusals),
 		cmocka_unit_test(repl_roundtrip),
 		cmocka_unit_test(repl_refusals),
+		cmocka_unit_test(copy_messages),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
