@@ -625,10 +625,16 @@ static int print_cluster(struct coord *c, const char *cluster,
 		const struct memb_member *m = &cfg->m[i];
 		const char *reg = "not registered";
 
-		for (size_t j = 0; j < nregs; j++)
-			if (!strcmp(regs[j].id, m->id))
-				reg = regs[j].inc == m->inc ? "registered" :
-				      "registered (restarted)";
+		for (size_t j = 0; j < nregs; j++) {
+			if (strcmp(regs[j].id, m->id))
+				continue;
+			reg = regs[j].inc != m->inc ? "registered (restarted)"
+			      : m->state != MEMB_JOINING ? "registered"
+			      /* "Copying ranges", docs/replication.md */
+			      : regs[j].synced == cfg->epoch
+				      ? "registered, ranges copied: active next"
+				      : "registered, copying its ranges";
+		}
 		printf("  %-20s %-22s %-8s since epoch %-6" PRIu64 " %s\n",
 		       m->id, m->addr, memb_state_name(m->state), m->since,
 		       reg);

@@ -38,13 +38,13 @@ int srv_coord_start(struct rs_server *s)
 		.addr = s->listen_addr,
 		.lease_s = ((int64_t)o->coord_lease_ms + 999) / 1000,
 		.decide = o->coord_decide,
-		/* r > 1: a node that joins an existing configuration holds
-		 * none of its ranges, and making it a replica would lose
-		 * keys; it waits (JOINING) for the copy step
-		 * (docs/replication.md). r = 1 has nothing to lose. */
+		/* a node that joins an existing configuration holds none
+		 * of its ranges: it stays JOINING until it copied them
+		 * (docs/replication.md, "Copying ranges"), with r = 1 too
+		 * (their rows are on their previous owner) */
 		.policy = { .r = o->coord_replicas,
 			    .vnodes = MEMB_DEFAULT_VNODES,
-			    .activate_joiners = o->coord_replicas <= 1,
+			    .activate_joiners = false,
 			    .first_members = o->coord_initial_members },
 		.log = coord_log,
 		.on_config = coord_config,
