@@ -183,6 +183,9 @@ struct rs_client_stats {
 	uint64_t config_refreshes; /* CONFIG rounds to follow a change */
 	uint64_t epoch_retries;	   /* keys resent to another primary after
 				      an epoch refusal or a node failure */
+	/* get calls served by the RPC because no node could renew the read
+	 * lease (docs/replication.md, "Read leases") */
+	uint64_t lease_rpc_reads;
 };
 #define RS_CLIENT_STATS_INIT \
 	{ .struct_size = sizeof(struct rs_client_stats) }

@@ -95,6 +95,7 @@ int cli_update_opts(const struct rs_update_opts *in,
 
 struct cli_counters {
 	atomic_uint_fast64_t get_keys, onesided_keys, rpc_keys, rpc_fallbacks;
+	atomic_uint_fast64_t lease_rpc_reads;
 	atomic_uint_fast64_t torn_retries, stale_locations, reads_posted;
 	atomic_uint_fast64_t dir_refreshes;
 	/* cluster mode: CONFIG rounds done by refreshes, and keys resent
@@ -154,6 +155,9 @@ struct rs_client {
 	pthread_rwlock_t route_lock;
 	pthread_mutex_t refresh_lock;
 	atomic_uint_fast64_t epoch;	/* route->epoch */
+	/* one-sided reads by the route until then (cli_mono_ms; read
+	 * lease, docs/replication.md), else GETs go to the RPC path */
+	_Atomic int64_t read_until;
 	atomic_uint_fast64_t refresh_rounds;
 	struct proto_member *known;	/* [nnodes] */
 	struct cli_node *seeds;
@@ -168,6 +172,14 @@ struct rs_client {
 	struct cli_counters cnt;
 	bool trace_opened;
 };
+
+static inline int64_t cli_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 #define CLI_INC(c, field, n) \
 	atomic_fetch_add_explicit(&(c)->cnt.field, (n), memory_order_relaxed)
@@ -191,6 +203,10 @@ void cli_cluster_close(struct rs_client *c);
  * One CONFIG round for any number of concurrent callers. 0 (whether or
  * not anything newer was found) or the error of the last node asked. */
 int cli_cluster_refresh(struct rs_client *c, uint64_t seen, size_t avoid);
+/* Cluster mode, before a one-sided read: whether the route's read lease
+ * holds (renewed by a CONFIG round when it ran out). false: read through
+ * the RPC, which the primary checks against its epoch. */
+bool cli_cluster_can_read(struct rs_client *c);
 /* A code that says the node is unreachable or its connection broke. */
 bool cli_conn_error(int code);
 /* active[i] for i < nnodes: node i takes part (static: every node; cluster:

@@ -177,6 +177,7 @@ static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 	if (ret)
 		return ret;
 	atomic_store(&c->epoch, cfg->epoch);
+	atomic_store(&c->read_until, cfg->read_until);
 	for (size_t i = 0; i < c->nnodes; i++) {
 		struct cli_conn *cc;
 
@@ -283,10 +284,24 @@ static int config_round(struct rs_client *c, size_t avoid)
 	}
 	CLI_INC(c, config_refreshes, 1);
 	ret = answered ? 0 : last;
-	if (answered && cli_route_newer(rt->epoch, best.epoch))
+	if (answered && cli_route_newer(rt->epoch, best.epoch)) {
 		ret = adopt(c, &best);
+		if (!ret)
+			atomic_store(&c->read_until, best.read_until);
+	} else if (answered && best.epoch == rt->epoch &&
+		   best.read_until > atomic_load(&c->read_until)) {
+		atomic_store(&c->read_until, best.read_until);
+	}
 	cli_config_free(&best);
 	return ret;
+}
+
+bool cli_cluster_can_read(struct rs_client *c)
+{
+	if (cli_mono_ms() < atomic_load(&c->read_until))
+		return true;
+	(void)cli_cluster_refresh(c, atomic_load(&c->epoch), SIZE_MAX);
+	return cli_mono_ms() < atomic_load(&c->read_until);
 }
 
 int cli_cluster_refresh(struct rs_client *c, uint64_t seen, size_t avoid)

@@ -589,6 +589,12 @@ int cli_get(struct rs_client *c, const struct cli_key *keys, size_t n,
 	struct gcall g = { .c = c, .keys = keys, .n = n, .status = status,
 			   .flags = flags };
 	bool use_rpc = (flags & RS_F_RPC) || c->cfg.rpc_reads;
+
+	/* cluster mode: READ only under the read lease */
+	if (c->cluster && !use_rpc && !cli_cluster_can_read(c)) {
+		use_rpc = true;
+		CLI_INC(c, lease_rpc_reads, 1);
+	}
 	struct trace_event ev = { .stage = "client.op", .batch = (uint32_t)n };
 	size_t *sel = NULL, m = 0, *keyidx = NULL;
 	struct rv_read_req *reqs = NULL;

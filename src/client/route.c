@@ -17,7 +17,8 @@ void cli_config_free(struct cli_config *cfg)
 
 void cli_config_keep_higher(struct cli_config *best, struct cli_config *got)
 {
-	if (cli_route_newer(best->epoch, got->epoch)) {
+	if (cli_route_newer(best->epoch, got->epoch) ||
+	    (best->epoch == got->epoch && got->read_until > best->read_until)) {
 		cli_config_free(best);
 		*best = *got;
 		memset(got, 0, sizeof(*got));

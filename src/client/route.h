@@ -40,6 +40,10 @@ struct cli_config {
 	uint32_t r, vnodes;
 	size_t n;
 	struct proto_member *m;	/* n, the configuration's order */
+	/* the read lease it came with: until this client monotonic ms a
+	 * client may READ one-sidedly by it (0: the node could not vouch;
+	 * docs/replication.md, "Read leases") */
+	int64_t read_until;
 };
 
 struct cli_route {
@@ -55,8 +59,8 @@ struct cli_route {
 };
 
 void cli_config_free(struct cli_config *cfg);
-/* Keep in *best the one of *best and *got with the higher epoch (the
- * first seen on a tie); the other is freed, *got is left empty. */
+/* Keep in *best the one of *best and *got with the higher epoch (on a
+ * tie the longer read lease); the other is freed, *got is left empty. */
 void cli_config_keep_higher(struct cli_config *best, struct cli_config *got);
 
 /*

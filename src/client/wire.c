@@ -228,6 +228,8 @@ int cli_wire_config(struct cli_node *n, struct cli_config *out)
 	struct rv_msg raw;
 	int ret, len;
 
+	int64_t sent;
+
 	memset(out, 0, sizeof(*out));
 	memset(&m.hdr, 0, sizeof(m.hdr));
 	ret = cli_conn_get(n, &cc);
@@ -235,9 +237,15 @@ int cli_wire_config(struct cli_node *n, struct cli_config *out)
 		return ret;
 	cli_hdr_init(&h, 0, false);
 	len = proto_enc_config_req(cc->msg, cc->msg_max, &h);
+	sent = cli_mono_ms();
 	ret = len < 0 ? len : cli_wire_call(cc, (size_t)len, &raw, &m);
 	if (len >= 0 && !ret) {
 		ret = config_copy(n, &m.u.config, out);
+		/* the node read the configuration age_ms before it answered,
+		 * so after we sent: it vouches until that read + lease_ms */
+		if (m.u.config.age_ms < m.u.config.lease_ms)
+			out->read_until = sent - m.u.config.age_ms +
+					  m.u.config.lease_ms;
 		rv_msg_release(&raw);
 	} else if (len >= 0 && !cc->failed && m.hdr.status == ret &&
 		   (ret == RS_E_PROTO || ret == RS_E_UNSUPPORTED)) {

@@ -1293,6 +1293,9 @@ static int config_check(const struct proto_config *c)
 					 PROTO_CONFIG_NO_SELF);
 		return 0;
 	}
+	if (c->lease_ms > PROTO_CONFIG_MAX_LEASE_MS)
+		return rs_seterr(RS_E_INVAL, "lease_ms: %u is over the limit "
+				 "%u", c->lease_ms, PROTO_CONFIG_MAX_LEASE_MS);
 	if (c->r < 1 || c->r > PROTO_CONFIG_MAX_R)
 		return rs_seterr(RS_E_INVAL, "r: %u is not in [1, %u]", c->r,
 				 PROTO_CONFIG_MAX_R);
@@ -1382,7 +1385,18 @@ static int dec_config(struct rd *r, struct proto_config *c)
 				       "each once", i, m.id, prev);
 		memcpy(prev, m.id, sizeof(prev));
 	}
-	return r->rc;
+	c->age_ms = rd_u32(r, "age_ms");
+	c->lease_ms = rd_u32(r, "lease_ms");
+	if (r->rc)
+		return r->rc;
+	if (c->epoch == 0 && (c->lease_ms || c->age_ms != PROTO_CONFIG_AGE_NONE))
+		return rd_fail(r, RS_E_PROTO, "epoch 0 (no cluster): age_ms "
+			       "0x%x, lease_ms %u must be 0x%x and 0",
+			       c->age_ms, c->lease_ms, PROTO_CONFIG_AGE_NONE);
+	if (c->lease_ms > PROTO_CONFIG_MAX_LEASE_MS)
+		return rd_fail(r, RS_E_INVAL, "lease_ms: %u is over the limit "
+			       "%u", c->lease_ms, PROTO_CONFIG_MAX_LEASE_MS);
+	return 0;
 }
 
 /* a deleted record's row: all zero bytes */
@@ -2008,6 +2022,8 @@ int proto_enc_config_reply(void *buf, size_t cap, const struct proto_hdr *h,
 		wr_str(&w, m->id, il);
 		wr_str(&w, m->addr, al);
 	}
+	wr_u32(&w, c->epoch ? c->age_ms : PROTO_CONFIG_AGE_NONE);
+	wr_u32(&w, c->epoch ? c->lease_ms : 0);
 	return wr_finish(&w, h, PROTO_OP_CONFIG, 1);
 }
 

@@ -288,6 +288,8 @@ struct proto_keys_req {
 #define PROTO_CONFIG_MAX_VNODES 4096u	/* CLI_RING_MAX_VNODES */
 #define PROTO_ADDR_MAX 127		/* "ip:port" of a member */
 #define PROTO_CONFIG_NO_SELF 0xffffffffu
+#define PROTO_CONFIG_AGE_NONE 0xffffffffu
+#define PROTO_CONFIG_MAX_LEASE_MS 600000u
 enum proto_member_state {
 	PROTO_MEMBER_ACTIVE = 0,	/* enum memb_state */
 	PROTO_MEMBER_JOINING = 1,
@@ -304,6 +306,13 @@ struct proto_config {
 	uint32_t vnodes;	/* 1..PROTO_CONFIG_MAX_VNODES (0 with epoch 0) */
 	uint32_t n;		/* members, <= PROTO_CONFIG_MAX_MEMBERS */
 	uint32_t self;		/* < n, or PROTO_CONFIG_NO_SELF */
+	/* The read lease (docs/replication.md, "Read leases"): the node read
+	 * this configuration from the coordination store age_ms ago
+	 * (PROTO_CONFIG_AGE_NONE: never, or not in a cluster), and a client
+	 * may READ one-sidedly by it until lease_ms after that read
+	 * (0: not in a cluster). After the members on the wire. */
+	uint32_t age_ms;
+	uint32_t lease_ms;	/* <= PROTO_CONFIG_MAX_LEASE_MS */
 	/* iterator state (private) */
 	const uint8_t *p;
 	size_t len, off;

@@ -51,6 +51,7 @@ struct memb_agent {
 	void (*on_config)(void *arg, const struct memb_config *c);
 	void *config_arg;
 	_Atomic uint64_t *synced;
+	_Atomic int64_t *read_ms;
 
 	int64_t lease;		/* 0: none */
 	int64_t ka_ms;		/* last grant or keepalive */
@@ -134,6 +135,7 @@ int memb_agent_new(struct memb_agent **out, struct coord *c,
 	a->on_config = o->on_config;
 	a->config_arg = o->config_arg;
 	a->synced = o->synced;
+	a->read_ms = o->read_ms;
 	a->c = c;
 	c->cancel = &a->stop;
 	pthread_mutex_init(&a->lock, NULL);
@@ -230,7 +232,7 @@ static int ensure_decider(struct memb_agent *a)
 int memb_agent_tick(struct memb_agent *a, int64_t now_ms)
 {
 	struct memb_config cfg;
-	int64_t mod_rev, rev;
+	int64_t mod_rev, rev, sent;
 	uint64_t epoch;
 	int ret;
 
@@ -248,12 +250,17 @@ int memb_agent_tick(struct memb_agent *a, int64_t now_ms)
 	}
 	/* every node follows the configuration's epoch (fencing builds on
 	 * it: docs/replication.md) */
+	sent = mono_ms();
 	if ((ret = memb_read_config(a->c, a->cluster, &cfg, &mod_rev, &rev)))
 		return ret;
 	if (cfg.epoch > atomic_load(&a->epoch) && a->on_config)
 		a->on_config(a->config_arg, &cfg);
 	if (cfg.epoch > atomic_load(&a->epoch))
 		atomic_store(&a->epoch, cfg.epoch);
+	/* after on_config: a node vouches for a configuration only once it
+	 * follows it */
+	if (a->read_ms)
+		atomic_store(a->read_ms, sent);
 	atomic_store(&a->rev, rev);
 	memb_config_free(&cfg);
 	return 0;

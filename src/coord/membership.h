@@ -204,6 +204,10 @@ struct memb_agent_opts {
 	 * its registration (read by the agent's thread at every round;
 	 * owned by the caller, outlives the agent). NULL: never. */
 	_Atomic uint64_t *synced;
+	/* Set at every round that read the configuration: the monotonic ms
+	 * (CLOCK_MONOTONIC) just before the read was sent (the read lease,
+	 * docs/replication.md; caller-owned like synced). NULL: none. */
+	_Atomic int64_t *read_ms;
 };
 
 struct memb_agent;

@@ -1198,6 +1198,12 @@ RS_EXPORT int rs_server_open(struct rs_server **out,
 	if (ret)
 		goto close;
 	s->repl.on = s->o.coord_endpoints != NULL;
+	/* the read lease: two thirds of the coordination lease, so that a
+	 * node's reads of etcd (at least every third of it) leave clients a
+	 * third of it to read by (docs/replication.md, "Read leases") */
+	s->repl.lease_ms = s->o.coord_lease_ms / 3 * 2;
+	if (s->repl.lease_ms > PROTO_CONFIG_MAX_LEASE_MS)
+		s->repl.lease_ms = PROTO_CONFIG_MAX_LEASE_MS;
 	s->reply_limit = s->o.limits.max_message_bytes > SRV_REPLY_MIN_BYTES ?
 			 s->o.limits.max_message_bytes : SRV_REPLY_MIN_BYTES;
 	s->conn_cap = s->o.workers > 1 ? s->o.workers - 1 : 1;

@@ -50,6 +50,7 @@ int srv_coord_start(struct rs_server *s)
 		.on_config = coord_config,
 		.config_arg = s,
 		.synced = &s->repl.synced,
+		.read_ms = &s->repl.read_ms,
 	};
 	int ret;
 

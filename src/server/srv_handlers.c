@@ -1047,6 +1047,11 @@ static void do_keyed_cluster(struct req *r)
 		srv_repl_exit(s, &q);
 		return;
 	}
+	if ((ret = srv_repl_hold(s, &q, k->keys, k->n))) {
+		reply_error(r, r->op, ret, "%s", rs_errormsg());
+		srv_repl_exit(s, &q);
+		return;
+	}
 	r->defer = true;
 	tag.client = k->client;
 	tag.seq = k->seq;

@@ -338,6 +338,8 @@ struct srv_repl {
 	pthread_mutex_t order;		/* apply + queue of replicated writes */
 	_Atomic uint64_t epoch;		/* cur's, for STATS */
 	_Atomic uint64_t forwarded_writes, failed_writes, refused, applied;
+	_Atomic uint64_t held;		/* writes answered RS_E_BUSY by the
+					   read lease */
 	/* the adopting thread and the configurations it is handed, oldest
 	 * first (each is adopted in turn: a node that skips one cannot
 	 * tell what it gained, see srv_copy.c) */
@@ -355,6 +357,11 @@ struct srv_repl {
 	int have_self;			/* its index there */
 	uint64_t have_epoch;
 	_Atomic uint64_t synced;	/* that epoch, for the registration */
+	/* the read lease (docs/replication.md, "Read leases") */
+	_Atomic int64_t read_ms;	/* the agent's last read of the
+					   configuration (monotonic ms) */
+	_Atomic uint64_t seen;		/* the highest epoch it handed over */
+	uint32_t lease_ms;		/* V: how long a read vouches */
 	_Atomic uint64_t copied_rows, copies_done, copy_failures;
 };
 
@@ -370,6 +377,7 @@ struct srv_repl_req {
 struct srv_repl_stats {
 	uint64_t epoch, forwarded_writes, failed_writes, refused, applied;
 	uint64_t synced, copied_rows, copies_done, copy_failures, gained;
+	uint64_t held;
 	uint64_t chunks_shipped, chunks_failed, queued;
 	bool active;
 };
@@ -388,6 +396,10 @@ void srv_repl_adopt(struct rs_server *s, const struct memb_config *c);
 int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
 		   uint64_t epoch, const void *keys, uint32_t n, bool backup);
 void srv_repl_exit(struct rs_server *s, struct srv_repl_req *q);
+/* For a write after srv_repl_enter(): RS_E_BUSY while the read lease
+ * holds writes of a key this node just became the primary of. */
+int srv_repl_hold(struct rs_server *s, struct srv_repl_req *q,
+		  const void *keys, uint32_t n);
 /* Queue key's new row and state (width floats) or its deletion for the
  * key's backups (under s->repl.order). 0 or -ENOMEM. */
 int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,

@@ -144,6 +144,7 @@ static void cfg_free(struct srv_cfg *g, bool peers)
 		peer_free(g->peer[i]);
 	free(g->peer);
 	free(g->gain);
+	memb_placement_free(&g->prev_pl);
 	memb_placement_free(&g->tpl);
 	memb_placement_free(&g->pl);
 	memb_config_free(&g->c);
@@ -236,6 +237,14 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 			snprintf(why, sizeof(why), "peer '%s' (%s): cannot "
 				 "set up", m->id, m->addr);
 	}
+	if (g && old && g->self >= 0 && rp->lease_ms) {
+		g->hold_until = mono_ms() + rp->lease_ms;
+		if (old->self >= 0 && old->c.epoch + 1 == g->c.epoch) {
+			g->prev_pl = old->pl;	/* moved */
+			old->pl = NULL;
+			g->prev_self = old->self;
+		}
+	}
 	/* no request runs: what the node holds of the ranges it gains can
 	 * go before the first write of the new epoch is forwarded here */
 	if (g && !why[0] && srv_copy_plan(s, g))
@@ -293,6 +302,9 @@ void srv_repl_adopt(struct rs_server *s, const struct memb_config *c)
 	struct srv_repl *rp = &s->repl;
 	struct memb_config *copy = calloc(1, sizeof(*copy));
 
+	/* before the agent stores the time of this read: a node never
+	 * vouches for an epoch older than one it has seen */
+	atomic_store(&rp->seen, c->epoch);
 	if (!copy || memb_config_copy(copy, c)) {
 		free(copy);
 		srv_log("repl: epoch %" PRIu64 ": out of memory", c->epoch);
@@ -421,6 +433,34 @@ int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
 					 key, backup ? "backup" : "primary",
 					 g->c.epoch);
 		}
+	}
+	return 0;
+}
+
+int srv_repl_hold(struct rs_server *s, struct srv_repl_req *q,
+		  const void *keys, uint32_t n)
+{
+	struct srv_cfg *g = q->cfg;
+	unsigned set[MEMB_MAX_R];
+	uint64_t now;
+
+	if (RS_LIKELY(!g->hold_until))
+		return 0;
+	now = mono_ms();
+	if (now >= g->hold_until)
+		return 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t key = proto_key_at(keys, i);
+
+		if (g->prev_pl &&
+		    memb_replicas(g->prev_pl, memb_key_hash(key), set) &&
+		    (int)set[0] == g->prev_self)
+			continue;
+		atomic_fetch_add(&s->repl.held, 1);
+		return rs_seterr(RS_E_BUSY, "key %" PRIu64 ": this node became "
+				 "its primary in epoch %" PRIu64 " and takes "
+				 "writes of it in %" PRIu64 " ms (read lease)",
+				 key, g->c.epoch, g->hold_until - now);
 	}
 	return 0;
 }
@@ -762,7 +802,16 @@ int srv_repl_config(struct rs_server *s, void *buf, size_t cap,
 		return rs_seterr(-ENOMEM, "CONFIG: out of memory");
 	}
 	if (g) {
+		int64_t read = atomic_load(&rp->read_ms);
+		int64_t age = (int64_t)mono_ms() - read;
+
 		pc.epoch = g->c.epoch;
+		pc.age_ms = PROTO_CONFIG_AGE_NONE;
+		if (read > 0 && atomic_load(&rp->seen) == g->c.epoch)
+			pc.age_ms = age < 0 ? 0 : age >= PROTO_CONFIG_AGE_NONE
+						       ? PROTO_CONFIG_AGE_NONE - 1
+						       : (uint32_t)age;
+		pc.lease_ms = rp->lease_ms;
 		pc.r = g->c.r;
 		pc.vnodes = g->c.vnodes;
 		pc.n = (uint32_t)g->c.n;
@@ -794,6 +843,7 @@ void srv_repl_stats(struct rs_server *s, struct srv_repl_stats *st)
 	st->refused = atomic_load(&rp->refused);
 	st->applied = atomic_load(&rp->applied);
 	st->synced = atomic_load(&rp->synced);
+	st->held = atomic_load(&rp->held);
 	st->copied_rows = atomic_load(&rp->copied_rows);
 	st->copies_done = atomic_load(&rp->copies_done);
 	st->copy_failures = atomic_load(&rp->copy_failures);

@@ -60,6 +60,14 @@ struct srv_cfg {
 	int self;		/* index in c.m, -1: not an active member */
 	int tself;		/* index in c.m in the target ring, or -1 */
 	struct srv_peer **peer;	/* [c.n], NULL for self and DOWN members */
+	/* the read lease: until hold_until (monotonic ms; 0: none) writes
+	 * of keys this node was not the primary of in prev_pl (the ring of
+	 * the epoch before, NULL: it was not active or skipped an epoch)
+	 * wait, so that none is acknowledged while a client may still read
+	 * by the configuration before */
+	uint64_t hold_until;
+	struct memb_placement *prev_pl;
+	int prev_self;
 	struct srv_gain *gain;	/* ranges to copy in (adjacent ones
 				   of one source merged) */
 	size_t ngain;

@@ -28,6 +28,12 @@
  *       must apply to every key; resent ("-") it must apply to none, and
  *       ADDR (the node that copied the records) must be the primary of
  *       some of them.
+ *   repl_driver staleread SEEDS ADDR TRIGGER OUT
+ *       a reader that only reads a key whose primary is ADDR: once
+ *       (OUT.ready: the key's index), then after TRIGGER appears; the
+ *       second read must see the step acknowledged meanwhile elsewhere.
+ *   repl_driver bump SEEDS KEYIDX OUT
+ *       one acknowledged UPDATE step of that key; OUT: its stream file.
  *   repl_driver stale SEEDS ADDR EPOCH
  *       an UPDATE of key 0 in an old EPOCH straight to ADDR must be
  *       refused (RS_E_EPOCH, whole request or per key) and leave the row
@@ -354,7 +360,11 @@ static void raw_update_keys(struct rs_client *c, const char *addr,
 				 &q);
 	if (len < 0)
 		die("%s: UPDATE: %s", addr, rs_errormsg());
-	ret = cli_wire_call(cc, (size_t)len, &raw, &m);
+	/* a node that just became the keys' primary holds writes for its
+	 * read lease: RS_E_BUSY, nothing applied, try again */
+	for (int i = 0; (ret = cli_wire_call(cc, (size_t)len, &raw, &m)) ==
+				RS_E_BUSY && i < 200; i++)
+		usleep(50000);
 	if (ret == RS_E_EPOCH) {
 		printf("UPDATE to %s in epoch %" PRIu64 ": %s\n", addr,
 		       q.epoch, rs_errormsg());
@@ -507,6 +517,73 @@ static int do_onceall(const char *seeds, uint64_t client, const char *out,
 	return bad || (node && !on_node) ? 1 : 0;
 }
 
+/* A reader that only reads (it learns nothing from writes): it picks a
+ * key whose primary is at ADDR, READs it, says so (OUT.ready holds the
+ * key's index), and once TRIGGER exists (ADDR was paused, another
+ * primary took over and acknowledged a step of the key) READs it again:
+ * it must see that step. Without a read lease its configuration still
+ * sends it to the paused node's memory, which still answers READs. */
+static int do_staleread(const char *seeds, const char *addr,
+			const char *trigger, const char *out)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table *t = open_table(c);
+	float v0[DIM], v1[DIM];
+	int st, k = -1;
+	char path[1024];
+	FILE *f;
+
+	for (int i = 0; i < K && k < 0; i++)
+		if (strstr(rs_client_node_name(c, rs_client_key_node(c,
+								     keys[i])),
+			   addr))
+			k = i;
+	if (k < 0)
+		die("no key has its primary at %s", addr);
+	if (rs_get(t, &keys[k], 1, v0, &st, 0) < 0 || st != RS_KEY_FOUND)
+		die("get: %s", rs_errormsg());
+	snprintf(path, sizeof(path), "%s.ready", out);
+	if (!(f = fopen(path, "w")))
+		die("%s: cannot write", path);
+	fprintf(f, "%d\n", k);
+	fclose(f);
+	while (access(trigger, F_OK) != 0)
+		usleep(20000);
+	if (rs_get(t, &keys[k], 1, v1, &st, 0) < 0 || st != RS_KEY_FOUND)
+		die("get: %s", rs_errormsg());
+	printf("staleread: key %d, primary %s: read %.0f, then %.0f after "
+	       "the new primary acknowledged a step (%s)\n", k, addr, v0[0],
+	       v1[0], v1[0] > v0[0] ? "seen" : "STALE");
+	rs_client_close(&c);
+	return v1[0] > v0[0] ? 0 : 1;
+}
+
+/* One acknowledged step of key KEYIDX (an UPDATE through the cluster);
+ * OUT: a stream file of it. */
+static int do_bump(const char *seeds, int k, const char *out)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table *t = open_table(c);
+	static const float g[DIM] = { -1, -1, -1, -1 };
+	double t0 = now_ms();
+	int st, ret;
+	FILE *f;
+
+	if (k < 0 || k >= K)
+		die("key index %d", k);
+	ret = rs_update(t, &keys[k], 1, g, &st, 0);
+	if (ret < 0 || st < 0)
+		die("update: %s (%s)", rs_strerror(ret < 0 ? ret : st),
+		    rs_errormsg());
+	if (!(f = fopen(out, "w")))
+		die("%s: cannot write", out);
+	fprintf(f, "%d 1 0\n", k);
+	fclose(f);
+	printf("bump: key %d acknowledged after %.0f ms\n", k, now_ms() - t0);
+	rs_client_close(&c);
+	return 0;
+}
+
 static int do_check(const char *seeds, const char *replicas, int nout,
 		    char **outs)
 {
@@ -603,6 +680,10 @@ int main(int argc, char **argv)
 	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "onceall"))
 		return do_onceall(argv[2], strtoull(argv[3], NULL, 0),
 				  argv[4], argc == 6 ? argv[5] : NULL);
+	if (argc == 6 && !strcmp(argv[1], "staleread"))
+		return do_staleread(argv[2], argv[3], argv[4], argv[5]);
+	if (argc == 5 && !strcmp(argv[1], "bump"))
+		return do_bump(argv[2], atoi(argv[3]), argv[4]);
 	if (argc == 3 && !strcmp(argv[1], "once"))
 		return do_once(argv[2]);
 	if (argc >= 5 && !strcmp(argv[1], "check"))

@@ -19,7 +19,10 @@
 #     hold every row bit for bit the same. A tagged UPDATE sent twice
 #     moves its row once (exactly-once records).
 #  5. The surviving decider is SIGSTOPped past its lease: the last node
-#     is promoted alone. SIGCONT: an UPDATE in the old epoch sent straight
+#     is promoted alone. A client that only reads (so learns nothing from
+#     writes) READs a key of the paused node after the new primary
+#     acknowledged a step of it: it sees the step (read lease), not the
+#     paused node's memory, which still answers READs. SIGCONT: an UPDATE in the old epoch sent straight
 #     to the resumed node is refused (RS_E_EPOCH) and the row the cluster
 #     serves does not move; the node comes back as joining, not active.
 #  6. It is SIGKILLed; under two writers and a reader a new node (mem-4)
@@ -145,6 +148,16 @@ case $decider in
   mem-3) paused=n3 other=n1 ;;
   *) fail "decider '$decider' is not a survivor" ;;
 esac
+# a reader that only reads, of a key the node to be paused is primary of
+"$drv" staleread "$seeds" "${addr[$paused]}" "$d/trigger" "$d/staleread.txt" \
+  >"$d/staleread.log" 2>&1 &
+sr_pid=$!
+pids="$pids $!"
+for ((i = 0; i < 600; i++)); do
+  [ -s "$d/staleread.txt.ready" ] && break
+  sleep 0.1
+done
+[ -s "$d/staleread.txt.ready" ] || fail "the read-only reader did not start"
 t0=$(date +%s.%N)
 kill -STOP "${pid[$paused]}"
 ctl --until-epoch $((e2 + 1)) --timeout 60 >"$d/paused.out" 2>&1 ||
@@ -152,6 +165,16 @@ ctl --until-epoch $((e2 + 1)) --timeout 60 >"$d/paused.out" 2>&1 ||
 grep -Eq "^  mem-${paused#n} +[0-9.:]+ +down " "$d/paused.out" ||
   fail "$paused is not down while paused"
 echo "pause: $paused SIGSTOPped at epoch $e2, epoch $((e2 + 1)) without it after $(elapsed "$t0") s"
+# the new primary acknowledges a step of the reader's key; the reader,
+# still on epoch $e2, must not READ the paused node's stale row
+"$drv" bump "$seeds" "$(cat "$d/staleread.txt.ready")" "$d/bump.keys" \
+  >"$d/bump.txt" 2>&1 || fail "a step through the new primary"
+cat "$d/bump.txt"
+touch "$d/trigger"
+rc=0
+wait "$sr_pid" || rc=$?
+cat "$d/staleread.log"
+[ "$rc" = 0 ] || fail "a read-only client read a stale row from the paused node (read lease)"
 kill -CONT "${pid[$paused]}"
 "$drv" stale "${addr[$other]}" "${addr[$paused]}" "$e2" >"$d/stale.txt" 2>&1 ||
   fail "the resumed node took a write of its old epoch"
@@ -165,7 +188,7 @@ echo "resume: $paused is joining in epoch $((e2 + 2)), not active"
 
 # ---- 6. it copies its ranges under writes, becomes active, then dies ---------
 echo "0 2 0" >"$d/once.keys" # the two calls of step 4 moved key 0
-streams="$d/w1.keys $d/w2.keys $d/once.keys"
+streams="$d/w1.keys $d/w2.keys $d/once.keys $d/bump.keys"
 stream() { # PHASE: two writers and a reader until $d/stop.PHASE
   local w
   for w in a b; do

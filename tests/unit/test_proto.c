@@ -1206,19 +1206,25 @@ static void config_roundtrip(void **state)
 
 	/* not in a cluster */
 	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, NULL);
-	assert_int_equal(len, PROTO_HDR_BYTES + 24);
+	assert_int_equal(len, PROTO_HDR_BYTES + 24 + 8);
 	decode_ok(buf, len, &m);
 	assert_true(m.u.config.epoch == 0);
+	assert_int_equal(m.u.config.age_ms, PROTO_CONFIG_AGE_NONE);
+	assert_int_equal(m.u.config.lease_ms, 0);
 	assert_int_equal(m.u.config.n, 0);
 	assert_int_equal(m.u.config.self, PROTO_CONFIG_NO_SELF);
 	assert_int_equal(proto_config_next(&m.u.config, &got), 0);
 
 	/* three members, the layout of docs/protocol.md */
 	c = (struct proto_config){ .epoch = 0x1122334455667788ull, .r = 2,
-				   .vnodes = 160, .n = 3, .self = 2 };
+				   .vnodes = 160, .n = 3, .self = 2,
+				   .age_ms = 1234, .lease_ms = 2000 };
 	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, mem);
 	assert_int_equal(len, 32 + 24 + (6 + 1 + 13) + (6 + 3 + 1) +
-				      (6 + 3 + 7));
+				      (6 + 3 + 7) + 8);
+	/* the read lease after the members */
+	assert_int_equal(buf[len - 8], 1234 & 0xff);
+	assert_int_equal(buf[len - 4], 2000 & 0xff);
 	assert_int_equal(buf[32], 0x88);
 	assert_int_equal(buf[32 + 8], 2);
 	assert_int_equal(buf[32 + 12], 160);
@@ -1235,6 +1241,8 @@ static void config_roundtrip(void **state)
 	assert_int_equal(m.u.config.vnodes, 160);
 	assert_int_equal(m.u.config.n, 3);
 	assert_int_equal(m.u.config.self, 2);
+	assert_int_equal(m.u.config.age_ms, 1234);
+	assert_int_equal(m.u.config.lease_ms, 2000);
 	for (i = 0; proto_config_next(&m.u.config, &got); i++) {
 		assert_true(i < 3);
 		assert_int_equal(got.state, mem[i].state);
@@ -1254,7 +1262,7 @@ static void config_roundtrip(void **state)
 				   .vnodes = PROTO_CONFIG_MAX_VNODES,
 				   .n = PROTO_CONFIG_MAX_MEMBERS, .self = 1023 };
 	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, big);
-	assert_int_equal(len, 32 + 24 + 1024 * (6 + 63 + 127));
+	assert_int_equal(len, 32 + 24 + 1024 * (6 + 63 + 127) + 8);
 	decode_ok(buf, len, &m);
 	for (i = 0; proto_config_next(&m.u.config, &got); i++)
 		assert_memory_equal(&got, &big[i], sizeof(got));
@@ -1280,7 +1288,7 @@ static void config_refusals(void **state)
 	};
 	/* offsets in the message: fixed part at 32; member 0 at 56 (id
 	 * at 60, addr length at 65, addr at 67), member 1 at 80 (id at 84),
-	 * member 2 at 105, the end at 121 */
+	 * member 2 at 105, age_ms at 121, lease_ms at 125, the end at 129 */
 	static const struct patch bad[] = {
 		{ 32, 4, 0, RS_E_PROTO, "epoch 0 (no cluster): r 3" },
 		{ 40, 4, 0, RS_E_INVAL, "CONFIG reply: r: 0 is not in [1, 5]" },
@@ -1288,8 +1296,8 @@ static void config_refusals(void **state)
 		{ 44, 4, 0, RS_E_INVAL, "vnodes: 0 is not in [1, 4096]" },
 		{ 44, 4, 4097, RS_E_INVAL, "vnodes: 4097" },
 		{ 48, 4, 1025, RS_E_TOOBIG, "n: 1025 members, over the limit" },
-		{ 48, 4, 2, RS_E_PROTO, "trailing bytes" },
-		{ 48, 4, 4, RS_E_PROTO, "truncated at members[3].state" },
+		{ 48, 4, 2, RS_E_INVAL, "lease_ms: 778921325 is over" },
+		{ 48, 4, 4, RS_E_INVAL, "members[3].id: must not be empty" },
 		{ 52, 4, 3, RS_E_PROTO, "self: 3 is neither a member index" },
 		{ 52, 4, 0xfffffffe, RS_E_PROTO, "self: 4294967294" },
 		{ 56, 1, 3, RS_E_PROTO, "members[0].state: unknown value 3" },
@@ -1309,6 +1317,9 @@ static void config_refusals(void **state)
 		{ 79, 1, 0x7f, RS_E_INVAL, "members[0].addr: byte 0x7f at 12" },
 		{ 79, 1, 0x80, RS_E_INVAL, "members[0].addr: byte 0x80 at 12" },
 		{ 105, 1, 0xff, RS_E_PROTO, "members[2].state: unknown value" },
+		{ 121, 4, 7, 0, NULL },	/* any age */
+		{ 125, 4, PROTO_CONFIG_MAX_LEASE_MS + 1, RS_E_INVAL,
+		  "lease_ms: 600001 is over the limit 600000" },
 	};
 	struct proto_config c = { .epoch = 9, .r = 3, .vnodes = 160, .n = 3,
 				  .self = 1 };
@@ -1317,7 +1328,7 @@ static void config_refusals(void **state)
 	int len, len0;
 
 	len0 = proto_enc_config_reply(buf2, sizeof(buf2), &h, &c, mem);
-	assert_int_equal(len0, 121);
+	assert_int_equal(len0, 129);
 	expect_patches(buf2, (size_t)len0, bad, RS_ARRAY_SIZE(bad));
 	/* epoch 0 with anything but r 0, vnodes 0, n 0, self none */
 	c = (struct proto_config){ .self = PROTO_CONFIG_NO_SELF };
@@ -1327,16 +1338,24 @@ static void config_refusals(void **state)
 	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, NULL);
 	put_le(32 + 20, 0, 4);
 	expect_err(buf, len, NULL, RS_E_PROTO, "self 0x0 must be");
-	/* a truncated entry; a trailing byte */
+	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, NULL);
+	put_le(len - 4, 5, 4);
+	expect_err(buf, len, NULL, RS_E_PROTO, "epoch 0 (no cluster): age_ms "
+		   "0xffffffff, lease_ms 5 must be");
+	/* a truncated entry; no read lease; a trailing byte */
 	memcpy(buf, buf2, (size_t)len0);
-	put_le(24, (uint32_t)(len0 - 1 - 32), 4);
-	expect_err(buf, (size_t)len0 - 1, NULL, RS_E_PROTO,
+	put_le(24, (uint32_t)(len0 - 9 - 32), 4);
+	expect_err(buf, (size_t)len0 - 9, NULL, RS_E_PROTO,
 		   "truncated at members[2].addr");
+	memcpy(buf, buf2, (size_t)len0);
+	put_le(24, (uint32_t)(len0 - 4 - 32), 4);
+	expect_err(buf, (size_t)len0 - 4, NULL, RS_E_PROTO,
+		   "truncated at lease_ms");
 	memcpy(buf, buf2, (size_t)len0);
 	put_le(24, (uint32_t)(len0 + 1 - 32), 4);
 	buf[len0] = 0;
 	expect_err(buf, (size_t)len0 + 1, NULL, RS_E_PROTO,
-		   "1 trailing bytes after offset 89");
+		   "1 trailing bytes after offset 97");
 	/* a CONFIG request has an empty body */
 	len = proto_enc_config_req(buf, sizeof(buf), &h);
 	put_le(24, 1, 4);
