@@ -222,6 +222,11 @@ echo "$copied" | grep -Eq "rows in .* [1-9][0-9]* forwarded writes applied meanw
 echo "join: n4 active after $(elapsed "$t0") s under writes"
 sleep 2 # writes where it is now the primary
 unstream p6
+# the writers use the new node without reopening: no call failed
+for w in a b; do
+  grep -Eq '^stream: [0-9]+ calls of [0-9]+ keys, 0 failed ' "$d/p6$w.txt" ||
+    fail "phase p6: writer $w had failed calls while n4 joined"
+done
 "$drv" check "$seeds,${addr[n4]}" "${addr[$other]},${addr[n4]}" $streams \
   >"$d/check6.txt" 2>&1 || fail "check after the copy"
 cat "$d/check6.txt"
