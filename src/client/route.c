@@ -78,6 +78,8 @@ size_t cli_route_find(const struct proto_member *known, size_t nknown,
 size_t cli_route_grow(const struct cli_config *cfg, struct proto_member *known,
 		      size_t nknown, size_t cap)
 {
+	if (check_config(cfg))
+		return nknown; /* cli_route_new() refuses it: no slots */
 	for (size_t i = 0; i < cfg->n && nknown < cap; i++) {
 		const struct proto_member *m = &cfg->m[i];
 

@@ -72,8 +72,8 @@ size_t cli_route_find(const struct proto_member *known, size_t nknown,
 /*
  * Give the ACTIVE members of cfg that have no slot in known[0..nknown) the
  * next slots, in cfg's order, while nknown < cap: copies them into
- * known[nknown..) and returns the new count (cfg unchecked: members are
- * only copied; cli_route_new() checks it).
+ * known[nknown..) and returns the new count. A configuration that
+ * cli_route_new() refuses gives no slots.
  */
 size_t cli_route_grow(const struct cli_config *cfg, struct proto_member *known,
 		      size_t nknown, size_t cap);

@@ -286,7 +286,8 @@ static void new_members_get_slots(void **state)
 
 /* One slot left for three members without one: the first (in the
  * configuration's order) takes it, the others stay without a slot and
- * their keys fail with a message that says so. */
+ * their keys fail with a message that says so. A configuration the
+ * route refuses takes no slot. */
 static void slots_run_out(void **state)
 {
 	const uint32_t st[] = { A, A, A, A, A };
@@ -294,6 +295,7 @@ static void slots_run_out(void **state)
 	struct proto_member m[5], known[5];
 	struct cli_config cc = { .epoch = 3, .r = 1, .vnodes = 32, .n = n,
 				 .m = m };
+	struct cli_config bad = cc;
 	struct cli_route *rt;
 	unsigned got[PROTO_CONFIG_MAX_R];
 	size_t nk, none = 0;
@@ -302,6 +304,9 @@ static void slots_run_out(void **state)
 	members(m, NULL, n, st);
 	known[0] = m[0];
 	known[1] = m[1];
+	/* a configuration the route refuses gives no slots */
+	bad.r = 0;
+	assert_int_equal(cli_route_grow(&bad, known, 2, 3), 2);
 	nk = cli_route_grow(&cc, known, 2, 3);
 	assert_int_equal(nk, 3);
 	assert_string_equal(known[2].id, "node-02");
