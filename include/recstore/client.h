@@ -152,8 +152,13 @@ int rs_client_open(struct rs_client **out,
  * Accepts NULL and *c == NULL. */
 void rs_client_close(struct rs_client **c);
 
+/* The client's nodes: static mode, the configured ones; cluster mode,
+ * its node slots, which grow when members join or move (a moved member's
+ * old address keeps its slot: docs/client.md, "Members that join
+ * later"). */
 unsigned rs_client_node_count(const struct rs_client *c);
-/* "addr:port" of node i as configured; NULL if i is out of range. */
+/* "addr:port" of node i as configured (cluster mode: as the member
+ * registered it); NULL if i is out of range. */
 const char *rs_client_node_name(const struct rs_client *c, unsigned i);
 /* The node a key lives on (index as in rs_client_node_name()). */
 unsigned rs_client_key_node(const struct rs_client *c, uint64_t key);

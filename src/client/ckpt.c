@@ -186,7 +186,7 @@ int cli_checkpoint(struct rs_client *c, const char *path,
 	struct cli_ckpt_progress p = { .start_us = now_us() };
 	struct dump_job *jobs = NULL;
 	pthread_t *thr = NULL;
-	size_t nn = c->nnodes, frozen = 0, started = 0;
+	size_t nn = cli_nnodes(c), frozen = 0, started = 0;
 	unsigned freeze_ms = o->freeze_ms ? o->freeze_ms : 60000;
 	int rc;
 
@@ -421,7 +421,7 @@ static int ensure_table(struct rs_client *c, const struct ckpt_table_entry *e,
 	    (rc = rs_table_open(c, e->spec.name, out)))
 		return rc;
 	(void)cli_table_refresh(*out);
-	for (size_t i = 0; i < c->nnodes; i++) {
+	for (size_t i = 0, nn = cli_nnodes(c); i < nn; i++) {
 		struct cli_tloc v;
 
 		cli_table_loc(*out, (unsigned)i, &v);

@@ -181,13 +181,13 @@ close_client:
 
 RS_EXPORT unsigned rs_client_node_count(const struct rs_client *c)
 {
-	return c ? (unsigned)c->nnodes : 0;
+	return c ? (unsigned)cli_nnodes(c) : 0;
 }
 
 RS_EXPORT const char *rs_client_node_name(const struct rs_client *c,
 					  unsigned i)
 {
-	return c && i < c->nnodes ? c->nodes[i].name : NULL;
+	return c && i < cli_nnodes(c) ? c->nodes[i].name : NULL;
 }
 
 RS_EXPORT unsigned rs_client_key_node(const struct rs_client *c, uint64_t key)

@@ -19,8 +19,13 @@
  * location-cache entries are keyed by it, so entries of a dropped table can
  * never be taken for those of its re-creation.
  *
- * Locking. tbl->lock (rwlock) guards tbl->loc[]; readers copy what they
- * need under the read lock. c->tables_lock guards the handle list. Pools
+ * A handle holds views of the nodes the client had when it was last
+ * refreshed (nloc); a node added since (cluster mode) reads as not valid
+ * (cli_table_loc), which the data paths treat like a stale table: they
+ * refresh the handle and resend.
+ *
+ * Locking. tbl->lock (rwlock) guards tbl->loc[] and nloc; readers copy
+ * what they need under the read lock. c->tables_lock guards the handle list. Pools
  * have their own lock (conn.h). Counters are relaxed atomics.
  */
 #ifndef CLI_CLIENT_INTERNAL_H
@@ -48,6 +53,9 @@
 #define CLI_DEFAULT_TORN_RETRIES 8
 #define CLI_DEFAULT_TIMEOUT_MS 10000
 #define CLI_DEFAULT_SPIN_US 50
+/* Node slots of a cluster-mode client: as many as a configuration has
+ * members (route.h: a member that moved takes a new slot). */
+#define CLI_MAX_NODES PROTO_CONFIG_MAX_MEMBERS
 
 struct rs_client_config {
 	char **nodes;
@@ -82,7 +90,9 @@ struct rs_table {
 	char name[PROTO_NAME_MAX + 1];
 	uint32_t dim, dtype;
 	pthread_rwlock_t lock;
-	struct cli_tloc *loc;	/* [c->nnodes] */
+	struct cli_tloc *loc;	/* [nloc], under lock */
+	size_t nloc;		/* the client's node count at the last
+				 * refresh; a node beyond it: not valid */
 	struct rs_table *next;
 };
 
@@ -112,10 +122,32 @@ struct cli_counters {
  * nodes are seeds: the client asks them for CONFIG. Epoch 0 (no cluster):
  * static mode, exactly as before: nodes[] are the configured nodes, ring
  * is the static ring over their names, route is NULL and nothing below is
- * touched by a call. Epoch >= 1: nodes[] are the configuration's members
- * (all of them, its order, name = addr; fixed for the client's life),
- * known[] their ids and addresses, seeds[] the configured nodes, and
- * route (route.h) says where keys go.
+ * touched by a call. Epoch >= 1: nodes[] are node slots, the members of
+ * the configuration learned at open first (all of them, its order, name =
+ * addr), then every ACTIVE member a later configuration has and no slot
+ * is (route.h); known[] their ids and addresses, seeds[] the configured
+ * nodes, and route (route.h) says where keys go.
+ *
+ * Node slots. nodes[] and known[] are allocated once at open with
+ * CLI_MAX_NODES entries (never moved, so a reader's pointer into them
+ * stays valid) and slots are only ever appended: a refresh initialises
+ * the new slots completely (name, address, pool; contexts connect on
+ * first use), then publishes the higher count with a release store of
+ * nnodes, then builds and swaps the route that points at them. A slot is
+ * never changed or freed before close. So a reader may use nodes[i] for
+ * any i below a count it acquire-loaded (cli_nnodes()) or below the
+ * nknown of a route it holds (the route lock orders it after the slots'
+ * initialisation). A call sizes its per-node arrays by one such count,
+ * taken once: the RPC path by the route it maps its keys by (and grows
+ * them when a newer route has more nodes), the one-sided get by
+ * cli_nnodes() (a route with more nodes than that sends the call to the
+ * RPC path), table refreshes and admin calls by cli_nnodes(). A handle's
+ * views cover the nodes of its last refresh (struct rs_table). Memory:
+ * the two arrays take CLI_MAX_NODES x (sizeof(struct cli_node) +
+ * sizeof(struct proto_member)) bytes of address space (421,888 on
+ * x86-64: 1024 x (216 + 196)),
+ * zero pages from calloc until slots are used (a slot's share is
+ * resident only once touched: a few pages for a small cluster).
  *
  * Route swaps. Every call in cluster mode reads the route while it maps
  * its keys to nodes; a refresh replaces it. Readers take route_lock
@@ -147,8 +179,8 @@ struct rs_client {
 	struct cli_ring *ring;		/* static mode */
 	struct cli_lcache *cache;
 	struct rv_dev *dev;
-	size_t nnodes;
-	struct cli_node *nodes;
+	atomic_size_t nnodes;		/* published node slots */
+	struct cli_node *nodes;		/* [CLI_MAX_NODES] in cluster mode */
 	/* cluster mode */
 	bool cluster;
 	struct cli_route *route;	/* under route_lock */
@@ -159,7 +191,7 @@ struct rs_client {
 	 * lease, docs/replication.md), else GETs go to the RPC path */
 	_Atomic int64_t read_until;
 	atomic_uint_fast64_t refresh_rounds;
-	struct proto_member *known;	/* [nnodes] */
+	struct proto_member *known;	/* [CLI_MAX_NODES] (refresh_lock) */
 	struct cli_node *seeds;
 	size_t nseeds;
 	size_t ask_next;		/* rotation of CONFIG asks (refresh_lock) */
@@ -209,9 +241,16 @@ int cli_cluster_refresh(struct rs_client *c, uint64_t seen, size_t avoid);
 bool cli_cluster_can_read(struct rs_client *c);
 /* A code that says the node is unreachable or its connection broke. */
 bool cli_conn_error(int code);
-/* active[i] for i < nnodes: node i takes part (static: every node; cluster:
- * the ACTIVE members of the current route). Returns how many. */
-size_t cli_active_nodes(struct rs_client *c, bool *active);
+/* The client's node count (acquire: nodes[0..count) are initialised). */
+static inline size_t cli_nnodes(const struct rs_client *c)
+{
+	return atomic_load_explicit(&((struct rs_client *)c)->nnodes,
+				    memory_order_acquire);
+}
+/* active[i] for i < n (a count from cli_nnodes()): node i takes part
+ * (static: every node; cluster: the ACTIVE members of the current route).
+ * Returns how many. */
+size_t cli_active_nodes(struct rs_client *c, bool *active, size_t n);
 /* Cluster mode: the route, held for reading while keys are mapped. */
 static inline const struct cli_route *cli_route_hold(struct rs_client *c)
 {

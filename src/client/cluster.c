@@ -15,7 +15,11 @@
  * further along each round and the node that just failed last, until
  * CLI_CONFIG_ASK of them answered or one answered with a higher epoch;
  * the seeds only when no member answered. The highest epoch seen replaces
- * the route if it is higher than the client's (never lower).
+ * the route if it is higher than the client's (never lower). Before it
+ * does, every ACTIVE member of it that no node slot of the client is (it
+ * joined, or moved to another address, since the client opened) gets the
+ * next free slot (grow(); client_internal.h, route.h); its contexts
+ * connect when a call first needs one.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -48,23 +52,24 @@ bool cli_conn_error(int code)
 	}
 }
 
-size_t cli_active_nodes(struct rs_client *c, bool *active)
+size_t cli_active_nodes(struct rs_client *c, bool *active, size_t n)
 {
 	const struct cli_route *rt;
-	size_t n = 0;
+	size_t nact = 0;
 
 	if (!c->cluster) {
-		for (size_t i = 0; i < c->nnodes; i++)
+		for (size_t i = 0; i < n; i++)
 			active[i] = true;
-		return c->nnodes;
+		return n;
 	}
 	rt = cli_route_hold(c);
-	for (size_t i = 0; i < c->nnodes; i++) {
-		active[i] = rt->active[i];
-		n += active[i];
+	for (size_t i = 0; i < n; i++) {
+		/* a node the route does not know yet: not taking part */
+		active[i] = i < rt->nknown && rt->active[i];
+		nact += active[i];
 	}
 	cli_route_drop(c);
-	return n;
+	return nact;
 }
 
 /* Ask the seeds in order; the first answer. */
@@ -152,6 +157,9 @@ static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 	if (ret)
 		return ret;
 
+	if (cfg->n > CLI_MAX_NODES)
+		return rs_seterr(RS_E_PROTO, "configuration %llu: %zu members",
+				 (unsigned long long)cfg->epoch, cfg->n);
 	c->seeds = c->nodes;
 	c->nseeds = c->nnodes;
 	c->nodes = NULL;
@@ -161,8 +169,9 @@ static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 	ret = seeds_park(c);
 	if (ret)
 		return ret;
-	c->nodes = calloc(cfg->n, sizeof(*c->nodes));
-	c->known = calloc(cfg->n, sizeof(*c->known));
+	/* every slot the client may ever use, once (client_internal.h) */
+	c->nodes = calloc(CLI_MAX_NODES, sizeof(*c->nodes));
+	c->known = calloc(CLI_MAX_NODES, sizeof(*c->known));
 	if (!c->nodes || !c->known)
 		return rs_seterr(-ENOMEM, "client: out of memory");
 	for (size_t i = 0; i < cfg->n; i++) {
@@ -217,12 +226,37 @@ void cli_cluster_close(struct rs_client *c)
 	cli_route_free(&c->route);
 }
 
+/* Give the ACTIVE members of cfg that no slot is (they joined, or moved
+ * to another address, since the client opened) the next free slots, and
+ * publish them (refresh_lock held: only we change nodes[] and known[]).
+ * A slot whose node cannot be set up (its address does not parse, no
+ * memory) ends the growth here: it and the members after it stay without
+ * a slot in this route, their keys fail, and the next refresh tries
+ * again. */
+static void grow(struct rs_client *c, const struct cli_config *cfg)
+{
+	size_t have = c->nnodes, n;
+
+	n = cli_route_grow(cfg, c->known, have, CLI_MAX_NODES);
+	for (size_t i = have; i < n; i++)
+		if (node_init(c, &c->nodes[i], i, c->known[i].addr,
+			      c->cfg.conns_per_node)) {
+			n = i;
+			break;
+		}
+	/* the slots are complete before a reader can see the count */
+	if (n > have)
+		atomic_store_explicit(&c->nnodes, n, memory_order_release);
+}
+
 /* Make cfg the route (its epoch is higher: checked by the caller). */
 static int adopt(struct rs_client *c, const struct cli_config *cfg)
 {
 	struct cli_route *rt, *old;
-	int ret = cli_route_new(&rt, cfg, c->known, c->nnodes);
+	int ret;
 
+	grow(c, cfg);
+	ret = cli_route_new(&rt, cfg, c->known, c->nnodes);
 	if (ret)
 		return ret;
 	pthread_rwlock_wrlock(&c->route_lock);
@@ -251,14 +285,14 @@ static int config_round(struct rs_client *c, size_t avoid)
 {
 	const struct cli_route *rt = c->route;
 	struct cli_config best = { 0 };
-	size_t answered = 0, start = c->ask_next;
+	size_t nn = rt->nknown, answered = 0, start = c->ask_next % nn;
 	int ret, last = RS_E_DISCONNECTED;
 
 	rs_seterr(last, "cluster: no node answered CONFIG");
-	c->ask_next = (start + 1) % c->nnodes;
-	for (size_t k = 0; k < c->nnodes && answered < CLI_CONFIG_ASK &&
+	c->ask_next = (start + 1) % nn;
+	for (size_t k = 0; k < nn && answered < CLI_CONFIG_ASK &&
 			   best.epoch <= rt->epoch; k++) {
-		size_t i = (start + k) % c->nnodes;
+		size_t i = (start + k) % nn;
 
 		if (!rt->active[i] || i == avoid)
 			continue;
@@ -268,7 +302,7 @@ static int config_round(struct rs_client *c, size_t avoid)
 		else
 			answered++;
 	}
-	if (!answered && avoid < c->nnodes && rt->active[avoid]) {
+	if (!answered && avoid < nn && rt->active[avoid]) {
 		ret = ask(&c->nodes[avoid], &best);
 		if (ret)
 			last = ret;

@@ -80,11 +80,12 @@ struct gcall {
 	int *status;
 	unsigned flags;
 	struct gkey *k;
-	struct gnode *nodes;
+	struct gnode *nodes;	/* [nn] */
+	size_t nn;		/* the client's node count at the start */
 	struct rs_table **tabs; /* distinct tables of the batch */
 	size_t ntabs, tabs_cap;
-	struct cli_tloc *views; /* [ntabs * nnodes] */
-	struct pollfd *pfd;	/* [nnodes] */
+	struct cli_tloc *views; /* [ntabs * nn] */
+	struct pollfd *pfd;	/* [nn] */
 	void *block;		/* k, nodes, pfd, key lists, reqs: one malloc */
 	/* small batches need no further allocation */
 	struct rs_table *tabs_inline[8];
@@ -101,7 +102,7 @@ static struct cli_tloc *view_of(struct gcall *g, const struct gkey *k)
 
 static int collect_tables(struct gcall *g)
 {
-	size_t nn = g->c->nnodes;
+	size_t nn = g->nn;
 	struct rs_table *last = NULL;
 	size_t lastidx = 0;
 
@@ -189,7 +190,7 @@ static int plan(struct gcall *g, bool use_rpc, const struct cli_ring *ring,
 		}
 	}
 	/* Carve each node's key list and READ requests out of the block. */
-	for (size_t nd = 0; nd < c->nnodes; nd++) {
+	for (size_t nd = 0; nd < g->nn; nd++) {
 		struct gnode *gn = &g->nodes[nd];
 
 		gn->keys = keyidx;
@@ -211,9 +212,11 @@ static int plan(struct gcall *g, bool use_rpc, const struct cli_ring *ring,
 
 /*
  * Cluster mode: READ at the primary of the current route (held while keys
- * are placed). When the route has ACTIVE members this client cannot
- * reach (they joined after it opened), the whole call goes to the RPC
- * path, which fails exactly the keys they are primary of. A READ that
+ * are placed). When the route has nodes beyond the call's arrays (the
+ * client added nodes since the call began), or ACTIVE members without a
+ * node slot, the whole call goes to the RPC path, which sizes its arrays
+ * by the route (and fails exactly the keys of members without a slot).
+ * A READ that
  * fails (a dead primary) sends its keys to the GET RPC as before, and the
  * RPC path refreshes the configuration and asks the new primary.
  */
@@ -221,7 +224,8 @@ static int plan_cluster(struct gcall *g, bool use_rpc, size_t *keyidx,
 			struct rv_read_req *reqs)
 {
 	const struct cli_route *rt = cli_route_hold(g->c);
-	int ret = plan(g, use_rpc || rt->nunknown, rt->ring, keyidx, reqs);
+	int ret = plan(g, use_rpc || rt->nunknown || rt->nknown > g->nn,
+		       rt->ring, keyidx, reqs);
 
 	cli_route_drop(g->c);
 	return ret;
@@ -402,7 +406,7 @@ static uint64_t now_ns(void)
  */
 static int wait_nodes(struct gcall *g)
 {
-	size_t nn = g->c->nnodes;
+	size_t nn = g->nn;
 	uint64_t last = now_ns();
 
 	for (;;) {
@@ -498,7 +502,7 @@ static int rounds(struct gcall *g)
 
 	/* Borrow in node order (see conn.h: no waiting cycles). A node we
 	 * cannot reach sends its keys to the RPC path, which reports them. */
-	for (size_t nd = 0; nd < c->nnodes; nd++) {
+	for (size_t nd = 0; nd < g->nn; nd++) {
 		struct gnode *gn = &g->nodes[nd];
 
 		if (!gn->nkeys || !cli_conn_get(&c->nodes[nd], &gn->cc))
@@ -516,7 +520,7 @@ static int rounds(struct gcall *g)
 					  .batch = (uint32_t)g->pending,
 					  .start_us = trace_start_us(g->sampled) };
 
-		for (size_t nd = 0; nd < c->nnodes && !ret; nd++)
+		for (size_t nd = 0; nd < g->nn && !ret; nd++)
 			if (g->nodes[nd].nkeys && !g->nodes[nd].cc->failed)
 				ret = post_node(g, &g->nodes[nd]);
 		if (g->sampled) {
@@ -525,11 +529,11 @@ static int rounds(struct gcall *g)
 			ev.start_us = trace_now_us();
 		}
 		nposted = 0;
-		for (size_t nd = 0; nd < c->nnodes; nd++)
+		for (size_t nd = 0; nd < g->nn; nd++)
 			nposted += g->nodes[nd].posted;
 		if (!ret && nposted > 1)
 			(void)wait_nodes(g); /* a timeout shows per node */
-		for (size_t nd = 0; nd < c->nnodes && !ret; nd++)
+		for (size_t nd = 0; nd < g->nn && !ret; nd++)
 			ret = finish_node(g, &g->nodes[nd], nposted > 1);
 		if (g->sampled)
 			trace_end(&ev);
@@ -537,13 +541,13 @@ static int rounds(struct gcall *g)
 	if (ret) {
 		/* Posting failed: the contexts are closed on return, which
 		 * completes whatever they still had in flight. */
-		for (size_t nd = 0; nd < c->nnodes; nd++)
+		for (size_t nd = 0; nd < g->nn; nd++)
 			if (g->nodes[nd].posted) {
 				cli_conn_fail(g->nodes[nd].cc, ret);
 				g->nodes[nd].posted = false;
 			}
 	}
-	for (size_t nd = 0; nd < c->nnodes; nd++) {
+	for (size_t nd = 0; nd < g->nn; nd++) {
 		cli_conn_put(g->nodes[nd].cc);
 		g->nodes[nd].cc = NULL;
 	}
@@ -563,7 +567,7 @@ static void gcall_free(struct gcall *g)
 static int gcall_alloc(struct gcall *g, size_t **keyidx,
 		       struct rv_read_req **reqs)
 {
-	size_t nn = g->c->nnodes, n = g->n;
+	size_t nn = g->nn, n = g->n;
 	size_t off_nodes = n * sizeof(struct gkey);
 	size_t off_pfd = off_nodes + nn * sizeof(struct gnode);
 	size_t off_idx = off_pfd + nn * sizeof(struct pollfd);
@@ -587,7 +591,7 @@ int cli_get(struct rs_client *c, const struct cli_key *keys, size_t n,
 	    int *status, unsigned flags)
 {
 	struct gcall g = { .c = c, .keys = keys, .n = n, .status = status,
-			   .flags = flags };
+			   .flags = flags, .nn = cli_nnodes(c) };
 	bool use_rpc = (flags & RS_F_RPC) || c->cfg.rpc_reads;
 
 	/* cluster mode: READ only under the read lease */

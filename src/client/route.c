@@ -66,13 +66,28 @@ static int check_config(const struct cli_config *cfg)
 	return 0;
 }
 
-/* The client's node with this id at this address, or nknown. */
-static size_t known_index(const struct proto_member *known, size_t nknown,
-			  const struct proto_member *m)
+size_t cli_route_find(const struct proto_member *known, size_t nknown,
+		      const struct proto_member *m)
 {
 	for (size_t k = 0; k < nknown; k++)
-		if (!strcmp(known[k].id, m->id))
-			return strcmp(known[k].addr, m->addr) ? nknown : k;
+		if (!strcmp(known[k].id, m->id) &&
+		    !strcmp(known[k].addr, m->addr))
+			return k;
+	return nknown;
+}
+
+size_t cli_route_grow(const struct cli_config *cfg, struct proto_member *known,
+		      size_t nknown, size_t cap)
+{
+	if (check_config(cfg))
+		return nknown; /* cli_route_new() refuses it: no slots */
+	for (size_t i = 0; i < cfg->n && nknown < cap; i++) {
+		const struct proto_member *m = &cfg->m[i];
+
+		if (m->state == PROTO_MEMBER_ACTIVE &&
+		    cli_route_find(known, nknown, m) == nknown)
+			known[nknown++] = *m;
+	}
 	return nknown;
 }
 
@@ -109,7 +124,7 @@ int cli_route_new(struct cli_route **out, const struct cli_config *cfg,
 
 		if (m->state != PROTO_MEMBER_ACTIVE)
 			continue;
-		k = known_index(known, nknown, m);
+		k = cli_route_find(known, nknown, m);
 		if (k < nknown) {
 			rt->active[k] = true;
 			rt->nactive++;
@@ -154,8 +169,9 @@ int cli_route_unknown(const struct cli_route *rt, unsigned owner)
 				 "configuration %llu", owner,
 				 (unsigned long long)rt->epoch);
 	m = &rt->unknown[owner - rt->nknown];
-	return rs_seterr(RS_E_UNSUPPORTED, "node %s (%s) joined after this "
-			 "client opened (configuration %llu): reopen the "
-			 "client", m->id, m->addr,
-			 (unsigned long long)rt->epoch);
+	return rs_seterr(RS_E_UNSUPPORTED, "node %s (%s) of configuration "
+			 "%llu has no node slot: all %zu are taken (members "
+			 "that joined or moved since the client opened): "
+			 "reopen the client", m->id, m->addr,
+			 (unsigned long long)rt->epoch, rt->nknown);
 }

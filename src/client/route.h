@@ -12,14 +12,19 @@
  * src/coord/membership.c mapped through the member list
  * (tests/unit/test_client_route.c checks it).
  *
- * The client's nodes are fixed at open (the members of the configuration
- * it learned then, in its order). A later configuration is mapped onto
- * them by id: an ACTIVE member that the client does not know, or knows
- * at another address, cannot be connected safely while calls run (every
- * call's per-node arrays, every table handle's views are sized by the
- * node count), so it gets an owner number >= nknown: its keys fail with
- * RS_E_UNSUPPORTED ("node X joined after this client opened: reopen the
- * client"; cli_route_unknown()).
+ * The client's nodes are slots that only ever grow (client_internal.h):
+ * at open, the members of the configuration it learned then, in its
+ * order; later, before a configuration is made the route, every ACTIVE
+ * member that no slot is (same id at the same address:
+ * cli_route_grow()) gets the next slot. A member that moved (the same id
+ * at another address: restarted elsewhere) is a new slot too; its old
+ * slot stays as it was (never reused or changed while a route or a call
+ * may point at it) and is simply not ACTIVE in the routes that follow.
+ * Only when every slot is taken (CLI_MAX_NODES, the protocol's member
+ * maximum: a cluster whose members moved that often) does a member stay
+ * without one: it gets an owner number >= nknown and its keys fail with
+ * RS_E_UNSUPPORTED ("no node slot left ... reopen the client";
+ * cli_route_unknown()).
  *
  * A route is immutable once built; struct rs_client swaps routes whole
  * (client_internal.h says how readers are kept safe).
@@ -53,7 +58,7 @@ struct cli_route {
 	struct cli_ring *ring;	/* over the ACTIVE members' ids */
 	bool *active;		/* [nknown]: the node is an ACTIVE member */
 	size_t nactive;		/* of the known nodes */
-	/* ACTIVE members the client cannot use: owner nknown + i */
+	/* ACTIVE members without a slot (all taken): owner nknown + i */
 	size_t nunknown;
 	struct proto_member *unknown;
 };
@@ -62,6 +67,20 @@ void cli_config_free(struct cli_config *cfg);
 /* Keep in *best the one of *best and *got with the higher epoch (on a
  * tie the longer read lease); the other is freed, *got is left empty. */
 void cli_config_keep_higher(struct cli_config *best, struct cli_config *got);
+
+/* The slot of member m among known[0..nknown): the one with its id at its
+ * address; nknown if none. */
+size_t cli_route_find(const struct proto_member *known, size_t nknown,
+		      const struct proto_member *m);
+
+/*
+ * Give the ACTIVE members of cfg that have no slot in known[0..nknown) the
+ * next slots, in cfg's order, while nknown < cap: copies them into
+ * known[nknown..) and returns the new count. A configuration that
+ * cli_route_new() refuses gives no slots.
+ */
+size_t cli_route_grow(const struct cli_config *cfg, struct proto_member *known,
+		      size_t nknown, size_t cap);
 
 /*
  * Build the route of cfg (epoch >= 1) for a client whose nodes are
@@ -73,13 +92,14 @@ int cli_route_new(struct cli_route **out, const struct cli_config *cfg,
 		  const struct proto_member *known, size_t nknown);
 void cli_route_free(struct cli_route **rt);
 
-/* The replica set of key: owners (node indexes; >= nknown: unknown),
+/* The replica set of key: owners (node indexes; >= nknown: no slot),
  * primary first; returns the count (min(r, ACTIVE members)). out holds
  * PROTO_CONFIG_MAX_R. */
 unsigned cli_route_replicas(const struct cli_route *rt, uint64_t key,
 			    unsigned *out);
 
-/* For an owner >= nknown: set the message and return RS_E_UNSUPPORTED. */
+/* For an owner >= nknown (no slot was left for it): set the message and
+ * return RS_E_UNSUPPORTED. */
 int cli_route_unknown(const struct cli_route *rt, unsigned owner);
 
 /* Whether a configuration of epoch `seen` may replace one of `have`:

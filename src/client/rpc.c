@@ -26,8 +26,13 @@
  *    round for all threads) and resends the affected keys to their
  *    primaries in the newest route, with the RS_E_BUSY backoff, until
  *    they are taken or the client's timeout passes; then they keep the
- *    last error. A key whose primary the client cannot reach (a member
- *    that joined after it opened) fails with RS_E_UNSUPPORTED.
+ *    last error. A primary that joined (or moved) after the client
+ *    opened is a node slot like the others (cluster.c): the call's
+ *    per-node arrays grow when a newer route has more nodes (remap), and
+ *    a node whose view of a table the handle lacks is treated like a
+ *    stale table (skip_invalid: refresh, resend). Only a member left
+ *    without a slot (all CLI_MAX_NODES taken) fails its keys, with
+ *    RS_E_UNSUPPORTED.
  * 6. Exactly once (cluster mode; GET_OR_INIT, PUT, UPDATE, DELETE): the
  *    call takes the client's next sequence when it starts (once.h) and
  *    keeps it until it returns. Every message of the call, and every
@@ -93,8 +98,10 @@ struct rcall {
 	float *sums;	     /* UPDATE: summed gradients of duplicates */
 	struct rs_table **tabs;
 	size_t ntabs;
-	struct cli_tloc *views; /* [ntabs * nnodes] */
-	struct rnode *nodes;
+	struct cli_tloc *views; /* [ntabs * nn] */
+	struct rnode *nodes;	/* [nn] */
+	size_t nn;	     /* nodes the call maps to: the client's count
+			      * (static) or its route's nknown (cluster) */
 	uint64_t trace_id;
 	struct cli_keyed_opts ko;
 	const struct cli_ring *ring; /* keys -> nodes (fold) */
@@ -253,9 +260,9 @@ static int fold(struct rcall *r, const size_t *sel, size_t m)
 	return 0;
 }
 
-/* Cluster mode: fold under the route (held only while keys are mapped);
- * keys whose primary the client does not know fail here, the others are
- * marked to be grouped (group(r, true)). */
+/* Cluster mode: fold under the route (held only while keys are mapped;
+ * its node count is the call's); keys whose primary has no node slot
+ * fail here, the others are marked to be grouped (group(r, true)). */
 static int fold_cluster(struct rcall *r, const size_t *sel, size_t m)
 {
 	const struct cli_route *rt = cli_route_hold(r->c);
@@ -263,11 +270,12 @@ static int fold_cluster(struct rcall *r, const size_t *sel, size_t m)
 
 	r->ring = rt->ring;
 	r->epoch = rt->epoch;
+	r->nn = rt->nknown;
 	ret = fold(r, sel, m);
 	for (size_t j = 0; !ret && j < r->nu; j++) {
 		struct ukey *u = &r->u[j];
 
-		u->sent_stale = u->node < r->c->nnodes;
+		u->sent_stale = u->node < rt->nknown;
 		if (!u->sent_stale) {
 			u->status = cli_route_unknown(rt, u->node);
 			u->node = 0; /* never grouped */
@@ -278,9 +286,29 @@ static int fold_cluster(struct rcall *r, const size_t *sel, size_t m)
 	return ret;
 }
 
+/* The per-node state for nn nodes (more than before: a newer route has
+ * nodes the call did not know; the new ones start empty). */
+static int rnodes_size(struct rcall *r, size_t nn)
+{
+	struct rnode *grown;
+
+	if (r->nodes && nn <= r->nn)
+		return 0;
+	grown = realloc(r->nodes, (nn ? nn : 1) * sizeof(*grown));
+	if (!grown)
+		return rs_seterr(-ENOMEM, "rpc: out of memory");
+	if (r->nodes)
+		memset(grown + r->nn, 0, (nn - r->nn) * sizeof(*grown));
+	else
+		memset(grown, 0, (nn ? nn : 1) * sizeof(*grown));
+	r->nodes = grown;
+	r->nn = nn;
+	return 0;
+}
+
 static int snapshot_views(struct rcall *r)
 {
-	size_t nn = r->c->nnodes;
+	size_t nn = r->nn;
 
 	free(r->views);
 	r->views = calloc(r->ntabs * nn, sizeof(*r->views));
@@ -296,13 +324,13 @@ static int snapshot_views(struct rcall *r)
 static const struct cli_tloc *uview(const struct rcall *r,
 				    const struct ukey *u)
 {
-	return &r->views[u->tab * r->c->nnodes + u->node];
+	return &r->views[u->tab * r->nn + u->node];
 }
 
 /* Step 2: per node, the keys to send, grouped by table. */
 static int group(struct rcall *r, bool only_stale)
 {
-	size_t nn = r->c->nnodes;
+	size_t nn = r->nn;
 
 	for (size_t nd = 0; nd < nn; nd++) {
 		free(r->nodes[nd].order);
@@ -374,6 +402,27 @@ static int keys_per_msg(struct rcall *r, struct rnode *rn,
 	return kpm;
 }
 
+/* The call's view of node rn's next table is not valid: the handle was
+ * refreshed before the node took part (a member that became ACTIVE, or
+ * that the client added since: client_internal.h), or the table is gone.
+ * Its keys there wait, like those of a stale-table refusal, for the
+ * handle's refresh and one resend (resend_stale); still missing then,
+ * they keep RS_E_NOTFOUND. */
+static int skip_invalid(struct rcall *r, struct rnode *rn, uint32_t tab)
+{
+	int code = rs_seterr(RS_E_NOTFOUND, "table '%s' missing on node %s",
+			     r->tabs[tab]->name, rn->cc->node->name);
+
+	while (rn->next < rn->n && r->u[rn->order[rn->next]].tab == tab) {
+		struct ukey *u = &r->u[rn->order[rn->next++]];
+
+		u->status = code;
+		u->sent_stale = true;
+	}
+	r->stale = true;
+	return 0;
+}
+
 /* Send the next message of node rn (keys of one table). */
 static int send_next(struct rcall *r, struct rnode *rn)
 {
@@ -387,8 +436,7 @@ static int send_next(struct rcall *r, struct rnode *rn)
 	int kpm, len;
 
 	if (!v->valid)
-		return rs_seterr(RS_E_NOTFOUND, "table '%s' missing on node %s",
-				 r->tabs[u0->tab]->name, rn->cc->node->name);
+		return skip_invalid(r, rn, u0->tab);
 	kpm = keys_per_msg(r, rn, v);
 	if (kpm < 0)
 		return kpm;
@@ -578,7 +626,7 @@ static void fail_node(struct rcall *r, struct rnode *rn, int code)
 /* Step 3: all nodes, pipelined. */
 static void exchange(struct rcall *r)
 {
-	size_t nn = r->c->nnodes;
+	size_t nn = r->nn;
 	bool busy = true;
 
 	for (size_t nd = 0; nd < nn; nd++) {
@@ -646,15 +694,22 @@ static int resend_stale(struct rcall *r)
 	return 0;
 }
 
-/* Cluster mode: the keys to resend onto the newest route (a primary the
- * client does not know fails its keys here). */
-static void remap(struct rcall *r)
+/* Cluster mode: the keys to resend onto the newest route (a primary
+ * without a node slot fails its keys here); the call's per-node state
+ * grows to the route's nodes. */
+static int remap(struct rcall *r)
 {
 	struct rs_client *c = r->c;
 	const struct cli_route *rt = cli_route_hold(c);
 	size_t n = 0;
+	int ret;
 
 	r->epoch = rt->epoch;
+	ret = rnodes_size(r, rt->nknown);
+	if (ret) {
+		cli_route_drop(c);
+		return ret;
+	}
 	for (size_t j = 0; j < r->nu; j++) {
 		struct ukey *u = &r->u[j];
 		unsigned node;
@@ -662,7 +717,7 @@ static void remap(struct rcall *r)
 		if (!u->sent_stale)
 			continue;
 		node = cli_ring_node(rt->ring, r->keys[u->first].key);
-		if (node >= c->nnodes) {
+		if (node >= rt->nknown) {
 			u->status = cli_route_unknown(rt, node);
 			u->sent_stale = false;
 			continue;
@@ -672,6 +727,7 @@ static void remap(struct rcall *r)
 	}
 	cli_route_drop(c);
 	CLI_INC(c, epoch_retries, n);
+	return 0;
 }
 
 /* Cluster mode: refresh the route, move the keys to resend onto it, and
@@ -685,8 +741,9 @@ static int reroute(struct rcall *r)
 
 	(void)cli_cluster_refresh(r->c, r->epoch, r->avoid);
 	r->avoid = SIZE_MAX;
-	remap(r);
-	ret = snapshot_views(r);
+	ret = remap(r);
+	if (!ret)
+		ret = snapshot_views(r);
 	if (ret)
 		return ret;
 	refresh = calloc(r->ntabs ? r->ntabs : 1, sizeof(*refresh));
@@ -734,7 +791,7 @@ static int resend(struct rcall *r)
 static void rcall_free(struct rcall *r)
 {
 	if (r->nodes)
-		for (size_t nd = 0; nd < r->c->nnodes; nd++) {
+		for (size_t nd = 0; nd < r->nn; nd++) {
 			free(r->nodes[nd].order);
 			free(r->nodes[nd].kbuf);
 			free(r->nodes[nd].rbuf);
@@ -754,7 +811,7 @@ int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 	struct rcall r = { .c = c, .op = op, .keys = keys, .in = in,
 			   .status = status, .trace_id = trace_id,
 			   .sampled = sampled, .ring = c->ring,
-			   .avoid = SIZE_MAX };
+			   .nn = c->nnodes, .avoid = SIZE_MAX };
 	int ret;
 
 	struct trace_event ev = { .trace_id = trace_id, .stage = "client.build",
@@ -764,11 +821,6 @@ int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 	if (ko)
 		r.ko = *ko;
 
-	r.nodes = calloc(c->nnodes, sizeof(*r.nodes));
-	if (!r.nodes) {
-		ret = rs_seterr(-ENOMEM, "rpc: out of memory");
-		goto out;
-	}
 	if (c->cluster) {
 		/* exactly once: the call's sequence, until it returns */
 		if (once_op(op))
@@ -777,6 +829,8 @@ int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 	} else {
 		ret = fold(&r, sel, m);
 	}
+	if (!ret)
+		ret = rnodes_size(&r, r.nn);
 	if (!ret)
 		ret = snapshot_views(&r);
 	if (!ret)

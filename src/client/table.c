@@ -10,7 +10,10 @@
  *
  * In cluster mode the directory calls and create / drop touch the ACTIVE
  * members of the current configuration only (cli_active_nodes()); the
- * view of any other member is invalid (a DOWN node is not asked).
+ * view of any other member is invalid (a DOWN node is not asked), and so
+ * is the view of a node the client added after the handle's last refresh
+ * (client_internal.h): the data paths refresh the handle when a key's
+ * node has no valid view.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -175,20 +178,26 @@ static int tloc_fill(struct cli_tloc *l, const struct proto_table_info *in)
 void cli_table_loc(struct rs_table *t, unsigned node, struct cli_tloc *out)
 {
 	pthread_rwlock_rdlock(&t->lock);
-	*out = t->loc[node];
+	if (node < t->nloc)
+		*out = t->loc[node];
+	else	/* a node added after the last refresh: not valid */
+		memset(out, 0, sizeof(*out));
 	pthread_rwlock_unlock(&t->lock);
 }
 
-/* active[c->nnodes] (malloc'ed, cli_active_nodes()) and its count. */
-static bool *active_nodes(struct rs_client *c, size_t *n)
+/* active[*nn] (malloc'ed, cli_active_nodes()) for the client's node
+ * count *nn now (cli_nnodes()), and how many are active (*n). */
+static bool *active_nodes(struct rs_client *c, size_t *nn, size_t *n)
 {
-	bool *a = calloc(c->nnodes, sizeof(*a));
+	bool *a;
 
+	*nn = cli_nnodes(c);
+	a = calloc(*nn ? *nn : 1, sizeof(*a));
 	if (!a) {
 		rs_seterr(-ENOMEM, "table: out of memory");
 		return NULL;
 	}
-	*n = cli_active_nodes(c, a);
+	*n = cli_active_nodes(c, a, *nn);
 	return a;
 }
 
@@ -231,20 +240,20 @@ static int table_refresh_once(struct rs_table *t, size_t *failed)
 	struct rs_client *c = t->c;
 	struct cli_tloc *fresh;
 	unsigned have = 0;
-	size_t nact, ref = 0;
+	size_t nn, nact, ref = 0;
 	bool *act;
 	int ret = 0;
 
 	*failed = SIZE_MAX;
-	act = active_nodes(c, &nact);
-	fresh = calloc(c->nnodes, sizeof(*fresh));
+	act = active_nodes(c, &nn, &nact);
+	fresh = calloc(nn ? nn : 1, sizeof(*fresh));
 	if (!fresh || !act) {
 		free(act);
 		free(fresh);
 		return rs_seterr(-ENOMEM, "table: out of memory");
 	}
 	CLI_INC(c, dir_refreshes, 1);
-	for (size_t i = 0; i < c->nnodes && !ret; i++) {
+	for (size_t i = 0; i < nn && !ret; i++) {
 		struct proto_table_info *dir;
 		uint32_t n;
 		uint64_t gen;
@@ -265,9 +274,9 @@ static int table_refresh_once(struct rs_table *t, size_t *failed)
 	if (!ret && have == 0)
 		ret = rs_seterr(RS_E_NOTFOUND, "table '%s': no node has it",
 				t->name);
-	while (ref < c->nnodes && !fresh[ref].valid)
+	while (ref < nn && !fresh[ref].valid)
 		ref++;
-	for (size_t i = 0; !ret && i < c->nnodes; i++) {
+	for (size_t i = 0; !ret && i < nn; i++) {
 		if (!act[i])
 			continue;
 		if (!fresh[i].valid)
@@ -285,12 +294,13 @@ static int table_refresh_once(struct rs_table *t, size_t *failed)
 		return ret;
 	}
 	pthread_rwlock_wrlock(&t->lock);
-	for (size_t i = 0; i < c->nnodes; i++) {
-		const struct cli_tloc *old = &t->loc[i];
+	for (size_t i = 0; i < nn; i++) {
+		const struct cli_tloc *old = i < t->nloc ? &t->loc[i] : NULL;
 
 		if (!fresh[i].valid)
 			continue;
-		if (old->valid && old->info.id == fresh[i].info.id &&
+		if (old && old->valid &&
+		    old->info.id == fresh[i].info.id &&
 		    old->info.generation == fresh[i].info.generation)
 			fresh[i].uid = old->uid;
 		else
@@ -298,6 +308,7 @@ static int table_refresh_once(struct rs_table *t, size_t *failed)
 	}
 	free(t->loc);
 	t->loc = fresh;
+	t->nloc = nn;
 	t->dim = fresh[ref].info.spec.dim;
 	t->dtype = fresh[ref].info.spec.dtype;
 	pthread_rwlock_unlock(&t->lock);
@@ -333,8 +344,7 @@ RS_EXPORT int rs_table_open(struct rs_client *c, const char *name,
 		return 0;
 	}
 	t = calloc(1, sizeof(*t));
-	if (!t || !(t->loc = calloc(c->nnodes, sizeof(*t->loc)))) {
-		free(t);
+	if (!t) {
 		pthread_mutex_unlock(&c->tables_lock);
 		return rs_seterr(-ENOMEM, "table: out of memory");
 	}
@@ -422,7 +432,7 @@ int cli_node_ckpt(struct rs_client *c, unsigned node,
 	struct rv_msg raw;
 	int ret, len;
 
-	if (node >= c->nnodes)
+	if (node >= cli_nnodes(c))
 		return rs_seterr(RS_E_INVAL, "node %u: no such node", node);
 	ret = cli_conn_get(&c->nodes[node], &cc);
 	if (ret)
@@ -448,12 +458,12 @@ int cli_node_ckpt(struct rs_client *c, unsigned node,
 int cli_table_create_proto(struct rs_client *c,
 			   const struct proto_table_spec *ps, size_t *existed)
 {
-	size_t nact;
-	bool *act = active_nodes(c, &nact);
+	size_t nn, nact;
+	bool *act = active_nodes(c, &nn, &nact);
 	int ret = act ? 0 : -ENOMEM;
 
 	*existed = 0;
-	for (size_t i = 0; act && i < c->nnodes; i++) {
+	for (size_t i = 0; act && i < nn; i++) {
 		if (!act[i])
 			continue;
 		ret = node_call(&c->nodes[i], enc_create, (void *)ps);
@@ -465,7 +475,7 @@ int cli_table_create_proto(struct rs_client *c,
 	}
 	free(act);
 	if (!ret && *existed == nact)
-		*existed = c->nnodes; /* every node that takes part had it */
+		*existed = SIZE_MAX; /* every node that takes part had it */
 	return ret;
 }
 
@@ -507,7 +517,7 @@ RS_EXPORT int rs_table_create(struct rs_client *c,
 	if (ret)
 		return ret;
 	refresh_handle(c, spec->name);
-	if (existed == c->nnodes)
+	if (existed == SIZE_MAX)
 		return rs_seterr(RS_E_EXISTS, "table '%s' exists", spec->name);
 	return 0;
 }
@@ -515,7 +525,7 @@ RS_EXPORT int rs_table_create(struct rs_client *c,
 RS_EXPORT int rs_table_drop(struct rs_client *c, const char *name)
 {
 	char n[PROTO_NAME_MAX + 1];
-	size_t missing = 0, nact;
+	size_t missing = 0, nn, nact;
 	bool *act;
 	int ret;
 
@@ -525,10 +535,10 @@ RS_EXPORT int rs_table_drop(struct rs_client *c, const char *name)
 	if (ret)
 		return ret;
 	strcpy(n, name);
-	act = active_nodes(c, &nact);
+	act = active_nodes(c, &nn, &nact);
 	if (!act)
 		return -ENOMEM;
-	for (size_t i = 0; i < c->nnodes; i++) {
+	for (size_t i = 0; i < nn; i++) {
 		if (!act[i])
 			continue;
 		ret = node_call(&c->nodes[i], enc_drop, n);
@@ -611,7 +621,7 @@ RS_EXPORT int rs_node_stats_foreach(struct rs_client *c, unsigned node,
 	uint64_t gen;
 	int ret;
 
-	if (!c || !fn || node >= c->nnodes)
+	if (!c || !fn || node >= cli_nnodes(c))
 		return rs_seterr(RS_E_INVAL, "stats: bad argument");
 	ret = cli_wire_dir(&c->nodes[node], &s.dir, &s.ndir, &gen);
 	if (ret)
@@ -750,7 +760,7 @@ RS_EXPORT int rs_table_list(struct rs_client *c, struct rs_table_info *out,
 			    size_t max)
 {
 	struct rs_table_info *all = NULL;
-	size_t nall = 0, nact;
+	size_t nall = 0, nn, nact;
 	bool *act;
 	int ret = 0;
 
@@ -758,10 +768,10 @@ RS_EXPORT int rs_table_list(struct rs_client *c, struct rs_table_info *out,
 		return rs_seterr(RS_E_INVAL, "table list: NULL argument");
 	if (max && (ret = rs_abi_check(&info_abi, out)))
 		return ret;
-	act = active_nodes(c, &nact);
+	act = active_nodes(c, &nn, &nact);
 	if (!act)
 		return -ENOMEM;
-	for (size_t i = 0; i < c->nnodes && !ret; i++) {
+	for (size_t i = 0; i < nn && !ret; i++) {
 		struct proto_table_info *dir;
 		uint32_t n;
 		uint64_t gen;
@@ -773,7 +783,7 @@ RS_EXPORT int rs_table_list(struct rs_client *c, struct rs_table_info *out,
 			ret = merge_dir(&all, &nall, dir, n);
 		free(dir);
 	}
-	for (size_t i = 0; i < c->nnodes && !ret; i++) {
+	for (size_t i = 0; i < nn && !ret; i++) {
 		struct rows_ctx rc = { all, nall };
 
 		if (act[i])
@@ -795,7 +805,7 @@ RS_EXPORT int rs_table_list(struct rs_client *c, struct rs_table_info *out,
 RS_EXPORT int rs_table_get_spec(struct rs_client *c, const char *name,
 				struct rs_table_spec *spec)
 {
-	size_t nact;
+	size_t nn, nact;
 	bool *act;
 	int ret;
 
@@ -806,10 +816,10 @@ RS_EXPORT int rs_table_get_spec(struct rs_client *c, const char *name,
 		ret = proto_name_check("table name", name, strlen(name));
 	if (ret)
 		return ret;
-	act = active_nodes(c, &nact);
+	act = active_nodes(c, &nn, &nact);
 	if (!act)
 		return -ENOMEM;
-	for (size_t i = 0; i < c->nnodes && !ret; i++) {
+	for (size_t i = 0; i < nn && !ret; i++) {
 		struct proto_table_info *dir;
 		uint32_t n;
 		uint64_t gen;

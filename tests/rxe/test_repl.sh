@@ -253,6 +253,11 @@ echo "$copied" | grep -Eq "rows in .* [1-9][0-9]* forwarded writes applied meanw
 echo "join: n4 active after $(elapsed "$t0") s under writes"
 sleep 2 # writes where it is now the primary
 unstream p6
+# the writers use the new node without reopening: no call failed
+for w in a b; do
+  grep -Eq '^stream: [0-9]+ calls of [0-9]+ keys, 0 failed ' "$d/p6$w.txt" ||
+    fail "phase p6: writer $w had failed calls while n4 joined"
+done
 # the call resent: its records came with the copy to the new primaries
 "$drv" onceall "$seeds,${addr[n4]}" 0x0a11 - "${addr[n4]}" >"$d/resend.txt" 2>&1 ||
   fail "a resend after the copy was applied again (or reached no key of n4)"

@@ -3,8 +3,10 @@
  * placement from a configuration agrees with the nodes' own
  * (memb_replicas of src/coord/membership.c) on 10,000 keys for r = 1..3,
  * ACTIVE members only, the configuration's vnodes; members the client
- * does not know; bad configurations; only higher epochs are adopted; the
- * ring with caller-given owners places keys like the plain one.
+ * has no slot for; new and moved members get new node slots (and only
+ * when no slot is left do they stay without one); bad configurations;
+ * only higher epochs are adopted; the ring with caller-given owners
+ * places keys like the plain one.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -115,10 +117,11 @@ static void agrees_with_membership(void **state)
 	assert_int_equal(memb_key_hash(12345), cli_ring_key_hash(12345));
 }
 
-/* A client that opened on an older configuration: its nodes are a subset
- * of the members. Known ones map to its indexes, an ACTIVE member it does
- * not know (or knows at another address) to owners >= nknown, with a
- * message that says to reopen; placement still agrees by id. */
+/* A client whose nodes are a subset of the members (it could not give
+ * the others slots: cli_route_grow() below). Known ones map to its
+ * indexes, an ACTIVE member it does not know (or knows at another
+ * address) to owners >= nknown, with a message that says no slot was
+ * left; placement still agrees by id. */
 static void unknown_members(void **state)
 {
 	const uint32_t st[] = { A, A, A, A, A, D };
@@ -166,14 +169,160 @@ static void unknown_members(void **state)
 	assert_true(unknown_keys > KEYS / 4);
 	assert_int_equal(cli_route_unknown(rt, 4), RS_E_UNSUPPORTED);
 	assert_non_null(strstr(rs_errormsg(), "node-02"));
-	assert_non_null(strstr(rs_errormsg(), "joined after this client "
-					      "opened"));
+	assert_non_null(strstr(rs_errormsg(), "has no node slot"));
 	assert_non_null(strstr(rs_errormsg(), "reopen the client"));
 	assert_int_equal(cli_route_unknown(rt, 6), RS_E_UNSUPPORTED);
 	assert_non_null(strstr(rs_errormsg(), "node-04"));
 	assert_int_equal(cli_route_unknown(rt, 7), RS_E_UNSUPPORTED);
 	cli_route_free(&rt);
 	memb_placement_free(&p);
+}
+
+/* Every key's replica set, by id, is memb_replicas' for the route of cc
+ * over known[0..nk); returns the keys whose primary is slot `slot`. */
+static size_t agree_by_id(const struct cli_route *rt,
+			  const struct memb_placement *p,
+			  const struct proto_member *m,
+			  const struct proto_member *known, size_t slot)
+{
+	unsigned got[PROTO_CONFIG_MAX_R], want[MEMB_MAX_R];
+	size_t at_slot = 0;
+
+	for (unsigned i = 0; i < KEYS; i++) {
+		uint64_t k = key_at(i);
+		unsigned ng = cli_route_replicas(rt, k, got);
+		unsigned nw = memb_replicas(p, memb_key_hash(k), want);
+
+		assert_int_equal(ng, nw);
+		for (unsigned j = 0; j < ng; j++) {
+			assert_true(got[j] < rt->nknown);
+			assert_true(rt->active[got[j]]);
+			assert_string_equal(known[got[j]].id, m[want[j]].id);
+			assert_string_equal(known[got[j]].addr,
+					    m[want[j]].addr);
+		}
+		at_slot += got[0] == slot;
+	}
+	return at_slot;
+}
+
+/* A configuration newer than the client's slots: each ACTIVE member that
+ * no slot is (same id at the same address) gets the next slot, in the
+ * configuration's order: one that joined, and one that moved (its old
+ * slot stays, not active); JOINING and DOWN members get none; growing
+ * again changes nothing; a member that moves back to its old address is
+ * its old slot again; when the slots run out the rest stay without one
+ * (owners >= nknown, RS_E_UNSUPPORTED). */
+static void new_members_get_slots(void **state)
+{
+	const uint32_t st[] = { A, A, A, A, A, D, J };
+	const size_t n = sizeof(st) / sizeof(st[0]);
+	struct proto_member m[7], known[8];
+	struct memb_member mm[7];
+	struct memb_config mc = { .epoch = 11, .r = 2, .vnodes = 32, .n = n,
+				  .m = mm };
+	struct cli_config cc = { .epoch = 11, .r = 2, .vnodes = 32, .n = n,
+				 .m = m };
+	struct memb_placement *p;
+	struct cli_route *rt;
+	size_t nk;
+
+	(void)state;
+	members(m, mm, n, st);
+	/* slots at open: node-00, -01, -02 (at an address it left since)
+	 * and -05 */
+	known[0] = m[0];
+	known[1] = m[1];
+	known[2] = m[2];
+	snprintf(known[2].addr, sizeof(known[2].addr), "10.9.9.9:7471");
+	known[3] = m[5];
+	assert_int_equal(cli_route_find(known, 4, &m[0]), 0);
+	assert_int_equal(cli_route_find(known, 4, &m[2]), 4); /* moved */
+	assert_int_equal(cli_route_find(known, 4, &m[3]), 4); /* joined */
+
+	nk = cli_route_grow(&cc, known, 4, 8);
+	assert_int_equal(nk, 7);
+	assert_string_equal(known[4].id, "node-02"); /* its new address */
+	assert_string_equal(known[4].addr, m[2].addr);
+	assert_string_equal(known[5].id, "node-03");
+	assert_string_equal(known[6].id, "node-04");
+	/* the old slot is untouched */
+	assert_string_equal(known[2].id, "node-02");
+	assert_string_equal(known[2].addr, "10.9.9.9:7471");
+	assert_int_equal(cli_route_find(known, nk, &m[2]), 4);
+	assert_int_equal(cli_route_find(known, nk, &known[2]), 2);
+	/* nothing new: nothing added (node-06 JOINING, node-05 DOWN) */
+	assert_int_equal(cli_route_grow(&cc, known, nk, 8), nk);
+
+	assert_int_equal(memb_placement_new(&p, &mc), 0);
+	assert_int_equal(cli_route_new(&rt, &cc, known, nk), 0);
+	assert_int_equal(rt->nknown, 7);
+	assert_int_equal(rt->nunknown, 0);
+	assert_int_equal(rt->nactive, 5);
+	assert_true(rt->active[0] && rt->active[1]);
+	assert_false(rt->active[2] || rt->active[3]);
+	assert_true(rt->active[4] && rt->active[5] && rt->active[6]);
+	/* the new slots are primaries of their share, the old one of none */
+	assert_true(agree_by_id(rt, p, m, known, 4) > KEYS / 10);
+	assert_true(agree_by_id(rt, p, m, known, 5) > KEYS / 10);
+	assert_int_equal(agree_by_id(rt, p, m, known, 2), 0);
+	cli_route_free(&rt);
+	memb_placement_free(&p);
+
+	/* node-02 restarts at the address of its first slot */
+	snprintf(m[2].addr, sizeof(m[2].addr), "10.9.9.9:7471");
+	memcpy(mm[2].addr, m[2].addr, sizeof(mm[2].addr));
+	mc.epoch = cc.epoch = 12;
+	assert_int_equal(cli_route_grow(&cc, known, nk, 8), nk);
+	assert_int_equal(memb_placement_new(&p, &mc), 0);
+	assert_int_equal(cli_route_new(&rt, &cc, known, nk), 0);
+	assert_true(rt->active[2]);
+	assert_false(rt->active[4]);
+	assert_true(agree_by_id(rt, p, m, known, 2) > KEYS / 10);
+	assert_int_equal(agree_by_id(rt, p, m, known, 4), 0);
+	cli_route_free(&rt);
+	memb_placement_free(&p);
+}
+
+/* One slot left for three members without one: the first (in the
+ * configuration's order) takes it, the others stay without a slot and
+ * their keys fail with a message that says so. A configuration the
+ * route refuses takes no slot. */
+static void slots_run_out(void **state)
+{
+	const uint32_t st[] = { A, A, A, A, A };
+	const size_t n = sizeof(st) / sizeof(st[0]);
+	struct proto_member m[5], known[5];
+	struct cli_config cc = { .epoch = 3, .r = 1, .vnodes = 32, .n = n,
+				 .m = m };
+	struct cli_config bad = cc;
+	struct cli_route *rt;
+	unsigned got[PROTO_CONFIG_MAX_R];
+	size_t nk, none = 0;
+
+	(void)state;
+	members(m, NULL, n, st);
+	known[0] = m[0];
+	known[1] = m[1];
+	/* a configuration the route refuses gives no slots */
+	bad.r = 0;
+	assert_int_equal(cli_route_grow(&bad, known, 2, 3), 2);
+	nk = cli_route_grow(&cc, known, 2, 3);
+	assert_int_equal(nk, 3);
+	assert_string_equal(known[2].id, "node-02");
+	assert_int_equal(cli_route_new(&rt, &cc, known, nk), 0);
+	assert_int_equal(rt->nactive, 3);
+	assert_int_equal(rt->nunknown, 2);
+	assert_string_equal(rt->unknown[0].id, "node-03");
+	for (unsigned i = 0; i < KEYS; i++) {
+		cli_route_replicas(rt, key_at(i), got);
+		none += got[0] >= nk;
+	}
+	assert_true(none > KEYS / 4);
+	assert_int_equal(cli_route_unknown(rt, 3), RS_E_UNSUPPORTED);
+	assert_non_null(strstr(rs_errormsg(), "node-03"));
+	assert_non_null(strstr(rs_errormsg(), "all 3 are taken"));
+	cli_route_free(&rt);
 }
 
 static void bad_configurations(void **state)
@@ -308,6 +457,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(agrees_with_membership),
 		cmocka_unit_test(unknown_members),
+		cmocka_unit_test(new_members_get_slots),
+		cmocka_unit_test(slots_run_out),
 		cmocka_unit_test(bad_configurations),
 		cmocka_unit_test(only_higher_epochs),
 		cmocka_unit_test(ring_owners),
