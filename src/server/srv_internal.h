@@ -501,8 +501,18 @@ enum srv_cut_reason {
 /* The listener's counters that the node exports (srv_stats.c). */
 #define SRV_TRANSPORT_COUNT 10
 
+/* the replication series (srv_stats.c) */
+#define SRV_REPL_METRICS 6
+struct srv_repl_metric {
+	struct rs_server *s;
+	unsigned which;
+};
+
 struct srv_metrics {
 	struct metrics_registry *reg;
+	struct srv_repl_metric repl_arg[SRV_REPL_METRICS];
+	struct metrics_gauge *repl_g[SRV_REPL_METRICS];
+	struct metrics_counter *repl_c[SRV_REPL_METRICS];
 	struct metrics_counter *requests[SRV_RT_COUNT];
 	struct metrics_counter *errors[SRV_RT_COUNT];
 	struct metrics_histogram *duration[SRV_RT_COUNT];

@@ -279,6 +279,59 @@ static int register_node(struct rs_server *s)
 	return metrics_register_process(m->reg);
 }
 
+/* ---- replication series (cluster members only) ---- */
+
+enum { RM_EPOCH, RM_QUEUED, RM_TO_COPY, RM_COPIED, RM_FAILED, RM_HELD,
+       RM_COUNT };
+_Static_assert(RM_COUNT == SRV_REPL_METRICS, "one slot per series");
+
+static double rd_repl(void *arg)
+{
+	const struct srv_repl_metric *a = arg;
+	struct srv_repl_stats rs;
+	const uint64_t *v[RM_COUNT] = { &rs.epoch, &rs.queued, &rs.gained,
+					&rs.copied_rows, &rs.failed_writes,
+					&rs.held };
+
+	srv_repl_stats(a->s, &rs);
+	return (double)*v[a->which];
+}
+
+static int register_repl(struct rs_server *s)
+{
+	static struct {
+		const char *name, *help;
+		bool counter;
+	} const d[RM_COUNT] = {
+		[RM_EPOCH] = { RS_M_REPL_EPOCH, "Configuration epoch the node "
+			       "follows (a failover or a join raises it)" },
+		[RM_QUEUED] = { RS_M_REPL_QUEUED, "Records waiting for a "
+				"backup's acknowledgement (replication lag)" },
+		[RM_TO_COPY] = { RS_M_REPL_TO_COPY, "Key ranges this node "
+				 "still has to copy in" },
+		[RM_COPIED] = { RS_M_REPL_COPIED, "Rows copied into this node "
+				"(joining, re-replication)", true },
+		[RM_FAILED] = { RS_M_REPL_FAILED, "Writes failed because a "
+				"backup did not take them", true },
+		[RM_HELD] = { RS_M_REPL_HELD, "Writes refused while the read "
+			      "lease of a new primary ran", true },
+	};
+	struct srv_metrics *m = &s->m;
+	int ret = 0;
+
+	for (unsigned i = 0; !ret && i < RM_COUNT; i++) {
+		m->repl_arg[i] = (struct srv_repl_metric){ s, i };
+		ret = d[i].counter
+			? metrics_counter_fn(m->reg, &m->repl_c[i], d[i].name,
+					     d[i].help, rd_repl,
+					     &m->repl_arg[i], NULL)
+			: metrics_gauge_fn(m->reg, &m->repl_g[i], d[i].name,
+					   d[i].help, rd_repl, &m->repl_arg[i],
+					   NULL);
+	}
+	return ret;
+}
+
 int srv_metrics_init(struct rs_server *s)
 {
 	struct srv_metrics *m = &s->m;
@@ -290,6 +343,8 @@ int srv_metrics_init(struct rs_server *s)
 	ret = register_types(s);
 	if (!ret)
 		ret = register_node(s);
+	if (!ret && s->o.coord_endpoints)
+		ret = register_repl(s);
 	if (ret)
 		return srv_err(ret, "metrics: %s", rs_errormsg());
 	return 0;

@@ -229,10 +229,11 @@ ctl --until-epoch $((e5 + 1)) --timeout 60 >"$d/alone.out" 2>&1 ||
 cat "$d/onceall.txt"
 streams="$streams $d/onceall.keys"
 stream p6
-# a new node joins under the writes
+# a new node joins under the writes (Prometheus next to etcd's ports)
+mport=$((${url##*:} + 2))
 cat >"$d/n4.json" <<EOT
 {"name": "mem-4", "listen": {"addr": "${ips[1]}", "port": 0},
- "workers": 2, "storage": {"size": "32M"},
+ "workers": 2, "storage": {"size": "32M"}, "metrics_port": $mport,
  "coord": {"endpoints": ["$url"], "cluster": "t", "lease_ms": 3000,
            "replicas": 2, "initial_members": 3}}
 EOT
@@ -262,6 +263,14 @@ done
 "$drv" onceall "$seeds,${addr[n4]}" 0x0a11 - "${addr[n4]}" >"$d/resend.txt" 2>&1 ||
   fail "a resend after the copy was applied again (or reached no key of n4)"
 cat "$d/resend.txt"
+# the copy as Prometheus shows it
+curl -sf --max-time 30 "http://127.0.0.1:$mport/metrics" >"$d/n4.prom" ||
+  fail "scrape of n4's metrics"
+grep "^rs_repl_" "$d/n4.prom"
+grep -Eq "^rs_repl_copied_rows_total [1-9]" "$d/n4.prom" ||
+  fail "n4's metrics show no copied row"
+grep -Eq "^rs_repl_ranges_to_copy 0$" "$d/n4.prom" ||
+  fail "n4's metrics show ranges still to copy"
 "$drv" check "$seeds,${addr[n4]}" "${addr[$other]},${addr[n4]}" $streams \
   >"$d/check6.txt" 2>&1 || fail "check after the copy"
 cat "$d/check6.txt"
