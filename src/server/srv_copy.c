@@ -194,6 +194,26 @@ static int gain_add(struct srv_cfg *g, size_t *cap, uint64_t lo, uint64_t hi,
 	return 0;
 }
 
+/*
+ * Room for one more element of sz bytes in the array a of n elements and
+ * *cap slots: a itself while n < *cap, else a realloc'd to twice *cap slots
+ * (first when *cap is 0), *cap updated; NULL (a left as it was) when out of
+ * memory.
+ */
+static void *room_for_one(void *a, size_t n, size_t *cap, size_t first,
+			  size_t sz)
+{
+	size_t nc;
+
+	if (n < *cap)
+		return a;
+	nc = *cap ? 2 * *cap : first;
+	a = realloc(a, nc * sz);
+	if (a)
+		*cap = nc;
+	return a;
+}
+
 struct purge {
 	struct ranges r;
 	struct slab_table *st;
@@ -204,19 +224,15 @@ struct purge {
 static int purge_collect(void *arg, uint64_t key, uint32_t row)
 {
 	struct purge *p = arg;
+	void *v;
 
 	(void)row;
 	if (!ranges_has(&p->r, memb_key_hash(key)))
 		return 0;
-	if (p->n == p->cap) {
-		size_t nc = p->cap ? 2 * p->cap : 1024;
-		void *v = realloc(p->keys, nc * sizeof(*p->keys));
-
-		if (!v)
-			return -ENOMEM;
-		p->keys = v;
-		p->cap = nc;
-	}
+	v = room_for_one(p->keys, p->n, &p->cap, 1024, sizeof(*p->keys));
+	if (!v)
+		return -ENOMEM;
+	p->keys = v;
 	p->keys[p->n++] = key;
 	return 0;
 }
@@ -382,18 +398,14 @@ static int done_collect(void *arg, const struct srv_once_tag *tag,
 			uint64_t key, int32_t st)
 {
 	struct dones *d = arg;
+	void *v;
 
 	if (!copies_key(d->c, key))
 		return 0;
-	if (d->n == d->cap) {
-		size_t nc = d->cap ? 2 * d->cap : 256;
-		void *v = realloc(d->v, nc * sizeof(*d->v));
-
-		if (!v)
-			return -ENOMEM;
-		d->v = v;
-		d->cap = nc;
-	}
+	v = room_for_one(d->v, d->n, &d->cap, 256, sizeof(*d->v));
+	if (!v)
+		return -ENOMEM;
+	d->v = v;
 	d->v[d->n++] = (struct done_rec){ *tag, key, st };
 	return 0;
 }
