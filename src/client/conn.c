@@ -35,14 +35,6 @@ int cli_pool_init(struct cli_pool *p, unsigned max)
 	return 0;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static void conn_close(struct cli_conn *c)
 {
 	if (!c)
@@ -169,7 +161,7 @@ int cli_conn_get(struct cli_node *n, struct cli_conn **out)
 		pthread_cond_wait(&p->cond, &p->lock);
 	while (p->free) {
 		struct cli_conn *c = p->free;
-		uint64_t now = now_ms();
+		uint64_t now = (uint64_t)cli_mono_ms();
 
 		p->free = c->next;
 		/* A context that idled a while may have lost its peer: look
@@ -209,7 +201,7 @@ void cli_conn_put(struct cli_conn *c)
 	if (!c)
 		return;
 	p = &c->node->pool;
-	c->last_used = now_ms();
+	c->last_used = (uint64_t)cli_mono_ms();
 	if (c->failed) {
 		conn_close(c);
 		pthread_mutex_lock(&p->lock);

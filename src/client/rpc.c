@@ -51,7 +51,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "client/client_internal.h"
@@ -668,14 +667,6 @@ static void exchange(struct rcall *r)
 	}
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Keys refused as stale: refresh their tables and resend them once. */
 static int resend_stale(struct rcall *r)
 {
@@ -765,11 +756,11 @@ static int reroute(struct rcall *r)
  * passes; then they keep the last error. */
 static int resend(struct rcall *r)
 {
-	uint64_t deadline = mono_ms() + r->c->cfg.timeout_ms;
+	int64_t deadline = cli_mono_ms() + r->c->cfg.timeout_ms;
 	useconds_t wait_us = 1000;
 	int ret;
 
-	while ((r->busy || r->reroute) && mono_ms() < deadline) {
+	while ((r->busy || r->reroute) && cli_mono_ms() < deadline) {
 		usleep(wait_us);
 		if (wait_us < 64000)
 			wait_us *= 2;
