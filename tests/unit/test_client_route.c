@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,40 +118,48 @@ static void agrees_with_membership(void **state)
 	assert_int_equal(memb_key_hash(12345), cli_ring_key_hash(12345));
 }
 
-/* A client whose nodes are a subset of the members (it could not give
- * the others slots: cli_route_grow() below). Known ones map to its
- * indexes, an ACTIVE member it does not know (or knows at another
- * address) to owners >= nknown, with a message that says no slot was
- * left; placement still agrees by id. */
-static void unknown_members(void **state)
-{
-	const uint32_t st[] = { A, A, A, A, A, D };
-	const size_t n = sizeof(st) / sizeof(st[0]);
-	struct proto_member m[6], known[4];
-	struct memb_member mm[6];
-	struct memb_config mc = { .epoch = 9, .r = 2, .vnodes = 32, .n = n,
-				  .m = mm };
-	struct cli_config cc = { .epoch = 9, .r = 2, .vnodes = 32, .n = n,
-				 .m = m };
-	struct memb_placement *p;
-	struct cli_route *rt;
-	unsigned got[PROTO_CONFIG_MAX_R], want[MEMB_MAX_R];
-	size_t unknown_keys = 0;
+/* Members "node-00".. of states st (members()), their configuration at
+ * epoch (r = 2, 32 vnodes) as the nodes and as the client see it, and the
+ * client's 4 slots at open: node-00, -01, -02 (at an address it left
+ * since) and -05. */
+struct slots {
+	struct proto_member m[8], known[8];
+	struct memb_member mm[8];
+	struct memb_config mc;
+	struct cli_config cc;
+};
 
-	(void)state;
-	members(m, mm, n, st);
-	/* the client knows node-00, -01, -02 (moved since) and -05 */
-	known[0] = m[0];
-	known[1] = m[1];
-	known[2] = m[2];
-	snprintf(known[2].addr, sizeof(known[2].addr), "10.9.9.9:7471");
-	known[3] = m[5];
-	assert_int_equal(memb_placement_new(&p, &mc), 0);
-	assert_int_equal(cli_route_new(&rt, &cc, known, 4), 0);
-	assert_int_equal(rt->nactive, 2); /* node-00, node-01 */
-	assert_true(rt->active[0] && rt->active[1]);
-	assert_false(rt->active[2] || rt->active[3]);
-	assert_int_equal(rt->nunknown, 3); /* node-02 (moved), -03, -04 */
+static void slots_init(struct slots *f, const uint32_t *st, size_t n,
+		       uint64_t epoch)
+{
+	assert_true(n >= 6 && n <= 8);
+	memset(f, 0, sizeof(*f));
+	members(f->m, f->mm, n, st);
+	f->mc = (struct memb_config){ .epoch = epoch, .r = 2, .vnodes = 32,
+				      .n = n, .m = f->mm };
+	f->cc = (struct cli_config){ .epoch = epoch, .r = 2, .vnodes = 32,
+				     .n = n, .m = f->m };
+	f->known[0] = f->m[0];
+	f->known[1] = f->m[1];
+	f->known[2] = f->m[2];
+	snprintf(f->known[2].addr, sizeof(f->known[2].addr),
+		 "10.9.9.9:7471");
+	f->known[3] = f->m[5];
+}
+
+/* Every key's replica set, by id, is memb_replicas' for the route rt over
+ * known[0..rt->nknown) (owners from nknown on by rt->unknown; the known
+ * ones active, at their member's address); returns the keys whose primary
+ * is an owner in [lo, hi). */
+static size_t agree_by_id(const struct cli_route *rt,
+			  const struct memb_placement *p,
+			  const struct proto_member *m,
+			  const struct proto_member *known, size_t lo,
+			  size_t hi)
+{
+	unsigned got[PROTO_CONFIG_MAX_R], want[MEMB_MAX_R];
+	size_t at = 0;
+
 	for (unsigned i = 0; i < KEYS; i++) {
 		uint64_t k = key_at(i);
 		unsigned ng = cli_route_replicas(rt, k, got);
@@ -158,15 +167,43 @@ static void unknown_members(void **state)
 
 		assert_int_equal(ng, nw);
 		for (unsigned j = 0; j < ng; j++) {
-			const char *gid = got[j] < 4
-				? known[got[j]].id
-				: rt->unknown[got[j] - 4].id;
+			const struct proto_member *o = got[j] < rt->nknown
+				? &known[got[j]]
+				: &rt->unknown[got[j] - rt->nknown];
 
-			assert_string_equal(gid, m[want[j]].id);
+			assert_string_equal(o->id, m[want[j]].id);
+			if (got[j] >= rt->nknown)
+				continue;
+			assert_true(rt->active[got[j]]);
+			assert_string_equal(o->addr, m[want[j]].addr);
 		}
-		unknown_keys += got[0] >= 4;
+		at += got[0] >= lo && got[0] < hi;
 	}
-	assert_true(unknown_keys > KEYS / 4);
+	return at;
+}
+
+/* A client whose nodes are a subset of the members (it could not give
+ * the others slots: cli_route_grow() below). Known ones map to its
+ * indexes, an ACTIVE member it does not know (or knows at another
+ * address) to owners >= nknown, with a message that says no slot was
+ * left; placement still agrees by id. */
+static void unknown_members(void **state)
+{
+	static const uint32_t st[] = { A, A, A, A, A, D };
+	struct slots f;
+	struct proto_member *m = f.m, *known = f.known;
+	struct memb_placement *p;
+	struct cli_route *rt;
+
+	(void)state;
+	slots_init(&f, st, sizeof(st) / sizeof(st[0]), 9);
+	assert_int_equal(memb_placement_new(&p, &f.mc), 0);
+	assert_int_equal(cli_route_new(&rt, &f.cc, known, 4), 0);
+	assert_int_equal(rt->nactive, 2); /* node-00, node-01 */
+	assert_true(rt->active[0] && rt->active[1]);
+	assert_false(rt->active[2] || rt->active[3]);
+	assert_int_equal(rt->nunknown, 3); /* node-02 (moved), -03, -04 */
+	assert_true(agree_by_id(rt, p, m, known, 4, SIZE_MAX) > KEYS / 4);
 	assert_int_equal(cli_route_unknown(rt, 4), RS_E_UNSUPPORTED);
 	assert_non_null(strstr(rs_errormsg(), "node-02"));
 	assert_non_null(strstr(rs_errormsg(), "has no node slot"));
@@ -178,34 +215,6 @@ static void unknown_members(void **state)
 	memb_placement_free(&p);
 }
 
-/* Every key's replica set, by id, is memb_replicas' for the route of cc
- * over known[0..nk); returns the keys whose primary is slot `slot`. */
-static size_t agree_by_id(const struct cli_route *rt,
-			  const struct memb_placement *p,
-			  const struct proto_member *m,
-			  const struct proto_member *known, size_t slot)
-{
-	unsigned got[PROTO_CONFIG_MAX_R], want[MEMB_MAX_R];
-	size_t at_slot = 0;
-
-	for (unsigned i = 0; i < KEYS; i++) {
-		uint64_t k = key_at(i);
-		unsigned ng = cli_route_replicas(rt, k, got);
-		unsigned nw = memb_replicas(p, memb_key_hash(k), want);
-
-		assert_int_equal(ng, nw);
-		for (unsigned j = 0; j < ng; j++) {
-			assert_true(got[j] < rt->nknown);
-			assert_true(rt->active[got[j]]);
-			assert_string_equal(known[got[j]].id, m[want[j]].id);
-			assert_string_equal(known[got[j]].addr,
-					    m[want[j]].addr);
-		}
-		at_slot += got[0] == slot;
-	}
-	return at_slot;
-}
-
 /* A configuration newer than the client's slots: each ACTIVE member that
  * no slot is (same id at the same address) gets the next slot, in the
  * configuration's order: one that joined, and one that moved (its old
@@ -215,32 +224,23 @@ static size_t agree_by_id(const struct cli_route *rt,
  * (owners >= nknown, RS_E_UNSUPPORTED). */
 static void new_members_get_slots(void **state)
 {
-	const uint32_t st[] = { A, A, A, A, A, D, J };
-	const size_t n = sizeof(st) / sizeof(st[0]);
-	struct proto_member m[7], known[8];
-	struct memb_member mm[7];
-	struct memb_config mc = { .epoch = 11, .r = 2, .vnodes = 32, .n = n,
-				  .m = mm };
-	struct cli_config cc = { .epoch = 11, .r = 2, .vnodes = 32, .n = n,
-				 .m = m };
+	static const uint32_t st[] = { A, A, A, A, A, D, J };
+	struct slots f;
+	struct proto_member *m = f.m, *known = f.known;
+	struct memb_member *mm = f.mm;
+	struct memb_config *mc = &f.mc;
+	struct cli_config *cc = &f.cc;
 	struct memb_placement *p;
 	struct cli_route *rt;
 	size_t nk;
 
 	(void)state;
-	members(m, mm, n, st);
-	/* slots at open: node-00, -01, -02 (at an address it left since)
-	 * and -05 */
-	known[0] = m[0];
-	known[1] = m[1];
-	known[2] = m[2];
-	snprintf(known[2].addr, sizeof(known[2].addr), "10.9.9.9:7471");
-	known[3] = m[5];
+	slots_init(&f, st, sizeof(st) / sizeof(st[0]), 11);
 	assert_int_equal(cli_route_find(known, 4, &m[0]), 0);
 	assert_int_equal(cli_route_find(known, 4, &m[2]), 4); /* moved */
 	assert_int_equal(cli_route_find(known, 4, &m[3]), 4); /* joined */
 
-	nk = cli_route_grow(&cc, known, 4, 8);
+	nk = cli_route_grow(cc, known, 4, 8);
 	assert_int_equal(nk, 7);
 	assert_string_equal(known[4].id, "node-02"); /* its new address */
 	assert_string_equal(known[4].addr, m[2].addr);
@@ -252,10 +252,10 @@ static void new_members_get_slots(void **state)
 	assert_int_equal(cli_route_find(known, nk, &m[2]), 4);
 	assert_int_equal(cli_route_find(known, nk, &known[2]), 2);
 	/* nothing new: nothing added (node-06 JOINING, node-05 DOWN) */
-	assert_int_equal(cli_route_grow(&cc, known, nk, 8), nk);
+	assert_int_equal(cli_route_grow(cc, known, nk, 8), nk);
 
-	assert_int_equal(memb_placement_new(&p, &mc), 0);
-	assert_int_equal(cli_route_new(&rt, &cc, known, nk), 0);
+	assert_int_equal(memb_placement_new(&p, mc), 0);
+	assert_int_equal(cli_route_new(&rt, cc, known, nk), 0);
 	assert_int_equal(rt->nknown, 7);
 	assert_int_equal(rt->nunknown, 0);
 	assert_int_equal(rt->nactive, 5);
@@ -263,23 +263,24 @@ static void new_members_get_slots(void **state)
 	assert_false(rt->active[2] || rt->active[3]);
 	assert_true(rt->active[4] && rt->active[5] && rt->active[6]);
 	/* the new slots are primaries of their share, the old one of none */
-	assert_true(agree_by_id(rt, p, m, known, 4) > KEYS / 10);
-	assert_true(agree_by_id(rt, p, m, known, 5) > KEYS / 10);
-	assert_int_equal(agree_by_id(rt, p, m, known, 2), 0);
+	assert_true(agree_by_id(rt, p, m, known, 4, 5) > KEYS / 10);
+	assert_true(agree_by_id(rt, p, m, known, 5, 6) > KEYS / 10);
+	assert_int_equal(agree_by_id(rt, p, m, known, 2, 3), 0);
 	cli_route_free(&rt);
 	memb_placement_free(&p);
 
 	/* node-02 restarts at the address of its first slot */
 	snprintf(m[2].addr, sizeof(m[2].addr), "10.9.9.9:7471");
 	memcpy(mm[2].addr, m[2].addr, sizeof(mm[2].addr));
-	mc.epoch = cc.epoch = 12;
-	assert_int_equal(cli_route_grow(&cc, known, nk, 8), nk);
-	assert_int_equal(memb_placement_new(&p, &mc), 0);
-	assert_int_equal(cli_route_new(&rt, &cc, known, nk), 0);
+	mc->epoch = cc->epoch = 12;
+	assert_int_equal(cli_route_grow(cc, known, nk, 8), nk);
+	assert_int_equal(memb_placement_new(&p, mc), 0);
+	assert_int_equal(cli_route_new(&rt, cc, known, nk), 0);
+	assert_int_equal(rt->nunknown, 0);
 	assert_true(rt->active[2]);
 	assert_false(rt->active[4]);
-	assert_true(agree_by_id(rt, p, m, known, 2) > KEYS / 10);
-	assert_int_equal(agree_by_id(rt, p, m, known, 4), 0);
+	assert_true(agree_by_id(rt, p, m, known, 2, 3) > KEYS / 10);
+	assert_int_equal(agree_by_id(rt, p, m, known, 4, 5), 0);
 	cli_route_free(&rt);
 	memb_placement_free(&p);
 }
