@@ -748,6 +748,21 @@ static int wr_finish(struct wr *w, const struct proto_hdr *h, uint32_t op,
 	return (int)w->off;
 }
 
+/* A message whose body is only words: q[0..nq) then d[0..nd). */
+static int enc_words(void *buf, size_t cap, const struct proto_hdr *h,
+		     uint32_t op, int reply, const uint64_t *q, size_t nq,
+		     const uint32_t *d, size_t nd)
+{
+	struct wr w;
+
+	wr_begin(&w, buf, cap);
+	for (size_t i = 0; i < nq; i++)
+		wr_u64(&w, q[i]);
+	for (size_t i = 0; i < nd; i++)
+		wr_u32(&w, d[i]);
+	return wr_finish(&w, h, op, reply);
+}
+
 /* ---- shared pieces: table spec and table info ---- */
 
 static int enc_name_check(const char *what, const char *s, size_t cap,
@@ -1770,24 +1785,19 @@ int proto_enc_table_drop_req(void *buf, size_t cap, const struct proto_hdr *h,
 int proto_enc_table_drop_reply(void *buf, size_t cap,
 			       const struct proto_hdr *h)
 {
-	struct wr w;
-
-	wr_begin(&w, buf, cap);
-	return wr_finish(&w, h, PROTO_OP_TABLE_DROP, 1);
+	return enc_words(buf, cap, h, PROTO_OP_TABLE_DROP, 1, NULL, 0, NULL,
+			 0);
 }
 
 int proto_enc_list_req(void *buf, size_t cap, const struct proto_hdr *h,
 		       uint32_t op, const struct proto_list_req *m)
 {
-	struct wr w;
+	const uint32_t d[] = { m->start, 0 };
 
 	if (op != PROTO_OP_TABLE_DIR && op != PROTO_OP_STATS)
 		return rs_seterr(RS_E_INVAL, "%s is not a list request",
 				 proto_op_name(op));
-	wr_begin(&w, buf, cap);
-	wr_u32(&w, m->start);
-	wr_u32(&w, 0);
-	return wr_finish(&w, h, op, 0);
+	return enc_words(buf, cap, h, op, 0, NULL, 0, d, RS_ARRAY_SIZE(d));
 }
 
 /*
@@ -1947,24 +1957,16 @@ int proto_enc_ckpt_req(void *buf, size_t cap, const struct proto_hdr *h,
 int proto_enc_ckpt_reply(void *buf, size_t cap, const struct proto_hdr *h,
 			 const struct proto_ckpt_reply *m)
 {
-	struct wr w;
+	const uint64_t q[] = { m->rows, m->deleted, m->raw_bytes,
+			       m->bytes, m->xxh64, m->paused_us };
 
-	wr_begin(&w, buf, cap);
-	wr_u64(&w, m->rows);
-	wr_u64(&w, m->deleted);
-	wr_u64(&w, m->raw_bytes);
-	wr_u64(&w, m->bytes);
-	wr_u64(&w, m->xxh64);
-	wr_u64(&w, m->paused_us);
-	return wr_finish(&w, h, PROTO_OP_CKPT, 1);
+	return enc_words(buf, cap, h, PROTO_OP_CKPT, 1, q, RS_ARRAY_SIZE(q),
+			 NULL, 0);
 }
 
 int proto_enc_config_req(void *buf, size_t cap, const struct proto_hdr *h)
 {
-	struct wr w;
-
-	wr_begin(&w, buf, cap);
-	return wr_finish(&w, h, PROTO_OP_CONFIG, 0);
+	return enc_words(buf, cap, h, PROTO_OP_CONFIG, 0, NULL, 0, NULL, 0);
 }
 
 /* member i (after prev, NULL for the first) as a decoder will check it;
@@ -2077,14 +2079,11 @@ int proto_enc_copy_req(void *buf, size_t cap, const struct proto_hdr *h,
 int proto_enc_copy_reply(void *buf, size_t cap, const struct proto_hdr *h,
 			 const struct proto_copy_reply *m)
 {
-	struct wr w;
+	const uint64_t q[] = { m->cursor, m->copied };
+	const uint32_t d[] = { m->done ? 1 : 0, 0 };
 
-	wr_begin(&w, buf, cap);
-	wr_u64(&w, m->cursor);
-	wr_u64(&w, m->copied);
-	wr_u32(&w, m->done ? 1 : 0);
-	wr_u32(&w, 0);
-	return wr_finish(&w, h, PROTO_OP_COPY, 1);
+	return enc_words(buf, cap, h, PROTO_OP_COPY, 1, q, RS_ARRAY_SIZE(q),
+			 d, RS_ARRAY_SIZE(d));
 }
 
 int proto_enc_repl_req(void *buf, size_t cap, const struct proto_hdr *h,
