@@ -169,6 +169,15 @@ static int enc_error(struct req *r, void *buf, int cap, uint8_t op,
 	return len;
 }
 
+/* Send the reply an encoder wrote into buf[0..cap), or an error reply
+ * when it failed (len < 0). */
+static void reply_encoded(struct req *r, void *buf, int cap, int len)
+{
+	if (len < 0)
+		len = enc_error(r, buf, cap, r->op, len, rs_errormsg());
+	reply_send(r, len);
+}
+
 /* Send an error reply. */
 static void reply_error(struct req *r, uint8_t op, int code, const char *fmt,
 			...) __attribute__((format(printf, 4, 5)));
@@ -250,9 +259,7 @@ static void do_hello(struct req *r)
 	if (cap < 0)
 		return;
 	len = proto_enc_hello_reply(buf, (size_t)cap, &r->rh, &rep);
-	if (len < 0)
-		len = enc_error(r, buf, cap, r->op, len, rs_errormsg());
-	reply_send(r, len);
+	reply_encoded(r, buf, cap, len);
 }
 
 static void do_create(struct req *r)
@@ -275,9 +282,7 @@ static void do_create(struct req *r)
 	if (cap < 0)
 		return;
 	len = proto_enc_table_create_reply(buf, (size_t)cap, &r->rh, &info);
-	if (len < 0)
-		len = enc_error(r, buf, cap, r->op, len, rs_errormsg());
-	reply_send(r, len);
+	reply_encoded(r, buf, cap, len);
 }
 
 static void do_drop(struct req *r)
@@ -320,10 +325,7 @@ static void do_dir(struct req *r)
 		len = proto_enc_table_dir_reply(buf, (size_t)cap, &r->rh, gen,
 						total, start, dir + start,
 						total - start, &written);
-		if (len < 0)
-			len = enc_error(r, buf, cap, r->op, len,
-					rs_errormsg());
-		reply_send(r, len);
+		reply_encoded(r, buf, cap, len);
 	}
 	free(dir);
 }
@@ -348,10 +350,7 @@ static void do_stats(struct req *r)
 		len = proto_enc_stats_reply(buf, (size_t)cap, &r->rh, l.n,
 					    start, l.v + start, l.n - start,
 					    &written);
-		if (len < 0)
-			len = enc_error(r, buf, cap, r->op, len,
-					rs_errormsg());
-		reply_send(r, len);
+		reply_encoded(r, buf, cap, len);
 	}
 	free(l.v);
 }
@@ -544,9 +543,7 @@ static void reply_statuses(struct req *r, const int32_t *st, uint32_t n)
 	if (cap < 0)
 		return;
 	len = proto_enc_keys_reply(buf, (size_t)cap, &r->rh, r->op, &rep);
-	if (len < 0)
-		len = enc_error(r, buf, cap, r->op, len, rs_errormsg());
-	reply_send(r, len);
+	reply_encoded(r, buf, cap, len);
 }
 
 /* Check that n statuses fit the client's buffer before doing the work. */
@@ -1095,9 +1092,7 @@ static void do_config(struct req *r)
 	if (cap < 0)
 		return;
 	len = srv_repl_config(r->s, buf, (size_t)cap, &r->rh);
-	if (len < 0)
-		len = enc_error(r, buf, cap, r->op, len, rs_errormsg());
-	reply_send(r, len);
+	reply_encoded(r, buf, cap, len);
 }
 
 /* COPY: the rows asked for go to the requester (srv_copy.c). */
@@ -1118,9 +1113,7 @@ static void do_copy(struct req *r)
 	if (cap < 0)
 		return;
 	len = proto_enc_copy_reply(buf, (size_t)cap, &r->rh, &rep);
-	if (len < 0)
-		len = enc_error(r, buf, cap, r->op, len, rs_errormsg());
-	reply_send(r, len);
+	reply_encoded(r, buf, cap, len);
 }
 
 /* The completions a REPL carries, recorded as this node's own: runs of
