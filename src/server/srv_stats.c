@@ -304,11 +304,13 @@ static int register_repl(struct rs_server *s)
 		bool counter;
 	} const d[RM_COUNT] = {
 		[RM_EPOCH] = { RS_M_REPL_EPOCH, "Configuration epoch the node "
-			       "follows (a failover or a join raises it)" },
+			       "follows (a failover or a join raises it)",
+			       false },
 		[RM_QUEUED] = { RS_M_REPL_QUEUED, "Records waiting for a "
-				"backup's acknowledgement (replication lag)" },
+				"backup's acknowledgement (replication lag)",
+				false },
 		[RM_TO_COPY] = { RS_M_REPL_TO_COPY, "Key ranges this node "
-				 "still has to copy in" },
+				 "still has to copy in", false },
 		[RM_COPIED] = { RS_M_REPL_COPIED, "Rows copied into this node "
 				"(joining, re-replication)", true },
 		[RM_FAILED] = { RS_M_REPL_FAILED, "Writes failed because a "
