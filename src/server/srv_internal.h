@@ -340,6 +340,8 @@ struct srv_repl {
 	_Atomic uint64_t forwarded_writes, failed_writes, refused, applied;
 	_Atomic uint64_t held;		/* writes answered RS_E_BUSY by the
 					   read lease */
+	_Atomic uint64_t parallel;	/* REPLs posted while another of the
+					   same worker's was in flight */
 	/* the adopting thread and the configurations it is handed, oldest
 	 * first (each is adopted in turn: a node that skips one cannot
 	 * tell what it gained, see srv_copy.c) */
@@ -377,7 +379,7 @@ struct srv_repl_req {
 struct srv_repl_stats {
 	uint64_t epoch, forwarded_writes, failed_writes, refused, applied;
 	uint64_t synced, copied_rows, copies_done, copy_failures, gained;
-	uint64_t held;
+	uint64_t held, parallel;
 	uint64_t chunks_shipped, chunks_failed, queued;
 	bool active;
 };

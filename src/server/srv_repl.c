@@ -29,7 +29,10 @@
  * order they were applied. Each backup (struct srv_peer) has one queue of
  * chunks (records of one table, in order) and at most one REPL message in
  * flight, sent by whichever waiting worker finds the peer idle: group
- * commit, no thread of its own, nothing running while idle. A chunk that
+ * commit, no thread of its own, nothing running while idle. A worker
+ * sends a REPL to every idle backup of its write before it waits for any
+ * reply, so the backups apply in parallel and r = 3 costs one round trip
+ * like r = 2, not two (srv_repl_wait). A chunk that
  * fails (the backup refused, timed out, or its connection died) fails
  * every chunk queued behind it; the workers waiting for them answer their
  * keys RS_E_EPOCH, which the client retries once the configuration
@@ -616,11 +619,27 @@ int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
 	return 0;
 }
 
-/* Send records [off, off + n) of ch in one REPL on cc and check the
- * reply. */
-static int ship_slice(struct rs_server *s, struct cli_conn *cc,
-		      const struct srv_chunk *ch, uint64_t epoch,
-		      uint32_t off, uint32_t n)
+/* How many records of ch from off fit one REPL on cc (both sides'
+ * message and batch limits). */
+static uint32_t slice_keys(const struct cli_conn *cc,
+			   const struct srv_chunk *ch, uint32_t off)
+{
+	size_t nl = strlen(ch->table);
+	uint32_t k = ch->n - off;
+
+	while (k > 1 && (proto_repl_req_bytes(k, ch->width, nl) > cc->msg_max ||
+			 k > cc->max_batch_keys ||
+			 proto_keys_reply_bytes(PROTO_OP_REPL, k, 0, 0) >
+				 CLI_MSG_MAX))
+		k /= 2;
+	return k;
+}
+
+/* Send records [off, off + n) of ch in one REPL on cc; *req_id: the
+ * request's, for its reply. */
+static int slice_post(struct cli_conn *cc, const struct srv_chunk *ch,
+		      uint64_t epoch, uint32_t off, uint32_t n,
+		      uint64_t *req_id)
 {
 	struct proto_repl_req m = {
 		.epoch = epoch, .n = n, .width = ch->width,
@@ -630,16 +649,27 @@ static int ship_slice(struct rs_server *s, struct cli_conn *cc,
 		.rows = ch->rows + (size_t)off * ch->width,
 	};
 	struct proto_hdr h;
-	struct proto_msg rep;
-	struct rv_msg raw;
-	int len, ret;
+	int len;
 
 	snprintf(m.table, sizeof(m.table), "%s", ch->table);
 	cli_hdr_init(&h, 0, false);
 	len = proto_enc_repl_req(cc->msg, cc->msg_max, &h, &m);
 	if (len < 0)
 		return len;
-	ret = cli_wire_call(cc, (size_t)len, &raw, &rep);
+	*req_id = h.req_id;
+	return cli_conn_send(cc, cc->msg, (size_t)len);
+}
+
+/* Receive and check the reply to the REPL of records [off, off + n) of
+ * ch (request req_id). */
+static int slice_check(struct cli_conn *cc, const struct srv_chunk *ch,
+		       uint32_t off, uint32_t n, uint64_t req_id)
+{
+	struct proto_msg rep;
+	struct rv_msg raw;
+	int ret;
+
+	ret = cli_wire_recv(cc, PROTO_OP_REPL, req_id, &raw, &rep);
 	if (ret)
 		return ret;
 	if (rep.u.keys_reply.n != n)
@@ -655,123 +685,210 @@ static int ship_slice(struct rs_server *s, struct cli_conn *cc,
 					rs_strerror(st));
 	}
 	rv_msg_release(&raw);
-	(void)s;
 	return ret;
 }
 
-/* Ship ch to p: slices that fit the peer's messages, one at a time. */
-static int ship(struct rs_server *s, struct srv_peer *p,
-		const struct srv_chunk *ch, uint64_t epoch)
-{
-	struct cli_conn *cc;
-	uint32_t off = 0;
-	size_t nl = strlen(ch->table);
+/*
+ * One backup's REPL that a worker sent and has not yet had the reply to:
+ * chunk h, the head of p's queue, which the worker shipping it claimed
+ * (p->sending); its first k records are in flight on cc. A worker posts
+ * the first REPL to every idle backup of its write before it waits for
+ * any reply, so the backups apply in parallel; the rest of a chunk
+ * larger than one message follows slice by slice (at most one REPL in
+ * flight per backup).
+ */
+struct repl_post {
+	struct srv_peer *p;
+	struct srv_chunk *h;
+	struct cli_conn *cc;	/* NULL: no connection */
+	uint32_t k;
+	uint64_t req_id;
 	int ret;
+	char why[200];		/* ret's message */
+};
 
-	if ((ret = cli_conn_get(&p->node, &cc)))
-		return ret;
-	while (!ret && off < ch->n) {
-		uint32_t k = ch->n - off;
+#define REPL_POSTS 8u		/* backups posted to at once by a worker */
 
-		while (k > 1 && (proto_repl_req_bytes(k, ch->width, nl) >
-					 cc->msg_max ||
-				 k > cc->max_batch_keys ||
-				 proto_keys_reply_bytes(PROTO_OP_REPL, k, 0,
-							0) > CLI_MSG_MAX))
-			k /= 2;
-		ret = ship_slice(s, cc, ch, epoch, off, k);
-		off += k;
+static void post_start(struct repl_post *po, uint64_t epoch)
+{
+	po->ret = cli_conn_get(&po->p->node, &po->cc);
+	if (po->ret) {
+		po->cc = NULL;
+	} else {
+		po->k = slice_keys(po->cc, po->h, 0);
+		po->ret = slice_post(po->cc, po->h, epoch, 0, po->k,
+				     &po->req_id);
 	}
-	if (ret)
-		cli_conn_fail(cc, ret);
-	cli_conn_put(cc);
-	return ret;
+	if (po->ret)
+		snprintf(po->why, sizeof(po->why), "%s", rs_errormsg());
 }
 
-/* Wait until ch (of peer p) is done, shipping whatever p has queued
- * while nobody else does. */
-static int wait_chunk(struct rs_server *s, struct srv_peer *p,
-		      struct srv_chunk *ch, uint64_t epoch)
+/* Under p->lock: h was shipped with result ret (0 or why it failed). */
+static void peer_shipped(struct srv_peer *p, struct srv_chunk *h, int ret,
+			 const char *why)
 {
-	uint64_t deadline = mono_ms() + 2u * SRV_REPL_TIMEOUT_MS + 1000u;
-	int ret;
+	/* h and, after a failure, everything behind it */
+	for (struct srv_chunk *c = h; c; c = ret ? c->next : NULL) {
+		c->done = true;
+		c->err = ret;
+		c->sealed = true;
+	}
+	if (ret) {
+		p->failed++;
+		srv_log_peer("repl: backup '%s': %s (%s); its keys' writes "
+			     "fail until the configuration changes", p->id,
+			     why, rs_strerror(ret));
+	} else {
+		p->shipped++;
+	}
+	/* drop the done chunks from the queue */
+	while (p->head && p->head->done) {
+		struct srv_chunk *d = p->head;
 
-	pthread_mutex_lock(&p->lock);
-	while (!ch->done) {
-		if (!p->sending && p->head) {
-			struct srv_chunk *h = p->head;
+		p->head = d->next;
+		if (!p->head)
+			p->tail = NULL;
+		chunk_put_locked(d);
+	}
+	chunk_put_locked(h);
+	p->sending = false;
+	pthread_cond_broadcast(&p->cv);
+}
 
+/* The reply to po's REPL, then the rest of its chunk; p is idle again. */
+static void post_finish(struct repl_post *po, uint64_t epoch)
+{
+	struct srv_chunk *h = po->h;
+	int ret = po->ret;
+
+	if (!ret)
+		ret = slice_check(po->cc, h, 0, po->k, po->req_id);
+	for (uint32_t off = po->k, k; !ret && off < h->n; off += k) {
+		uint64_t id;
+
+		k = slice_keys(po->cc, h, off);
+		ret = slice_post(po->cc, h, epoch, off, k, &id);
+		if (!ret)
+			ret = slice_check(po->cc, h, off, k, id);
+	}
+	if (ret && !po->ret)
+		snprintf(po->why, sizeof(po->why), "%s", rs_errormsg());
+	if (po->cc) {
+		if (ret)
+			cli_conn_fail(po->cc, ret);
+		cli_conn_put(po->cc);
+	}
+	pthread_mutex_lock(&po->p->lock);
+	peer_shipped(po->p, h, ret, po->why);
+	pthread_mutex_unlock(&po->p->lock);
+}
+
+/* Claim the head of every idle backup that a chunk of q, not yet done,
+ * waits in the queue of (up to REPL_POSTS); *wait: the index of a chunk
+ * whose backup is busy (q->nchunks: none). */
+static unsigned claim_idle(struct srv_repl_req *q, struct repl_post *post,
+			   unsigned *wait)
+{
+	unsigned np = 0;
+
+	*wait = q->nchunks;
+	for (unsigned i = 0; i < q->nchunks; i++) {
+		struct srv_peer *p = q->cfg->peer[q->chunk_peer[i]];
+
+		pthread_mutex_lock(&p->lock);
+		if (!q->chunks[i]->done && !p->sending && p->head &&
+		    np < REPL_POSTS) {
 			p->sending = true;
-			h->sealed = true;
-			h->refs++;
-			pthread_mutex_unlock(&p->lock);
-			ret = ship(s, p, h, epoch);
-			pthread_mutex_lock(&p->lock);
-			/* h and, after a failure, everything behind it */
-			for (struct srv_chunk *c = h; c; c = ret ? c->next
-							       : NULL) {
-				c->done = true;
-				c->err = ret;
-				c->sealed = true;
-			}
-			if (ret) {
-				p->failed++;
-				srv_log_peer("repl: backup '%s': %s (%s); its "
-					     "keys' writes fail until the "
-					     "configuration changes", p->id,
-					     rs_errormsg(), rs_strerror(ret));
-			} else {
-				p->shipped++;
-			}
-			/* drop the done chunks from the queue */
-			while (p->head && p->head->done) {
-				struct srv_chunk *d = p->head;
-
-				p->head = d->next;
-				if (!p->head)
-					p->tail = NULL;
-				chunk_put_locked(d);
-			}
-			chunk_put_locked(h);
-			p->sending = false;
-			pthread_cond_broadcast(&p->cv);
-			continue;
+			p->head->sealed = true;
+			p->head->refs++;
+			post[np++] = (struct repl_post){ .p = p,
+							 .h = p->head };
+		} else if (!q->chunks[i]->done && *wait == q->nchunks) {
+			*wait = i;
 		}
-		if (mono_ms() >= deadline) {
-			/* a sender stuck beyond its own timeouts: give up on
-			 * this request; the chunk stays queued */
-			pthread_mutex_unlock(&p->lock);
-			return rs_seterr(RS_E_TIMEOUT, "backup '%s': no "
-					 "acknowledgement in time", p->id);
-		}
-		{
-			struct timespec dl;
-
-			clock_gettime(CLOCK_MONOTONIC, &dl);
-			dl.tv_nsec += 50 * 1000000L;
-			if (dl.tv_nsec >= 1000000000L) {
-				dl.tv_sec++;
-				dl.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&p->cv, &p->lock, &dl);
-		}
+		pthread_mutex_unlock(&p->lock);
 	}
-	ret = ch->err;
-	pthread_mutex_unlock(&p->lock);
-	return ret;
+	return np;
 }
 
-int srv_repl_wait(struct rs_server *s, struct srv_repl_req *q)
+/* Sleep until the backup of q's chunk i may have moved (at most 50 ms:
+ * the caller checks its deadline). */
+static void await_peer(struct srv_repl_req *q, unsigned i)
+{
+	struct srv_peer *p = q->cfg->peer[q->chunk_peer[i]];
+	struct timespec dl;
+
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_nsec += 50 * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&p->lock);
+	if (!q->chunks[i]->done && p->sending)
+		pthread_cond_timedwait(&p->cv, &p->lock, &dl);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* The first failure among q's chunks (0: all acknowledged). */
+static int chunks_result(struct srv_repl_req *q)
 {
 	int first = 0;
 
-	for (unsigned i = 0; i < q->nchunks; i++) {
+	for (unsigned i = 0; i < q->nchunks && !first; i++) {
 		struct srv_peer *p = q->cfg->peer[q->chunk_peer[i]];
-		int ret = wait_chunk(s, p, q->chunks[i], q->cfg->c.epoch);
 
-		if (ret && !first)
-			first = ret;
+		pthread_mutex_lock(&p->lock);
+		first = q->chunks[i]->err;
+		pthread_mutex_unlock(&p->lock);
 	}
+	return first;
+}
+
+/*
+ * Wait until every chunk of q is done. Each round posts a REPL to every
+ * idle backup q waits for (group commit: the head of its queue, whoever
+ * queued it), then takes their replies; when every backup q waits for
+ * is busy with another worker's REPL, it sleeps on one of them.
+ */
+int srv_repl_wait(struct rs_server *s, struct srv_repl_req *q)
+{
+	uint64_t epoch = q->cfg->c.epoch, deadline = 0;
+	int first = 0;
+
+	for (;;) {
+		struct repl_post post[REPL_POSTS];
+		unsigned wait, np = claim_idle(q, post, &wait);
+		bool flying = false;
+
+		for (unsigned k = 0; k < np; k++) {
+			post_start(&post[k], epoch);
+			if (!post[k].ret && flying)
+				atomic_fetch_add(&s->repl.parallel, 1);
+			flying |= !post[k].ret;
+		}
+		for (unsigned k = 0; k < np; k++)
+			post_finish(&post[k], epoch);
+		if (np) {
+			deadline = 0;
+			continue;
+		}
+		if (wait == q->nchunks)
+			break;
+		if (!deadline) {
+			deadline = mono_ms() + 2u * SRV_REPL_TIMEOUT_MS + 1000u;
+		} else if (mono_ms() >= deadline) {
+			/* a sender stuck beyond its own timeouts: give up on
+			 * this request; its chunks stay queued */
+			first = rs_seterr(RS_E_TIMEOUT, "backup '%s': no "
+					  "acknowledgement in time",
+					  q->cfg->peer[q->chunk_peer[wait]]->id);
+			break;
+		}
+		await_peer(q, wait);
+	}
+	if (!first)
+		first = chunks_result(q);
 	if (first)
 		atomic_fetch_add(&s->repl.failed_writes, 1);
 	else if (q->nchunks)
@@ -844,6 +961,7 @@ void srv_repl_stats(struct rs_server *s, struct srv_repl_stats *st)
 	st->applied = atomic_load(&rp->applied);
 	st->synced = atomic_load(&rp->synced);
 	st->held = atomic_load(&rp->held);
+	st->parallel = atomic_load(&rp->parallel);
 	st->copied_rows = atomic_load(&rp->copied_rows);
 	st->copies_done = atomic_load(&rp->copies_done);
 	st->copy_failures = atomic_load(&rp->copy_failures);

@@ -135,7 +135,11 @@ cat "$d/check.txt"
 "$drv" once "$seeds" >"$d/once.txt" 2>&1 || fail "exactly-once resend"
 cat "$d/once.txt"
 "$bin/recstore-ctl" -s "$seeds" stats >"$d/stats.txt" 2>&1 || true
-grep -E "^node|repl\.(epoch|forwarded|failed|refused|applied)|once\.(records|dedup)" "$d/stats.txt" || true
+grep -E "^node|repl\.(epoch|forwarded|failed|refused|applied|parallel)|once\.(records|dedup)" "$d/stats.txt" || true
+# a primary's keys have either other node as their backup (3 nodes, r 2):
+# a write's REPLs to both were in flight at once
+grep -Eq "repl\.parallel_repls [1-9]" "$d/stats.txt" ||
+  fail "no write had REPLs to two backups in flight at once"
 for n in n1 n3; do
   grep -q "repl: epoch $((epoch + 1)) adopted" "$d/$n.log" ||
     fail "$n did not adopt epoch $((epoch + 1))"
