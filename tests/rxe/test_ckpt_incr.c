@@ -24,7 +24,7 @@
 
 #include "ckpt/ckpt.h"
 #include "client/client_internal.h"
-#include "client_harness.h"
+#include "ckpt_nodes.h"
 
 #define NKEYS 4000
 #define DIM 8
@@ -32,52 +32,7 @@
 #define NEW0 100000
 #define MAXREC 8192
 
-struct node {
-	struct rs_server *s;
-	pthread_t th;
-	char addr[256];
-};
-
 static char root[64];
-
-static void node_start(struct node *n, const char *ip)
-{
-	char path[] = "/tmp/rs-incr-cfg-XXXXXX";
-	struct rs_server_config *cfg;
-	int fd = mkstemp(path);
-	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-
-	H_CHECK(f, "mkstemp");
-	fprintf(f, "{ \"listen\": { \"addr\": \"%s\", \"port\": 0 }, "
-		"\"workers\": 2, \"checkpoint_dir\": \"%s\" }\n", ip, root);
-	fclose(f);
-	H_OK(rs_server_config_load(&cfg, path));
-	unlink(path);
-	H_OK(rs_server_open(&n->s, cfg));
-	rs_server_config_delete(&cfg);
-	snprintf(n->addr, sizeof(n->addr), "%s", rs_server_listen_addr(n->s));
-	H_CHECK(!pthread_create(&n->th, NULL, h_run, n->s), "thread");
-}
-
-static void node_stop(struct node *n)
-{
-	rs_server_stop(n->s);
-	pthread_join(n->th, NULL);
-	rs_server_close(&n->s);
-}
-
-static struct rs_client *client(const char *nodes)
-{
-	struct rs_client_config *cfg;
-	struct rs_client *c;
-
-	H_OK(rs_client_config_new(&cfg));
-	H_OK(rs_client_config_set_nodes(cfg, nodes));
-	H_OK(rs_client_config_set_timeout_ms(cfg, 60000));
-	H_OK(rs_client_open(&c, cfg));
-	rs_client_config_delete(&cfg);
-	return c;
-}
 
 /* the records of a checkpoint (one link), sorted by key */
 struct rec {
@@ -99,43 +54,28 @@ static int cmp_rec(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static void add_record(void *arg, const struct ckpt_part_desc *d,
+		       const struct ckpt_record *rec)
+{
+	struct rec_set *out = arg;
+	struct rec *o = &out->r[out->n++];
+
+	H_CHECK(out->n < MAXREC, "too many records");
+	o->key = rec->key;
+	o->kind = rec->kind;
+	if (rec->kind == CKPT_REC_DELETED) {
+		out->deleted++;
+		return;
+	}
+	out->rows++;
+	memcpy(o->data, rec->payload, DIM * 4);
+	memcpy(o->data + DIM * 4, rec->state, d->state_floats * 4);
+}
+
 static void records_of(const char *dir, struct rec_set *out)
 {
-	struct ckpt_manifest *m;
-
 	memset(out, 0, sizeof(*out));
-	H_OK(ckpt_manifest_load(dir, &m));
-	for (uint32_t t = 0; t < m->ntables; t++)
-		for (uint32_t p = 0; p < m->tables[t].nparts; p++) {
-			struct ckpt_part_desc d;
-			struct ckpt_reader *r;
-			struct ckpt_record rec;
-			char path[PATH_MAX];
-			int rc;
-
-			snprintf(path, sizeof(path), "%s/%s", dir,
-				 m->tables[t].parts[p].file);
-			ckpt_part_desc_for(m, t, p, &d);
-			H_OK(ckpt_part_open(&r, path, &d));
-			while ((rc = ckpt_part_next(r, &rec)) == 1) {
-				struct rec *o = &out->r[out->n++];
-
-				H_CHECK(out->n < MAXREC, "too many records");
-				o->key = rec.key;
-				o->kind = rec.kind;
-				if (rec.kind == CKPT_REC_DELETED) {
-					out->deleted++;
-					continue;
-				}
-				out->rows++;
-				memcpy(o->data, rec.payload, DIM * 4);
-				memcpy(o->data + DIM * 4, rec.state,
-				       d.state_floats * 4);
-			}
-			H_OK(rc);
-			ckpt_part_close(r);
-		}
-	ckpt_manifest_free(m);
+	ckpt_each_record(dir, NULL, add_record, out);
 	qsort(out->r, out->n, sizeof(out->r[0]), cmp_rec);
 }
 
@@ -161,7 +101,9 @@ static void update(struct rs_table *t, uint64_t first, size_t n, float g)
 		rs_errormsg());
 }
 
-static void put(struct rs_table *t, uint64_t first, size_t n)
+/* keys first .. first + n - 1: put (rows of their key) or deleted */
+static void put_or_delete(struct rs_table *t, uint64_t first, size_t n,
+			  bool put)
 {
 	static uint64_t k[NKEYS];
 	static float v[NKEYS * DIM];
@@ -169,20 +111,13 @@ static void put(struct rs_table *t, uint64_t first, size_t n)
 
 	for (size_t i = 0; i < n; i++)
 		k[i] = first + i;
-	for (size_t i = 0; i < n * DIM; i++)
+	for (size_t i = 0; put && i < n * DIM; i++)
 		v[i] = (float)(first + i) * 0.001f;
-	H_OK(rs_put(t, k, n, v, st, 0));
+	H_OK(put ? rs_put(t, k, n, v, st, 0) : rs_delete(t, k, n, st, 0));
 }
 
-static void del(struct rs_table *t, uint64_t first, size_t n)
-{
-	static uint64_t k[NKEYS];
-	static int st[NKEYS];
-
-	for (size_t i = 0; i < n; i++)
-		k[i] = first + i;
-	H_OK(rs_delete(t, k, n, st, 0));
-}
+#define put(t, first, n) put_or_delete(t, first, n, true)
+#define del(t, first, n) put_or_delete(t, first, n, false)
 
 static void verify_counts(const char *dir, uint64_t rows, uint64_t deleted)
 {
@@ -200,24 +135,10 @@ static void verify_counts(const char *dir, uint64_t rows, uint64_t deleted)
 	ckpt_manifest_free(m);
 }
 
-static void flip_byte(const char *file)
-{
-	struct stat sb;
-	FILE *f;
-	int ch;
-
-	H_CHECK(!stat(file, &sb), "%s", file);
-	f = fopen(file, "r+b");
-	H_CHECK(f && !fseek(f, sb.st_size / 2, SEEK_SET), "open");
-	ch = fgetc(f);
-	H_CHECK(ch != EOF && !fseek(f, sb.st_size / 2, SEEK_SET), "seek");
-	H_CHECK(fputc(ch ^ 0x40, f) != EOF && !fclose(f), "write");
-}
-
 int main(void)
 {
 	const char *ip = getenv("RS_RDMA_IP");
-	struct node a, b, c1;
+	struct ckpt_node a, b, c1;
 	struct rs_client *cl, *cl1;
 	struct rs_table *t;
 	struct rs_ckpt_opts o = RS_CKPT_OPTS_INIT, io = RS_CKPT_OPTS_INIT;
@@ -227,27 +148,17 @@ int main(void)
 	char path[PATH_MAX + 64];
 	int rc;
 
-	if (!getenv("RS_RDMA_DEV") || !ip) {
-		fprintf(stderr, "skip: no RDMA device\n");
+	if (!ckpt_test_begin(root, sizeof(root), "rs-incr"))
 		return 77;
-	}
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	{
-		struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
-
-		setrlimit(RLIMIT_MEMLOCK, &rl);
-	}
-	snprintf(root, sizeof(root), "/tmp/rs-incr-XXXXXX");
-	H_CHECK(mkdtemp(root), "mkdtemp");
 	snprintf(full, sizeof(full), "%s/full", root);
 	snprintf(inc1, sizeof(inc1), "%s/inc1", root);
 	snprintf(inc2, sizeof(inc2), "%s/inc2", root);
 	snprintf(ref, sizeof(ref), "%s/ref", root);
 	snprintf(again, sizeof(again), "%s/again", root);
-	node_start(&a, ip);
-	node_start(&b, ip);
+	ckpt_node_start(&a, ip, root);
+	ckpt_node_start(&b, ip, root);
 	snprintf(nodes, sizeof(nodes), "%s,%s", a.addr, b.addr);
-	cl = client(nodes);
+	cl = ckpt_client(nodes);
 	t = h_table(cl, "ada", DIM, "adagrad", RS_DTYPE_FP32, 16384);
 	put(t, KEY0, NKEYS);
 	update(t, KEY0, NKEYS, 0.1f);
@@ -299,8 +210,8 @@ int main(void)
 					   "checkpoint"), "rc %d", rc);
 
 	/* the chain onto one node, checkpointed again: the reference */
-	node_start(&c1, ip);
-	cl1 = client(c1.addr);
+	ckpt_node_start(&c1, ip, root);
+	cl1 = ckpt_client(c1.addr);
 	H_OK(rs_restore(cl1, inc2, &o, &rep));
 	printf("restored the chain onto 1 node: %" PRIu64 " rows in %.2f s\n",
 	       rep.rows, (double)rep.elapsed_us / 1e6);
@@ -320,7 +231,7 @@ int main(void)
 
 	/* a damaged part of inc1: verifying or restoring inc2 refuses it */
 	snprintf(path, sizeof(path), "%s/ada-n1.rsck", inc1);
-	flip_byte(path);
+	ckpt_flip_byte(path);
 	rc = rs_ckpt_verify(inc2, NULL);
 	printf("damaged base: %s\n", rs_errormsg());
 	H_CHECK(rc == RS_E_CORRUPT && strstr(rs_errormsg(), "inc1/ada-n1.rsck"),
@@ -344,15 +255,6 @@ int main(void)
 
 	rs_client_close(&cl1);
 	rs_client_close(&cl);
-	node_stop(&c1);
-	node_stop(&a);
-	node_stop(&b);
-	{
-		char cmd[128];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-		H_CHECK(!system(cmd), "rm");
-	}
-	printf("ok\n");
+	ckpt_test_end((struct ckpt_node *const[]){ &c1, &a, &b }, 3, root);
 	return 0;
 }
