@@ -92,9 +92,13 @@ static void usage(FILE *f)
 		"         [--ranges] [--decide] [--replicas R]\n"
 		"  checkpoint DIR [--table NAME]... [--export] "
 		"[--freeze-ms N]\n"
+		"  checkpoint DIR --incremental BASE_DIR [--freeze-ms N]\n"
+		"         only the rows changed and keys deleted since "
+		"BASE_DIR (next to DIR)\n"
 		"         DIR is <checkpoint_dir of the nodes>/<name>, seen "
 		"from here\n"
-		"  restore DIR [--table NAME]...\n"
+		"  restore DIR [--table NAME]...   (an increment: its bases "
+		"first)\n"
 		"usage: recstore-ctl verify DIR\n"
 		"         check a checkpoint: its manifest, every part, every "
 		"record\n"
@@ -737,6 +741,9 @@ static int cmd_ckpt(struct rs_client *c, int argc, char **argv)
 			tables[o.ntables++] = argv[++i];
 		else if (!restore && !strcmp(argv[i], "--export"))
 			o.export_only = true;
+		else if (!restore && !strcmp(argv[i], "--incremental") &&
+			 i + 1 < argc)
+			o.base = argv[++i];
 		else if (!restore && !strcmp(argv[i], "--freeze-ms") &&
 			 i + 1 < argc)
 			o.freeze_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
@@ -754,10 +761,12 @@ static int cmd_ckpt(struct rs_client *c, int argc, char **argv)
 		       (unsigned long long)rep.rows,
 		       (double)rep.elapsed_us / 1e6);
 	else
-		printf("checkpoint %s: %u tables, %u parts, %llu rows, %llu "
-		       "bytes (%llu uncompressed) in %.2f s; writes paused "
-		       "%.3f s\n", id, rep.tables, rep.parts,
-		       (unsigned long long)rep.rows,
+		printf("%scheckpoint %s: %u tables, %u parts, %llu rows, "
+		       "%llu deletions, %llu bytes (%llu uncompressed) in "
+		       "%.2f s; writes paused %.3f s\n",
+		       o.base ? "incremental " : "", id, rep.tables,
+		       rep.parts, (unsigned long long)rep.rows,
+		       (unsigned long long)rep.deleted,
 		       (unsigned long long)rep.bytes,
 		       (unsigned long long)rep.raw_bytes,
 		       (double)rep.elapsed_us / 1e6,
@@ -778,15 +787,16 @@ static int cmd_verify(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if ((ret = ckpt_verify(argv[1], &st)) ||
+	if ((ret = ckpt_chain_verify(argv[1], &st)) ||
 	    (ret = ckpt_manifest_load(argv[1], &m))) {
 		fprintf(stderr, "recstore-ctl: verify: %s\n", rs_errormsg());
 		return 1;
 	}
 	ckpt_id_hex(m->id, id);
-	printf("checkpoint %s: %u tables, %llu parts, %llu rows, %llu "
+	printf("checkpoint %s%s: %u tables, %llu parts, %llu rows, %llu "
 	       "deletions, %llu bytes (%llu uncompressed): intact\n", id,
-	       m->ntables, (unsigned long long)st.parts,
+	       m->kind == CKPT_INCREMENTAL ? " (an increment; with its "
+	       "bases)" : "", m->ntables, (unsigned long long)st.parts,
 	       (unsigned long long)st.rows, (unsigned long long)st.deleted,
 	       (unsigned long long)st.bytes,
 	       (unsigned long long)st.raw_bytes);

@@ -433,6 +433,10 @@ struct rs_ckpt_opts {
 	const char *const *tables;	/* ntables names */
 	void (*progress)(void *arg, const struct rs_ckpt_progress *p);
 	void *arg;
+	/* since 0.4: rs_checkpoint takes an increment on the checkpoint in
+	 * this directory (a sibling of path; only the rows changed and the
+	 * keys deleted since it, of its tables); NULL: a full checkpoint */
+	const char *base;
 };
 #define RS_CKPT_OPTS_INIT { .struct_size = sizeof(struct rs_ckpt_opts) }
 
@@ -453,7 +457,9 @@ struct rs_ckpt_report {
  * names none) into path: a new or empty directory. rep may be NULL. */
 int rs_checkpoint(struct rs_client *c, const char *path,
 		  const struct rs_ckpt_opts *opts, struct rs_ckpt_report *rep);
-/* Verify the checkpoint in path, then load it into c's store: tables are
+/* Verify the checkpoint in path (an increment: with its chain of bases
+ * back to a full checkpoint, found by the directory names the manifests
+ * record), then load it (the chain, oldest first) into c's store: tables are
  * created as the checkpoint has them (an existing one must have the same
  * dim, dtype and optimizer), rows and optimizer state set as they were
  * (an export's rows keep the store's state). Nothing is written when

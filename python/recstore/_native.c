@@ -655,11 +655,12 @@ static PyObject *client_ckpt_call(ClientObject *self, PyObject *args,
 				  PyObject *kw, int restore)
 {
 	static char *kwl[] = { "path", "tables", "export", "freeze_ms",
-			       "progress", NULL };
+			       "progress", "incremental", NULL };
 	static char *kwl_r[] = { "path", "tables", "progress", NULL };
 	struct rs_ckpt_opts o = RS_CKPT_OPTS_INIT;
 	struct rs_ckpt_report rep = RS_CKPT_REPORT_INIT;
 	PyObject *tables = NULL, *progress = NULL, *seq = NULL, *path;
+	PyObject *base = NULL, *base_b = NULL;
 	const char **names = NULL;
 	unsigned int freeze_ms = 0;
 	int exp = 0, ret;
@@ -669,19 +670,26 @@ static PyObject *client_ckpt_call(ClientObject *self, PyObject *args,
 	if (restore ? !PyArg_ParseTupleAndKeywords(args, kw, "O&|$OO", kwl_r,
 						   PyUnicode_FSConverter, &path,
 						   &tables, &progress)
-		    : !PyArg_ParseTupleAndKeywords(args, kw, "O&|$OpIO", kwl,
+		    : !PyArg_ParseTupleAndKeywords(args, kw, "O&|$OpIOO", kwl,
 						   PyUnicode_FSConverter, &path,
 						   &tables, &exp, &freeze_ms,
-						   &progress))
+						   &progress, &base))
 		return NULL;
+	/* incremental=BASE_DIR: an increment on that checkpoint */
+	if (base && base != Py_None && !PyUnicode_FSConverter(base, &base_b)) {
+		Py_DECREF(path);
+		return NULL;
+	}
 	if (ckpt_opts_from(tables, progress, &o, &names, &seq)) {
 		Py_DECREF(path);
+		Py_XDECREF(base_b);
 		Py_XDECREF(seq);
 		PyMem_Free(names);
 		return NULL;
 	}
 	o.flags = exp ? RS_CKPT_EXPORT : 0;
 	o.freeze_ms = freeze_ms;
+	o.base = base_b ? PyBytes_AS_STRING(base_b) : NULL;
 	self->busy++;
 	Py_BEGIN_ALLOW_THREADS
 	ret = restore ? rs_restore(self->c, PyBytes_AS_STRING(path), &o, &rep)
@@ -690,6 +698,7 @@ static PyObject *client_ckpt_call(ClientObject *self, PyObject *args,
 	Py_END_ALLOW_THREADS
 	self->busy--;
 	Py_DECREF(path);
+	Py_XDECREF(base_b);
 	Py_XDECREF(seq);
 	PyMem_Free(names);
 	if (ret)
@@ -728,7 +737,7 @@ static PyMethodDef client_methods[] = {
 	{ "checkpoint", (PyCFunction)(void (*)(void))client_checkpoint,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "checkpoint(path, *, tables=None, export=False, freeze_ms=0, "
-	  "progress=None) -> dict" },
+	  "progress=None, incremental=None) -> dict" },
 	{ "restore", (PyCFunction)(void (*)(void))client_restore,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "restore(path, *, tables=None, progress=None) -> dict" },

@@ -146,8 +146,10 @@ class Client(_native.Client):
     (credentials, docs/security.md).
 
     checkpoint(path, *, tables=None, export=False, freeze_ms=0,
-    progress=None) and restore(path, *, tables=None, progress=None) take
-    and load checkpoints (docs/checkpoint.md) and return a dict (id,
+    progress=None, incremental=None) and restore(path, *, tables=None,
+    progress=None) take and load checkpoints (incremental: the directory
+    of the base, next to path, for an increment; restoring an increment
+    restores its chain of bases first) (docs/checkpoint.md) and return a dict (id,
     tables, parts, rows, bytes, raw_bytes, paused_s, elapsed_s,
     with_state); progress(dict) is called at most once a second.
     """

@@ -21,6 +21,7 @@
 #define RS_CKPT_CKPT_H
 
 #include <stdbool.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -120,6 +121,8 @@ struct ckpt_table_entry {
 struct ckpt_manifest {
 	uint8_t id[CKPT_ID_BYTES];
 	uint8_t base[CKPT_ID_BYTES];	/* CKPT_INCREMENTAL: the base's id */
+	char base_dir[CKPT_FILE_MAX];	/* ... and its directory: a sibling
+					 * of this one (a plain name) */
 	unsigned kind;			/* enum ckpt_kind */
 	uint64_t created_ms;		/* Unix time */
 	uint32_t ntables;
@@ -151,5 +154,34 @@ struct ckpt_verify_stats {
 	uint64_t parts, rows, deleted, bytes, raw_bytes;
 };
 int ckpt_verify(const char *dir, struct ckpt_verify_stats *st);
+
+/* A plain name in a directory: [A-Za-z0-9_.-], 1..63 bytes, no leading
+ * dot (part files, and the directory of an increment's base). */
+bool ckpt_file_name_ok(const char *s);
+
+/* ---- chains: a full checkpoint and the increments on it ---- */
+
+#define CKPT_CHAIN_MAX 256	/* increments on one full checkpoint */
+
+struct ckpt_chain {
+	uint32_t n;			/* links; [0] full, [n - 1] the one asked */
+	char (*dir)[PATH_MAX];		/* each link's directory */
+	struct ckpt_manifest **m;	/* and its manifest */
+};
+
+/* The directory of m's base, dir being m's: <dirname(dir)>/<base_dir>. */
+int ckpt_base_path(const char *dir, const struct ckpt_manifest *m, char *out,
+		   size_t cap);
+/* Load dir's manifest and, for an increment, its bases back to a full
+ * checkpoint: each base present (-ENOENT naming the missing directory and
+ * the increment that names it), its id the one the increment names, a
+ * full checkpoint or an increment (not an export), at most CKPT_CHAIN_MAX
+ * links (RS_E_CORRUPT otherwise, naming both). Manifests only: the parts
+ * are checked by ckpt_chain_verify. */
+int ckpt_chain_load(const char *dir, struct ckpt_chain **out);
+void ckpt_chain_free(struct ckpt_chain *c);
+/* ckpt_chain_load, then ckpt_verify of every link; *st: the totals of
+ * all links. */
+int ckpt_chain_verify(const char *dir, struct ckpt_verify_stats *st);
 
 #endif

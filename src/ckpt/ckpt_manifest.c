@@ -168,6 +168,11 @@ static json_t *manifest_json(const struct ckpt_manifest *m)
 		      kind_names[m->kind], "base",
 		      m->kind == CKPT_INCREMENTAL ? base : NULL, "created_ms",
 		      (json_int_t)m->created_ms, "tables", tables);
+	if (o && m->kind == CKPT_INCREMENTAL &&
+	    json_object_set_new(o, "base_dir", json_string(m->base_dir))) {
+		json_decref(o);
+		return NULL;
+	}
 	return o;
 }
 
@@ -196,6 +201,9 @@ int ckpt_manifest_save(const char *dir, const struct ckpt_manifest *m)
 	if (m->kind < CKPT_FULL || m->kind > CKPT_EXPORT)
 		return rs_seterr(RS_E_INVAL, "checkpoint: unknown kind %u",
 				 m->kind);
+	if (m->kind == CKPT_INCREMENTAL && !ckpt_file_name_ok(m->base_dir))
+		return rs_seterr(RS_E_INVAL, "checkpoint: base directory "
+				 "'%s' is not a plain name", m->base_dir);
 	if ((size_t)snprintf(path, sizeof(path), "%s/" CKPT_MANIFEST, dir) >=
 		    sizeof(path) ||
 	    (size_t)snprintf(tmp, sizeof(tmp), "%s/." CKPT_MANIFEST ".tmp",
@@ -317,7 +325,7 @@ static uint64_t get_hex64(struct mctx *c, json_t *o, const char *key,
 }
 
 /* A part's file name: a plain name in the checkpoint's directory. */
-static bool file_name_ok(const char *s)
+bool ckpt_file_name_ok(const char *s)
 {
 	size_t n = strlen(s);
 
@@ -410,7 +418,7 @@ static void table_from_json(struct mctx *c, json_t *jt,
 			break;
 		}
 		file = get_str(c, jp, "file", w);
-		if (!file_name_ok(file))
+		if (!ckpt_file_name_ok(file))
 			bad(c, w, "bad file name");
 		else
 			snprintf(pe->file, sizeof(pe->file), "%s", file);
@@ -524,6 +532,13 @@ int ckpt_manifest_load(const char *dir, struct ckpt_manifest **out)
 	if (m->kind == CKPT_INCREMENTAL &&
 	    id_parse(get_str(&c, o, "base", "(top)"), m->base))
 		bad(&c, "base", "not 32 hex digits");
+	if (m->kind == CKPT_INCREMENTAL) {
+		s = get_str(&c, o, "base_dir", "(top)");
+		if (!ckpt_file_name_ok(s))
+			bad(&c, "base_dir", "not a plain directory name");
+		else
+			snprintf(m->base_dir, sizeof(m->base_dir), "%s", s);
+	}
 	m->created_ms = get_u64(&c, o, "created_ms", INT64_MAX, "(top)");
 	tables = json_object_get(o, "tables");
 	if (!json_is_array(tables) || json_array_size(tables) > MAX_TABLES)

@@ -87,6 +87,7 @@ static void *dump_node(void *arg)
 		struct proto_ckpt_reply rep;
 
 		memcpy(q.id, j->m->id, CKPT_ID_BYTES);
+		memcpy(q.base, j->m->base, CKPT_ID_BYTES);
 		snprintf(q.dir, sizeof(q.dir), "%s", j->name);
 		snprintf(q.table, sizeof(q.table), "%s",
 			 j->m->tables[t].spec.name);
@@ -125,8 +126,13 @@ static int thaw_all(struct rs_client *c, size_t n, uint64_t *paused_us)
 	return first;
 }
 
+struct cli_ckpt_names {
+	const char *const *tables;
+	size_t ntables;
+};
+
 /* The tables to take, as node 0 lists them (every node has every table). */
-static int pick_tables(struct rs_client *c, const struct cli_ckpt_opts *o,
+static int pick_tables(struct rs_client *c, const struct cli_ckpt_names *o,
 		       struct ckpt_manifest *m)
 {
 	struct proto_table_info *dir;
@@ -178,6 +184,77 @@ static void manifest_release(struct ckpt_manifest *m)
 	m->tables = NULL;
 }
 
+/* dirname(p), resolved (it exists) */
+static int parent_real(const char *p, char *out)
+{
+	char tmp[PATH_MAX];
+	size_t n = strlen(p);
+
+	while (n > 1 && p[n - 1] == '/')
+		n--;
+	while (n && p[n - 1] != '/')
+		n--;
+	snprintf(tmp, sizeof(tmp), "%.*s", n ? (int)n : 1, n ? p : ".");
+	if (!realpath(tmp, out))
+		return rs_seterr(-errno, "checkpoint: %s: %s", tmp,
+				 strerror(errno));
+	return 0;
+}
+
+/* An increment on o->base: the base a complete chain, next to path, taken
+ * of as many nodes; the increment takes the base's tables. */
+static int incr_setup(struct rs_client *c, const char *path,
+		      const struct cli_ckpt_opts *o, struct ckpt_manifest *m)
+{
+	const char *bname = strrchr(o->base, '/') ? strrchr(o->base, '/') + 1
+						  : o->base;
+	char pp[PATH_MAX], pb[PATH_MAX];
+	const struct ckpt_manifest *b;
+	struct ckpt_chain *ch;
+	const char **names;
+	int rc;
+
+	if (o->export_only || o->ntables)
+		return rs_seterr(RS_E_INVAL, "checkpoint: an increment takes "
+				 "its base's tables, with their optimizer "
+				 "state (no table choice, no export)");
+	if (!ckpt_file_name_ok(bname))
+		return rs_seterr(RS_E_INVAL, "checkpoint: base '%s': the last "
+				 "component must be a plain name (no trailing "
+				 "'/')", o->base);
+	if ((rc = parent_real(path, pp)) || (rc = parent_real(o->base, pb)))
+		return rc;
+	if (strcmp(pp, pb))
+		return rs_seterr(RS_E_INVAL, "checkpoint: the base %s is not "
+				 "in the directory of %s (the nodes write both "
+				 "under their checkpoint_dir)", o->base, path);
+	if ((rc = ckpt_chain_load(o->base, &ch)))
+		return rc;
+	b = ch->m[ch->n - 1];
+	names = calloc(b->ntables ? b->ntables : 1, sizeof(*names));
+	if (!names)
+		rc = rs_seterr(-ENOMEM, "checkpoint: out of memory");
+	for (uint32_t t = 0; !rc && t < b->ntables; t++) {
+		names[t] = b->tables[t].spec.name;
+		if (b->tables[t].nparts != cli_nnodes(c))
+			rc = rs_seterr(RS_E_INVAL, "checkpoint: the base %s "
+				       "was taken of %u nodes, the store has "
+				       "%zu: take a full checkpoint", o->base,
+				       b->tables[t].nparts, cli_nnodes(c));
+	}
+	if (!rc)
+		rc = pick_tables(c, &(struct cli_ckpt_names){ names,
+							      b->ntables }, m);
+	if (!rc) {
+		m->kind = CKPT_INCREMENTAL;
+		memcpy(m->base, b->id, CKPT_ID_BYTES);
+		snprintf(m->base_dir, sizeof(m->base_dir), "%s", bname);
+	}
+	free(names);
+	ckpt_chain_free(ch);
+	return rc;
+}
+
 int cli_checkpoint(struct rs_client *c, const char *path,
 		   const struct cli_ckpt_opts *o, struct cli_ckpt_report *rep)
 {
@@ -210,7 +287,12 @@ int cli_checkpoint(struct rs_client *c, const char *path,
 	}
 	ckpt_new_id(m.id);
 	m.kind = o->export_only ? CKPT_EXPORT : CKPT_FULL;
-	if ((rc = pick_tables(c, o, &m)))
+	if (o->base)
+		rc = incr_setup(c, path, o, &m);
+	else
+		rc = pick_tables(c, &(struct cli_ckpt_names){ o->tables,
+							      o->ntables }, &m);
+	if (rc)
 		goto out;
 	for (uint32_t t = 0; t < m.ntables; t++) {
 		m.tables[t].nparts = (uint32_t)nn;
@@ -248,7 +330,9 @@ int cli_checkpoint(struct rs_client *c, const char *path,
 			jobs[started] = (struct dump_job){
 				.c = c, .node = (unsigned)started, .m = &m,
 				.name = name, .wait_ms = freeze_ms,
-				.flags = o->export_only ? 0 : PROTO_CKF_STATE };
+				.flags = o->export_only ? 0 :
+					 o->base ? PROTO_CKF_STATE |
+					 PROTO_CKF_INCR : PROTO_CKF_STATE };
 			if (pthread_create(&thr[started], NULL, dump_node,
 					   &jobs[started])) {
 				rc = rs_seterr(-EAGAIN, "checkpoint: no thread");
@@ -283,6 +367,7 @@ int cli_checkpoint(struct rs_client *c, const char *path,
 	for (uint32_t t = 0; t < m.ntables; t++)
 		for (uint32_t i = 0; i < m.tables[t].nparts; i++) {
 			rep->rows += m.tables[t].parts[i].sum.rows;
+			rep->deleted += m.tables[t].parts[i].sum.deleted;
 			rep->bytes += m.tables[t].parts[i].sum.bytes;
 			rep->raw_bytes += m.tables[t].parts[i].sum.raw_bytes;
 		}
@@ -333,10 +418,14 @@ static int flush(struct rs_client *c, uint32_t op, struct batch *b,
 	return rc;
 }
 
+#define PASS_ROWS 1u
+#define PASS_DELETED 2u
+
+/* The records of one part that `pass` takes (PASS_*) to the store. */
 static int restore_part(struct rs_client *c, const char *dir,
 			const struct ckpt_manifest *m, uint32_t t, uint32_t pi,
 			struct rs_table *tab, const struct cli_ckpt_opts *o,
-			struct cli_ckpt_progress *p)
+			struct cli_ckpt_progress *p, unsigned pass)
 {
 	const struct ckpt_table_entry *e = &m->tables[t];
 	uint32_t dim = e->spec.dim, sf = m->kind == CKPT_EXPORT ? 0 :
@@ -365,6 +454,9 @@ static int restore_part(struct rs_client *c, const char *dir,
 	if (!rc)
 		rc = ckpt_part_open(&r, path, &d);
 	while (!rc && (more = ckpt_part_next(r, &rec)) > 0) {
+		if (!(pass & (rec.kind == CKPT_REC_DELETED ? PASS_DELETED :
+			      PASS_ROWS)))
+			continue;
 		if (rec.kind == CKPT_REC_DELETED) {
 			gone.keys[gone.n++] = (struct cli_key){ .t = tab,
 								.key = rec.key };
@@ -394,7 +486,7 @@ static int restore_part(struct rs_client *c, const char *dir,
 		rc = flush(c, op, &rows, p);
 	if (!rc)
 		rc = flush(c, PROTO_OP_DELETE, &gone, p);
-	if (!rc)
+	if (!rc && (pass & PASS_ROWS))
 		p->bytes += e->parts[pi].sum.bytes;
 	ckpt_part_close(r);
 	free(rows.keys);
@@ -440,24 +532,18 @@ static int ensure_table(struct rs_client *c, const struct ckpt_table_entry *e,
 	return 0;
 }
 
-int cli_restore(struct rs_client *c, const char *path,
-		const struct cli_ckpt_opts *o, struct cli_ckpt_report *rep)
+/* One checkpoint of a chain into c's store. An increment's deletions go
+ * first, for every part, then its rows: a key that moved between nodes
+ * since the base may be deleted by one part and written by another. */
+static int restore_link(struct rs_client *c, const char *dir,
+			const struct ckpt_manifest *m,
+			const struct cli_ckpt_opts *o,
+			struct cli_ckpt_progress *p, uint32_t *ntables)
 {
-	struct cli_ckpt_progress p = { .start_us = now_us() };
-	struct ckpt_verify_stats vs;
-	struct ckpt_manifest *m = NULL;
-	int rc;
+	unsigned npass = m->kind == CKPT_INCREMENTAL ? 2 : 1;
+	int rc = 0;
 
-	memset(rep, 0, sizeof(*rep));
-	/* nothing is written before the whole checkpoint checked out */
-	p.phase = "verify";
-	progress(o, &p, true);
-	if ((rc = ckpt_verify(path, &vs)) ||
-	    (rc = ckpt_manifest_load(path, &m)))
-		goto out;
-	p.phase = "load";
-	p.total_bytes = vs.bytes;
-	p.total_rows = vs.rows;
+	*ntables = 0;
 	for (uint32_t t = 0; !rc && t < m->ntables; t++) {
 		struct rs_table *tab;
 		bool want = !o->ntables;
@@ -467,13 +553,46 @@ int cli_restore(struct rs_client *c, const char *path,
 		if (!want)
 			continue;
 		rc = ensure_table(c, &m->tables[t], &tab);
-		for (uint32_t i = 0; !rc && i < m->tables[t].nparts; i++)
-			rc = restore_part(c, path, m, t, i, tab, o, &p);
+		for (unsigned ps = 0; ps < npass; ps++) {
+			unsigned pass = npass == 1 ? PASS_ROWS | PASS_DELETED :
+					ps == 0 ? PASS_DELETED : PASS_ROWS;
+
+			for (uint32_t i = 0; !rc && i < m->tables[t].nparts;
+			     i++)
+				rc = restore_part(c, dir, m, t, i, tab, o, p,
+						  pass);
+		}
 		if (!rc)
-			rep->tables++;
+			(*ntables)++;
 	}
+	return rc;
+}
+
+int cli_restore(struct rs_client *c, const char *path,
+		const struct cli_ckpt_opts *o, struct cli_ckpt_report *rep)
+{
+	struct cli_ckpt_progress p = { .start_us = now_us() };
+	struct ckpt_verify_stats vs;
+	struct ckpt_chain *ch = NULL;
+	const struct ckpt_manifest *m;
+	int rc;
+
+	memset(rep, 0, sizeof(*rep));
+	/* nothing is written before the whole chain checked out: the
+	 * increment, its bases back to a full checkpoint, every part */
+	p.phase = "verify";
+	progress(o, &p, true);
+	if ((rc = ckpt_chain_verify(path, &vs)) ||
+	    (rc = ckpt_chain_load(path, &ch)))
+		goto out;
+	p.phase = "load";
+	p.total_bytes = vs.bytes;
+	p.total_rows = vs.rows;
+	for (uint32_t i = 0; !rc && i < ch->n; i++)
+		rc = restore_link(c, ch->dir[i], ch->m[i], o, &p, &rep->tables);
 	if (rc)
 		goto out;
+	m = ch->m[ch->n - 1];
 	rep->rows = p.rows;
 	rep->bytes = p.bytes;
 	rep->parts = (uint32_t)vs.parts;
@@ -484,6 +603,6 @@ int cli_restore(struct rs_client *c, const char *path,
 	progress(o, &p, true);
 out:
 	rep->elapsed_us = now_us() - p.start_us;
-	ckpt_manifest_free(m);
+	ckpt_chain_free(ch);
 	return rc;
 }

@@ -17,9 +17,9 @@
 
 /* ---- growable structs (common/abi.h) ---- */
 
-static const uint32_t opts_sizes[] = { 40 };	/* 0.3 */
+static const uint32_t opts_sizes[] = { 40, 48 };	/* 0.3, 0.4 */
 static const uint32_t report_sizes[] = { 96 };	/* 0.3 */
-_Static_assert(sizeof(struct rs_ckpt_opts) == 40, "append to opts_sizes");
+_Static_assert(sizeof(struct rs_ckpt_opts) == 48, "append to opts_sizes");
 _Static_assert(sizeof(struct rs_ckpt_report) == 96,
 	       "append to report_sizes");
 static const struct rs_abi_type opts_abi = {
@@ -75,6 +75,7 @@ static int opts_in(const struct rs_ckpt_opts *in, struct opts_bridge *b)
 	b->o.ntables = b->pub.ntables;
 	b->o.export_only = b->pub.flags & RS_CKPT_EXPORT;
 	b->o.freeze_ms = b->pub.freeze_ms;
+	b->o.base = b->pub.base;
 	if (b->pub.progress) {
 		b->o.progress = progress_bridge;
 		b->o.arg = b;
@@ -156,7 +157,7 @@ static int verify(const char *path, struct ckpt_manifest **mp,
 	int ret;
 
 	memset(r, 0, sizeof(*r));
-	if ((ret = ckpt_verify(path, &vs)) ||
+	if ((ret = ckpt_chain_verify(path, &vs)) ||
 	    (ret = ckpt_manifest_load(path, mp)))
 		return ret;
 	r->tables = (*mp)->ntables;

@@ -352,6 +352,7 @@ struct cli_ckpt_opts {
 	const char *const *tables;	/* names; ntables 0: every table */
 	size_t ntables;
 	bool export_only;	/* rows without optimizer state (serving) */
+	const char *base;	/* an increment on the checkpoint there */
 	uint32_t freeze_ms;	/* nodes thaw alone after this; 0: 60 s */
 	void (*progress)(void *arg, const struct cli_ckpt_progress *p);
 	void *arg;		/* called at most once a second, and per phase */
@@ -359,7 +360,7 @@ struct cli_ckpt_opts {
 struct cli_ckpt_report {
 	uint8_t id[CKPT_ID_BYTES];
 	uint32_t tables, parts;
-	uint64_t rows, bytes, raw_bytes;
+	uint64_t rows, deleted, bytes, raw_bytes;
 	uint64_t paused_us;	/* checkpoint: longest write pause of a node */
 	uint64_t elapsed_us;
 	bool with_state;	/* rows and optimizer state (not an export) */

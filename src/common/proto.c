@@ -1242,6 +1242,11 @@ static int dec_ckpt_req(struct rd *r, struct proto_ckpt_req *m)
 	id = rd_take(r, PROTO_CKPT_ID_BYTES, "id");
 	if (id)
 		memcpy(m->id, id, PROTO_CKPT_ID_BYTES);
+	if (m->flags & PROTO_CKF_INCR) {
+		id = rd_take(r, PROTO_CKPT_ID_BYTES, "base");
+		if (id)
+			memcpy(m->base, id, PROTO_CKPT_ID_BYTES);
+	}
 	rd_str(r, "dir", STR_OPT_NAME, m->dir, sizeof(m->dir));
 	rd_str(r, "table", STR_OPT_NAME, m->table, sizeof(m->table));
 	rd_str(r, "file", STR_OPT_NAME, m->file, sizeof(m->file));
@@ -1250,9 +1255,13 @@ static int dec_ckpt_req(struct rd *r, struct proto_ckpt_req *m)
 	if (m->phase < PROTO_CKPT_FREEZE || m->phase > PROTO_CKPT_THAW)
 		return rd_fail(r, RS_E_PROTO, "phase: unknown value %u",
 			       m->phase);
-	if (m->flags & ~PROTO_CKF_STATE)
+	if (m->flags & ~(PROTO_CKF_STATE | PROTO_CKF_INCR))
 		return rd_fail(r, RS_E_PROTO, "flags: unknown bits 0x%x",
-			       m->flags & ~PROTO_CKF_STATE);
+			       m->flags & ~(PROTO_CKF_STATE | PROTO_CKF_INCR));
+	if ((m->flags & PROTO_CKF_INCR) && (m->phase != PROTO_CKPT_DUMP ||
+					    !(m->flags & PROTO_CKF_STATE)))
+		return rd_fail(r, RS_E_PROTO, "flags: an incremental part is "
+			       "a DUMP with optimizer state");
 	if (m->phase == PROTO_CKPT_FREEZE &&
 	    (m->timeout_ms < 1 || m->timeout_ms > CKPT_TIMEOUT_MAX))
 		return rd_fail(r, RS_E_INVAL, "timeout_ms: %u is not in "
@@ -1948,6 +1957,8 @@ int proto_enc_ckpt_req(void *buf, size_t cap, const struct proto_hdr *h,
 	wr_u32(&w, m->part_idx);
 	wr_u32(&w, 0);
 	wr_bytes(&w, m->id, PROTO_CKPT_ID_BYTES);
+	if (m->flags & PROTO_CKF_INCR)
+		wr_bytes(&w, m->base, PROTO_CKPT_ID_BYTES);
 	wr_str(&w, m->dir, ld);
 	wr_str(&w, m->table, lt);
 	wr_str(&w, m->file, lf);

@@ -121,6 +121,9 @@ enum proto_ckpt_phase {
 	PROTO_CKPT_THAW = 3,	/* resume writes */
 };
 #define PROTO_CKF_STATE 0x1u	/* DUMP: with optimizer state */
+#define PROTO_CKF_INCR 0x2u	/* DUMP: only the changes since `base`
+				 * (with PROTO_CKF_STATE; base follows id
+				 * on the wire) */
 #define PROTO_CKPT_ID_BYTES 16
 
 /* Per-key status in keyed replies: 0, PROTO_ST_CREATED or a negative
@@ -391,6 +394,8 @@ struct proto_ckpt_req {
 	uint32_t table_idx;	/* DUMP: the part's place in the manifest */
 	uint32_t part_idx;
 	uint8_t id[PROTO_CKPT_ID_BYTES];	/* the checkpoint's id */
+	uint8_t base[PROTO_CKPT_ID_BYTES];	/* PROTO_CKF_INCR: the id of
+						 * the checkpoint it extends */
 	char dir[PROTO_NAME_MAX + 1];
 	char table[PROTO_NAME_MAX + 1];
 	char file[PROTO_NAME_MAX + 1];

@@ -147,7 +147,8 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 	struct ckpt_writer *w;
 	struct srv_table *t;
 	char dir[PATH_MAX], path[PATH_MAX];
-	uint64_t rows;
+	bool incr = q->flags & PROTO_CKF_INCR;
+	uint64_t rows, deleted = 0;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -181,15 +182,23 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 	if (!rc && (size_t)snprintf(path, sizeof(path), "%s/%s", dir,
 				    q->file) >= sizeof(path))
 		rc = rs_seterr(RS_E_INVAL, "checkpoint: path too long");
+	if (!rc && incr)
+		rc = slab_track_check(t->st, q->base);
 	if (!rc)
 		rc = ckpt_part_create(&w, path, &d, 0);
 	if (!rc) {
-		rc = slab_table_dump(t->st, w, &d, &rows);
+		rc = incr ? slab_table_dump_changes(t->st, w, &d, &rows,
+						    &deleted)
+			  : slab_table_dump(t->st, w, &d, &rows);
 		if (rc)
 			ckpt_part_abort(w);
 		else
 			rc = ckpt_part_finish(w, &sum);
 	}
+	/* a full or incremental part is the next base of this table's
+	 * changes (an export is not: it cannot be restored under one) */
+	if (!rc && d.with_state)
+		slab_track_reset(t->st, q->id);
 	atomic_fetch_sub(&s->ckpt.dumping, 1);
 	if (!rc) {
 		out->rows = sum.rows;
@@ -200,8 +209,9 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 		out->paused_us = (mono_ns() - atomic_load(&s->ckpt.since_ns)) /
 				 1000u;
 		srv_log("checkpoint: table '%s': %" PRIu64 " rows, %" PRIu64
-			" bytes to %s", t->spec.name, sum.rows, sum.bytes,
-			path);
+			" deleted, %" PRIu64 " bytes to %s%s", t->spec.name,
+			sum.rows, sum.deleted, sum.bytes, path,
+			incr ? " (changes since the base)" : "");
 	}
 	srv_table_put(t);
 	return rc;

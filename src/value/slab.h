@@ -235,6 +235,31 @@ int slab_iterate(struct slab_table *t, slab_iter_fn fn, void *arg);
 int slab_iterate_from(struct slab_table *t, uint64_t *cursor, slab_iter_fn fn,
 		      void *arg);
 
+/*
+ * Change tracking, for incremental checkpoints (docs/checkpoint.md): every
+ * write of a row (insert, update, overwrite) sets the bit of its slot, a
+ * delete records the key (at most SLAB_TRACK_GONE_MAX of them; past that
+ * the tracking is incomplete and says so). slab_track_reset clears both
+ * and tags them with the id of the checkpoint that cleared them. DRAM only:
+ * a reopened table is untagged. Call reset and the walks while no write
+ * runs on the table (a checkpoint's freeze).
+ */
+#define SLAB_TRACK_TAG_BYTES 16
+#define SLAB_TRACK_GONE_MAX 65536u
+
+void slab_track_reset(struct slab_table *t,
+		      const uint8_t tag[SLAB_TRACK_TAG_BYTES]);
+/* 0 when tracking is complete and tagged with tag; RS_E_STALE with a
+ * message saying why not (untagged, another tag, too many deletions). */
+int slab_track_check(struct slab_table *t,
+		     const uint8_t tag[SLAB_TRACK_TAG_BYTES]);
+/* fn(arg, key, row) for every live key whose slot was written since the
+ * reset, by slot order (stops at fn's non-zero return). */
+int slab_track_changed(struct slab_table *t, slab_iter_fn fn, void *arg);
+/* fn(arg, key, 0) for every key deleted since the reset and absent now,
+ * ascending, each once (a key deleted and inserted again is a change). */
+int slab_track_gone(struct slab_table *t, slab_iter_fn fn, void *arg);
+
 struct slab_recovery_stats {
 	uint64_t log_replayed;	  /* rows (and state) redone from the log */
 	uint64_t rows_scanned;	  /* row slots below the high-water mark */

@@ -41,7 +41,7 @@ struct dump {
 	struct row_geom g;
 	float *val, *state;
 	void *payload;
-	uint64_t rows;
+	uint64_t rows, deleted;
 };
 
 static int dump_one(void *arg, uint64_t key, uint32_t row)
@@ -65,8 +65,23 @@ static int dump_one(void *arg, uint64_t key, uint32_t row)
 	return rc;
 }
 
-int slab_table_dump(struct slab_table *t, struct ckpt_writer *w,
-		    const struct ckpt_part_desc *desc, uint64_t *rows)
+static int dump_gone(void *arg, uint64_t key, uint32_t row)
+{
+	struct dump *d = arg;
+	int rc;
+
+	(void)row;
+	rc = ckpt_part_put_deleted(d->w, key);
+	if (!rc)
+		d->deleted++;
+	return rc;
+}
+
+/* every key (changes NULL), or the keys changed and deleted since the
+ * tracking's reset */
+static int dump_table(struct slab_table *t, struct ckpt_writer *w,
+		      const struct ckpt_part_desc *desc, bool changes,
+		      uint64_t *rows, uint64_t *deleted)
 {
 	uint32_t sf = slab_table_state_floats(t);
 	struct dump d = { .t = t, .w = w };
@@ -80,13 +95,30 @@ int slab_table_dump(struct slab_table *t, struct ckpt_writer *w,
 	d.payload = malloc(d.g.payload_bytes);
 	if (!d.val || (sf && !d.state) || !d.payload)
 		rc = rs_seterr(-ENOMEM, "checkpoint: out of memory");
-	else
+	else if (!changes)
 		rc = slab_iterate(t, dump_one, &d);
+	else if (!(rc = slab_track_gone(t, dump_gone, &d)))
+		rc = slab_track_changed(t, dump_one, &d);
 	*rows = d.rows;
+	if (deleted)
+		*deleted = d.deleted;
 	free(d.val);
 	free(d.state);
 	free(d.payload);
 	return rc;
+}
+
+int slab_table_dump(struct slab_table *t, struct ckpt_writer *w,
+		    const struct ckpt_part_desc *desc, uint64_t *rows)
+{
+	return dump_table(t, w, desc, false, rows, NULL);
+}
+
+int slab_table_dump_changes(struct slab_table *t, struct ckpt_writer *w,
+			    const struct ckpt_part_desc *desc, uint64_t *rows,
+			    uint64_t *deleted)
+{
+	return dump_table(t, w, desc, true, rows, deleted);
 }
 
 int slab_load_row(struct slab_table *t, uint64_t key, const float *val,

@@ -23,6 +23,14 @@ struct slab_table;
 int slab_table_dump(struct slab_table *t, struct ckpt_writer *w,
 		    const struct ckpt_part_desc *desc, uint64_t *rows);
 
+/* The same for an incremental checkpoint: the keys deleted since the
+ * table's change tracking was reset (slab_track_reset) and absent now
+ * (*deleted), then the rows written since (*rows). The caller checked the
+ * tracking (slab_track_check) and paused writes. */
+int slab_table_dump_changes(struct slab_table *t, struct ckpt_writer *w,
+			    const struct ckpt_part_desc *desc, uint64_t *rows,
+			    uint64_t *deleted);
+
 /* Set key to val[dim] and (state non-NULL) state[state_floats]: a new
  * row, or the existing one overwritten (its state kept when state is
  * NULL). *created tells which. vbuf[dim] and sbuf[state_floats] (NULL

@@ -97,6 +97,19 @@ struct slab_stripe {
 	uint8_t pad[63];
 };
 
+/* Rows changed since the last checkpoint of the table (slab_track_*, in
+ * DRAM only: a restarted node has no tag, so no increment is relative to
+ * anything it took before). */
+struct slab_track {
+	_Atomic uint64_t *dirty;	/* a bit per row slot */
+	pthread_mutex_t lock;		/* the fields below */
+	uint64_t *gone;			/* keys deleted, in order, duplicates */
+	uint32_t ngone, gone_cap;
+	bool overflow;			/* more than SLAB_TRACK_GONE_MAX */
+	bool tagged;
+	uint8_t tag[SLAB_TRACK_TAG_BYTES];
+};
+
 struct slab_table {
 	struct slab_store *st;
 	struct slab_dirent ent; /* DRAM copy of the directory entry */
@@ -118,6 +131,7 @@ struct slab_table {
 
 	_Atomic uint64_t live, inserts, deletes, updates, read_retries;
 	struct slab_recovery_stats rec;
+	struct slab_track track;
 };
 
 struct slab_store {
@@ -168,7 +182,25 @@ static inline uint64_t *slab_stage(const struct slab_table *t, unsigned s)
 	return (uint64_t *)(t->stage + (uint64_t)s * t->rg.stride);
 }
 
+/* Mark row slot r changed (a write, under its row lock): one load, and
+ * an atomic OR only the first time since the last slab_track_reset. */
+static inline void slab_track_row(struct slab_table *t, uint32_t r)
+{
+	_Atomic uint64_t *w = &t->track.dirty[r >> 6];
+	uint64_t bit = 1ull << (r & 63);
+
+	if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
+		atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+}
+
+/* slab_track.c */
+int slab_track_init(struct slab_table *t);
+void slab_track_fini(struct slab_table *t);
+void slab_track_deleted_key(struct slab_table *t, uint64_t key);
+
 /* slab_table.c */
+/* the key of slot r if it holds a LIVE row the index points at */
+bool slab_slot_key(struct slab_table *t, uint32_t r, uint64_t *key);
 int slab_table_init(struct slab_table *t);	/* DRAM side state */
 void slab_table_fini(struct slab_table *t);
 void slab_row_prepare(struct slab_table *t, uint32_t r, uint64_t *img);

@@ -68,8 +68,12 @@ int slab_table_init(struct slab_table *t)
 		goto err_mutex;
 	t->hwm = t->meta->hwm;
 	atomic_init(&t->next, t->hwm);
+	if (slab_track_init(t))
+		goto err_track;
 	return 0;
 
+err_track:
+	pthread_mutex_destroy(&t->alloc);
 err_mutex:
 	free(t->stage);
 err_stage:
@@ -80,6 +84,7 @@ err_stripes:
 
 void slab_table_fini(struct slab_table *t)
 {
+	slab_track_fini(t);
 	pthread_mutex_destroy(&t->alloc);
 	free(t->free_rows);
 	free(t->stage);
@@ -250,6 +255,7 @@ static void row_update_locked(struct slab_table *t, uint32_t r, uint64_t key,
 	slab_row_store(t, r, img);
 	if (state)
 		state_store(t, r, state);
+	slab_track_row(t, r);
 	atomic_fetch_add_explicit(&t->updates, 1, RELAXED);
 }
 
@@ -347,6 +353,7 @@ int slab_insert(struct slab_table *t, uint64_t key, const float *init,
 		return rc;
 	}
 	row_make_live(t, r, img);
+	slab_track_row(t, r);
 	row_unlock(t, r);
 	atomic_fetch_add_explicit(&t->live, 1, RELAXED);
 	atomic_fetch_add_explicit(&t->inserts, 1, RELAXED);
@@ -420,6 +427,7 @@ int slab_delete(struct slab_table *t, uint64_t key)
 		slab_row_tombstone(t, r);
 	row_unlock(t, r);
 	slab_free_push(t, r);
+	slab_track_deleted_key(t, key);
 	atomic_fetch_sub_explicit(&t->live, 1, RELAXED);
 	atomic_fetch_add_explicit(&t->deletes, 1, RELAXED);
 	return slab_io_check(t->st);
@@ -588,32 +596,42 @@ int slab_read_state(struct slab_table *t, uint64_t key, float *out)
 	return 0;
 }
 
+bool slab_slot_key(struct slab_table *t, uint32_t r, uint64_t *key)
+{
+	const uint64_t live = row_meta(&t->rg, ROW_LIVE);
+	const uint64_t *w = slab_row_words(t, r);
+	unsigned spins = 0;
+	uint64_t v, k, m;
+	uint32_t ref;
+
+	for (;;) {
+		v = pet_ld_acq(&w[ROW_W_VERSION]);
+		if (v & 1) {
+			pet_backoff(&spins);
+			continue;
+		}
+		k = pet_ld(&w[ROW_W_KEY]);
+		m = pet_ld(&w[ROW_W_META]);
+		atomic_thread_fence(memory_order_acquire);
+		if (pet_ld(&w[ROW_W_VERSION]) == v)
+			break;
+	}
+	if (m != live || pet_lookup(t->pet, k, &ref) || ref != r)
+		return false;
+	*key = k;
+	return true;
+}
+
 int slab_iterate_from(struct slab_table *t, uint64_t *cursor, slab_iter_fn fn,
 		      void *arg)
 {
-	const uint64_t live = row_meta(&t->rg, ROW_LIVE);
 	uint64_t n = atomic_load_explicit(&t->next, memory_order_acquire);
 
 	for (uint64_t r = *cursor; r < n; r++) {
-		const uint64_t *w = slab_row_words(t, (uint32_t)r);
-		unsigned spins = 0;
-		uint64_t v, k, m;
-		uint32_t ref;
+		uint64_t k;
 		int rc;
 
-		for (;;) {
-			v = pet_ld_acq(&w[ROW_W_VERSION]);
-			if (v & 1) {
-				pet_backoff(&spins);
-				continue;
-			}
-			k = pet_ld(&w[ROW_W_KEY]);
-			m = pet_ld(&w[ROW_W_META]);
-			atomic_thread_fence(memory_order_acquire);
-			if (pet_ld(&w[ROW_W_VERSION]) == v)
-				break;
-		}
-		if (m != live || pet_lookup(t->pet, k, &ref) || ref != r)
+		if (!slab_slot_key(t, (uint32_t)r, &k))
 			continue;
 		rc = fn(arg, k, (uint32_t)r);
 		if (rc) {

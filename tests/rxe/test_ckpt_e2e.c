@@ -30,62 +30,17 @@
 
 #include "ckpt/ckpt.h"
 #include "client/client_internal.h"
-#include "client_harness.h"
+#include "ckpt_nodes.h"
 
 #define NKEYS 6000
 #define DIM 8
 #define BATCH 1000
-
-struct node {
-	struct rs_server *s;
-	pthread_t th;
-	char addr[256];
-};
 
 static char root[64];	/* the nodes' checkpoint_dir */
 static atomic_int stop;
 static atomic_ulong rounds, reads;
 static atomic_int upd_errors, read_errors;
 static uint64_t keys[NKEYS];
-
-static void node_start(struct node *n, const char *ip)
-{
-	char path[] = "/tmp/rs-ckpt-cfg-XXXXXX";
-	struct rs_server_config *cfg;
-	int fd = mkstemp(path);
-	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-
-	H_CHECK(f, "mkstemp");
-	fprintf(f, "{ \"listen\": { \"addr\": \"%s\", \"port\": 0 }, "
-		"\"workers\": 2, \"checkpoint_dir\": \"%s\" }\n", ip, root);
-	fclose(f);
-	H_OK(rs_server_config_load(&cfg, path));
-	unlink(path);
-	H_OK(rs_server_open(&n->s, cfg));
-	rs_server_config_delete(&cfg);
-	snprintf(n->addr, sizeof(n->addr), "%s", rs_server_listen_addr(n->s));
-	H_CHECK(!pthread_create(&n->th, NULL, h_run, n->s), "thread");
-}
-
-static void node_stop(struct node *n)
-{
-	rs_server_stop(n->s);
-	pthread_join(n->th, NULL);
-	rs_server_close(&n->s);
-}
-
-static struct rs_client *client(const char *nodes)
-{
-	struct rs_client_config *cfg;
-	struct rs_client *c;
-
-	H_OK(rs_client_config_new(&cfg));
-	H_OK(rs_client_config_set_nodes(cfg, nodes));
-	H_OK(rs_client_config_set_timeout_ms(cfg, 60000));
-	H_OK(rs_client_open(&c, cfg));
-	rs_client_config_delete(&cfg);
-	return c;
-}
 
 struct tabs {
 	struct rs_table *count, *ada;
@@ -169,44 +124,26 @@ struct rec_set {
 	size_t n;
 };
 
+static void add_record(void *arg, const struct ckpt_part_desc *d,
+		       const struct ckpt_record *rec)
+{
+	struct rec_set *out = arg;
+	size_t k = rec->key - 1000;
+
+	out->len = DIM * 4 + d->state_floats * 4;
+	H_CHECK(k < NKEYS && rec->kind == CKPT_REC_ROW,
+		"record of key %" PRIu64, rec->key);
+	out->key[k] = rec->key;
+	memcpy(out->data[k], rec->payload, DIM * 4);
+	memcpy(out->data[k] + DIM * 4, rec->state, d->state_floats * 4);
+	out->n++;
+}
+
 static void records_of(const char *dir, const char *table,
 		       struct rec_set *out)
 {
-	struct ckpt_manifest *m;
-
 	memset(out, 0, sizeof(*out));
-	H_OK(ckpt_manifest_load(dir, &m));
-	for (uint32_t t = 0; t < m->ntables; t++) {
-		if (strcmp(m->tables[t].spec.name, table))
-			continue;
-		for (uint32_t p = 0; p < m->tables[t].nparts; p++) {
-			struct ckpt_part_desc d;
-			struct ckpt_reader *r;
-			struct ckpt_record rec;
-			char path[PATH_MAX];
-			int rc;
-
-			snprintf(path, sizeof(path), "%s/%s", dir,
-				 m->tables[t].parts[p].file);
-			ckpt_part_desc_for(m, t, p, &d);
-			H_OK(ckpt_part_open(&r, path, &d));
-			out->len = DIM * 4 + d.state_floats * 4;
-			while ((rc = ckpt_part_next(r, &rec)) == 1) {
-				size_t k = rec.key - 1000;
-
-				H_CHECK(k < NKEYS && rec.kind == CKPT_REC_ROW,
-					"record of key %" PRIu64, rec.key);
-				out->key[k] = rec.key;
-				memcpy(out->data[k], rec.payload, DIM * 4);
-				memcpy(out->data[k] + DIM * 4, rec.state,
-				       d.state_floats * 4);
-				out->n++;
-			}
-			H_OK(rc);
-			ckpt_part_close(r);
-		}
-	}
-	ckpt_manifest_free(m);
+	ckpt_each_record(dir, table, add_record, out);
 }
 
 static double now_s(void)
@@ -229,7 +166,7 @@ static void on_progress(void *arg, const struct rs_ckpt_progress *p)
 int main(void)
 {
 	const char *ip = getenv("RS_RDMA_IP");
-	struct node a, b, c1;
+	struct ckpt_node a, b, c1;
 	struct rs_client *cl, *adm, *cl1;
 	struct tabs t;
 	struct rs_ckpt_opts o = RS_CKPT_OPTS_INIT;
@@ -241,23 +178,13 @@ int main(void)
 	uint64_t busy = 0;
 	int attempt;
 
-	if (!getenv("RS_RDMA_DEV") || !ip) {
-		fprintf(stderr, "skip: no RDMA device\n");
+	if (!ckpt_test_begin(root, sizeof(root), "rs-ckpt-e2e"))
 		return 77;
-	}
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	{
-		struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
-
-		setrlimit(RLIMIT_MEMLOCK, &rl);
-	}
-	snprintf(root, sizeof(root), "/tmp/rs-ckpt-e2e-XXXXXX");
-	H_CHECK(mkdtemp(root), "mkdtemp");
-	node_start(&a, ip);
-	node_start(&b, ip);
+	ckpt_node_start(&a, ip, root);
+	ckpt_node_start(&b, ip, root);
 	snprintf(nodes, sizeof(nodes), "%s,%s", a.addr, b.addr);
-	cl = client(nodes);
-	adm = client(nodes);
+	cl = ckpt_client(nodes);
+	adm = ckpt_client(nodes);
 	{
 		struct rs_table_spec sp = RS_TABLE_SPEC_INIT;
 
@@ -326,8 +253,8 @@ int main(void)
 	       (unsigned long)atomic_load(&reads));
 
 	/* restore onto one node, checkpoint it again: the same records */
-	node_start(&c1, ip);
-	cl1 = client(c1.addr);
+	ckpt_node_start(&c1, ip, root);
+	cl1 = ckpt_client(c1.addr);
 	H_OK(rs_restore(cl1, path, &o, &rep));
 	printf("restored onto 1 node: %" PRIu64 " rows in %.2f s\n",
 	       rep.rows, (double)rep.elapsed_us / 1e6);
@@ -401,32 +328,18 @@ int main(void)
 		char cmd[3 * PATH_MAX];
 		struct rs_table_spec sp = RS_TABLE_SPEC_INIT;
 		struct rs_client *cl2;
-		struct stat sb;
-		FILE *f;
-		int ch;
 
 		snprintf(bad, sizeof(bad), "%s/bad", root);
 		snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", path, bad);
 		H_CHECK(!system(cmd), "cp");
 		snprintf(cmd, sizeof(cmd), "%s/ada-n1.rsck", bad);
-		H_CHECK(!stat(cmd, &sb), "%s", cmd);
-		f = fopen(cmd, "r+b");
-		/* read the byte, then seek back before writing it flipped:
-		 * without the seek the write went to the next byte (C
-		 * requires a positioning call between a read and a write),
-		 * and left the file as it was when that byte happened to
-		 * equal the flipped one (1 in 256) */
-		H_CHECK(f && !fseek(f, sb.st_size / 2, SEEK_SET), "open");
-		ch = fgetc(f);
-		H_CHECK(ch != EOF && !fseek(f, sb.st_size / 2, SEEK_SET),
-			"seek");
-		H_CHECK(fputc(ch ^ 0x40, f) != EOF && !fclose(f), "write");
+		ckpt_flip_byte(cmd);
 		H_OK(rs_table_drop(cl1, "count"));
 		H_CHECK(rs_restore(cl1, bad, &o, &rep) == RS_E_CORRUPT,
 			"restore took a damaged checkpoint");
 		printf("damaged: %s\n", rs_errormsg());
 		H_CHECK(strstr(rs_errormsg(), "ada-n1.rsck"), "no file name");
-		cl2 = client(c1.addr);
+		cl2 = ckpt_client(c1.addr);
 		H_CHECK(rs_table_get_spec(cl2, "count", &sp) == RS_E_NOTFOUND,
 			"restore wrote before verifying");
 		rs_client_close(&cl2);
@@ -434,15 +347,6 @@ int main(void)
 	rs_client_close(&cl1);
 	rs_client_close(&cl);
 	rs_client_close(&adm);
-	node_stop(&c1);
-	node_stop(&a);
-	node_stop(&b);
-	{
-		char cmd[128];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-		H_CHECK(!system(cmd), "rm");
-	}
-	printf("ok\n");
+	ckpt_test_end((struct ckpt_node *const[]){ &c1, &a, &b }, 3, root);
 	return 0;
 }

@@ -226,6 +226,12 @@ static void corpus_build(struct corpus *c)
 		snprintf(cq.file, sizeof(cq.file), "t2-n1.rsck");
 		corpus_add(c, "ckpt_dump_req",
 			   proto_enc_ckpt_req(SLOT, &h, &cq));
+		/* an incremental part: the base's id follows the id */
+		cq.flags = PROTO_CKF_STATE | PROTO_CKF_INCR;
+		memset(cq.id, 0x5a, sizeof(cq.id));
+		memset(cq.base, 0xc3, sizeof(cq.base));
+		corpus_add(c, "ckpt_incr_req",
+			   proto_enc_ckpt_req(SLOT, &h, &cq));
 		cq = (struct proto_ckpt_req){ .phase = PROTO_CKPT_THAW };
 		corpus_add(c, "ckpt_thaw_req",
 			   proto_enc_ckpt_req(SLOT, &h, &cq));

@@ -76,8 +76,10 @@ static void write_ckpt(struct fx *f, unsigned kind)
 	memset(&f->m, 0, sizeof(f->m));
 	ckpt_new_id(f->m.id);
 	f->m.kind = kind;
-	if (kind == CKPT_INCREMENTAL)
+	if (kind == CKPT_INCREMENTAL) {
 		ckpt_new_id(f->m.base);
+		snprintf(f->m.base_dir, sizeof(f->m.base_dir), "base");
+	}
 	f->m.created_ms = 1764000000123ull;
 	f->m.ntables = 2;
 	f->m.tables = f->t;
@@ -222,8 +224,10 @@ static void roundtrip(void **state, unsigned kind)
 	assert_int_equal(ckpt_manifest_load(f->dir, &m), 0);
 	assert_memory_equal(m->id, f->m.id, CKPT_ID_BYTES);
 	assert_int_equal(m->kind, kind);
-	if (kind == CKPT_INCREMENTAL)
+	if (kind == CKPT_INCREMENTAL) {
 		assert_memory_equal(m->base, f->m.base, CKPT_ID_BYTES);
+		assert_string_equal(m->base_dir, "base");
+	}
 	assert_int_equal(m->created_ms, f->m.created_ms);
 	assert_int_equal(m->ntables, 2);
 	for (uint32_t t = 0; t < 2; t++) {
@@ -259,6 +263,120 @@ static void full_roundtrip(void **state)
 static void incremental_roundtrip(void **state)
 {
 	roundtrip(state, CKPT_INCREMENTAL);
+}
+
+/* A checkpoint of `kind` in root/name; an increment on (base_id,
+ * base_dir). Leaves f->dir as it found it. */
+static void chain_link(struct fx *f, const char *root, const char *name,
+		       unsigned kind, const uint8_t *base_id,
+		       const char *base_dir, uint8_t id[CKPT_ID_BYTES])
+{
+	char keep[sizeof(f->dir)];
+
+	memcpy(keep, f->dir, sizeof(keep));
+	snprintf(f->dir, sizeof(f->dir), "%s/%s", root, name);
+	assert_int_equal(mkdir(f->dir, 0755), 0);
+	write_ckpt(f, kind);
+	if (kind == CKPT_INCREMENTAL) {
+		memcpy(f->m.base, base_id, CKPT_ID_BYTES);
+		snprintf(f->m.base_dir, sizeof(f->m.base_dir), "%s",
+			 base_dir);
+		assert_int_equal(ckpt_manifest_save(f->dir, &f->m), 0);
+	}
+	memcpy(id, f->m.id, CKPT_ID_BYTES);
+	memcpy(f->dir, keep, sizeof(keep));
+}
+
+static void expect_chain_err(const char *dir, int code, const char *what)
+{
+	struct ckpt_chain *c = NULL;
+
+	assert_int_equal(ckpt_chain_load(dir, &c), code);
+	assert_null(c);
+	if (!strstr(rs_errormsg(), what))
+		fail_msg("%s: '%s' lacks '%s'", dir, rs_errormsg(), what);
+}
+
+/* full <- inc1 <- inc2 found, checked and verified as one; every broken
+ * link refused with a message naming it */
+static void chain(void **state)
+{
+	struct fx *f = *state;
+	uint8_t full[CKPT_ID_BYTES], i1[CKPT_ID_BYTES], i2[CKPT_ID_BYTES];
+	uint8_t ex[CKPT_ID_BYTES], other[CKPT_ID_BYTES], x[CKPT_ID_BYTES];
+	struct ckpt_verify_stats vs;
+	struct ckpt_chain *c;
+	char root[64], dir[PATH_MAX], path[PATH_MAX];
+	struct ckpt_manifest m = { 0 };
+
+	snprintf(root, sizeof(root), "%s", f->dir);
+	chain_link(f, root, "full", CKPT_FULL, NULL, NULL, full);
+	chain_link(f, root, "inc1", CKPT_INCREMENTAL, full, "full", i1);
+	chain_link(f, root, "inc2", CKPT_INCREMENTAL, i1, "inc1", i2);
+	snprintf(dir, sizeof(dir), "%s/inc2/", root);	/* trailing '/' */
+	assert_int_equal(ckpt_chain_load(dir, &c), 0);
+	assert_int_equal(c->n, 3);
+	assert_int_equal(c->m[0]->kind, CKPT_FULL);
+	assert_memory_equal(c->m[0]->id, full, CKPT_ID_BYTES);
+	assert_memory_equal(c->m[1]->id, i1, CKPT_ID_BYTES);
+	assert_memory_equal(c->m[2]->id, i2, CKPT_ID_BYTES);
+	snprintf(path, sizeof(path), "%s/full", root);
+	assert_string_equal(c->dir[0], path);
+	ckpt_chain_free(c);
+	assert_int_equal(ckpt_chain_verify(dir, &vs), 0);
+	assert_int_equal(vs.parts, 15);
+	/* a full checkpoint is a chain of one */
+	snprintf(dir, sizeof(dir), "%s/full", root);
+	assert_int_equal(ckpt_chain_load(dir, &c), 0);
+	assert_int_equal(c->n, 1);
+	ckpt_chain_free(c);
+	/* the base path: a sibling */
+	snprintf(m.base_dir, sizeof(m.base_dir), "b0");
+	assert_int_equal(ckpt_base_path("x/y/inc/", &m, path, sizeof(path)),
+			 0);
+	assert_string_equal(path, "x/y/b0");
+	assert_int_equal(ckpt_base_path("inc", &m, path, sizeof(path)), 0);
+	assert_string_equal(path, "b0");
+	/* a base with another id */
+	ckpt_new_id(other);
+	chain_link(f, root, "wrongid", CKPT_INCREMENTAL, other, "full", x);
+	snprintf(dir, sizeof(dir), "%s/wrongid", root);
+	expect_chain_err(dir, RS_E_CORRUPT, "its base is checkpoint");
+	assert_int_equal(ckpt_chain_verify(dir, NULL), RS_E_CORRUPT);
+	/* a missing base, also further back */
+	chain_link(f, root, "orphan", CKPT_INCREMENTAL, other, "nothere", x);
+	snprintf(dir, sizeof(dir), "%s/orphan", root);
+	expect_chain_err(dir, -ENOENT, "nothere is missing");
+	chain_link(f, root, "on-orphan", CKPT_INCREMENTAL, x, "orphan", x);
+	snprintf(dir, sizeof(dir), "%s/on-orphan", root);
+	expect_chain_err(dir, -ENOENT, "nothere is missing");
+	/* an export is no base */
+	chain_link(f, root, "ex", CKPT_EXPORT, NULL, NULL, ex);
+	chain_link(f, root, "on-export", CKPT_INCREMENTAL, ex, "ex", x);
+	snprintf(dir, sizeof(dir), "%s/on-export", root);
+	expect_chain_err(dir, RS_E_CORRUPT, "the export");
+	/* a loop: an increment that is its own base */
+	chain_link(f, root, "loop", CKPT_INCREMENTAL, other, "loop", x);
+	snprintf(dir, sizeof(dir), "%s/loop", root);
+	{
+		struct ckpt_manifest *lm;
+
+		assert_int_equal(ckpt_manifest_load(dir, &lm), 0);
+		memcpy(lm->base, lm->id, CKPT_ID_BYTES);
+		assert_int_equal(ckpt_manifest_save(dir, lm), 0);
+		ckpt_manifest_free(lm);
+	}
+	expect_chain_err(dir, RS_E_CORRUPT, "in its chain of bases");
+	/* a damaged part of a base: verify names it */
+	snprintf(path, sizeof(path), "%s/inc1/t1-p0.rsck", root);
+	assert_int_equal(truncate(path, 100), 0);
+	snprintf(dir, sizeof(dir), "%s/inc2", root);
+	assert_int_equal(ckpt_chain_verify(dir, NULL), RS_E_CORRUPT);
+	assert_non_null(strstr(rs_errormsg(), "inc1/t1-p0.rsck"));
+	/* a manifest must name its base's directory as a plain name */
+	snprintf(f->m.base_dir, sizeof(f->m.base_dir), "../x");
+	f->m.kind = CKPT_INCREMENTAL;
+	assert_int_equal(ckpt_manifest_save(dir, &f->m), RS_E_INVAL);
 }
 
 static void export_roundtrip(void **state)
@@ -661,6 +779,7 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(incremental_roundtrip, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(chain, setup, teardown),
 		cmocka_unit_test_setup_teardown(export_roundtrip, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(every_byte_flipped, setup,

@@ -783,7 +783,12 @@ static const struct mutation mutations[] = {
 	  "truncated at stat.table_id" },
 	/* CKPT: phase, flags, freeze timeout, names only with DUMP */
 	{ "ckpt_freeze_req", 32, 4, 9, RS_E_PROTO, "phase: unknown value 9" },
-	{ "ckpt_freeze_req", 36, 4, 2, RS_E_PROTO, "flags: unknown bits 0x2" },
+	{ "ckpt_freeze_req", 36, 4, 4, RS_E_PROTO, "flags: unknown bits 0x4" },
+	/* INCR: a base id follows (absent here), only on a DUMP with state */
+	{ "ckpt_freeze_req", 36, 4, 3, RS_E_PROTO, "truncated at base" },
+	{ "ckpt_incr_req", 36, 4, 2, RS_E_PROTO, "an incremental part is a "
+	  "DUMP with optimizer state" },
+	{ "ckpt_incr_req", 32, 4, 1, RS_E_PROTO, "an incremental part is" },
 	{ "ckpt_freeze_req", 40, 4, 0, RS_E_INVAL, "timeout_ms: 0 is not" },
 	{ "ckpt_freeze_req", 40, 4, 600001, RS_E_INVAL, "timeout_ms: 600001" },
 	{ "ckpt_thaw_req", 32, 4, 2, RS_E_INVAL, "DUMP needs a table" },

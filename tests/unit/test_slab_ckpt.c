@@ -7,6 +7,7 @@
  * existing keys; a part of another geometry is refused; a full target
  * says after how many rows.
  */
+#include <errno.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -263,6 +264,10 @@ static void roundtrip_fp16_sgd(void **state)
 }
 
 /* base + increment == the source after more changes */
+/* The table's change tracking writes the increment: exactly the keys
+ * changed and deleted since the base (a key deleted and inserted again
+ * is a row; a new key deleted again a deletion), and it applies over the
+ * restored base to the source's state. */
 static void incremental(void **state)
 {
 	struct fx *f = *state;
@@ -273,42 +278,87 @@ static void incremental(void **state)
 	struct ckpt_writer *w;
 	struct ckpt_part_sum sum;
 	struct slab_load_stats st;
-	uint8_t id[CKPT_ID_BYTES];
+	uint8_t id[CKPT_ID_BYTES], base_id[CKPT_ID_BYTES];
 	char base[PATH_MAX], inc[PATH_MAX];
-	uint64_t rows;
+	uint64_t rows, deleted, want_rows = 0, want_del = 0;
 
 	for (uint64_t k = 0; k < NKEYS; k++)
 		set_key(src, k, 0, sf);
-	ckpt_new_id(id);
-	desc_of(src, id, 0, true, &d);
+	ckpt_new_id(base_id);
+	/* untagged: no increment */
+	assert_int_equal(slab_track_check(src, base_id), RS_E_STALE);
+	assert_non_null(strstr(rs_errormsg(), "take a full checkpoint"));
+	desc_of(src, base_id, 0, true, &d);
 	snprintf(base, sizeof(base), "%s/base.rsck", f->dir);
 	dump(src, base, &d, NKEYS);
+	slab_track_reset(src, base_id);
 	load(dst, base, &d, &st);
 	assert_int_equal(st.inserted, NKEYS);
-	/* changes since the base: some rows updated, some deleted, some
-	 * new; the increment lists them (the node will track them) */
-	ckpt_new_id(id);
-	desc_of(src, id, 0, true, &d);
-	snprintf(inc, sizeof(inc), "%s/inc.rsck", f->dir);
-	assert_int_equal(ckpt_part_create(&w, inc, &d, 0), 0);
+	/* changes since the base: updates, deletions, new keys */
 	for (uint64_t k = 0; k < 2 * NKEYS; k += 3) {
-		uint8_t payload[DIM * 4];
-		float st_[DIM];
-
 		if (k % 2 && k < NKEYS) {
 			assert_int_equal(slab_delete(src, k), 0);
-			assert_int_equal(ckpt_part_put_deleted(w, k), 0);
+			want_del++;
 			continue;
 		}
 		set_key(src, k, 9, sf);
-		image(src, k, payload, st_);
-		assert_int_equal(ckpt_part_put(w, k, payload, st_), 0);
+		want_rows++;
 	}
+	assert_int_equal(slab_delete(src, 2), 0);	/* deleted, put again */
+	set_key(src, 2, 5, sf);
+	want_rows++;
+	set_key(src, 3 * NKEYS - 1, 1, sf);		/* new, deleted */
+	assert_int_equal(slab_delete(src, 3 * NKEYS - 1), 0);
+	want_del++;
+	assert_int_equal(slab_track_check(src, base_id), 0);
+	ckpt_new_id(id);
+	assert_int_equal(slab_track_check(src, id), RS_E_STALE);
+	assert_non_null(strstr(rs_errormsg(), "another checkpoint"));
+	desc_of(src, id, 0, true, &d);
+	snprintf(inc, sizeof(inc), "%s/inc.rsck", f->dir);
+	assert_int_equal(ckpt_part_create(&w, inc, &d, 0), 0);
+	if (slab_table_dump_changes(src, w, &d, &rows, &deleted))
+		fail_msg("dump: %s", rs_errormsg());
 	assert_int_equal(ckpt_part_finish(w, &sum), 0);
+	assert_int_equal(rows, want_rows);
+	assert_int_equal(deleted, want_del);
+	assert_int_equal(sum.rows, want_rows);
+	assert_int_equal(sum.deleted, want_del);
 	load(dst, inc, &d, &st);
 	assert_true(st.inserted > 0 && st.overwritten > 0 && st.deleted > 0);
 	same_keys(src, dst, true);
-	(void)rows;
+	/* a reset empties the tracking */
+	slab_track_reset(src, id);
+	assert_int_equal(ckpt_part_create(&w, base, &d, 0), -EEXIST);
+	snprintf(inc, sizeof(inc), "%s/inc2.rsck", f->dir);
+	assert_int_equal(ckpt_part_create(&w, inc, &d, 0), 0);
+	assert_int_equal(slab_table_dump_changes(src, w, &d, &rows, &deleted),
+			 0);
+	assert_int_equal(ckpt_part_finish(w, &sum), 0);
+	assert_int_equal(rows + deleted, 0);
+}
+
+/* More deletions than the tracking keeps: the next increment is refused
+ * (never silently incomplete) until a reset. */
+static void track_bound(void **state)
+{
+	struct fx *f = *state;
+	uint64_t n = SLAB_TRACK_GONE_MAX + 1;
+	struct slab_table *t = table(f->a, "big", ROW_F32, 0, n);
+	uint8_t id[CKPT_ID_BYTES];
+
+	for (uint64_t k = 0; k < n; k++)
+		assert_int_equal(slab_insert(t, k, NULL, NULL, NULL), 0);
+	ckpt_new_id(id);
+	slab_track_reset(t, id);
+	for (uint64_t k = 0; k < n - 1; k++)
+		assert_int_equal(slab_delete(t, k), 0);
+	assert_int_equal(slab_track_check(t, id), 0);	/* at the bound */
+	assert_int_equal(slab_delete(t, n - 1), 0);
+	assert_int_equal(slab_track_check(t, id), RS_E_STALE);
+	assert_non_null(strstr(rs_errormsg(), "more than 65536 keys deleted"));
+	slab_track_reset(t, id);
+	assert_int_equal(slab_track_check(t, id), 0);
 }
 
 /* an export (rows only) over existing keys keeps their state */
@@ -382,6 +432,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(roundtrip_fp16_sgd, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(incremental, setup, teardown),
+		cmocka_unit_test_setup_teardown(track_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(export_keeps_state, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(refused, setup, teardown),
