@@ -66,6 +66,7 @@ struct rs_client_config {
 	unsigned torn_retries;
 	unsigned timeout_ms;
 	int rpc_reads;
+	int replica_reads;	/* cluster mode: READ at any ready replica */
 	unsigned async_threads;
 	unsigned spin_us;
 	char *trace_path;
@@ -106,6 +107,7 @@ int cli_update_opts(const struct rs_update_opts *in,
 struct cli_counters {
 	atomic_uint_fast64_t get_keys, onesided_keys, rpc_keys, rpc_fallbacks;
 	atomic_uint_fast64_t lease_rpc_reads;
+	atomic_uint_fast64_t backup_keys, backup_misses;
 	atomic_uint_fast64_t torn_retries, stale_locations, reads_posted;
 	atomic_uint_fast64_t dir_refreshes;
 	/* cluster mode: CONFIG rounds done by refreshes, and keys resent
@@ -192,6 +194,9 @@ struct rs_client {
 	_Atomic int64_t read_until;
 	atomic_uint_fast64_t refresh_rounds;
 	struct proto_member *known;	/* [CLI_MAX_NODES] (refresh_lock) */
+	/* [CLI_MAX_NODES]: the epoch each node said it is ready in (CONFIG:
+	 * it holds all its ranges of it); gets READ at a backup only then */
+	_Atomic uint64_t *ready;
 	struct cli_node *seeds;
 	size_t nseeds;
 	size_t ask_next;		/* rotation of CONFIG asks (refresh_lock) */

@@ -72,6 +72,8 @@ size_t cli_active_nodes(struct rs_client *c, bool *active, size_t n)
 	return nact;
 }
 
+static int config_round(struct rs_client *c, size_t avoid);
+
 /* Ask the seeds in order; the first answer. */
 static int ask_seeds(struct cli_node *seeds, size_t n, struct cli_config *out)
 {
@@ -172,7 +174,8 @@ static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 	/* every slot the client may ever use, once (client_internal.h) */
 	c->nodes = calloc(CLI_MAX_NODES, sizeof(*c->nodes));
 	c->known = calloc(CLI_MAX_NODES, sizeof(*c->known));
-	if (!c->nodes || !c->known)
+	c->ready = calloc(CLI_MAX_NODES, sizeof(*c->ready));
+	if (!c->nodes || !c->known || !c->ready)
 		return rs_seterr(-ENOMEM, "client: out of memory");
 	for (size_t i = 0; i < cfg->n; i++) {
 		ret = node_init(c, &c->nodes[i], i, cfg->m[i].addr,
@@ -197,6 +200,10 @@ static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 			return ret;
 		cli_conn_put(cc);
 	}
+	/* one round now: which members are ready for replica reads */
+	pthread_mutex_lock(&c->refresh_lock);
+	(void)config_round(c, SIZE_MAX);
+	pthread_mutex_unlock(&c->refresh_lock);
 	return 0;
 }
 
@@ -223,6 +230,7 @@ void cli_cluster_close(struct rs_client *c)
 		cli_pool_destroy(&c->seeds[i].pool);
 	free(c->seeds);	/* seed names are the config's */
 	free(c->known);
+	free(c->ready);
 	cli_route_free(&c->route);
 }
 
@@ -268,14 +276,21 @@ static int adopt(struct rs_client *c, const struct cli_config *cfg)
 	return 0;
 }
 
-/* Ask node i; keep the higher of its answer and *best. 0 if it answered. */
-static int ask(struct cli_node *n, struct cli_config *best)
+/* Ask node slot i (SIZE_MAX: a seed); note the epoch it is ready in
+ * when it is the member the slot is; keep the higher of its answer and
+ * *best. 0 if it answered. */
+static int ask(struct rs_client *c, struct cli_node *n, size_t i,
+	       struct cli_config *best)
 {
 	struct cli_config got;
 	int ret = cli_wire_config(n, &got);
 
 	if (ret)
 		return ret;
+	if (i < CLI_MAX_NODES && got.self < got.n &&
+	    !strcmp(got.m[got.self].id, c->known[i].id))
+		atomic_store_explicit(&c->ready[i], got.ready,
+				      memory_order_relaxed);
 	cli_config_keep_higher(best, &got);
 	return 0;
 }
@@ -296,21 +311,21 @@ static int config_round(struct rs_client *c, size_t avoid)
 
 		if (!rt->active[i] || i == avoid)
 			continue;
-		ret = ask(&c->nodes[i], &best);
+		ret = ask(c, &c->nodes[i], i, &best);
 		if (ret)
 			last = ret;
 		else
 			answered++;
 	}
 	if (!answered && avoid < nn && rt->active[avoid]) {
-		ret = ask(&c->nodes[avoid], &best);
+		ret = ask(c, &c->nodes[avoid], avoid, &best);
 		if (ret)
 			last = ret;
 		else
 			answered++;
 	}
 	for (size_t i = 0; !answered && i < c->nseeds; i++) {
-		ret = ask(&c->seeds[i], &best);
+		ret = ask(c, &c->seeds[i], SIZE_MAX, &best);
 		if (ret)
 			last = ret;
 		else

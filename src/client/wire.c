@@ -204,6 +204,8 @@ static int config_copy(struct cli_node *n, struct proto_config *v,
 				 "with %u members", n->name,
 				 (unsigned long long)v->epoch, v->n);
 	out->epoch = v->epoch;
+	out->ready = v->ready;
+	out->self = v->self < v->n ? v->self : SIZE_MAX;
 	out->r = v->r;
 	out->vnodes = v->vnodes;
 	if (!v->n)

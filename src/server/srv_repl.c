@@ -145,6 +145,7 @@ static void cfg_free(struct srv_cfg *g, bool peers)
 	free(g->peer);
 	free(g->gain);
 	memb_placement_free(&g->prev_pl);
+	free(g->prev_map);
 	memb_placement_free(&g->tpl);
 	memb_placement_free(&g->pl);
 	memb_config_free(&g->c);
@@ -214,6 +215,52 @@ static struct srv_cfg *cfg_new(struct rs_server *s,
 	return g;
 }
 
+/* g->prev_map: each member of old that is ACTIVE there, as the index of
+ * the same member (id and incarnation) ACTIVE in g, else -1. false: no
+ * memory (then every key waits out the lease). */
+static bool prev_map(struct srv_cfg *g, const struct srv_cfg *old)
+{
+	g->prev_map = malloc((old->c.n + 1) * sizeof(*g->prev_map));
+	if (!g->prev_map)
+		return false;
+	for (size_t i = 0; i < old->c.n; i++) {
+		const struct memb_member *o = &old->c.m[i];
+
+		g->prev_map[i] = -1;
+		for (size_t j = 0; o->state == MEMB_ACTIVE && j < g->c.n; j++)
+			if (g->c.m[j].state == MEMB_ACTIVE &&
+			    g->c.m[j].inc == o->inc &&
+			    !strcmp(g->c.m[j].id, o->id)) {
+				g->prev_map[i] = (int)j;
+				break;
+			}
+	}
+	return true;
+}
+
+/* Whether every replica of key hash h in the epoch before (where this
+ * node was its primary) is a replica of it in g: then no client can READ
+ * it anywhere that g's writes do not reach. */
+static bool kept_set(const struct srv_cfg *g, uint64_t h)
+{
+	unsigned prev[MEMB_MAX_R], cur[MEMB_MAX_R], np, nc;
+
+	np = memb_replicas(g->prev_pl, h, prev);
+	if (!np || (int)prev[0] != g->prev_self)
+		return false;
+	nc = memb_replicas(g->pl, h, cur);
+	for (unsigned i = 0; i < np; i++) {
+		int j = g->prev_map[prev[i]];
+		bool in = false;
+
+		for (unsigned k = 0; j >= 0 && k < nc && !in; k++)
+			in = (int)cur[k] == j;
+		if (!in)
+			return false;
+	}
+	return true;
+}
+
 static void adopt(struct rs_server *s, const struct memb_config *c)
 {
 	struct srv_repl *rp = &s->repl;
@@ -239,7 +286,8 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 	}
 	if (g && old && g->self >= 0 && rp->lease_ms) {
 		g->hold_until = mono_ms() + rp->lease_ms;
-		if (old->self >= 0 && old->c.epoch + 1 == g->c.epoch) {
+		if (old->self >= 0 && old->c.epoch + 1 == g->c.epoch &&
+		    prev_map(g, old)) {
 			g->prev_pl = old->pl;	/* moved */
 			old->pl = NULL;
 			g->prev_self = old->self;
@@ -441,7 +489,6 @@ int srv_repl_hold(struct rs_server *s, struct srv_repl_req *q,
 		  const void *keys, uint32_t n)
 {
 	struct srv_cfg *g = q->cfg;
-	unsigned set[MEMB_MAX_R];
 	uint64_t now;
 
 	if (RS_LIKELY(!g->hold_until))
@@ -452,15 +499,14 @@ int srv_repl_hold(struct rs_server *s, struct srv_repl_req *q,
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t key = proto_key_at(keys, i);
 
-		if (g->prev_pl &&
-		    memb_replicas(g->prev_pl, memb_key_hash(key), set) &&
-		    (int)set[0] == g->prev_self)
+		if (g->prev_pl && kept_set(g, memb_key_hash(key)))
 			continue;
 		atomic_fetch_add(&s->repl.held, 1);
-		return rs_seterr(RS_E_BUSY, "key %" PRIu64 ": this node became "
-				 "its primary in epoch %" PRIu64 " and takes "
-				 "writes of it in %" PRIu64 " ms (read lease)",
-				 key, g->c.epoch, g->hold_until - now);
+		return rs_seterr(RS_E_BUSY, "key %" PRIu64 ": its replica set "
+				 "changed in epoch %" PRIu64 " and this node "
+				 "takes writes of it in %" PRIu64 " ms (read "
+				 "lease)", key, g->c.epoch,
+				 g->hold_until - now);
 	}
 	return 0;
 }
@@ -812,6 +858,8 @@ int srv_repl_config(struct rs_server *s, void *buf, size_t cap,
 						       ? PROTO_CONFIG_AGE_NONE - 1
 						       : (uint32_t)age;
 		pc.lease_ms = rp->lease_ms;
+		if (g->self >= 0 && atomic_load(&rp->ready) == g->c.epoch)
+			pc.ready = g->c.epoch;
 		pc.r = g->c.r;
 		pc.vnodes = g->c.vnodes;
 		pc.n = (uint32_t)g->c.n;
