@@ -284,8 +284,10 @@ int cli_wire_recv(struct cli_conn *cc, uint8_t op, uint64_t req_id,
 void cli_hdr_init(struct proto_hdr *h, uint64_t trace_id, bool sampled);
 /* Ask node n for its configuration (members malloc'ed in *out). A node
  * that answers that it does not know CONFIG (an older node: RS_E_PROTO or
- * RS_E_UNSUPPORTED in an error reply) is not in a cluster: epoch 0. */
-int cli_wire_config(struct cli_node *n, struct cli_config *out);
+ * RS_E_UNSUPPORTED in an error reply) is not in a cluster: epoch 0.
+ * wait_ms: how long to wait for the reply (0: the node's timeout). */
+int cli_wire_config(struct cli_node *n, struct cli_config *out,
+		    unsigned wait_ms);
 /* Fetch the whole directory of node n into a malloc'ed array. */
 int cli_wire_dir(struct cli_node *n, struct proto_table_info **out,
 		 uint32_t *count, uint64_t *generation);

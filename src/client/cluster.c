@@ -33,6 +33,11 @@
 /* Members a round hears from at most (they follow etcd's configuration
  * within a round trip of each other: a few suffice). */
 #define CLI_CONFIG_ASK 3
+/* How long a round waits for one member's answer (at most the client's
+ * timeout): a member that is stopped (its NIC still takes the request)
+ * must not hold up the round, and every get waiting for the read lease,
+ * for a whole request timeout; the next member is asked instead. */
+#define CLI_CONFIG_WAIT_MS 1000u
 
 bool cli_conn_error(int code)
 {
@@ -80,7 +85,7 @@ static int ask_seeds(struct cli_node *seeds, size_t n, struct cli_config *out)
 	int first = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		int ret = cli_wire_config(&seeds[i], out);
+		int ret = cli_wire_config(&seeds[i], out, 0);
 
 		if (!ret)
 			return 0;
@@ -283,7 +288,7 @@ static int ask(struct rs_client *c, struct cli_node *n, size_t i,
 	       struct cli_config *best)
 {
 	struct cli_config got;
-	int ret = cli_wire_config(n, &got);
+	int ret = cli_wire_config(n, &got, CLI_CONFIG_WAIT_MS);
 
 	if (ret)
 		return ret;

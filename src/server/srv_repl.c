@@ -215,52 +215,6 @@ static struct srv_cfg *cfg_new(struct rs_server *s,
 	return g;
 }
 
-/* g->prev_map: each member of old that is ACTIVE there, as the index of
- * the same member (id and incarnation) ACTIVE in g, else -1. false: no
- * memory (then every key waits out the lease). */
-static bool prev_map(struct srv_cfg *g, const struct srv_cfg *old)
-{
-	g->prev_map = malloc((old->c.n + 1) * sizeof(*g->prev_map));
-	if (!g->prev_map)
-		return false;
-	for (size_t i = 0; i < old->c.n; i++) {
-		const struct memb_member *o = &old->c.m[i];
-
-		g->prev_map[i] = -1;
-		for (size_t j = 0; o->state == MEMB_ACTIVE && j < g->c.n; j++)
-			if (g->c.m[j].state == MEMB_ACTIVE &&
-			    g->c.m[j].inc == o->inc &&
-			    !strcmp(g->c.m[j].id, o->id)) {
-				g->prev_map[i] = (int)j;
-				break;
-			}
-	}
-	return true;
-}
-
-/* Whether every replica of key hash h in the epoch before (where this
- * node was its primary) is a replica of it in g: then no client can READ
- * it anywhere that g's writes do not reach. */
-static bool kept_set(const struct srv_cfg *g, uint64_t h)
-{
-	unsigned prev[MEMB_MAX_R], cur[MEMB_MAX_R], np, nc;
-
-	np = memb_replicas(g->prev_pl, h, prev);
-	if (!np || (int)prev[0] != g->prev_self)
-		return false;
-	nc = memb_replicas(g->pl, h, cur);
-	for (unsigned i = 0; i < np; i++) {
-		int j = g->prev_map[prev[i]];
-		bool in = false;
-
-		for (unsigned k = 0; j >= 0 && k < nc && !in; k++)
-			in = (int)cur[k] == j;
-		if (!in)
-			return false;
-	}
-	return true;
-}
-
 static void adopt(struct rs_server *s, const struct memb_config *c)
 {
 	struct srv_repl *rp = &s->repl;
@@ -287,7 +241,7 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 	if (g && old && g->self >= 0 && rp->lease_ms) {
 		g->hold_until = mono_ms() + rp->lease_ms;
 		if (old->self >= 0 && old->c.epoch + 1 == g->c.epoch &&
-		    prev_map(g, old)) {
+		    !memb_member_map(&old->c, &g->c, &g->prev_map)) {
 			g->prev_pl = old->pl;	/* moved */
 			old->pl = NULL;
 			g->prev_self = old->self;
@@ -499,7 +453,9 @@ int srv_repl_hold(struct rs_server *s, struct srv_repl_req *q,
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t key = proto_key_at(keys, i);
 
-		if (g->prev_pl && kept_set(g, memb_key_hash(key)))
+		if (g->prev_pl &&
+		    memb_set_kept(g->prev_pl, g->prev_map, g->prev_self,
+				  g->pl, memb_key_hash(key)))
 			continue;
 		atomic_fetch_add(&s->repl.held, 1);
 		return rs_seterr(RS_E_BUSY, "key %" PRIu64 ": its replica set "
