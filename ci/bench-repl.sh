@@ -10,6 +10,10 @@
 #   3. recstore-bench against the three nodes' addresses (the client learns
 #      the configuration from them: cluster mode): get, update, RPC get;
 #      --server-pid covers the three nodes (their CPU per million keys);
+#      then the get phase again with --primary-reads (no replica reads):
+#      get_primary_keys_per_s, against get_keys_per_s where the client
+#      READs at any ready replica (get_backup_share: the keys READ at a
+#      backup);
 #   4. the nodes are stopped (SIGTERM).
 # Then one table: each figure and its ratio to r = 1 of the same boot.
 # Where no RDMA device exists it re-runs itself through ci/with-rxe.sh.
@@ -80,18 +84,24 @@ EOT
 }
 
 say "== replication cost: three nodes, recstore-bench ${shape[*]}"
-figs=(get_keys_per_s update_keys_per_s update_p50_us update_p99_us
-	get_rpc_keys_per_s update_server_cpu_s_per_mkeys)
+figs=(get_keys_per_s get_primary_keys_per_s get_backup_share update_keys_per_s
+	update_p50_us update_p99_us get_rpc_keys_per_s
+	update_server_cpu_s_per_mkeys)
 for r in ${RS_BENCH_REPLICAS:-1 2 3}; do
 	t0=$(date +%s.%N)
 	cluster "$r"
 	"$build/recstore-bench" "${shape[@]}" --nodes "$seeds" \
 		--server-pid "$spids" \
 		>"$tmp/bench.$r" 2>&1 || fail "r $r: recstore-bench: $(cat "$tmp/bench.$r")"
+	"$build/recstore-bench" "${shape[@]}" --nodes "$seeds" \
+		--primary-reads --no-update --no-rpc \
+		>"$tmp/bench.$r.p" 2>&1 || fail "r $r: recstore-bench --primary-reads: $(cat "$tmp/bench.$r.p")"
 	grep '^bench:' "$tmp/bench.$r" | sed "s/^/r $r: /" | tee -a "$out"
+	grep '^bench: get ' "$tmp/bench.$r.p" | sed "s/^/r $r, primary reads: /" | tee -a "$out"
 	for f in "${figs[@]}"; do
 		res "$f" "$tmp/bench.$r" >"$tmp/$f.$r"
 	done
+	res get_keys_per_s "$tmp/bench.$r.p" >"$tmp/get_primary_keys_per_s.$r"
 	sh_stop TERM nodes
 	say "r $r: $(elapsed "$t0") s"
 done

@@ -48,7 +48,7 @@ struct opts {
 	const char *optim;
 	const char *prefix;
 	char server_pids[256];
-	int single_key, verify, no_rpc, no_update, cold;
+	int single_key, verify, no_rpc, no_update, cold, primary_reads;
 	double idle; /* --idle: seconds to stay connected and idle at the end */
 	unsigned lat_samples;
 	int spin_us; /* < 0: client default */
@@ -523,6 +523,10 @@ static int bench_phase(struct bench *b, enum phase ph)
 		       cs1.torn_retries - cs0.torn_retries,
 		       cs1.rpc_fallbacks - cs0.rpc_fallbacks,
 		       cs1.cache_hits - cs0.cache_hits);
+		if (r.keys)
+			printf("result %s_backup_share %.3f\n", name,
+			       (double)(cs1.backup_keys - cs0.backup_keys) /
+				       r.keys);
 	}
 	if (cpu0 >= 0 && cpu1 >= 0 && r.keys) {
 		double per_m = (cpu1 - cpu0) / (r.keys / 1e6);
@@ -715,6 +719,7 @@ static void usage(FILE *f)
 "  --prefix P       table names P0..P<N-1> (bench_t)\n"
 "  --server-pid P[,P...]  server processes whose CPU time to report\n"
 "  --no-rpc         skip the RPC get phase   --no-update  skip updates\n"
+"  --primary-reads  cluster mode: READ at primaries only (no replica reads)\n"
 "  --spin-us N      client completion polling window (default 50)\n"
 "  --update-lr X    updates pass learning rate X (rs_update_ex, as an lr\n"
 "                   schedule would); default: the table's lr\n"
@@ -749,6 +754,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		{ "samples", 1, 0, 'S' }, { "help", 0, 0, 'h' },
 		{ "cold", 0, 0, 'C' }, { "spin-us", 1, 0, 'W' },
 		{ "idle", 1, 0, 'I' }, { "update-lr", 1, 0, 'L' },
+		{ "primary-reads", 0, 0, 'B' },
 		{ 0, 0, 0, 0 }
 	};
 	unsigned long long v;
@@ -788,6 +794,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		case 'P': snprintf(o->server_pids, sizeof(o->server_pids),
 				   "%s", optarg); break;
 		case 'R': o->no_rpc = 1; break;
+		case 'B': o->primary_reads = 1; break;
 		case 'U': o->no_update = 1; break;
 		case '1': o->single_key = 1; break;
 		case 'v': o->verify = 1; break;
@@ -863,6 +870,8 @@ int main(int argc, char **argv)
 	ret = rs_client_config_new(&cfg);
 	if (!ret)
 		ret = rs_client_config_set_nodes(cfg, b.o.nodes);
+	if (!ret && b.o.primary_reads)
+		ret = rs_client_config_set_replica_reads(cfg, 0);
 	if (!ret && b.o.spin_us >= 0)
 		ret = rs_client_config_set_spin_us(cfg, (unsigned)b.o.spin_us);
 	if (!ret)

@@ -102,6 +102,10 @@ int rs_client_config_set_timeout_ms(struct rs_client_config *cfg,
 				    unsigned ms);
 /* Serve every get by the GET RPC instead of one-sided READs (0/1). */
 int rs_client_config_set_rpc_reads(struct rs_client_config *cfg, int on);
+/* Cluster mode with r > 1: READ a key at any of its replicas that is
+ * ready, one chosen per client and key, instead of only at its primary
+ * (0/1, default 1; docs/replication.md, "Reads from any replica"). */
+int rs_client_config_set_replica_reads(struct rs_client_config *cfg, int on);
 /* Threads that run asynchronous operations (0..64, default 1; 0: the
  * async calls run synchronously and return a finished op). */
 int rs_client_config_set_async_threads(struct rs_client_config *cfg,
@@ -191,6 +195,10 @@ struct rs_client_stats {
 	/* get calls served by the RPC because no node could renew the read
 	 * lease (docs/replication.md, "Read leases") */
 	uint64_t lease_rpc_reads;
+	/* keys a one-sided get READ at a backup (docs/replication.md,
+	 * "Reads from any replica"), and of those the ones the backup did
+	 * not have, which the primary then answered (GET RPC) */
+	uint64_t backup_keys, backup_misses;
 };
 #define RS_CLIENT_STATS_INIT \
 	{ .struct_size = sizeof(struct rs_client_stats) }

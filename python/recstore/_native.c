@@ -211,10 +211,12 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "nodes", "device", "cache_entries",
 				  "conns_per_node", "timeout_ms", "rpc_reads",
-				  "spin_us", "key_id", "secret_file", NULL };
+				  "spin_us", "key_id", "secret_file",
+				  "replica_reads", NULL };
 	const char *nodes, *device = NULL, *secret_file = NULL;
 	long long cache = -1;
 	int conns = 0, timeout = 0, rpc_reads = 0, spin = -1;
+	int replica_reads = 1;
 	unsigned int key_id = 0;
 	struct rs_client_config *cfg = NULL;
 	struct rs_client *c = NULL;
@@ -224,10 +226,10 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_RuntimeError, "Client already open");
 		return -1;
 	}
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$zLiipiIz", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$zLiipiIzp", kwlist,
 					 &nodes, &device, &cache, &conns,
 					 &timeout, &rpc_reads, &spin, &key_id,
-					 &secret_file))
+					 &secret_file, &replica_reads))
 		return -1;
 	ret = rs_client_config_new(&cfg);
 	if (!ret)
@@ -245,6 +247,8 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
 		ret = rs_client_config_set_rpc_reads(cfg, 1);
 	if (!ret && spin >= 0)
 		ret = rs_client_config_set_spin_us(cfg, (unsigned)spin);
+	if (!ret && !replica_reads)
+		ret = rs_client_config_set_replica_reads(cfg, 0);
 	if (!ret && secret_file)
 		ret = rs_client_config_set_credentials_file(cfg, key_id,
 							    secret_file);
@@ -758,7 +762,8 @@ static PyTypeObject ClientType = {
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
 	.tp_doc = "Client(nodes, *, device=None, cache_entries=-1, "
 		  "conns_per_node=0, timeout_ms=0, rpc_reads=False, "
-		  "spin_us=-1, key_id=0, secret_file=None)",
+		  "spin_us=-1, key_id=0, secret_file=None, "
+		  "replica_reads=True)",
 	.tp_new = PyType_GenericNew,
 	.tp_init = (initproc)client_init,
 	.tp_dealloc = (destructor)client_dealloc,

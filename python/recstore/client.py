@@ -143,7 +143,8 @@ class Client(_native.Client):
 
     Keyword arguments: device (RDMA device name or IP), cache_entries,
     conns_per_node, timeout_ms, rpc_reads, spin_us, key_id and secret_file
-    (credentials, docs/security.md).
+    (credentials, docs/security.md), replica_reads (cluster mode: READ at
+    any ready replica, default True; docs/replication.md).
 
     checkpoint(path, *, tables=None, export=False, freeze_ms=0,
     progress=None, incremental=None) and restore(path, *, tables=None,

@@ -66,6 +66,7 @@ struct rs_client_config {
 	unsigned torn_retries;
 	unsigned timeout_ms;
 	int rpc_reads;
+	int replica_reads;	/* cluster mode: READ at any ready replica */
 	unsigned async_threads;
 	unsigned spin_us;
 	char *trace_path;
@@ -106,6 +107,7 @@ int cli_update_opts(const struct rs_update_opts *in,
 struct cli_counters {
 	atomic_uint_fast64_t get_keys, onesided_keys, rpc_keys, rpc_fallbacks;
 	atomic_uint_fast64_t lease_rpc_reads;
+	atomic_uint_fast64_t backup_keys, backup_misses;
 	atomic_uint_fast64_t torn_retries, stale_locations, reads_posted;
 	atomic_uint_fast64_t dir_refreshes;
 	/* cluster mode: CONFIG rounds done by refreshes, and keys resent
@@ -192,6 +194,9 @@ struct rs_client {
 	_Atomic int64_t read_until;
 	atomic_uint_fast64_t refresh_rounds;
 	struct proto_member *known;	/* [CLI_MAX_NODES] (refresh_lock) */
+	/* [CLI_MAX_NODES]: the epoch each node said it is ready in (CONFIG:
+	 * it holds all its ranges of it); gets READ at a backup only then */
+	_Atomic uint64_t *ready;
 	struct cli_node *seeds;
 	size_t nseeds;
 	size_t ask_next;		/* rotation of CONFIG asks (refresh_lock) */
@@ -279,8 +284,10 @@ int cli_wire_recv(struct cli_conn *cc, uint8_t op, uint64_t req_id,
 void cli_hdr_init(struct proto_hdr *h, uint64_t trace_id, bool sampled);
 /* Ask node n for its configuration (members malloc'ed in *out). A node
  * that answers that it does not know CONFIG (an older node: RS_E_PROTO or
- * RS_E_UNSUPPORTED in an error reply) is not in a cluster: epoch 0. */
-int cli_wire_config(struct cli_node *n, struct cli_config *out);
+ * RS_E_UNSUPPORTED in an error reply) is not in a cluster: epoch 0.
+ * wait_ms: how long to wait for the reply (0: the node's timeout). */
+int cli_wire_config(struct cli_node *n, struct cli_config *out,
+		    unsigned wait_ms);
 /* Fetch the whole directory of node n into a malloc'ed array. */
 int cli_wire_dir(struct cli_node *n, struct proto_table_info **out,
 		 uint32_t *count, uint64_t *generation);

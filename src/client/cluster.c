@@ -33,6 +33,11 @@
 /* Members a round hears from at most (they follow etcd's configuration
  * within a round trip of each other: a few suffice). */
 #define CLI_CONFIG_ASK 3
+/* How long a round waits for one member's answer (at most the client's
+ * timeout): a member that is stopped (its NIC still takes the request)
+ * must not hold up the round, and every get waiting for the read lease,
+ * for a whole request timeout; the next member is asked instead. */
+#define CLI_CONFIG_WAIT_MS 1000u
 
 bool cli_conn_error(int code)
 {
@@ -72,13 +77,15 @@ size_t cli_active_nodes(struct rs_client *c, bool *active, size_t n)
 	return nact;
 }
 
+static int config_round(struct rs_client *c, size_t avoid);
+
 /* Ask the seeds in order; the first answer. */
 static int ask_seeds(struct cli_node *seeds, size_t n, struct cli_config *out)
 {
 	int first = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		int ret = cli_wire_config(&seeds[i], out);
+		int ret = cli_wire_config(&seeds[i], out, 0);
 
 		if (!ret)
 			return 0;
@@ -172,7 +179,8 @@ static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 	/* every slot the client may ever use, once (client_internal.h) */
 	c->nodes = calloc(CLI_MAX_NODES, sizeof(*c->nodes));
 	c->known = calloc(CLI_MAX_NODES, sizeof(*c->known));
-	if (!c->nodes || !c->known)
+	c->ready = calloc(CLI_MAX_NODES, sizeof(*c->ready));
+	if (!c->nodes || !c->known || !c->ready)
 		return rs_seterr(-ENOMEM, "client: out of memory");
 	for (size_t i = 0; i < cfg->n; i++) {
 		ret = node_init(c, &c->nodes[i], i, cfg->m[i].addr,
@@ -197,6 +205,10 @@ static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 			return ret;
 		cli_conn_put(cc);
 	}
+	/* one round now: which members are ready for replica reads */
+	pthread_mutex_lock(&c->refresh_lock);
+	(void)config_round(c, SIZE_MAX);
+	pthread_mutex_unlock(&c->refresh_lock);
 	return 0;
 }
 
@@ -223,6 +235,7 @@ void cli_cluster_close(struct rs_client *c)
 		cli_pool_destroy(&c->seeds[i].pool);
 	free(c->seeds);	/* seed names are the config's */
 	free(c->known);
+	free(c->ready);
 	cli_route_free(&c->route);
 }
 
@@ -268,14 +281,21 @@ static int adopt(struct rs_client *c, const struct cli_config *cfg)
 	return 0;
 }
 
-/* Ask node i; keep the higher of its answer and *best. 0 if it answered. */
-static int ask(struct cli_node *n, struct cli_config *best)
+/* Ask node slot i (SIZE_MAX: a seed); note the epoch it is ready in
+ * when it is the member the slot is; keep the higher of its answer and
+ * *best. 0 if it answered. */
+static int ask(struct rs_client *c, struct cli_node *n, size_t i,
+	       struct cli_config *best)
 {
 	struct cli_config got;
-	int ret = cli_wire_config(n, &got);
+	int ret = cli_wire_config(n, &got, CLI_CONFIG_WAIT_MS);
 
 	if (ret)
 		return ret;
+	if (i < CLI_MAX_NODES && got.self < got.n &&
+	    !strcmp(got.m[got.self].id, c->known[i].id))
+		atomic_store_explicit(&c->ready[i], got.ready,
+				      memory_order_relaxed);
 	cli_config_keep_higher(best, &got);
 	return 0;
 }
@@ -296,21 +316,21 @@ static int config_round(struct rs_client *c, size_t avoid)
 
 		if (!rt->active[i] || i == avoid)
 			continue;
-		ret = ask(&c->nodes[i], &best);
+		ret = ask(c, &c->nodes[i], i, &best);
 		if (ret)
 			last = ret;
 		else
 			answered++;
 	}
 	if (!answered && avoid < nn && rt->active[avoid]) {
-		ret = ask(&c->nodes[avoid], &best);
+		ret = ask(c, &c->nodes[avoid], avoid, &best);
 		if (ret)
 			last = ret;
 		else
 			answered++;
 	}
 	for (size_t i = 0; !answered && i < c->nseeds; i++) {
-		ret = ask(&c->seeds[i], &best);
+		ret = ask(c, &c->seeds[i], SIZE_MAX, &best);
 		if (ret)
 			last = ret;
 		else

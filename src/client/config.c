@@ -38,6 +38,7 @@ RS_EXPORT int rs_client_config_new(struct rs_client_config **out)
 	cfg->timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
 	cfg->async_threads = 1;
 	cfg->spin_us = CLI_DEFAULT_SPIN_US;
+	cfg->replica_reads = 1;
 	cfg->trace_rate = -1.0;
 	*out = cfg;
 	return 0;
@@ -185,6 +186,7 @@ RANGE_SETTER(conns_per_node, unsigned, conns_per_node,
 RANGE_SETTER(torn_retries, unsigned, torn_retries, "torn retries", 0, 1000)
 RANGE_SETTER(timeout_ms, unsigned, timeout_ms, "timeout ms", 1, 3600000)
 RANGE_SETTER(rpc_reads, int, rpc_reads, "rpc reads", 0, 1)
+RANGE_SETTER(replica_reads, int, replica_reads, "replica reads", 0, 1)
 RANGE_SETTER(async_threads, unsigned, async_threads, "async threads", 0, 64)
 RANGE_SETTER(spin_us, unsigned, spin_us, "spin us", 0, 100000)
 

@@ -57,6 +57,7 @@ struct gkey {
 	uint8_t have_v1;   /* a first miss round was seen */
 	uint8_t inround;
 	uint16_t tries;
+	uint8_t backup;	   /* READ at a backup: a miss asks the primary */
 	uint32_t ref;
 	uint32_t off;	   /* READ destination in the node's buffer */
 	struct pet_loc ploc;
@@ -152,10 +153,31 @@ static int collect_tables(struct gcall *g)
 	return 0;
 }
 
-/* Place keys on nodes (by ring), consult the cache, group per node. Keys
- * of use_rpc calls are not placed: the RPC path places them. */
+/* The node key i is READ at: its primary on the ring, or with replica
+ * reads (rt) the replica cli_route_reader() picks. */
+static uint32_t place(struct gcall *g, size_t i, const struct cli_ring *ring,
+		      const struct cli_route *rt)
+{
+	struct rs_client *c = g->c;
+	unsigned node, primary;
+
+	if (!rt)
+		return cli_ring_node(ring, g->keys[i].key);
+	node = cli_route_reader(rt, g->keys[i].key, c->client_id, c->ready,
+				g->nn, &primary);
+	if (node != primary) {
+		g->k[i].backup = 1;
+		CLI_INC(c, backup_keys, 1);
+	}
+	return node;
+}
+
+/* Place keys on nodes (by ring, or rt: see place()), consult the cache,
+ * group per node. Keys of use_rpc calls are not placed: the RPC path
+ * places them. */
 static int plan(struct gcall *g, bool use_rpc, const struct cli_ring *ring,
-		size_t *keyidx, struct rv_read_req *reqs)
+		const struct cli_route *rt, size_t *keyidx,
+		struct rv_read_req *reqs)
 {
 	struct rs_client *c = g->c;
 
@@ -169,7 +191,7 @@ static int plan(struct gcall *g, bool use_rpc, const struct cli_ring *ring,
 			k->state = G_RPC;
 			continue;
 		}
-		k->node = cli_ring_node(ring, g->keys[i].key);
+		k->node = place(g, i, ring, rt);
 		k->view += k->node;
 		v = view_of(g, k);
 		if (!v->onesided) {
@@ -212,7 +234,10 @@ static int plan(struct gcall *g, bool use_rpc, const struct cli_ring *ring,
 
 /*
  * Cluster mode: READ at the primary of the current route (held while keys
- * are placed). When the route has nodes beyond the call's arrays (the
+ * are placed), or with replica reads (r > 1) at the replica
+ * cli_route_reader() picks; a key missing there is confirmed by the
+ * primary (GET RPC): a backup that missed its write cannot make a key
+ * vanish. When the route has nodes beyond the call's arrays (the
  * client added nodes since the call began), or ACTIVE members without a
  * node slot, the whole call goes to the RPC path, which sizes its arrays
  * by the route (and fails exactly the keys of members without a slot).
@@ -225,7 +250,9 @@ static int plan_cluster(struct gcall *g, bool use_rpc, size_t *keyidx,
 {
 	const struct cli_route *rt = cli_route_hold(g->c);
 	int ret = plan(g, use_rpc || rt->nunknown || rt->nknown > g->nn,
-		       rt->ring, keyidx, reqs);
+		       rt->ring,
+		       g->c->cfg.replica_reads && rt->r > 1 ? rt : NULL,
+		       keyidx, reqs);
 
 	cli_route_drop(g->c);
 	return ret;
@@ -332,6 +359,11 @@ static void on_buckets(struct gcall *g, size_t i, const uint8_t *img)
 	}
 	v[0] = pet_bucket_version(img);
 	v[1] = pet_bucket_version(img + PET_BUCKET_BYTES);
+	if (k->have_v1 && pet_confirm_absent(k->v1, v) && k->backup) {
+		CLI_INC(g->c, backup_misses, 1);
+		to_rpc(g, k);
+		return;
+	}
 	if (k->have_v1 && pet_confirm_absent(k->v1, v)) {
 		k->state = G_DONE;
 		g->pending--;
@@ -614,7 +646,8 @@ int cli_get(struct rs_client *c, const struct cli_key *keys, size_t n,
 		ret = collect_tables(&g);
 	if (!ret)
 		ret = c->cluster ? plan_cluster(&g, use_rpc, keyidx, reqs)
-				 : plan(&g, use_rpc, c->ring, keyidx, reqs);
+				 : plan(&g, use_rpc, c->ring, NULL, keyidx,
+					reqs);
 	if (!ret)
 		ret = rounds(&g);
 	if (ret)

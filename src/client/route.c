@@ -3,6 +3,7 @@
  * (see route.h). Pure: no I/O, no clock, no shared state.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +159,29 @@ unsigned cli_route_replicas(const struct cli_route *rt, uint64_t key,
 {
 	return cli_ring_successors(rt->ring, cli_ring_key_hash(key), out,
 				   rt->r);
+}
+
+unsigned cli_route_reader(const struct cli_route *rt, uint64_t key,
+			  uint64_t salt, const _Atomic uint64_t *ready,
+			  size_t nn, unsigned *primary)
+{
+	unsigned set[PROTO_CONFIG_MAX_R], cnt, b;
+	uint64_t x;
+
+	cnt = cli_route_replicas(rt, key, set);
+	*primary = set[0];
+	if (cnt < 2)
+		return set[0];
+	/* splitmix64's finaliser: independent of the ring's key hash */
+	x = key ^ salt;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	b = set[x % cnt];
+	if (b >= nn || b >= rt->nknown)
+		return set[0];
+	return atomic_load_explicit(&ready[b], memory_order_relaxed) ==
+			       rt->epoch ? b : set[0];
 }
 
 int cli_route_unknown(const struct cli_route *rt, unsigned owner)

@@ -32,6 +32,7 @@
 #ifndef CLI_ROUTE_H
 #define CLI_ROUTE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -49,6 +50,11 @@ struct cli_config {
 	 * client may READ one-sidedly by it (0: the node could not vouch;
 	 * docs/replication.md, "Read leases") */
 	int64_t read_until;
+	/* the answering node: its index in m (SIZE_MAX: none or not a
+	 * member) and the epoch it said it is ready in (proto_config.ready:
+	 * it holds all its ranges of it; 0: none) */
+	size_t self;
+	uint64_t ready;
 };
 
 struct cli_route {
@@ -97,6 +103,20 @@ void cli_route_free(struct cli_route **rt);
  * PROTO_CONFIG_MAX_R. */
 unsigned cli_route_replicas(const struct cli_route *rt, uint64_t key,
 			    unsigned *out);
+
+/*
+ * The replica a client READs key at (docs/replication.md, "Reads from any
+ * replica"): the one at index mix(key, salt) % count of the key's set, a
+ * choice that stays the same for one client while the set does (so a
+ * client's reads of a key come from one replica, and different clients
+ * spread one hot key over all of them); the primary when that replica
+ * has no node slot below nn or ready[slot] is not the route's epoch (the
+ * node has not said it holds its ranges of it). *primary: the key's
+ * primary.
+ */
+unsigned cli_route_reader(const struct cli_route *rt, uint64_t key,
+			  uint64_t salt, const _Atomic uint64_t *ready,
+			  size_t nn, unsigned *primary);
 
 /* For an owner >= nknown (no slot was left for it): set the message and
  * return RS_E_UNSUPPORTED. */

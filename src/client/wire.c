@@ -204,6 +204,8 @@ static int config_copy(struct cli_node *n, struct proto_config *v,
 				 "with %u members", n->name,
 				 (unsigned long long)v->epoch, v->n);
 	out->epoch = v->epoch;
+	out->ready = v->ready;
+	out->self = v->self < v->n ? v->self : SIZE_MAX;
 	out->r = v->r;
 	out->vnodes = v->vnodes;
 	if (!v->n)
@@ -220,7 +222,8 @@ static int config_copy(struct cli_node *n, struct proto_config *v,
 	return 0;
 }
 
-int cli_wire_config(struct cli_node *n, struct cli_config *out)
+int cli_wire_config(struct cli_node *n, struct cli_config *out,
+		    unsigned wait_ms)
 {
 	struct cli_conn *cc;
 	struct proto_hdr h;
@@ -238,7 +241,10 @@ int cli_wire_config(struct cli_node *n, struct cli_config *out)
 	cli_hdr_init(&h, 0, false);
 	len = proto_enc_config_req(cc->msg, cc->msg_max, &h);
 	sent = cli_mono_ms();
+	if (wait_ms && wait_ms < n->timeout_ms)
+		cc->recv_timeout_ms = wait_ms;
 	ret = len < 0 ? len : cli_wire_call(cc, (size_t)len, &raw, &m);
+	cc->recv_timeout_ms = 0;
 	if (len >= 0 && !ret) {
 		ret = config_copy(n, &m.u.config, out);
 		/* the node read the configuration age_ms before it answered,

@@ -1303,6 +1303,21 @@ static int addr_check(const char *what, const char *s, size_t len)
 			 "printable ASCII (0x21..0x7e)");
 }
 
+/* ready: an epoch up to the configuration's, 0 when the node is none of
+ * its members (and always 0 with epoch 0) */
+static int ready_check(const struct proto_config *c)
+{
+	if (c->ready > c->epoch)
+		return rs_seterr(RS_E_PROTO, "ready: epoch %" PRIu64 " is past "
+				 "the configuration's %" PRIu64, c->ready,
+				 c->epoch);
+	if (c->ready && c->self == PROTO_CONFIG_NO_SELF)
+		return rs_seterr(RS_E_PROTO, "ready: epoch %" PRIu64 " from a "
+				 "node that is no member (self 0x%x)",
+				 c->ready, PROTO_CONFIG_NO_SELF);
+	return 0;
+}
+
 /* The fixed part of a CONFIG reply: 0, or the decoder's code with a
  * message naming the field. */
 static int config_check(const struct proto_config *c)
@@ -1333,7 +1348,7 @@ static int config_check(const struct proto_config *c)
 		return rs_seterr(RS_E_PROTO, "self: %u is neither a member "
 				 "index (n %u) nor 0x%x", c->self, c->n,
 				 PROTO_CONFIG_NO_SELF);
-	return 0;
+	return ready_check(c);
 }
 
 /* u16 length + 1..PROTO_ADDR_MAX address bytes into out (NUL-terminated) */
@@ -1411,6 +1426,7 @@ static int dec_config(struct rd *r, struct proto_config *c)
 	}
 	c->age_ms = rd_u32(r, "age_ms");
 	c->lease_ms = rd_u32(r, "lease_ms");
+	c->ready = rd_u64(r, "ready");
 	if (r->rc)
 		return r->rc;
 	if (c->epoch == 0 && (c->lease_ms || c->age_ms != PROTO_CONFIG_AGE_NONE))
@@ -1420,6 +1436,8 @@ static int dec_config(struct rd *r, struct proto_config *c)
 	if (c->lease_ms > PROTO_CONFIG_MAX_LEASE_MS)
 		return rd_fail(r, RS_E_INVAL, "lease_ms: %u is over the limit "
 			       "%u", c->lease_ms, PROTO_CONFIG_MAX_LEASE_MS);
+	if ((rc = ready_check(c)))
+		return rd_fail(r, rc, "%s", rs_errormsg());
 	return 0;
 }
 
@@ -2037,6 +2055,7 @@ int proto_enc_config_reply(void *buf, size_t cap, const struct proto_hdr *h,
 	}
 	wr_u32(&w, c->epoch ? c->age_ms : PROTO_CONFIG_AGE_NONE);
 	wr_u32(&w, c->epoch ? c->lease_ms : 0);
+	wr_u64(&w, c->ready);
 	return wr_finish(&w, h, PROTO_OP_CONFIG, 1);
 }
 

@@ -316,6 +316,13 @@ struct proto_config {
 	 * (0: not in a cluster). After the members on the wire. */
 	uint32_t age_ms;
 	uint32_t lease_ms;	/* <= PROTO_CONFIG_MAX_LEASE_MS */
+	/* The epoch of the configuration this node follows when it holds
+	 * every range it serves there completely (it is an active member and
+	 * copied in what it gained), else 0: a client READs a key at a
+	 * backup only in an epoch the backup said it is ready for
+	 * (docs/replication.md, "Reads from any replica"). <= epoch; 0 with
+	 * self none. After lease_ms. */
+	uint64_t ready;
 	/* iterator state (private) */
 	const uint8_t *p;
 	size_t len, off;

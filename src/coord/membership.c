@@ -648,3 +648,46 @@ free_regs:
 	free(regs);
 	return ret;
 }
+
+int memb_member_map(const struct memb_config *from,
+		    const struct memb_config *to, int **map)
+{
+	int *m = malloc((from->n + 1) * sizeof(*m));
+
+	*map = m;
+	if (!m)
+		return rs_seterr(-ENOMEM, "membership: out of memory");
+	for (size_t i = 0; i < from->n; i++) {
+		const struct memb_member *o = &from->m[i];
+
+		m[i] = -1;
+		for (size_t j = 0; o->state == MEMB_ACTIVE && j < to->n; j++)
+			if (to->m[j].state == MEMB_ACTIVE &&
+			    to->m[j].inc == o->inc &&
+			    !strcmp(to->m[j].id, o->id)) {
+				m[i] = (int)j;
+				break;
+			}
+	}
+	return 0;
+}
+
+bool memb_set_kept(const struct memb_placement *prev, const int *map,
+		   int self, const struct memb_placement *cur, uint64_t h)
+{
+	unsigned ps[MEMB_MAX_R], cs[MEMB_MAX_R], np, nc;
+
+	np = memb_replicas(prev, h, ps);
+	if (!np || (int)ps[0] != self)
+		return false;
+	nc = memb_replicas(cur, h, cs);
+	for (unsigned i = 0; i < np; i++) {
+		bool in = false;
+
+		for (unsigned k = 0; map[ps[i]] >= 0 && k < nc && !in; k++)
+			in = (int)cs[k] == map[ps[i]];
+		if (!in)
+			return false;
+	}
+	return true;
+}

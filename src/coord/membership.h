@@ -158,6 +158,19 @@ size_t memb_ranges(const struct memb_placement *p);
 unsigned memb_range(const struct memb_placement *p, size_t i,
 		    uint64_t *start, uint64_t *end, unsigned *out);
 
+/* Keys whose replica set stays from one configuration to the next
+ * (docs/replication.md, "Reads from any replica"). *map (malloc'ed,
+ * from->n + 1 entries): for each member of from that is ACTIVE there, the
+ * index in to of the same member (id and incarnation) if it is ACTIVE in
+ * to, else -1. -ENOMEM. */
+int memb_member_map(const struct memb_config *from,
+		    const struct memb_config *to, int **map);
+/* Whether member self of prev's configuration was the primary of hash h
+ * there and every replica of h there is one in cur (map:
+ * memb_member_map() from prev's configuration to cur's). */
+bool memb_set_kept(const struct memb_placement *prev, const int *map,
+		   int self, const struct memb_placement *cur, uint64_t h);
+
 /* ---- the store ---- */
 
 /* "/recstore/<cluster>/" + what; out holds COORD_KEY_MAX + 1. */

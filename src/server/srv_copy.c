@@ -166,6 +166,8 @@ static void have_set(struct srv_repl *rp, const struct srv_cfg *g)
 	rp->have = p;
 	rp->have_self = g->tself;
 	rp->have_epoch = g->c.epoch;
+	if (g->self >= 0)
+		atomic_store(&rp->ready, g->c.epoch);
 	/* what the decider waits for to make a joining node active (an
 	 * active one has nothing to announce) */
 	if (g->self < 0)
@@ -282,6 +284,7 @@ int srv_copy_plan(struct rs_server *s, struct srv_cfg *g)
 	size_t n = 0, cap = 0;
 	int ret = 0;
 
+	atomic_store(&rp->ready, 0);	/* until it holds g's ranges */
 	if (g->tself < 0) {
 		have_set(rp, g);	/* holds nothing of this epoch */
 		return 0;

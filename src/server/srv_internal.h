@@ -359,6 +359,10 @@ struct srv_repl {
 	int have_self;			/* its index there */
 	uint64_t have_epoch;
 	_Atomic uint64_t synced;	/* that epoch, for the registration */
+	/* that epoch if this node is an ACTIVE member of it (0: copying,
+	 * not active): CONFIG says it, and clients then READ keys here as
+	 * a backup (docs/replication.md, "Reads from any replica") */
+	_Atomic uint64_t ready;
 	/* the read lease (docs/replication.md, "Read leases") */
 	_Atomic int64_t read_ms;	/* the agent's last read of the
 					   configuration (monotonic ms) */

@@ -148,6 +148,7 @@ static void cfg_free(struct srv_cfg *g, bool peers)
 	free(g->peer);
 	free(g->gain);
 	memb_placement_free(&g->prev_pl);
+	free(g->prev_map);
 	memb_placement_free(&g->tpl);
 	memb_placement_free(&g->pl);
 	memb_config_free(&g->c);
@@ -242,7 +243,8 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 	}
 	if (g && old && g->self >= 0 && rp->lease_ms) {
 		g->hold_until = mono_ms() + rp->lease_ms;
-		if (old->self >= 0 && old->c.epoch + 1 == g->c.epoch) {
+		if (old->self >= 0 && old->c.epoch + 1 == g->c.epoch &&
+		    !memb_member_map(&old->c, &g->c, &g->prev_map)) {
 			g->prev_pl = old->pl;	/* moved */
 			old->pl = NULL;
 			g->prev_self = old->self;
@@ -444,7 +446,6 @@ int srv_repl_hold(struct rs_server *s, struct srv_repl_req *q,
 		  const void *keys, uint32_t n)
 {
 	struct srv_cfg *g = q->cfg;
-	unsigned set[MEMB_MAX_R];
 	uint64_t now;
 
 	if (RS_LIKELY(!g->hold_until))
@@ -456,14 +457,15 @@ int srv_repl_hold(struct rs_server *s, struct srv_repl_req *q,
 		uint64_t key = proto_key_at(keys, i);
 
 		if (g->prev_pl &&
-		    memb_replicas(g->prev_pl, memb_key_hash(key), set) &&
-		    (int)set[0] == g->prev_self)
+		    memb_set_kept(g->prev_pl, g->prev_map, g->prev_self,
+				  g->pl, memb_key_hash(key)))
 			continue;
 		atomic_fetch_add(&s->repl.held, 1);
-		return rs_seterr(RS_E_BUSY, "key %" PRIu64 ": this node became "
-				 "its primary in epoch %" PRIu64 " and takes "
-				 "writes of it in %" PRIu64 " ms (read lease)",
-				 key, g->c.epoch, g->hold_until - now);
+		return rs_seterr(RS_E_BUSY, "key %" PRIu64 ": its replica set "
+				 "changed in epoch %" PRIu64 " and this node "
+				 "takes writes of it in %" PRIu64 " ms (read "
+				 "lease)", key, g->c.epoch,
+				 g->hold_until - now);
 	}
 	return 0;
 }
@@ -929,6 +931,8 @@ int srv_repl_config(struct rs_server *s, void *buf, size_t cap,
 						       ? PROTO_CONFIG_AGE_NONE - 1
 						       : (uint32_t)age;
 		pc.lease_ms = rp->lease_ms;
+		if (g->self >= 0 && atomic_load(&rp->ready) == g->c.epoch)
+			pc.ready = g->c.epoch;
 		pc.r = g->c.r;
 		pc.vnodes = g->c.vnodes;
 		pc.n = (uint32_t)g->c.n;

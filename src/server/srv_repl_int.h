@@ -68,6 +68,11 @@ struct srv_cfg {
 	uint64_t hold_until;
 	struct memb_placement *prev_pl;
 	int prev_self;
+	/* [members of the epoch before]: the same member's index here if it
+	 * is ACTIVE in both, else -1. A key whose replica set lost a member
+	 * waits out the lease as well: a client may READ it at any replica
+	 * (docs/replication.md, "Reads from any replica") */
+	int *prev_map;
 	struct srv_gain *gain;	/* ranges to copy in (adjacent ones
 				   of one source merged) */
 	size_t ngain;

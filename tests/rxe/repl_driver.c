@@ -28,10 +28,11 @@
  *       must apply to every key; resent ("-") it must apply to none, and
  *       ADDR (the node that copied the records) must be the primary of
  *       some of them.
- *   repl_driver staleread SEEDS ADDR TRIGGER OUT
- *       a reader that only reads a key whose primary is ADDR: once
- *       (OUT.ready: the key's index), then after TRIGGER appears; the
- *       second read must see the step acknowledged meanwhile elsewhere.
+ *   repl_driver staleread SEEDS ADDR primary|backup TRIGGER OUT
+ *       a reader that only reads a key it READs at ADDR, as the key's
+ *       primary or as a backup (replica reads): (OUT.ready: the key's
+ *       index), again and again until TRIGGER appears; the read after
+ *       that must see the step acknowledged meanwhile elsewhere.
  *   repl_driver bump SEEDS KEYIDX OUT
  *       one acknowledged UPDATE step of that key; OUT: its stream file.
  *   repl_driver stale SEEDS ADDR EPOCH
@@ -261,10 +262,18 @@ static int do_read(const char *seeds, const char *stop, const char *out)
 	fprintf(f, "reads %" PRIu64 " failed %" PRIu64 " back %" PRIu64
 		" gap_ms %.0f\n", reads, failed, back, gap);
 	fclose(f);
-	printf("read: %" PRIu64 " gets of %d keys, %" PRIu64 " failed, "
-	       "longest read gap %.0f ms, %" PRIu64 " rows went back (%"
-	       PRIu64 " by unacknowledged steps only)\n", reads, K, failed,
-	       gap, back, inflight_back);
+	{
+		struct rs_client_stats cs = { .struct_size = sizeof(cs) };
+
+		rs_client_get_stats(c, &cs);
+		printf("read: %" PRIu64 " gets of %d keys, %" PRIu64
+		       " failed, longest read gap %.0f ms, %" PRIu64
+		       " rows went back (%" PRIu64 " by unacknowledged steps "
+		       "only), %" PRIu64 " keys READ at a backup (%" PRIu64
+		       " missing there)\n", reads, K, failed, gap, back,
+		       inflight_back, (uint64_t)cs.backup_keys,
+		       (uint64_t)cs.backup_misses);
+	}
 	rs_client_close(&c);
 	return back ? 1 : 0;
 }
@@ -517,43 +526,80 @@ static int do_onceall(const char *seeds, uint64_t client, const char *out,
 	return bad || (node && !on_node) ? 1 : 0;
 }
 
+/* The index of a key this client READs at the node at addr, as its
+ * primary (as_backup false) or as a backup (true: replica reads), or -1. */
+static int read_at(struct rs_client *c, const char *addr, bool as_backup)
+{
+	const struct cli_route *rt = cli_route_hold(c);
+	size_t nn = cli_nnodes(c);
+	int k = -1;
+
+	for (int i = 0; i < K && k < 0; i++) {
+		unsigned prim, at = cli_route_reader(rt, keys[i],
+						     c->client_id, c->ready,
+						     nn, &prim);
+
+		if ((at != prim) == as_backup &&
+		    strstr(rs_client_node_name(c, at), addr))
+			k = i;
+	}
+	cli_route_drop(c);
+	return k;
+}
+
 /* A reader that only reads (it learns nothing from writes): it picks a
- * key whose primary is at ADDR, READs it, says so (OUT.ready holds the
- * key's index), and once TRIGGER exists (ADDR was paused, another
- * primary took over and acknowledged a step of the key) READs it again:
- * it must see that step. Without a read lease its configuration still
- * sends it to the paused node's memory, which still answers READs. */
+ * key it READs at ADDR, as the key's primary or (ROLE "backup") as a
+ * backup, READs it, says so (OUT.ready holds the key's index), and READs
+ * it again and again until TRIGGER exists (ADDR was paused, the store
+ * went on without it and acknowledged a step of the key elsewhere); a
+ * READ after that must see the step. Without a read lease its
+ * configuration still sends it to the paused node's memory, which still
+ * answers READs; without the primary's hold on a key whose replica set
+ * lost a member, its lease still covers the paused backup when the step
+ * is acknowledged. */
 static int do_staleread(const char *seeds, const char *addr,
-			const char *trigger, const char *out)
+			const char *role, const char *trigger, const char *out)
 {
 	struct rs_client *c = open_client(seeds);
 	struct rs_table *t = open_table(c);
+	struct rs_client_stats cs = { .struct_size = sizeof(cs) };
+	bool backup = !strcmp(role, "backup");
 	float v0[DIM], v1[DIM];
-	int st, k = -1;
+	int st, k = read_at(c, addr, backup);
+	uint64_t reads = 0;
 	char path[1024];
 	FILE *f;
 
-	for (int i = 0; i < K && k < 0; i++)
-		if (strstr(rs_client_node_name(c, rs_client_key_node(c,
-								     keys[i])),
-			   addr))
-			k = i;
 	if (k < 0)
-		die("no key has its primary at %s", addr);
+		die("no key is read at %s as its %s", addr, role);
 	if (rs_get(t, &keys[k], 1, v0, &st, 0) < 0 || st != RS_KEY_FOUND)
 		die("get: %s", rs_errormsg());
+	rs_client_get_stats(c, &cs);
+	if (backup && cs.backup_keys != 1)
+		die("the key was not READ at its backup (%" PRIu64 " keys)",
+		    (uint64_t)cs.backup_keys);
 	snprintf(path, sizeof(path), "%s.ready", out);
 	if (!(f = fopen(path, "w")))
 		die("%s: cannot write", path);
 	fprintf(f, "%d\n", k);
 	fclose(f);
-	while (access(trigger, F_OK) != 0)
-		usleep(20000);
+	/* keep the read lease as fresh as reads keep it */
+	while (access(trigger, F_OK) != 0) {
+		if (rs_get(t, &keys[k], 1, v1, &st, 0) < 0 ||
+		    st != RS_KEY_FOUND)
+			die("get: %s", rs_errormsg());
+		reads++;
+		usleep(10000);
+	}
 	if (rs_get(t, &keys[k], 1, v1, &st, 0) < 0 || st != RS_KEY_FOUND)
 		die("get: %s", rs_errormsg());
-	printf("staleread: key %d, primary %s: read %.0f, then %.0f after "
-	       "the new primary acknowledged a step (%s)\n", k, addr, v0[0],
-	       v1[0], v1[0] > v0[0] ? "seen" : "STALE");
+	rs_client_get_stats(c, &cs);
+	printf("staleread: key %d, %s %s: read %.0f, %" PRIu64 " reads, then "
+	       "%.0f after the step was acknowledged elsewhere (%s; %" PRIu64
+	       " keys READ at a backup, %" PRIu64 " gets by RPC for want of "
+	       "a lease)\n", k, role, addr, v0[0], reads, v1[0],
+	       v1[0] > v0[0] ? "seen" : "STALE", (uint64_t)cs.backup_keys,
+	       (uint64_t)cs.lease_rpc_reads);
 	rs_client_close(&c);
 	return v1[0] > v0[0] ? 0 : 1;
 }
@@ -680,8 +726,9 @@ int main(int argc, char **argv)
 	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "onceall"))
 		return do_onceall(argv[2], strtoull(argv[3], NULL, 0),
 				  argv[4], argc == 6 ? argv[5] : NULL);
-	if (argc == 6 && !strcmp(argv[1], "staleread"))
-		return do_staleread(argv[2], argv[3], argv[4], argv[5]);
+	if (argc == 7 && !strcmp(argv[1], "staleread"))
+		return do_staleread(argv[2], argv[3], argv[4], argv[5],
+				    argv[6]);
 	if (argc == 5 && !strcmp(argv[1], "bump"))
 		return do_bump(argv[2], atoi(argv[3]), argv[4]);
 	if (argc == 3 && !strcmp(argv[1], "once"))

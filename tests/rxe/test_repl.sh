@@ -6,7 +6,8 @@
 #     lease 3 s) form epoch 1 with all three active.
 #  2. Two clients stream UPDATEs of every key (SGD, lr 1, gradient -1: a
 #     row counts the steps applied to it) and a third reads every key in a
-#     loop, all through the cluster's seeds; each writer keeps per key the
+#     loop (at any ready replica: it must READ some at a backup), all
+#     through the cluster's seeds; each writer keeps per key the
 #     steps acknowledged and the ones whose outcome it does not know.
 #  3. One node is SIGKILLed mid-stream. The writers and the reader carry
 #     on: they refresh the configuration from the survivors and resend.
@@ -19,10 +20,13 @@
 #     hold every row bit for bit the same. A tagged UPDATE sent twice
 #     moves its row once (exactly-once records).
 #  5. The surviving decider is SIGSTOPped past its lease: the last node
-#     is promoted alone. A client that only reads (so learns nothing from
-#     writes) READs a key of the paused node after the new primary
-#     acknowledged a step of it: it sees the step (read lease), not the
-#     paused node's memory, which still answers READs. SIGCONT: an UPDATE in the old epoch sent straight
+#     is promoted alone. Two clients that only read (so learn nothing
+#     from writes) READ a key at the paused node, one as the key's primary,
+#     one as its backup, again and again, and once the store acknowledged
+#     a step of the key without it: they see the step (read lease; the
+#     primary's hold on a key whose replica set lost a member), not the
+#     paused node's memory, which still answers READs. SIGCONT: an UPDATE
+#     in the old epoch sent straight
 #     to the resumed node is refused (RS_E_EPOCH) and the row the cluster
 #     serves does not move; the node comes back as joining, not active.
 #  6. It is SIGKILLed; under two writers and a reader a new node (mem-4)
@@ -120,6 +124,9 @@ wait "$w2_pid" || rc=$?
 wait "$rd_pid" || rc=$?
 [ "$rc" = 0 ] || fail "the reader saw rows go back (exit status $rc)"
 cat "$d/w1.txt" "$d/w2.txt" "$d/reader.txt"
+# replica reads: the reader READ keys at their backups too
+grep -Eq "[1-9][0-9]* keys READ at a backup" "$d/reader.txt" ||
+  fail "the reader READ no key at a backup (replica reads)"
 for w in w1 w2; do
   grep -q "failed" "$d/$w.txt" || fail "$w printed no summary"
   # the kill must really have interrupted the stream: keys were resent
@@ -152,16 +159,21 @@ case $decider in
   mem-3) paused=n3 other=n1 ;;
   *) fail "decider '$decider' is not a survivor" ;;
 esac
-# a reader that only reads, of a key the node to be paused is primary of
-"$drv" staleread "$seeds" "${addr[$paused]}" "$d/trigger" "$d/staleread.txt" \
-  >"$d/staleread.log" 2>&1 &
-sr_pid=$!
-pids="$pids $!"
-for ((i = 0; i < 600; i++)); do
-  [ -s "$d/staleread.txt.ready" ] && break
-  sleep 0.1
+# two readers that only read, of a key they READ at the node to be paused:
+# as its primary, and as its backup (replica reads)
+for role in primary backup; do
+  "$drv" staleread "$seeds" "${addr[$paused]}" $role "$d/trigger-$role" \
+    "$d/sr-$role.txt" >"$d/sr-$role.log" 2>&1 &
+  pids="$pids $!"
+  eval "sr_$role=$!"
 done
-[ -s "$d/staleread.txt.ready" ] || fail "the read-only reader did not start"
+for role in primary backup; do
+  for ((i = 0; i < 600; i++)); do
+    [ -s "$d/sr-$role.txt.ready" ] && break
+    sleep 0.1
+  done
+  [ -s "$d/sr-$role.txt.ready" ] || { cat "$d/sr-$role.log"; fail "the read-only reader ($role) did not start"; }
+done
 t0=$(date +%s.%N)
 kill -STOP "${pid[$paused]}"
 ctl --until-epoch $((e2 + 1)) --timeout 60 >"$d/paused.out" 2>&1 ||
@@ -169,16 +181,23 @@ ctl --until-epoch $((e2 + 1)) --timeout 60 >"$d/paused.out" 2>&1 ||
 grep -Eq "^  mem-${paused#n} +[0-9.:]+ +down " "$d/paused.out" ||
   fail "$paused is not down while paused"
 echo "pause: $paused SIGSTOPped at epoch $e2, epoch $((e2 + 1)) without it after $(elapsed "$t0") s"
-# the new primary acknowledges a step of the reader's key; the reader,
-# still on epoch $e2, must not READ the paused node's stale row
-"$drv" bump "$seeds" "$(cat "$d/staleread.txt.ready")" "$d/bump.keys" \
-  >"$d/bump.txt" 2>&1 || fail "a step through the new primary"
-cat "$d/bump.txt"
-touch "$d/trigger"
-rc=0
-wait "$sr_pid" || rc=$?
-cat "$d/staleread.log"
-[ "$rc" = 0 ] || fail "a read-only client read a stale row from the paused node (read lease)"
+# the store acknowledges a step of each reader's key without the paused
+# node, and the reader READs it at once: its lease may still be on epoch
+# $e2, and it must not READ the paused node's stale row (the backup's
+# first: its key's primary stays, and only its hold keeps the step from
+# being acknowledged while the lease lasts)
+# (through the node left, as its only seed: a client opening with the
+# paused node as its first seed would wait its whole timeout for it)
+for role in backup primary; do
+  "$drv" bump "${addr[$other]}" "$(cat "$d/sr-$role.txt.ready")" "$d/bump-$role.keys" \
+    >"$d/bump-$role.txt" 2>&1 || fail "a step of the $role reader's key"
+  cat "$d/bump-$role.txt"
+  touch "$d/trigger-$role"
+  rc=0
+  wait "$(eval echo "\$sr_$role")" || rc=$?
+  cat "$d/sr-$role.log"
+  [ "$rc" = 0 ] || fail "a read-only client read a stale row from the paused node ($role; read lease)"
+done
 kill -CONT "${pid[$paused]}"
 "$drv" stale "${addr[$other]}" "${addr[$paused]}" "$e2" >"$d/stale.txt" 2>&1 ||
   fail "the resumed node took a write of its old epoch"
@@ -192,7 +211,7 @@ echo "resume: $paused is joining in epoch $((e2 + 2)), not active"
 
 # ---- 6. it copies its ranges under writes, becomes active, then dies ---------
 echo "0 2 0" >"$d/once.keys" # the two calls of step 4 moved key 0
-streams="$d/w1.keys $d/w2.keys $d/once.keys $d/bump.keys"
+streams="$d/w1.keys $d/w2.keys $d/once.keys $d/bump-primary.keys $d/bump-backup.keys"
 stream() { # PHASE: two writers and a reader until $d/stop.PHASE
   local w
   for w in a b; do

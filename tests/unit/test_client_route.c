@@ -453,6 +453,67 @@ static void ring_owners(void **state)
 	assert_null(owned);
 }
 
+/* Replica reads: the reader is a member of the key's set, the same for
+ * one client (salt) every time, spread over the set's replicas, and the
+ * primary whenever the chosen replica is not ready in the route's epoch
+ * or has no slot in the call's arrays. */
+static void reader_choice(void **state)
+{
+	const uint32_t st[] = { A, A, A };
+	struct proto_member m[3];
+	struct cli_config cc = { .epoch = 4, .r = 2, .vnodes = 64, .n = 3,
+				 .m = m };
+	_Atomic uint64_t ready[3];
+	struct cli_route *rt;
+	unsigned set[PROTO_CONFIG_MAX_R], prim, got, n;
+	size_t at_backup = 0, other_salt = 0, keys = 3000;
+
+	(void)state;
+	members(m, NULL, 3, st);
+	assert_int_equal(cli_route_new(&rt, &cc, m, 3), 0);
+	for (int i = 0; i < 3; i++)
+		atomic_init(&ready[i], 4);
+	for (unsigned i = 0; i < keys; i++) {
+		uint64_t k = key_at(i);
+
+		n = cli_route_replicas(rt, k, set);
+		assert_int_equal(n, 2);
+		got = cli_route_reader(rt, k, 77, ready, 3, &prim);
+		assert_int_equal(prim, set[0]);
+		assert_true(got == set[0] || got == set[1]);
+		assert_int_equal(cli_route_reader(rt, k, 77, ready, 3, &prim),
+				 got);
+		at_backup += got != set[0];
+		other_salt += cli_route_reader(rt, k, 78, ready, 3, &prim) !=
+			      got;
+	}
+	/* half the keys at each replica, within a few percent */
+	assert_true(at_backup > keys * 45 / 100 && at_backup < keys * 55 / 100);
+	assert_true(other_salt > keys * 40 / 100);
+	for (unsigned i = 0; i < keys; i++) {
+		uint64_t k = key_at(i);
+
+		n = cli_route_replicas(rt, k, set);
+		/* a backup ready in another epoch, or beyond the arrays */
+		atomic_store(&ready[set[1]], 3);
+		assert_int_equal(cli_route_reader(rt, k, 77, ready, 3, &prim),
+				 set[0]);
+		atomic_store(&ready[set[1]], 4);
+		assert_int_equal(cli_route_reader(rt, k, 77, ready, set[1],
+						  &prim), set[0]);
+	}
+	cli_route_free(&rt);
+	/* r = 1: always the primary */
+	cc.r = 1;
+	assert_int_equal(cli_route_new(&rt, &cc, m, 3), 0);
+	for (unsigned i = 0; i < 100; i++) {
+		got = cli_route_reader(rt, key_at(i), 77, ready, 3, &prim);
+		assert_int_equal(got, prim);
+		assert_int_equal(got, cli_ring_node(rt->ring, key_at(i)));
+	}
+	cli_route_free(&rt);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -463,6 +524,7 @@ int main(void)
 		cmocka_unit_test(bad_configurations),
 		cmocka_unit_test(only_higher_epochs),
 		cmocka_unit_test(ring_owners),
+		cmocka_unit_test(reader_choice),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -331,6 +331,70 @@ static void fail_over_r(unsigned r)
 	memb_config_free(&b);
 }
 
+/* A key's replica set stays (memb_set_kept) exactly when the member was
+ * its primary and no member of the set left it: the same configuration
+ * again, one where a member died, one where a member restarted (same id,
+ * another incarnation: another member). */
+static void set_kept(void **state)
+{
+	struct memb_policy p = pol3;
+	struct memb_config a, b, c;
+	struct memb_placement *pa, *pb, *pc;
+	struct memb_reg *g = regs_n(5);
+	int *same, *died, *restarted;
+	size_t kept = 0;
+
+	(void)state;
+	p.r = 2;
+	boot(&a, 5, &p);
+	g[2] = g[4];	/* n0002 dies */
+	assert_int_equal(memb_reconfigure(&a, g, 4, &p, &b), 1);
+	assert_int_equal(memb_config_copy(&c, &a), 0);
+	c.m[1].inc += 100;	/* n0001 restarted */
+	assert_int_equal(memb_placement_new(&pa, &a), 0);
+	assert_int_equal(memb_placement_new(&pb, &b), 0);
+	assert_int_equal(memb_placement_new(&pc, &c), 0);
+	assert_int_equal(memb_member_map(&a, &a, &same), 0);
+	assert_int_equal(memb_member_map(&a, &b, &died), 0);
+	assert_int_equal(memb_member_map(&a, &c, &restarted), 0);
+	assert_int_equal(died[2], -1);
+	assert_int_equal(restarted[1], -1);
+	assert_int_equal(same[3], 3);
+	for (uint64_t k = 0; k < SAMPLES; k++) {
+		uint64_t h = memb_key_hash(k * 7919 + 13);
+		unsigned set[MEMB_MAX_R], n = memb_replicas(pa, h, set);
+		bool has2 = false, has1 = false;
+
+		for (unsigned i = 0; i < n; i++) {
+			has2 |= set[i] == 2;
+			has1 |= set[i] == 1;
+		}
+		for (int self = 0; self < 5; self++) {
+			bool prim = (int)set[0] == self;
+
+			assert_int_equal(memb_set_kept(pa, same, self, pa, h),
+					 prim);
+			assert_int_equal(memb_set_kept(pa, died, self, pb, h),
+					 prim && !has2);
+			assert_int_equal(memb_set_kept(pa, restarted, self, pc,
+						       h), prim && !has1);
+			kept += memb_set_kept(pa, died, self, pb, h);
+		}
+	}
+	/* the keys the dead node backed up or led are not kept; the rest */
+	assert_true(kept > SAMPLES / 2 && kept < SAMPLES);
+	free(same);
+	free(died);
+	free(restarted);
+	memb_placement_free(&pa);
+	memb_placement_free(&pb);
+	memb_placement_free(&pc);
+	memb_config_free(&a);
+	memb_config_free(&b);
+	memb_config_free(&c);
+	free(g);
+}
+
 static void fail_over(void **state)
 {
 	for (unsigned r = 1; r <= 3; r++)
@@ -891,6 +955,7 @@ int main(void)
 		cmocka_unit_test(first_config),
 		cmocka_unit_test(synced_activates),
 		cmocka_unit_test(fail_over),
+		cmocka_unit_test(set_kept),
 		cmocka_unit_test(join),
 		cmocka_unit_test(leave_rejoin_restart),
 		cmocka_unit_test(fewer_than_r),

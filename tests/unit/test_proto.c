@@ -1211,7 +1211,7 @@ static void config_roundtrip(void **state)
 
 	/* not in a cluster */
 	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, NULL);
-	assert_int_equal(len, PROTO_HDR_BYTES + 24 + 8);
+	assert_int_equal(len, PROTO_HDR_BYTES + 24 + 16);
 	decode_ok(buf, len, &m);
 	assert_true(m.u.config.epoch == 0);
 	assert_int_equal(m.u.config.age_ms, PROTO_CONFIG_AGE_NONE);
@@ -1223,13 +1223,15 @@ static void config_roundtrip(void **state)
 	/* three members, the layout of docs/protocol.md */
 	c = (struct proto_config){ .epoch = 0x1122334455667788ull, .r = 2,
 				   .vnodes = 160, .n = 3, .self = 2,
-				   .age_ms = 1234, .lease_ms = 2000 };
+				   .age_ms = 1234, .lease_ms = 2000,
+				   .ready = 0x1122334455667787ull };
 	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, mem);
 	assert_int_equal(len, 32 + 24 + (6 + 1 + 13) + (6 + 3 + 1) +
-				      (6 + 3 + 7) + 8);
-	/* the read lease after the members */
-	assert_int_equal(buf[len - 8], 1234 & 0xff);
-	assert_int_equal(buf[len - 4], 2000 & 0xff);
+				      (6 + 3 + 7) + 16);
+	/* the read lease and ready after the members */
+	assert_int_equal(buf[len - 16], 1234 & 0xff);
+	assert_int_equal(buf[len - 12], 2000 & 0xff);
+	assert_int_equal(buf[len - 8], 0x87);
 	assert_int_equal(buf[32], 0x88);
 	assert_int_equal(buf[32 + 8], 2);
 	assert_int_equal(buf[32 + 12], 160);
@@ -1248,6 +1250,7 @@ static void config_roundtrip(void **state)
 	assert_int_equal(m.u.config.self, 2);
 	assert_int_equal(m.u.config.age_ms, 1234);
 	assert_int_equal(m.u.config.lease_ms, 2000);
+	assert_true(m.u.config.ready == c.ready);
 	for (i = 0; proto_config_next(&m.u.config, &got); i++) {
 		assert_true(i < 3);
 		assert_int_equal(got.state, mem[i].state);
@@ -1256,6 +1259,10 @@ static void config_roundtrip(void **state)
 	}
 	assert_int_equal(i, 3);
 	c.self = PROTO_CONFIG_NO_SELF;
+	expect_refused(proto_enc_config_reply(buf, sizeof(buf), &h, &c, mem),
+		       RS_E_INVAL, "ready: epoch 1234605616436508551 from a "
+		       "node that is no member");
+	c.ready = 0;
 	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, mem);
 	decode_ok(buf, len, &m);
 	assert_int_equal(m.u.config.self, PROTO_CONFIG_NO_SELF);
@@ -1267,7 +1274,7 @@ static void config_roundtrip(void **state)
 				   .vnodes = PROTO_CONFIG_MAX_VNODES,
 				   .n = PROTO_CONFIG_MAX_MEMBERS, .self = 1023 };
 	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, big);
-	assert_int_equal(len, 32 + 24 + 1024 * (6 + 63 + 127) + 8);
+	assert_int_equal(len, 32 + 24 + 1024 * (6 + 63 + 127) + 16);
 	decode_ok(buf, len, &m);
 	for (i = 0; proto_config_next(&m.u.config, &got); i++)
 		assert_memory_equal(&got, &big[i], sizeof(got));
@@ -1293,7 +1300,8 @@ static void config_refusals(void **state)
 	};
 	/* offsets in the message: fixed part at 32; member 0 at 56 (id
 	 * at 60, addr length at 65, addr at 67), member 1 at 80 (id at 84),
-	 * member 2 at 105, age_ms at 121, lease_ms at 125, the end at 129 */
+	 * member 2 at 105, age_ms at 121, lease_ms at 125, ready at 129,
+	 * the end at 137 */
 	static const struct patch bad[] = {
 		{ 32, 4, 0, RS_E_PROTO, "epoch 0 (no cluster): r 3" },
 		{ 40, 4, 0, RS_E_INVAL, "CONFIG reply: r: 0 is not in [1, 5]" },
@@ -1325,6 +1333,9 @@ static void config_refusals(void **state)
 		{ 121, 4, 7, 0, NULL },	/* any age */
 		{ 125, 4, PROTO_CONFIG_MAX_LEASE_MS + 1, RS_E_INVAL,
 		  "lease_ms: 600001 is over the limit 600000" },
+		{ 129, 4, 9, 0, NULL },	/* ready in the epoch */
+		{ 129, 4, 10, RS_E_PROTO, "ready: epoch 10 is past the "
+					  "configuration's 9" },
 	};
 	struct proto_config c = { .epoch = 9, .r = 3, .vnodes = 160, .n = 3,
 				  .self = 1 };
@@ -1333,7 +1344,7 @@ static void config_refusals(void **state)
 	int len, len0;
 
 	len0 = proto_enc_config_reply(buf2, sizeof(buf2), &h, &c, mem);
-	assert_int_equal(len0, 129);
+	assert_int_equal(len0, 137);
 	expect_patches(buf2, (size_t)len0, bad, RS_ARRAY_SIZE(bad));
 	/* epoch 0 with anything but r 0, vnodes 0, n 0, self none */
 	c = (struct proto_config){ .self = PROTO_CONFIG_NO_SELF };
@@ -1344,23 +1355,37 @@ static void config_refusals(void **state)
 	put_le(32 + 20, 0, 4);
 	expect_err(buf, len, NULL, RS_E_PROTO, "self 0x0 must be");
 	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, NULL);
-	put_le(len - 4, 5, 4);
+	put_le(len - 12, 5, 4);
 	expect_err(buf, len, NULL, RS_E_PROTO, "epoch 0 (no cluster): age_ms "
 		   "0xffffffff, lease_ms 5 must be");
+	len = proto_enc_config_reply(buf, sizeof(buf), &h, &c, NULL);
+	put_le(len - 8, 1, 4);
+	expect_err(buf, len, NULL, RS_E_PROTO, "ready: epoch 1 is past the "
+		   "configuration's 0");
 	/* a truncated entry; no read lease; a trailing byte */
 	memcpy(buf, buf2, (size_t)len0);
-	put_le(24, (uint32_t)(len0 - 9 - 32), 4);
-	expect_err(buf, (size_t)len0 - 9, NULL, RS_E_PROTO,
+	put_le(24, (uint32_t)(len0 - 17 - 32), 4);
+	expect_err(buf, (size_t)len0 - 17, NULL, RS_E_PROTO,
 		   "truncated at members[2].addr");
+	memcpy(buf, buf2, (size_t)len0);
+	put_le(24, (uint32_t)(len0 - 12 - 32), 4);
+	expect_err(buf, (size_t)len0 - 12, NULL, RS_E_PROTO,
+		   "truncated at lease_ms");
 	memcpy(buf, buf2, (size_t)len0);
 	put_le(24, (uint32_t)(len0 - 4 - 32), 4);
 	expect_err(buf, (size_t)len0 - 4, NULL, RS_E_PROTO,
-		   "truncated at lease_ms");
+		   "truncated at ready");
+	/* ready from a node that is no member */
+	memcpy(buf, buf2, (size_t)len0);
+	put_le(32 + 20, PROTO_CONFIG_NO_SELF, 4);
+	put_le(129, 9, 4);
+	expect_err(buf, (size_t)len0, NULL, RS_E_PROTO, "ready: epoch 9 from "
+		   "a node that is no member");
 	memcpy(buf, buf2, (size_t)len0);
 	put_le(24, (uint32_t)(len0 + 1 - 32), 4);
 	buf[len0] = 0;
 	expect_err(buf, (size_t)len0 + 1, NULL, RS_E_PROTO,
-		   "1 trailing bytes after offset 97");
+		   "1 trailing bytes after offset 105");
 	/* a CONFIG request has an empty body */
 	len = proto_enc_config_req(buf, sizeof(buf), &h);
 	put_le(24, 1, 4);
