@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "recstore/error.h"
 
@@ -42,5 +43,19 @@ void rs_lock_assert_held(int owner, const char *what, const char *file,
 #else
 #define RS_ASSERT_HELD(m) ((void)0)
 #endif
+
+/* *dl = the clock's time now + ms: a deadline for pthread_cond_timedwait
+ * on a condition variable of that clock. */
+static inline void rs_deadline_ms(clockid_t clock, int64_t ms,
+				  struct timespec *dl)
+{
+	clock_gettime(clock, dl);
+	dl->tv_sec += (time_t)(ms / 1000);
+	dl->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (dl->tv_nsec >= 1000000000L) {
+		dl->tv_sec++;
+		dl->tv_nsec -= 1000000000L;
+	}
+}
 
 #endif

@@ -321,13 +321,7 @@ static void sleep_ms(struct memb_agent *a, int64_t ms)
 {
 	struct timespec dl;
 
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += ms / 1000;
-	dl.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	rs_deadline_ms(CLOCK_MONOTONIC, ms, &dl);
 	pthread_mutex_lock(&a->lock);
 	while (!atomic_load(&a->stop) &&
 	       pthread_cond_timedwait(&a->cv, &a->lock, &dl) != ETIMEDOUT)

@@ -444,13 +444,7 @@ static int mem_wait(struct coord *c, const char *prefix, int64_t after,
 
 	if ((ret = coord_check_key(prefix)) || (ret = enter(m)))
 		return ret;
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += timeout_ms / 1000;
-	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	rs_deadline_ms(CLOCK_MONOTONIC, timeout_ms, &dl);
 	while (!m->down && !changed_locked(m, prefix, after, &r) &&
 	       !(c->cancel && atomic_load(c->cancel))) {
 		struct timespec now, slice;

@@ -196,12 +196,7 @@ static void gate_shut(struct rs_server *s)
 		pthread_mutex_lock(&g->lock);
 		if (!g->inside)
 			break;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 200 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		rs_deadline_ms(CLOCK_REALTIME, 200, &ts);
 		pthread_cond_timedwait(&g->cond, &g->lock, &ts);
 	}
 	pthread_mutex_unlock(&g->lock);

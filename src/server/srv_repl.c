@@ -820,12 +820,7 @@ static void await_peer(struct srv_repl_req *q, unsigned i)
 	struct srv_peer *p = q->cfg->peer[q->chunk_peer[i]];
 	struct timespec dl;
 
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_nsec += 50 * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	rs_deadline_ms(CLOCK_MONOTONIC, 50, &dl);
 	pthread_mutex_lock(&p->lock);
 	if (!q->chunks[i]->done && p->sending)
 		pthread_cond_timedwait(&p->cv, &p->lock, &dl);

@@ -111,13 +111,7 @@ static void *stagelog_main(void *arg)
 
 	pthread_mutex_lock(&g->lock);
 	while (!g->stop) {
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += g->interval_ms / 1000;
-		ts.tv_nsec += (long)(g->interval_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		rs_deadline_ms(CLOCK_MONOTONIC, g->interval_ms, &ts);
 		while (!g->stop &&
 		       pthread_cond_timedwait(&g->cv, &g->lock, &ts) != ETIMEDOUT)
 			;
