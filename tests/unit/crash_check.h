@@ -41,7 +41,7 @@ struct crash_rec {
 	uint64_t key;
 	uint32_t gen;	/* payload generation the op writes */
 	uint32_t sgen;	/* state generation the row has after it */
-	uint8_t op;	/* OP_DELETE, or OP_INSERT / OP_UPDATE: present after */
+	uint8_t op;	/* OP_DELETE; OP_INSERT, OP_UPDATE: present after */
 	uint8_t phase;
 	uint16_t pad[3];
 };

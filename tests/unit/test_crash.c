@@ -208,7 +208,8 @@ static void kill_and_recover(void **state)
 	print_message("seed %llu, %d rounds, pool %s\n",
 		      (unsigned long long)seed, rounds, pool_path);
 
-	for (int round = 0; round < rounds && model.max_gen < (1u << 24) - ACKLOG_MAX;
+	for (int round = 0;
+	     round < rounds && model.max_gen < (1u << 24) - ACKLOG_MAX;
 	     round++) {
 		unsigned flags = round % 3 == 1 ? 0 : SLAB_F_NOSYNC;
 		/* msync rounds are slow (about 1 ms per flush): longer;
