@@ -107,6 +107,7 @@ struct pf {
 	int img_fd;
 	uint64_t rng;
 	uint32_t sample; /* 1 in `sample` persist calls is a crash point */
+	int64_t countdown; /* to the next one */
 	bool sampling, verbose;
 	bool in_cycle;	  /* ... 1 in sample / 6 inside a delete cycle */
 	/* recovery crash: at the rec_at-th flush of the recovery (0: none) */
@@ -352,10 +353,16 @@ static void live_hook(void *ctx, const uint8_t *base, const void *addr,
 
 	md->base = base;
 	pf.persists++;
-	if (pf.sampling &&
-	    crash_rnd(&pf.rng) % (pf.in_cycle ? pf.sample / 6 + 1
-					      : pf.sample) == 0)
-		crash_point();
+	/* crash points at random gaps averaging `sample` flushes (a sixth
+	 * of that inside a cycle): their number varies little */
+	if (pf.sampling) {
+		pf.countdown -= pf.in_cycle ? 6 : 1;
+		if (pf.countdown <= 0) {
+			pf.countdown = 1 + (int64_t)(crash_rnd(&pf.rng) %
+						     (2 * pf.sample));
+			crash_point();
+		}
+	}
 	media_flush(md, base, addr, len);
 }
 
@@ -573,6 +580,7 @@ static void run_mode(enum pf_mode mode, uint64_t seed, double sc)
 	pf.live.mode = pf.rec.mode = mode;
 	memset(pf.live.shadow, 0, POOL_BYTES); /* a new file reads as zeros */
 	pf.rng = seed;
+	pf.countdown = pf.sample;
 	pf.aux_present = false;
 	pf.aux_gen = 0;
 	pf.aux_op = AUX_NONE;
