@@ -13,9 +13,9 @@
  *     words are 8 bytes, failure-atomic;
  *   - msync mode: 4 KiB pages (pmem_msync writes whole pages).
  * At a random sample of persist calls (a crash point: just before that
- * flush takes effect; 1 in 150, 1 in 26 during the update-delete-insert
- * cycles below, where a slot is reused under an older redo-log entry)
- * it builds crash images: the shadow, plus a subset
+ * flush takes effect; random gaps of 150 flushes on average, 25 during
+ * the update-delete-insert cycles below, where a slot is reused under an
+ * older redo-log entry) it builds crash images: the shadow, plus a subset
  * of the units in which the live pool differs from the shadow (8-byte
  * words in pmem mode, pages in msync mode: the cache or the kernel may
  * write any of them back early): none, all, and two random subsets (each
