@@ -55,7 +55,7 @@
  * seed is printed (the tables' hash seeds are random, as in a node, so
  * cuckoo paths and the counts vary a little between runs).
  * RS_STRESS_SCALE (default 1) scales the share of flushes that are crash
- * points, so the number of images (about 500 per mode at 1; the floor the
+ * points, so the number of images (about 550 per mode at 1; the floor the
  * test asserts scales with it); the workload (3000 operations) stays.
  * RS_POWERFAIL_VERBOSE prints every crash point. The workload's pool
  * goes to $TMPDIR, the images to a memfd.
@@ -106,10 +106,10 @@ struct pf {
 	char pool_path[256], img_path[64];
 	int img_fd;
 	uint64_t rng;
-	uint32_t sample; /* 1 in `sample` persist calls is a crash point */
+	uint32_t sample;   /* mean gap between crash points, in flushes */
 	int64_t countdown; /* to the next one */
 	bool sampling, verbose;
-	bool in_cycle;	  /* ... 1 in sample / 6 inside a delete cycle */
+	bool in_cycle; /* in an update-delete-insert cycle: gaps / 6 */
 	/* recovery crash: at the rec_at-th flush of the recovery (0: none) */
 	uint64_t rec_calls, rec_at;
 	bool rec_cut;
@@ -612,7 +612,7 @@ static void run_mode(enum pf_mode mode, uint64_t seed, double sc)
 	check_file();
 	slab_table_stats(t, &ts);
 	report(mode, nops, &ts, pf.images - images0, pf.rec_images - rec0);
-	/* not vacuous: many images (about 500 / scale expected), cuckoo
+	/* not vacuous: many images (about 550 x scale expected), cuckoo
 	 * moves ran, and at full scale recovery had torn state to repair */
 	floor = (uint64_t)(250 * sc);
 	assert_true(pf.images - images0 >= (floor > 20 ? floor : 20));
