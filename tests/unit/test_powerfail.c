@@ -45,11 +45,13 @@
  * seen with its value at the next persist call; torn sectors inside a
  * page in msync mode (the pmem mode's word subsets cover any mix).
  *
- * The test can fail: with the order of an insert broken (the index slot
- * published before the row is persisted, or the row made LIVE before its
- * slot is persisted), or with the redo log replayed over a row torn by a
- * later unlogged write, it reports an acknowledged key missing or holding
- * another write within a few hundred images.
+ * The test can fail. With an insert's order broken (its PENDING row not
+ * persisted before the index slot is published, or its LIVE image not
+ * persisted before it returns) it reports an acknowledged key missing at
+ * the first crash point; with the redo log replayed over a row torn by a
+ * later unlogged write (recovery before 0.4), an in-flight re-insert
+ * holding the value from before the delete, within a few hundred images.
+ * (Checked by breaking the engine temporarily; seeds 1-8 and 1-3.)
  *
  * RS_POWERFAIL_SEED (default 1) seeds the workload and the subsets; the
  * seed is printed (the tables' hash seeds are random, as in a node, so
