@@ -134,6 +134,21 @@ struct slab_table {
 	struct slab_track track;
 };
 
+/*
+ * Power-failure tests only: a store opened with slab_store_open_hooked()
+ * hands every flush of a file pool (the range slab_persist() was asked to
+ * make durable; base is the pool mapping) to hook(ctx, ...) instead of
+ * pmem_persist()/pmem_msync(), from the pool's creation or recovery on.
+ * The hook decides what the media holds (tests/unit/test_powerfail.c).
+ * Not called for DRAM pools or with SLAB_F_NOSYNC, so the flush-free paths
+ * do not see it at all.
+ */
+typedef void (*slab_persist_hook_fn)(void *ctx, const uint8_t *base,
+				     const void *addr, size_t len);
+int slab_store_open_hooked(struct slab_store **out,
+			   const struct slab_store_cfg *cfg,
+			   slab_persist_hook_fn hook, void *ctx);
+
 struct slab_store {
 	uint8_t *base;
 	size_t len;
@@ -143,6 +158,8 @@ struct slab_store {
 	bool dram_dirty;      /* DRAM: a drop could not release its extent
 				 (madvise failed), so creates must clear */
 	_Atomic int io_error; /* sticky errno of a failed msync */
+	slab_persist_hook_fn persist_hook; /* tests only; NULL otherwise */
+	void *persist_ctx;
 	pthread_mutex_t lock; /* create/drop/get */
 	struct slab_super *sb;
 	struct slab_dirent *dir;

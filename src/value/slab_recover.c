@@ -16,9 +16,13 @@
  *
  * Steps:
  *  1. Redo log: for each entry with a valid checksum whose row image is a
- *     valid LIVE row, copy image and state back if the row on media is
- *     torn or not newer than the image (versions of a slot only grow, and
- *     the entry of a row's stripe is the last logged write of that row).
+ *     valid LIVE row, copy image and state back unless the row's version
+ *     word on media is past the image's (versions of a slot only grow, and
+ *     the entry of a row's stripe is the last logged write of that row):
+ *     a row torn by the logged write itself, or not reached by it, gets
+ *     the image; a row a later write reached is left alone, torn or not,
+ *     since that write (an insert or a tombstone, which are not logged)
+ *     is not the entry's.
  *  2. Index: pet_repair() keeps a slot only if its row is below the
  *     high-water mark, validates (checksum, LIVE, same key) and is not yet
  *     claimed by another slot; torn buckets are rewritten with what
@@ -75,8 +79,15 @@ static void replay_log(struct slab_table *t, uint64_t hwm)
 		if (row_validate(img, &t->rg, r, ikey, NULL))
 			continue;
 		w = slab_row_words(t, r);
-		if (!row_torn(t, r) && w[ROW_W_VERSION] > iv)
-			continue; /* the row moved on after this entry */
+		/* The row moved on after this entry: a later write reached
+		 * its version word. Torn or not: inserts and tombstones are
+		 * not logged, so a row torn by one of them must not get
+		 * this older image back (a key deleted and inserted again
+		 * into the same slot would come back with the value it had
+		 * before the delete). A write of this entry's own image
+		 * leaves the version at iv - 2, iv - 1 or iv. */
+		if (w[ROW_W_VERSION] > iv)
+			continue;
 		if (!row_torn(t, r) && w[ROW_W_VERSION] == iv &&
 		    !memcmp(slab_state_of(t, r), img + t->rg.stride,
 			    t->state_bytes))

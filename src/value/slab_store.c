@@ -6,7 +6,9 @@
  * SLAB_F_HUGEPAGES is set and the kernel has them, else normal pages with
  * MADV_HUGEPAGE advice. File: pmem_map_file(); pmem_is_pmem() decides once
  * whether flushes are pmem_persist() (CPU cache flush + fence, real pmem /
- * DAX) or pmem_msync() (page cache), see slab_persist().
+ * DAX) or pmem_msync() (page cache), see slab_persist(). Power-failure
+ * tests open a pool with a persist hook (slab_store_open_hooked) that
+ * receives every flush instead: the media is then theirs to model.
  *
  * Crash consistency of the pool structure:
  *  - creating a pool: directory zeroed and persisted, then the superblock
@@ -72,6 +74,10 @@ void slab_persist(struct slab_store *st, const void *addr, size_t len)
 
 	if (!st->file_backed || (st->flags & SLAB_F_NOSYNC) || !len)
 		return;
+	if (__builtin_expect(st->persist_hook != NULL, 0)) {
+		st->persist_hook(st->persist_ctx, st->base, addr, len);
+		return;
+	}
 	if (st->is_pmem) {
 		pmem_persist(addr, len);
 		return;
@@ -684,6 +690,13 @@ static int pool_load(struct slab_store *st)
 
 int slab_store_open(struct slab_store **out, const struct slab_store_cfg *cfg)
 {
+	return slab_store_open_hooked(out, cfg, NULL, NULL);
+}
+
+int slab_store_open_hooked(struct slab_store **out,
+			   const struct slab_store_cfg *cfg,
+			   slab_persist_hook_fn hook, void *ctx)
+{
 	struct slab_store *st;
 	bool created = true;
 	int rc;
@@ -700,6 +713,8 @@ int slab_store_open(struct slab_store **out, const struct slab_store_cfg *cfg)
 	if (!st)
 		return rs_seterr(-ENOMEM, "out of memory");
 	st->flags = cfg->flags;
+	st->persist_hook = hook;
+	st->persist_ctx = ctx;
 	rc = pthread_mutex_init(&st->lock, NULL);
 	if (rc) {
 		free(st);

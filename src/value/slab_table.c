@@ -24,8 +24,9 @@
  *           no reader accepts: recovery drops its index slot, if any, and
  *           makes it a tombstone (the insert was not acknowledged).
  *   update: log entry persisted -> row persisted -> state persisted ->
- *           return. Recovery replays a valid log entry over a torn row (or
- *           one not newer than the entry).
+ *           return. Recovery replays a valid log entry over a row whose
+ *           version is not past the entry's (torn by this write, or not
+ *           reached by it).
  *   delete: index slot cleared, persisted -> row tombstoned, persisted ->
  *           return; the slot goes on the free list.
  *

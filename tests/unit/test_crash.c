@@ -18,6 +18,8 @@
  *   - the one operation in flight at the kill: old or new state, either;
  *   - no key in the table that was never inserted, no row failing its
  *     checksum, the index consistent.
+ * (The model and this check are in crash_check.h, shared with
+ * test_powerfail, which checks power-failure images the same way.)
  * Rounds alternate between flushing with pmem_msync (the path used on a
  * non-pmem file) and SLAB_F_NOSYNC (same write orders, no flushes: what
  * a process crash needs); SIGKILL does not lose the page cache, so both
@@ -43,28 +45,12 @@
 #include "common/rs_internal.h"
 #include "value/slab_int.h" /* pet handle for pet_verify */
 
-#define DIM 32
-#define SFLOATS 2
+#include "crash_check.h"
+
+#define DIM CRASH_DIM
+#define SFLOATS CRASH_SFLOATS
 #define CAPACITY 40000
 #define MAP_SLOTS (1u << 20)
-
-enum { OP_INSERT = 1, OP_UPDATE = 2, OP_DELETE = 3 };
-enum { PH_BEGIN = 0, PH_ACK = 1 };
-
-struct rec {
-	uint64_t key;
-	uint32_t gen;
-	uint8_t op;
-	uint8_t phase;
-	uint16_t pad;
-};
-
-struct entry {
-	uint64_t key;
-	uint32_t gen;
-	uint8_t used;
-	uint8_t present;
-};
 
 #define ACKLOG_MAX (1u << 21)
 
@@ -72,44 +58,12 @@ struct entry {
  * child is dead). */
 struct acklog {
 	_Atomic uint64_t n;
-	struct rec r[ACKLOG_MAX];
+	struct crash_rec r[ACKLOG_MAX];
 };
 
 static char pool_path[256];
 static struct acklog *acklog;
-static struct entry *model;
-static struct rec inflight;
-static int have_inflight;
-static uint64_t n_acks;
-static uint32_t max_gen; /* generations stay below 2^24: exact floats */
-
-static struct entry *model_get(uint64_t key, int create)
-{
-	uint64_t h = key * 0x9E3779B97F4A7C15ULL;
-
-	for (uint32_t i = (uint32_t)(h >> 44);; i = (i + 1) % MAP_SLOTS) {
-		struct entry *e = &model[i];
-
-		if (e->used && e->key == key)
-			return e;
-		if (!e->used) {
-			if (!create)
-				return NULL;
-			e->used = 1;
-			e->key = key;
-			return e;
-		}
-	}
-}
-
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-	return z ^ (z >> 31);
-}
+static struct crash_model model;
 
 /* ---- child ---- */
 
@@ -119,7 +73,9 @@ static void send_rec(uint64_t key, uint32_t gen, int op, int phase)
 
 	while (n == ACKLOG_MAX) /* full: wait for the kill */
 		pause();
-	acklog->r[n] = (struct rec){key, gen, (uint8_t)op, (uint8_t)phase, 0};
+	acklog->r[n] = (struct crash_rec){.key = key, .gen = gen, .sgen = gen,
+					  .op = (uint8_t)op,
+					  .phase = (uint8_t)phase};
 	atomic_store_explicit(&acklog->n, n + 1, memory_order_release);
 }
 
@@ -152,7 +108,7 @@ static void child_main(int round, unsigned flags, uint64_t seed,
 		_exit(11);
 	for (uint32_t n = 0;; n++) {
 		uint32_t gen = gen_base + n;
-		uint64_t x = rnd(&seed) % 100, key, i = 0;
+		uint64_t x = crash_rnd(&seed) % 100, key, i = 0;
 		int op, rc;
 
 		if (ks.n == 0 || (x < 50 && ks.n < CAPACITY * 8 / 10))
@@ -166,13 +122,10 @@ static void child_main(int round, unsigned flags, uint64_t seed,
 			if (round == 0 && n < 2)
 				key = n ? UINT64_MAX : 0;
 		} else {
-			i = rnd(&seed) % ks.n;
+			i = crash_rnd(&seed) % ks.n;
 			key = ks.k[i];
 		}
-		for (int j = 0; j < DIM; j++)
-			val[j] = (float)gen;
-		state[0] = (float)gen;
-		state[1] = (float)(key & 0xFFFF);
+		crash_fill(key, gen, gen, val, state);
 		send_rec(key, gen, op, PH_BEGIN);
 		if (op == OP_INSERT) {
 			rc = slab_insert(t, key, val, state, NULL);
@@ -202,151 +155,26 @@ static void child_main(int round, unsigned flags, uint64_t seed,
 
 /* ---- parent ---- */
 
-static void apply(const struct rec *r)
-{
-	struct entry *e;
-
-	if (r->gen > max_gen)
-		max_gen = r->gen;
-	if (r->phase == PH_BEGIN) {
-		inflight = *r; /* a previous unacked op failed: no effect */
-		have_inflight = 1;
-		return;
-	}
-	n_acks++;
-	e = model_get(r->key, 1);
-	e->present = r->op != OP_DELETE;
-	if (r->op != OP_DELETE)
-		e->gen = r->gen;
-	have_inflight = 0;
-}
-
 static void read_acklog(void)
 {
 	uint64_t n = atomic_load_explicit(&acklog->n, memory_order_acquire);
 
 	for (uint64_t i = 0; i < n; i++)
-		apply(&acklog->r[i]);
+		crash_model_apply(&model, &acklog->r[i]);
 }
 
-struct check_ctx {
-	struct slab_table *t;
-	uint64_t n;
-	int bad;
-};
-
-static int check_row(void *arg, uint64_t key, uint32_t row)
-{
-	struct check_ctx *c = arg;
-	struct entry *e = model_get(key, 0);
-	uint8_t raw[ROW_HDR_BYTES + DIM * 4 + 64];
-	int ok_inflight = have_inflight && inflight.key == key &&
-			  inflight.op == OP_INSERT;
-
-	c->n++;
-	slab_read_row(c->t, row, raw);
-	if (row_validate(raw, &c->t->rg, row, key, NULL))
-		c->bad++; /* torn or foreign row visible */
-	if (!ok_inflight && (!e || !e->present))
-		c->bad++; /* a key nobody (acknowledged) inserted */
-	return 0;
-}
-
-/* Read key; 0 and its generation, or RS_E_NOTFOUND. Fails the test on a
- * row that is not one single write. */
-static int read_gen(struct slab_table *t, uint64_t key, uint32_t *gen)
-{
-	float v[DIM], s[SFLOATS];
-	int rc = slab_read(t, key, v, NULL);
-
-	if (rc)
-		return rc;
-	for (int j = 1; j < DIM; j++)
-		assert_true(v[j] == v[0]);
-	assert_int_equal(slab_read_state(t, key, s), 0);
-	assert_true(s[0] == v[0]); /* state from the same write */
-	assert_true(s[1] == (float)(key & 0xFFFF));
-	*gen = (uint32_t)v[0];
-	return 0;
-}
-
-struct slab_store_stats_acc {
-	uint64_t replayed, reclaimed, torn_rows, torn_buckets, dropped;
-	uint64_t checked_keys;
-};
-
-static void verify(struct slab_store_stats_acc *acc)
+static void verify(struct crash_stats *acc)
 {
 	struct slab_store_cfg cfg = {.path = pool_path};
-	struct check_ctx cc = {0};
-	struct slab_table_stats ts;
 	struct slab_store *st;
-	uint64_t present = 0;
-	uint32_t gen;
+	struct slab_table *t;
 
 	if (slab_store_open(&st, &cfg))
 		fail_msg("reopen: %s", rs_errormsg());
-	cc.t = slab_table_get(st, "crash");
-	assert_non_null(cc.t);
-	slab_table_stats(cc.t, &ts);
-	acc->replayed += ts.recovery.log_replayed;
-	acc->reclaimed += ts.recovery.rows_reclaimed;
-	acc->torn_rows += ts.recovery.rows_torn;
-	acc->torn_buckets += ts.recovery.index.torn_buckets;
-	acc->dropped += ts.recovery.index.dropped;
-
-	for (uint32_t i = 0; i < MAP_SLOTS; i++) {
-		struct entry *e = &model[i];
-		int fl, rc;
-
-		if (!e->used)
-			continue;
-		fl = have_inflight && inflight.key == e->key;
-		rc = read_gen(cc.t, e->key, &gen);
-		acc->checked_keys++;
-		if (!fl) {
-			if (e->present) {
-				assert_int_equal(rc, 0);
-				assert_int_equal(gen, e->gen);
-			} else {
-				assert_int_equal(rc, RS_E_NOTFOUND);
-			}
-		} else if (rc == 0) { /* old or new */
-			assert_true((e->present && gen == e->gen) ||
-				    (inflight.op != OP_DELETE &&
-				     gen == inflight.gen));
-		} else {
-			assert_int_equal(rc, RS_E_NOTFOUND);
-			assert_true(!e->present || inflight.op == OP_DELETE);
-		}
-		/* adopt what recovery decided for the in-flight key */
-		if (fl) {
-			e->present = rc == 0;
-			if (rc == 0)
-				e->gen = gen;
-		}
-		present += rc == 0;
-	}
-	if (have_inflight && !model_get(inflight.key, 0) &&
-	    inflight.op == OP_INSERT) {
-		struct entry *e = model_get(inflight.key, 1);
-		int rc = read_gen(cc.t, inflight.key, &gen);
-
-		if (rc == 0)
-			assert_int_equal(gen, inflight.gen);
-		else
-			assert_int_equal(rc, RS_E_NOTFOUND);
-		e->present = rc == 0;
-		e->gen = gen;
-		present += rc == 0;
-	}
-	assert_int_equal(slab_iterate(cc.t, check_row, &cc), 0);
-	assert_int_equal(cc.bad, 0);
-	assert_int_equal(cc.n, present);
-	slab_table_stats(cc.t, &ts);
-	assert_int_equal(ts.live, present);
-	assert_int_equal(pet_verify(cc.t->pet, NULL), 0);
-	have_inflight = 0;
+	t = slab_table_get(st, "crash");
+	assert_non_null(t);
+	crash_stats_add(acc, t);
+	crash_verify_table(&model, t, acc);
 	slab_store_close(&st);
 }
 
@@ -360,7 +188,7 @@ static void kill_and_recover(void **state)
 	struct slab_table_cfg tc = {.name = "crash", .dim = DIM,
 				    .capacity = CAPACITY,
 				    .state_floats = SFLOATS};
-	struct slab_store_stats_acc acc = {0};
+	struct crash_stats acc = {0};
 	struct slab_store *st;
 	uint64_t seed = (uint64_t)time(NULL) ^ (uint64_t)getpid();
 
@@ -370,8 +198,7 @@ static void kill_and_recover(void **state)
 		 d && *d ? d : "/tmp", (int)getpid());
 	unlink(pool_path);
 	cfg.path = pool_path;
-	model = calloc(MAP_SLOTS, sizeof(*model));
-	assert_non_null(model);
+	crash_model_init(&model, MAP_SLOTS);
 	acklog = mmap(NULL, sizeof(*acklog), PROT_READ | PROT_WRITE,
 		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	assert_true(acklog != MAP_FAILED);
@@ -381,18 +208,19 @@ static void kill_and_recover(void **state)
 	print_message("seed %llu, %d rounds, pool %s\n",
 		      (unsigned long long)seed, rounds, pool_path);
 
-	for (int round = 0; round < rounds && max_gen < (1u << 24) - ACKLOG_MAX;
+	for (int round = 0;
+	     round < rounds && model.max_gen < (1u << 24) - ACKLOG_MAX;
 	     round++) {
 		unsigned flags = round % 3 == 1 ? 0 : SLAB_F_NOSYNC;
 		/* msync rounds are slow (about 1 ms per flush): longer;
 		 * every 4th round dies within 3 ms, in or near the
 		 * child's own recovery */
-		double delay_ms = (double)(rnd(&seed) % 150) +
+		double delay_ms = (double)(crash_rnd(&seed) % 150) +
 				  (flags ? 5 : 100);
 
 		if (round % 4 == 3)
-			delay_ms = (double)(rnd(&seed) % 3000) / 1000;
-		uint64_t cseed = rnd(&seed);
+			delay_ms = (double)(crash_rnd(&seed) % 3000) / 1000;
+		uint64_t cseed = crash_rnd(&seed);
 		struct timespec ts = {0, (long)(delay_ms * 1e6)};
 		int status;
 		pid_t pid;
@@ -401,7 +229,7 @@ static void kill_and_recover(void **state)
 		pid = fork();
 		assert_true(pid >= 0);
 		if (pid == 0) {
-			child_main(round, flags, cseed, max_gen + 1);
+			child_main(round, flags, cseed, model.max_gen + 1);
 			_exit(1);
 		}
 		nanosleep(&ts, NULL);
@@ -416,7 +244,7 @@ static void kill_and_recover(void **state)
 				      "%llu replays, %llu reclaimed, %llu "
 				      "torn buckets\n", round,
 				      flags ? "nosync" : "msync", delay_ms,
-				      (unsigned long long)n_acks,
+				      (unsigned long long)model.n_acks,
 				      (unsigned long long)acc.replayed,
 				      (unsigned long long)acc.reclaimed,
 				      (unsigned long long)acc.torn_buckets);
@@ -429,11 +257,11 @@ static void kill_and_recover(void **state)
 		      (unsigned long long)acc.torn_rows,
 		      (unsigned long long)acc.torn_buckets,
 		      (unsigned long long)acc.dropped,
-		      (unsigned long long)n_acks,
+		      (unsigned long long)model.n_acks,
 		      (unsigned long long)acc.checked_keys);
 	unlink(pool_path);
 	munmap(acklog, sizeof(*acklog));
-	free(model);
+	free(model.map);
 }
 
 int main(void)
