@@ -721,31 +721,19 @@ static int map_dram(struct slab_store *st, uint64_t size)
 	return 0;
 }
 
-/* Map a device dax whole (libpmem maps a device only whole, with its
- * alignment); a size above the device's is refused. */
-static int map_device(struct slab_store *st, uint64_t size)
+/* A device dax is mapped whole (libpmem maps a device only whole, with
+ * its alignment): a size above the device's is refused. */
+static int device_check(struct slab_store *st, uint64_t size)
 {
-	int is_pmem = 0;
-	size_t mlen = 0;
-	void *p = pmem_map_file(st->path, 0, 0, 0, &mlen, &is_pmem);
-
-	if (!p)
-		return rs_seterr(errno ? -errno : -EIO, "device %s: %s",
-				 st->path, pmem_errormsg());
-	st->base = p;
-	st->len = mlen;
-	st->is_pmem = is_pmem != 0;
-	st->file_backed = true;
-	st->device = true;
-	if (size > mlen)
+	if (size > st->len)
 		return rs_seterr(RS_E_INVAL, "device %s has %zu bytes (%zu "
 				 "MiB), storage.size asks for %llu: the pool "
 				 "is the whole device, give a size of at "
-				 "most the device's", st->path, mlen,
-				 mlen >> 20, (unsigned long long)size);
-	if (mlen < SLAB_DATA_OFF + SLAB_ALIGN)
+				 "most the device's", st->path, st->len,
+				 st->len >> 20, (unsigned long long)size);
+	if (st->len < SLAB_DATA_OFF + SLAB_ALIGN)
 		return rs_seterr(RS_E_INVAL, "device %s has %zu bytes: a pool "
-				 "needs at least %llu", st->path, mlen,
+				 "needs at least %llu", st->path, st->len,
 				 SLAB_DATA_OFF + SLAB_ALIGN);
 	return 0;
 }
@@ -760,11 +748,10 @@ static int map_file(struct slab_store *st, uint64_t size, bool *created)
 	void *p;
 
 	*created = false;
-	if (!stat(st->path, &sb) && S_ISCHR(sb.st_mode))
-		return map_device(st, size);
+	st->device = !stat(st->path, &sb) && S_ISCHR(sb.st_mode);
 	for (int tries = 0; tries < 2; tries++) {
 		p = pmem_map_file(st->path, 0, 0, 0, &mlen, &is_pmem);
-		if (p || errno != ENOENT)
+		if (p || errno != ENOENT || st->device)
 			break;
 		if (!size)
 			return rs_seterr(-ENOENT, "pool %s does not exist and "
@@ -787,6 +774,8 @@ static int map_file(struct slab_store *st, uint64_t size, bool *created)
 	st->len = mlen;
 	st->is_pmem = is_pmem != 0;
 	st->file_backed = true;
+	if (st->device)
+		return device_check(st, size);
 	if (!*created && size && ALIGN_UP(size, SLAB_ALIGN) != mlen)
 		return rs_seterr(RS_E_INVAL, "pool %s has %zu bytes, not %llu",
 				 st->path, mlen, (unsigned long long)size);
