@@ -32,7 +32,8 @@
  * Migration (file pool): a layout-2 pool as earlier versions left it (a
  * table without a catalog record, its spec in "<pool>.tables.json"): the
  * node serves the table with the file's spec and moves it into the pool;
- * with the file gone, a restart still has the spec.
+ * with the file gone, a restart still has the spec. A layout-3 table
+ * without a valid record (damage) makes the node refuse to open.
  */
 #include <libpmem.h>
 #include <signal.h>
@@ -365,9 +366,10 @@ static void device_format(struct node *n)
 	printf("device formatted (storage.format)\n");
 }
 
-/* Make a layout-2 pool at g_pool holding an empty table of spec s, with
- * s in the JSON catalog file next to it. */
-static void legacy_pool(const struct proto_table_spec *s)
+/* Make a pool at g_pool holding an empty table of spec s without a
+ * catalog record; layout2: as earlier versions did, with s in the JSON
+ * catalog file next to it. */
+static void legacy_pool(const struct proto_table_spec *s, bool layout2)
 {
 	struct slab_store_cfg sc = {.path = g_pool, .size = 64ull << 20,
 				    .flags = SLAB_F_SPARSE};
@@ -382,6 +384,10 @@ static void legacy_pool(const struct proto_table_spec *s)
 
 	SV_OK(slab_store_open(&st, &sc));
 	SV_OK(slab_table_create(st, &tc, NULL));
+	if (!layout2) {
+		slab_store_close(&st);
+		return;
+	}
 	st->sb->layout_version = 2;
 	st->sb->checksum = XXH3_64bits(st->sb,
 				       offsetof(struct slab_super, checksum));
@@ -413,7 +419,7 @@ static void migration(void)
 	init_params_default(&s.init, INIT_NORMAL);
 	s.init.std = 0.3f;
 	s.init.seed = 0xabcdef;
-	legacy_pool(&s);
+	legacy_pool(&s, true);
 	snprintf(file, sizeof(file), "%s.tables.json", g_pool);
 	for (int round = 0; round < 2; round++) {
 		SV_OK(node_start(&n));
@@ -431,6 +437,13 @@ static void migration(void)
 	}
 	printf("layout-2 pool: the catalog file's spec moved into the "
 	       "pool\n");
+	unlink(g_pool);
+	/* layout 3: a table without its record is damage, never served
+	 * with parameters nobody gave it */
+	legacy_pool(&s, false);
+	SV_CHECK(node_start(&n) == RS_E_CORRUPT, "a layout-3 table without "
+		 "a catalog record was served");
+	printf("layout-3 table without a catalog record: node refused\n");
 	unlink(g_pool);
 }
 
