@@ -10,6 +10,7 @@ if [ -z "${RS_RDMA_DEV:-}" ]; then
 fi
 ulimit -l unlimited 2>/dev/null || true
 rc=0
+# one test at a time (no -j): tests share the device dax RS_PMEM_DEV
 for b in "$@"; do
   printf '\n--- rxe tests in %s ---\n' "$b"
   ctest --test-dir "$b" -L rxe --output-on-failure || rc=1

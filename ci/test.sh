@@ -8,7 +8,9 @@
 #    short libFuzzer runs of the wire decoder and config parser (clang);
 # 4. runs the rxe tests over real Soft-RoCE in the three trees: natively
 #    when the kernel has rdma_rxe, otherwise in one QEMU guest boot
-#    (ci/with-rxe.sh).
+#    (ci/with-rxe.sh) with an emulated NVDIMM as device dax (RS_VM_PMEM,
+#    default build/rxe-pmem.img:256M, a sparse file; "" for none), on
+#    which test_server_pmem formats and crashes a node in each tree.
 # Exits non-zero if anything fails. RS_TEST_SKIP_RXE=1 skips step 4.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -58,4 +60,7 @@ if [ "${RS_TEST_SKIP_RXE:-0}" = 1 ]; then
 fi
 
 log "rxe tests (build, build-asan, build-tsan) over Soft-RoCE"
-bash ci/with-rxe.sh bash ci/rxe-tests.sh build build-asan build-tsan
+# rxe-tests.sh runs each tree's tests one at a time: the device is never
+# used by two tests at once
+RS_VM_PMEM=${RS_VM_PMEM-build/rxe-pmem.img:256M} \
+	bash ci/with-rxe.sh bash ci/rxe-tests.sh build build-asan build-tsan

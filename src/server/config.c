@@ -765,7 +765,8 @@ static int parse_auth(struct ctx *c, json_t *root, struct srv_config *cfg)
 /* ---- top level ---- */
 
 static const char *const listen_keys[] = { "addr", "port", NULL };
-static const char *const storage_keys[] = { "backend", "path", "size", NULL };
+static const char *const storage_keys[] = { "backend", "path", "size",
+					    "format", NULL };
 static const char *const trace_keys[] = { "path", "sample", NULL };
 static const char *const top_keys[] = {
 	"name", "device", "listen", "metrics_port", "storage", "tables",
@@ -837,7 +838,8 @@ static int parse_storage(struct ctx *c, json_t *root, struct srv_config *cfg)
 	}
 	if ((rc = dup_path(c, o, "path", &cfg->storage_path)) ||
 	    (rc = get_size(c, o, "size", SRV_CONFIG_MIN_STORAGE_BYTES,
-			   UINT64_MAX, &cfg->storage_bytes)))
+			   UINT64_MAX, &cfg->storage_bytes)) ||
+	    (rc = get_bool(c, o, "format", &cfg->storage_format)))
 		goto out;
 	if (cfg->backend == SRV_BACKEND_PMEM && !cfg->storage_path)
 		rc = fail_at(c, "path", "required with backend pmem");

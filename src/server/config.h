@@ -78,6 +78,8 @@ struct srv_config {
 	uint32_t backend;	  /* enum srv_backend; DRAM */
 	char *storage_path;	  /* PMEM file; NULL with DRAM */
 	uint64_t storage_bytes;	  /* 256 MiB */
+	int storage_format;	  /* format a path holding no valid pool
+				     even if not blank; 0 */
 	uint64_t default_capacity; /* rows of a capacity-0 create; 1 Mi */
 	uint32_t workers;	  /* RPC worker threads; 2 */
 	uint32_t spin_us;	  /* adaptive polling window; 50 */

@@ -1,9 +1,13 @@
 /*
- * srv_catalog.c - the table catalog of a file-backed node: what the slab
- * pool does not keep about a table (optimizer and initializer parameters),
- * in a JSON file next to the pool ("<pool>.tables.json").
+ * srv_catalog.c - table specs (optimizer and initializer parameters, what
+ * the slab directory does not keep about a table) as JSON:
+ *  - the catalog record of each table inside the pool (slab_table_cfg.
+ *    catalog): srv_spec_encode/decode, one spec object, compact;
+ *  - the JSON catalog file of pools of layout 2 ("<pool>.tables.json"),
+ *    read once at open so that its specs move into the pool's records
+ *    (srv_tables.c); no longer written.
  *
- * Format (written by this file only):
+ * File format (written by earlier versions):
  *   {"format": "recstore-tables", "version": 1,
  *    "tables": [{"uid": "00c0ffee12345678", "spec": {
  *        "name": "ads", "dim": 64, "dtype": "fp32", "capacity": 100000,
@@ -14,18 +18,14 @@
  * before its table existed). Floats are stored as doubles, which round-
  * trip every float exactly.
  *
- * Crash safety: the file is replaced atomically (write "<file>.tmp",
- * fsync, rename, fsync the directory). The order against the pool is
- * chosen so that every table in the pool has an entry: an entry is written
- * BEFORE slab_table_create() and removed AFTER slab_table_drop(); a stale
- * entry without a table is pruned at the next open (srv_tables.c).
+ * The file's entries were written before their table and removed after
+ * its drop, so an entry may name a table the pool does not have: only an
+ * entry whose name (and uid, if set) matches a pool table is used.
  *
  * Not thread-safe: callers hold tables.admin.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,15 +174,6 @@ int srv_catalog_set(struct srv_catalog *c, const struct proto_table_spec *s,
 	return 0;
 }
 
-void srv_catalog_remove(struct srv_catalog *c, const char *name)
-{
-	int i = srv_catalog_find(c, name);
-
-	if (i < 0)
-		return;
-	c->ent[i] = c->ent[--c->n];
-}
-
 int srv_catalog_load(struct srv_catalog *c)
 {
 	json_error_t jerr;
@@ -221,85 +212,27 @@ int srv_catalog_load(struct srv_catalog *c)
 	return 0;
 }
 
-static int fsync_dir_of(const char *path)
+int srv_spec_encode(const struct proto_table_spec *s, char *buf, size_t cap)
 {
-	char buf[sizeof(((struct srv_catalog *)0)->path)];
-	int fd, ret = 0;
+	json_t *j = srv_spec_to_json(s);
+	size_t len;
 
-	snprintf(buf, sizeof(buf), "%s", path);
-	fd = open(dirname(buf), O_RDONLY | O_DIRECTORY);
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd))
-		ret = -errno;
-	close(fd);
+	if (!j)
+		return rs_seterr(-ENOMEM, "catalog: out of memory");
+	len = json_dumpb(j, buf, cap, JSON_COMPACT | JSON_REAL_PRECISION(9));
+	json_decref(j);
+	if (!len || len > cap || len > INT32_MAX)
+		return rs_seterr(RS_E_INVAL, "table '%s': its spec does not "
+				 "fit a catalog record of %zu bytes", s->name,
+				 cap);
+	return (int)len;
+}
+
+int srv_spec_decode(const void *buf, size_t len, struct proto_table_spec *s)
+{
+	json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+	int ret = j ? srv_spec_from_json(j, s) : -1;
+
+	json_decref(j);
 	return ret;
-}
-
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t w = write(fd, p, len);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
-int srv_catalog_save(const struct srv_catalog *c)
-{
-	char tmp[sizeof(c->path) + 8];
-	json_t *root, *tabs;
-	char *text = NULL;
-	int fd = -1, ret;
-
-	if (!c->path[0])
-		return 0;
-	tabs = json_array();
-	root = json_pack("{s:s, s:i, s:o}", "format", "recstore-tables",
-			 "version", 1, "tables", tabs);
-	if (!root)
-		return rs_seterr(-ENOMEM, "catalog: out of memory");
-	for (unsigned i = 0; i < c->n; i++) {
-		char uid[24] = "";
-
-		if (c->ent[i].uid)
-			snprintf(uid, sizeof(uid), "%016" PRIx64,
-				 c->ent[i].uid);
-		json_array_append_new(tabs, json_pack(
-			"{s:s, s:o}", "uid", uid, "spec",
-			srv_spec_to_json(&c->ent[i].spec)));
-	}
-	text = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(9));
-	json_decref(root);
-	if (!text)
-		return rs_seterr(-ENOMEM, "catalog: out of memory");
-	snprintf(tmp, sizeof(tmp), "%s.tmp", c->path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		ret = -errno;
-		goto free_text;
-	}
-	ret = write_all(fd, text, strlen(text));
-	if (!ret)
-		ret = write_all(fd, "\n", 1);
-	if (!ret && fsync(fd))
-		ret = -errno;
-	if (close(fd) && !ret)
-		ret = -errno;
-	if (!ret && rename(tmp, c->path))
-		ret = -errno;
-	if (!ret)
-		ret = fsync_dir_of(c->path);
-	if (ret)
-		unlink(tmp);
-free_text:
-	free(text);
-	return ret ? rs_seterr(ret, "catalog %s: %s", c->path, strerror(-ret))
-		   : 0;
 }

@@ -1,6 +1,7 @@
 /*
- * srv_catalog.h - table specs of a file-backed node, kept in a JSON file
- * next to the pool (see srv_catalog.c for the format and crash order).
+ * srv_catalog.h - table specs of a file-backed node: the pool's catalog
+ * records, and the JSON catalog file of layout-2 pools (read only, to
+ * migrate it into the pool); see srv_catalog.c.
  */
 #ifndef RS_SERVER_SRV_CATALOG_H
 #define RS_SERVER_SRV_CATALOG_H
@@ -28,17 +29,20 @@ struct srv_catalog {
 void srv_catalog_init(struct srv_catalog *c, const char *pool_path);
 /* 0 (a missing file is an empty catalog), RS_E_CORRUPT, -errno. */
 int srv_catalog_load(struct srv_catalog *c);
-/* Replace the file atomically. 0 or -errno. */
-int srv_catalog_save(const struct srv_catalog *c);
 /* Index of the entry for name, or -1. */
 int srv_catalog_find(const struct srv_catalog *c, const char *name);
 int srv_catalog_set(struct srv_catalog *c, const struct proto_table_spec *s,
 		    uint64_t uid);
-void srv_catalog_remove(struct srv_catalog *c, const char *name);
 
 /* A spec as JSON (new reference) and back (0 or -1). Also used by
  * recstore-ctl-style tooling and the tests. */
 json_t *srv_spec_to_json(const struct proto_table_spec *s);
 int srv_spec_from_json(json_t *j, struct proto_table_spec *s);
+
+/* A spec as a pool catalog record (compact JSON) in buf: its length, or
+ * RS_E_INVAL if it needs more than cap bytes. */
+int srv_spec_encode(const struct proto_table_spec *s, char *buf, size_t cap);
+/* A catalog record back to a spec: 0, or -1 if it is not one. */
+int srv_spec_decode(const void *buf, size_t len, struct proto_table_spec *s);
 
 #endif

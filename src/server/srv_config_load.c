@@ -55,6 +55,8 @@ int srv_opts_from_config(struct srv_opts *o, const struct srv_config *c)
 	v.send_timeout_ms = (int)c->send_timeout_ms;
 	v.limits = c->limits;
 	v.pool_bytes = c->storage_bytes;
+	v.slab_flags = (v.slab_flags & ~SLAB_F_FORMAT) |
+		       (c->storage_format ? SLAB_F_FORMAT : 0);
 	v.default_capacity = c->default_capacity;
 	v.trace_sample = c->trace_sample;
 	v.pool_path = c->backend == SRV_BACKEND_PMEM ? c->storage_path : NULL;

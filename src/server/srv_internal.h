@@ -29,7 +29,7 @@
  * Locks (never take one to the left while holding one to the right):
  *   tables.admin -> tables.lock -> gate.lock
  *   tables.admin  serializes create / drop (slab calls, MR registration,
- *                 catalog file).
+ *                 catalog records).
  *   tables.lock   rwlock over the slot array and the directory snapshot.
  *   gate.lock     the receive gate (see srv_gate_* in server.c).
  */
@@ -211,7 +211,8 @@ struct srv_tables {
 	struct rv_dev *dev;
 	struct rs_server *srv;		/* for metrics and the log */
 	struct srv_numa *numa;
-	struct srv_catalog *cat;	/* file pools: table specs */
+	struct srv_catalog *cat;	/* layout-2 pools: the JSON catalog
+					   file, read at open (migration) */
 	const char *pool_path;		/* NULL: DRAM (points into opts) */
 	bool file_backed;
 	double index_load;
@@ -220,8 +221,8 @@ struct srv_tables {
 	_Atomic uint64_t registered_bytes;
 };
 
-/* Open the slab store of o (DRAM or file; a file pool recovers its
- * tables, their specs come from the catalog file next to it). */
+/* Open the slab store of o (DRAM, file or device dax; a file pool
+ * recovers its tables, their specs from its catalog records). */
 int srv_tables_open(struct srv_tables *r, struct rs_server *s,
 		    const struct srv_opts *o);
 void srv_tables_close(struct srv_tables *r);

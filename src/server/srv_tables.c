@@ -8,8 +8,9 @@
  *     region and the rows region (contiguous in the pool, see
  *     slab_table_regions()); optimizer state, the pool superblock and the
  *     other tables are not readable. No registration grants remote write.
- *   - its spec: optimizer and initializer parameters (the pool keeps only
- *     the geometry; file pools keep the rest in the catalog, srv_catalog.c);
+ *   - its spec: optimizer and initializer parameters (the directory keeps
+ *     only the geometry; a file pool keeps the spec in the table's catalog
+ *     record, written with the table: srv_catalog.c, slab.h);
  *   - its directory entry (struct proto_table_info): addresses, rkey and
  *     geometry, built once at create time.
  * The wire table id is the slab table id, which is also the table_id field
@@ -236,7 +237,7 @@ int srv_table_create(struct srv_tables *r, const struct proto_table_spec *req,
 	struct proto_table_spec spec = *req, *s = &spec;
 	struct slab_table_cfg cfg;
 	struct slab_table *st = NULL;
-	struct slab_table_geom g;
+	char rec[SLAB_CATALOG_MAX];
 	int ret, mem;
 
 	ret = proto_table_spec_validate(s, &r->limits);
@@ -248,13 +249,13 @@ int srv_table_create(struct srv_tables *r, const struct proto_table_spec *req,
 		goto unlock;
 	}
 	spec_to_cfg(r, s, &cfg);
-	capacity_resolve(r, s, &cfg); /* before the catalog records it */
-	if (r->cat->path[0]) { /* intent first: see srv_catalog.c */
-		ret = srv_catalog_set(r->cat, s, 0);
-		if (!ret)
-			ret = srv_catalog_save(r->cat);
-		if (ret)
-			goto forget;
+	capacity_resolve(r, s, &cfg); /* before the record holds it */
+	if (r->file_backed) { /* persisted with the table, before it exists */
+		ret = srv_spec_encode(s, rec, sizeof(rec));
+		if (ret < 0)
+			goto unlock;
+		cfg.catalog = rec;
+		cfg.catalog_len = (uint32_t)ret;
 	}
 	mem = srv_numa_mem_enter(r->numa);
 	ret = slab_table_create(r->store, &cfg, &st);
@@ -264,16 +265,11 @@ int srv_table_create(struct srv_tables *r, const struct proto_table_spec *req,
 		if (ret == RS_E_FULL && !req->capacity)
 			srv_err(ret, "capacity 0 (the node's default): %s",
 				rs_errormsg());
-		goto forget;
+		goto unlock;
 	}
 	ret = table_attach(r, st, s, info);
 	if (ret)
 		goto drop_slab;
-	if (r->cat->path[0]) {
-		slab_table_geom(st, &g);
-		if (!srv_catalog_set(r->cat, s, g.uid))
-			(void)srv_catalog_save(r->cat); /* uid is a hint */
-	}
 	pthread_mutex_unlock(&r->admin);
 	return 0;
 
@@ -284,11 +280,6 @@ drop_slab:
 		snprintf(msg, sizeof(msg), "%s", rs_errormsg());
 		slab_table_drop(r->store, s->name);
 		rs_seterr(ret, "%s", msg);
-	}
-forget:
-	if (r->cat->path[0]) {
-		srv_catalog_remove(r->cat, s->name);
-		(void)srv_catalog_save(r->cat);
 	}
 unlock:
 	pthread_mutex_unlock(&r->admin);
@@ -312,11 +303,6 @@ int srv_table_drop(struct srv_tables *r, const char *name)
 	}
 	table_detach(r, t);
 	ret = slab_table_drop(r->store, name);
-	if (r->cat->path[0]) {
-		srv_catalog_remove(r->cat, name);
-		if (srv_catalog_save(r->cat))
-			srv_log("warning: %s", rs_errormsg());
-	}
 	pthread_mutex_unlock(&r->admin);
 	if (ret)
 		return srv_err(ret, "table '%s': slab drop failed: %s", name,
@@ -446,47 +432,114 @@ static const struct proto_table_spec *config_spec(const struct srv_opts *o,
 	return NULL;
 }
 
-/* Attach every table the pool recovered, with its spec from the config,
- * else the catalog, else a guess (logged). */
-static int tables_recover(struct srv_tables *r, const struct srv_opts *o)
+/* The spec in t's catalog record: 1, or 0 if it has none (or a record
+ * that is not a spec of t's shape: logged). */
+static int spec_from_record(struct srv_tables *r, struct slab_table *st,
+			    struct proto_table_spec *s, const char *pool)
+{
+	char rec[SLAB_CATALOG_MAX];
+	int len = slab_table_catalog(r->store, st, rec, sizeof(rec));
+
+	if (len < 0)
+		return 0;
+	if (srv_spec_decode(rec, (size_t)len, s) ||
+	    strcmp(s->name, slab_table_name(st))) {
+		srv_log("warning: table '%s' in the pool %s: its catalog "
+			"record is not a table spec", slab_table_name(st),
+			pool);
+		return 0;
+	}
+	if (shape_check(st, s, "catalog record", pool)) {
+		srv_log("warning: %s", rs_errormsg());
+		return 0;
+	}
+	return 1;
+}
+
+/* The spec of pool table st: the config's (tables[]), else its catalog
+ * record, else the layout-2 JSON catalog file's, else (layout 2 only) a
+ * guess, logged. A table that lacks a valid record gets one from the config
+ * or the JSON file (migration; a crash half way leaves it without one, and
+ * the next open does it again). A layout-3 table with neither a record nor
+ * a spec elsewhere is damage: the node refuses to open rather than serve
+ * it with parameters nobody gave it. */
+static int spec_resolve(struct srv_tables *r, const struct srv_opts *o,
+			struct slab_table *st, unsigned layout,
+			struct proto_table_spec *spec)
 {
 	const char *pool = o->pool_path ? o->pool_path : "(dram)";
+	const struct proto_table_spec *cs;
+	struct slab_table_geom g;
+	bool have_rec, migrate = false;
+	char what[32], rec[SLAB_CATALOG_MAX];
+	size_t ci;
+	int k, ret;
 
+	slab_table_geom(st, &g);
+	cs = config_spec(o, slab_table_name(st), &ci);
+	have_rec = r->file_backed && spec_from_record(r, st, spec, pool);
+	k = srv_catalog_find(r->cat, slab_table_name(st));
+	if (cs) {
+		snprintf(what, sizeof(what), "tables[%zu]", ci);
+		ret = shape_check(st, cs, what, pool);
+		if (ret)
+			return ret;
+		*spec = *cs;
+		migrate = r->file_backed && !have_rec;
+	} else if (have_rec) {
+		return 0;
+	} else if (k >= 0 && (!r->cat->ent[k].uid ||
+			      r->cat->ent[k].uid == g.uid) &&
+		   !shape_check(st, &r->cat->ent[k].spec, "catalog", pool)) {
+		*spec = r->cat->ent[k].spec;
+		migrate = true;
+	} else if (layout >= 3) {
+		return rs_seterr(RS_E_CORRUPT, "table '%s' in the pool %s has "
+				 "no valid catalog record (damaged) and no "
+				 "spec in the config: give it in tables[] to "
+				 "serve it", slab_table_name(st), pool);
+	} else {
+		if (k >= 0)
+			srv_log("warning: %s; using the pool's shape",
+				rs_errormsg());
+		spec_guess(st, spec);
+		srv_log("warning: table '%s' in the pool %s has no catalog "
+			"entry: serving it with optimizer %s and default "
+			"parameters", spec->name, pool,
+			optim_kind_name(spec->optim.kind));
+	}
+	if (migrate) {
+		ret = srv_spec_encode(spec, rec, sizeof(rec));
+		if (ret >= 0)
+			ret = slab_table_set_catalog(r->store, st, rec,
+						     (uint32_t)ret);
+		if (ret < 0)
+			return srv_err(ret, "table '%s': writing its catalog "
+				       "record: %s", spec->name,
+				       rs_errormsg());
+		srv_log("table '%s': spec written into the pool's catalog "
+			"record (from the %s)", spec->name,
+			cs ? "config" : "catalog file");
+	}
+	return 0;
+}
+
+/* Attach every table the pool recovered, with its spec (spec_resolve). */
+static int tables_recover(struct srv_tables *r, const struct srv_opts *o)
+{
+	struct slab_store_info si;
+
+	slab_store_info(r->store, &si);
 	for (unsigned id = 0; id < SLAB_MAX_TABLES; id++) {
 		struct slab_table *st = slab_table_by_id(r->store, id);
-		const struct proto_table_spec *cs;
 		struct proto_table_spec spec;
-		struct slab_table_geom g;
-		char what[32];
-		size_t ci;
-		int k, ret;
+		int ret;
 
 		if (!st)
 			continue;
-		slab_table_geom(st, &g);
-		cs = config_spec(o, slab_table_name(st), &ci);
-		k = srv_catalog_find(r->cat, slab_table_name(st));
-		if (cs) {
-			snprintf(what, sizeof(what), "tables[%zu]", ci);
-			ret = shape_check(st, cs, what, pool);
-			if (ret)
-				return ret;
-			spec = *cs;
-		} else if (k >= 0 && (!r->cat->ent[k].uid ||
-				      r->cat->ent[k].uid == g.uid)) {
-			spec = r->cat->ent[k].spec;
-			if (shape_check(st, &spec, "catalog", pool)) {
-				srv_log("warning: %s; using the pool's shape",
-					rs_errormsg());
-				spec_guess(st, &spec);
-			}
-		} else {
-			spec_guess(st, &spec);
-			srv_log("warning: table '%s' in the pool %s has no "
-				"catalog entry: serving it with optimizer %s "
-				"and default parameters", spec.name, pool,
-				optim_kind_name(spec.optim.kind));
-		}
+		ret = spec_resolve(r, o, st, si.layout, &spec);
+		if (ret)
+			return ret;
 		/* single-threaded at open, but attach's rule holds all the
 		 * same */
 		pthread_mutex_lock(&r->admin);
@@ -494,15 +547,8 @@ static int tables_recover(struct srv_tables *r, const struct srv_opts *o)
 		pthread_mutex_unlock(&r->admin);
 		if (ret)
 			return ret;
-		srv_catalog_set(r->cat, &spec, g.uid);
 	}
-	/* prune entries whose table never made it into the pool */
-	for (unsigned i = 0; i < r->cat->n;)
-		if (!slab_table_get(r->store, r->cat->ent[i].spec.name))
-			srv_catalog_remove(r->cat, r->cat->ent[i].spec.name);
-		else
-			i++;
-	return srv_catalog_save(r->cat);
+	return 0;
 }
 
 int srv_tables_apply_config(struct srv_tables *r, const struct srv_opts *o)
@@ -529,6 +575,7 @@ int srv_tables_open(struct srv_tables *r, struct rs_server *s,
 		.flags = o->slab_flags,
 	};
 	uint64_t g0 = 0;
+	struct stat sb;
 	int ret, mem;
 
 	memset(r, 0, sizeof(*r));
@@ -555,24 +602,17 @@ int srv_tables_open(struct srv_tables *r, struct rs_server *s,
 	ret = srv_catalog_load(r->cat);
 	if (ret)
 		goto free_cat;
-	if (r->file_backed && access(o->pool_path, F_OK) == 0)
-		sc.size = 0; /* existing pool: its own size */
+	if (r->file_backed && !stat(o->pool_path, &sb) && !S_ISCHR(sb.st_mode))
+		sc.size = 0; /* existing file: its own size */
 	else if (!sc.size)
 		sc.size = SRV_CONFIG_STORAGE_BYTES;
+	/* a device: the whole device, sc.size only bounds it (slab.h) */
 	mem = srv_numa_mem_enter(r->numa);
 	ret = slab_store_open(&r->store, &sc);
 	if (mem > 0)
 		srv_numa_mem_leave(r->numa);
 	if (ret) {
-		struct stat sb;
-		bool chr = o->pool_path && !stat(o->pool_path, &sb) &&
-			   S_ISCHR(sb.st_mode);
-
-		ret = srv_err(ret, "storage: %s%s", rs_errormsg(),
-			      chr && ret == RS_E_CORRUPT ?
-				      " (a device dax holds no pool until "
-				      "one is formatted on it: the slab "
-				      "store cannot format devices yet)" : "");
+		ret = srv_err(ret, "storage: %s", rs_errormsg());
 		goto free_cat;
 	}
 	ret = tables_recover(r, o);

@@ -12,6 +12,9 @@
  *   0        superblock (magic, layout version, size, checksum, boot count)
  *   4 KiB    table directory: SLAB_MAX_TABLES entries of 256 B, each with
  *            its own checksum (name, geometry, seeds, extent)
+ *   64 KiB   catalog records: one of 1 KiB per directory slot, the owner's
+ *            opaque description of the table (the node's table spec),
+ *            checksummed and bound to the table's incarnation (layout 3)
  *   2 MiB    table extents, 2 MiB aligned, first fit:
  *              meta (4 KiB: high-water mark of used rows)
  *              index region   \  contiguous: one READable range
@@ -67,9 +70,14 @@ struct slab_table;
 #define SLAB_F_HUGEPAGES 0x1u /* DRAM: try MAP_HUGETLB, else THP advice */
 #define SLAB_F_NOSYNC 0x2u    /* file: no flushes (process-crash safe only) */
 #define SLAB_F_SPARSE 0x4u    /* file: create without preallocating blocks */
+#define SLAB_F_FORMAT 0x8u    /* format a file or device that holds no
+				 valid pool even if it is not blank */
+
+/* Bytes of a table's catalog record (slab_table_cfg.catalog). */
+#define SLAB_CATALOG_MAX 1000
 
 struct slab_store_cfg {
-	const char *path; /* NULL: DRAM pool; else the pool file */
+	const char *path; /* NULL: DRAM pool; else the pool file or device */
 	uint64_t size;	  /* bytes, to create; 0 opens an existing file */
 	unsigned flags;	  /* SLAB_F_* */
 };
@@ -78,6 +86,11 @@ struct slab_store_cfg {
  * Open a pool. DRAM (path NULL): a fresh pool of cfg->size bytes. File: if
  * path exists it is opened and every table recovered (cfg->size must be 0
  * or the file's size); otherwise it is created with cfg->size bytes.
+ * Device dax (path a character device): the pool is the whole device;
+ * cfg->size, if not 0, must not exceed it.
+ * An existing file or device without a valid superblock is formatted if
+ * its first 2 MiB are all zero (blank), or if SLAB_F_FORMAT is set; any
+ * other content is refused (RS_E_CORRUPT), never overwritten.
  * 0, RS_E_INVAL, RS_E_CORRUPT (not a pool, or damaged beyond recovery),
  * -errno. *out is owned by the caller (slab_store_close).
  */
@@ -93,6 +106,8 @@ struct slab_store_info {
 	bool is_pmem;	     /* flushes are pmem_persist (else msync) */
 	bool hugetlb;	     /* DRAM pool on MAP_HUGETLB pages */
 	uint64_t boot_count; /* file: times the pool was opened */
+	unsigned layout;     /* pool layout version (2: no catalog records) */
+	bool device;	     /* a device dax (the whole device is the pool) */
 	uint64_t free_bytes; /* largest extent a new table could get */
 	uint64_t free_total; /* all the gaps between tables together */
 	unsigned ntables;
@@ -106,6 +121,8 @@ struct slab_table_cfg {
 	uint64_t capacity;     /* rows, 1 .. 2^32 - 2 */
 	uint32_t state_floats; /* optimizer state slots per row, 0: none */
 	double index_load;     /* index fill at capacity; 0: 0.85 */
+	const void *catalog;   /* catalog record: opaque bytes kept with the */
+	uint32_t catalog_len;  /* table (0..SLAB_CATALOG_MAX; 0: none) */
 };
 
 /* Bytes of pool a table of cfg takes (file_backed adds the redo log);
@@ -125,6 +142,18 @@ uint64_t slab_table_fit(const struct slab_table_cfg *cfg, bool file_backed,
  * (extents are placed first fit between the live tables). */
 int slab_table_create(struct slab_store *st, const struct slab_table_cfg *cfg,
 		      struct slab_table **out);
+/* The table's catalog record: its length (copied into buf, which holds
+ * cap bytes, at most SLAB_CATALOG_MAX needed), or RS_E_NOTFOUND if the
+ * table has no valid record (created without one, on a layout-2 pool, or
+ * damaged); RS_E_INVAL if cap is too small. */
+int slab_table_catalog(struct slab_store *st, struct slab_table *t, void *buf,
+		       size_t cap);
+/* Give a table that has no valid catalog record one (migration of specs
+ * kept elsewhere); persisted before it returns. 0, RS_E_EXISTS (it has one:
+ * records are written once per table, never replaced in place), RS_E_INVAL
+ * (len), -errno (flush). */
+int slab_table_set_catalog(struct slab_store *st, struct slab_table *t,
+			   const void *rec, uint32_t len);
 /* The table of that name or id, or NULL. */
 struct slab_table *slab_table_get(struct slab_store *st, const char *name);
 struct slab_table *slab_table_by_id(struct slab_store *st, unsigned id);

@@ -17,7 +17,9 @@
 #include "value/slab.h"
 
 #define SLAB_MAGIC 0x313042414C535352ULL /* "RSSLAB01" */
-#define SLAB_LAYOUT_VERSION 2 /* 2: checksums seeded by the table uid */
+#define SLAB_LAYOUT_VERSION 3 /* 2: checksums seeded by the table uid;
+				  3: catalog records (layout 2 still opens) */
+#define SLAB_LAYOUT_OLDEST 2
 #define SLAB_SB_BYTES 4096
 #define SLAB_DIR_OFF 4096
 #define SLAB_DIRENT_BYTES 256
@@ -32,9 +34,15 @@
 #define SLAB_LOG_HDR 64
 #define SLAB_DEFAULT_LOAD 0.85
 
+#define SLAB_CAT_OFF (64ULL << 10)
+#define SLAB_CAT_BYTES 1024
+
 _Static_assert(SLAB_DIR_OFF + SLAB_MAX_TABLES * SLAB_DIRENT_BYTES <=
+		       SLAB_CAT_OFF,
+	       "directory fits before the catalog records");
+_Static_assert(SLAB_CAT_OFF + SLAB_MAX_TABLES * SLAB_CAT_BYTES <=
 		       SLAB_DATA_OFF,
-	       "directory fits before the data");
+	       "catalog records fit before the data");
 
 /* Superblock, at pool offset 0. */
 struct slab_super {
@@ -76,6 +84,19 @@ struct slab_dirent {
 	uint8_t reserved[64];
 };
 _Static_assert(sizeof(struct slab_dirent) == SLAB_DIRENT_BYTES, "dirent");
+
+/* Catalog record of directory slot i, at SLAB_CAT_OFF + i * 1 KiB: valid
+ * iff len <= SLAB_CATALOG_MAX, uid is the slot's live entry's uid and the
+ * checksum (XXH3-64 seeded by uid, of bytes [8, 24 + len)) matches. It is
+ * persisted before the directory entry that makes the table exist. */
+struct slab_catrec {
+	uint64_t checksum;
+	uint64_t uid;
+	uint32_t len;
+	uint32_t pad;
+	uint8_t data[SLAB_CATALOG_MAX];
+};
+_Static_assert(sizeof(struct slab_catrec) <= SLAB_CAT_BYTES, "catrec");
 
 /* Per-table meta block at the start of the extent. */
 struct slab_tmeta {
@@ -155,6 +176,7 @@ struct slab_store {
 	char *path;
 	unsigned flags;
 	bool file_backed, is_pmem, hugetlb;
+	bool device;	      /* a device dax */
 	bool dram_dirty;      /* DRAM: a drop could not release its extent
 				 (madvise failed), so creates must clear */
 	_Atomic int io_error; /* sticky errno of a failed msync */
@@ -163,6 +185,7 @@ struct slab_store {
 	pthread_mutex_t lock; /* create/drop/get */
 	struct slab_super *sb;
 	struct slab_dirent *dir;
+	uint8_t *cat;	      /* catalog records (layout 3) */
 	struct slab_table *tables[SLAB_MAX_TABLES];
 };
 

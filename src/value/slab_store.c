@@ -14,11 +14,20 @@
  *  - creating a pool: directory zeroed and persisted, then the superblock
  *    written and persisted; a pool without a valid superblock is refused;
  *  - creating a table: its extent is formatted (meta, empty index, zeroed
- *    redo log) and persisted, then its directory entry (own checksum) is
+ *    redo log) and its catalog record (bound to the new uid, own checksum)
+ *    written, both persisted, then its directory entry (own checksum) is
  *    written and persisted; a torn entry fails its checksum, so the table
- *    either exists completely or not at all;
+ *    either exists completely, record included, or not at all (a record
+ *    whose entry never made it names a uid no live entry has: ignored);
  *  - dropping a table: the entry's checksum word is zeroed (one failure-
- *    atomic store) and persisted first: from then on the entry is invalid.
+ *    atomic store) and persisted first: from then on the entry is invalid;
+ *    the record's checksum is cleared after that (hygiene only).
+ * A catalog record is written once per table incarnation and never
+ * replaced in place (a torn rewrite would lose the old one).
+ *
+ * Formatting: a new file; or an existing file or device dax without a
+ * valid superblock whose first 2 MiB are blank (all zero), or any such
+ * one with SLAB_F_FORMAT. Anything else is refused, never overwritten.
  * The boot count is one 8-byte word outside the superblock checksum.
  *
  * Extents are placed first fit between the live tables' extents, 2 MiB
@@ -43,6 +52,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -120,13 +130,108 @@ static bool dirent_valid(const struct slab_dirent *e)
 	       e->checksum == dirent_checksum(e);
 }
 
+static bool sb_valid(const struct slab_super *sb)
+{
+	return sb->magic == SLAB_MAGIC && sb->checksum == sb_checksum(sb);
+}
+
+/* ---- catalog records ---- */
+
+static struct slab_catrec *catrec_of(const struct slab_store *st, unsigned id)
+{
+	return (struct slab_catrec *)(st->cat + (uint64_t)id * SLAB_CAT_BYTES);
+}
+
+static uint64_t catrec_checksum(const struct slab_catrec *r, uint32_t len)
+{
+	return XXH3_64bits_withSeed(&r->uid, 16 + (size_t)len, r->uid);
+}
+
+/* Write and persist the record of slot id for incarnation uid. */
+static void catrec_write(struct slab_store *st, unsigned id, uint64_t uid,
+			 const void *data, uint32_t len)
+{
+	struct slab_catrec *r = catrec_of(st, id);
+
+	pet_st(&r->checksum, 0);
+	r->uid = uid;
+	r->len = len;
+	r->pad = 0;
+	memcpy(r->data, data, len);
+	r->checksum = catrec_checksum(r, len);
+	slab_persist(st, r, offsetof(struct slab_catrec, data) + len);
+}
+
+/* The valid record of t copied into *out (its length), else -1. */
+static int catrec_read(const struct slab_store *st, const struct slab_table *t,
+		       struct slab_catrec *out)
+{
+	const struct slab_catrec *r = catrec_of(st, t->ent.table_id);
+
+	memcpy(out, r, offsetof(struct slab_catrec, data));
+	if (out->len > SLAB_CATALOG_MAX || out->uid != t->ent.uid)
+		return -1;
+	memcpy(out->data, r->data, out->len);
+	if (out->checksum != catrec_checksum(out, out->len))
+		return -1;
+	return (int)out->len;
+}
+
+int slab_table_catalog(struct slab_store *st, struct slab_table *t, void *buf,
+		       size_t cap)
+{
+	struct slab_catrec r;
+	int len;
+
+	pthread_mutex_lock(&st->lock);
+	len = catrec_read(st, t, &r);
+	pthread_mutex_unlock(&st->lock);
+	if (len < 0)
+		return RS_E_NOTFOUND;
+	if ((size_t)len > cap)
+		return rs_seterr(RS_E_INVAL, "table '%.64s': catalog record "
+				 "of %d bytes, buffer of %zu", t->ent.name,
+				 len, cap);
+	memcpy(buf, r.data, (size_t)len);
+	return len;
+}
+
+int slab_table_set_catalog(struct slab_store *st, struct slab_table *t,
+			   const void *rec, uint32_t len)
+{
+	struct slab_catrec r;
+	int rc = 0;
+
+	if (len > SLAB_CATALOG_MAX)
+		return rs_seterr(RS_E_INVAL, "catalog record of %u bytes "
+				 "(at most %d)", len, SLAB_CATALOG_MAX);
+	pthread_mutex_lock(&st->lock);
+	if (catrec_read(st, t, &r) >= 0)
+		rc = rs_seterr(RS_E_EXISTS, "table '%.64s' has a catalog "
+			       "record", t->ent.name);
+	else
+		catrec_write(st, t->ent.table_id, t->ent.uid, rec, len);
+	pthread_mutex_unlock(&st->lock);
+	return rc ? rc : slab_io_check(st);
+}
+
+/* ---- pool format ---- */
+
 static void pool_format(struct slab_store *st)
 {
 	struct slab_super *sb = st->sb;
 	size_t dir_len = SLAB_MAX_TABLES * SLAB_DIRENT_BYTES;
+	size_t cat_len = SLAB_MAX_TABLES * SLAB_CAT_BYTES;
 
+	/* a superblock first made invalid: a crash below leaves no pool (a
+	 * blank one, or a torn old one), never an old directory or old
+	 * records under a new superblock */
+	pet_st(&sb->magic, 0);
+	slab_persist(st, &sb->magic, sizeof(sb->magic));
 	memset(st->dir, 0, dir_len);
 	slab_persist(st, st->dir, dir_len);
+	memset(st->cat, 0, cat_len);
+	slab_persist(st, st->cat, cat_len);
 	memset(sb, 0, SLAB_SB_BYTES);
 	sb->magic = SLAB_MAGIC;
 	sb->layout_version = SLAB_LAYOUT_VERSION;
@@ -490,6 +595,12 @@ int slab_table_create(struct slab_store *st, const struct slab_table_cfg *cfg,
 
 	if (out)
 		*out = NULL;
+	if (cfg->catalog_len > SLAB_CATALOG_MAX ||
+	    (cfg->catalog_len && !cfg->catalog))
+		return rs_seterr(RS_E_INVAL, "table '%s': catalog record of "
+				 "%u bytes (at most %d)",
+				 cfg->name ? cfg->name : "", cfg->catalog_len,
+				 SLAB_CATALOG_MAX);
 	rc = table_layout(cfg, st->file_backed, &e);
 	if (rc)
 		return rc;
@@ -522,6 +633,9 @@ int slab_table_create(struct slab_store *st, const struct slab_table_cfg *cfg,
 	rc = extent_format(st, &e);
 	if (rc)
 		goto out;
+	if (cfg->catalog_len)
+		catrec_write(st, (unsigned)slot, e.uid, cfg->catalog,
+			     cfg->catalog_len);
 	e.checksum = dirent_checksum(&e);
 	memcpy(&st->dir[slot], &e, sizeof(e));
 	slab_persist(st, &st->dir[slot], sizeof(e));
@@ -577,6 +691,8 @@ int slab_table_drop(struct slab_store *st, const char *name)
 	slab_persist(st, &e->checksum, sizeof(e->checksum));
 	memset(e, 0, sizeof(*e));
 	slab_persist(st, e, sizeof(*e));
+	pet_st(&catrec_of(st, t->ent.table_id)->checksum, 0);
+	slab_persist(st, catrec_of(st, t->ent.table_id), 8);
 	st->tables[t->ent.table_id] = NULL;
 	if (!st->file_backed && madvise(t->ext, t->ent.ext_len, MADV_DONTNEED))
 		st->dram_dirty = true;
@@ -611,18 +727,37 @@ static int map_dram(struct slab_store *st, uint64_t size)
 	return 0;
 }
 
+/* A device dax is mapped whole (libpmem maps a device only whole, with
+ * its alignment): a size above the device's is refused. */
+static int device_check(struct slab_store *st, uint64_t size)
+{
+	if (size > st->len)
+		return rs_seterr(RS_E_INVAL, "device %s has %zu bytes (%zu "
+				 "MiB), storage.size asks for %llu: the pool "
+				 "is the whole device, give a size of at "
+				 "most the device's", st->path, st->len,
+				 st->len >> 20, (unsigned long long)size);
+	if (st->len < SLAB_DATA_OFF + SLAB_ALIGN)
+		return rs_seterr(RS_E_INVAL, "device %s has %zu bytes: a pool "
+				 "needs at least %llu", st->path, st->len,
+				 SLAB_DATA_OFF + SLAB_ALIGN);
+	return 0;
+}
+
 /* Map the file; *created says whether it was created now. */
 static int map_file(struct slab_store *st, uint64_t size, bool *created)
 {
 	int flags = PMEM_FILE_CREATE | PMEM_FILE_EXCL;
 	int is_pmem = 0;
 	size_t mlen = 0;
+	struct stat sb;
 	void *p;
 
 	*created = false;
+	st->device = !stat(st->path, &sb) && S_ISCHR(sb.st_mode);
 	for (int tries = 0; tries < 2; tries++) {
 		p = pmem_map_file(st->path, 0, 0, 0, &mlen, &is_pmem);
-		if (p || errno != ENOENT)
+		if (p || errno != ENOENT || st->device)
 			break;
 		if (!size)
 			return rs_seterr(-ENOENT, "pool %s does not exist and "
@@ -645,9 +780,38 @@ static int map_file(struct slab_store *st, uint64_t size, bool *created)
 	st->len = mlen;
 	st->is_pmem = is_pmem != 0;
 	st->file_backed = true;
+	if (st->device)
+		return device_check(st, size);
 	if (!*created && size && ALIGN_UP(size, SLAB_ALIGN) != mlen)
 		return rs_seterr(RS_E_INVAL, "pool %s has %zu bytes, not %llu",
 				 st->path, mlen, (unsigned long long)size);
+	return 0;
+}
+
+/* An existing file or device without a valid superblock: format it if it
+ * is blank (its first 2 MiB all zero) or the caller asked to; else refuse. */
+static int pool_adopt(struct slab_store *st, bool *format)
+{
+	const uint64_t *w = (const uint64_t *)st->base;
+	uint64_t acc = 0;
+
+	*format = false;
+	if (st->len >= SLAB_DATA_OFF && sb_valid(st->sb))
+		return 0;
+	if (st->len < SLAB_DATA_OFF + SLAB_ALIGN)
+		return rs_seterr(RS_E_CORRUPT, "%s is not a recstore pool "
+				 "(%zu bytes)", st->path, st->len);
+	for (size_t i = 0; i < SLAB_DATA_OFF / 8 && !acc; i++)
+		acc |= w[i];
+	if (acc && !(st->flags & SLAB_F_FORMAT))
+		return rs_seterr(RS_E_CORRUPT, "%s holds no valid recstore "
+				 "pool (%s) and is not blank: refusing to "
+				 "format it (set storage.format to format it, "
+				 "which destroys its content)", st->path,
+				 st->sb->magic == SLAB_MAGIC
+					 ? "damaged superblock"
+					 : "no pool magic");
+	*format = true;
 	return 0;
 }
 
@@ -656,16 +820,17 @@ static int pool_load(struct slab_store *st)
 	struct slab_super *sb = st->sb;
 	int rc;
 
-	if (st->len < SLAB_DATA_OFF || sb->magic != SLAB_MAGIC ||
-	    sb->checksum != sb_checksum(sb))
+	if (st->len < SLAB_DATA_OFF || !sb_valid(sb))
 		return rs_seterr(RS_E_CORRUPT, "%s is not a recstore pool "
 				 "(bad superblock)", st->path);
-	if (sb->layout_version != SLAB_LAYOUT_VERSION ||
+	if (sb->layout_version < SLAB_LAYOUT_OLDEST ||
+	    sb->layout_version > SLAB_LAYOUT_VERSION ||
 	    sb->max_tables != SLAB_MAX_TABLES ||
 	    sb->dir_off != SLAB_DIR_OFF || sb->data_off != SLAB_DATA_OFF)
 		return rs_seterr(RS_E_CORRUPT, "pool %s has layout %u, this "
-				 "build reads %u", st->path,
-				 sb->layout_version, SLAB_LAYOUT_VERSION);
+				 "build reads %u to %u", st->path,
+				 sb->layout_version, SLAB_LAYOUT_OLDEST,
+				 SLAB_LAYOUT_VERSION);
 	if (sb->pool_bytes != st->len)
 		return rs_seterr(RS_E_CORRUPT, "pool %s: %zu bytes, superblock "
 				 "says %llu (truncated?)", st->path, st->len,
@@ -706,7 +871,8 @@ int slab_store_open_hooked(struct slab_store **out,
 		return rs_seterr(RS_E_INVAL, "a DRAM pool needs a size of at "
 				 "least %llu bytes",
 				 SLAB_DATA_OFF + SLAB_ALIGN);
-	if (cfg->flags & ~(SLAB_F_HUGEPAGES | SLAB_F_NOSYNC | SLAB_F_SPARSE))
+	if (cfg->flags & ~(SLAB_F_HUGEPAGES | SLAB_F_NOSYNC | SLAB_F_SPARSE |
+			   SLAB_F_FORMAT))
 		return rs_seterr(RS_E_INVAL, "unknown pool flags %#x",
 				 cfg->flags);
 	st = calloc(1, sizeof(*st));
@@ -736,6 +902,12 @@ int slab_store_open_hooked(struct slab_store **out,
 	}
 	st->sb = (struct slab_super *)st->base;
 	st->dir = (struct slab_dirent *)(st->base + SLAB_DIR_OFF);
+	st->cat = st->base + SLAB_CAT_OFF;
+	if (!created && cfg->path) {
+		rc = pool_adopt(st, &created);
+		if (rc)
+			goto err;
+	}
 	if (created) {
 		pool_format(st);
 		rc = slab_io_check(st);
@@ -780,6 +952,8 @@ void slab_store_info(struct slab_store *st, struct slab_store_info *info)
 	info->is_pmem = st->is_pmem;
 	info->hugetlb = st->hugetlb;
 	info->boot_count = pet_ld(&st->sb->boot_count);
+	info->layout = st->sb->layout_version;
+	info->device = st->device;
 	find_extent(st, 0, &info->free_bytes, &info->free_total);
 	info->ntables = 0;
 	for (int i = 0; i < SLAB_MAX_TABLES; i++)

@@ -15,7 +15,8 @@
  *      rows written and read back each time: no space leaks; then a
  *      default table made by recstore-ctl, which prints its capacity.
  *   4. A file-backed node: a default table comes back after a restart with
- *      the capacity the node chose (the catalog holds the resolved spec);
+ *      the capacity the node chose (the pool's catalog record holds the
+ *      resolved spec);
  *      dropped, the node restarted, a table of the whole pool fits again.
  * Nodes run in-process (server_harness.h); the file pool lives in
  * RS_PMEM_DIR if set, else TMPDIR.
@@ -417,7 +418,8 @@ static int spec_of(struct rs_client *c, const char *name,
 /*
  * Start 1: a default (capacity-0) Adam table with lr 0.005 takes the pool.
  * Start 2: it is back with the capacity the node chose and its lr (the
- * catalog recorded the resolved spec, not capacity 0), rows intact; drop.
+ * catalog record holds the resolved spec, not capacity 0), rows intact;
+ * drop.
  * Start 3 (restarted between the drop and the create): a table of the
  * whole pool again.
  */

@@ -20,12 +20,32 @@
  * temporary directory (a plain file: the same code path minus the cache
  * flushes). On fsdax the node must refuse clearly (EOPNOTSUPP), which this
  * test reports as a skip of the data checks.
+ *
+ * With RS_PMEM_DEV (a device dax, e.g. /dev/dax0.0 of ci/rxe-vm.sh --pmem)
+ * the same steps run a second time on the device, after:
+ *   0. the device gets a non-pool header (bytes at offset 0): the node
+ *      must refuse to open (never format what it does not know), then
+ *      with storage.format it formats the device; the table specs live in
+ *      the pool's catalog records (nothing is written next to the device).
+ * The device's previous content is destroyed.
+ *
+ * Migration (file pool): a layout-2 pool as earlier versions left it (a
+ * table without a catalog record, its spec in "<pool>.tables.json"): the
+ * node serves the table with the file's spec and moves it into the pool;
+ * with the file gone, a restart still has the spec. A layout-3 table
+ * without a valid record (damage) makes the node refuse to open.
  */
+#include <libpmem.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "server/srv_catalog.h"
 #include "server_harness.h"
+#include "value/slab_int.h"
 
 #define DIM 16
 #define NPUT 300
@@ -41,7 +61,24 @@ static void on_term(int sig)
 		rs_server_stop(child_srv);
 }
 
-static int child_server(const char *pool, const char *ip)
+/* A config with storage.format: only the config file has the key. */
+static void config_format(struct rs_server_config **cfg, const char *pool)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/rs-pmem-fmt-%d.json",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+	f = fopen(path, "w");
+	SV_CHECK(f, "cannot write %s", path);
+	fprintf(f, "{\"storage\": {\"backend\": \"pmem\", \"path\": \"%s\", "
+		"\"size\": \"64MiB\", \"format\": true}}\n", pool);
+	fclose(f);
+	SV_OK(rs_server_config_load(cfg, path));
+	unlink(path);
+}
+
+static int child_server(const char *pool, const char *ip, bool format)
 {
 	struct rs_server_config *cfg;
 	char listen[80];
@@ -49,8 +86,12 @@ static int child_server(const char *pool, const char *ip)
 
 	sv_memlock();
 	signal(SIGTERM, on_term);
-	SV_OK(rs_server_config_new(&cfg));
-	SV_OK(rs_server_config_set_storage(cfg, pool, 64ull << 20));
+	if (format) {
+		config_format(&cfg, pool);
+	} else {
+		SV_OK(rs_server_config_new(&cfg));
+		SV_OK(rs_server_config_set_storage(cfg, pool, 64ull << 20));
+	}
 	snprintf(listen, sizeof(listen), "%s:0", ip);
 	SV_OK(rs_server_config_set_listen(cfg, listen));
 	ret = rs_server_open(&child_srv, cfg);
@@ -75,6 +116,7 @@ struct node {
 };
 
 static const char *g_pool, *g_ip;
+static bool g_format; /* the next node_start formats (storage.format) */
 
 static int node_start(struct node *n)
 {
@@ -91,8 +133,9 @@ static int node_start(struct node *n)
 		dup2(fds[1], 1);
 		close(fds[0]);
 		close(fds[1]);
-		execl("/proc/self/exe", "test_server_pmem", "--child-server",
-		      g_pool, g_ip, (char *)NULL);
+		execl("/proc/self/exe", "test_server_pmem",
+		      g_format ? "--child-format" : "--child-server", g_pool,
+		      g_ip, (char *)NULL);
 		_exit(127);
 	}
 	close(fds[1]);
@@ -295,13 +338,121 @@ static void workload(struct sv_cli *k, const struct proto_table_info *t,
 	}
 }
 
-int main(int argc, char **argv)
+/* Step 0 on a device: a header that is no pool is refused, then the
+ * device is formatted on request. */
+static void device_format(struct node *n)
+{
+	size_t len = 0;
+	int is_pmem = 0, ret;
+	char *p = pmem_map_file(g_pool, 0, 0, 0, &len, &is_pmem);
+
+	SV_CHECK(p, "map %s: %s", g_pool, pmem_errormsg());
+	SV_CHECK(is_pmem, "%s: pmem_is_pmem is false on a device dax", g_pool);
+	printf("device %s: %zu MiB\n", g_pool, len >> 20);
+	memcpy(p, "not a recstore pool", 20);
+	pmem_persist(p, 20);
+	pmem_unmap(p, len);
+	ret = node_start(n);
+	SV_CHECK(ret == RS_E_CORRUPT, "a device holding no pool was opened "
+		 "(%d)", ret);
+	printf("non-blank device without a pool refused\n");
+	g_format = true;
+	SV_OK(node_start(n));
+	g_format = false;
+	node_end(n, SIGTERM);
+	p = pmem_map_file(g_pool, 0, 0, 0, &len, &is_pmem);
+	SV_CHECK(p && !memcmp(p, "RSSLAB01", 8), "device not formatted");
+	pmem_unmap(p, len);
+	printf("device formatted (storage.format)\n");
+}
+
+/* Make a pool at g_pool holding an empty table of spec s without a
+ * catalog record; layout2: as earlier versions did, with s in the JSON
+ * catalog file next to it. */
+static void legacy_pool(const struct proto_table_spec *s, bool layout2)
+{
+	struct slab_store_cfg sc = {.path = g_pool, .size = 64ull << 20,
+				    .flags = SLAB_F_SPARSE};
+	struct slab_table_cfg tc = {
+		.name = s->name, .dim = s->dim, .dtype = s->dtype + 1,
+		.capacity = s->capacity,
+		.state_floats = (uint32_t)optim_state_floats(s->optim.kind,
+							     s->dim)};
+	struct slab_store *st;
+	char file[700];
+	json_t *root;
+
+	SV_OK(slab_store_open(&st, &sc));
+	SV_OK(slab_table_create(st, &tc, NULL));
+	if (!layout2) {
+		slab_store_close(&st);
+		return;
+	}
+	st->sb->layout_version = 2;
+	st->sb->checksum = XXH3_64bits(st->sb,
+				       offsetof(struct slab_super, checksum));
+	slab_persist(st, st->sb, SLAB_SB_BYTES);
+	slab_store_close(&st);
+	snprintf(file, sizeof(file), "%s.tables.json", g_pool);
+	root = json_pack("{s:s, s:i, s:[{s:s, s:o}]}", "format",
+			 "recstore-tables", "version", 1, "tables", "uid", "",
+			 "spec", srv_spec_to_json(s));
+	SV_CHECK(root && !json_dump_file(root, file, JSON_REAL_PRECISION(9)),
+		 "cannot write %s", file);
+	json_decref(root);
+}
+
+/* The layout-2 migration: the JSON file's spec moves into the pool. */
+static void migration(void)
+{
+	struct proto_table_spec s;
+	struct proto_table_info t;
+	char file[700];
+	struct node n;
+	struct sv_cli k;
+	uint32_t ntab;
+
+	sv_spec(&s, "old", 4, OPTIM_ADAM);
+	s.capacity = 500;
+	s.optim.lr = 0.1f / 3.0f;
+	s.optim.beta1 = 0.8f;
+	init_params_default(&s.init, INIT_NORMAL);
+	s.init.std = 0.3f;
+	s.init.seed = 0xabcdef;
+	legacy_pool(&s, true);
+	snprintf(file, sizeof(file), "%s.tables.json", g_pool);
+	for (int round = 0; round < 2; round++) {
+		SV_OK(node_start(&n));
+		sv_cli_open(&k, n.ip, n.port);
+		SV_OK(dir_find(&k, "old", &t, &ntab));
+		SV_CHECK(ntab == 1 && !memcmp(&t.spec.optim, &s.optim,
+					      sizeof(s.optim)) &&
+				 !memcmp(&t.spec.init, &s.init,
+					 sizeof(s.init)),
+			 "round %d: the layout-2 table's spec is not the "
+			 "catalog file's", round);
+		sv_cli_close(&k);
+		node_end(&n, round ? SIGTERM : SIGKILL);
+		unlink(file); /* from now on only the pool has it */
+	}
+	printf("layout-2 pool: the catalog file's spec moved into the "
+	       "pool\n");
+	unlink(g_pool);
+	/* layout 3: a table without its record is damage, never served
+	 * with parameters nobody gave it */
+	legacy_pool(&s, false);
+	SV_CHECK(node_start(&n) == RS_E_CORRUPT, "a layout-3 table without "
+		 "a catalog record was served");
+	printf("layout-3 table without a catalog record: node refused\n");
+	unlink(g_pool);
+}
+
+/* Steps 1 to 3 on the pool at g_pool; 77 if it cannot be registered. */
+static int run(void)
 {
 	static struct model mo;
 	struct proto_table_spec qs;
 	struct proto_table_info t, t2, q;
-	char dir[512], pool[600];
-	const char *base = getenv("RS_PMEM_DIR");
 	struct node n;
 	struct sv_cli k;
 	uint64_t keys[10];
@@ -310,20 +461,7 @@ int main(int argc, char **argv)
 	uint32_t ntab;
 	int ret;
 
-	if (argc == 4 && !strcmp(argv[1], "--child-server"))
-		return child_server(argv[2], argv[3]);
-	g_ip = sv_ip();
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	signal(SIGPIPE, SIG_IGN);
-	sv_memlock();
-	snprintf(dir, sizeof(dir), "%s/rs-pmem-XXXXXX",
-		 base ? base : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	if (!mkdtemp(dir))
-		sv_die("mkdtemp %s", dir);
-	snprintf(pool, sizeof(pool), "%s/pool", dir);
-	g_pool = pool;
-	printf("pool file %s\n", pool);
-
+	memset(&mo, 0, sizeof(mo));
 	ret = node_start(&n);
 	if (ret == -EOPNOTSUPP || ret == -EINVAL) {
 		printf("skip: the pool's file system cannot be registered "
@@ -389,10 +527,51 @@ int main(int argc, char **argv)
 	printf("drop survives a restart: 1 table left\n");
 	sv_cli_close(&k);
 	node_end(&n, SIGTERM);
+	return 0;
+}
 
+int main(int argc, char **argv)
+{
+	char dir[512], pool[600];
+	const char *base = getenv("RS_PMEM_DIR");
+	const char *dev = getenv("RS_PMEM_DEV");
+	int ret;
+
+	if (argc == 4 && !strcmp(argv[1], "--child-server"))
+		return child_server(argv[2], argv[3], false);
+	if (argc == 4 && !strcmp(argv[1], "--child-format"))
+		return child_server(argv[2], argv[3], true);
+	g_ip = sv_ip();
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+	sv_memlock();
+	snprintf(dir, sizeof(dir), "%s/rs-pmem-XXXXXX",
+		 base ? base : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(dir))
+		sv_die("mkdtemp %s", dir);
+	snprintf(pool, sizeof(pool), "%s/pool", dir);
+	g_pool = pool;
+	printf("pool file %s\n", pool);
+	ret = run();
+	if (!ret) {
+		unlink(pool);
+		migration();
+	}
 	snprintf(pool, sizeof(pool), "rm -rf '%s'", dir);
 	if (system(pool))
 		printf("warning: could not remove %s\n", dir);
+	if (ret)
+		return ret;
+	if (dev && *dev) {
+		struct node n;
+
+		g_pool = dev;
+		printf("\n--- device dax %s ---\n", dev);
+		device_format(&n);
+		SV_OK(run());
+	} else {
+		printf("RS_PMEM_DEV not set: no device dax run\n");
+	}
 	printf("ok\n");
 	return 0;
 }

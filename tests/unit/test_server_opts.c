@@ -2,8 +2,9 @@
  * test_server_opts.c - the memory node's configuration objects and table
  * catalog, without a device: rs_server_config_* setters and loading
  * (messages name the field), the mapping from the config file to the
- * node's options, and the catalog file (atomic save, exact round trip of
- * every spec field, malformed files refused).
+ * node's options, the catalog file of layout-2 pools (exact round trip of
+ * every spec field, malformed files refused) and the pool's catalog
+ * records of specs.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -148,7 +149,19 @@ static void load_maps_the_file(void **state)
 	assert_true(c->o.tables[0].optim.lr == 0.5f);
 	/* the library-only knobs keep their defaults */
 	assert_int_equal(c->o.credits, 16);
+	assert_int_equal(c->o.slab_flags & SLAB_F_FORMAT, 0);
 	rs_server_config_delete(&c);
+
+	/* storage.format: the pool may be formatted over foreign content */
+	write_file(path, "{\"storage\": {\"backend\": \"pmem\", \"path\":"
+			 " \"/dev/dax0.0\", \"format\": true}}");
+	assert_int_equal(rs_server_config_load(&c, path), 0);
+	assert_true(c->o.slab_flags & SLAB_F_FORMAT);
+	assert_true(c->o.slab_flags & SLAB_F_HUGEPAGES);
+	rs_server_config_delete(&c);
+	write_file(path, "{\"storage\": {\"format\": \"yes\"}}");
+	assert_int_equal(rs_server_config_load(&c, path), RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "format"));
 
 	write_file(path, "{\"tables\": [{\"name\": \"a\", \"dim\": 8,"
 			 " \"capacity\": 10}, {\"name\": \"a\", \"dim\": 4,"
@@ -383,48 +396,113 @@ static void spec_fill(struct proto_table_spec *s, const char *name)
 	s->init.seed = 0xfedcba9876543210ull;
 }
 
+/* Write a layout-2 JSON catalog file the way earlier versions did. */
+static void legacy_catalog_write(const char *file,
+				 const struct proto_table_spec *s,
+				 const uint64_t *uid, unsigned n)
+{
+	json_t *tabs = json_array();
+	json_t *root = json_pack("{s:s, s:i, s:o}", "format",
+				 "recstore-tables", "version", 1, "tables",
+				 tabs);
+
+	for (unsigned i = 0; i < n; i++) {
+		char u[24] = "";
+
+		if (uid[i])
+			snprintf(u, sizeof(u), "%016llx",
+				 (unsigned long long)uid[i]);
+		json_array_append_new(tabs, json_pack("{s:s, s:o}", "uid", u,
+						      "spec",
+						      srv_spec_to_json(&s[i])));
+	}
+	assert_int_equal(json_dump_file(root, file,
+					JSON_INDENT(1) |
+						JSON_REAL_PRECISION(9)),
+			 0);
+	json_decref(root);
+}
+
 static void catalog_round_trip(void **state)
 {
-	static struct srv_catalog a, b;
-	struct proto_table_spec s1, s2;
-	char pool[128];
+	static struct srv_catalog a;
+	struct proto_table_spec s[2];
+	uint64_t uid[2] = { 0x1234, 0 };
+	char pool[128], file[160];
 
 	(void)state;
 	snprintf(pool, sizeof(pool), "%s/pool", dir);
+	snprintf(file, sizeof(file), "%s.tables.json", pool);
 	srv_catalog_init(&a, pool);
 	assert_int_equal(srv_catalog_load(&a), 0); /* no file: empty */
 	assert_int_equal(a.n, 0);
-	spec_fill(&s1, "one");
-	spec_fill(&s2, "two");
-	s2.dtype = PROTO_DTYPE_FP32;
-	optim_params_default(&s2.optim, OPTIM_ROWWISE_ADAGRAD);
-	init_params_default(&s2.init, INIT_CONSTANT);
-	s2.init.value = -2.5f;
-	assert_int_equal(srv_catalog_set(&a, &s1, 0x1234), 0);
-	assert_int_equal(srv_catalog_set(&a, &s2, 0), 0);
-	assert_int_equal(srv_catalog_save(&a), 0);
+	spec_fill(&s[0], "one");
+	spec_fill(&s[1], "two");
+	s[1].dtype = PROTO_DTYPE_FP32;
+	optim_params_default(&s[1].optim, OPTIM_ROWWISE_ADAGRAD);
+	init_params_default(&s[1].init, INIT_CONSTANT);
+	s[1].init.value = -2.5f;
+	legacy_catalog_write(file, s, uid, 2);
 
-	srv_catalog_init(&b, pool);
-	assert_int_equal(srv_catalog_load(&b), 0);
-	assert_int_equal(b.n, 2);
-	assert_int_equal(srv_catalog_find(&b, "one"), 0);
-	assert_memory_equal(&b.ent[0].spec, &s1, sizeof(s1));
-	assert_true(b.ent[0].uid == 0x1234);
-	assert_memory_equal(&b.ent[1].spec, &s2, sizeof(s2));
-	assert_true(b.ent[1].uid == 0);
-
-	srv_catalog_remove(&b, "one");
-	assert_int_equal(b.n, 1);
-	assert_int_equal(srv_catalog_find(&b, "one"), -1);
-	assert_int_equal(srv_catalog_find(&b, "two"), 0);
-	assert_int_equal(srv_catalog_save(&b), 0);
 	assert_int_equal(srv_catalog_load(&a), 0);
-	assert_int_equal(a.n, 1);
+	assert_int_equal(a.n, 2);
+	assert_int_equal(srv_catalog_find(&a, "one"), 0);
+	assert_int_equal(srv_catalog_find(&a, "three"), -1);
+	assert_memory_equal(&a.ent[0].spec, &s[0], sizeof(s[0]));
+	assert_true(a.ent[0].uid == 0x1234);
+	assert_memory_equal(&a.ent[1].spec, &s[1], sizeof(s[1]));
+	assert_true(a.ent[1].uid == 0);
+	unlink(file);
 
 	/* a DRAM node has no catalog */
 	srv_catalog_init(&a, NULL);
-	assert_int_equal(srv_catalog_save(&a), 0);
 	assert_int_equal(srv_catalog_load(&a), 0);
+}
+
+/* The pool's catalog record of a spec: exact round trip of every field,
+ * the longest name and widest numbers fit, anything else refused. */
+static void catalog_record_round_trip(void **state)
+{
+	struct proto_table_spec s, back;
+	char rec[SLAB_CATALOG_MAX];
+	int len;
+
+	(void)state;
+	spec_fill(&s, "one");
+	len = srv_spec_encode(&s, rec, sizeof(rec));
+	assert_true(len > 0 && len < (int)sizeof(rec));
+	assert_int_equal(srv_spec_decode(rec, (size_t)len, &back), 0);
+	assert_memory_equal(&back, &s, sizeof(s));
+
+	memset(s.name, 'n', PROTO_NAME_MAX); /* the worst case */
+	s.name[PROTO_NAME_MAX] = '\0';
+	s.capacity = PROTO_MAX_CAPACITY;
+	s.dim = PROTO_MAX_DIM;
+	s.optim.lr = -1.17549435e-38f;
+	s.optim.eps = -3.40282347e38f;
+	s.optim.beta1 = -1.4e-45f;
+	s.optim.beta2 = -0.1f / 3.0f;
+	s.optim.weight_decay = -1.17549435e-38f;
+	s.optim.initial_accumulator = -3.40282347e38f;
+	s.optim.flags = UINT32_MAX;
+	s.init.value = -1.4e-45f;
+	s.init.a = -1.17549435e-38f;
+	s.init.std = -3.40282347e38f;
+	s.init.seed = UINT64_MAX;
+	len = srv_spec_encode(&s, rec, sizeof(rec));
+	assert_true(len > 0 && len <= (int)sizeof(rec));
+	assert_int_equal(srv_spec_decode(rec, (size_t)len, &back), 0);
+	assert_memory_equal(&back, &s, sizeof(s));
+
+	/* too small a buffer: refused, not cut */
+	assert_int_equal(srv_spec_encode(&s, rec, 64), RS_E_INVAL);
+	/* a cut record, garbage, a JSON value that is no spec */
+	len = srv_spec_encode(&s, rec, sizeof(rec));
+	assert_int_equal(srv_spec_decode(rec, (size_t)len - 1, &back), -1);
+	assert_int_equal(srv_spec_decode("\xff\x00garbage", 9, &back), -1);
+	assert_int_equal(srv_spec_decode("{\"name\": \"x\"}", 13, &back),
+			 -1);
+	assert_int_equal(srv_spec_decode("", 0, &back), -1);
 }
 
 static void catalog_refuses_garbage(void **state)
@@ -458,6 +536,7 @@ int main(void)
 		cmocka_unit_test(load_copies_strings),
 		cmocka_unit_test(opts_copy_is_deep),
 		cmocka_unit_test(catalog_round_trip),
+		cmocka_unit_test(catalog_record_round_trip),
 		cmocka_unit_test(catalog_refuses_garbage),
 	};
 
