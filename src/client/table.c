@@ -542,26 +542,21 @@ RS_EXPORT int rs_table_create(struct rs_client *c,
 	return 0;
 }
 
-RS_EXPORT int rs_table_drop(struct rs_client *c, const char *name)
+/* A named-table call on every active node: 0 when at least one node had
+ * the table, RS_E_NOTFOUND when none did, else the first error. */
+static int each_node_named(struct rs_client *c, const char *name,
+			   int (*enc)(struct cli_conn *, void *), void *arg)
 {
-	char n[PROTO_NAME_MAX + 1];
 	size_t missing = 0, nn, nact;
-	bool *act;
-	int ret;
+	bool *act = active_nodes(c, &nn, &nact);
+	int ret = 0;
 
-	if (!c || !name)
-		return rs_seterr(RS_E_INVAL, "table drop: NULL argument");
-	ret = proto_name_check("table name", name, strlen(name));
-	if (ret)
-		return ret;
-	strcpy(n, name);
-	act = active_nodes(c, &nn, &nact);
 	if (!act)
 		return -ENOMEM;
 	for (size_t i = 0; i < nn; i++) {
 		if (!act[i])
 			continue;
-		ret = node_call(&c->nodes[i], enc_drop, n);
+		ret = node_call(&c->nodes[i], enc, arg);
 		if (ret == RS_E_NOTFOUND)
 			missing++;
 		else if (ret)
@@ -576,12 +571,24 @@ RS_EXPORT int rs_table_drop(struct rs_client *c, const char *name)
 	return 0;
 }
 
+RS_EXPORT int rs_table_drop(struct rs_client *c, const char *name)
+{
+	char n[PROTO_NAME_MAX + 1];
+	int ret;
+
+	if (!c || !name)
+		return rs_seterr(RS_E_INVAL, "table drop: NULL argument");
+	ret = proto_name_check("table name", name, strlen(name));
+	if (ret)
+		return ret;
+	strcpy(n, name);
+	return each_node_named(c, name, enc_drop, n);
+}
+
 RS_EXPORT int rs_table_grow(struct rs_client *c, const char *name,
 			    uint64_t capacity)
 {
 	struct proto_table_grow g = { .capacity = capacity };
-	size_t missing = 0, nn, nact;
-	bool *act;
 	int ret;
 
 	if (!c || !name)
@@ -595,26 +602,10 @@ RS_EXPORT int rs_table_grow(struct rs_client *c, const char *name,
 				 (unsigned long long)capacity,
 				 PROTO_MAX_CAPACITY);
 	strcpy(g.name, name);
-	act = active_nodes(c, &nn, &nact);
-	if (!act)
-		return -ENOMEM;
-	for (size_t i = 0; i < nn; i++) {
-		if (!act[i])
-			continue;
-		ret = node_call(&c->nodes[i], enc_grow, &g);
-		if (ret == RS_E_NOTFOUND)
-			missing++;
-		else if (ret)
-			break;
-		ret = 0;
-	}
-	free(act);
-	if (ret)
-		return ret;
-	if (missing == nact)
-		return rs_seterr(RS_E_NOTFOUND, "table '%s' not found", name);
-	refresh_handle(c, name);
-	return 0;
+	ret = each_node_named(c, name, enc_grow, &g);
+	if (!ret)
+		refresh_handle(c, name);
+	return ret;
 }
 
 /* ---- node stats ---- */

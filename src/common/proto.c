@@ -1796,9 +1796,9 @@ int proto_enc_table_create_req(void *buf, size_t cap,
 	return wr_finish(&w, h, PROTO_OP_TABLE_CREATE, 0);
 }
 
-int proto_enc_table_create_reply(void *buf, size_t cap,
-				 const struct proto_hdr *h,
-				 const struct proto_table_info *m)
+/* A reply carrying one table info (TABLE_CREATE, TABLE_GROW). */
+static int enc_info_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			  const struct proto_table_info *m, uint32_t op)
 {
 	struct wr w;
 	size_t nlen;
@@ -1808,7 +1808,14 @@ int proto_enc_table_create_reply(void *buf, size_t cap,
 		return rc;
 	wr_begin(&w, buf, cap);
 	wr_info(&w, m, nlen);
-	return wr_finish(&w, h, PROTO_OP_TABLE_CREATE, 1);
+	return wr_finish(&w, h, op, 1);
+}
+
+int proto_enc_table_create_reply(void *buf, size_t cap,
+				 const struct proto_hdr *h,
+				 const struct proto_table_info *m)
+{
+	return enc_info_reply(buf, cap, h, m, PROTO_OP_TABLE_CREATE);
 }
 
 int proto_enc_table_grow_req(void *buf, size_t cap, const struct proto_hdr *h,
@@ -1830,15 +1837,7 @@ int proto_enc_table_grow_reply(void *buf, size_t cap,
 			       const struct proto_hdr *h,
 			       const struct proto_table_info *m)
 {
-	struct wr w;
-	size_t nlen;
-	int rc = enc_spec_check(&m->spec, &nlen);
-
-	if (rc)
-		return rc;
-	wr_begin(&w, buf, cap);
-	wr_info(&w, m, nlen);
-	return wr_finish(&w, h, PROTO_OP_TABLE_GROW, 1);
+	return enc_info_reply(buf, cap, h, m, PROTO_OP_TABLE_GROW);
 }
 
 int proto_enc_table_drop_req(void *buf, size_t cap, const struct proto_hdr *h,
