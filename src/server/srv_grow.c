@@ -144,6 +144,22 @@ static void catalog_note(struct srv_tables *r,
 		srv_log("warning: table '%s': %s", s->name, rs_errormsg());
 }
 
+/* Add the old table's request counters to the new one's (which may be
+ * counting already); nobody counts into the old one any more. */
+static void counters_move(struct srv_table_counters *from,
+			  struct srv_table_counters *to)
+{
+	_Atomic uint64_t *a = (_Atomic uint64_t *)from;
+	_Atomic uint64_t *b = (_Atomic uint64_t *)to;
+
+	_Static_assert(sizeof(*from) % sizeof(*a) == 0, "counters only");
+	for (size_t i = 0; i < sizeof(*from) / sizeof(*a); i++)
+		atomic_fetch_add_explicit(&b[i],
+					  atomic_load_explicit(
+						  &a[i], memory_order_relaxed),
+					  memory_order_relaxed);
+}
+
 /* Steps 2-5 of the head comment for t (a reference held); admin held,
  * writes paused. */
 static int grow_locked(struct srv_tables *r, struct srv_table *t,
@@ -178,7 +194,6 @@ static int grow_locked(struct srv_tables *r, struct srv_table *t,
 		catalog_note(r, &t->spec, t->info.generation);
 		return ret;
 	}
-	memcpy(&nt->cnt, &t->cnt, sizeof(nt->cnt)); /* not published yet */
 	pthread_rwlock_wrlock(&r->lock);
 	r->slot[t->id] = nt;
 	atomic_fetch_add(&r->dir_gen, 1);
@@ -189,6 +204,7 @@ static int grow_locked(struct srv_tables *r, struct srv_table *t,
 	srv_table_put(t); /* the caller's */
 	while (atomic_load_explicit(&t->refs, memory_order_acquire))
 		nanosleep(&nap, NULL);
+	counters_move(&t->cnt, &nt->cnt);
 	slab_table_retire(t->st);
 	r->retired[r->nretired].t = t;
 	r->retired[r->nretired++].until_ns = mono_ns() +

@@ -315,6 +315,11 @@ static void do_dir(struct req *r)
 	void *buf;
 	int n, cap, len;
 
+	/* clients refresh after a growth: free what its grace period kept */
+	if (!pthread_mutex_trylock(&r->s->tables.admin)) {
+		srv_tables_reap(&r->s->tables, false);
+		pthread_mutex_unlock(&r->s->tables.admin);
+	}
 	n = srv_tables_dir(&r->s->tables, &dir, &gen);
 	if (n < 0) {
 		reply_error(r, r->op, n, "%s", rs_errormsg());

@@ -36,7 +36,7 @@
 #define CAP0 1024u
 #define MAXCAP 16384u
 #define PINNED 512u	 /* keys written first, read throughout */
-#define TOTAL 12000u	 /* keys the writer ends with */
+#define TOTAL 8000u	 /* keys the writer ends with */
 #define BATCH 100u
 #define READERS 2
 #define RBATCH 32u
