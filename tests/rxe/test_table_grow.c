@@ -19,7 +19,11 @@
  *      (RS_E_FULL with bytes needed and free); every key intact after.
  *   3. A table without max_capacity behaves as before: inserts past its
  *      capacity get RS_E_FULL per key, the others are stored.
- * The node runs in-process (server_harness.h), DRAM storage of 64 MiB.
+ *   4. A file-backed node grows an Adagrad table three times, stops and
+ *      starts again on its pool: capacity, max_capacity, optimizer and
+ *      every row are back (pool directory and catalog agree).
+ * Nodes run in-process (server_harness.h): DRAM storage of 64 MiB, then a
+ * 32 MiB pool file in RS_PMEM_DIR if set, else TMPDIR.
  */
 #include <stdatomic.h>
 #include <sys/wait.h>
@@ -358,6 +362,71 @@ static void fixed_table_refuses(struct rs_client *c)
 	step("a table without max_capacity refuses as before");
 }
 
+/* ---- 4: a file pool: the grown table and its spec after a restart ---- */
+
+static void file_node(struct sv_node *n, const char *ip, const char *pool)
+{
+	struct rs_server_config *cfg;
+
+	SV_OK(rs_server_config_new(&cfg));
+	SV_OK(rs_server_config_set_workers(cfg, 2));
+	SV_OK(rs_server_config_set_storage(cfg, pool, 32 * MiB));
+	sv_node_start(n, ip, cfg);
+	rs_server_config_delete(&cfg);
+}
+
+static void grows_in_a_file_pool(const char *ip)
+{
+	const char *base = getenv("RS_PMEM_DIR");
+	struct rs_table_spec s = RS_TABLE_SPEC_INIT, ts = RS_TABLE_SPEC_INIT;
+	char dir[512], pool[600];
+	struct rs_client *c;
+	struct rs_table *t;
+	struct sv_node n;
+
+	snprintf(dir, sizeof(dir), "%s/rs-grow-XXXXXX",
+		 base ? base : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	SV_CHECK(mkdtemp(dir), "mkdtemp %s", dir);
+	snprintf(pool, sizeof(pool), "%s/pool", dir);
+	file_node(&n, ip, pool);
+	c = client_of(n.addr);
+	SV_OK(rs_table_spec_init(&s, "g", DIM));
+	SV_OK(rs_table_spec_set_optimizer(&s, "adagrad"));
+	s.capacity = 512;
+	s.max_capacity = 4096;
+	SV_OK(rs_table_create(c, &s));
+	SV_OK(rs_table_open(c, "g", &t));
+	for (unsigned i = 0; i < 2000; i += BATCH)
+		put_range(t, i, i + BATCH);
+	SV_CHECK(listed(c, "g") == 4096 && node_stat(c, "grow.count") == 3,
+		 "file pool: capacity %llu after %llu growths",
+		 (unsigned long long)listed(c, "g"),
+		 (unsigned long long)node_stat(c, "grow.count"));
+	rs_client_close(&c);
+	sv_node_stop(&n);
+	step("file node: grown three times, stopped");
+
+	file_node(&n, ip, pool);
+	c = client_of(n.addr);
+	SV_OK(rs_table_get_spec(c, "g", &ts));
+	SV_CHECK(ts.capacity == 4096 && ts.max_capacity == 4096 &&
+			 ts.optim.kind == RS_OPT_ADAGRAD,
+		 "after the restart: capacity %llu, max %llu, optimizer %u",
+		 (unsigned long long)ts.capacity,
+		 (unsigned long long)ts.max_capacity, ts.optim.kind);
+	SV_OK(rs_table_open(c, "g", &t));
+	check_all(t, 2000, 0);
+	check_all(t, 2000, RS_F_RPC);
+	rs_client_close(&c);
+	sv_node_stop(&n);
+	unlink(pool);
+	snprintf(pool + strlen(pool), sizeof(pool) - strlen(pool),
+		 ".tables.json");
+	unlink(pool);
+	rmdir(dir);
+	step("file node restarted: grown table, spec and rows intact");
+}
+
 int main(void)
 {
 	struct rs_server_config *cfg;
@@ -379,6 +448,7 @@ int main(void)
 	fixed_table_refuses(c);
 	rs_client_close(&c);
 	sv_node_stop(&n);
+	grows_in_a_file_pool(sv_ip());
 	printf("ok\n");
 	return 0;
 }
