@@ -39,6 +39,7 @@
 
 #define SRV_GROW_GRACE_MS 500u
 #define SRV_GROW_FILL_PCT 90u
+#define SRV_GROW_RETRY_MS 10000u
 
 static uint64_t mono_ns(void)
 {
@@ -65,7 +66,9 @@ bool srv_grow_due(const struct srv_table *t, uint32_t n)
 	uint64_t cap = t->spec.capacity, lim = grow_limit(&t->spec);
 
 	return lim > cap && !t->reg->srv->repl.on &&
-	       over_fill(slab_table_live(t->st) + n, cap);
+	       over_fill(slab_table_live(t->st) + n, cap) &&
+	       mono_ns() >= atomic_load_explicit(&t->grow_after_ns,
+						 memory_order_relaxed);
 }
 
 /* The automatic target: doubling until live + n keys are below the fill
@@ -176,6 +179,12 @@ static int grow_locked(struct srv_tables *r, struct srv_table *t,
 		srv_tables_reap(r, true);
 	mem = srv_numa_mem_enter(r->numa);
 	ret = slab_grow_begin(r->store, t->st, capacity, r->index_load, &nst);
+	if (ret == RS_E_FULL && r->nretired) {
+		/* the extents of earlier growths may be what is missing */
+		srv_tables_reap(r, true);
+		ret = slab_grow_begin(r->store, t->st, capacity,
+				      r->index_load, &nst);
+	}
 	if (mem > 0)
 		srv_numa_mem_leave(r->numa);
 	if (ret)
@@ -268,6 +277,11 @@ int srv_table_grow(struct srv_tables *r, const char *name, uint64_t capacity,
 	ret = grow_locked(r, t, target, info);
 	writes_resume(s);
 	if (ret) {
+		/* an automatic growth that failed (no room, most likely) is
+		 * not tried again for a while: meanwhile inserts past the
+		 * capacity get RS_E_FULL per key, as without growth */
+		atomic_store(&t->grow_after_ns,
+			     mono_ns() + SRV_GROW_RETRY_MS * 1000000ull);
 		atomic_fetch_add(&r->grow_refusals, 1);
 		srv_log_peer("table '%s': growth to %" PRIu64 " rows failed: "
 			     "%s", name, target, rs_errormsg());

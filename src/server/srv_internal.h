@@ -197,6 +197,8 @@ struct srv_table {
 	uint32_t state_floats;
 	atomic_uint refs;
 	struct srv_table_counters cnt;
+	_Atomic uint64_t grow_after_ns;	/* an automatic growth failed: none
+					   before this (CLOCK_MONOTONIC) */
 	struct metrics_gauge *m_rows, *m_bytes, *m_fill;
 	struct srv_tables *reg;
 };

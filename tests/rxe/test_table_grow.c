@@ -19,6 +19,8 @@
  *      (RS_E_FULL with bytes needed and free); every key intact after.
  *   3. A table without max_capacity behaves as before: inserts past its
  *      capacity get RS_E_FULL per key, the others are stored.
+ *      On a node of 6 MiB a growth that finds no room is refused once:
+ *      the inserts past the capacity then get RS_E_FULL per key.
  *   4. A file-backed node grows an Adagrad table three times, stops and
  *      starts again on its pool: capacity, max_capacity, optimizer and
  *      every row are back (pool directory and catalog agree).
@@ -54,7 +56,7 @@ static void step(const char *what)
 
 static float val(uint64_t key, unsigned j)
 {
-	return (float)(key * 16 + j); /* exact in fp32 below 2^24 */
+	return (float)(key * 16 + j); /* rounded alike when written and read */
 }
 
 static uint64_t key_of(unsigned i)
@@ -362,6 +364,74 @@ static void fixed_table_refuses(struct rs_client *c)
 	step("a table without max_capacity refuses as before");
 }
 
+/* ---- 3b: a growth that finds no room ---- */
+
+/* A node of 6 MiB (two 2 MiB extents): a table of 64 floats per row grows
+ * 1024 -> 2048 -> 4096 rows (each in one extent; the second reuses the
+ * first's extent once the grace period ended), then the next growth
+ * needs 4 MiB and fails: the inserts past the capacity get RS_E_FULL per
+ * key (no endless RS_E_BUSY), every stored key stays readable. */
+static void growth_without_room(const char *ip)
+{
+	struct rs_server_config *cfg;
+	struct rs_table_spec s = RS_TABLE_SPEC_INIT;
+	static uint64_t keys[BATCH];
+	static float rows[BATCH * 64], out[BATCH * 64];
+	int st[BATCH];
+	unsigned ok = 0, full = 0;
+	struct rs_client *c;
+	struct rs_table *t;
+	struct sv_node n;
+
+	SV_OK(rs_server_config_new(&cfg));
+	SV_OK(rs_server_config_set_workers(cfg, 2));
+	SV_OK(rs_server_config_set_storage(cfg, NULL, 6 * MiB));
+	sv_node_start(&n, ip, cfg);
+	rs_server_config_delete(&cfg);
+	c = client_of(n.addr);
+	SV_OK(rs_table_spec_init(&s, "t", 64));
+	s.capacity = 1024;
+	s.max_capacity = 65536;
+	SV_OK(rs_table_create(c, &s));
+	SV_OK(rs_table_open(c, "t", &t));
+	for (unsigned b = 0; b < 5000; b += BATCH) {
+		for (unsigned i = 0; i < BATCH; i++) {
+			keys[i] = key_of(b + i);
+			for (unsigned j = 0; j < 64; j++)
+				rows[i * 64 + j] = val(keys[i], j);
+		}
+		(void)rs_put(t, keys, BATCH, rows, st, 0);
+		for (unsigned i = 0; i < BATCH; i++) {
+			ok += st[i] == RS_KEY_CREATED;
+			full += st[i] == RS_E_FULL;
+		}
+	}
+	printf("  6 MiB node: capacity %llu, %u keys stored, %u RS_E_FULL, "
+	       "growths %llu, failed %llu\n",
+	       (unsigned long long)listed(c, "t"), ok, full,
+	       (unsigned long long)node_stat(c, "grow.count"),
+	       (unsigned long long)node_stat(c, "grow.failures"));
+	SV_CHECK(listed(c, "t") == 4096 && ok == 4096 && full == 5000 - 4096 &&
+			 node_stat(c, "grow.count") == 2 &&
+			 node_stat(c, "grow.failures") >= 1,
+		 "capacity %llu, stored %u, full %u",
+		 (unsigned long long)listed(c, "t"), ok, full);
+	for (unsigned b = 0; b < 4096; b += BATCH) {
+		unsigned m = 4096 - b < BATCH ? 4096 - b : BATCH;
+
+		for (unsigned i = 0; i < m; i++)
+			keys[i] = key_of(b + i);
+		SV_OK(rs_get(t, keys, m, out, st, 0));
+		for (unsigned i = 0; i < m; i++)
+			SV_CHECK(st[i] == RS_KEY_FOUND &&
+					 out[i * 64 + 63] == val(keys[i], 63),
+				 "key %u after the failed growth", b + i);
+	}
+	rs_client_close(&c);
+	sv_node_stop(&n);
+	step("a growth without room: RS_E_FULL per key, rows intact");
+}
+
 /* ---- 4: a file pool: the grown table and its spec after a restart ---- */
 
 static void file_node(struct sv_node *n, const char *ip, const char *pool)
@@ -448,6 +518,7 @@ int main(void)
 	fixed_table_refuses(c);
 	rs_client_close(&c);
 	sv_node_stop(&n);
+	growth_without_room(sv_ip());
 	grows_in_a_file_pool(sv_ip());
 	printf("ok\n");
 	return 0;
