@@ -156,6 +156,20 @@ static void load_maps_the_file(void **state)
 	assert_int_equal(rs_server_config_load(&c, path), RS_E_INVAL);
 	assert_null(c);
 	assert_non_null(strstr(rs_errormsg(), "tables[1]"));
+	/* max_capacity: a power of two above capacity, as grow_log2 */
+	write_file(path, "{\"tables\": [{\"name\": \"a\", \"dim\": 8,"
+			 " \"capacity\": 1000, \"max_capacity\": 65536}]}");
+	assert_int_equal(rs_server_config_load(&c, path), 0);
+	assert_int_equal(c->o.tables[0].grow_log2, 16);
+	rs_server_config_delete(&c);
+	write_file(path, "{\"tables\": [{\"name\": \"a\", \"dim\": 8,"
+			 " \"capacity\": 1000, \"max_capacity\": 3000}]}");
+	assert_int_equal(rs_server_config_load(&c, path), RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "max_capacity"));
+	write_file(path, "{\"tables\": [{\"name\": \"a\", \"dim\": 8,"
+			 " \"capacity\": 1000, \"max_capacity\": 512}]}");
+	assert_int_equal(rs_server_config_load(&c, path), RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "above capacity"));
 	write_file(path, "{\"workers\": 0}");
 	assert_int_equal(rs_server_config_load(&c, path), RS_E_INVAL);
 	assert_non_null(strstr(rs_errormsg(), "workers"));
@@ -400,6 +414,7 @@ static void catalog_round_trip(void **state)
 	optim_params_default(&s2.optim, OPTIM_ROWWISE_ADAGRAD);
 	init_params_default(&s2.init, INIT_CONSTANT);
 	s2.init.value = -2.5f;
+	s2.grow_log2 = 20; /* a table that grows: kept by the catalog */
 	assert_int_equal(srv_catalog_set(&a, &s1, 0x1234), 0);
 	assert_int_equal(srv_catalog_set(&a, &s2, 0), 0);
 	assert_int_equal(srv_catalog_save(&a), 0);
