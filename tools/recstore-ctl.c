@@ -6,14 +6,15 @@
  *
  *   recstore-ctl -s ADDR:PORT[,ADDR:PORT...] [--key-id N --secret-file F]
  *                COMMAND [ARGS]
- *     create NAME --dim D [--capacity N] [--dtype fp32|fp16|bf16]
- *            [--optimizer sgd|adagrad|rowwise_adagrad|adam] [--lr X]
+ *     create NAME --dim D [--capacity N] [--max-capacity M]
+ *            [--dtype fp32|fp16|bf16] [--optimizer sgd|adagrad|rowwise_adagrad|adam] [--lr X]
  *            [--eps X] [--beta1 X] [--beta2 X] [--weight-decay X]
  *            [--decoupled] [--initial-accumulator X]
  *            [--init zeros|constant|uniform|normal] [--init-value X]
  *            [--init-a X] [--init-std X] [--seed N]
  *     list
  *     drop NAME
+ *     grow NAME [--capacity N]
  *     stats
  *   recstore-ctl --etcd URL[,URL...] --cluster NAME cluster
  *                [--until-active N] [--until-epoch N] [--timeout S]
@@ -30,6 +31,11 @@
  * node does; safe next to it: the write is a compare-and-swap), with r
  * from --replicas (default 3) when there is no configuration yet.
  *
+ * --max-capacity M (a power of two) lets each node double the table when
+ * it fills, up to M rows; grow grows it now, to N rows per node (default:
+ * double, up to its --max-capacity if it has one), online (docs/server.md,
+ * "Growth").
+ *
  * Without --capacity a node gives the table its default capacity (its
  * "default_capacity" rows, or what its free storage holds if that is
  * less; docs/config.md); create prints the capacity the nodes chose.
@@ -42,7 +48,7 @@
  * --secret-file, or the environment: RS_KEY_ID with RS_SECRET_FILE (or
  * RS_SECRET holding the secret itself; a secret is never taken from the
  * command line, where other users could see it in ps). Options win over
- * the environment. create and drop need an "admin" key, list and stats
+ * the environment. create, drop and grow need an "admin" key, list and stats
  * any key.
  *
  * Exit status: 0, 1
@@ -74,7 +80,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: recstore-ctl -s ADDR:PORT[,ADDR:PORT...] "
 		"[--key-id N --secret-file F] COMMAND\n"
-		"  create NAME --dim D [--capacity N] [--dtype fp32|fp16|bf16]\n"
+		"  create NAME --dim D [--capacity N] [--max-capacity M]\n"
+		"         [--dtype fp32|fp16|bf16]\n"
 		"         [--optimizer sgd|adagrad|rowwise_adagrad|adam] "
 		"[--lr X] [--eps X]\n"
 		"         [--beta1 X] [--beta2 X] [--weight-decay X] "
@@ -85,6 +92,7 @@ static void usage(FILE *f)
 		"[--seed N]\n"
 		"  list\n"
 		"  drop NAME\n"
+		"  grow NAME [--capacity N]\n"
 		"  stats\n"
 		"usage: recstore-ctl --etcd URL[,URL...] --cluster NAME "
 		"cluster\n"
@@ -160,7 +168,7 @@ static int fail(const char *what, int ret)
 
 enum {
 	O_DIM = 1, O_CAP, O_DTYPE, O_OPT, O_LR, O_EPS, O_B1, O_B2, O_WD,
-	O_DEC, O_ACC, O_INIT, O_IVAL, O_IA, O_ISTD, O_SEED
+	O_DEC, O_ACC, O_INIT, O_IVAL, O_IA, O_ISTD, O_SEED, O_MAXCAP
 };
 
 /* Apply one create option to spec; 0 or an exit status. */
@@ -180,6 +188,12 @@ static int create_opt(struct rs_table_spec *s, int o, const char *v)
 		if (parse_u64(v, &u) || !u || u > 0xFFFFFFFEull)
 			return bad("--capacity", v);
 		s->capacity = u;
+		return 0;
+	case O_MAXCAP:
+		if (parse_u64(v, &u) || u < 2 || u > 1ULL << 32 ||
+		    (u & (u - 1)))
+			return bad("--max-capacity (a power of two)", v);
+		s->max_capacity = u;
 		return 0;
 	case O_DTYPE:
 		if ((k = pick(dtypes, 3, v)) < 0)
@@ -266,6 +280,7 @@ static int cmd_create(struct rs_client *c, int argc, char **argv)
 	static const struct option opts[] = {
 		{ "dim", required_argument, NULL, O_DIM },
 		{ "capacity", required_argument, NULL, O_CAP },
+		{ "max-capacity", required_argument, NULL, O_MAXCAP },
 		{ "dtype", required_argument, NULL, O_DTYPE },
 		{ "optimizer", required_argument, NULL, O_OPT },
 		{ "lr", required_argument, NULL, O_LR },
@@ -363,6 +378,26 @@ static int cmd_drop(struct rs_client *c, int argc, char **argv)
 	if (ret)
 		return fail("drop", ret);
 	printf("dropped table '%s'\n", argv[1]);
+	return 0;
+}
+
+static int cmd_grow(struct rs_client *c, int argc, char **argv)
+{
+	uint64_t cap = 0;
+	int ret;
+
+	if (argc == 4 && !strcmp(argv[2], "--capacity")) {
+		if (parse_u64(argv[3], &cap) || !cap || cap > 0xFFFFFFFEull)
+			return bad("--capacity", argv[3]);
+	} else if (argc != 2) {
+		usage(stderr);
+		return 2;
+	}
+	ret = rs_table_grow(c, argv[1], cap);
+	if (ret)
+		return fail("grow", ret);
+	printf("grew table '%s': capacity %" PRIu64 " in all\n", argv[1],
+	       capacity_of(c, argv[1]));
 	return 0;
 }
 
@@ -853,6 +888,7 @@ int main(int argc, char **argv)
 	cmd = argv[i];
 	if (strcmp(cmd, "create") && strcmp(cmd, "list") &&
 	    strcmp(cmd, "drop") && strcmp(cmd, "stats") &&
+	    strcmp(cmd, "grow") &&
 	    strcmp(cmd, "checkpoint") && strcmp(cmd, "restore")) {
 		fprintf(stderr, "recstore-ctl: unknown command '%s'\n", cmd);
 		usage(stderr);
@@ -867,6 +903,8 @@ int main(int argc, char **argv)
 		ret = argc - i == 1 ? cmd_list(c) : (usage(stderr), 2);
 	else if (!strcmp(cmd, "drop"))
 		ret = cmd_drop(c, argc - i, argv + i);
+	else if (!strcmp(cmd, "grow"))
+		ret = cmd_grow(c, argc - i, argv + i);
 	else if (!strcmp(cmd, "checkpoint") || !strcmp(cmd, "restore"))
 		ret = cmd_ckpt(c, argc - i, argv + i);
 	else

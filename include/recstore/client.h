@@ -246,6 +246,9 @@ struct rs_table_spec {
 		float value, a, std;
 		uint64_t seed;
 	} init;
+	/* since 0.4: 0, or a power of two in [2, 2^32] above capacity: the
+	 * node doubles the table when it fills, up to this many rows */
+	uint64_t max_capacity;
 };
 
 #define RS_TABLE_SPEC_INIT \
@@ -265,6 +268,11 @@ int rs_table_spec_set_optimizer(struct rs_table_spec *spec, const char *name);
 int rs_table_create(struct rs_client *c, const struct rs_table_spec *spec);
 /* Drop it on every node; RS_E_NOTFOUND if no node had it. */
 int rs_table_drop(struct rs_client *c, const char *name);
+/* Grow it on every node to capacity rows per node (0: double it, up to
+ * its max_capacity when it has one), online: reads go on, writes pause
+ * for the copy (docs/server.md, "Growth"). RS_E_NOTFOUND if no node had
+ * it; RS_E_FULL (bytes needed and free) when a node has no room. */
+int rs_table_grow(struct rs_client *c, const char *name, uint64_t capacity);
 
 /* The whole spec of a table, as the first node that has it reports it.
  * spec->struct_size set by the caller. RS_E_NOTFOUND if no node has it. */

@@ -29,10 +29,10 @@
 
 /* ---- growable structs (common/abi.h): every size each has had ---- */
 
-static const uint32_t spec_sizes[] = { 144 };	/* 0.2 */
+static const uint32_t spec_sizes[] = { 144, 152 };	/* 0.2, 0.4 */
 static const uint32_t info_sizes[] = { 104 };	/* 0.2 */
 static const uint32_t nstats_sizes[] = { 96 };	/* 0.2 */
-_Static_assert(sizeof(struct rs_table_spec) == 144, "append to spec_sizes");
+_Static_assert(sizeof(struct rs_table_spec) == 152, "append to spec_sizes");
 _Static_assert(sizeof(struct rs_table_info) == 104, "append to info_sizes");
 _Static_assert(sizeof(struct rs_node_stats) == 96,
 	       "append to nstats_sizes");
@@ -121,6 +121,9 @@ static void spec_to_proto(const struct rs_table_spec *s,
 	memcpy(p->name, s->name, sizeof(p->name));
 	p->name[PROTO_NAME_MAX] = '\0';
 	SPEC_FIELDS(COPY_FIELD, p, s)
+	p->grow_log2 = s->max_capacity ?
+			       (uint8_t)(63 - __builtin_clzll(s->max_capacity))
+				     : 0;
 }
 
 static void spec_from_proto(const struct proto_table_spec *p,
@@ -129,6 +132,7 @@ static void spec_from_proto(const struct proto_table_spec *p,
 	memset(s, 0, sizeof(*s));
 	memcpy(s->name, p->name, sizeof(s->name));
 	SPEC_FIELDS(COPY_FIELD, s, p)
+	s->max_capacity = p->grow_log2 ? 1ULL << p->grow_log2 : 0;
 }
 
 int cli_table_spec_out(const struct proto_table_spec *p,
@@ -415,6 +419,14 @@ static int enc_drop(struct cli_conn *cc, void *arg)
 	return proto_enc_table_drop_req(cc->msg, cc->msg_max, &h, arg);
 }
 
+static int enc_grow(struct cli_conn *cc, void *arg)
+{
+	struct proto_hdr h;
+
+	cli_hdr_init(&h, 0, false);
+	return proto_enc_table_grow_req(cc->msg, cc->msg_max, &h, arg);
+}
+
 static int enc_ckpt(struct cli_conn *cc, void *arg)
 {
 	struct proto_hdr h;
@@ -507,6 +519,14 @@ RS_EXPORT int rs_table_create(struct rs_client *c,
 		return ret;
 	rs_abi_in(&full, sizeof(full), spec);
 	spec = &full;
+	if (spec->max_capacity &&
+	    (spec->max_capacity & (spec->max_capacity - 1) ||
+	     spec->max_capacity < 2 || spec->max_capacity > 1ULL << 32 ||
+	     spec->max_capacity <= spec->capacity))
+		return rs_seterr(RS_E_INVAL, "table '%.63s': max_capacity %llu "
+				 "is not a power of two in [2, 2^32] above the "
+				 "capacity", spec->name,
+				 (unsigned long long)spec->max_capacity);
 	spec_to_proto(spec, &ps);
 	proto_limits_default(&lim);
 	lim.max_dim = PROTO_MAX_DIM;
@@ -522,26 +542,21 @@ RS_EXPORT int rs_table_create(struct rs_client *c,
 	return 0;
 }
 
-RS_EXPORT int rs_table_drop(struct rs_client *c, const char *name)
+/* A named-table call on every active node: 0 when at least one node had
+ * the table, RS_E_NOTFOUND when none did, else the first error. */
+static int each_node_named(struct rs_client *c, const char *name,
+			   int (*enc)(struct cli_conn *, void *), void *arg)
 {
-	char n[PROTO_NAME_MAX + 1];
 	size_t missing = 0, nn, nact;
-	bool *act;
-	int ret;
+	bool *act = active_nodes(c, &nn, &nact);
+	int ret = 0;
 
-	if (!c || !name)
-		return rs_seterr(RS_E_INVAL, "table drop: NULL argument");
-	ret = proto_name_check("table name", name, strlen(name));
-	if (ret)
-		return ret;
-	strcpy(n, name);
-	act = active_nodes(c, &nn, &nact);
 	if (!act)
 		return -ENOMEM;
 	for (size_t i = 0; i < nn; i++) {
 		if (!act[i])
 			continue;
-		ret = node_call(&c->nodes[i], enc_drop, n);
+		ret = node_call(&c->nodes[i], enc, arg);
 		if (ret == RS_E_NOTFOUND)
 			missing++;
 		else if (ret)
@@ -554,6 +569,43 @@ RS_EXPORT int rs_table_drop(struct rs_client *c, const char *name)
 	if (missing == nact)
 		return rs_seterr(RS_E_NOTFOUND, "table '%s' not found", name);
 	return 0;
+}
+
+RS_EXPORT int rs_table_drop(struct rs_client *c, const char *name)
+{
+	char n[PROTO_NAME_MAX + 1];
+	int ret;
+
+	if (!c || !name)
+		return rs_seterr(RS_E_INVAL, "table drop: NULL argument");
+	ret = proto_name_check("table name", name, strlen(name));
+	if (ret)
+		return ret;
+	strcpy(n, name);
+	return each_node_named(c, name, enc_drop, n);
+}
+
+RS_EXPORT int rs_table_grow(struct rs_client *c, const char *name,
+			    uint64_t capacity)
+{
+	struct proto_table_grow g = { .capacity = capacity };
+	int ret;
+
+	if (!c || !name)
+		return rs_seterr(RS_E_INVAL, "table grow: NULL argument");
+	ret = proto_name_check("table name", name, strlen(name));
+	if (ret)
+		return ret;
+	if (capacity > PROTO_MAX_CAPACITY)
+		return rs_seterr(RS_E_TOOBIG, "table '%s': capacity %llu is "
+				 "over the limit %llu", name,
+				 (unsigned long long)capacity,
+				 PROTO_MAX_CAPACITY);
+	strcpy(g.name, name);
+	ret = each_node_named(c, name, enc_grow, &g);
+	if (!ret)
+		refresh_handle(c, name);
+	return ret;
 }
 
 /* ---- node stats ---- */

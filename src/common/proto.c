@@ -149,6 +149,7 @@ static const char *const op_names[PROTO_OP_COUNT] = {
 	[PROTO_OP_CONFIG] = "CONFIG",
 	[PROTO_OP_REPL] = "REPL",
 	[PROTO_OP_COPY] = "COPY",
+	[PROTO_OP_TABLE_GROW] = "TABLE_GROW",
 };
 
 static const char *const dtype_names[PROTO_DTYPE_COUNT] = {
@@ -347,6 +348,10 @@ int proto_table_spec_validate(const struct proto_table_spec *s,
 		return rs_seterr(RS_E_TOOBIG, "capacity: %llu rows is over the "
 				 "limit %llu", (unsigned long long)s->capacity,
 				 PROTO_MAX_CAPACITY);
+	if (s->grow_log2 > PROTO_MAX_GROW_LOG2)
+		return rs_seterr(RS_E_INVAL, "grow_log2: %u is over %u (growth "
+				 "up to 2^%u rows)", s->grow_log2,
+				 PROTO_MAX_GROW_LOG2, PROTO_MAX_GROW_LOG2);
 	if ((rc = optim_params_validate(&s->optim)))
 		return prefix_err(rc, "optimizer.");
 	if ((rc = init_params_validate(&s->init)))
@@ -804,7 +809,7 @@ static int enc_spec_check(const struct proto_table_spec *s, size_t *nlen)
 	F(u8, dtype, "dtype")                                          \
 	F(u8, optim.kind, "optimizer.type")                            \
 	F(u8, init.kind, "initializer.type")                           \
-	Z(1, "spec reserved")                                          \
+	F(u8, grow_log2, "grow_log2")                                  \
 	F(u64, capacity, "capacity")                                   \
 	F(u32, optim.flags, "optimizer.flags")                         \
 	F(f32, optim.lr, "optimizer.lr")                               \
@@ -1612,6 +1617,16 @@ static int dec_request(struct rd *r, const struct proto_limits *lim,
 		rd_str(r, "name", STR_NAME, m->u.table_drop,
 		       sizeof(m->u.table_drop));
 		return r->rc;
+	case PROTO_OP_TABLE_GROW:
+		m->u.table_grow.capacity = rd_u64(r, "capacity");
+		rd_str(r, "name", STR_NAME, m->u.table_grow.name,
+		       sizeof(m->u.table_grow.name));
+		if (!r->rc && m->u.table_grow.capacity > PROTO_MAX_CAPACITY)
+			rd_fail(r, RS_E_TOOBIG, "capacity: %llu rows is over "
+				"the limit %llu",
+				(unsigned long long)m->u.table_grow.capacity,
+				PROTO_MAX_CAPACITY);
+		return r->rc;
 	case PROTO_OP_TABLE_DIR:
 	case PROTO_OP_STATS:
 		return dec_list_req(r, &m->u.list_req);
@@ -1637,6 +1652,7 @@ static int dec_reply(struct rd *r, const struct proto_limits *lim,
 	case PROTO_OP_HELLO:
 		return dec_hello_reply(r, &m->u.hello_reply);
 	case PROTO_OP_TABLE_CREATE:
+	case PROTO_OP_TABLE_GROW:
 		rd_info(r, &m->u.table_info);
 		rd_end(r);
 		check_info(r, &m->u.table_info, lim);
@@ -1780,9 +1796,9 @@ int proto_enc_table_create_req(void *buf, size_t cap,
 	return wr_finish(&w, h, PROTO_OP_TABLE_CREATE, 0);
 }
 
-int proto_enc_table_create_reply(void *buf, size_t cap,
-				 const struct proto_hdr *h,
-				 const struct proto_table_info *m)
+/* A reply carrying one table info (TABLE_CREATE, TABLE_GROW). */
+static int enc_info_reply(void *buf, size_t cap, const struct proto_hdr *h,
+			  const struct proto_table_info *m, uint32_t op)
 {
 	struct wr w;
 	size_t nlen;
@@ -1792,7 +1808,36 @@ int proto_enc_table_create_reply(void *buf, size_t cap,
 		return rc;
 	wr_begin(&w, buf, cap);
 	wr_info(&w, m, nlen);
-	return wr_finish(&w, h, PROTO_OP_TABLE_CREATE, 1);
+	return wr_finish(&w, h, op, 1);
+}
+
+int proto_enc_table_create_reply(void *buf, size_t cap,
+				 const struct proto_hdr *h,
+				 const struct proto_table_info *m)
+{
+	return enc_info_reply(buf, cap, h, m, PROTO_OP_TABLE_CREATE);
+}
+
+int proto_enc_table_grow_req(void *buf, size_t cap, const struct proto_hdr *h,
+			     const struct proto_table_grow *m)
+{
+	struct wr w;
+	size_t nlen;
+	int rc = enc_name_check("name", m->name, sizeof(m->name), 0, &nlen);
+
+	if (rc)
+		return rc;
+	wr_begin(&w, buf, cap);
+	wr_u64(&w, m->capacity);
+	wr_str(&w, m->name, nlen);
+	return wr_finish(&w, h, PROTO_OP_TABLE_GROW, 0);
+}
+
+int proto_enc_table_grow_reply(void *buf, size_t cap,
+			       const struct proto_hdr *h,
+			       const struct proto_table_info *m)
+{
+	return enc_info_reply(buf, cap, h, m, PROTO_OP_TABLE_GROW);
 }
 
 int proto_enc_table_drop_req(void *buf, size_t cap, const struct proto_hdr *h,

@@ -63,6 +63,7 @@
 /* Rows of one table on one node: row references are 32-bit, UINT32_MAX is
  * "none". A TABLE_CREATE capacity of 0 asks for the node's default. */
 #define PROTO_MAX_CAPACITY 0xFFFFFFFEull
+#define PROTO_MAX_GROW_LOG2 32u /* 2^32 rows: capped at PROTO_MAX_CAPACITY */
 #define PROTO_NAME_MAX 63     /* table, node, client and counter names */
 #define PROTO_ERRMSG_MAX 511  /* error text in an error reply */
 #define PROTO_NO_TABLE 0xffffffffu /* stats entry of the node itself */
@@ -89,6 +90,7 @@ enum proto_op {
 	PROTO_OP_CONFIG = 13,	/* the cluster configuration the node follows */
 	PROTO_OP_REPL = 14,	/* primary -> backup: rows and state (admin) */
 	PROTO_OP_COPY = 15,	/* new replica -> primary: copy ranges (admin) */
+	PROTO_OP_TABLE_GROW = 16, /* grow a table (admin) */
 	PROTO_OP_COUNT
 };
 
@@ -167,6 +169,10 @@ struct proto_table_spec {
 					  node's default */
 	struct optim_params optim;
 	struct init_params init;
+	uint8_t grow_log2;	       /* 0: fixed capacity; 1..32: the node
+					  grows the table (doubling) when it
+					  fills, up to 2^grow_log2 rows
+					  (at most PROTO_MAX_CAPACITY) */
 };
 
 /* A node's PET-hash index of one table (see src/index/pet_format.h). */
@@ -213,6 +219,13 @@ struct proto_hello_reply {
 	struct proto_limits limits;	/* the node's (max_message_bytes =
 					   its receive buffer size) */
 	char name[PROTO_NAME_MAX + 1];	/* node name; may be "" */
+};
+
+/* TABLE_GROW request: grow the table to `capacity` rows (0: double it,
+ * up to its grow_log2 limit when it has one). */
+struct proto_table_grow {
+	uint64_t capacity;		/* 0..PROTO_MAX_CAPACITY */
+	char name[PROTO_NAME_MAX + 1];
 };
 
 /* TABLE_DIR and STATS requests ask for a page of a list. */
@@ -448,6 +461,7 @@ struct proto_error {
  *   CONFIG         request: (empty body)     reply: config
  *   REPL           request: repl_req         reply: keys_reply
  *   COPY           request: copy_req         reply: copy_reply
+ *   TABLE_GROW     request: table_grow       reply: table_info
  *   any reply with hdr.status < 0: error
  */
 struct proto_msg {
@@ -458,6 +472,7 @@ struct proto_msg {
 		struct proto_table_spec table_create;
 		struct proto_table_info table_info;
 		char table_drop[PROTO_NAME_MAX + 1];
+		struct proto_table_grow table_grow;
 		struct proto_list_req list_req;
 		struct proto_table_dir table_dir;
 		struct proto_keys_req keys_req;
@@ -554,6 +569,12 @@ int proto_enc_table_create_req(void *buf, size_t cap,
 int proto_enc_table_create_reply(void *buf, size_t cap,
 				 const struct proto_hdr *h,
 				 const struct proto_table_info *m);
+int proto_enc_table_grow_req(void *buf, size_t cap, const struct proto_hdr *h,
+			     const struct proto_table_grow *m);
+/* the reply is a table info, like TABLE_CREATE's */
+int proto_enc_table_grow_reply(void *buf, size_t cap,
+			       const struct proto_hdr *h,
+			       const struct proto_table_info *m);
 int proto_enc_table_drop_req(void *buf, size_t cap, const struct proto_hdr *h,
 			     const char *name);
 int proto_enc_table_drop_reply(void *buf, size_t cap,

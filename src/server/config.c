@@ -546,7 +546,8 @@ static int parse_initializer(struct ctx *c, json_t *o, struct init_params *p)
 }
 
 static const char *const table_keys[] = {
-	"name", "dim", "dtype", "capacity", "optimizer", "initializer", NULL,
+	"name", "dim", "dtype", "capacity", "max_capacity", "optimizer",
+	"initializer", NULL,
 };
 
 static int parse_table(struct ctx *c, json_t *t, const struct srv_config *cfg,
@@ -591,6 +592,15 @@ static int parse_table(struct ctx *c, json_t *t, const struct srv_config *cfg,
 	if ((rc = get_uint(c, t, "capacity", 1, PROTO_MAX_CAPACITY, &cap)))
 		return rc;
 	s->capacity = cap;
+	if (json_object_get(t, "max_capacity")) {
+		if ((rc = get_uint(c, t, "max_capacity", 2, 1ULL << 32, &cap)))
+			return rc;
+		if (cap & (cap - 1) || cap <= s->capacity)
+			return fail_at(c, "max_capacity", "must be a power of "
+				       "two above capacity (the table doubles "
+				       "up to it when it fills)");
+		s->grow_log2 = (uint8_t)__builtin_ctzll(cap);
+	}
 
 	optim_params_default(&s->optim, OPTIM_SGD);
 	if ((o = json_object_get(t, "optimizer"))) {

@@ -62,12 +62,20 @@ static json_t *init_to_json(const struct init_params *p)
 json_t *srv_spec_to_json(const struct proto_table_spec *s)
 {
 	const char *dt = proto_dtype_name(s->dtype);
+	json_t *j = json_pack("{s:s, s:I, s:s, s:I, s:o, s:o}", "name",
+			      s->name, "dim", (json_int_t)s->dim, "dtype",
+			      dt ? dt : "?", "capacity",
+			      (json_int_t)s->capacity, "optimizer",
+			      optim_to_json(&s->optim), "init",
+			      init_to_json(&s->init));
 
-	return json_pack("{s:s, s:I, s:s, s:I, s:o, s:o}", "name", s->name,
-			 "dim", (json_int_t)s->dim, "dtype", dt ? dt : "?",
-			 "capacity", (json_int_t)s->capacity, "optimizer",
-			 optim_to_json(&s->optim), "init",
-			 init_to_json(&s->init));
+	if (j && s->grow_log2 &&
+	    json_object_set_new(j, "grow_log2",
+				json_integer((json_int_t)s->grow_log2))) {
+		json_decref(j);
+		return NULL;
+	}
+	return j;
 }
 
 static int hex64(const char *s, uint64_t *out)
@@ -110,6 +118,14 @@ int srv_spec_from_json(json_t *j, struct proto_table_spec *s)
 	strcpy(s->name, name);
 	s->dim = (uint32_t)dim;
 	s->capacity = (uint64_t)cap;
+	if (json_object_get(j, "grow_log2")) { /* growth: absent is none */
+		json_t *g = json_object_get(j, "grow_log2");
+
+		if (!json_is_integer(g) || json_integer_value(g) < 0 ||
+		    json_integer_value(g) > PROTO_MAX_GROW_LOG2)
+			return -1;
+		s->grow_log2 = (uint8_t)json_integer_value(g);
+	}
 	k = proto_dtype_parse(dtype);
 	if (k < 0)
 		return -1;

@@ -56,7 +56,8 @@ static uint64_t thaw_now(struct rs_server *s, const char *why)
 	struct srv_ckpt *k = &s->ckpt;
 	uint64_t us;
 
-	if (!atomic_exchange(&k->frozen, false))
+	if (!(atomic_fetch_and(&k->frozen, ~SRV_FROZEN_CKPT) &
+	      SRV_FROZEN_CKPT))
 		return 0;
 	us = (mono_ns() - atomic_load(&k->since_ns)) / 1000u;
 	atomic_fetch_add(&k->paused_us, us);
@@ -103,9 +104,9 @@ int srv_ckpt_freeze(struct rs_server *s, uint32_t timeout_ms)
 
 	pthread_mutex_lock(&k->lock);
 	atomic_store(&k->until_ns, now + (uint64_t)timeout_ms * 1000000u);
-	if (!atomic_load(&k->frozen)) {
+	if (!(atomic_load(&k->frozen) & SRV_FROZEN_CKPT)) {
 		atomic_store(&k->since_ns, now);
-		atomic_store(&k->frozen, true);
+		atomic_fetch_or(&k->frozen, SRV_FROZEN_CKPT);
 		atomic_fetch_add(&k->pauses, 1);
 		srv_log("checkpoint: writes paused (for at most %u ms)",
 			timeout_ms);
@@ -161,7 +162,7 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 				 "this node", q->table);
 	/* registered under the lock the deadline's thaw takes */
 	pthread_mutex_lock(&s->ckpt.lock);
-	if (!atomic_load(&s->ckpt.frozen)) {
+	if (!(atomic_load(&s->ckpt.frozen) & SRV_FROZEN_CKPT)) {
 		pthread_mutex_unlock(&s->ckpt.lock);
 		srv_table_put(t);
 		return rs_seterr(RS_E_INVAL, "DUMP without FREEZE: the part "

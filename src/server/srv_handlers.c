@@ -93,6 +93,8 @@ struct req {
 	uint64_t tpost_ns;	/* reply handed to the NIC; 0: not yet */
 	const char *table;	/* for trace events */
 	uint32_t nkeys;
+	uint32_t grow_id;	/* grow_gen != 0: the table to grow once the */
+	uint64_t grow_gen;	/* request left the write pause (srv_grow.c) */
 };
 
 static uint64_t now_ns(void)
@@ -121,6 +123,7 @@ static unsigned rt_of(uint8_t op)
 		[PROTO_OP_CONFIG] = SRV_RT_CONFIG,
 		[PROTO_OP_REPL] = SRV_RT_REPL,
 		[PROTO_OP_COPY] = SRV_RT_COPY,
+		[PROTO_OP_TABLE_GROW] = SRV_RT_GROW,
 	};
 
 	return op > 0 && op < PROTO_OP_COUNT ? map[op] : SRV_RT_BAD;
@@ -312,6 +315,11 @@ static void do_dir(struct req *r)
 	void *buf;
 	int n, cap, len;
 
+	/* clients refresh after a growth: free what its grace period kept */
+	if (!pthread_mutex_trylock(&r->s->tables.admin)) {
+		srv_tables_reap(&r->s->tables, false);
+		pthread_mutex_unlock(&r->s->tables.admin);
+	}
 	n = srv_tables_dir(&r->s->tables, &dir, &gen);
 	if (n < 0) {
 		reply_error(r, r->op, n, "%s", rs_errormsg());
@@ -359,6 +367,25 @@ static void do_stats(struct req *r)
 
 /* The table of a keyed request, checked against the request; NULL after
  * an error reply. The caller srv_table_put()s it. */
+/* A request that may insert into t, a table that grows: when the keys
+ * may pass its fill threshold, answer RS_E_BUSY (the client resends) and
+ * grow it once the request left the write pause (srv_handle). */
+static bool grow_first(struct req *r, struct srv_table *t)
+{
+	const struct proto_keys_req *k = &r->m.u.keys_req;
+
+	if (!(r->op == PROTO_OP_PUT || r->op == PROTO_OP_LOAD ||
+	      r->op == PROTO_OP_GET_OR_INIT ||
+	      (r->op == PROTO_OP_UPDATE && (k->flags & PROTO_KF_CREATE))) ||
+	    !srv_grow_due(t, k->n))
+		return false;
+	r->grow_id = t->id;
+	r->grow_gen = t->info.generation;
+	return true;
+}
+
+static const char grow_busy_msg[] = "the table is full and grows now: retry";
+
 static struct srv_table *keyed_table(struct req *r)
 {
 	const struct proto_keys_req *k = &r->m.u.keys_req;
@@ -387,6 +414,11 @@ static struct srv_table *keyed_table(struct req *r)
 					   t->state_floats : 0),
 			    r->op == PROTO_OP_LOAD ? " (weights and optimizer "
 			    "state)" : "");
+		goto put;
+	}
+	if (RS_UNLIKELY(t->spec.grow_log2) && grow_first(r, t)) {
+		reply_error(r, r->op, RS_E_BUSY, "table '%s': %s",
+			    t->spec.name, grow_busy_msg);
 		goto put;
 	}
 	return t;
@@ -477,7 +509,12 @@ static void do_get(struct req *r)
 	if (cap < 0)
 		return;
 	t = srv_table_get(&r->s->tables, k->table_id);
-	if (t && (!k->table_gen || k->table_gen == t->info.generation)) {
+	if (t && init && RS_UNLIKELY(t->spec.grow_log2) &&
+	    (!k->table_gen || k->table_gen == t->info.generation) &&
+	    grow_first(r, t)) {
+		len = enc_error(r, buf, cap, r->op, RS_E_BUSY, grow_busy_msg);
+	} else if (t && (!k->table_gen ||
+			 k->table_gen == t->info.generation)) {
 		r->table = t->spec.name;
 		len = proto_keys_reply_begin(buf, (size_t)cap, &r->rh, r->op,
 					     k->n, t->spec.dim, t->spec.dtype,
@@ -1262,6 +1299,42 @@ static void reply_undecodable(struct req *r, const void *msg, size_t len,
 	}
 }
 
+/* The automatic growth a request asked for (grow_first). */
+static void grow_now(struct req *r)
+{
+	struct srv_table *t = srv_table_get(&r->s->tables, r->grow_id);
+	char name[PROTO_NAME_MAX + 1];
+
+	if (!t)
+		return;
+	memcpy(name, t->spec.name, sizeof(name));
+	srv_table_put(t);
+	if (srv_table_grow(&r->s->tables, name, r->nkeys, r->grow_gen, NULL))
+		srv_log_peer("table '%s': automatic growth: %s", name,
+			     rs_errormsg());
+}
+
+/* TABLE_GROW: grow a table by command (admin). */
+static void do_grow(struct req *r)
+{
+	const struct proto_table_grow *g = &r->m.u.table_grow;
+	struct proto_table_info info;
+	void *buf;
+	int cap, len, ret;
+
+	r->table = g->name;
+	ret = srv_table_grow(&r->s->tables, g->name, g->capacity, 0, &info);
+	if (ret) {
+		reply_error(r, r->op, ret, "%s", rs_errormsg());
+		return;
+	}
+	cap = reply_buf(r, &buf);
+	if (cap < 0)
+		return;
+	len = proto_enc_table_grow_reply(buf, (size_t)cap, &r->rh, &info);
+	reply_encoded(r, buf, cap, len);
+}
+
 /* Requests that change rows or tables: paused by a checkpoint. */
 static bool is_write(uint8_t op)
 {
@@ -1313,8 +1386,10 @@ void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 	}
 	writes = is_write(r.op);
 	if (writes && !srv_write_enter(s)) {
-		reply_error(&r, r.op, RS_E_BUSY, "writes are paused for a "
-			    "checkpoint: retry");
+		reply_error(&r, r.op, RS_E_BUSY, "writes are paused for %s: "
+			    "retry", atomic_load(&s->ckpt.frozen) &
+			    SRV_FROZEN_GROW ? "a table's growth" :
+			    "a checkpoint");
 		return;
 	}
 	switch (r.op) {
@@ -1345,12 +1420,17 @@ void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 	case PROTO_OP_COPY:
 		do_copy(&r);
 		break;
+	case PROTO_OP_TABLE_GROW:
+		do_grow(&r);
+		break;
 	default:
 		do_keyed(&r);
 		break;
 	}
 	if (writes)
 		srv_write_leave(s);
+	if (RS_UNLIKELY(r.grow_gen))
+		grow_now(&r);
 	end_ns = r.tpost_ns ? r.tpost_ns : now_ns();
 	metrics_histogram_observe(s->m.duration[r.rt], end_ns - r.t0_ns);
 	trace_span(&r, "server.total", r.t0_ns / 1000u,

@@ -197,6 +197,8 @@ struct srv_table {
 	uint32_t state_floats;
 	atomic_uint refs;
 	struct srv_table_counters cnt;
+	_Atomic uint64_t grow_after_ns;	/* an automatic growth failed: none
+					   before this (CLOCK_MONOTONIC) */
 	struct metrics_gauge *m_rows, *m_bytes, *m_fill;
 	struct srv_tables *reg;
 };
@@ -219,6 +221,15 @@ struct srv_tables {
 	uint64_t default_capacity;	/* capacity 0: up to this many rows */
 	struct proto_limits limits;
 	_Atomic uint64_t registered_bytes;
+	/* growth (srv_grow.c): tables a growth replaced, kept registered
+	 * (their rows made to fail validation) until until_ns, so that
+	 * one-sided READs in flight complete; reaped under admin */
+	struct srv_retired {
+		struct srv_table *t;
+		uint64_t until_ns;
+	} retired[SLAB_MAX_TABLES];
+	unsigned nretired;
+	_Atomic uint64_t grows, grow_rows, grow_us, grow_refusals;
 };
 
 /* Open the slab store of o (DRAM, file or device dax; a file pool
@@ -237,6 +248,28 @@ int srv_tables_apply_config(struct srv_tables *r, const struct srv_opts *o);
 int srv_table_create(struct srv_tables *r, const struct proto_table_spec *s,
 		     struct proto_table_info *info);
 int srv_table_drop(struct srv_tables *r, const char *name);
+/* A registered wrapper of slab table st (not linked anywhere yet), and
+ * its undoing (the slab table is left alone). */
+int srv_table_wrap(struct srv_tables *r, struct slab_table *st,
+		   const struct proto_table_spec *spec, struct srv_table **out);
+void srv_table_unwrap(struct srv_tables *r, struct srv_table *t);
+
+/* ---- growth (srv_grow.c; docs/server.md, "Growth") ---- */
+
+/* Grow table `name` to capacity rows (0: double it, up to its grow_log2
+ * limit when it has one). gen != 0 is an automatic growth: `capacity` is
+ * then the number of keys the request may insert, and nothing happens
+ * (0) when the table no longer has generation gen, another admin
+ * operation runs, or the spec's limit leaves no room. *info (may be NULL)
+ * gets the new directory entry. */
+int srv_table_grow(struct srv_tables *r, const char *name, uint64_t capacity,
+		   uint64_t gen, struct proto_table_info *info);
+/* Would an insert of n keys into t start a growth (its spec allows one,
+ * and the keys may not fit below the fill threshold)? Cheap; no lock. */
+bool srv_grow_due(const struct srv_table *t, uint32_t n);
+/* Free the retired tables whose grace period ended (wait: all of them,
+ * sleeping until their grace ends). Caller holds admin. */
+void srv_tables_reap(struct srv_tables *r, bool wait);
 
 /* A reference to table id (NULL if none); srv_table_put() when done. */
 struct srv_table *srv_table_get(struct srv_tables *r, uint32_t id);
@@ -257,8 +290,10 @@ int srv_tables_dir(struct srv_tables *r, struct proto_table_info **out,
  * either sees frozen (and answers RS_E_BUSY) or is counted before the
  * freezer's wait ends. A freeze ends by THAW or, when its deadline passes
  * with no DUMP running, by itself (a checkpointer that died). */
+#define SRV_FROZEN_CKPT 1u	/* FREEZE .. THAW */
+#define SRV_FROZEN_GROW 2u	/* a table grows (srv_grow.c) */
 struct srv_ckpt {
-	atomic_bool frozen;
+	atomic_uint frozen;	/* SRV_FROZEN_*: who paused the writes */
 	atomic_uint writers;	/* write requests inside */
 	atomic_uint dumping;	/* DUMPs running: the deadline waits */
 	_Atomic uint64_t since_ns, until_ns;
@@ -495,7 +530,7 @@ enum srv_req_type {
 	SRV_RT_HELLO, SRV_RT_CREATE, SRV_RT_DROP, SRV_RT_DIR, SRV_RT_GET,
 	SRV_RT_GET_OR_INIT, SRV_RT_PUT, SRV_RT_UPDATE, SRV_RT_DELETE,
 	SRV_RT_STATS, SRV_RT_CKPT, SRV_RT_LOAD, SRV_RT_CONFIG, SRV_RT_REPL,
-	SRV_RT_COPY, SRV_RT_BAD, SRV_RT_COUNT
+	SRV_RT_COPY, SRV_RT_GROW, SRV_RT_BAD, SRV_RT_COUNT
 };
 
 /* Why a peer was cut off (rs_connections_cut_total{reason}). */

@@ -52,7 +52,7 @@ static const char *const rt_names[SRV_RT_COUNT] = {
 	[SRV_RT_DELETE] = "delete",	 [SRV_RT_STATS] = "stats",
 	[SRV_RT_CKPT] = "checkpoint",	 [SRV_RT_LOAD] = "load",
 	[SRV_RT_CONFIG] = "config",	 [SRV_RT_REPL] = "repl",
-	[SRV_RT_COPY] = "copy",
+	[SRV_RT_COPY] = "copy",		 [SRV_RT_GROW] = "table_grow",
 	[SRV_RT_BAD] = "bad",
 };
 
@@ -476,6 +476,11 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		atomic_load(&s->ckpt.paused_us)));
 	TRY(add(l, N, "checkpoint.busy_replies",
 		atomic_load(&s->ckpt.busy)));
+	TRY(add(l, N, "grow.count", atomic_load(&s->tables.grows)));
+	TRY(add(l, N, "grow.rows", atomic_load(&s->tables.grow_rows)));
+	TRY(add(l, N, "grow.us", atomic_load(&s->tables.grow_us)));
+	TRY(add(l, N, "grow.failures",
+		atomic_load(&s->tables.grow_refusals)));
 	if (s->repl.on) {
 		struct srv_repl_stats rs;
 

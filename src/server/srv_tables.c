@@ -120,16 +120,13 @@ static void table_unregister(struct srv_tables *r, struct srv_table *t)
 	rv_mr_free(&t->mr);
 }
 
-/* Wrap a slab table: registration, directory entry, slot, metrics.
- * Caller holds admin. On failure the slab table is left alone. */
-static int table_attach(struct srv_tables *r, struct slab_table *st,
-			const struct proto_table_spec *spec,
-			struct proto_table_info *info)
+int srv_table_wrap(struct srv_tables *r, struct slab_table *st,
+		   const struct proto_table_spec *spec, struct srv_table **out)
 {
 	struct srv_table *t;
+	struct slab_table_geom g;
 	int ret;
 
-	RS_ASSERT_HELD(&r->admin);
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return rs_seterr(-ENOMEM, "table '%s': out of memory",
@@ -146,13 +143,32 @@ static int table_attach(struct srv_tables *r, struct slab_table *st,
 		return ret;
 	}
 	table_info_fill(t);
-	{
-		struct slab_table_geom g;
-
-		slab_table_geom(st, &g);
-		t->rgeom = g.rows;
-	}
+	slab_table_geom(st, &g);
+	t->rgeom = g.rows;
 	t->spec.capacity = t->info.spec.capacity;
+	*out = t;
+	return 0;
+}
+
+void srv_table_unwrap(struct srv_tables *r, struct srv_table *t)
+{
+	table_unregister(r, t);
+	free(t);
+}
+
+/* Wrap a slab table: registration, directory entry, slot, metrics.
+ * Caller holds admin. On failure the slab table is left alone. */
+static int table_attach(struct srv_tables *r, struct slab_table *st,
+			const struct proto_table_spec *spec,
+			struct proto_table_info *info)
+{
+	struct srv_table *t;
+	int ret;
+
+	RS_ASSERT_HELD(&r->admin);
+	ret = srv_table_wrap(r, st, spec, &t);
+	if (ret)
+		return ret;
 	pthread_rwlock_wrlock(&r->lock);
 	r->slot[t->id] = t;
 	r->count++;
@@ -180,8 +196,7 @@ static void table_detach(struct srv_tables *r, struct srv_table *t)
 	srv_table_put(t); /* the registry's reference */
 	while (atomic_load_explicit(&t->refs, memory_order_acquire))
 		nanosleep(&nap, NULL);
-	table_unregister(r, t);
-	free(t);
+	srv_table_unwrap(r, t);
 }
 
 static int spec_to_cfg(const struct srv_tables *r,
@@ -244,12 +259,20 @@ int srv_table_create(struct srv_tables *r, const struct proto_table_spec *req,
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&r->admin);
+	srv_tables_reap(r, false);
 	if (slab_table_get(r->store, s->name)) {
 		ret = rs_seterr(RS_E_EXISTS, "table '%s' exists", s->name);
 		goto unlock;
 	}
 	spec_to_cfg(r, s, &cfg);
 	capacity_resolve(r, s, &cfg); /* before the record holds it */
+	if (s->grow_log2 && s->grow_log2 < 32 &&
+	    (1ULL << s->grow_log2) <= s->capacity) {
+		ret = rs_seterr(RS_E_INVAL, "table '%s': max_capacity 2^%u "
+				"(grow_log2) is not above its capacity %" PRIu64,
+				s->name, s->grow_log2, s->capacity);
+		goto unlock;
+	}
 	if (r->file_backed) { /* persisted with the table, before it exists */
 		ret = srv_spec_encode(s, rec, sizeof(rec));
 		if (ret < 0)
@@ -292,6 +315,7 @@ int srv_table_drop(struct srv_tables *r, const char *name)
 	int ret;
 
 	pthread_mutex_lock(&r->admin);
+	srv_tables_reap(r, false);
 	pthread_rwlock_rdlock(&r->lock);
 	for (unsigned i = 0; i < SLAB_MAX_TABLES && !t; i++)
 		if (r->slot[i] && !strcmp(r->slot[i]->spec.name, name))
@@ -407,7 +431,8 @@ static int shape_check(struct slab_table *st, const struct proto_table_spec *s,
 				 "table '%s' in the pool %s (%s)", what,
 				 proto_dtype_name(s->dtype), s->name, pool,
 				 row_dtype_name(g.rows.dtype));
-	if (g.rows.nrows != s->capacity)
+	if (g.rows.nrows != s->capacity &&
+	    !(s->grow_log2 && g.rows.nrows > s->capacity))
 		return rs_seterr(RS_E_INVAL, "%s.capacity: %" PRIu64 " does "
 				 "not match table '%s' in the pool %s (%" PRIu64
 				 ")", what, s->capacity, s->name, pool,
@@ -540,6 +565,9 @@ static int tables_recover(struct srv_tables *r, const struct srv_opts *o)
 		ret = spec_resolve(r, o, st, si.layout, &spec);
 		if (ret)
 			return ret;
+		/* a grown table: the pool's capacity, not the one the spec
+		 * was created with (shape_check allowed it) */
+		spec.capacity = slab_table_capacity(st);
 		/* single-threaded at open, but attach's rule holds all the
 		 * same */
 		pthread_mutex_lock(&r->admin);
@@ -639,6 +667,7 @@ void srv_tables_close(struct srv_tables *r)
 	if (!r->cat)
 		return;
 	pthread_mutex_lock(&r->admin);
+	srv_tables_reap(r, true);
 	for (unsigned i = 0; i < SLAB_MAX_TABLES; i++)
 		if (r->slot[i])
 			table_detach(r, r->slot[i]);

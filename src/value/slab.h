@@ -289,6 +289,46 @@ int slab_track_changed(struct slab_table *t, slab_iter_fn fn, void *arg);
  * ascending, each once (a key deleted and inserted again is a change). */
 int slab_track_gone(struct slab_table *t, slab_iter_fn fn, void *arg);
 
+/*
+ * ---- growth (slab_grow.c; docs/storage.md, "Growth") ----
+ *
+ * A table grows into a new extent with a new incarnation (uid): the caller
+ * keeps every writer of t away from slab_grow_begin() to
+ * slab_table_retire() (readers may go on until the retire):
+ *   slab_grow_begin   builds the grown copy *out (capacity rows, same
+ *                     slots, new index; not visible yet). RS_E_FULL with
+ *                     the bytes needed and free when no extent fits,
+ *                     RS_E_INVAL when capacity is not larger, RS_E_BUSY
+ *                     when another growth of the pool is in progress.
+ *   slab_grow_commit  switches the directory to it, crash-safe (a crash
+ *                     leaves the old or the new table); from then on
+ *                     slab_table_get/by_id give the new handle and t is
+ *                     "retired" (still readable, its extent still used).
+ *   slab_grow_abort   instead of commit: forget the copy.
+ *   slab_table_retire makes every bucket and row of t fail validation for
+ *                     ever (one-sided readers on the old incarnation fall
+ *                     back to the RPC); no server thread may read t after.
+ *   slab_table_release frees t and its extent.
+ * slab_table_grow does all of it for a table nobody else uses.
+ */
+int slab_grow_begin(struct slab_store *st, struct slab_table *t,
+		    uint64_t capacity, double index_load,
+		    struct slab_table **out);
+int slab_grow_commit(struct slab_store *st, struct slab_table *t,
+		     struct slab_table *nt);
+void slab_grow_abort(struct slab_store *st, struct slab_table *nt);
+void slab_table_retire(struct slab_table *t);
+void slab_table_release(struct slab_store *st, struct slab_table *t);
+int slab_table_grow(struct slab_store *st, const char *name,
+		    uint64_t capacity, double index_load,
+		    struct slab_table **out);
+uint64_t slab_table_capacity(const struct slab_table *t);
+uint64_t slab_table_live(const struct slab_table *t); /* keys, relaxed */
+/* White-box tests only: called at the cut points of a growth (0: copy
+ * started, 1: new extent persisted, 2: record persisted, 3: directory slot
+ * written, 4: done). */
+extern void (*slab_grow_test_hook)(int point);
+
 struct slab_recovery_stats {
 	uint64_t log_replayed;	  /* rows (and state) redone from the log */
 	uint64_t rows_scanned;	  /* row slots below the high-water mark */

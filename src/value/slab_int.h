@@ -81,12 +81,23 @@ struct slab_dirent {
 	uint64_t nbuckets;
 	uint64_t seed1, seed2;
 	uint64_t uid;
-	uint8_t reserved[64];
+	/* the incarnation the table's catalog record is bound to: a grown
+	 * table keeps its first one (slab_grow.c), so the switch of the
+	 * directory entry carries the record along atomically; 0 (every
+	 * table not grown, and pools written before): uid */
+	uint64_t cat_uid;
+	uint8_t reserved[56];
 };
 _Static_assert(sizeof(struct slab_dirent) == SLAB_DIRENT_BYTES, "dirent");
 
+static inline uint64_t slab_dirent_cat_uid(const struct slab_dirent *e)
+{
+	return e->cat_uid ? e->cat_uid : e->uid;
+}
+
 /* Catalog record of directory slot i, at SLAB_CAT_OFF + i * 1 KiB: valid
- * iff len <= SLAB_CATALOG_MAX, uid is the slot's live entry's uid and the
+ * iff len <= SLAB_CATALOG_MAX, uid is the slot's live entry's catalog uid
+ * (slab_dirent_cat_uid) and the
  * checksum (XXH3-64 seeded by uid, of bytes [8, 24 + len)) matches. It is
  * persisted before the directory entry that makes the table exist. */
 struct slab_catrec {
@@ -187,7 +198,20 @@ struct slab_store {
 	struct slab_dirent *dir;
 	uint8_t *cat;	      /* catalog records (layout 3) */
 	struct slab_table *tables[SLAB_MAX_TABLES];
+	/* growth (slab_grow.c): the extent of a table being built, and the
+	 * tables a growth replaced, whose extents stay in use until
+	 * slab_table_release(); both count as used by find_extent() */
+	uint64_t grow_off, grow_len;
+	struct slab_table *retired[SLAB_MAX_TABLES];
 };
+
+/* The growth record: a directory entry (own checksum, state LIVE) in the
+ * superblock page, written before a growing table's directory slot is
+ * rewritten and cleared after; see slab_grow.c. */
+#define SLAB_GROW_REC_OFF 2048
+_Static_assert(sizeof(struct slab_super) <= SLAB_GROW_REC_OFF &&
+		       SLAB_GROW_REC_OFF + SLAB_DIRENT_BYTES <= SLAB_SB_BYTES,
+	       "growth record fits in the superblock page");
 
 /* Flush [addr, addr + len) to persistence (no-op for DRAM / NOSYNC). */
 void slab_persist(struct slab_store *st, const void *addr, size_t len);
@@ -253,6 +277,29 @@ void slab_free_push(struct slab_table *t, uint32_t r);
  * its index slot is inserted. */
 extern void (*slab_test_insert_hook)(struct slab_table *t, uint32_t row,
 				     uint64_t key);
+
+/* slab_store.c, for slab_grow.c (the caller holds st->lock where a
+ * function reads the directory or the table array) */
+int slab_layout(const struct slab_table_cfg *cfg, bool file_backed,
+		struct slab_dirent *e);
+uint64_t slab_extent_find(const struct slab_store *st, uint64_t need,
+			  uint64_t *largest, uint64_t *total);
+int slab_extent_format(struct slab_store *st, const struct slab_dirent *e);
+int slab_attach(struct slab_store *st, const struct slab_dirent *e,
+		bool fresh, struct slab_table **out);
+void slab_detach(struct slab_table *t);	/* frees the DRAM handle */
+int slab_refuse_full(const struct slab_store *st, const struct slab_dirent *e,
+		     uint64_t largest, uint64_t total);
+uint64_t slab_dirent_checksum(const struct slab_dirent *e);
+uint64_t slab_rand64(void);
+
+/* slab_grow.c: at open, before the tables are attached: finish a growth
+ * whose record is valid (the new entry goes into its slot). */
+void slab_grow_recover(struct slab_store *st);
+/* Adds the extents of a growth in progress and of retired tables (up to
+ * SLAB_MAX_TABLES + 1) to the sorted list of n extents; the new number. */
+int slab_grow_extents(const struct slab_store *st, uint64_t off[],
+		      uint64_t len[], int n);
 
 /* slab_recover.c: exclusive; rebuilds allocator and counters. */
 int slab_recover(struct slab_table *t);

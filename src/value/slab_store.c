@@ -169,7 +169,8 @@ static int catrec_read(const struct slab_store *st, const struct slab_table *t,
 	const struct slab_catrec *r = catrec_of(st, t->ent.table_id);
 
 	memcpy(out, r, offsetof(struct slab_catrec, data));
-	if (out->len > SLAB_CATALOG_MAX || out->uid != t->ent.uid)
+	if (out->len > SLAB_CATALOG_MAX ||
+	    out->uid != slab_dirent_cat_uid(&t->ent))
 		return -1;
 	memcpy(out->data, r->data, out->len);
 	if (out->checksum != catrec_checksum(out, out->len))
@@ -210,7 +211,8 @@ int slab_table_set_catalog(struct slab_store *st, struct slab_table *t,
 		rc = rs_seterr(RS_E_EXISTS, "table '%.64s' has a catalog "
 			       "record", t->ent.name);
 	else
-		catrec_write(st, t->ent.table_id, t->ent.uid, rec, len);
+		catrec_write(st, t->ent.table_id,
+			     slab_dirent_cat_uid(&t->ent), rec, len);
 	pthread_mutex_unlock(&st->lock);
 	return rc ? rc : slab_io_check(st);
 }
@@ -371,7 +373,7 @@ static int live_extents(const struct slab_store *st, uint64_t off[],
 		len[j] = t->ent.ext_len;
 		n++;
 	}
-	return n;
+	return slab_grow_extents(st, off, len, n);
 }
 
 /* First fit for need bytes (need 0: just report the gaps): the largest gap
@@ -382,7 +384,7 @@ static int live_extents(const struct slab_store *st, uint64_t off[],
 static uint64_t find_extent(const struct slab_store *st, uint64_t need,
 			    uint64_t *largest, uint64_t *total)
 {
-	uint64_t off[SLAB_MAX_TABLES], len[SLAB_MAX_TABLES];
+	uint64_t off[2 * SLAB_MAX_TABLES + 1], len[2 * SLAB_MAX_TABLES + 1];
 	uint64_t cur = SLAB_DATA_OFF, found = 0, best = 0, sum = 0;
 	int n = live_extents(st, off, len);
 
@@ -837,6 +839,7 @@ static int pool_load(struct slab_store *st)
 				 (unsigned long long)sb->pool_bytes);
 	pet_st(&sb->boot_count, sb->boot_count + 1);
 	slab_persist(st, &sb->boot_count, sizeof(sb->boot_count));
+	slab_grow_recover(st);
 	for (int i = 0; i < SLAB_MAX_TABLES; i++) {
 		struct slab_dirent e;
 
@@ -929,8 +932,10 @@ void slab_store_close(struct slab_store **pst)
 
 	if (!st)
 		return;
-	for (int i = 0; i < SLAB_MAX_TABLES; i++)
+	for (int i = 0; i < SLAB_MAX_TABLES; i++) {
 		table_free(st->tables[i]);
+		table_free(st->retired[i]);
+	}
 	if (st->base) {
 		if (st->file_backed)
 			pmem_unmap(st->base, st->len);
@@ -959,4 +964,50 @@ void slab_store_info(struct slab_store *st, struct slab_store_info *info)
 	for (int i = 0; i < SLAB_MAX_TABLES; i++)
 		info->ntables += st->tables[i] != NULL;
 	pthread_mutex_unlock(&st->lock);
+}
+
+/* ---- for slab_grow.c (slab_int.h) ---- */
+
+int slab_layout(const struct slab_table_cfg *cfg, bool file_backed,
+		struct slab_dirent *e)
+{
+	return table_layout(cfg, file_backed, e);
+}
+
+uint64_t slab_extent_find(const struct slab_store *st, uint64_t need,
+			  uint64_t *largest, uint64_t *total)
+{
+	return find_extent(st, need, largest, total);
+}
+
+int slab_extent_format(struct slab_store *st, const struct slab_dirent *e)
+{
+	return extent_format(st, e);
+}
+
+int slab_attach(struct slab_store *st, const struct slab_dirent *e,
+		bool fresh, struct slab_table **out)
+{
+	return table_attach(st, e, fresh, out);
+}
+
+void slab_detach(struct slab_table *t)
+{
+	table_free(t);
+}
+
+int slab_refuse_full(const struct slab_store *st, const struct slab_dirent *e,
+		     uint64_t largest, uint64_t total)
+{
+	return refuse_full(st, e, largest, total);
+}
+
+uint64_t slab_dirent_checksum(const struct slab_dirent *e)
+{
+	return dirent_checksum(e);
+}
+
+uint64_t slab_rand64(void)
+{
+	return rand64();
 }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -115,6 +116,57 @@ static inline void sv_node_stop(struct sv_node *n)
 	pthread_join(n->th, NULL);
 	rs_server_close(&n->s);
 	SV_CHECK(n->run_ret == 0, "run returned %d", n->run_ret);
+}
+
+/* ---- a tool run as a process ---- */
+
+/* Run bin with args (up to 14) and environment env; its exit status (128
+ * if it did not exit), its stdout and stderr into out. */
+static inline int sv_run(const char *bin, const char *const *args,
+			 char *const *env, char *out, size_t len)
+{
+	const char *argv[16] = { bin };
+	int p[2], n = 1, status;
+	size_t have = 0;
+	ssize_t r;
+	pid_t pid;
+
+	for (; *args && n < 15; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	SV_CHECK(!pipe(p), "pipe");
+	pid = fork();
+	SV_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		close(p[0]);
+		close(p[1]);
+		execve(bin, (char *const *)argv, env);
+		_exit(127);
+	}
+	close(p[1]);
+	while (have + 1 < len &&
+	       (r = read(p[0], out + have, len - 1 - have)) > 0)
+		have += (size_t)r;
+	out[have] = '\0';
+	close(p[0]);
+	SV_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* Run bin (recstore-ctl) with args, no environment; expect exit status
+ * code and both needles in its output (n2 may be NULL). */
+static inline void sv_ctl_expect(const char *bin, const char *const *args,
+				 int code, const char *n1, const char *n2)
+{
+	char out[4096], *env[] = { NULL };
+	int st = sv_run(bin, args, env, out, sizeof(out));
+
+	printf("  recstore-ctl %s %s -> %d: %s", args[2], args[3], st, out);
+	SV_CHECK(st == code, "exit %d, expected %d: %s", st, code, out);
+	SV_CHECK(strstr(out, n1) && (!n2 || strstr(out, n2)),
+		 "output lacks '%s' or '%s': %s", n1, n2 ? n2 : "", out);
 }
 
 /* ---- a raw client ---- */

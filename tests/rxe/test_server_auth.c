@@ -316,34 +316,7 @@ static void read_role(const char *addr, int rpc_reads)
 static int ctl(const char *const *args, char *const *env, char *out,
 	       size_t len)
 {
-	const char *argv[16] = { RS_CTL_BIN };
-	int p[2], n = 1, status;
-	size_t have = 0;
-	ssize_t r;
-	pid_t pid;
-
-	for (; *args && n < 15; args++)
-		argv[n++] = *args;
-	argv[n] = NULL;
-	SV_CHECK(!pipe(p), "pipe");
-	pid = fork();
-	SV_CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		close(p[0]);
-		close(p[1]);
-		execve(RS_CTL_BIN, (char *const *)argv, env);
-		_exit(127);
-	}
-	close(p[1]);
-	while (have + 1 < len &&
-	       (r = read(p[0], out + have, len - 1 - have)) > 0)
-		have += (size_t)r;
-	out[have] = '\0';
-	close(p[0]);
-	SV_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+	return sv_run(RS_CTL_BIN, args, env, out, len);
 }
 
 static void ctl_expect(const char *const *args, char *const *env, int code,

@@ -184,52 +184,8 @@ static void put_get(struct rs_client *c, const char *name, uint64_t base)
 
 /* ---- recstore-ctl ---- */
 
-/* Run recstore-ctl with args; its exit status, stdout and stderr in out. */
-static int ctl(const char *const *args, char *out, size_t len)
-{
-	const char *argv[16] = { RS_CTL_BIN };
-	char *env[] = { NULL };
-	int p[2], n = 1, status;
-	size_t have = 0;
-	ssize_t r;
-	pid_t pid;
-
-	for (; *args && n < 15; args++)
-		argv[n++] = *args;
-	argv[n] = NULL;
-	SV_CHECK(!pipe(p), "pipe");
-	pid = fork();
-	SV_CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		close(p[0]);
-		close(p[1]);
-		execve(RS_CTL_BIN, (char *const *)argv, env);
-		_exit(127);
-	}
-	close(p[1]);
-	while (have + 1 < len &&
-	       (r = read(p[0], out + have, len - 1 - have)) > 0)
-		have += (size_t)r;
-	out[have] = '\0';
-	close(p[0]);
-	SV_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-/* Run it; expect exit status code and both needles (n2 may be NULL). */
-static void ctl_expect(const char *const *args, int code, const char *n1,
-		       const char *n2)
-{
-	char out[4096];
-	int st = ctl(args, out, sizeof(out));
-
-	printf("  recstore-ctl %s %s -> %d: %s", args[2], args[3], st, out);
-	SV_CHECK(st == code, "exit %d, expected %d: %s", st, code, out);
-	SV_CHECK(strstr(out, n1) && (!n2 || strstr(out, n2)),
-		 "output lacks '%s' or '%s': %s", n1, n2 ? n2 : "", out);
-}
+/* ctl_expect(args, code, n1, n2): sv_ctl_expect of recstore-ctl */
+#define ctl_expect(...) sv_ctl_expect(RS_CTL_BIN, __VA_ARGS__)
 
 static double t_start;
 

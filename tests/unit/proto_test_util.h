@@ -141,6 +141,18 @@ static void corpus_build(struct corpus *c)
 		   proto_enc_table_create_reply(SLOT, &h, &tabs[1]));
 	corpus_add(c, "drop_req", proto_enc_table_drop_req(SLOT, &h, "t0"));
 	corpus_add(c, "drop_reply", proto_enc_table_drop_reply(SLOT, &h));
+	{
+		struct proto_table_grow gq = { .capacity = 4096 };
+
+		snprintf(gq.name, sizeof(gq.name), "t0");
+		corpus_add(c, "grow_req",
+			   proto_enc_table_grow_req(SLOT, &h, &gq));
+		gq.capacity = 0;
+		corpus_add(c, "grow_req_double",
+			   proto_enc_table_grow_req(SLOT, &h, &gq));
+	}
+	corpus_add(c, "grow_reply",
+		   proto_enc_table_grow_reply(SLOT, &h, &tabs[1]));
 	corpus_add(c, "dir_req",
 		   proto_enc_list_req(SLOT, &h, PROTO_OP_TABLE_DIR, &lr));
 	corpus_add(c, "dir_reply",
@@ -411,6 +423,9 @@ static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 		case PROTO_OP_TABLE_DROP:
 			return proto_enc_table_drop_req(buf, cap, h,
 							m->u.table_drop);
+		case PROTO_OP_TABLE_GROW:
+			return proto_enc_table_grow_req(buf, cap, h,
+							&m->u.table_grow);
 		case PROTO_OP_TABLE_DIR:
 		case PROTO_OP_STATS:
 			return proto_enc_list_req(buf, cap, h, op,
@@ -477,6 +492,9 @@ static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 	case PROTO_OP_TABLE_CREATE:
 		return proto_enc_table_create_reply(buf, cap, h,
 						    &m->u.table_info);
+	case PROTO_OP_TABLE_GROW:
+		return proto_enc_table_grow_reply(buf, cap, h,
+						  &m->u.table_info);
 	case PROTO_OP_TABLE_DROP:
 		return proto_enc_table_drop_reply(buf, cap, h);
 	case PROTO_OP_TABLE_DIR:

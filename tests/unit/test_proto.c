@@ -687,7 +687,7 @@ static const struct mutation mutations[] = {
 	{ "get_req", 0, 1, 'X', RS_E_PROTO, "bad magic" },
 	{ "get_req", 4, 1, 2, RS_E_PROTO, "unsupported protocol version 2" },
 	{ "get_req", 5, 1, 0, RS_E_PROTO, "unknown opcode 0" },
-	{ "get_req", 5, 1, PROTO_OP_COUNT, RS_E_PROTO, "unknown opcode 16" },
+	{ "get_req", 5, 1, PROTO_OP_COUNT, RS_E_PROTO, "unknown opcode 17" },
 	{ "get_req", 6, 1, 0x4, RS_E_PROTO, "unknown header flags 0x4" },
 	{ "get_req", 24, 4, 1000, RS_E_PROTO, "header says 1000 body bytes" },
 	{ "get_req", 28, 4, 5, RS_E_PROTO, "status 5 (must be 0)" },
@@ -775,7 +775,11 @@ static const struct mutation mutations[] = {
 	{ "create_req", 32 + 5, 1, OPTIM_KIND_COUNT, RS_E_PROTO,
 	  "optimizer.type: unknown" },
 	{ "create_req", 32 + 6, 1, 9, RS_E_PROTO, "initializer.type: unknown" },
-	{ "create_req", 32 + 7, 1, 1, RS_E_PROTO, "spec reserved" },
+	{ "create_req", 32 + 7, 1, 33, RS_E_INVAL, "grow_log2: 33 is over 32" },
+	/* TABLE_GROW: capacity bounded, a name */
+	{ "grow_req", 32 + 4, 4, 1, RS_E_TOOBIG, "capacity: 4294971392 rows "
+	  "is over the limit" },
+	{ "grow_req", 32 + 8, 1, 3, RS_E_PROTO, "truncated at name" },
 	{ "create_req", 32 + 16, 4, 0x80, RS_E_INVAL, "optimizer.flags" },
 	/* lists: n beyond total; n 5 of total 9 from 2: only 4 present */
 	{ "dir_reply", 32 + 16, 4, 4, RS_E_PROTO, "exceed total 3" },

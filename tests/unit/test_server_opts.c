@@ -169,6 +169,20 @@ static void load_maps_the_file(void **state)
 	assert_int_equal(rs_server_config_load(&c, path), RS_E_INVAL);
 	assert_null(c);
 	assert_non_null(strstr(rs_errormsg(), "tables[1]"));
+	/* max_capacity: a power of two above capacity, as grow_log2 */
+	write_file(path, "{\"tables\": [{\"name\": \"a\", \"dim\": 8,"
+			 " \"capacity\": 1000, \"max_capacity\": 65536}]}");
+	assert_int_equal(rs_server_config_load(&c, path), 0);
+	assert_int_equal(c->o.tables[0].grow_log2, 16);
+	rs_server_config_delete(&c);
+	write_file(path, "{\"tables\": [{\"name\": \"a\", \"dim\": 8,"
+			 " \"capacity\": 1000, \"max_capacity\": 3000}]}");
+	assert_int_equal(rs_server_config_load(&c, path), RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "max_capacity"));
+	write_file(path, "{\"tables\": [{\"name\": \"a\", \"dim\": 8,"
+			 " \"capacity\": 1000, \"max_capacity\": 512}]}");
+	assert_int_equal(rs_server_config_load(&c, path), RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "above capacity"));
 	write_file(path, "{\"workers\": 0}");
 	assert_int_equal(rs_server_config_load(&c, path), RS_E_INVAL);
 	assert_non_null(strstr(rs_errormsg(), "workers"));
@@ -442,6 +456,7 @@ static void catalog_round_trip(void **state)
 	optim_params_default(&s[1].optim, OPTIM_ROWWISE_ADAGRAD);
 	init_params_default(&s[1].init, INIT_CONSTANT);
 	s[1].init.value = -2.5f;
+	s[1].grow_log2 = 20; /* a table that grows: kept by the catalog */
 	legacy_catalog_write(file, s, uid, 2);
 
 	assert_int_equal(srv_catalog_load(&a), 0);
