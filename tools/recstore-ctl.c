@@ -18,8 +18,15 @@
  *   recstore-ctl --etcd URL[,URL...] --cluster NAME cluster
  *                [--until-active N] [--until-epoch N] [--timeout S]
  *                [--ranges] [--decide] [--replicas R]
- *   recstore-ctl --etcd URL[,URL...] --cluster NAME drain ID
+ *   recstore-ctl --etcd URL[,URL...] --cluster NAME [ETCD SECURITY] drain ID
  *                [--cancel] [--no-wait] [--timeout S]
+ *
+ * ETCD SECURITY: --etcd-ca F (https: the CA of the members' certificates),
+ * --etcd-cert F --etcd-key F (a client certificate), --etcd-user U
+ * --etcd-password-file F (etcd authentication), or the same from
+ * RS_ETCD_CA, RS_ETCD_CERT, RS_ETCD_KEY, RS_ETCD_USER and
+ * RS_ETCD_PASSWORD_FILE (docs/replication.md, "Running etcd in
+ * production").
  *
  * drain asks the cluster to remove member ID without losing a copy
  * (docs/replication.md, "Removing a node"): it becomes LEAVING, the
@@ -96,7 +103,7 @@ static void usage(FILE *f)
 		"  drop NAME\n"
 		"  stats\n"
 		"usage: recstore-ctl --etcd URL[,URL...] --cluster NAME "
-		"cluster\n"
+		"[ETCD SECURITY] cluster\n"
 		"         [--until-active N] [--until-epoch N] [--timeout S]\n"
 		"         [--ranges] [--decide] [--replicas R]\n"
 		"  drain ID [--cancel] [--no-wait] [--timeout S]\n"
@@ -113,7 +120,11 @@ static void usage(FILE *f)
 		"         check a checkpoint: its manifest, every part, every "
 		"record\n"
 		"credentials also from RS_KEY_ID with RS_SECRET_FILE or "
-		"RS_SECRET\n");
+		"RS_SECRET\n"
+		"ETCD SECURITY: [--etcd-ca F] [--etcd-cert F --etcd-key F] "
+		"[--etcd-user U --etcd-password-file F]\n"
+		"  (or RS_ETCD_CA, RS_ETCD_CERT, RS_ETCD_KEY, RS_ETCD_USER, "
+		"RS_ETCD_PASSWORD_FILE)\n");
 }
 
 static int bad(const char *what, const char *v)
@@ -456,6 +467,36 @@ static int connect_nodes(const char *nodes, const struct creds *cr,
 
 /* ---- cluster (etcd) ---- */
 
+/* --etcd-ca/--etcd-cert/--etcd-key/--etcd-user/--etcd-password-file, or
+ * RS_ETCD_CA, RS_ETCD_CERT, RS_ETCD_KEY, RS_ETCD_USER,
+ * RS_ETCD_PASSWORD_FILE (strings of argv or the environment: not owned) */
+static struct coord_etcd_files etcd_sec;
+
+static int etcd_open(struct coord **c, const char *etcd)
+{
+	static const struct { const char *env; char **field; } envs[] = {
+		{ "RS_ETCD_CA", &etcd_sec.ca_file },
+		{ "RS_ETCD_CERT", &etcd_sec.cert_file },
+		{ "RS_ETCD_KEY", &etcd_sec.key_file },
+		{ "RS_ETCD_USER", &etcd_sec.user },
+		{ "RS_ETCD_PASSWORD_FILE", &etcd_sec.password_file },
+	};
+	bool world;
+	int ret;
+
+	for (size_t i = 0; i < RS_ARRAY_SIZE(envs); i++)
+		if (!*envs[i].field && getenv(envs[i].env) &&
+		    *getenv(envs[i].env))
+			*envs[i].field = getenv(envs[i].env);
+	ret = coord_etcd_open_files(c, etcd, 5000, &etcd_sec, &world);
+	if (!ret && world)
+		fprintf(stderr, "recstore-ctl: warning: %s may be read by "
+			"other users (chmod 600 it)\n",
+			etcd_sec.password_file);
+	return ret;
+}
+
+
 struct cluster_args {
 	unsigned until_active;
 	uint64_t until_epoch;
@@ -689,7 +730,7 @@ static int cmd_cluster(const char *etcd, const char *cluster, int argc,
 		return ret;
 	pol.r = a.replicas;
 	if ((ret = memb_check_id("--cluster", cluster)) ||
-	    (ret = coord_etcd_new(&c, etcd, 5000))) {
+	    (ret = etcd_open(&c, etcd))) {
 		fprintf(stderr, "recstore-ctl: %s\n", rs_errormsg());
 		return 1;
 	}
@@ -763,7 +804,7 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 	}
 	id = argv[optind];
 	if ((ret = memb_check_id("--cluster", cluster)) ||
-	    (ret = coord_etcd_new(&c, etcd, 5000))) {
+	    (ret = etcd_open(&c, etcd))) {
 		fprintf(stderr, "recstore-ctl: %s\n", rs_errormsg());
 		return 1;
 	}
@@ -936,6 +977,17 @@ int main(int argc, char **argv)
 			etcd = argv[++i];
 		} else if (!strcmp(argv[i], "--cluster") && i + 1 < argc) {
 			cluster = argv[++i];
+		} else if (!strcmp(argv[i], "--etcd-ca") && i + 1 < argc) {
+			etcd_sec.ca_file = argv[++i];
+		} else if (!strcmp(argv[i], "--etcd-cert") && i + 1 < argc) {
+			etcd_sec.cert_file = argv[++i];
+		} else if (!strcmp(argv[i], "--etcd-key") && i + 1 < argc) {
+			etcd_sec.key_file = argv[++i];
+		} else if (!strcmp(argv[i], "--etcd-user") && i + 1 < argc) {
+			etcd_sec.user = argv[++i];
+		} else if (!strcmp(argv[i], "--etcd-password-file") &&
+			   i + 1 < argc) {
+			etcd_sec.password_file = argv[++i];
 		} else if (!strcmp(argv[i], "-h") ||
 			   !strcmp(argv[i], "--help")) {
 			usage(stdout);
