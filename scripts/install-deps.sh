@@ -11,7 +11,7 @@ pkgs=(
   libmicrohttpd-dev libsodium-dev libcurl4-openssl-dev libzstd-dev
   etcd-server
   qemu-system-x86 busybox-static cpio iproute2 kmod ndctl
-  valgrind curl procps python3
+  valgrind curl openssl procps python3
   python3-dev python3-numpy python3-torch
 )
 

@@ -19,6 +19,22 @@
  *   recstore-ctl --etcd URL[,URL...] --cluster NAME cluster
  *                [--until-active N] [--until-epoch N] [--timeout S]
  *                [--ranges] [--decide] [--replicas R]
+ *   recstore-ctl --etcd URL[,URL...] --cluster NAME [ETCD SECURITY] drain ID
+ *                [--cancel] [--no-wait] [--timeout S]
+ *
+ * ETCD SECURITY: --etcd-ca F (https: the CA of the members' certificates),
+ * --etcd-cert F --etcd-key F (a client certificate), --etcd-user U
+ * --etcd-password-file F (etcd authentication), or the same from
+ * RS_ETCD_CA, RS_ETCD_CERT, RS_ETCD_KEY, RS_ETCD_USER and
+ * RS_ETCD_PASSWORD_FILE (docs/replication.md, "Running etcd in
+ * production").
+ *
+ * drain asks the cluster to remove member ID without losing a copy
+ * (docs/replication.md, "Removing a node"): it becomes LEAVING, the
+ * members taking its place copy its ranges while it still serves, then it
+ * is DOWN and holds nothing; drain waits for that (up to --timeout S,
+ * default 600) unless --no-wait. --cancel withdraws the request (a
+ * LEAVING member becomes ACTIVE again).
  *
  * cluster prints what etcd holds for a cluster of memory nodes
  * (docs/replication.md): the configuration's epoch, r and members with
@@ -95,9 +111,10 @@ static void usage(FILE *f)
 		"  grow NAME [--capacity N]\n"
 		"  stats\n"
 		"usage: recstore-ctl --etcd URL[,URL...] --cluster NAME "
-		"cluster\n"
+		"[ETCD SECURITY] cluster\n"
 		"         [--until-active N] [--until-epoch N] [--timeout S]\n"
 		"         [--ranges] [--decide] [--replicas R]\n"
+		"  drain ID [--cancel] [--no-wait] [--timeout S]\n"
 		"  checkpoint DIR [--table NAME]... [--export] "
 		"[--freeze-ms N]\n"
 		"  checkpoint DIR --incremental BASE_DIR [--freeze-ms N]\n"
@@ -111,7 +128,11 @@ static void usage(FILE *f)
 		"         check a checkpoint: its manifest, every part, every "
 		"record\n"
 		"credentials also from RS_KEY_ID with RS_SECRET_FILE or "
-		"RS_SECRET\n");
+		"RS_SECRET\n"
+		"ETCD SECURITY: [--etcd-ca F] [--etcd-cert F --etcd-key F] "
+		"[--etcd-user U --etcd-password-file F]\n"
+		"  (or RS_ETCD_CA, RS_ETCD_CERT, RS_ETCD_KEY, RS_ETCD_USER, "
+		"RS_ETCD_PASSWORD_FILE)\n");
 }
 
 static int bad(const char *what, const char *v)
@@ -481,6 +502,36 @@ static int connect_nodes(const char *nodes, const struct creds *cr,
 
 /* ---- cluster (etcd) ---- */
 
+/* --etcd-ca/--etcd-cert/--etcd-key/--etcd-user/--etcd-password-file, or
+ * RS_ETCD_CA, RS_ETCD_CERT, RS_ETCD_KEY, RS_ETCD_USER,
+ * RS_ETCD_PASSWORD_FILE (strings of argv or the environment: not owned) */
+static struct coord_etcd_files etcd_sec;
+
+static int etcd_open(struct coord **c, const char *etcd)
+{
+	static const struct { const char *env; char **field; } envs[] = {
+		{ "RS_ETCD_CA", &etcd_sec.ca_file },
+		{ "RS_ETCD_CERT", &etcd_sec.cert_file },
+		{ "RS_ETCD_KEY", &etcd_sec.key_file },
+		{ "RS_ETCD_USER", &etcd_sec.user },
+		{ "RS_ETCD_PASSWORD_FILE", &etcd_sec.password_file },
+	};
+	bool world;
+	int ret;
+
+	for (size_t i = 0; i < RS_ARRAY_SIZE(envs); i++)
+		if (!*envs[i].field && getenv(envs[i].env) &&
+		    *getenv(envs[i].env))
+			*envs[i].field = getenv(envs[i].env);
+	ret = coord_etcd_open_files(c, etcd, 5000, &etcd_sec, &world);
+	if (!ret && world)
+		fprintf(stderr, "recstore-ctl: warning: %s may be read by "
+			"other users (chmod 600 it)\n",
+			etcd_sec.password_file);
+	return ret;
+}
+
+
 struct cluster_args {
 	unsigned until_active;
 	uint64_t until_epoch;
@@ -541,7 +592,7 @@ static unsigned count_active(const struct memb_config *c)
 	unsigned n = 0;
 
 	for (size_t i = 0; i < c->n; i++)
-		n += c->m[i].state == MEMB_ACTIVE;
+		n += memb_serves(c->m[i].state);
 	return n;
 }
 
@@ -626,7 +677,7 @@ static void print_placement(const struct memb_config *cfg, bool ranges)
 		}
 	}
 	for (size_t i = 0; prim && repl && i < cfg->n; i++)
-		if (cfg->m[i].state == MEMB_ACTIVE)
+		if (memb_serves(cfg->m[i].state))
 			printf("  %-20s primary of %5.1f%% of the ring, "
 			       "replica of %5.1f%%\n", cfg->m[i].id, 100 * prim[i],
 			       100 * repl[i]);
@@ -668,6 +719,8 @@ static int print_cluster(struct coord *c, const char *cluster,
 			if (strcmp(regs[j].id, m->id))
 				continue;
 			reg = regs[j].inc != m->inc ? "registered (restarted)"
+			      : regs[j].drain
+				      ? "registered, drain requested"
 			      : m->state != MEMB_JOINING ? "registered"
 			      /* "Copying ranges", docs/replication.md */
 			      : regs[j].synced == cfg->epoch
@@ -712,7 +765,7 @@ static int cmd_cluster(const char *etcd, const char *cluster, int argc,
 		return ret;
 	pol.r = a.replicas;
 	if ((ret = memb_check_id("--cluster", cluster)) ||
-	    (ret = coord_etcd_new(&c, etcd, 5000))) {
+	    (ret = etcd_open(&c, etcd))) {
 		fprintf(stderr, "recstore-ctl: %s\n", rs_errormsg());
 		return 1;
 	}
@@ -732,6 +785,102 @@ static int cmd_cluster(const char *etcd, const char *cluster, int argc,
 	}
 	if (ret < 0)
 		fprintf(stderr, "recstore-ctl: cluster %s: %s\n", cluster,
+			rs_errormsg());
+	coord_close(&c);
+	return ret < 0 ? 1 : 0;
+}
+
+/* The state of member id in cfg, or -1. */
+static int member_state(const struct memb_config *cfg, const char *id)
+{
+	for (size_t i = 0; i < cfg->n; i++)
+		if (!strcmp(cfg->m[i].id, id))
+			return (int)cfg->m[i].state;
+	return -1;
+}
+
+static int cmd_drain(const char *etcd, const char *cluster, int argc,
+		     char **argv)
+{
+	static const struct option opts[] = {
+		{ "cancel", no_argument, NULL, 'c' },
+		{ "no-wait", no_argument, NULL, 'n' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool cancel = false, wait = true;
+	unsigned long timeout_s = 600;
+	char prefix[COORD_KEY_MAX + 1], *end;
+	struct memb_config cfg;
+	struct coord *c;
+	const char *id;
+	uint64_t t0, deadline;
+	int64_t mod_rev, rev;
+	int o, ret;
+
+	optind = 1;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (o == 'c')
+			cancel = true;
+		else if (o == 'n')
+			wait = false;
+		else if (o == 't') {
+			errno = 0;
+			timeout_s = strtoul(optarg, &end, 10);
+			if (errno || *end || !*optarg || !timeout_s ||
+			    timeout_s > 86400)
+				return bad("timeout", optarg);
+		} else
+			return 2;
+	}
+	if (optind + 1 != argc) {
+		usage(stderr);
+		return 2;
+	}
+	id = argv[optind];
+	if ((ret = memb_check_id("--cluster", cluster)) ||
+	    (ret = etcd_open(&c, etcd))) {
+		fprintf(stderr, "recstore-ctl: %s\n", rs_errormsg());
+		return 1;
+	}
+	t0 = now_ms();
+	deadline = t0 + (uint64_t)timeout_s * 1000;
+	ret = memb_drain_request(c, cluster, id, cancel);
+	if (!ret)
+		printf("drain %s: %s\n", id, cancel ? "request withdrawn"
+						    : "requested");
+	if (!ret && (ret = memb_key(prefix, cluster, "")) == 0)
+		for (;;) {
+			int st;
+
+			if ((ret = memb_read_config(c, cluster, &cfg, &mod_rev,
+						    &rev)))
+				break;
+			st = member_state(&cfg, id);
+			if (!wait || (cancel ? st != MEMB_LEAVING
+					     : st == MEMB_DOWN)) {
+				printf("%s: %s in epoch %" PRIu64 " (%.1f s)\n",
+				       id, st < 0 ? "not a member"
+				       : memb_state_name((enum memb_state)st),
+				       cfg.epoch, (double)(now_ms() - t0) / 1e3);
+				memb_config_free(&cfg);
+				break;
+			}
+			memb_config_free(&cfg);
+			if (now_ms() >= deadline) {
+				ret = rs_seterr(RS_E_TIMEOUT, "after %lu s "
+						"'%s' is still %s", timeout_s,
+						id, memb_state_name(
+							(enum memb_state)st));
+				break;
+			}
+			ret = coord_wait(c, prefix, rev,
+					 (int)(deadline - now_ms()), NULL);
+			if (ret < 0)
+				break;
+		}
+	if (ret < 0)
+		fprintf(stderr, "recstore-ctl: drain %s: %s\n", id,
 			rs_errormsg());
 	coord_close(&c);
 	return ret < 0 ? 1 : 0;
@@ -863,6 +1012,17 @@ int main(int argc, char **argv)
 			etcd = argv[++i];
 		} else if (!strcmp(argv[i], "--cluster") && i + 1 < argc) {
 			cluster = argv[++i];
+		} else if (!strcmp(argv[i], "--etcd-ca") && i + 1 < argc) {
+			etcd_sec.ca_file = argv[++i];
+		} else if (!strcmp(argv[i], "--etcd-cert") && i + 1 < argc) {
+			etcd_sec.cert_file = argv[++i];
+		} else if (!strcmp(argv[i], "--etcd-key") && i + 1 < argc) {
+			etcd_sec.key_file = argv[++i];
+		} else if (!strcmp(argv[i], "--etcd-user") && i + 1 < argc) {
+			etcd_sec.user = argv[++i];
+		} else if (!strcmp(argv[i], "--etcd-password-file") &&
+			   i + 1 < argc) {
+			etcd_sec.password_file = argv[++i];
 		} else if (!strcmp(argv[i], "-h") ||
 			   !strcmp(argv[i], "--help")) {
 			usage(stdout);
@@ -880,6 +1040,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		return cmd_cluster(etcd, cluster, argc - i, argv + i);
+	}
+	if (i < argc && !strcmp(argv[i], "drain")) {
+		if (!etcd || !cluster) {
+			usage(stderr);
+			return 2;
+		}
+		return cmd_drain(etcd, cluster, argc - i, argv + i);
 	}
 	if (!nodes || i >= argc) {
 		usage(stderr);

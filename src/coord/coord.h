@@ -119,6 +119,44 @@ struct coord {
  * first). timeout_ms bounds every request but wait (which has its own). */
 int coord_etcd_new(struct coord **out, const char *endpoints, int timeout_ms);
 
+/* The same with transport security and authentication (docs/replication.md,
+ * "Running etcd in production"). Every field but endpoints may be NULL. */
+struct coord_etcd_opts {
+	const char *endpoints;
+	int timeout_ms;
+	/* https: the CA (PEM file) that signed the members' certificates;
+	 * NULL: the system's CAs. A member's certificate must match the
+	 * endpoint's host (name or IP). */
+	const char *ca_file;
+	/* a client certificate and its key (PEM files), for members started
+	 * with --client-cert-auth; with etcd authentication on, the
+	 * certificate's common name is the etcd user when no password is
+	 * given */
+	const char *cert_file, *key_file;
+	/* etcd authentication by password: a token is fetched
+	 * (/v3/auth/authenticate) before the first request and again when
+	 * etcd says it expired. Refused over http:// (the password and the
+	 * token would cross the network in clear). */
+	const char *user, *password;
+};
+int coord_etcd_open(struct coord **out, const struct coord_etcd_opts *o);
+
+/* What a node's or a tool's configuration names for the above: files, and
+ * the user (the password is read from password_file when connecting).
+ * Strings malloc'ed, NULL when absent. */
+struct coord_etcd_files {
+	char *ca_file, *cert_file, *key_file, *user, *password_file;
+};
+int coord_etcd_files_copy(struct coord_etcd_files *dst,
+			  const struct coord_etcd_files *src); /* 0, -ENOMEM */
+void coord_etcd_files_free(struct coord_etcd_files *f);
+/* Open with them: the password file is read (16 to 256 bytes, one trailing
+ * newline ignored; *world set when others may read it: warn) and wiped
+ * after use. */
+int coord_etcd_open_files(struct coord **out, const char *endpoints,
+			  int timeout_ms, const struct coord_etcd_files *f,
+			  bool *world);
+
 /* In memory, with a fake clock that starts at 0 and moves only by
  * coord_mem_advance(): a lease expires when the clock reaches its deadline
  * (grant or last keepalive + TTL). wait() blocks on real time. */

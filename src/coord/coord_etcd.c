@@ -18,6 +18,13 @@
  * by its own timeout) and every reply in size (ETCD_REPLY_MAX, checked
  * while it arrives, before it is parsed). Only http and https are allowed.
  *
+ * Security (coord_etcd_open): https with a CA file and optionally a client
+ * certificate and key on every handle; etcd authentication by password
+ * through a token from /v3/auth/authenticate, sent as the Authorization
+ * header, fetched again once when a request is refused as Unauthenticated
+ * (an expired or revoked token; the request was not applied, so it is
+ * sent again). A password is refused with an http:// endpoint.
+ *
  * Endpoints: up to ETCD_MAX_ENDPOINTS; a request that cannot connect
  * (refused, unresolvable, connect timeout) tries the next one, starting
  * from the one that answered last. A request that reached a member and
@@ -51,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/auth.h"
 #include "common/rs_internal.h"
 #include "coord/coord.h"
 
@@ -60,13 +68,22 @@
 #define ETCD_MIN_TIMEOUT_MS 10
 #define ETCD_MAX_TIMEOUT_MS 600000
 #define ETCD_CONNECT_TIMEOUT_MS 1000
+#define ETCD_PATH_MAX 4096
+#define ETCD_NAME_MAX 128	/* user names */
+#define ETCD_PASS_MAX AUTH_SECRET_MAX
+#define ETCD_TOKEN_MAX 512
+/* parse_reply(): etcd said Unauthenticated (the message is set) */
+#define ETCD_UNAUTHENTICATED 1
 
 struct coord_etcd {
 	struct coord c;
 	pthread_mutex_t lock;	/* h */
 	CURL *h;
-	struct curl_slist *hdrs;
+	struct curl_slist *hdrs;	/* content type and the token, if any */
 	char ep[ETCD_MAX_ENDPOINTS][ETCD_URL_MAX];
+	char ca[ETCD_PATH_MAX], cert[ETCD_PATH_MAX], key[ETCD_PATH_MAX];
+	char user[ETCD_NAME_MAX + 1], pass[ETCD_PASS_MAX + 1];
+	char token[ETCD_TOKEN_MAX + 1];	/* under lock; "": none yet */
 	unsigned nep;
 	atomic_uint cur;	/* the endpoint that answered last */
 	int timeout_ms;
@@ -273,7 +290,7 @@ static bool connect_failed(CURLcode rc, bool reached_member)
  */
 static CURLcode perform(struct coord_etcd *e, CURL *h, const char *path,
 			const char *body, long timeout_ms, long *http,
-			unsigned *used)
+			unsigned *used, struct curl_slist *hdrs)
 {
 	char url[ETCD_URL_MAX + 64];
 	unsigned first = atomic_load(&e->cur);
@@ -288,7 +305,13 @@ static CURLcode perform(struct coord_etcd *e, CURL *h, const char *path,
 		snprintf(url, sizeof(url), "%s%s", e->ep[i], path);
 		curl_easy_setopt(h, CURLOPT_URL, url);
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, e->hdrs);
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+		if (e->ca[0])
+			curl_easy_setopt(h, CURLOPT_CAINFO, e->ca);
+		if (e->cert[0]) {
+			curl_easy_setopt(h, CURLOPT_SSLCERT, e->cert);
+			curl_easy_setopt(h, CURLOPT_SSLKEY, e->key);
+		}
 		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
 		curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, conn);
 		curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -323,12 +346,126 @@ static int curl_error(struct coord_etcd *e, CURLcode rc, unsigned used,
 			 curl_easy_strerror(rc));
 }
 
+/* The content type and, with a token, the Authorization header. */
+static struct curl_slist *headers(const char *token)
+{
+	char auth[ETCD_TOKEN_MAX + 32];
+	struct curl_slist *l = curl_slist_append(NULL, "Content-Type: "
+						 "application/json"), *t;
+
+	if (!l || !token[0])
+		return l;
+	snprintf(auth, sizeof(auth), "Authorization: %s", token);
+	if (!(t = curl_slist_append(l, auth)))
+		curl_slist_free_all(l);
+	sodium_memzero(auth, sizeof(auth));
+	return t;
+}
+
+static int parse_reply(struct coord_etcd *e, unsigned used, const char *path,
+		       struct reply *r, long http, json_t **out);
+
+/* A token for e->user (e->lock held): e->token and e->hdrs. */
+static int authenticate(struct coord_etcd *e)
+{
+	const char *path = "/v3/auth/authenticate";
+	struct reply r = { 0 };
+	struct curl_slist *base = headers(""), *nh;
+	json_t *req = json_pack("{s:s,s:s}", "name", e->user, "password",
+				e->pass), *rep = NULL, *tok;
+	char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+	unsigned used = 0;
+	long http = 0;
+	CURLcode rc;
+	int ret;
+
+	json_decref(req);
+	if (!body || !base) {
+		free(body);
+		curl_slist_free_all(base);
+		return rs_seterr(-ENOMEM, "etcd: out of memory");
+	}
+	curl_easy_setopt(e->h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(e->h, CURLOPT_WRITEDATA, &r);
+	rc = perform(e, e->h, path, body, e->timeout_ms, &http, &used, base);
+	sodium_memzero(body, strlen(body));
+	free(body);
+	curl_slist_free_all(base);
+	ret = rc != CURLE_OK ? curl_error(e, rc, used, path, r.over,
+					  e->timeout_ms)
+			     : parse_reply(e, used, path, &r, http, &rep);
+	tok = rep ? json_object_get(rep, "token") : NULL;
+	if (!ret && (!json_is_string(tok) || !json_string_length(tok) ||
+		     json_string_length(tok) > ETCD_TOKEN_MAX))
+		ret = rs_seterr(RS_E_PROTO, "etcd %s%s: no token in the reply",
+				e->ep[used], path);
+	if (!ret) {
+		snprintf(e->token, sizeof(e->token), "%s",
+			 json_string_value(tok));
+		if ((nh = headers(e->token))) {
+			curl_slist_free_all(e->hdrs);
+			e->hdrs = nh;
+		} else {
+			ret = rs_seterr(-ENOMEM, "etcd: out of memory");
+		}
+	}
+	if (ret == RS_E_PERM || ret == RS_E_INVAL)
+		ret = rs_seterr(RS_E_PERM, "etcd: user '%s' could not "
+				"authenticate: %s", e->user, rs_errormsg());
+	json_decref(rep);
+	if (r.p)
+		sodium_memzero(r.p, r.len);
+	free(r.p);
+	return ret;
+}
+
+/* The reply in r (HTTP status http) as an object, or the error it holds. */
+static int parse_reply(struct coord_etcd *e, unsigned used, const char *path,
+		       struct reply *r, long http, json_t **out)
+{
+	json_error_t je;
+
+	*out = r->p ? json_loadb(r->p, r->len, 0, &je) : NULL;
+	if (!json_is_object(*out)) {
+		json_decref(*out);
+		*out = NULL;
+		return rs_seterr(RS_E_PROTO, "etcd %s%s: HTTP %ld, reply is "
+				 "not a JSON object", e->ep[used], path, http);
+	}
+	if (http != 200 || json_object_get(*out, "error")) {
+		json_t *msg = json_object_get(*out, "message");
+		int64_t code = 0;
+		int ret;
+
+		if (!msg)
+			msg = json_object_get(*out, "error");
+		get_i64(*out, "code", &code);
+		/* etcd answers a request without a token, when
+		 * authentication is on, with InvalidArgument */
+		if (json_is_string(msg) && strstr(json_string_value(msg),
+						  "user name is empty"))
+			ret = rs_seterr(RS_E_PERM, "etcd %s%s: authentication "
+					"is on and no user was given (coord.user "
+					"and coord.password_file)",
+					e->ep[used], path);
+		else
+			ret = rs_seterr(map_grpc(code), "etcd %s%s: HTTP %ld: "
+					"%s", e->ep[used], path, http,
+					json_is_string(msg) ?
+						json_string_value(msg) :
+						"(no message)");
+		json_decref(*out);
+		*out = NULL;
+		return code == 16 ? ETCD_UNAUTHENTICATED : ret;
+	}
+	return 0;
+}
+
 /* One unary call: req (consumed) to path; *out the parsed reply object. */
 static int call(struct coord_etcd *e, const char *path, json_t *req,
 		json_t **out)
 {
 	struct reply r = { 0 };
-	json_error_t je;
 	unsigned used = 0;
 	long http = 0;
 	CURLcode rc;
@@ -340,39 +477,40 @@ static int call(struct coord_etcd *e, const char *path, json_t *req,
 	json_decref(req);
 	if (!body)
 		return rs_seterr(-ENOMEM, "etcd: out of memory");
-	pthread_mutex_lock(&e->lock);
-	curl_easy_setopt(e->h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(e->h, CURLOPT_WRITEDATA, &r);
-	rc = perform(e, e->h, path, body, e->timeout_ms, &http, &used);
-	pthread_mutex_unlock(&e->lock);
+	for (int attempt = 0;; attempt++) {
+		pthread_mutex_lock(&e->lock);
+		if (e->user[0] && !e->token[0])
+			ret = authenticate(e);
+		if (!ret) {
+			curl_easy_setopt(e->h, CURLOPT_WRITEFUNCTION, on_body);
+			curl_easy_setopt(e->h, CURLOPT_WRITEDATA, &r);
+			rc = perform(e, e->h, path, body, e->timeout_ms, &http,
+				     &used, e->hdrs);
+		}
+		pthread_mutex_unlock(&e->lock);
+		if (ret)
+			break;
+		if (rc != CURLE_OK) {
+			ret = curl_error(e, rc, used, path, r.over,
+					 e->timeout_ms);
+			break;
+		}
+		ret = parse_reply(e, used, path, &r, http, out);
+		if (ret != ETCD_UNAUTHENTICATED)
+			break;
+		/* the token expired or was revoked: refused before it was
+		 * applied, so a new token and one more try */
+		ret = RS_E_PERM;
+		if (!e->user[0] || attempt)
+			break;
+		pthread_mutex_lock(&e->lock);
+		e->token[0] = '\0';
+		pthread_mutex_unlock(&e->lock);
+		free(r.p);
+		r = (struct reply){ 0 };
+		ret = 0;
+	}
 	free(body);
-	if (rc != CURLE_OK) {
-		ret = curl_error(e, rc, used, path, r.over, e->timeout_ms);
-		goto out;
-	}
-	*out = r.p ? json_loadb(r.p, r.len, 0, &je) : NULL;
-	if (!json_is_object(*out)) {
-		ret = rs_seterr(RS_E_PROTO, "etcd %s%s: HTTP %ld, reply is "
-				"not a JSON object", e->ep[used], path, http);
-		goto out;
-	}
-	if (http != 200 || json_object_get(*out, "error")) {
-		json_t *msg = json_object_get(*out, "message");
-		int64_t code;
-
-		if (!msg)
-			msg = json_object_get(*out, "error");
-		get_i64(*out, "code", &code);
-		ret = rs_seterr(map_grpc(code), "etcd %s%s: HTTP %ld: %s",
-				e->ep[used], path, http,
-				json_is_string(msg) ? json_string_value(msg) :
-						      "(no message)");
-	}
-out:
-	if (ret) {
-		json_decref(*out);
-		*out = NULL;
-	}
 	free(r.p);
 	return ret;
 }
@@ -636,6 +774,7 @@ struct watch {
 	int64_t rev;		/* > 0: a change was seen */
 	int err;		/* an error the stream reported */
 	bool created;
+	bool unauth;		/* that error: Unauthenticated (the token) */
 };
 
 /* One complete line of the stream. true: stop the transfer. */
@@ -649,9 +788,13 @@ static bool watch_line(struct watch *w, const char *s, size_t n)
 	res = json_object_get(o, "result");
 	if (json_object_get(o, "error") || !json_is_object(res)) {
 		json_t *m = json_object_get(o, "error");
+		int64_t code = 0;
 
-		if (json_is_object(m))
+		if (json_is_object(m)) {
+			get_i64(m, "code", &code);
+			w->unauth = code == 16;
 			m = json_object_get(m, "message");
+		}
 		w->err = rs_seterr(RS_E_PROTO, "etcd watch: %s",
 				   json_is_string(m) ? json_string_value(m) :
 						       "unexpected reply");
@@ -724,9 +867,10 @@ static int etcd_wait(struct coord *c, const char *prefix, int64_t after,
 	unsigned used = 0;
 	long http = 0;
 	CURLcode rc;
+	struct curl_slist *hdrs;
 	char *body;
 	CURL *h;
-	int ret;
+	int ret, hret;
 
 	if ((ret = coord_check_key(prefix)))
 		return ret;
@@ -756,9 +900,29 @@ static int etcd_wait(struct coord *c, const char *prefix, int64_t after,
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(h, CURLOPT_XFERINFODATA, &w);
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-	rc = perform(e, h, "/v3/watch", body, timeout_ms, &http, &used);
+	/* its own copy of the headers: a unary call may renew the token */
+	pthread_mutex_lock(&e->lock);
+	hret = e->user[0] && !e->token[0] ? authenticate(e) : 0;
+	hdrs = hret ? NULL : headers(e->token);
+	pthread_mutex_unlock(&e->lock);
+	if (hret || !hdrs) {
+		curl_easy_cleanup(h);
+		free(body);
+		return hret ? hret : rs_seterr(-ENOMEM, "etcd: out of memory");
+	}
+	rc = perform(e, h, "/v3/watch", body, timeout_ms, &http, &used, hdrs);
 	curl_easy_cleanup(h);
+	curl_slist_free_all(hdrs);
 	free(body);
+	if ((w.unauth || http == 401) && e->user[0]) {
+		/* the token expired: the caller's next call renews it (and
+		 * re-reads what it waited for, as after any wake-up) */
+		pthread_mutex_lock(&e->lock);
+		e->token[0] = '\0';
+		pthread_mutex_unlock(&e->lock);
+		free(w.line.p);
+		return 0;
+	}
 	free(w.line.p);
 	if (w.err)
 		return w.err;
@@ -790,6 +954,8 @@ static void etcd_destroy(struct coord *c)
 	curl_easy_cleanup(e->h);
 	curl_slist_free_all(e->hdrs);
 	pthread_mutex_destroy(&e->lock);
+	sodium_memzero(e->pass, sizeof(e->pass));
+	sodium_memzero(e->token, sizeof(e->token));
 	free(e);
 }
 
@@ -846,18 +1012,57 @@ static int parse_endpoints(struct coord_etcd *e, const char *list)
 	return 0;
 }
 
-int coord_etcd_new(struct coord **out, const char *endpoints, int timeout_ms)
+/* A path option into dst ("" when absent). */
+static int copy_opt(const char *what, const char *v, char *dst, size_t cap)
+{
+	size_t n = v ? strlen(v) : 0;
+
+	if (v && (n == 0 || n >= cap))
+		return rs_seterr(RS_E_INVAL, "etcd: %s: length %zu (1..%zu)",
+				 what, n, cap - 1);
+	memcpy(dst, v ? v : "", n + 1);
+	return 0;
+}
+
+static int set_security(struct coord_etcd *e, const struct coord_etcd_opts *o)
+{
+	int ret;
+
+	if ((ret = copy_opt("ca_file", o->ca_file, e->ca, sizeof(e->ca))) ||
+	    (ret = copy_opt("cert_file", o->cert_file, e->cert,
+			    sizeof(e->cert))) ||
+	    (ret = copy_opt("key_file", o->key_file, e->key,
+			    sizeof(e->key))) ||
+	    (ret = copy_opt("user", o->user, e->user, sizeof(e->user))) ||
+	    (ret = copy_opt("password", o->password, e->pass,
+			    sizeof(e->pass))))
+		return ret;
+	if (!e->cert[0] != !e->key[0])
+		return rs_seterr(RS_E_INVAL, "etcd: a client certificate needs "
+				 "both cert_file and key_file");
+	if (!e->user[0] != !e->pass[0])
+		return rs_seterr(RS_E_INVAL, "etcd: authentication needs both "
+				 "a user and a password");
+	for (unsigned i = 0; e->user[0] && i < e->nep; i++)
+		if (strncmp(e->ep[i], "https://", 8))
+			return rs_seterr(RS_E_INVAL, "etcd: endpoint %s: a "
+					 "password is sent only over https",
+					 e->ep[i]);
+	return 0;
+}
+
+int coord_etcd_open(struct coord **out, const struct coord_etcd_opts *o)
 {
 	struct coord_etcd *e;
 	int ret;
 
 	*out = NULL;
-	if (!endpoints)
+	if (!o->endpoints)
 		return rs_seterr(RS_E_INVAL, "etcd: no endpoint");
-	if (timeout_ms < ETCD_MIN_TIMEOUT_MS ||
-	    timeout_ms > ETCD_MAX_TIMEOUT_MS)
+	if (o->timeout_ms < ETCD_MIN_TIMEOUT_MS ||
+	    o->timeout_ms > ETCD_MAX_TIMEOUT_MS)
 		return rs_seterr(RS_E_INVAL, "etcd: timeout %d ms (%d..%d)",
-				 timeout_ms, ETCD_MIN_TIMEOUT_MS,
+				 o->timeout_ms, ETCD_MIN_TIMEOUT_MS,
 				 ETCD_MAX_TIMEOUT_MS);
 	pthread_once(&curl_once, curl_init);
 	if (curl_init_rc != CURLE_OK)
@@ -866,12 +1071,13 @@ int coord_etcd_new(struct coord **out, const char *endpoints, int timeout_ms)
 	if (!(e = calloc(1, sizeof(*e))))
 		return rs_seterr(-ENOMEM, "etcd: out of memory");
 	e->c.ops = &etcd_ops;
-	e->timeout_ms = timeout_ms;
+	e->timeout_ms = o->timeout_ms;
 	pthread_mutex_init(&e->lock, NULL);
-	if ((ret = parse_endpoints(e, endpoints)))
+	if ((ret = parse_endpoints(e, o->endpoints)) ||
+	    (ret = set_security(e, o)))
 		goto free_e;
 	e->h = curl_easy_init();
-	e->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+	e->hdrs = headers("");
 	if (!e->h || !e->hdrs) {
 		ret = rs_seterr(-ENOMEM, "etcd: out of memory");
 		goto free_e;
@@ -880,5 +1086,69 @@ int coord_etcd_new(struct coord **out, const char *endpoints, int timeout_ms)
 	return 0;
 free_e:
 	etcd_destroy(&e->c);
+	return ret;
+}
+
+int coord_etcd_new(struct coord **out, const char *endpoints, int timeout_ms)
+{
+	struct coord_etcd_opts o = { .endpoints = endpoints,
+				     .timeout_ms = timeout_ms };
+
+	return coord_etcd_open(out, &o);
+}
+
+int coord_etcd_files_copy(struct coord_etcd_files *dst,
+			  const struct coord_etcd_files *src)
+{
+	char **d[] = { &dst->ca_file, &dst->cert_file, &dst->key_file,
+		       &dst->user, &dst->password_file };
+	char *const *sv[] = { &src->ca_file, &src->cert_file, &src->key_file,
+			      &src->user, &src->password_file };
+
+	memset(dst, 0, sizeof(*dst));
+	for (size_t i = 0; i < RS_ARRAY_SIZE(d); i++)
+		if (*sv[i] && !(*d[i] = strdup(*sv[i]))) {
+			coord_etcd_files_free(dst);
+			return -ENOMEM;
+		}
+	return 0;
+}
+
+void coord_etcd_files_free(struct coord_etcd_files *f)
+{
+	free(f->ca_file);
+	free(f->cert_file);
+	free(f->key_file);
+	free(f->user);
+	free(f->password_file);
+	memset(f, 0, sizeof(*f));
+}
+
+int coord_etcd_open_files(struct coord **out, const char *endpoints,
+			  int timeout_ms, const struct coord_etcd_files *f,
+			  bool *world)
+{
+	uint8_t pass[ETCD_PASS_MAX + 1];
+	size_t len = 0;
+	struct coord_etcd_opts o = {
+		.endpoints = endpoints, .timeout_ms = timeout_ms,
+		.ca_file = f->ca_file, .cert_file = f->cert_file,
+		.key_file = f->key_file, .user = f->user,
+	};
+	int ret = 0;
+
+	*out = NULL;
+	*world = false;
+	if (f->password_file) {
+		ret = auth_secret_file(f->password_file, pass, &len, world);
+		if (!ret && memchr(pass, 0, len))
+			ret = rs_seterr(RS_E_INVAL, "%s: a NUL byte in the "
+					"password", f->password_file);
+		pass[len] = 0;
+		o.password = (const char *)pass;
+	}
+	if (!ret)
+		ret = coord_etcd_open(out, &o);
+	sodium_memzero(pass, sizeof(pass));
 	return ret;
 }

@@ -35,6 +35,7 @@ static const char *const state_names[] = {
 	[MEMB_ACTIVE] = "active",
 	[MEMB_JOINING] = "joining",
 	[MEMB_DOWN] = "down",
+	[MEMB_LEAVING] = "leaving",
 };
 
 const char *memb_state_name(enum memb_state s)
@@ -367,6 +368,60 @@ static int check_regs(const struct memb_reg *regs, size_t n)
 	return 0;
 }
 
+/* What drain may do in the step from cur (regs sorted by id): */
+enum {
+	DRAIN_MAY_START = 1,	/* an ACTIVE member without a request stays */
+	DRAIN_MAY_END = 2,	/* every ACTIVE and JOINING member synced */
+};
+
+static const struct memb_reg *reg_of(const struct memb_member *m,
+				     const struct memb_reg *g, size_t n)
+{
+	struct memb_reg key;
+	const struct memb_reg *r;
+
+	memcpy(key.id, m->id, sizeof(key.id));
+	r = n ? bsearch(&key, g, n, sizeof(*g), reg_cmp) : NULL;
+	return r && r->inc == m->inc ? r : NULL;
+}
+
+static unsigned drain_state(const struct memb_config *cur,
+			    const struct memb_reg *g, size_t n)
+{
+	bool stays = false, synced = true;
+
+	for (size_t i = 0; i < cur->n; i++) {
+		const struct memb_member *m = &cur->m[i];
+		const struct memb_reg *r = reg_of(m, g, n);
+
+		if (!memb_targeted(m->state))
+			continue;
+		stays |= m->state == MEMB_ACTIVE && r && !r->drain;
+		synced &= r && r->synced == cur->epoch;
+	}
+	return (stays ? DRAIN_MAY_START : 0) |
+	       (stays && synced ? DRAIN_MAY_END : 0);
+}
+
+/* A registered member with its own incarnation: its next state. */
+static enum memb_state next_state(const struct memb_member *m,
+				  const struct memb_reg *r, uint64_t epoch,
+				  unsigned drain)
+{
+	switch (m->state) {
+	case MEMB_JOINING:	/* copied its ranges */
+		return r->synced == epoch ? MEMB_ACTIVE : MEMB_JOINING;
+	case MEMB_ACTIVE:
+		return r->drain && (drain & DRAIN_MAY_START) ? MEMB_LEAVING
+							     : MEMB_ACTIVE;
+	case MEMB_LEAVING:	/* cancelled, or its ranges are taken over */
+		return !r->drain ? MEMB_ACTIVE
+		       : drain & DRAIN_MAY_END ? MEMB_DOWN : MEMB_LEAVING;
+	default:
+		return m->state;
+	}
+}
+
 int memb_reconfigure(const struct memb_config *cur,
 		     const struct memb_reg *regs, size_t nregs,
 		     const struct memb_policy *p, struct memb_config *next)
@@ -377,6 +432,7 @@ int memb_reconfigure(const struct memb_config *cur,
 							      : MEMB_JOINING;
 	struct memb_reg *g = NULL;
 	bool *fresh = NULL, changed;
+	unsigned drain;
 	size_t i = 0, j = 0;
 	int ret;
 
@@ -406,6 +462,7 @@ int memb_reconfigure(const struct memb_config *cur,
 		ret = rs_seterr(-ENOMEM, "membership: out of memory");
 		goto out;
 	}
+	drain = drain_state(cur, g, nregs);
 	while (i < cur->n || j < nregs) {
 		int c = i == cur->n ? 1 : j == nregs ? -1 :
 			strcmp(cur->m[i].id, g[j].id);
@@ -418,18 +475,28 @@ int memb_reconfigure(const struct memb_config *cur,
 				m->since = e;
 			}
 		} else if (c > 0) { /* a new node */
+			if (g[j].drain && !first) {
+				j++;	/* drained: does not join */
+				continue;
+			}
 			join(m, &g[j++], joined, e);
 			fresh[next->n] = true;
+		} else if (cur->m[i].inc == g[j].inc &&
+			   cur->m[i].state == MEMB_DOWN && g[j].drain) {
+			*m = cur->m[i++];	/* drained: stays out */
+			j++;
 		} else if (cur->m[i].state == MEMB_DOWN ||
 			   cur->m[i].inc != g[j].inc) {
 			/* back, or restarted with empty memory: joins anew */
 			join(m, &g[j++], joined, e);
 			i++;
 		} else {
+			enum memb_state to = next_state(&cur->m[i], &g[j],
+							cur->epoch, drain);
+
 			*m = cur->m[i++];
-			if (m->state == MEMB_JOINING &&
-			    g[j].synced == cur->epoch) {
-				m->state = MEMB_ACTIVE; /* copied its ranges */
+			if (to != m->state) {
+				m->state = to;
 				m->since = e;
 			}
 			memcpy(m->addr, g[j++].addr, sizeof(m->addr));
@@ -460,8 +527,8 @@ struct memb_placement {
 	unsigned r;
 };
 
-int memb_placement_new(struct memb_placement **out,
-		       const struct memb_config *c)
+static int placement(struct memb_placement **out, const struct memb_config *c,
+		     bool (*in)(enum memb_state))
 {
 	struct memb_placement *p = calloc(1, sizeof(*p));
 	const char **names = NULL;
@@ -481,7 +548,7 @@ int memb_placement_new(struct memb_placement **out,
 		}
 	}
 	for (size_t i = 0; i < c->n; i++)
-		if (c->m[i].state == MEMB_ACTIVE) {
+		if (in(c->m[i].state)) {
 			p->map[n] = (unsigned)i;
 			names[n++] = c->m[i].id;
 		}
@@ -493,6 +560,18 @@ out:
 		memb_placement_free(&p);
 	*out = p;
 	return ret;
+}
+
+int memb_placement_new(struct memb_placement **out,
+		       const struct memb_config *c)
+{
+	return placement(out, c, memb_serves);
+}
+
+int memb_placement_target(struct memb_placement **out,
+			  const struct memb_config *c)
+{
+	return placement(out, c, memb_targeted);
 }
 
 void memb_placement_free(struct memb_placement **p)
@@ -582,6 +661,9 @@ int memb_read_config(struct coord *c, const char *cluster,
 	return ret;
 }
 
+static int mark_drains(struct coord *c, const char *cluster,
+		       struct memb_reg *regs, size_t n);
+
 int memb_read_regs(struct coord *c, const char *cluster,
 		   struct memb_reg **regs, size_t *n, size_t *bad_regs)
 {
@@ -610,7 +692,112 @@ int memb_read_regs(struct coord *c, const char *cluster,
 			(*bad_regs)++;
 	}
 	coord_kvs_free(&r);
+	if ((ret = mark_drains(c, cluster, *regs, *n))) {
+		free(*regs);
+		*regs = NULL;
+		*n = 0;
+	}
+	return ret;
+}
+
+/* drain/<id> = {"inc": "<hex>"}: the incarnation to drain */
+static int drain_parse(const char *json, size_t len, uint64_t *inc)
+{
+	json_t *o = json_loadb(json, len, JSON_REJECT_DUPLICATES, NULL);
+	char s[24];
+	int ret = json_is_object(o) ? get_str(o, "inc", s, sizeof(s))
+				    : bad("drain", "not a JSON object");
+
+	if (!ret)
+		ret = parse_inc(s, inc);
+	json_decref(o);
+	return ret;
+}
+
+/* Set drain on the registrations that a drain request names (an
+ * unreadable request drains nothing). */
+static int mark_drains(struct coord *c, const char *cluster,
+		       struct memb_reg *regs, size_t n)
+{
+	char key[COORD_KEY_MAX + 1];
+	struct coord_kvs r;
+	size_t plen;
+	int ret;
+
+	if ((ret = memb_key(key, cluster, "drain/")) ||
+	    (ret = coord_range(c, key, true, &r)))
+		return ret;
+	plen = strlen(key);
+	for (size_t i = 0; i < r.n; i++) {
+		uint64_t inc;
+
+		if (drain_parse(r.kv[i].value, r.kv[i].value_len, &inc))
+			continue;
+		for (size_t j = 0; j < n; j++)
+			if (!strcmp(regs[j].id, r.kv[i].key + plen) &&
+			    regs[j].inc == inc)
+				regs[j].drain = true;
+	}
+	coord_kvs_free(&r);
 	return 0;
+}
+
+int memb_drain_request(struct coord *c, const char *cluster, const char *id,
+		       bool cancel)
+{
+	char key[COORD_KEY_MAX + 1], what[MEMB_ID_MAX + 8], val[48];
+	const struct memb_member *me = NULL;
+	struct memb_config cfg;
+	struct memb_reg *regs = NULL;
+	const struct memb_reg *reg = NULL;
+	size_t nregs, stay = 0;
+	int64_t mod_rev;
+	int ret;
+
+	if ((ret = memb_check_id("node id", id)))
+		return ret;
+	snprintf(what, sizeof(what), "drain/%s", id);
+	if ((ret = memb_key(key, cluster, what)))
+		return ret;
+	if (cancel)	/* deleting what is not there is no error */
+		return (ret = coord_del(c, key, false, NULL)) < 0 ? ret : 0;
+	if ((ret = memb_read_config(c, cluster, &cfg, &mod_rev, NULL)))
+		return ret;
+	if ((ret = memb_read_regs(c, cluster, &regs, &nregs, NULL)))
+		goto out;
+	for (size_t i = 0; i < cfg.n; i++) {
+		const struct memb_member *m = &cfg.m[i];
+		const struct memb_reg *r = reg_of(m, regs, nregs);
+
+		if (!strcmp(m->id, id)) {
+			me = m;
+			reg = r;
+		} else {
+			stay += m->state == MEMB_ACTIVE && r && !r->drain;
+		}
+	}
+	if (!me || !memb_serves(me->state))
+		ret = rs_seterr(RS_E_INVAL, "drain: '%s' is not an active "
+				"member of cluster %s (epoch %" PRIu64 ": %s)",
+				id, cluster, cfg.epoch,
+				me ? memb_state_name(me->state) : "no member");
+	else if (!reg)
+		ret = rs_seterr(RS_E_INVAL, "drain: '%s' is not registered "
+				"with the incarnation the configuration knows",
+				id);
+	else if (!stay)
+		ret = rs_seterr(RS_E_INVAL, "drain: '%s' is the last active "
+				"member of cluster %s not being drained", id,
+				cluster);
+	else {
+		snprintf(val, sizeof(val), "{\"inc\":\"%016" PRIx64 "\"}",
+			 reg->inc);
+		ret = coord_put(c, key, val, strlen(val), 0, NULL);
+	}
+out:
+	free(regs);
+	memb_config_free(&cfg);
+	return ret;
 }
 
 int memb_decide(struct coord *c, const char *cluster,
@@ -661,8 +848,8 @@ int memb_member_map(const struct memb_config *from,
 		const struct memb_member *o = &from->m[i];
 
 		m[i] = -1;
-		for (size_t j = 0; o->state == MEMB_ACTIVE && j < to->n; j++)
-			if (to->m[j].state == MEMB_ACTIVE &&
+		for (size_t j = 0; memb_serves(o->state) && j < to->n; j++)
+			if (memb_serves(to->m[j].state) &&
 			    to->m[j].inc == o->inc &&
 			    !strcmp(to->m[j].id, o->id)) {
 				m[i] = (int)j;

@@ -57,7 +57,24 @@ enum memb_state {
 	MEMB_ACTIVE = 0,	/* in the replica sets */
 	MEMB_JOINING = 1,	/* registered, not yet in the replica sets */
 	MEMB_DOWN = 2,		/* registration gone: out of the replica sets */
+	/* drained (docs/replication.md, "Removing a node"): still in the
+	 * active ring (it serves and leads its ranges) but out of the target
+	 * ring, so that the members taking its place copy its ranges; DOWN
+	 * once every member of the target ring synced */
+	MEMB_LEAVING = 3,
 };
+
+/* In the active ring: serves reads, leads its primary ranges. */
+static inline bool memb_serves(enum memb_state s)
+{
+	return s == MEMB_ACTIVE || s == MEMB_LEAVING;
+}
+
+/* In the target ring: the replica sets after joins and drains finish. */
+static inline bool memb_targeted(enum memb_state s)
+{
+	return s == MEMB_ACTIVE || s == MEMB_JOINING;
+}
 
 struct memb_member {
 	char id[MEMB_ID_MAX + 1];
@@ -80,9 +97,14 @@ struct memb_reg {
 	char id[MEMB_ID_MAX + 1];
 	char addr[MEMB_ADDR_MAX + 1];
 	uint64_t inc;
-	/* The epoch in which this JOINING node finished copying its ranges
-	 * (docs/replication.md, "Copying ranges"); 0: not yet. */
+	/* The epoch in which this node finished copying the ranges of its
+	 * target sets (docs/replication.md, "Copying ranges"): published by
+	 * a JOINING node, and by every member while one is LEAVING; 0: not
+	 * yet. */
 	uint64_t synced;
+	/* An operator asked to drain this incarnation (the key drain/<id>
+	 * names its inc; memb_read_regs() sets it). */
+	bool drain;
 };
 
 struct memb_policy {
@@ -126,6 +148,13 @@ int memb_reg_parse(const char *id, const char *json, size_t len,
  *     joins in one step);
  *   - a JOINING member whose registration (same incarnation) says it
  *     synced in cur's epoch becomes ACTIVE;
+ *   - drain (docs/replication.md, "Removing a node"): an ACTIVE member
+ *     whose registration carries a drain request becomes LEAVING, unless
+ *     no ACTIVE member without one would be left; a LEAVING member whose
+ *     request is gone becomes ACTIVE again; a LEAVING member becomes DOWN
+ *     once every ACTIVE and JOINING member of cur is registered (same
+ *     incarnation) with synced equal to cur's epoch; a drained
+ *     incarnation does not join again;
  *   - addresses follow the registrations;
  *   - r and vnodes come from cur, or from the policy for the first one;
  *   - with MEMB_MAX_NODES members, DOWN members with the oldest `since`
@@ -142,10 +171,13 @@ int memb_reconfigure(const struct memb_config *cur,
 
 struct memb_placement;
 
-/* The ring of the active members of c. With none, every replica set is
- * empty. */
+/* The ring of the active members of c (ACTIVE and LEAVING: those that
+ * serve). With none, every replica set is empty. */
 int memb_placement_new(struct memb_placement **out,
 		       const struct memb_config *c);
+/* The target ring of c: its ACTIVE and JOINING members. */
+int memb_placement_target(struct memb_placement **out,
+			  const struct memb_config *c);
 void memb_placement_free(struct memb_placement **p);
 uint64_t memb_key_hash(uint64_t key);
 /* Replica set of a hash: member indexes into c->m, primary first;
@@ -160,9 +192,9 @@ unsigned memb_range(const struct memb_placement *p, size_t i,
 
 /* Keys whose replica set stays from one configuration to the next
  * (docs/replication.md, "Reads from any replica"). *map (malloc'ed,
- * from->n + 1 entries): for each member of from that is ACTIVE there, the
- * index in to of the same member (id and incarnation) if it is ACTIVE in
- * to, else -1. -ENOMEM. */
+ * from->n + 1 entries): for each member of from that serves there
+ * (memb_serves), the index in to of the same member (id and incarnation)
+ * if it serves in to, else -1. -ENOMEM. */
 int memb_member_map(const struct memb_config *from,
 		    const struct memb_config *to, int **map);
 /* Whether member self of prev's configuration was the primary of hash h
@@ -181,9 +213,21 @@ int memb_key(char *out, const char *cluster, const char *what);
 int memb_read_config(struct coord *c, const char *cluster,
 		     struct memb_config *out, int64_t *mod_rev, int64_t *rev);
 /* Live registrations; *regs malloc'ed. Unparsable ones are skipped (and
- * counted in *bad when bad is not NULL). */
+ * counted in *bad when bad is not NULL). A registration whose incarnation
+ * a drain request (drain/<id>) names has drain set. */
 int memb_read_regs(struct coord *c, const char *cluster,
 		   struct memb_reg **regs, size_t *n, size_t *bad);
+
+/*
+ * Ask for member id to be drained (cancel: withdraw the request): writes
+ * drain/<id> = {"inc": the incarnation of its registration}, which the
+ * decider reads through memb_read_regs(). Refused (RS_E_INVAL, with the
+ * reason) for a node that is not registered, not an ACTIVE or LEAVING
+ * member, or the last ACTIVE member. The request names one incarnation: a
+ * node restarted under the same id joins normally.
+ */
+int memb_drain_request(struct coord *c, const char *cluster, const char *id,
+		       bool cancel);
 
 /*
  * One decision: read the registrations and the configuration, compute the

@@ -787,7 +787,10 @@ static const char *const top_keys[] = {
 };
 static const char *const coord_keys[] = { "endpoints", "cluster", "id",
 					  "lease_ms", "replicas", "decide",
-					  "initial_members", NULL };
+					  "initial_members", "tls", "user",
+					  "password_file", NULL };
+static const char *const tls_keys[] = { "ca_file", "cert_file", "key_file",
+					NULL };
 
 /* obj[key] must be an object if present; *sub = it or NULL */
 static int sub_object(struct ctx *c, json_t *obj, const char *key,
@@ -916,6 +919,40 @@ static int parse_endpoints(struct ctx *c, json_t *arr, char **out)
 	return 0;
 }
 
+/* coord.tls, coord.user, coord.password_file (checked for shape; the
+ * files are read when the node connects to etcd) */
+static int parse_etcd_security(struct ctx *c, json_t *o,
+			       struct coord_etcd_files *f)
+{
+	const char *user;
+	size_t old;
+	json_t *t;
+	int rc;
+
+	if ((rc = get_str(c, o, "user", 1, &user)) ||
+	    (rc = dup_path(c, o, "password_file", &f->password_file)))
+		return rc;
+	if (user && (!*user || strlen(user) > 128))
+		return fail_at(c, "user", "1 to 128 bytes");
+	if (user && !(f->user = strdup(user)))
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	if (!f->user != !f->password_file)
+		return fail_at(c, f->user ? "password_file" : "user",
+			       "required with %s", f->user ? "user"
+							   : "password_file");
+	if ((rc = sub_object(c, o, "tls", tls_keys, &t, &old)) || !t)
+		return rc;
+	if (!(rc = dup_path(c, t, "ca_file", &f->ca_file)) &&
+	    !(rc = dup_path(c, t, "cert_file", &f->cert_file)) &&
+	    !(rc = dup_path(c, t, "key_file", &f->key_file)) &&
+	    !f->cert_file != !f->key_file)
+		rc = fail_at(c, f->cert_file ? "key_file" : "cert_file",
+			     "required with %s", f->cert_file ? "cert_file"
+							      : "key_file");
+	pop(c, old);
+	return rc;
+}
+
 static int parse_coord(struct ctx *c, json_t *root, struct srv_config *cfg)
 {
 	size_t old;
@@ -952,6 +989,8 @@ static int parse_coord(struct ctx *c, json_t *root, struct srv_config *cfg)
 			     "[A-Za-z0-9_.-])", cfg->coord_id, PROTO_NAME_MAX);
 	else if (!cfg->coord_id[0] && !cfg->name[0])
 		rc = fail_at(c, "id", "required when the node has no \"name\"");
+	if (!rc)
+		rc = parse_etcd_security(c, o, &cfg->coord_sec);
 out:
 	pop(c, old);
 	return rc;
@@ -1048,6 +1087,7 @@ void srv_config_free(struct srv_config **c)
 	free((*c)->trace_path);
 	free((*c)->checkpoint_dir);
 	free((*c)->coord_endpoints);
+	coord_etcd_files_free(&(*c)->coord_sec);
 	free((*c)->tables);
 	for (uint32_t i = 0; i < (*c)->nkeys; i++) {
 		char *sec = (*c)->keys[i].secret;

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "common/proto.h"
+#include "coord/coord.h"
 
 enum srv_backend {
 	SRV_BACKEND_DRAM = 0,
@@ -109,6 +110,8 @@ struct srv_config {
 	int coord_decide;		/* may become the decider; 1 */
 	uint32_t coord_initial_members;	/* first configuration waits for
 					   this many nodes; 1 */
+	/* coord.tls.{ca,cert,key}_file, coord.user, coord.password_file */
+	struct coord_etcd_files coord_sec;
 };
 
 /* Fill *c with the defaults (no allocation; nothing to free). */

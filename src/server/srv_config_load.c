@@ -75,6 +75,7 @@ int srv_opts_from_config(struct srv_opts *o, const struct srv_config *c)
 	v.coord_replicas = c->coord_replicas;
 	v.coord_decide = c->coord_decide != 0;
 	v.coord_initial_members = c->coord_initial_members;
+	v.coord_sec = c->coord_sec;	/* copied just below */
 	ret = srv_opts_copy(o, &v);
 	if (!ret)
 		ret = keys_from_config(o, c);

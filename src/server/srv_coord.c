@@ -13,6 +13,7 @@
  * and once when it recovers.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "coord/membership.h"
 #include "server/srv_internal.h"
@@ -52,14 +53,19 @@ int srv_coord_start(struct rs_server *s)
 		.synced = &s->repl.synced,
 		.read_ms = &s->repl.read_ms,
 	};
+	bool world;
 	int ret;
 
 	if (!o->coord_endpoints)
 		return 0;
-	ret = coord_etcd_new(&s->coord, o->coord_endpoints,
-			     SRV_COORD_TIMEOUT_MS);
+	ret = coord_etcd_open_files(&s->coord, o->coord_endpoints,
+				    SRV_COORD_TIMEOUT_MS, &o->coord_sec,
+				    &world);
 	if (ret)
 		return srv_err(ret, "coord: %s", rs_errormsg());
+	if (world)
+		srv_log("warning: coord.password_file %s may be read by other "
+			"users (chmod 600 it)", o->coord_sec.password_file);
 	ret = memb_agent_new(&s->agent, s->coord, &ao);
 	if (!ret) {
 		/* the adopting thread must not read s->agent: it is freed
@@ -72,8 +78,13 @@ int srv_coord_start(struct rs_server *s)
 		srv_coord_stop(s);
 		return ret;
 	}
-	srv_log("coord: member '%s' of cluster '%s' through %s", o->coord_id,
-		o->coord_cluster, o->coord_endpoints);
+	srv_log("coord: member '%s' of cluster '%s' through %s (%s%s%s%s)",
+		o->coord_id, o->coord_cluster, o->coord_endpoints,
+		strstr(o->coord_endpoints, "http://")
+			? "some endpoints in clear text" : "https",
+		o->coord_sec.cert_file ? ", client certificate" : "",
+		o->coord_sec.user ? ", etcd user " : "",
+		o->coord_sec.user ? o->coord_sec.user : "");
 	return 0;
 }
 

@@ -141,6 +141,7 @@ static bool in_set(const struct memb_placement *p, uint64_t h, int who)
 static void have_set(struct srv_repl *rp, const struct srv_cfg *g)
 {
 	struct memb_placement *p = NULL;
+	bool leaving = false, me_leaving;
 
 	memb_placement_free(&rp->have);
 	rp->have_epoch = 0;
@@ -149,28 +150,26 @@ static void have_set(struct srv_repl *rp, const struct srv_cfg *g)
 		atomic_store(&rp->synced, 0);
 		return;
 	}
-	{	/* the target ring, built again: g's goes with g */
-		struct memb_config t;
-
-		if (memb_config_copy(&t, &g->c))
-			return;
-		for (size_t i = 0; i < t.n; i++)
-			if (t.m[i].state == MEMB_JOINING)
-				t.m[i].state = MEMB_ACTIVE;
-		if (memb_placement_new(&p, &t))
-			p = NULL;
-		memb_config_free(&t);
-	}
-	if (!p)
+	/* what it holds completely: the ranges of its target sets, or of its
+	 * active sets while it leaves (it is in no target set then, and
+	 * keeps receiving every write of its ranges until it is down); the
+	 * ring is built again, g's goes with g */
+	me_leaving = g->c.m[g->tself].state == MEMB_LEAVING;
+	if ((me_leaving ? memb_placement_new(&p, &g->c)
+			: memb_placement_target(&p, &g->c)))
 		return;		/* out of memory: the next epoch copies all */
 	rp->have = p;
 	rp->have_self = g->tself;
 	rp->have_epoch = g->c.epoch;
 	if (g->self >= 0)
 		atomic_store(&rp->ready, g->c.epoch);
-	/* what the decider waits for to make a joining node active (an
-	 * active one has nothing to announce) */
-	if (g->self < 0)
+	/* what the decider waits for to make a joining node active, and,
+	 * while a member leaves, to let it go (docs/replication.md,
+	 * "Removing a node"); otherwise an active node has nothing to
+	 * announce */
+	for (size_t i = 0; i < g->c.n; i++)
+		leaving |= g->c.m[i].state == MEMB_LEAVING;
+	if (g->self < 0 || leaving)
 		atomic_store(&rp->synced, g->c.epoch);
 }
 

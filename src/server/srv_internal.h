@@ -47,6 +47,7 @@
 #include "common/proto.h"
 #include "common/ratelimit.h"
 #include "common/rs_internal.h"
+#include "coord/coord.h"
 #include "recstore/server.h"
 #include "server/srv_catalog.h"
 #include "trace/metrics.h"
@@ -99,6 +100,7 @@ struct srv_opts {
 	uint32_t coord_replicas;
 	uint32_t coord_initial_members;
 	bool coord_decide;
+	struct coord_etcd_files coord_sec;	/* TLS and etcd user */
 };
 
 void srv_opts_defaults(struct srv_opts *o);

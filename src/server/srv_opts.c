@@ -67,6 +67,7 @@ void srv_opts_free(struct srv_opts *o)
 	free(o->tables);
 	free(o->coord_endpoints);
 	free(o->checkpoint_dir);
+	coord_etcd_files_free(&o->coord_sec);
 	o->coord_endpoints = o->checkpoint_dir = NULL;
 	o->pool_path = o->trace_path = NULL;
 	o->tables = NULL;
@@ -94,13 +95,15 @@ int srv_opts_copy(struct srv_opts *dst, const struct srv_opts *src)
 	*dst = *src;
 	dst->pool_path = dst->trace_path = NULL;
 	dst->coord_endpoints = dst->checkpoint_dir = NULL;
+	memset(&dst->coord_sec, 0, sizeof(dst->coord_sec));
 	dst->tables = NULL;
 	dst->keys = NULL;
 	dst->nkeys = 0;
 	if (dup_str(&dst->pool_path, src->pool_path) ||
 	    dup_str(&dst->trace_path, src->trace_path) ||
 	    dup_str(&dst->coord_endpoints, src->coord_endpoints) ||
-	    dup_str(&dst->checkpoint_dir, src->checkpoint_dir))
+	    dup_str(&dst->checkpoint_dir, src->checkpoint_dir) ||
+	    coord_etcd_files_copy(&dst->coord_sec, &src->coord_sec))
 		goto nomem;
 	if (src->ntables) {
 		dst->tables = malloc(src->ntables * sizeof(*dst->tables));

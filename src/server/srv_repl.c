@@ -171,26 +171,16 @@ static struct srv_peer *find_peer(struct srv_cfg *old, const char *id,
 	return NULL;
 }
 
-/* The target ring of g: its JOINING members count as ACTIVE. NULL (and
- * 0) when there is none. */
+/* The target ring of g (ACTIVE and JOINING members), when it differs
+ * from the active ring: a member joins or leaves. NULL (and 0) otherwise. */
 static int target_ring(struct srv_cfg *g)
 {
-	struct memb_config t;
 	bool any = false;
-	int ret;
 
 	for (size_t i = 0; i < g->c.n; i++)
-		any |= g->c.m[i].state == MEMB_JOINING;
-	if (!any)
-		return 0;
-	if ((ret = memb_config_copy(&t, &g->c)))
-		return ret;
-	for (size_t i = 0; i < t.n; i++)
-		if (t.m[i].state == MEMB_JOINING)
-			t.m[i].state = MEMB_ACTIVE;
-	ret = memb_placement_new(&g->tpl, &t);
-	memb_config_free(&t);
-	return ret;
+		any |= g->c.m[i].state == MEMB_JOINING ||
+		       g->c.m[i].state == MEMB_LEAVING;
+	return any ? memb_placement_target(&g->tpl, &g->c) : 0;
 }
 
 static struct srv_cfg *cfg_new(struct rs_server *s,
@@ -210,7 +200,7 @@ static struct srv_cfg *cfg_new(struct rs_server *s,
 
 		if (strcmp(m->id, s->o.coord_id) || m->inc != s->repl.inc)
 			continue;
-		if (m->state == MEMB_ACTIVE)
+		if (memb_serves(m->state))
 			g->self = (int)i;
 		if (m->state != MEMB_DOWN)
 			g->tself = (int)i;
@@ -223,6 +213,7 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 	struct srv_repl *rp = &s->repl;
 	struct srv_cfg *g = cfg_new(s, c), *old;
 	char why[320] = "";
+	bool drained;
 
 	if (!g)
 		srv_log("repl: epoch %" PRIu64 ": out of memory; writes stay "
@@ -260,6 +251,8 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 	}
 	rp->cur = g;
 	atomic_store(&rp->epoch, g ? g->c.epoch : 0);
+	drained = g && g->tself < 0 && old && old->self >= 0 &&
+		  old->c.m[old->self].state == MEMB_LEAVING;
 	pthread_rwlock_unlock(&rp->lock);
 	cfg_free(old, true);
 	if (!g)
@@ -267,10 +260,12 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 			"refused", c->epoch, why[0] ? ": " : "", why);
 	else
 		srv_log("repl: epoch %" PRIu64 " adopted: %zu members, r %u, "
-			"this node %s, %zu range%s to copy in", c->epoch,
-			c->n, c->r, g->self >= 0 ? "active" :
-			g->tself >= 0 ? "joining" : "not a member",
-			g->ngain, g->ngain == 1 ? "" : "s");
+			"this node %s, %zu range%s to copy in%s", c->epoch,
+			c->n, c->r, g->tself >= 0 ?
+			memb_state_name(g->c.m[g->tself].state) :
+			"not a member", g->ngain, g->ngain == 1 ? "" : "s",
+			drained ? "; drained: its ranges are held by the "
+			"other members, it can be stopped" : "");
 }
 
 /* The adopting thread: adoption waits for the requests in flight (up to
@@ -470,22 +465,27 @@ int srv_repl_hold(struct rs_server *s, struct srv_repl_req *q,
 	return 0;
 }
 
-bool srv_repl_forwards_to(const struct srv_cfg *g, uint64_t h, unsigned mi)
+static bool in_list(const unsigned *set, unsigned cnt, unsigned mi)
 {
-	unsigned set[MEMB_MAX_R], cnt = memb_replicas(g->pl, h, set);
-
-	for (unsigned j = 1; j < cnt; j++)
-		if (set[j] == mi)
-			return true;
-	if (!g->tpl)
-		return false;
-	/* the joining members of its target set (an active member there
-	 * is in its active set too) */
-	cnt = memb_replicas(g->tpl, h, set);
 	for (unsigned j = 0; j < cnt; j++)
 		if (set[j] == mi)
-			return g->c.m[mi].state == MEMB_JOINING;
+			return true;
 	return false;
+}
+
+bool srv_repl_forwards_to(const struct srv_cfg *g, uint64_t h, unsigned mi)
+{
+	unsigned set[MEMB_MAX_R], tset[MEMB_MAX_R];
+	unsigned cnt = memb_replicas(g->pl, h, set), tcnt;
+
+	if (in_list(set, cnt, mi))
+		return set[0] != mi;	/* its backups */
+	if (!g->tpl)
+		return false;
+	/* the members of its target set that are not in its active set: a
+	 * joining one, or an active one taking a leaving one's place */
+	tcnt = memb_replicas(g->tpl, h, tset);
+	return in_list(tset, tcnt, mi);
 }
 
 void srv_repl_exit(struct rs_server *s, struct srv_repl_req *q)
@@ -597,7 +597,7 @@ int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
 		    const struct srv_once_tag *tag, int32_t st)
 {
 	struct srv_cfg *g = q->cfg;
-	unsigned set[MEMB_MAX_R], cnt;
+	unsigned set[MEMB_MAX_R], cnt, tset[MEMB_MAX_R], tcnt;
 	int ret;
 
 	uint64_t h = memb_key_hash(key);
@@ -611,11 +611,11 @@ int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
 			return ret;
 	if (RS_LIKELY(!g->tpl))
 		return 0;
-	/* joining members of the key's target set */
-	cnt = memb_replicas(g->tpl, h, set);
-	for (unsigned j = 0; j < cnt; j++)
-		if (g->c.m[set[j]].state == MEMB_JOINING &&
-		    (ret = srv_repl_append(q, set[j], table, width, key, kind,
+	/* the members of the key's target set not in its active set */
+	tcnt = memb_replicas(g->tpl, h, tset);
+	for (unsigned j = 0; j < tcnt; j++)
+		if (!in_list(set, cnt, tset[j]) &&
+		    (ret = srv_repl_append(q, tset[j], table, width, key, kind,
 					   row, tag, st)))
 			return ret;
 	return 0;
@@ -934,7 +934,11 @@ int srv_repl_config(struct rs_server *s, void *buf, size_t cap,
 		pc.self = g->self >= 0 ? (uint32_t)g->self
 				       : PROTO_CONFIG_NO_SELF;
 		for (size_t i = 0; i < g->c.n; i++) {
-			mm[i].state = (uint32_t)g->c.m[i].state;
+			/* clients route to a leaving member as to an
+			 * active one: it serves until it is down */
+			mm[i].state = memb_serves(g->c.m[i].state)
+					      ? PROTO_MEMBER_ACTIVE
+					      : (uint32_t)g->c.m[i].state;
 			snprintf(mm[i].id, sizeof(mm[i].id), "%s",
 				 g->c.m[i].id);
 			snprintf(mm[i].addr, sizeof(mm[i].addr), "%s",

@@ -17,6 +17,15 @@
 #  5. etcd is stopped: the survivor keeps serving (recstore-bench --verify
 #     writes rows and reads them back by RDMA READ and by RPC), logs the
 #     outage once rather than per retry, and stops cleanly on SIGTERM.
+#  6. A second etcd over https with client certificates and
+#     authentication (a CA and certificates made with openssl; users root
+#     and recstore, the latter with rights on /t/ and /recstore/ only;
+#     tokens live 1 s): the conformance cases pass as recstore (password
+#     and certificate), and the refusals and the token renewal of its
+#     `security` case hold; a node whose coord section names the CA, its
+#     certificate and recstore's password file registers, and
+#     recstore-ctl with the same settings shows it active; plain http and
+#     a client without a certificate are refused.
 #
 # Exit 0 pass, 77 no RDMA device, anything else fails (with the logs).
 set -euo pipefail
@@ -122,4 +131,63 @@ for n in n1 n2; do
   echo "--- $n's coordination log"
   grep "coord:" "$d/$n.log" | sed 's/^recstore-server: coord: /  /'
 done
+# ---- 6. etcd over https, client certificates, authentication --------------------
+t0=$(date +%s.%N)
+etcd_tls=$d/tls
+etcd_certs "$etcd_tls"
+mkdir -p "$d/sec"
+etcd_start "$d/sec" "$etcd_tls"
+b64() { printf '%s' "$1" | base64 -w0; }
+printf 'recstore-password-for-tests\n' >"$d/rs.pw"
+chmod 600 "$d/rs.pw"
+etcd_api /v3/auth/role/add '{"name":"root"}' >/dev/null
+etcd_api /v3/auth/user/add '{"name":"root","password":"root-password-for-tests"}' >/dev/null
+etcd_api /v3/auth/user/grant '{"user":"root","role":"root"}' >/dev/null
+etcd_api /v3/auth/role/add '{"name":"rs"}' >/dev/null
+for p in /t/ /recstore/; do
+  end=${p%/}0 # the prefix's range end: its last byte ('/') + 1
+  etcd_api /v3/auth/role/grant "{\"name\":\"rs\",\"perm\":{\"permType\":\"READWRITE\",\"key\":\"$(b64 "$p")\",\"range_end\":\"$(b64 "$end")\"}}" >/dev/null
+done
+etcd_api /v3/auth/user/add '{"name":"recstore","password":"recstore-password-for-tests"}' >/dev/null
+etcd_api /v3/auth/user/grant '{"user":"recstore","role":"rs"}' >/dev/null
+etcd_api /v3/auth/enable '{}' >/dev/null
+echo "etcd with TLS and authentication set up in $(elapsed "$t0") s"
+export RS_ETCD_CA=$etcd_tls/ca.crt RS_ETCD_CERT=$etcd_tls/recstore.crt \
+  RS_ETCD_KEY=$etcd_tls/recstore.key RS_ETCD_USER=recstore \
+  RS_ETCD_PASSWORD_FILE=$d/rs.pw
+t0=$(date +%s.%N)
+"$bin/tests/coord_etcd_conformance" "$url" >"$d/conformance-tls.out" 2>&1 ||
+  fail "conformance cases against etcd with TLS and authentication"
+grep -q "PASSED" "$d/conformance-tls.out" || fail "conformance (TLS): no PASSED line"
+grep -q "^\[       OK \] security" "$d/conformance-tls.out" ||
+  fail "conformance (TLS): the security case did not run"
+echo "conformance over https as user recstore: $(grep -c '^\[       OK' "$d/conformance-tls.out") cases passed in $(elapsed "$t0") s"
+cat >"$d/n3.json" <<EOT
+{"name": "n3", "listen": {"addr": "$RS_RDMA_IP", "port": 0}, "workers": 1,
+ "storage": {"size": "32M"},
+ "coord": {"endpoints": ["$url"], "cluster": "s", "lease_ms": 3000,
+           "replicas": 1, "user": "recstore", "password_file": "$d/rs.pw",
+           "tls": {"ca_file": "$RS_ETCD_CA", "cert_file": "$RS_ETCD_CERT",
+                   "key_file": "$RS_ETCD_KEY"}}}
+EOT
+"$bin/recstore-server" -c "$d/n3.json" >"$d/n3.log" 2>&1 &
+n1_pid=$!
+await "$d/n3.log" "listening on" 120 "$n1_pid" || fail "n3 did not start"
+"$bin/recstore-ctl" --etcd "$url" --cluster s cluster --until-active 1 \
+  --timeout 60 >"$d/sec.out" 2>&1 || { cat "$d/sec.out"; fail "n3 never became active over https"; }
+grep -Eq '^  n3 +[0-9.]+:[0-9]+ +active ' "$d/sec.out" || fail "n3 not active"
+grep -q "coord: member 'n3' of cluster 's' through https://.* (https, client certificate, etcd user recstore)" "$d/n3.log" ||
+  fail "n3 did not log how it reaches etcd"
+# the same etcd refuses plain http, and a client without a certificate
+if curl -sf --max-time 5 "http://${url#https://}/health" >/dev/null 2>&1; then
+  fail "etcd answered plain http"
+fi
+if env -u RS_ETCD_CERT -u RS_ETCD_KEY -u RS_ETCD_USER -u RS_ETCD_PASSWORD_FILE \
+  "$bin/recstore-ctl" --etcd "$url" --cluster s cluster >"$d/nocred.out" 2>&1; then
+  fail "recstore-ctl without a certificate read the configuration"
+fi
+kill -TERM "$n1_pid"
+wait "$n1_pid" || fail "n3 exit status after SIGTERM"
+n1_pid=
+echo "https etcd: a node registered with a certificate and a password; refused without"
 echo "ok: whole test $(elapsed "$t_start") s"

@@ -38,6 +38,13 @@
 #     copy). Then
 #     the new node, primary of half the keys, is SIGKILLed under writes:
 #     still none lost, none applied twice.
+#  7. Two more nodes join the survivor; under two writers and a reader
+#     the survivor is drained (recstore-ctl drain, docs/replication.md,
+#     "Removing a node"): it leaves only after the two others copied the
+#     ranges it held while writes of them were forwarded to them (the
+#     race checked in their logs); no writer call fails, every row is
+#     exact and bit-identical on the two, and the drained node says so
+#     and stops cleanly.
 #
 # Exit 0 pass, 77 no RDMA device, anything else fails (with the logs).
 set -euo pipefail
@@ -58,22 +65,29 @@ etcd_start "$d"
 ips=($RS_RDMA_IP ${RS_RDMA_IPS:-})
 [ ${#ips[@]} -ge 3 ] || ips=($RS_RDMA_IP $RS_RDMA_IP $RS_RDMA_IP)
 declare -A pid addr
-for i in 1 2 3; do
-  n=n$i
+node_start() { # I IP [EXTRA JSON FIELDS]: node nI (mem-I) in cluster t
+  local n=n$1
   cat >"$d/$n.json" <<EOT
-{"name": "mem-$i", "listen": {"addr": "${ips[$((i - 1))]}", "port": 0},
- "workers": 2, "storage": {"size": "32M"},
+{"name": "mem-$1", "listen": {"addr": "$2", "port": 0},
+ "workers": 2, "storage": {"size": "32M"}, ${3:-}
  "coord": {"endpoints": ["$url"], "cluster": "t", "lease_ms": 3000,
            "replicas": 2, "initial_members": 3}}
 EOT
   "$bin/recstore-server" -c "$d/$n.json" >"$d/$n.log" 2>&1 &
   pid[$n]=$!
   pids="$pids $!"
+}
+node_await() { # NAME...: each listens; addr[NAME] set
+  local n
+  for n; do
+    await "$d/$n.log" "listening on" 120 "${pid[$n]}" || fail "$n did not start"
+    addr[$n]=$(sed -n 's/.*listening on \(.*\)$/\1/p' "$d/$n.log" | head -n 1)
+  done
+}
+for i in 1 2 3; do
+  node_start $i "${ips[$((i - 1))]}"
 done
-for n in n1 n2 n3; do
-  await "$d/$n.log" "listening on" 120 "${pid[$n]}" || fail "$n did not start"
-  addr[$n]=$(sed -n 's/.*listening on \(.*\)$/\1/p' "$d/$n.log" | head -n 1)
-done
+node_await n1 n2 n3
 ctl() { "$bin/recstore-ctl" --etcd "$url" --cluster t cluster "$@"; }
 ctl --until-active 3 --timeout 60 >"$d/three.out" 2>&1 ||
   fail "the configuration never had the three nodes active"
@@ -254,18 +268,9 @@ streams="$streams $d/onceall.keys"
 stream p6
 # a new node joins under the writes (Prometheus next to etcd's ports)
 mport=$((${url##*:} + 2))
-cat >"$d/n4.json" <<EOT
-{"name": "mem-4", "listen": {"addr": "${ips[1]}", "port": 0},
- "workers": 2, "storage": {"size": "32M"}, "metrics_port": $mport,
- "coord": {"endpoints": ["$url"], "cluster": "t", "lease_ms": 3000,
-           "replicas": 2, "initial_members": 3}}
-EOT
 t0=$(date +%s.%N)
-"$bin/recstore-server" -c "$d/n4.json" >"$d/n4.log" 2>&1 &
-pid[n4]=$!
-pids="$pids $!"
-await "$d/n4.log" "listening on" 120 "${pid[n4]}" || fail "n4 did not start"
-addr[n4]=$(sed -n 's/.*listening on \(.*\)$/\1/p' "$d/n4.log" | head -n 1)
+node_start 4 "${ips[1]}" "\"metrics_port\": $mport,"
+node_await n4
 ctl --until-active 2 --timeout 120 >"$d/joined.out" 2>&1 ||
   fail "the new node never became active (copying its ranges)"
 cat "$d/joined.out"
@@ -309,8 +314,44 @@ unstream p7
   fail "check after the new node died"
 cat "$d/check7.txt"
 
-# ---- the survivor stops cleanly (peers, queues, records freed) ---------------
-for n in $other; do
+# ---- 7. a node is drained: the others copy its ranges before it goes --------
+node_start 5 "${ips[1]}"
+node_start 6 "${ips[2]}"
+node_await n5 n6
+ctl --until-active 3 --timeout 120 >"$d/three2.out" 2>&1 ||
+  fail "the two new nodes never became active"
+seeds="$seeds,${addr[n5]},${addr[n6]}"
+stream p8
+leaver=mem-${other#n}
+t0=$(date +%s.%N)
+"$bin/recstore-ctl" --etcd "$url" --cluster t drain "$leaver" --timeout 120 \
+  >"$d/drain.out" 2>&1 || { cat "$d/drain.out"; fail "drain of $leaver"; }
+cat "$d/drain.out"
+grep -q "^$leaver: down in epoch" "$d/drain.out" || fail "$leaver is not down"
+echo "drain: $leaver down after $(elapsed "$t0") s under writes"
+sleep 2 # writes where the two others are now the primaries
+unstream p8
+for w in a b; do
+  grep -Eq '^stream: [0-9]+ calls of [0-9]+ keys, 0 failed ' "$d/p8$w.txt" ||
+    fail "phase p8: writer $w had failed calls during the drain"
+done
+grep -q "drained" "$d/$other.log" || fail "$leaver did not log that it was drained"
+e_leave=$(sed -n 's/.*repl: epoch \([0-9]*\) adopted: .* this node leaving.*/\1/p' \
+  "$d/$other.log" | tail -n 1)
+[ -n "$e_leave" ] || fail "$leaver never adopted an epoch as leaving"
+# the race this step hunts: the members taking its place copied its
+# ranges while writes of them were forwarded to them
+grep -h "repl: epoch $e_leave: ranges copied in" "$d/n5.log" "$d/n6.log" ||
+  fail "no member copied the leaver's ranges in epoch $e_leave"
+grep -h "repl: epoch $e_leave: ranges copied in" "$d/n5.log" "$d/n6.log" |
+  grep -Eq ": [1-9][0-9]* rows in .* [1-9][0-9]* forwarded writes applied meanwhile" ||
+  fail "no member copied rows of the leaver with writes forwarded meanwhile"
+"$drv" check "$seeds" "${addr[n5]},${addr[n6]}" $streams >"$d/check8.txt" 2>&1 ||
+  fail "check after the drain"
+cat "$d/check8.txt"
+
+# ---- the nodes stop cleanly (peers, queues, records freed) --------------------
+for n in $other n5 n6; do
   rc=0
   kill -TERM "${pid[$n]}"
   wait "${pid[$n]}" || rc=$?

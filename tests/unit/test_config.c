@@ -586,6 +586,18 @@ static const struct {
 	{ "{\"name\": \"a\", \"coord\": {\"endpoints\": [\"http://e:1\"], "
 	  "\"cluster\": \"c\", \"leas_ms\": 1}}",
 	  "coord.leas_ms: unknown field (did you mean 'lease_ms'?)" },
+	{ "{\"name\": \"a\", \"coord\": {\"endpoints\": [\"https://e:1\"], "
+	  "\"cluster\": \"c\", \"user\": \"u\"}}",
+	  "coord.password_file: required with user" },
+	{ "{\"name\": \"a\", \"coord\": {\"endpoints\": [\"https://e:1\"], "
+	  "\"cluster\": \"c\", \"password_file\": \"/p\"}}",
+	  "coord.user: required with password_file" },
+	{ "{\"name\": \"a\", \"coord\": {\"endpoints\": [\"https://e:1\"], "
+	  "\"cluster\": \"c\", \"tls\": {\"cert_file\": \"/c\"}}}",
+	  "coord.tls.key_file: required with cert_file" },
+	{ "{\"name\": \"a\", \"coord\": {\"endpoints\": [\"https://e:1\"], "
+	  "\"cluster\": \"c\", \"tls\": {\"ca\": \"/c\"}}}",
+	  "coord.tls.ca: unknown field" },
 };
 
 static void auth_section(void **state)
@@ -641,6 +653,20 @@ static void coord_section(void **state)
 	assert_int_equal(c->coord_lease_ms, 5000);
 	assert_int_equal(c->coord_replicas, 3);
 	assert_int_equal(c->coord_decide, 1);
+	assert_null(c->coord_sec.ca_file);
+	assert_null(c->coord_sec.user);
+	srv_config_free(&c);
+	/* etcd over https: the CA, a client certificate, a user */
+	c = parse_ok("{\"name\": \"n\", \"coord\": {\"endpoints\": "
+		     "[\"https://e:1\"], \"cluster\": \"c\", \"user\": \"rs\", "
+		     "\"password_file\": \"/etc/rs/etcd.pw\", \"tls\": "
+		     "{\"ca_file\": \"/etc/rs/ca.crt\", \"cert_file\": "
+		     "\"/etc/rs/n.crt\", \"key_file\": \"/etc/rs/n.key\"}}}");
+	assert_string_equal(c->coord_sec.user, "rs");
+	assert_string_equal(c->coord_sec.password_file, "/etc/rs/etcd.pw");
+	assert_string_equal(c->coord_sec.ca_file, "/etc/rs/ca.crt");
+	assert_string_equal(c->coord_sec.cert_file, "/etc/rs/n.crt");
+	assert_string_equal(c->coord_sec.key_file, "/etc/rs/n.key");
 	srv_config_free(&c);
 }
 

@@ -622,6 +622,234 @@ static void cas_two_deciders(void **state)
 	coord_close(&c);
 }
 
+/* ---- drain (docs/replication.md, "Removing a node") ---- */
+
+static const struct memb_policy pol2 = { .r = 2, .vnodes = 160 };
+
+/* One step that must change (1) or not (0); *cur becomes the result. */
+static void step(struct memb_config *cur, const struct memb_reg *g, size_t n,
+		 int want)
+{
+	struct memb_config nx;
+
+	assert_int_equal(memb_reconfigure(cur, g, n, &pol2, &nx), want);
+	memb_config_free(cur);
+	*cur = nx;
+}
+
+static void sync_all(struct memb_reg *g, size_t n, uint64_t epoch)
+{
+	for (size_t i = 0; i < n; i++)
+		g[i].synced = epoch;
+}
+
+static void drain_steps(void **state)
+{
+	struct memb_reg *g = regs_n(5);
+	struct memb_config c;
+
+	(void)state;
+	boot(&c, 4, &pol2);
+	/* n0001 asked to drain: LEAVING, the others stay */
+	g[1].drain = true;
+	step(&c, g, 4, 1);
+	assert_int_equal(c.epoch, 2);
+	assert_int_equal(find(&c, "n0001")->state, MEMB_LEAVING);
+	assert_int_equal(find(&c, "n0001")->since, 2);
+	assert_string_equal(memb_state_name(MEMB_LEAVING), "leaving");
+	/* until every ACTIVE member synced in epoch 2, nothing moves */
+	step(&c, g, 4, 0);
+	g[0].synced = g[2].synced = 2;
+	step(&c, g, 4, 0);
+	g[3].synced = 1;	/* an older epoch does not count */
+	step(&c, g, 4, 0);
+	assert_int_equal(find(&c, "n0001")->state, MEMB_LEAVING);
+	/* the leaver's own flag is not needed */
+	g[3].synced = 2;
+	step(&c, g, 4, 1);
+	assert_int_equal(c.epoch, 3);
+	assert_int_equal(find(&c, "n0001")->state, MEMB_DOWN);
+	assert_int_equal(find(&c, "n0001")->since, 3);
+	/* still registered with the request: it stays out */
+	step(&c, g, 4, 0);
+	/* restarted under the same id (another incarnation): joins */
+	g[1].inc = 77;
+	g[1].drain = false;
+	step(&c, g, 4, 1);
+	assert_int_equal(find(&c, "n0001")->state, MEMB_JOINING);
+	/* a node that is not a member and is asked to drain never joins */
+	g[4].drain = true;
+	step(&c, g, 5, 0);
+	assert_null(find(&c, "n0004"));
+	/* a LEAVING member whose registration goes is DOWN at once */
+	g[2].drain = true;
+	step(&c, g, 4, 1);
+	assert_int_equal(find(&c, "n0002")->state, MEMB_LEAVING);
+	g[2] = g[3];
+	step(&c, g, 3, 1);
+	assert_int_equal(find(&c, "n0002")->state, MEMB_DOWN);
+	memb_config_free(&c);
+	free(g);
+}
+
+static void drain_cancel_and_last(void **state)
+{
+	struct memb_reg *g = regs_n(3);
+	struct memb_config c;
+
+	(void)state;
+	boot(&c, 2, &pol2);
+	/* both asked: the last ACTIVE member without a request is kept,
+	 * so neither leaves */
+	g[0].drain = g[1].drain = true;
+	step(&c, g, 2, 0);
+	assert_int_equal(find(&c, "n0000")->state, MEMB_ACTIVE);
+	/* one asked: it leaves; cancelled: ACTIVE again */
+	g[0].drain = false;
+	step(&c, g, 2, 1);
+	assert_int_equal(find(&c, "n0001")->state, MEMB_LEAVING);
+	g[1].drain = false;
+	step(&c, g, 2, 1);
+	assert_int_equal(find(&c, "n0001")->state, MEMB_ACTIVE);
+	assert_int_equal(c.epoch, 3);
+	/* a joiner that has not copied its ranges holds the leaver back;
+	 * once it synced, it becomes ACTIVE and the leaver DOWN together */
+	g[1].drain = true;
+	step(&c, g, 2, 1);	/* epoch 4: n0001 leaving */
+	step(&c, g, 3, 1);	/* epoch 5: n0002 joining */
+	assert_int_equal(find(&c, "n0002")->state, MEMB_JOINING);
+	sync_all(g, 2, 5);
+	step(&c, g, 3, 0);
+	g[2].synced = 5;
+	step(&c, g, 3, 1);
+	assert_int_equal(c.epoch, 6);
+	assert_int_equal(find(&c, "n0002")->state, MEMB_ACTIVE);
+	assert_int_equal(find(&c, "n0001")->state, MEMB_DOWN);
+	memb_config_free(&c);
+	free(g);
+}
+
+/* A LEAVING member serves (active ring) but is out of the target ring,
+ * whose sets are the active ones without it, the next member appended. */
+static void drain_rings(void **state)
+{
+	struct memb_reg *g = regs_n(5);
+	struct memb_placement *act, *tgt, *before;
+	struct memb_config c, c0;
+	unsigned a[MEMB_MAX_R], t[MEMB_MAX_R], na, nt, gained = 0;
+	int *map;
+
+	(void)state;
+	boot(&c, 5, &pol2);
+	assert_int_equal(memb_config_copy(&c0, &c), 0);
+	g[3].drain = true;
+	step(&c, g, 5, 1);
+	assert_int_equal(memb_placement_new(&act, &c), 0);
+	assert_int_equal(memb_placement_target(&tgt, &c), 0);
+	assert_int_equal(memb_placement_new(&before, &c0), 0);
+	for (uint64_t k = 0; k < SAMPLES; k++) {
+		uint64_t h = memb_key_hash(k * 7919 + 13);
+		unsigned b[MEMB_MAX_R], nb = memb_replicas(before, h, b), w = 0;
+
+		na = memb_replicas(act, h, a);
+		nt = memb_replicas(tgt, h, t);
+		/* the active ring is the one before the drain */
+		assert_int_equal(na, nb);
+		assert_memory_equal(a, b, na * sizeof(*a));
+		assert_int_equal(nt, 2);
+		for (unsigned i = 0; i < nt; i++)
+			assert_int_not_equal(t[i], 3);
+		/* without the leaver, the target set keeps the order */
+		for (unsigned i = 0; i < na; i++)
+			if (a[i] != 3) {
+				assert_int_equal(t[w], a[i]);
+				w++;
+			}
+		gained += w < nt;
+	}
+	assert_true(gained > SAMPLES / 5 && gained < SAMPLES * 3 / 5);
+	/* the leaver still maps to itself: no key's set lost a member */
+	assert_int_equal(memb_member_map(&c0, &c, &map), 0);
+	assert_int_equal(map[3], 3);
+	free(map);
+	memb_placement_free(&act);
+	memb_placement_free(&tgt);
+	memb_placement_free(&before);
+	memb_config_free(&c0);
+	memb_config_free(&c);
+	free(g);
+}
+
+/* Registration i's drain flag as memb_read_regs() sees it (of n). */
+static bool drain_flag(struct coord *c, size_t n, size_t i)
+{
+	struct memb_reg *live;
+	size_t nlive;
+	bool v;
+
+	assert_int_equal(memb_read_regs(c, "c1", &live, &nlive, NULL), 0);
+	assert_int_equal(nlive, n);
+	v = live[i].drain;
+	free(live);
+	return v;
+}
+
+/* One decision that changes the configuration; id's state after it. */
+static enum memb_state decided(struct coord *c, const char *id)
+{
+	struct memb_config got;
+	enum memb_state st;
+	uint64_t epoch;
+	int64_t mod;
+
+	assert_int_equal(memb_decide(c, "c1", &pol2, &epoch), 1);
+	assert_int_equal(memb_read_config(c, "c1", &got, &mod, NULL), 0);
+	st = find(&got, id)->state;
+	memb_config_free(&got);
+	return st;
+}
+
+/* The request through the store: refused for what cannot be drained,
+ * seen by memb_read_regs() for the incarnation it names, withdrawn. */
+static void drain_request(void **state)
+{
+	struct memb_reg *g = regs_n(3);
+	struct coord *c;
+
+	(void)state;
+	assert_int_equal(coord_mem_new(&c), 0);
+	for (int i = 0; i < 2; i++)
+		put_reg(c, &g[i], 0);
+	assert_int_equal(memb_drain_request(c, "c1", "n0000", false),
+			 RS_E_INVAL);	/* no configuration yet */
+	assert_int_equal(decided(c, "n0000"), MEMB_ACTIVE);
+	assert_int_equal(memb_drain_request(c, "c1", "n0009", false),
+			 RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "not an active member"));
+	assert_int_equal(memb_drain_request(c, "c1", "bad id", false),
+			 RS_E_INVAL);
+	assert_int_equal(memb_drain_request(c, "c1", "n0001", false), 0);
+	/* the other one is now the last member not being drained */
+	assert_int_equal(memb_drain_request(c, "c1", "n0000", false),
+			 RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "last active member"));
+	assert_false(drain_flag(c, 2, 0));
+	assert_true(drain_flag(c, 2, 1));
+	assert_int_equal(decided(c, "n0001"), MEMB_LEAVING);
+	/* a restart (another incarnation) is not drained by the request */
+	g[1].inc = 99;
+	put_reg(c, &g[1], 0);
+	assert_false(drain_flag(c, 2, 1));
+	/* withdrawn */
+	g[1].inc = 2;
+	put_reg(c, &g[1], 0);
+	assert_int_equal(memb_drain_request(c, "c1", "n0001", true), 0);
+	assert_false(drain_flag(c, 2, 1));
+	assert_int_equal(decided(c, "n0001"), MEMB_ACTIVE);
+	free(g);
+	coord_close(&c);
+}
+
 static atomic_uint log_lines; /* the agent thread counts, the test reads */
 
 static void count_log(void *arg, const char *line)
@@ -961,6 +1189,10 @@ int main(void)
 		cmocka_unit_test(fewer_than_r),
 		cmocka_unit_test(capacity),
 		cmocka_unit_test(cas_two_deciders),
+		cmocka_unit_test(drain_steps),
+		cmocka_unit_test(drain_cancel_and_last),
+		cmocka_unit_test(drain_rings),
+		cmocka_unit_test(drain_request),
 		cmocka_unit_test(agents_fake_clock),
 		cmocka_unit_test(agent_thread),
 		cmocka_unit_test(initial_members),
