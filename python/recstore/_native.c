@@ -353,23 +353,25 @@ static PyObject *client_create_table(ClientObject *self, PyObject *args,
 		"name", "dim", "optimizer", "lr", "eps", "beta1", "beta2",
 		"weight_decay", "initial_accumulator",
 		"decoupled_weight_decay", "init", "init_value", "init_a",
-		"init_std", "init_seed", "capacity", "dtype", "exist_ok", NULL
+		"init_std", "init_seed", "capacity", "dtype", "exist_ok",
+		"max_capacity", NULL
 	};
 	const char *name, *optim = "sgd", *init = "zeros", *dtype = "fp32";
 	unsigned int dim;
 	PyObject *lr = NULL, *eps = NULL, *b1 = NULL, *b2 = NULL, *wd = NULL,
 		 *acc = NULL, *ival = NULL, *ia = NULL, *istd = NULL;
 	int decoupled = 0, exist_ok = 0, kind, dt;
-	unsigned long long seed = 0, capacity = 0;
+	unsigned long long seed = 0, capacity = 0, max_capacity = 0;
 	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	int ret;
 
 	if (!client_usable(self))
 		return NULL;
 	if (!PyArg_ParseTupleAndKeywords(
-		    args, kw, "sI|$sOOOOOOpsOOOKKsp", kwlist, &name, &dim,
+		    args, kw, "sI|$sOOOOOOpsOOOKKspK", kwlist, &name, &dim,
 		    &optim, &lr, &eps, &b1, &b2, &wd, &acc, &decoupled, &init,
-		    &ival, &ia, &istd, &seed, &capacity, &dtype, &exist_ok))
+		    &ival, &ia, &istd, &seed, &capacity, &dtype, &exist_ok,
+		    &max_capacity))
 		return NULL;
 	ret = rs_table_spec_init(&spec, name, dim);
 	if (!ret)
@@ -402,6 +404,7 @@ static PyObject *client_create_table(ClientObject *self, PyObject *args,
 	spec.dtype = (uint32_t)dt;
 	if (capacity)		/* 0: rs_table_spec_init()'s default */
 		spec.capacity = capacity;
+	spec.max_capacity = max_capacity; /* 0: the table does not grow */
 	self->busy++;
 	Py_BEGIN_ALLOW_THREADS
 	ret = rs_table_create(self->c, &spec);
@@ -435,6 +438,29 @@ static PyObject *client_drop_table(ClientObject *self, PyObject *args,
 		ret = 0;
 	if (ret)
 		return raise_rs(ret, "drop table");
+	Py_RETURN_NONE;
+}
+
+static PyObject *client_grow_table(ClientObject *self, PyObject *args,
+				   PyObject *kw)
+{
+	static char *kwlist[] = { "name", "capacity", NULL };
+	const char *name;
+	unsigned long long capacity = 0;
+	int ret;
+
+	if (!client_usable(self))
+		return NULL;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$K", kwlist, &name,
+					 &capacity))
+		return NULL;
+	self->busy++;
+	Py_BEGIN_ALLOW_THREADS
+	ret = rs_table_grow(self->c, name, capacity);
+	Py_END_ALLOW_THREADS
+	self->busy--;
+	if (ret)
+		return raise_rs(ret, "grow table");
 	Py_RETURN_NONE;
 }
 
@@ -730,6 +756,10 @@ static PyMethodDef client_methods[] = {
 	  "create_table(name, dim, *, optimizer='sgd', lr=None, ...)" },
 	{ "drop_table", (PyCFunction)(void (*)(void))client_drop_table,
 	  METH_VARARGS | METH_KEYWORDS, "drop_table(name, *, missing_ok)" },
+	{ "grow_table", (PyCFunction)(void (*)(void))client_grow_table,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "grow_table(name, *, capacity=0): grow a table online (0: double "
+	  "it, up to its max_capacity)" },
 	{ "table", (PyCFunction)(void (*)(void))client_table, METH_VARARGS,
 	  "table(name) -> Table" },
 	{ "tables", (PyCFunction)(void (*)(void))client_tables, METH_NOARGS,

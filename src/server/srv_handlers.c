@@ -365,8 +365,6 @@ static void do_stats(struct req *r)
 
 /* ---- keyed requests ---- */
 
-/* The table of a keyed request, checked against the request; NULL after
- * an error reply. The caller srv_table_put()s it. */
 /* A request that may insert into t, a table that grows: when the keys
  * may pass its fill threshold, answer RS_E_BUSY (the client resends) and
  * grow it once the request left the write pause (srv_handle). */
@@ -386,6 +384,8 @@ static bool grow_first(struct req *r, struct srv_table *t)
 
 static const char grow_busy_msg[] = "the table is full and grows now: retry";
 
+/* The table of a keyed request, checked against the request; NULL after
+ * an error reply. The caller srv_table_put()s it. */
 static struct srv_table *keyed_table(struct req *r)
 {
 	const struct proto_keys_req *k = &r->m.u.keys_req;

@@ -297,6 +297,34 @@ class Checkpoints(unittest.TestCase):
         c.close()
 
 
+class Growth(unittest.TestCase):
+    """A table that grows (max_capacity): filled past its capacity through
+    put, which the node answers RS_E_BUSY while it grows (the client
+    resends), and grown by command (grow_table)."""
+
+    def test_grow(self):
+        c = client()
+        c.create_table("grow_t", 4, capacity=1024, max_capacity=8192,
+                       exist_ok=True)
+        t = c.table("grow_t")
+        keys = np.arange(3000, dtype=np.uint64)
+        vals = np.repeat(keys.astype(np.float32)[:, None], 4, axis=1)
+        for i in range(0, len(keys), 500):
+            t.put(keys[i:i + 500], vals[i:i + 500])
+        cap = {x["name"]: x["capacity"] for x in c.tables()}["grow_t"]
+        self.assertGreaterEqual(cap, 4096)   # grew at least twice
+        np.testing.assert_array_equal(t.get(keys), vals)
+        c.grow_table("grow_t", capacity=16384)   # past max_capacity: asked
+        cap = {x["name"]: x["capacity"] for x in c.tables()}["grow_t"]
+        self.assertEqual(cap, 16384)
+        np.testing.assert_array_equal(c.table("grow_t").get(keys), vals)
+        with self.assertRaises(recstore.Error) as cm:
+            c.grow_table("no_such_table")
+        self.assertEqual(cm.exception.code, recstore.E_NOTFOUND)
+        c.drop_table("grow_t")
+        c.close()
+
+
 class Misuse(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
