@@ -185,6 +185,10 @@ void srv_numa_mem_leave(struct srv_numa *n);
 struct srv_table_counters {
 	_Atomic uint64_t get_keys, get_or_init_keys, put_keys, update_keys,
 		delete_keys, created_keys, missing_keys;
+	/* admission (docs/eviction.md): GET_OR_INIT keys answered with the
+	 * initializer's row without storing it; UPDATE keys whose gradient
+	 * was not applied because the key was not admitted yet */
+	_Atomic uint64_t init_served_keys, unadmitted_updates;
 };
 
 struct srv_table {
@@ -406,6 +410,9 @@ void srv_repl_exit(struct rs_server *s, struct srv_repl_req *q);
  * holds writes of a key this node just became the primary of. */
 int srv_repl_hold(struct rs_server *s, struct srv_repl_req *q,
 		  const void *keys, uint32_t n);
+/* After srv_repl_enter(q) as a primary: is this node key's primary
+ * (an eviction victim must be; q is a struct srv_repl_req *). */
+bool srv_repl_is_primary(void *q, uint64_t key);
 /* Queue key's new row and state (width floats) or its deletion for the
  * key's backups (under s->repl.order). 0 or -ENOMEM. */
 int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
@@ -570,6 +577,8 @@ struct srv_worker {
 	void *once;	/* exactly-once filtering (srv_handlers.c) */
 	size_t keys_cap, vals_cap, idx_cap, coalesce_cap, status_cap,
 		row_cap, state_cap, tmp_cap, once_cap;
+	void *evicted;	/* keys this write evicted (cluster: shipped) */
+	size_t evicted_cap;
 	void *reply;		/* the reply being built: reply_limit bytes */
 };
 
@@ -604,6 +613,25 @@ struct srv_stagelog {
 int srv_stagelog_start(struct rs_server *s);
 void srv_stagelog_stop(struct rs_server *s);
 
+/* Eviction and admission (srv_evict.c, docs/eviction.md). */
+struct srv_evsweep {
+	bool started, stop;	/* stop: under lock */
+	pthread_t thr;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+};
+struct srv_evict_counts {
+	bool on;
+	uint64_t policy, max_rows, ttl_s, admit_k;
+	uint64_t evicted_capacity, evicted_ttl, admitted, not_admitted,
+		over_cap, init_served, unadmitted;
+};
+/* Give slab table st the eviction state its spec asks for (none: 0). */
+int srv_evict_attach(struct slab_table *st, const struct proto_table_spec *s);
+int srv_evict_start(struct rs_server *s);	/* the TTL sweep thread */
+void srv_evict_stop(struct rs_server *s);
+void srv_evict_counts(struct srv_table *t, struct srv_evict_counts *c);
+
 struct rs_server {
 	struct srv_opts o;
 	char listen_addr[300];
@@ -619,6 +647,7 @@ struct rs_server {
 	struct metrics_counter *m_auth[AUTH_W_COUNT];
 	bool trace_opened;
 	struct srv_stagelog stagelog;
+	struct srv_evsweep evsweep;
 
 	int stop_fd;		/* eventfd: rs_server_stop() */
 	int poke_fd;		/* eventfd: a conn became closable */

@@ -321,7 +321,9 @@ static int evict_one(struct slab_table *t)
 					64);
 		uint64_t sc;
 
-		if (!slab_slot_live_key(t, r, &k))
+		if (!slab_slot_live_key(t, r, &k) ||
+		    (tl_sink && tl_sink->accept &&
+		     !tl_sink->accept(tl_sink->arg, k)))
 			continue;
 		if (expired(ev, r, now))
 			return ev_remove(t, k, r, EV_TTL);

@@ -92,6 +92,10 @@ struct slab_ev_sink {
 	uint64_t *keys;
 	uint32_t n, cap;
 	bool overflow;
+	/* optional: only keys accept() says yes to may be victims of this
+	 * thread's inserts (a primary evicts only keys it is primary of) */
+	bool (*accept)(void *arg, uint64_t key);
+	void *arg;
 };
 void slab_ev_sink_set(struct slab_ev_sink *s); /* NULL: none */
 

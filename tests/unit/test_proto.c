@@ -184,6 +184,42 @@ static void table_fields(void **state)
 	s.init.a = -1;
 	len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
 	expect_err(buf, len, NULL, RS_E_INVAL, "initializer.a");
+	s.init.a = 0.5f;
+
+	/* eviction: a block after the name, only when asked for */
+	{
+		size_t plain = (size_t)proto_enc_table_create_req(
+			buf, sizeof(buf), &h, &s);
+
+		s.capacity = 1000;
+		s.evict = (struct proto_evict){ .policy = PROTO_EVICT_LFU,
+						.max_rows = 500, .ttl_s = 60,
+						.admit_after = 3 };
+		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+		assert_int_equal((size_t)len, plain + 24);
+		assert_int_equal(buf[32 + 7], PROTO_SPEC_F_EVICT);
+		decode_ok(buf, len, &m);
+		assert_memory_equal(&m.u.table_create, &s, sizeof(s));
+		s.evict.max_rows = 1001;
+		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+		expect_err(buf, len, NULL, RS_E_INVAL, "eviction.max_rows");
+		s.evict = (struct proto_evict){ .max_rows = 10 };
+		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+		expect_err(buf, len, NULL, RS_E_INVAL, "a cap needs a policy");
+		s.evict = (struct proto_evict){ .ttl_s = PROTO_EVICT_TTL_MAX +
+							 1 };
+		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+		expect_err(buf, len, NULL, RS_E_INVAL, "eviction.ttl");
+		s.evict = (struct proto_evict){ .admit_after = 256 };
+		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+		expect_err(buf, len, NULL, RS_E_INVAL, "eviction.admit_after");
+		s.evict = (struct proto_evict){ .policy = 3 };
+		assert_int_equal(proto_enc_table_create_req(buf, sizeof(buf),
+							    &h, &s),
+				 RS_E_INVAL);
+		s.evict = (struct proto_evict){ 0 };
+		s.capacity = 1;
+	}
 
 	/* geometry a client could be misled by */
 	t.index.nbuckets = 1025;
@@ -775,7 +811,9 @@ static const struct mutation mutations[] = {
 	{ "create_req", 32 + 5, 1, OPTIM_KIND_COUNT, RS_E_PROTO,
 	  "optimizer.type: unknown" },
 	{ "create_req", 32 + 6, 1, 9, RS_E_PROTO, "initializer.type: unknown" },
-	{ "create_req", 32 + 7, 1, 1, RS_E_PROTO, "spec reserved" },
+	{ "create_req", 32 + 7, 1, 2, RS_E_PROTO, "spec flags: unknown bits" },
+	{ "create_req", 32 + 7, 1, 1, RS_E_PROTO,
+	  "truncated at eviction.policy" },
 	{ "create_req", 32 + 16, 4, 0x80, RS_E_INVAL, "optimizer.flags" },
 	/* lists: n beyond total; n 5 of total 9 from 2: only 4 present */
 	{ "dir_reply", 32 + 16, 4, 4, RS_E_PROTO, "exceed total 3" },

@@ -1,0 +1,142 @@
+/*
+ * srv_evict.c - the node's side of per-table eviction and admission
+ * (docs/eviction.md): giving a table its eviction state from its spec,
+ * the TTL sweep thread, and the STATS entries.
+ *
+ * The sweep thread wakes every SRV_EV_TICK_MS, advances each evicting
+ * table's coarse clock and, for tables with a TTL, visits at most
+ * SRV_EV_SWEEP_SLOTS row slots per table and tick (a rate limit: request
+ * workers never wait for it; its deletes take the same row and bucket
+ * locks as a client DELETE, one row at a time). In a replicated cluster
+ * the sweep does not run (its deletions would not reach the backups);
+ * rows whose TTL ran out there go when an insert needs room (see the
+ * design document).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/rs_internal.h"
+#include "server/srv_internal.h"
+#include "value/slab_evict.h"
+
+#define SRV_EV_TICK_MS 100
+#define SRV_EV_SWEEP_SLOTS 4096
+
+int srv_evict_attach(struct slab_table *st, const struct proto_table_spec *s)
+{
+	struct slab_ev_cfg c = {
+		.policy = s->evict.policy,
+		.max_rows = s->evict.max_rows,
+		.ttl_s = s->evict.ttl_s,
+		.admit_k = s->evict.admit_after,
+	};
+	int ret;
+
+	if (!slab_ev_cfg_active(&c) || slab_ev_attached(st))
+		return 0;
+	ret = slab_ev_attach(st, &c);
+	if (ret)
+		return rs_seterr(ret, "table '%s': %s", s->name,
+				 rs_errormsg());
+	return 0;
+}
+
+static void sweep_all(struct rs_server *s)
+{
+	for (uint32_t id = 0; id < SLAB_MAX_TABLES; id++) {
+		struct srv_table *t = srv_table_get(&s->tables, id);
+
+		if (!t)
+			continue;
+		if (slab_ev_attached(t->st)) {
+			slab_ev_tick(t->st);
+			if (!s->repl.on)
+				(void)slab_ev_sweep(t->st, SRV_EV_SWEEP_SLOTS);
+		}
+		srv_table_put(t);
+	}
+}
+
+static void *sweep_main(void *arg)
+{
+	struct rs_server *s = arg;
+	struct srv_evsweep *g = &s->evsweep;
+	struct timespec ts;
+
+	pthread_mutex_lock(&g->lock);
+	while (!g->stop) {
+		rs_deadline_ms(CLOCK_MONOTONIC, SRV_EV_TICK_MS, &ts);
+		while (!g->stop &&
+		       pthread_cond_timedwait(&g->cv, &g->lock, &ts) != ETIMEDOUT)
+			;
+		if (g->stop)
+			break;
+		pthread_mutex_unlock(&g->lock);
+		sweep_all(s);
+		pthread_mutex_lock(&g->lock);
+	}
+	pthread_mutex_unlock(&g->lock);
+	return NULL;
+}
+
+int srv_evict_start(struct rs_server *s)
+{
+	struct srv_evsweep *g = &s->evsweep;
+	pthread_condattr_t ca;
+	int ret;
+
+	g->stop = false;
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&g->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	ret = pthread_create(&g->thr, NULL, sweep_main, s);
+	if (ret) {
+		pthread_cond_destroy(&g->cv);
+		pthread_mutex_destroy(&g->lock);
+		return rs_seterr(-ret, "eviction sweep thread: %s",
+				 strerror(ret));
+	}
+	pthread_setname_np(g->thr, "rs-evict");
+	g->started = true;
+	return 0;
+}
+
+void srv_evict_stop(struct rs_server *s)
+{
+	struct srv_evsweep *g = &s->evsweep;
+
+	if (!g->started)
+		return;
+	pthread_mutex_lock(&g->lock);
+	g->stop = true;
+	pthread_cond_signal(&g->cv);
+	pthread_mutex_unlock(&g->lock);
+	pthread_join(g->thr, NULL);
+	pthread_cond_destroy(&g->cv);
+	pthread_mutex_destroy(&g->lock);
+	g->started = false;
+}
+
+void srv_evict_counts(struct srv_table *t, struct srv_evict_counts *c)
+{
+	struct slab_ev_stats es;
+
+	slab_ev_stats(t->st, &es);
+	memset(c, 0, sizeof(*c));
+	c->on = slab_ev_attached(t->st);
+	c->policy = es.policy;
+	c->max_rows = es.max_rows;
+	c->ttl_s = es.ttl_s;
+	c->admit_k = es.admit_k;
+	c->evicted_capacity = es.evicted_capacity;
+	c->evicted_ttl = es.evicted_ttl;
+	c->admitted = es.admitted;
+	c->not_admitted = es.not_admitted;
+	c->over_cap = es.over_cap;
+	c->init_served = atomic_load(&t->cnt.init_served_keys);
+	c->unadmitted = atomic_load(&t->cnt.unadmitted_updates);
+}
