@@ -21,6 +21,7 @@
 #include "common/rs_internal.h"
 #include "value/slab_evict.h"
 #include "value/slab_int.h" /* white-box: the clock, row slots */
+#include "evict_sim.h"
 
 #define DIM 4
 /* the measured hit rate is within 2 points of the exact policy's; random
@@ -50,130 +51,12 @@ static struct slab_table *mktable(struct slab_store *st, const char *name,
 	return t;
 }
 
-static uint64_t xs(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
 
-/* ---- Zipf trace and the exact policies ---- */
+/* ---- Zipf trace and the exact policies (evict_sim.h) ---- */
 
 #define UNIVERSE 100000u
 #define ACCESSES 200000u
 #define CAP 1000u
-
-static uint32_t *zipf_trace(double s, uint64_t seed)
-{
-	double *cdf = malloc(UNIVERSE * sizeof(*cdf)), sum = 0;
-	uint32_t *tr = malloc(ACCESSES * sizeof(*tr));
-
-	assert_non_null(cdf);
-	assert_non_null(tr);
-	for (uint32_t i = 0; i < UNIVERSE; i++)
-		cdf[i] = sum += 1.0 / pow(i + 1, s);
-	for (uint32_t a = 0; a < ACCESSES; a++) {
-		double u = (double)(xs(&seed) >> 11) / 9007199254740992.0 * sum;
-		uint32_t lo = 0, hi = UNIVERSE - 1;
-
-		while (lo < hi) {
-			uint32_t mid = (lo + hi) / 2;
-
-			if (cdf[mid] < u)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		/* spread ranks over the key space */
-		tr[a] = lo;
-	}
-	free(cdf);
-	return tr;
-}
-
-static unsigned log2_up(uint64_t x)
-{
-	unsigned s = 0;
-
-	while ((1ull << s) < x)
-		s++;
-	return s;
-}
-
-/* Score of the LFU policy as slab_evict.c defines it (count halved every
- * 2^shift accesses, ties to the least recent) or of LRU (the stamp). */
-static uint64_t ideal_score(bool lfu, uint64_t acc, uint64_t clk,
-			    unsigned shift)
-{
-	uint64_t d, m = (1ull << 48) - 1;
-
-	if (!lfu)
-		return acc;
-	d = (clk >> shift) - ((acc & m) >> shift);
-	return (d >= 16 ? 0 : (acc >> 48) >> d) << 48 | (acc & m);
-}
-
-static uint64_t ideal_touch(bool lfu, uint64_t acc, uint64_t c,
-			    unsigned shift)
-{
-	uint64_t m = (1ull << 48) - 1, cnt = acc >> 48, d;
-
-	if (!lfu)
-		return c;
-	d = (c >> shift) - ((acc & m) >> shift);
-	cnt = d >= 16 ? 0 : cnt >> d;
-	cnt += cnt < 0xffff;
-	return cnt << 48 | (c & m);
-}
-
-/* Exact policy (full scan for the victim), or random eviction
- * (random != 0): hits over the trace. */
-static uint64_t simulate(const uint32_t *tr, bool lfu, uint64_t random)
-{
-	int32_t *slot_of = malloc(UNIVERSE * sizeof(*slot_of));
-	uint32_t keys[CAP];
-	uint64_t acc[CAP], clk = 0, hits = 0;
-	unsigned shift = log2_up(CAP) + 2, n = 0;
-
-	assert_non_null(slot_of);
-	memset(slot_of, 0xff, UNIVERSE * sizeof(*slot_of));
-	for (uint32_t a = 0; a < ACCESSES; a++) {
-		uint32_t k = tr[a], v = 0;
-
-		clk++;
-		if (slot_of[k] >= 0) {
-			hits++;
-			acc[slot_of[k]] = ideal_touch(lfu, acc[slot_of[k]],
-						      clk, shift);
-			continue;
-		}
-		if (n < CAP) {
-			v = n++;
-		} else if (random) {
-			v = (uint32_t)(xs(&random) % CAP);
-			slot_of[keys[v]] = -1;
-		} else {
-			uint64_t best = UINT64_MAX;
-
-			for (uint32_t i = 0; i < CAP; i++) {
-				uint64_t sc = ideal_score(lfu, acc[i], clk - 1,
-							  shift);
-
-				if (sc < best) {
-					best = sc;
-					v = i;
-				}
-			}
-			slot_of[keys[v]] = -1;
-		}
-		keys[v] = k;
-		slot_of[k] = (int32_t)v;
-		acc[v] = ideal_touch(lfu, 0, clk, shift);
-	}
-	free(slot_of);
-	return hits;
-}
 
 /* The same trace through a capped table: a hit is a key the table holds
  * (slab_read), a miss inserts it (as GET_OR_INIT does). */
@@ -182,7 +65,7 @@ static void zipf_policy(unsigned policy)
 	struct slab_store *st = dram_pool();
 	struct slab_ev_cfg ev = {.policy = policy, .max_rows = CAP};
 	struct slab_table *t = mktable(st, "z", 4096, &ev);
-	uint32_t *tr = zipf_trace(0.99, 42);
+	uint32_t *tr = es_zipf_trace(UNIVERSE, ACCESSES, 0.99, 42);
 	uint64_t hits = 0, ideal, rnd, misses;
 	struct slab_table_stats ts;
 	struct slab_ev_stats es;
@@ -199,8 +82,9 @@ static void zipf_policy(unsigned policy)
 		assert_int_equal(slab_insert(t, tr[a], NULL, NULL, NULL), 0);
 		assert_true(atomic_load(&t->live) <= CAP);
 	}
-	ideal = simulate(tr, policy == SLAB_EV_LFU, 0);
-	rnd = simulate(tr, false, 7);
+	ideal = es_simulate(tr, ACCESSES, UNIVERSE, CAP,
+			    policy == SLAB_EV_LFU, 0);
+	rnd = es_simulate(tr, ACCESSES, UNIVERSE, CAP, false, 7);
 	misses = ACCESSES - hits;
 	print_message("%s: hit rate %.4f, exact %s %.4f, random eviction "
 		      "%.4f (Zipf 0.99, %u keys, cap %u, %u accesses)\n",
@@ -370,6 +254,8 @@ static void ttl_sweep_expires(void **state)
 		assert_int_equal(slab_put(t, k, row, NULL), 0);
 	slab_ev_tick(t); /* a test clock: ticks leave it alone */
 	assert_int_equal(slab_ev_sweep(t, 1000), 0);
+	slab_ev_set_now(t, 110); /* exactly ttl_s: not yet */
+	assert_int_equal(slab_ev_sweep(t, 1000), 0);
 	slab_ev_set_now(t, 112);
 	/* a rate-limited sweep: 10 slots a call */
 	for (int i = 0; i < 10; i++)
@@ -380,7 +266,9 @@ static void ttl_sweep_expires(void **state)
 	slab_ev_stats(t, &es);
 	assert_int_equal(es.evicted_ttl, 50);
 	assert_int_equal(es.evicted_capacity, 0);
-	slab_ev_set_now(t, 115);
+	slab_ev_set_now(t, 115); /* exactly ttl_s: not yet */
+	assert_int_equal(slab_ev_sweep(t, 1000), 0);
+	slab_ev_set_now(t, 116);
 	assert_int_equal(slab_ev_sweep(t, 1000), 50);
 	assert_int_equal(atomic_load(&t->live), 0);
 	slab_store_close(&st);
@@ -425,7 +313,7 @@ static void *churn_thread(void *arg)
 	float row[DIM];
 
 	for (int i = 0; i < 20000; i++) {
-		uint64_t k = xs(&c->seed) % 5000;
+		uint64_t k = es_xs(&c->seed) % 5000;
 
 		if (slab_read(c->t, k, row, NULL) == RS_E_NOTFOUND &&
 		    slab_insert(c->t, k, NULL, NULL, NULL) == 0)
