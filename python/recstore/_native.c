@@ -353,9 +353,13 @@ static PyObject *client_create_table(ClientObject *self, PyObject *args,
 		"name", "dim", "optimizer", "lr", "eps", "beta1", "beta2",
 		"weight_decay", "initial_accumulator",
 		"decoupled_weight_decay", "init", "init_value", "init_a",
-		"init_std", "init_seed", "capacity", "dtype", "exist_ok", NULL
+		"init_std", "init_seed", "capacity", "dtype", "exist_ok",
+		"evict", "max_rows", "ttl_s", "admit_after", NULL
 	};
-	const char *name, *optim = "sgd", *init = "zeros", *dtype = "fp32";
+	const char *name, *optim = "sgd", *init = "zeros", *dtype = "fp32",
+		   *evict = "none";
+	unsigned long long max_rows = 0;
+	unsigned int ttl_s = 0, admit_after = 0;
 	unsigned int dim;
 	PyObject *lr = NULL, *eps = NULL, *b1 = NULL, *b2 = NULL, *wd = NULL,
 		 *acc = NULL, *ival = NULL, *ia = NULL, *istd = NULL;
@@ -367,9 +371,10 @@ static PyObject *client_create_table(ClientObject *self, PyObject *args,
 	if (!client_usable(self))
 		return NULL;
 	if (!PyArg_ParseTupleAndKeywords(
-		    args, kw, "sI|$sOOOOOOpsOOOKKsp", kwlist, &name, &dim,
+		    args, kw, "sI|$sOOOOOOpsOOOKKspsKII", kwlist, &name, &dim,
 		    &optim, &lr, &eps, &b1, &b2, &wd, &acc, &decoupled, &init,
-		    &ival, &ia, &istd, &seed, &capacity, &dtype, &exist_ok))
+		    &ival, &ia, &istd, &seed, &capacity, &dtype, &exist_ok,
+		    &evict, &max_rows, &ttl_s, &admit_after))
 		return NULL;
 	ret = rs_table_spec_init(&spec, name, dim);
 	if (!ret)
@@ -402,6 +407,11 @@ static PyObject *client_create_table(ClientObject *self, PyObject *args,
 	spec.dtype = (uint32_t)dt;
 	if (capacity)		/* 0: rs_table_spec_init()'s default */
 		spec.capacity = capacity;
+	/* eviction and admission (docs/eviction.md) */
+	ret = rs_table_spec_set_eviction(&spec, evict, max_rows, ttl_s,
+					 admit_after);
+	if (ret)
+		return raise_rs(ret, "table spec");
 	self->busy++;
 	Py_BEGIN_ALLOW_THREADS
 	ret = rs_table_create(self->c, &spec);

@@ -202,6 +202,7 @@ struct srv_table {
 	atomic_uint refs;
 	struct srv_table_counters cnt;
 	struct metrics_gauge *m_rows, *m_bytes, *m_fill;
+	struct metrics_gauge *m_ev_cap, *m_ev_ttl; /* evicting tables */
 	struct srv_tables *reg;
 };
 

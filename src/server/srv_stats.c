@@ -194,6 +194,22 @@ static double rd_table_fill(void *arg)
 	return st.index.fill;
 }
 
+static double rd_table_ev_cap(void *arg)
+{
+	struct srv_evict_counts e;
+
+	srv_evict_counts(arg, &e);
+	return (double)e.evicted_capacity;
+}
+
+static double rd_table_ev_ttl(void *arg)
+{
+	struct srv_evict_counts e;
+
+	srv_evict_counts(arg, &e);
+	return (double)e.evicted_ttl;
+}
+
 /* ---- set-up ---- */
 
 #define TRY(expr)                                                      \
@@ -387,7 +403,16 @@ void srv_metrics_table_add(struct rs_server *s, struct srv_table *t)
 			     rd_table_bytes, t, "table", t->spec.name, NULL) ||
 	    metrics_gauge_fn(r, &t->m_fill, RS_M_INDEX_FILL,
 			     "Occupied share of a table's index slots",
-			     rd_table_fill, t, "table", t->spec.name, NULL))
+			     rd_table_fill, t, "table", t->spec.name, NULL) ||
+	    (proto_evict_active(&t->spec.evict) &&
+	     (metrics_gauge_fn(r, &t->m_ev_cap, RS_M_TABLE_EVICTIONS,
+			       "Rows a table evicted, by cause",
+			       rd_table_ev_cap, t, "table", t->spec.name,
+			       "cause", "capacity", NULL) ||
+	      metrics_gauge_fn(r, &t->m_ev_ttl, RS_M_TABLE_EVICTIONS,
+			       "Rows a table evicted, by cause",
+			       rd_table_ev_ttl, t, "table", t->spec.name,
+			       "cause", "ttl", NULL))))
 		srv_log_peer("warning: metrics of table '%s': %s",
 			     t->spec.name, rs_errormsg());
 }
@@ -401,6 +426,10 @@ void srv_metrics_table_remove(struct rs_server *s, struct srv_table *t)
 	metrics_gauge_remove(r, &t->m_rows);
 	metrics_gauge_remove(r, &t->m_bytes);
 	metrics_gauge_remove(r, &t->m_fill);
+	if (t->m_ev_cap)
+		metrics_gauge_remove(r, &t->m_ev_cap);
+	if (t->m_ev_ttl)
+		metrics_gauge_remove(r, &t->m_ev_ttl);
 }
 
 /* ---- STATS ---- */

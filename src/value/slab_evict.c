@@ -259,7 +259,8 @@ static bool expired(const struct slab_ev *ev, uint32_t r, uint32_t now)
 	if (!ev->upd)
 		return false;
 	u = atomic_load_explicit(&ev->upd[r], RELAXED);
-	return now >= u && now - u >= ev->cfg.ttl_s;
+	/* more than ttl_s whole seconds: never before ttl_s have passed */
+	return now > u && now - u > ev->cfg.ttl_s;
 }
 
 static uint64_t rng_next(void)

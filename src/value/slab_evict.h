@@ -78,8 +78,9 @@ void slab_ev_tick(struct slab_table *t);
 void slab_ev_set_now(struct slab_table *t, uint32_t now_s);
 
 /* TTL sweep: visit up to `budget` row slots from where the last sweep
- * stopped (wrapping), evicting rows whose last write is at least ttl_s
- * old. Returns the number evicted. Serialised per table (a sweep that
+ * stopped (wrapping), evicting rows whose last write is more than ttl_s
+ * clock seconds old (so at least ttl_s and less than ttl_s + 1 seconds
+ * of real time, plus the time the sweep takes to come by). Returns the number evicted. Serialised per table (a sweep that
  * finds another running returns 0 at once). Rate: the caller's budget. */
 uint64_t slab_ev_sweep(struct slab_table *t, uint64_t budget);
 
