@@ -21,6 +21,13 @@
 #include "server/srv_internal.h"
 #include "value/slab_evict.h"
 
+_Static_assert((int)SLAB_EV_NONE == (int)PROTO_EVICT_NONE &&
+		       (int)SLAB_EV_LRU == (int)PROTO_EVICT_LRU &&
+		       (int)SLAB_EV_LFU == (int)PROTO_EVICT_LFU &&
+		       SLAB_EV_TTL_MAX == PROTO_EVICT_TTL_MAX &&
+		       SLAB_EV_ADMIT_MAX == PROTO_EVICT_ADMIT_MAX,
+	       "the store's eviction values are the wire's");
+
 #define SRV_EV_TICK_MS 100
 #define SRV_EV_SWEEP_SLOTS 4096
 
@@ -43,8 +50,10 @@ int srv_evict_attach(struct slab_table *st, const struct proto_table_spec *s)
 	return 0;
 }
 
-static void sweep_all(struct rs_server *s)
+static void sweep_all(void *arg)
 {
+	struct rs_server *s = arg;
+
 	for (uint32_t id = 0; id < SLAB_MAX_TABLES; id++) {
 		struct srv_table *t = srv_table_get(&s->tables, id);
 
@@ -59,66 +68,15 @@ static void sweep_all(struct rs_server *s)
 	}
 }
 
-static void *sweep_main(void *arg)
-{
-	struct rs_server *s = arg;
-	struct srv_evsweep *g = &s->evsweep;
-	struct timespec ts;
-
-	pthread_mutex_lock(&g->lock);
-	while (!g->stop) {
-		rs_deadline_ms(CLOCK_MONOTONIC, SRV_EV_TICK_MS, &ts);
-		while (!g->stop &&
-		       pthread_cond_timedwait(&g->cv, &g->lock, &ts) != ETIMEDOUT)
-			;
-		if (g->stop)
-			break;
-		pthread_mutex_unlock(&g->lock);
-		sweep_all(s);
-		pthread_mutex_lock(&g->lock);
-	}
-	pthread_mutex_unlock(&g->lock);
-	return NULL;
-}
-
 int srv_evict_start(struct rs_server *s)
 {
-	struct srv_evsweep *g = &s->evsweep;
-	pthread_condattr_t ca;
-	int ret;
-
-	g->stop = false;
-	pthread_mutex_init(&g->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&g->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	ret = pthread_create(&g->thr, NULL, sweep_main, s);
-	if (ret) {
-		pthread_cond_destroy(&g->cv);
-		pthread_mutex_destroy(&g->lock);
-		return rs_seterr(-ret, "eviction sweep thread: %s",
-				 strerror(ret));
-	}
-	pthread_setname_np(g->thr, "rs-evict");
-	g->started = true;
-	return 0;
+	return srv_ticker_start(&s->evsweep, "rs-evict", SRV_EV_TICK_MS,
+				sweep_all, s);
 }
 
 void srv_evict_stop(struct rs_server *s)
 {
-	struct srv_evsweep *g = &s->evsweep;
-
-	if (!g->started)
-		return;
-	pthread_mutex_lock(&g->lock);
-	g->stop = true;
-	pthread_cond_signal(&g->cv);
-	pthread_mutex_unlock(&g->lock);
-	pthread_join(g->thr, NULL);
-	pthread_cond_destroy(&g->cv);
-	pthread_mutex_destroy(&g->lock);
-	g->started = false;
+	srv_ticker_stop(&s->evsweep);
 }
 
 void srv_evict_counts(struct srv_table *t, struct srv_evict_counts *c)

@@ -599,28 +599,33 @@ struct srv_gate {
 	unsigned closers;	/* run thread closing conns */
 };
 
-/* Per-stage windows to RS_STAGE_FILE (srv_stagelog.c). */
-#define SRV_STAGELOG_APPLY 4	/* optimizer kinds */
-struct srv_stagelog {
+/* A thread calling fn(arg) every interval_ms until stopped
+ * (srv_ticker.c). */
+struct srv_ticker {
 	bool started, stop;	/* stop: under lock */
 	int interval_ms;
-	uint64_t seen;		/* requests at the last window written */
-	FILE *f;
+	void (*fn)(void *arg);
+	void *arg;
 	pthread_t thr;
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
+};
+int srv_ticker_start(struct srv_ticker *k, const char *name, int interval_ms,
+		     void (*fn)(void *), void *arg);
+void srv_ticker_stop(struct srv_ticker *k); /* no-op if not started */
+
+/* Per-stage windows to RS_STAGE_FILE (srv_stagelog.c). */
+#define SRV_STAGELOG_APPLY 4	/* optimizer kinds */
+struct srv_stagelog {
+	struct srv_ticker tick;
+	uint64_t seen;		/* requests at the last window written */
+	FILE *f;
 	struct metrics_window w[SRV_RT_COUNT + SRV_STAGELOG_APPLY];
 };
 int srv_stagelog_start(struct rs_server *s);
 void srv_stagelog_stop(struct rs_server *s);
 
 /* Eviction and admission (srv_evict.c, docs/eviction.md). */
-struct srv_evsweep {
-	bool started, stop;	/* stop: under lock */
-	pthread_t thr;
-	pthread_mutex_t lock;
-	pthread_cond_t cv;
-};
 struct srv_evict_counts {
 	bool on;
 	uint64_t policy, max_rows, ttl_s, admit_k;
@@ -648,7 +653,7 @@ struct rs_server {
 	struct metrics_counter *m_auth[AUTH_W_COUNT];
 	bool trace_opened;
 	struct srv_stagelog stagelog;
-	struct srv_evsweep evsweep;
+	struct srv_ticker evsweep;	/* the TTL sweep (srv_evict.c) */
 
 	int stop_fd;		/* eventfd: rs_server_stop() */
 	int poke_fd;		/* eventfd: a conn became closable */

@@ -76,52 +76,25 @@ static _Thread_local struct slab_ev_sink *tl_sink;
 static _Thread_local bool tl_replica;
 static _Thread_local uint64_t tl_rng;
 
-static const char *const policy_names[SLAB_EV_POLICY_COUNT] = {
-	"none", "lru", "lfu"
-};
-
-const char *slab_ev_policy_name(unsigned policy)
-{
-	return policy < SLAB_EV_POLICY_COUNT ? policy_names[policy] : NULL;
-}
-
-int slab_ev_policy_parse(const char *name)
-{
-	for (unsigned i = 0; name && i < SLAB_EV_POLICY_COUNT; i++)
-		if (!strcmp(name, policy_names[i]))
-			return (int)i;
-	return rs_seterr(RS_E_INVAL, "eviction policy '%s': not one of none, "
-			 "lru, lfu", name ? name : "(null)");
-}
-
 bool slab_ev_cfg_active(const struct slab_ev_cfg *c)
 {
 	return c->policy != SLAB_EV_NONE || c->ttl_s || c->admit_k > 1;
 }
 
+/* The wire's checks, with the field names, are proto_table_spec_validate's;
+ * this is the store's own guard. */
 int slab_ev_cfg_validate(const struct slab_ev_cfg *c, uint64_t capacity)
 {
-	if (c->policy >= SLAB_EV_POLICY_COUNT)
-		return rs_seterr(RS_E_INVAL, "eviction.policy: unknown value "
-				 "%u (none, lru, lfu)", c->policy);
-	if (c->max_rows && c->policy == SLAB_EV_NONE)
-		return rs_seterr(RS_E_INVAL, "eviction.max_rows: a cap needs "
-				 "a policy (lru or lfu) to choose victims");
-	if (capacity && c->max_rows > capacity)
-		return rs_seterr(RS_E_INVAL, "eviction.max_rows: %llu is more "
-				 "than the capacity (%llu rows)",
+	if (c->policy >= SLAB_EV_POLICY_COUNT ||
+	    (c->max_rows && c->policy == SLAB_EV_NONE) ||
+	    c->max_rows > capacity || c->ttl_s > SLAB_EV_TTL_MAX ||
+	    c->admit_k > SLAB_EV_ADMIT_MAX || c->sample > SLAB_EV_SAMPLE_MAX)
+		return rs_seterr(RS_E_INVAL, "eviction: policy %u, cap %llu "
+				 "(capacity %llu), ttl %u s, admission %u, "
+				 "sample %u: out of range", c->policy,
 				 (unsigned long long)c->max_rows,
-				 (unsigned long long)capacity);
-	if (c->ttl_s > SLAB_EV_TTL_MAX)
-		return rs_seterr(RS_E_INVAL, "eviction.ttl: %u s is more than "
-				 "%u s (10 years)", c->ttl_s, SLAB_EV_TTL_MAX);
-	if (c->admit_k > SLAB_EV_ADMIT_MAX)
-		return rs_seterr(RS_E_INVAL, "eviction.admit_after: %u is more "
-				 "than %u sightings", c->admit_k,
-				 SLAB_EV_ADMIT_MAX);
-	if (c->sample > SLAB_EV_SAMPLE_MAX)
-		return rs_seterr(RS_E_INVAL, "eviction.sample: %u is more "
-				 "than %u", c->sample, SLAB_EV_SAMPLE_MAX);
+				 (unsigned long long)capacity, c->ttl_s,
+				 c->admit_k, c->sample);
 	return 0;
 }
 

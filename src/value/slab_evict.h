@@ -46,13 +46,10 @@ struct slab_ev_cfg {
 	unsigned sample;   /* victim candidates per eviction; 0: default */
 };
 
-/* "none", "lru", "lfu"; NULL if unknown. Parse: policy or RS_E_INVAL. */
-const char *slab_ev_policy_name(unsigned policy);
-int slab_ev_policy_parse(const char *name);
-
-/* 0 if cfg makes sense for a table of `capacity` rows, else RS_E_INVAL
- * naming the field (a cap without a policy, a cap above the capacity,
- * ttl or k out of range, ...). */
+/* 0 if cfg makes sense for a table of `capacity` rows (a policy if a cap,
+ * a cap within the capacity, ttl, k and sample in range), else RS_E_INVAL.
+ * The values are those of the wire (common/proto.h, whose checks name the
+ * field); a node checks specs there first. */
 int slab_ev_cfg_validate(const struct slab_ev_cfg *cfg, uint64_t capacity);
 /* Anything to do for cfg (a policy, a TTL or admission)? */
 bool slab_ev_cfg_active(const struct slab_ev_cfg *cfg);

@@ -24,6 +24,7 @@
 
 #include "common/proto.h"
 #include "common/rs_internal.h"
+#include "recstore/client.h"
 #include "recstore/server.h"
 #include "harness_check.h"
 #include "verbs/rv.h"
@@ -115,6 +116,20 @@ static inline void sv_node_stop(struct sv_node *n)
 	pthread_join(n->th, NULL);
 	rs_server_close(&n->s);
 	SV_CHECK(n->run_ret == 0, "run returned %d", n->run_ret);
+}
+
+/* A client of node n only (30 s timeout). */
+static inline struct rs_client *sv_client_of(const struct sv_node *n)
+{
+	struct rs_client_config *cfg;
+	struct rs_client *c;
+
+	SV_OK(rs_client_config_new(&cfg));
+	SV_OK(rs_client_config_set_nodes(cfg, n->addr));
+	SV_OK(rs_client_config_set_timeout_ms(cfg, 30000));
+	SV_OK(rs_client_open(&c, cfg));
+	rs_client_config_delete(&cfg);
+	return c;
 }
 
 /* ---- a raw client ---- */

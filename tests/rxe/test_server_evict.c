@@ -35,19 +35,6 @@
 #define BATCH 1u /* the node sees the trace in order */
 #define HIT_BOUND 0.02
 
-static struct rs_client *client_of(const struct sv_node *n)
-{
-	struct rs_client_config *cfg;
-	struct rs_client *c;
-
-	SV_OK(rs_client_config_new(&cfg));
-	SV_OK(rs_client_config_set_nodes(cfg, n->addr));
-	SV_OK(rs_client_config_set_timeout_ms(cfg, 30000));
-	SV_OK(rs_client_open(&c, cfg));
-	rs_client_config_delete(&cfg);
-	return c;
-}
-
 static void spec_of(struct rs_table_spec *s, const char *name, uint64_t cap)
 {
 	*s = (struct rs_table_spec)RS_TABLE_SPEC_INIT;
@@ -56,6 +43,22 @@ static void spec_of(struct rs_table_spec *s, const char *name, uint64_t cap)
 	s->init.kind = RS_INIT_UNIFORM;
 	s->init.a = 1.0f;
 	s->init.seed = 7;
+}
+
+/* Create table name (capacity cap) with that eviction and open it. */
+static struct rs_table *mk(struct rs_client *c, const char *name,
+			   uint64_t cap, const char *policy, uint64_t max_rows,
+			   uint32_t ttl_s, uint32_t admit_after)
+{
+	struct rs_table_spec s;
+	struct rs_table *t;
+
+	spec_of(&s, name, cap);
+	SV_OK(rs_table_spec_set_eviction(&s, policy, max_rows, ttl_s,
+					 admit_after));
+	SV_OK(rs_table_create(c, &s));
+	SV_OK(rs_table_open(c, name, &t));
+	return t;
 }
 
 /* The initializer's row of key (what the node computes). */
@@ -217,15 +220,11 @@ static void zipf_lru(struct rs_client *c)
 
 static void no_policy_full(struct rs_client *c)
 {
-	struct rs_table_spec s;
+	struct rs_table *t = mk(c, "plain", 64, "none", 0, 0, 0);
 	uint64_t keys[80];
 	float rows[80 * DIM];
 	int st[80], full = 0;
-	struct rs_table *t;
 
-	spec_of(&s, "plain", 64);
-	SV_OK(rs_table_create(c, &s));
-	SV_OK(rs_table_open(c, "plain", &t));
 	for (int i = 0; i < 80; i++) {
 		keys[i] = 1000 + (uint64_t)i;
 		init_of(keys[i], rows + i * DIM);
@@ -243,23 +242,18 @@ static void no_policy_full(struct rs_client *c)
 
 static void ttl(struct rs_client *c)
 {
-	struct rs_table_spec s;
+	struct rs_table *t = mk(c, "ttl", 256, "none", 0, 1, 0);
 	uint64_t keys[20];
 	float rows[20 * DIM];
 	int st[20];
-	struct rs_table *t;
 	double t0, gone_at = 0;
 
-	spec_of(&s, "ttl", 256);
-	SV_OK(rs_table_spec_set_eviction(&s, "none", 0, 1, 0));
-	SV_OK(rs_table_create(c, &s));
-	SV_OK(rs_table_open(c, "ttl", &t));
 	for (int i = 0; i < 20; i++) {
 		keys[i] = 5000 + (uint64_t)i;
 		init_of(keys[i], rows + i * DIM);
 	}
+	t0 = sv_now(); /* before the writes: their TTL counts from them */
 	SV_CHECK(rs_put(t, keys, 20, rows, st, 0) == 20, "put");
-	t0 = sv_now();
 	SV_CHECK(rs_get(t, keys, 20, rows, st, RS_F_RPC) == 20 ||
 			 sv_now() - t0 >= 1.0,
 		 "rows gone before their TTL");
@@ -278,16 +272,11 @@ static void ttl(struct rs_client *c)
 
 static void admission(struct rs_client *c)
 {
-	struct rs_table_spec s;
+	struct rs_table *t = mk(c, "adm", 1024, "lru", 512, 0, 3);
 	uint64_t keys[10];
 	float rows[10 * DIM];
 	int st[10];
-	struct rs_table *t;
 
-	spec_of(&s, "adm", 1024);
-	SV_OK(rs_table_spec_set_eviction(&s, "lru", 512, 0, 3));
-	SV_OK(rs_table_create(c, &s));
-	SV_OK(rs_table_open(c, "adm", &t));
 	for (int i = 0; i < 10; i++)
 		keys[i] = 9000 + (uint64_t)i;
 	for (int round = 1; round <= 3; round++) {
@@ -321,7 +310,7 @@ int main(void)
 	sv_memlock();
 	t0 = sv_now();
 	sv_node_start(&n, ip, NULL);
-	c = client_of(&n);
+	c = sv_client_of(&n);
 	specs(c);
 	zipf_lru(c);
 	no_policy_full(c);
