@@ -10,7 +10,8 @@
  * locks as a client DELETE, one row at a time). In a replicated cluster
  * the sweep does not run (its deletions would not reach the backups);
  * rows whose TTL ran out there go when an insert needs room (see the
- * design document).
+ * design document). Nor does it run while a checkpoint freezes writes:
+ * it enters as a writer, as a request does.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -61,8 +62,12 @@ static void sweep_all(void *arg)
 			continue;
 		if (slab_ev_attached(t->st)) {
 			slab_ev_tick(t->st);
-			if (!s->repl.on)
+			/* a writer as requests are: never inside a
+			 * checkpoint's freeze (srv_write_enter's order) */
+			atomic_fetch_add(&s->ckpt.writers, 1);
+			if (!s->repl.on && !atomic_load(&s->ckpt.frozen))
 				(void)slab_ev_sweep(t->st, SRV_EV_SWEEP_SLOTS);
+			srv_write_leave(s);
 		}
 		srv_table_put(t);
 	}
