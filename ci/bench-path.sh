@@ -26,7 +26,9 @@
 # RS_BENCH_TABLES (8), RS_BENCH_DIM (64), RS_BENCH_BATCH (512),
 # RS_BENCH_KEYS (5000), RS_BENCH_OPTIM (sgd), RS_BENCH_UPDATE_LR (unset:
 # updates at the table's lr; a number: every update passes that lr with
-# rs_update_ex, as a learning-rate schedule does).
+# rs_update_ex, as a learning-rate schedule does), RS_BENCH_EVICT (unset: no
+# eviction; lru or lfu: the tables evict by that policy at their capacity,
+# which the bench never reaches: the cost of keeping access information).
 set -euo pipefail
 # shellcheck source=ci/bench-lib.sh
 . "$(dirname "$0")/bench-lib.sh"
@@ -35,7 +37,8 @@ iters=${RS_BENCH_CG_ITERS:-20}
 shape=(--tables "${RS_BENCH_TABLES:-8}" --dim "${RS_BENCH_DIM:-64}"
 	--batch "${RS_BENCH_BATCH:-512}" --keys "${RS_BENCH_KEYS:-5000}"
 	--optim "${RS_BENCH_OPTIM:-sgd}" --iters "$iters" --spin-us 0
-	${RS_BENCH_UPDATE_LR:+--update-lr "$RS_BENCH_UPDATE_LR"})
+	${RS_BENCH_UPDATE_LR:+--update-lr "$RS_BENCH_UPDATE_LR"}
+	${RS_BENCH_EVICT:+--evict "$RS_BENCH_EVICT"})
 tmp=$(mktemp -d /tmp/bench-path.XXXXXX)
 srv=
 trap '[ -n "$srv" ] && kill $srv 2>/dev/null; [ -n "${RS_BENCH_KEEP:-}" ] || rm -rf "$tmp"' EXIT

@@ -46,6 +46,7 @@ struct opts {
 	double zipf, seconds;
 	uint64_t keys;
 	const char *optim;
+	const char *evict; /* eviction policy of created tables, or NULL */
 	const char *prefix;
 	char server_pids[256];
 	int single_key, verify, no_rpc, no_update, cold, primary_reads;
@@ -239,7 +240,12 @@ static int open_tables(struct bench *b)
 			spec.init.a = 0.01f;
 			spec.init.seed = i + 1;
 			spec.capacity = b->o.keys + b->o.keys / 2 + 1024;
-			ret = rs_table_create(b->c, &spec);
+			if (b->o.evict) /* capped at the capacity: the cost
+					   of the access information */
+				ret = rs_table_spec_set_eviction(
+					&spec, b->o.evict, 0, 0, 0);
+			if (!ret)
+				ret = rs_table_create(b->c, &spec);
 		}
 		if (!ret)
 			ret = rs_table_open(b->c, name, &b->t[i]);
@@ -716,6 +722,8 @@ static void usage(FILE *f)
 "  --iters N        batches per phase and thread (5)\n"
 "  --seconds S      run each phase S seconds instead of --iters\n"
 "  --optim NAME     optimizer of created tables (sgd)\n"
+"  --evict POLICY   created tables evict by POLICY (lru, lfu) at their\n"
+"                   capacity (docs/eviction.md)\n"
 "  --prefix P       table names P0..P<N-1> (bench_t)\n"
 "  --server-pid P[,P...]  server processes whose CPU time to report\n"
 "  --no-rpc         skip the RPC get phase   --no-update  skip updates\n"
@@ -754,7 +762,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		{ "samples", 1, 0, 'S' }, { "help", 0, 0, 'h' },
 		{ "cold", 0, 0, 'C' }, { "spin-us", 1, 0, 'W' },
 		{ "idle", 1, 0, 'I' }, { "update-lr", 1, 0, 'L' },
-		{ "primary-reads", 0, 0, 'B' },
+		{ "primary-reads", 0, 0, 'B' }, { "evict", 1, 0, 'E' },
 		{ 0, 0, 0, 0 }
 	};
 	unsigned long long v;
@@ -790,6 +798,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		case 's': o->seconds = strtod(optarg, NULL);
 			bad = !(o->seconds > 0); break;
 		case 'o': o->optim = optarg; break;
+		case 'E': o->evict = optarg; break;
 		case 'p': o->prefix = optarg; break;
 		case 'P': snprintf(o->server_pids, sizeof(o->server_pids),
 				   "%s", optarg); break;

@@ -7,7 +7,9 @@
  *   recstore-ctl -s ADDR:PORT[,ADDR:PORT...] [--key-id N --secret-file F]
  *                COMMAND [ARGS]
  *     create NAME --dim D [--capacity N] [--max-capacity M]
- *            [--dtype fp32|fp16|bf16] [--optimizer sgd|adagrad|rowwise_adagrad|adam] [--lr X]
+ *            [--dtype fp32|fp16|bf16]
+ *            [--evict lru|lfu] [--max-rows N] [--ttl S] [--admit-after K]
+ *            [--optimizer sgd|adagrad|rowwise_adagrad|adam] [--lr X]
  *            [--eps X] [--beta1 X] [--beta2 X] [--weight-decay X]
  *            [--decoupled] [--initial-accumulator X]
  *            [--init zeros|constant|uniform|normal] [--init-value X]
@@ -98,6 +100,8 @@ static void usage(FILE *f)
 		"[--key-id N --secret-file F] COMMAND\n"
 		"  create NAME --dim D [--capacity N] [--max-capacity M]\n"
 		"         [--dtype fp32|fp16|bf16]\n"
+		"         [--evict none|lru|lfu] [--max-rows N] [--ttl S] "
+		"[--admit-after K]\n"
 		"         [--optimizer sgd|adagrad|rowwise_adagrad|adam] "
 		"[--lr X] [--eps X]\n"
 		"         [--beta1 X] [--beta2 X] [--weight-decay X] "
@@ -189,7 +193,8 @@ static int fail(const char *what, int ret)
 
 enum {
 	O_DIM = 1, O_CAP, O_DTYPE, O_OPT, O_LR, O_EPS, O_B1, O_B2, O_WD,
-	O_DEC, O_ACC, O_INIT, O_IVAL, O_IA, O_ISTD, O_SEED, O_MAXCAP
+	O_DEC, O_ACC, O_INIT, O_IVAL, O_IA, O_ISTD, O_SEED, O_MAXCAP, O_EVICT,
+	O_MAXROWS, O_TTL, O_ADMIT
 };
 
 /* Apply one create option to spec; 0 or an exit status. */
@@ -236,6 +241,27 @@ static int create_opt(struct rs_table_spec *s, int o, const char *v)
 	case O_SEED:
 		if (parse_u64(v, &s->init.seed))
 			return bad("--seed", v);
+		return 0;
+	/* eviction (docs/eviction.md): checked as a whole after parsing */
+	case O_EVICT:
+		if ((k = proto_evict_policy_parse(v)) < 0)
+			return bad("--evict", v);
+		s->evict.policy = (uint32_t)k;
+		return 0;
+	case O_MAXROWS:
+		if (parse_u64(v, &u) || !u || u > 0xFFFFFFFEull)
+			return bad("--max-rows", v);
+		s->evict.max_rows = u;
+		return 0;
+	case O_TTL:
+		if (parse_u64(v, &u) || !u || u > PROTO_EVICT_TTL_MAX)
+			return bad("--ttl", v);
+		s->evict.ttl_s = (uint32_t)u;
+		return 0;
+	case O_ADMIT:
+		if (parse_u64(v, &u) || u > PROTO_EVICT_ADMIT_MAX)
+			return bad("--admit-after", v);
+		s->evict.admit_after = (uint32_t)u;
 		return 0;
 	case O_LR: f = &s->optim.lr; break;
 	case O_EPS: f = &s->optim.eps; break;
@@ -316,6 +342,10 @@ static int cmd_create(struct rs_client *c, int argc, char **argv)
 		{ "init-a", required_argument, NULL, O_IA },
 		{ "init-std", required_argument, NULL, O_ISTD },
 		{ "seed", required_argument, NULL, O_SEED },
+		{ "evict", required_argument, NULL, O_EVICT },
+		{ "max-rows", required_argument, NULL, O_MAXROWS },
+		{ "ttl", required_argument, NULL, O_TTL },
+		{ "admit-after", required_argument, NULL, O_ADMIT },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct { int o; const char *v; } seen[64];
@@ -354,6 +384,10 @@ static int cmd_create(struct rs_client *c, int argc, char **argv)
 		fprintf(stderr, "recstore-ctl: create: --dim is required\n");
 		return 2;
 	}
+	if ((ret = rs_table_spec_set_eviction(
+		     &s, proto_evict_policy_name(s.evict.policy),
+		     s.evict.max_rows, s.evict.ttl_s, s.evict.admit_after)))
+		return fail("create", ret);
 	ret = rs_table_create(c, &s);
 	if (ret)
 		return fail("create", ret);

@@ -249,6 +249,24 @@ struct rs_table_spec {
 	/* since 0.4: 0, or a power of two in [2, 2^32] above capacity: the
 	 * node doubles the table when it fills, up to this many rows */
 	uint64_t max_capacity;
+	/* 0.5: eviction and admission (docs/eviction.md); all zero: none,
+	 * a full table refuses new keys with RS_E_FULL */
+	struct {
+		uint32_t policy;      /* enum rs_evict_policy */
+		uint32_t admit_after; /* a key gets a row at its k-th sighting
+					 (0, 1: at once), <= 255 */
+		uint64_t max_rows;    /* cap on live rows per node (needs a
+					 policy); 0: the capacity */
+		uint32_t ttl_s;	      /* evict rows not written for ttl_s
+					 seconds (0: never), <= 10 years */
+		uint32_t reserved;    /* 0 */
+	} evict;
+};
+
+enum rs_evict_policy {
+	RS_EVICT_NONE = 0,
+	RS_EVICT_LRU = 1,	/* least recently used (sampled) */
+	RS_EVICT_LFU = 2,	/* least frequently used, decaying counts */
 };
 
 #define RS_TABLE_SPEC_INIT \
@@ -262,6 +280,14 @@ int rs_table_spec_init(struct rs_table_spec *spec, const char *name,
 /* Optimizer by name ("sgd", "adagrad", "rowwise_adagrad", "adam") with its
  * documented default hyper-parameters. */
 int rs_table_spec_set_optimizer(struct rs_table_spec *spec, const char *name);
+/* Eviction by name ("none", "lru", "lfu"), cap (0: the capacity), TTL in
+ * seconds on the last write (0: none) and admission after admit_after
+ * sightings (0 or 1: none). RS_E_INVAL naming the bad value (a cap without
+ * a policy, out-of-range TTL or count); the node checks the cap against
+ * the capacity. 0.5. */
+int rs_table_spec_set_eviction(struct rs_table_spec *spec, const char *policy,
+			       uint64_t max_rows, uint32_t ttl_s,
+			       uint32_t admit_after);
 
 /* Create the table on every node. RS_E_EXISTS if it existed everywhere
  * already (nodes that lacked it get it). */

@@ -354,9 +354,12 @@ static PyObject *client_create_table(ClientObject *self, PyObject *args,
 		"weight_decay", "initial_accumulator",
 		"decoupled_weight_decay", "init", "init_value", "init_a",
 		"init_std", "init_seed", "capacity", "dtype", "exist_ok",
-		"max_capacity", NULL
+		"max_capacity", "evict", "max_rows", "ttl_s", "admit_after", NULL
 	};
-	const char *name, *optim = "sgd", *init = "zeros", *dtype = "fp32";
+	const char *name, *optim = "sgd", *init = "zeros", *dtype = "fp32",
+		   *evict = "none";
+	unsigned long long max_rows = 0;
+	unsigned int ttl_s = 0, admit_after = 0;
 	unsigned int dim;
 	PyObject *lr = NULL, *eps = NULL, *b1 = NULL, *b2 = NULL, *wd = NULL,
 		 *acc = NULL, *ival = NULL, *ia = NULL, *istd = NULL;
@@ -368,10 +371,11 @@ static PyObject *client_create_table(ClientObject *self, PyObject *args,
 	if (!client_usable(self))
 		return NULL;
 	if (!PyArg_ParseTupleAndKeywords(
-		    args, kw, "sI|$sOOOOOOpsOOOKKspK", kwlist, &name, &dim,
-		    &optim, &lr, &eps, &b1, &b2, &wd, &acc, &decoupled, &init,
-		    &ival, &ia, &istd, &seed, &capacity, &dtype, &exist_ok,
-		    &max_capacity))
+		    args, kw, "sI|$sOOOOOOpsOOOKKspKsKII", kwlist, &name,
+		    &dim, &optim, &lr, &eps, &b1, &b2, &wd, &acc, &decoupled,
+		    &init, &ival, &ia, &istd, &seed, &capacity, &dtype,
+		    &exist_ok, &max_capacity, &evict, &max_rows, &ttl_s,
+		    &admit_after))
 		return NULL;
 	ret = rs_table_spec_init(&spec, name, dim);
 	if (!ret)
@@ -405,6 +409,11 @@ static PyObject *client_create_table(ClientObject *self, PyObject *args,
 	if (capacity)		/* 0: rs_table_spec_init()'s default */
 		spec.capacity = capacity;
 	spec.max_capacity = max_capacity; /* 0: the table does not grow */
+	/* eviction and admission (docs/eviction.md) */
+	ret = rs_table_spec_set_eviction(&spec, evict, max_rows, ttl_s,
+					 admit_after);
+	if (ret)
+		return raise_rs(ret, "table spec");
 	self->busy++;
 	Py_BEGIN_ALLOW_THREADS
 	ret = rs_table_create(self->c, &spec);

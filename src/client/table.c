@@ -29,10 +29,11 @@
 
 /* ---- growable structs (common/abi.h): every size each has had ---- */
 
-static const uint32_t spec_sizes[] = { 144, 152 };	/* 0.2, 0.4 */
+/* 0.2; 0.4 (max_capacity); 0.5 (evict) */
+static const uint32_t spec_sizes[] = { 144, 152, 176 };
 static const uint32_t info_sizes[] = { 104 };	/* 0.2 */
 static const uint32_t nstats_sizes[] = { 96 };	/* 0.2 */
-_Static_assert(sizeof(struct rs_table_spec) == 152, "append to spec_sizes");
+_Static_assert(sizeof(struct rs_table_spec) == 176, "append to spec_sizes");
 _Static_assert(sizeof(struct rs_table_info) == 104, "append to info_sizes");
 _Static_assert(sizeof(struct rs_node_stats) == 96,
 	       "append to nstats_sizes");
@@ -60,7 +61,9 @@ static const struct rs_abi_type nstats_abi = ABI_TYPE(rs_node_stats,
 	X(dst, src, dim) X(dst, src, dtype) X(dst, src, capacity)      \
 	OPTIM_FIELDS(X, &(dst)->optim, &(src)->optim)                  \
 	X(dst, src, init.kind) X(dst, src, init.value)                 \
-	X(dst, src, init.a) X(dst, src, init.std) X(dst, src, init.seed)
+	X(dst, src, init.a) X(dst, src, init.std) X(dst, src, init.seed) \
+	X(dst, src, evict.policy) X(dst, src, evict.admit_after)         \
+	X(dst, src, evict.max_rows) X(dst, src, evict.ttl_s)
 
 RS_EXPORT int rs_table_spec_init(struct rs_table_spec *spec, const char *name,
 				 uint32_t dim)
@@ -110,6 +113,42 @@ RS_EXPORT int rs_table_spec_set_optimizer(struct rs_table_spec *spec,
 	rs_abi_in(&full, sizeof(full), spec);
 	optim_params_default(&op, (uint32_t)kind);
 	OPTIM_FIELDS(COPY_FIELD, &full.optim, &op)
+	rs_abi_out(spec, &full, sizeof(full));
+	return 0;
+}
+
+static void spec_to_proto(const struct rs_table_spec *s,
+			  struct proto_table_spec *p);
+
+RS_EXPORT int rs_table_spec_set_eviction(struct rs_table_spec *spec,
+					 const char *policy, uint64_t max_rows,
+					 uint32_t ttl_s, uint32_t admit_after)
+{
+	struct rs_table_spec full;
+	struct proto_table_spec p;
+	int ret, kind;
+
+	if (!spec || !policy)
+		return rs_seterr(RS_E_INVAL, "table spec: NULL argument");
+	ret = rs_abi_check(&spec_abi, spec);
+	if (ret)
+		return ret;
+	if (spec->struct_size < sizeof(full))
+		return rs_seterr(RS_E_INVAL, "struct rs_table_spec of %u "
+				 "bytes has no eviction fields (0.5: %zu)",
+				 spec->struct_size, sizeof(full));
+	kind = proto_evict_policy_parse(policy);
+	if (kind < 0)
+		return kind;
+	rs_abi_in(&full, sizeof(full), spec);
+	full.evict.policy = (uint32_t)kind;
+	full.evict.max_rows = max_rows;
+	full.evict.ttl_s = ttl_s;
+	full.evict.admit_after = admit_after;
+	spec_to_proto(&full, &p);
+	ret = proto_table_spec_validate(&p, NULL);
+	if (ret)
+		return ret;
 	rs_abi_out(spec, &full, sizeof(full));
 	return 0;
 }

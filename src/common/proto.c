@@ -322,6 +322,56 @@ static int prefix_err(int rc, const char *prefix)
 	return rs_seterr(rc, "%s%s", prefix, inner);
 }
 
+static const char *const evict_names[PROTO_EVICT_COUNT] = {
+	"none", "lru", "lfu"
+};
+
+const char *proto_evict_policy_name(uint32_t policy)
+{
+	return policy < PROTO_EVICT_COUNT ? evict_names[policy] : NULL;
+}
+
+int proto_evict_policy_parse(const char *name)
+{
+	for (unsigned i = 0; name && i < PROTO_EVICT_COUNT; i++)
+		if (!strcmp(name, evict_names[i]))
+			return (int)i;
+	return rs_seterr(RS_E_INVAL, "eviction policy '%s': not one of none, "
+			 "lru, lfu", name ? name : "(null)");
+}
+
+int proto_evict_active(const struct proto_evict *e)
+{
+	return e->policy != PROTO_EVICT_NONE || e->max_rows || e->ttl_s ||
+	       e->admit_after > 1;
+}
+
+static int evict_validate(const struct proto_evict *e, uint64_t capacity)
+{
+	if (e->policy >= PROTO_EVICT_COUNT)
+		return rs_seterr(RS_E_INVAL, "eviction.policy: unknown value "
+				 "%u (0 none, 1 lru, 2 lfu)", e->policy);
+	if (e->max_rows && e->policy == PROTO_EVICT_NONE)
+		return rs_seterr(RS_E_INVAL, "eviction.max_rows: a cap needs "
+				 "a policy (lru or lfu) to choose victims");
+	if (e->max_rows > PROTO_MAX_CAPACITY ||
+	    (capacity && e->max_rows > capacity))
+		return rs_seterr(RS_E_INVAL, "eviction.max_rows: %llu rows is "
+				 "more than the capacity (%llu)",
+				 (unsigned long long)e->max_rows,
+				 (unsigned long long)(capacity ? capacity :
+						      PROTO_MAX_CAPACITY));
+	if (e->ttl_s > PROTO_EVICT_TTL_MAX)
+		return rs_seterr(RS_E_INVAL, "eviction.ttl: %u s is more than "
+				 "%u s (10 years)", e->ttl_s,
+				 PROTO_EVICT_TTL_MAX);
+	if (e->admit_after > PROTO_EVICT_ADMIT_MAX)
+		return rs_seterr(RS_E_INVAL, "eviction.admit_after: %u is more "
+				 "than %u sightings", e->admit_after,
+				 PROTO_EVICT_ADMIT_MAX);
+	return 0;
+}
+
 int proto_table_spec_validate(const struct proto_table_spec *s,
 			      const struct proto_limits *lim)
 {
@@ -356,7 +406,15 @@ int proto_table_spec_validate(const struct proto_table_spec *s,
 		return prefix_err(rc, "optimizer.");
 	if ((rc = init_params_validate(&s->init)))
 		return prefix_err(rc, "initializer.");
-	return 0;
+	/* a cap with victims and a growth at 90% of the capacity would
+	 * race for the same inserts: a table grows or evicts (a TTL and
+	 * admission go with either) */
+	if (s->grow_log2 && s->evict.policy != PROTO_EVICT_NONE)
+		return rs_seterr(RS_E_INVAL, "table '%s': eviction.policy: a "
+				 "table that grows (max_capacity) has no "
+				 "eviction policy (a TTL and admission are "
+				 "allowed)", s->name);
+	return evict_validate(&s->evict, s->capacity);
 }
 
 void proto_limits_default(struct proto_limits *lim)
@@ -790,11 +848,12 @@ static int enc_spec_check(const struct proto_table_spec *s, size_t *nlen)
 		return rc;
 	if (s->dtype >= PROTO_DTYPE_COUNT ||
 	    s->optim.kind >= OPTIM_KIND_COUNT ||
-	    s->init.kind >= INIT_KIND_COUNT)
+	    s->init.kind >= INIT_KIND_COUNT ||
+	    s->evict.policy >= PROTO_EVICT_COUNT)
 		return rs_seterr(RS_E_INVAL, "table '%s': unknown dtype %u, "
-				 "optimizer %u or initializer %u",
-				 s->name, s->dtype, s->optim.kind,
-				 s->init.kind);
+				 "optimizer %u, initializer %u or eviction "
+				 "policy %u", s->name, s->dtype, s->optim.kind,
+				 s->init.kind, s->evict.policy);
 	return 0;
 }
 
@@ -809,7 +868,7 @@ static int enc_spec_check(const struct proto_table_spec *s, size_t *nlen)
 	F(u8, dtype, "dtype")                                          \
 	F(u8, optim.kind, "optimizer.type")                            \
 	F(u8, init.kind, "initializer.type")                           \
-	F(u8, grow_log2, "grow_log2")                                  \
+	F(u8, wire_flags, "spec flags")                                \
 	F(u64, capacity, "capacity")                                   \
 	F(u32, optim.flags, "optimizer.flags")                         \
 	F(f32, optim.lr, "optimizer.lr")                               \
@@ -856,11 +915,37 @@ typedef float wire_f32;
 #define RD_FIELD(type, member, name) s->member = rd_##type(r, name);
 #define RD_ZERO(n, name) rd_zero(r, n, name);
 
-static void wr_spec(struct wr *w, const struct proto_table_spec *s,
+/* The eviction block after the name (spec flag PROTO_SPEC_F_EVICT). */
+#define EVICT_FIELDS(F, Z)                                             \
+	F(u8, evict.policy, "eviction.policy")                         \
+	Z(3, "eviction reserved")                                      \
+	F(u32, evict.admit_after, "eviction.admit_after")                  \
+	F(u64, evict.max_rows, "eviction.max_rows")                    \
+	F(u32, evict.ttl_s, "eviction.ttl")                            \
+	Z(4, "eviction reserved")
+
+/* The growth block after it (spec flag PROTO_SPEC_F_GROW). */
+#define GROW_FIELDS(F, Z)                                              \
+	F(u8, grow_log2, "grow_log2")                                  \
+	Z(7, "growth reserved")
+
+static void wr_spec(struct wr *w, const struct proto_table_spec *spec,
 		    size_t nlen)
 {
+	struct proto_table_spec c = *spec;
+	const struct proto_table_spec *s = &c;
+
+	c.wire_flags = (proto_evict_active(&c.evict) ? PROTO_SPEC_F_EVICT
+						     : 0) |
+		       (c.grow_log2 ? PROTO_SPEC_F_GROW : 0);
 	SPEC_FIELDS(WR_FIELD, WR_ZERO)
 	wr_str(w, s->name, nlen);
+	if (c.wire_flags & PROTO_SPEC_F_EVICT) {
+		EVICT_FIELDS(WR_FIELD, WR_ZERO)
+	}
+	if (c.wire_flags & PROTO_SPEC_F_GROW) {
+		GROW_FIELDS(WR_FIELD, WR_ZERO)
+	}
 }
 
 /* structure only; semantics are check_spec()'s */
@@ -871,6 +956,23 @@ static void rd_spec(struct rd *r, struct proto_table_spec *s)
 	rd_str(r, "name", STR_NAME, s->name, sizeof(s->name));
 	if (r->rc)
 		return;
+	if (s->wire_flags & ~(PROTO_SPEC_F_EVICT | PROTO_SPEC_F_GROW)) {
+		rd_fail(r, RS_E_PROTO, "spec flags: unknown bits 0x%02x",
+			s->wire_flags &
+				~(PROTO_SPEC_F_EVICT | PROTO_SPEC_F_GROW));
+		return;
+	}
+	if (s->wire_flags & PROTO_SPEC_F_EVICT) {
+		EVICT_FIELDS(RD_FIELD, RD_ZERO)
+		if (r->rc)
+			return;
+	}
+	if (s->wire_flags & PROTO_SPEC_F_GROW) {
+		GROW_FIELDS(RD_FIELD, RD_ZERO)
+		if (r->rc)
+			return;
+	}
+	s->wire_flags = 0; /* an encoding detail: specs compare equal */
 	if (s->dtype >= PROTO_DTYPE_COUNT)
 		rd_fail(r, RS_E_PROTO, "dtype: unknown value %u", s->dtype);
 	else if (s->optim.kind >= OPTIM_KIND_COUNT)

@@ -160,6 +160,31 @@ struct proto_limits {
 /* ---- shared pieces ------------------------------------------------------ */
 
 /* What a table is (TABLE_CREATE request, config "tables", directory). */
+/* Optional eviction and admission of a table (docs/eviction.md). All zero:
+ * none (a full table refuses inserts with RS_E_FULL). On the wire only
+ * when not all zero: bit 0 of the spec flags byte, then a block after the
+ * table name. */
+enum proto_evict_policy {
+	PROTO_EVICT_NONE = 0,
+	PROTO_EVICT_LRU = 1,
+	PROTO_EVICT_LFU = 2,
+	PROTO_EVICT_COUNT
+};
+#define PROTO_SPEC_F_EVICT 0x1u
+#define PROTO_SPEC_F_GROW 0x2u	/* a growth block follows (grow_log2) */
+#define PROTO_EVICT_TTL_MAX (3650u * 86400u) /* seconds: 10 years */
+#define PROTO_EVICT_ADMIT_MAX 255u
+
+struct proto_evict {
+	uint32_t policy;   /* enum proto_evict_policy */
+	uint32_t admit_after; /* a key gets a row at its k-th sighting
+			      (0, 1: at once); <= PROTO_EVICT_ADMIT_MAX */
+	uint64_t max_rows; /* cap on live rows (needs a policy); 0: the
+			      capacity */
+	uint32_t ttl_s;	   /* evict rows not written for ttl_s seconds;
+			      0: none; <= PROTO_EVICT_TTL_MAX */
+};
+
 struct proto_table_spec {
 	char name[PROTO_NAME_MAX + 1]; /* [A-Za-z0-9_.-]{1,63} */
 	uint32_t dim;		       /* 1..max_dim */
@@ -173,7 +198,16 @@ struct proto_table_spec {
 					  grows the table (doubling) when it
 					  fills, up to 2^grow_log2 rows
 					  (at most PROTO_MAX_CAPACITY) */
+	struct proto_evict evict;
+	uint8_t wire_flags;	       /* PROTO_SPEC_F_*: the encoder's (0 in
+					  a decoded spec) */
 };
+
+/* Does e ask for anything (a policy, a TTL or admission)? */
+int proto_evict_active(const struct proto_evict *e);
+/* "none", "lru", "lfu"; NULL if unknown. Parse: policy or RS_E_INVAL. */
+const char *proto_evict_policy_name(uint32_t policy);
+int proto_evict_policy_parse(const char *name);
 
 /* A node's PET-hash index of one table (see src/index/pet_format.h). */
 struct proto_index_geom {

@@ -1097,33 +1097,6 @@ int coord_etcd_new(struct coord **out, const char *endpoints, int timeout_ms)
 	return coord_etcd_open(out, &o);
 }
 
-int coord_etcd_files_copy(struct coord_etcd_files *dst,
-			  const struct coord_etcd_files *src)
-{
-	char **d[] = { &dst->ca_file, &dst->cert_file, &dst->key_file,
-		       &dst->user, &dst->password_file };
-	char *const *sv[] = { &src->ca_file, &src->cert_file, &src->key_file,
-			      &src->user, &src->password_file };
-
-	memset(dst, 0, sizeof(*dst));
-	for (size_t i = 0; i < RS_ARRAY_SIZE(d); i++)
-		if (*sv[i] && !(*d[i] = strdup(*sv[i]))) {
-			coord_etcd_files_free(dst);
-			return -ENOMEM;
-		}
-	return 0;
-}
-
-void coord_etcd_files_free(struct coord_etcd_files *f)
-{
-	free(f->ca_file);
-	free(f->cert_file);
-	free(f->key_file);
-	free(f->user);
-	free(f->password_file);
-	memset(f, 0, sizeof(*f));
-}
-
 int coord_etcd_open_files(struct coord **out, const char *endpoints,
 			  int timeout_ms, const struct coord_etcd_files *f,
 			  bool *world)

@@ -1165,6 +1165,8 @@ static int open_all(struct rs_server *s)
 		return ret;
 	if ((ret = srv_stagelog_start(s)))
 		return ret;
+	if ((ret = srv_evict_start(s)))
+		return ret;
 	if ((ret = srv_repl_start(s)))
 		return ret;
 	return srv_coord_start(s);
@@ -1247,6 +1249,7 @@ RS_EXPORT void rs_server_close(struct rs_server **sp)
 	metrics_http_stop(&s->m.http);
 	rv_listener_close(&s->l);
 	srv_stagelog_stop(s);	/* its last window, then no more reads */
+	srv_evict_stop(s);	/* before the tables go */
 	srv_auth_close(s);
 	if (s->tables_open)
 		srv_tables_close(&s->tables);

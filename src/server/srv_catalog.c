@@ -62,20 +62,49 @@ static json_t *init_to_json(const struct init_params *p)
 json_t *srv_spec_to_json(const struct proto_table_spec *s)
 {
 	const char *dt = proto_dtype_name(s->dtype);
-	json_t *j = json_pack("{s:s, s:I, s:s, s:I, s:o, s:o}", "name",
-			      s->name, "dim", (json_int_t)s->dim, "dtype",
-			      dt ? dt : "?", "capacity",
-			      (json_int_t)s->capacity, "optimizer",
-			      optim_to_json(&s->optim), "init",
-			      init_to_json(&s->init));
+	const struct proto_evict *e = &s->evict;
+	json_t *j;
 
-	if (j && s->grow_log2 &&
-	    json_object_set_new(j, "grow_log2",
-				json_integer((json_int_t)s->grow_log2))) {
+	j = json_pack("{s:s, s:I, s:s, s:I, s:o, s:o}", "name", s->name,
+		      "dim", (json_int_t)s->dim, "dtype", dt ? dt : "?",
+		      "capacity", (json_int_t)s->capacity, "optimizer",
+		      optim_to_json(&s->optim), "init",
+		      init_to_json(&s->init));
+	if ((j && s->grow_log2 &&
+	     json_object_set_new(j, "grow_log2",
+				 json_integer((json_int_t)s->grow_log2))) ||
+	    (j && proto_evict_active(e) &&
+	     json_object_set_new(j, "eviction", json_pack(
+			"{s:s, s:I, s:I, s:I}", "policy",
+			proto_evict_policy_name(e->policy), "max_rows",
+			(json_int_t)e->max_rows, "ttl_s", (json_int_t)e->ttl_s,
+			"admit_after", (json_int_t)e->admit_after)))) {
 		json_decref(j);
 		return NULL;
 	}
 	return j;
+}
+
+/* The optional "eviction" object (absent: none). 0 or -1. */
+static int evict_from_json(json_t *j, struct proto_evict *e)
+{
+	json_int_t max_rows, ttl, k;
+	const char *pol;
+	int p;
+
+	if (!j)
+		return 0;
+	if (json_unpack(j, "{s:s, s:I, s:I, s:I}", "policy", &pol, "max_rows",
+			&max_rows, "ttl_s", &ttl, "admit_after", &k) ||
+	    (p = proto_evict_policy_parse(pol)) < 0 || max_rows < 0 ||
+	    max_rows > (json_int_t)PROTO_MAX_CAPACITY || ttl < 0 ||
+	    ttl > PROTO_EVICT_TTL_MAX || k < 0 || k > PROTO_EVICT_ADMIT_MAX)
+		return -1;
+	e->policy = (uint32_t)p;
+	e->max_rows = (uint64_t)max_rows;
+	e->ttl_s = (uint32_t)ttl;
+	e->admit_after = (uint32_t)k;
+	return 0;
 }
 
 static int hex64(const char *s, uint64_t *out)
@@ -155,7 +184,7 @@ int srv_spec_from_json(json_t *j, struct proto_table_spec *s)
 	    num_field(ini, "a", &s->init.a) ||
 	    num_field(ini, "std", &s->init.std))
 		return -1;
-	return 0;
+	return evict_from_json(json_object_get(j, "eviction"), &s->evict);
 }
 
 void srv_catalog_init(struct srv_catalog *c, const char *pool_path)

@@ -76,6 +76,7 @@
 #include "trace/trace.h"
 #include "value/row_format.h"
 #include "value/slab_ckpt.h"
+#include "value/slab_evict.h"
 
 struct req {
 	struct srv_worker *w;
@@ -95,6 +96,8 @@ struct req {
 	uint32_t nkeys;
 	uint32_t grow_id;	/* grow_gen != 0: the table to grow once the */
 	uint64_t grow_gen;	/* request left the write pause (srv_grow.c) */
+	struct slab_ev_sink sink; /* cluster writes: keys evicted ... */
+	uint32_t evicted_n;	  /* ... (w->evicted[0, evicted_n)) */
 };
 
 static uint64_t now_ns(void)
@@ -483,6 +486,11 @@ static int32_t get_one(struct srv_table *t, struct srv_worker *w, bool init,
 		if (ret != RS_E_NOTFOUND || !init)
 			break;
 		fresh_row(t, key, row, w->state);
+		if (!tries && !slab_ev_admit(t->st, key)) {
+			/* admission: the initializer's row, not stored */
+			atomic_fetch_add(&t->cnt.init_served_keys, 1);
+			return PROTO_ST_OK;
+		}
 		ret = slab_get_or_insert(t->st, key, row, w->state, NULL,
 					 &created);
 		if (ret)
@@ -623,6 +631,11 @@ static int32_t update_one(struct req *r, struct srv_table *t,
 	if (!all_finite(g, t->spec.dim))
 		return RS_E_INVAL;
 	ret = slab_write_begin(t->st, key, &wr);
+	if (ret == RS_E_NOTFOUND && create && !slab_ev_admit(t->st, key)) {
+		/* admission: a sighting; the gradient is not applied */
+		atomic_fetch_add(&t->cnt.unadmitted_updates, 1);
+		return PROTO_ST_OK;
+	}
 	for (int tries = 0; ret == RS_E_NOTFOUND && create && tries < 4;
 	     tries++) {
 		fresh_row(t, key, w->row, w->state);
@@ -905,6 +918,18 @@ static int repl_capture(struct req *r, struct srv_repl_req *q,
 		return -ENOMEM;
 	}
 	buf = w->tmp;
+	memset(buf, 0, (size_t)width * 4);
+	/* rows this write evicted to make room: deleted on the backups
+	 * first (docs/eviction.md) */
+	for (uint32_t i = 0; !ret && i < r->evicted_n; i++) {
+		uint64_t key = ((const uint64_t *)w->evicted)[i];
+		uint32_t row;
+
+		if (slab_lookup(t->st, key, &row) == RS_E_NOTFOUND)
+			ret = srv_repl_record(r->s, q, t->spec.name, width,
+					      key, true, buf, NULL,
+					      PROTO_ST_OK);
+	}
 	for (uint32_t i = 0; !ret && i < k->n; i++) {
 		int32_t st = (int32_t)le_ld32(reply_status_at(r, i));
 		uint64_t key = proto_key_at(k->keys, i);
@@ -913,13 +938,16 @@ static int repl_capture(struct req *r, struct srv_repl_req *q,
 		if (!changed_row(r->op, st))
 			continue;
 		memset(buf, 0, (size_t)width * 4);
+		/* a key absent now (deleted, evicted by a later key of the
+		 * batch, or not admitted) is a deletion on the backups */
 		if (!del && (slab_read(t->st, key, buf, NULL) ||
 			     (t->state_floats &&
-			      slab_read_state(t->st, key, buf + t->spec.dim))))
-			ret = RS_E_NOTFOUND;	/* a LOAD removed it */
-		if (!ret)
-			ret = srv_repl_record(r->s, q, t->spec.name, width,
-					      key, del, buf, tag, st);
+			      slab_read_state(t->st, key, buf + t->spec.dim)))) {
+			del = true;
+			memset(buf, 0, (size_t)width * 4);
+		}
+		ret = srv_repl_record(r->s, q, t->spec.name, width, key, del,
+				      buf, tag, st);
 	}
 	srv_table_put(t);
 	return ret;
@@ -1039,6 +1067,35 @@ static void once_body(struct req *r, const struct srv_once_tag *tag)
 			     "applied again", rs_errormsg());
 }
 
+/* Collect the keys the write evicts (at most 4 per key of the batch and
+ * a margin: an insert evicts one victim, a few if others race for them;
+ * past that the write fails rather than leave a backup with a row the
+ * primary dropped). */
+static int evicted_sink_begin(struct req *r, struct srv_repl_req *q)
+{
+	struct srv_worker *w = r->w;
+	uint32_t cap = 4 * r->m.u.keys_req.n + 64;
+
+	r->evicted_n = 0;
+	if (srv_scratch(&w->evicted, &w->evicted_cap, (size_t)cap * 8))
+		return -ENOMEM;
+	r->sink = (struct slab_ev_sink){ .keys = w->evicted, .cap = cap,
+					 .accept = srv_repl_is_primary,
+					 .arg = q };
+	slab_ev_sink_set(&r->sink);
+	return 0;
+}
+
+static int evicted_sink_end(struct req *r)
+{
+	slab_ev_sink_set(NULL);
+	r->evicted_n = r->sink.n;
+	if (r->sink.overflow)
+		return rs_seterr(RS_E_EPOCH, "this write evicted more rows "
+				 "than can be shipped to the backups");
+	return 0;
+}
+
 /* A keyed request in a cluster (or naming an epoch). */
 static void do_keyed_cluster(struct req *r)
 {
@@ -1091,11 +1148,22 @@ static void do_keyed_cluster(struct req *r)
 	tag.seq = k->seq;
 	tag.done_below = k->done_below;
 	pthread_mutex_lock(&s->repl.order);
+	ret = evicted_sink_begin(r, &q);
+	if (ret) {
+		pthread_mutex_unlock(&s->repl.order);
+		r->defer = false;
+		reply_error(r, r->op, ret, "out of memory");
+		srv_repl_exit(s, &q);
+		return;
+	}
 	if (once_applies(r))
 		once_body(r, &tag);
 	else
 		do_keyed_body(r);
-	ret = r->deferred > 0 && !r->failed ? repl_capture(r, &q, &tag) : 0;
+	ret = evicted_sink_end(r);
+	if (!ret)
+		ret = r->deferred > 0 && !r->failed ? repl_capture(r, &q, &tag)
+						    : 0;
 	pthread_mutex_unlock(&s->repl.order);
 	if (!ret && srv_repl_pending(&q))
 		ret = srv_repl_wait(s, &q);
@@ -1240,6 +1308,7 @@ static void do_repl(struct req *r)
 		goto out;
 	}
 	st = w->status;
+	slab_ev_replica_mode(true); /* the primary decided the evictions */
 	for (uint32_t i = 0; i < m->n; i++) {
 		const uint8_t *kinds = m->kinds;
 		const float *row = v + (size_t)i * m->width;
@@ -1260,6 +1329,7 @@ static void do_repl(struct req *r)
 		}
 		st[i] = ret ? ret : created ? PROTO_ST_CREATED : PROTO_ST_OK;
 	}
+	slab_ev_replica_mode(false);
 	if (repl_record_once(r, m, t->id, st))
 		goto out;
 	atomic_fetch_add(&s->repl.applied, m->n);

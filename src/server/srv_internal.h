@@ -187,6 +187,10 @@ void srv_numa_mem_leave(struct srv_numa *n);
 struct srv_table_counters {
 	_Atomic uint64_t get_keys, get_or_init_keys, put_keys, update_keys,
 		delete_keys, created_keys, missing_keys;
+	/* admission (docs/eviction.md): GET_OR_INIT keys answered with the
+	 * initializer's row without storing it; UPDATE keys whose gradient
+	 * was not applied because the key was not admitted yet */
+	_Atomic uint64_t init_served_keys, unadmitted_updates;
 };
 
 struct srv_table {
@@ -202,6 +206,7 @@ struct srv_table {
 	_Atomic uint64_t grow_after_ns;	/* an automatic growth failed: none
 					   before this (CLOCK_MONOTONIC) */
 	struct metrics_gauge *m_rows, *m_bytes, *m_fill;
+	struct metrics_gauge *m_ev_cap, *m_ev_ttl; /* evicting tables */
 	struct srv_tables *reg;
 };
 
@@ -444,6 +449,9 @@ void srv_repl_exit(struct rs_server *s, struct srv_repl_req *q);
  * holds writes of a key this node just became the primary of. */
 int srv_repl_hold(struct rs_server *s, struct srv_repl_req *q,
 		  const void *keys, uint32_t n);
+/* After srv_repl_enter(q) as a primary: is this node key's primary
+ * (an eviction victim must be; q is a struct srv_repl_req *). */
+bool srv_repl_is_primary(void *q, uint64_t key);
 /* Queue key's new row and state (width floats) or its deletion for the
  * key's backups (under s->repl.order). 0 or -ENOMEM. */
 int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
@@ -608,6 +616,8 @@ struct srv_worker {
 	void *once;	/* exactly-once filtering (srv_handlers.c) */
 	size_t keys_cap, vals_cap, idx_cap, coalesce_cap, status_cap,
 		row_cap, state_cap, tmp_cap, once_cap;
+	void *evicted;	/* keys this write evicted (cluster: shipped) */
+	size_t evicted_cap;
 	void *reply;		/* the reply being built: reply_limit bytes */
 };
 
@@ -627,20 +637,44 @@ struct srv_gate {
 	unsigned closers;	/* run thread closing conns */
 };
 
-/* Per-stage windows to RS_STAGE_FILE (srv_stagelog.c). */
-#define SRV_STAGELOG_APPLY 4	/* optimizer kinds */
-struct srv_stagelog {
+/* A thread calling fn(arg) every interval_ms until stopped
+ * (srv_ticker.c). */
+struct srv_ticker {
 	bool started, stop;	/* stop: under lock */
 	int interval_ms;
-	uint64_t seen;		/* requests at the last window written */
-	FILE *f;
+	void (*fn)(void *arg);
+	void *arg;
 	pthread_t thr;
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
+};
+int srv_ticker_start(struct srv_ticker *k, const char *name, int interval_ms,
+		     void (*fn)(void *), void *arg);
+void srv_ticker_stop(struct srv_ticker *k); /* no-op if not started */
+
+/* Per-stage windows to RS_STAGE_FILE (srv_stagelog.c). */
+#define SRV_STAGELOG_APPLY 4	/* optimizer kinds */
+struct srv_stagelog {
+	struct srv_ticker tick;
+	uint64_t seen;		/* requests at the last window written */
+	FILE *f;
 	struct metrics_window w[SRV_RT_COUNT + SRV_STAGELOG_APPLY];
 };
 int srv_stagelog_start(struct rs_server *s);
 void srv_stagelog_stop(struct rs_server *s);
+
+/* Eviction and admission (srv_evict.c, docs/eviction.md). */
+struct srv_evict_counts {
+	bool on;
+	uint64_t policy, max_rows, ttl_s, admit_k;
+	uint64_t evicted_capacity, evicted_ttl, admitted, not_admitted,
+		over_cap, init_served, unadmitted;
+};
+/* Give slab table st the eviction state its spec asks for (none: 0). */
+int srv_evict_attach(struct slab_table *st, const struct proto_table_spec *s);
+int srv_evict_start(struct rs_server *s);	/* the TTL sweep thread */
+void srv_evict_stop(struct rs_server *s);
+void srv_evict_counts(struct srv_table *t, struct srv_evict_counts *c);
 
 struct rs_server {
 	struct srv_opts o;
@@ -657,6 +691,7 @@ struct rs_server {
 	struct metrics_counter *m_auth[AUTH_W_COUNT];
 	bool trace_opened;
 	struct srv_stagelog stagelog;
+	struct srv_ticker evsweep;	/* the TTL sweep (srv_evict.c) */
 
 	int stop_fd;		/* eventfd: rs_server_stop() */
 	int poke_fd;		/* eventfd: a conn became closable */

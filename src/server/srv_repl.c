@@ -437,6 +437,15 @@ int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
 	return 0;
 }
 
+bool srv_repl_is_primary(void *q_, uint64_t key)
+{
+	const struct srv_repl_req *q = q_;
+	unsigned set[MEMB_MAX_R];
+	unsigned cnt = memb_replicas(q->cfg->pl, memb_key_hash(key), set);
+
+	return cnt && (int)set[0] == q->cfg->self;
+}
+
 int srv_repl_hold(struct rs_server *s, struct srv_repl_req *q,
 		  const void *keys, uint32_t n)
 {

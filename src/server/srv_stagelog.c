@@ -103,23 +103,9 @@ static void flush_windows(struct rs_server *s, bool last)
 	fflush(g->f);
 }
 
-static void *stagelog_main(void *arg)
+static void stagelog_tick(void *arg)
 {
-	struct rs_server *s = arg;
-	struct srv_stagelog *g = &s->stagelog;
-	struct timespec ts;
-
-	pthread_mutex_lock(&g->lock);
-	while (!g->stop) {
-		rs_deadline_ms(CLOCK_MONOTONIC, g->interval_ms, &ts);
-		while (!g->stop &&
-		       pthread_cond_timedwait(&g->cv, &g->lock, &ts) != ETIMEDOUT)
-			;
-		if (!g->stop)
-			flush_windows(s, false);
-	}
-	pthread_mutex_unlock(&g->lock);
-	return NULL;
+	flush_windows(arg, false);
 }
 
 int srv_stagelog_start(struct rs_server *s)
@@ -127,7 +113,6 @@ int srv_stagelog_start(struct rs_server *s)
 	struct srv_stagelog *g = &s->stagelog;
 	const char *path = getenv("RS_STAGE_FILE");
 	const char *iv = getenv("RS_STAGE_INTERVAL_MS");
-	pthread_condattr_t ca;
 	char file[4096], *end;
 	long ms = 1000;
 	int ret;
@@ -150,44 +135,25 @@ int srv_stagelog_start(struct rs_server *s)
 	if (!g->f)
 		return rs_seterr(-errno, "RS_STAGE_FILE: %s: %s", file,
 				 strerror(errno));
-	g->interval_ms = (int)ms;
-	g->stop = false;
 	memset(g->w, 0, sizeof(g->w));
-	pthread_mutex_init(&g->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&g->cv, &ca);
-	pthread_condattr_destroy(&ca);
 	g->seen = 0;
-	ret = pthread_create(&g->thr, NULL, stagelog_main, s);
-	if (!ret)
-		pthread_setname_np(g->thr, "rs-stages");
+	ret = srv_ticker_start(&g->tick, "rs-stages", (int)ms, stagelog_tick,
+			       s);
 	if (ret) {
 		fclose(g->f);
 		g->f = NULL;
-		pthread_cond_destroy(&g->cv);
-		pthread_mutex_destroy(&g->lock);
-		return rs_seterr(-ret, "stage log thread: %s", strerror(ret));
 	}
-	g->started = true;
-	return 0;
+	return ret;
 }
 
 void srv_stagelog_stop(struct rs_server *s)
 {
 	struct srv_stagelog *g = &s->stagelog;
 
-	if (!g->started)
+	if (!g->tick.started)
 		return;
-	pthread_mutex_lock(&g->lock);
-	g->stop = true;
-	pthread_cond_signal(&g->cv);
-	pthread_mutex_unlock(&g->lock);
-	pthread_join(g->thr, NULL);
+	srv_ticker_stop(&g->tick);
 	flush_windows(s, true);	/* the last window: every observation */
 	fclose(g->f);
 	g->f = NULL;
-	pthread_cond_destroy(&g->cv);
-	pthread_mutex_destroy(&g->lock);
-	g->started = false;
 }

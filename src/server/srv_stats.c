@@ -194,6 +194,22 @@ static double rd_table_fill(void *arg)
 	return st.index.fill;
 }
 
+static double rd_table_ev_cap(void *arg)
+{
+	struct srv_evict_counts e;
+
+	srv_evict_counts(arg, &e);
+	return (double)e.evicted_capacity;
+}
+
+static double rd_table_ev_ttl(void *arg)
+{
+	struct srv_evict_counts e;
+
+	srv_evict_counts(arg, &e);
+	return (double)e.evicted_ttl;
+}
+
 /* ---- set-up ---- */
 
 #define TRY(expr)                                                      \
@@ -387,7 +403,16 @@ void srv_metrics_table_add(struct rs_server *s, struct srv_table *t)
 			     rd_table_bytes, t, "table", t->spec.name, NULL) ||
 	    metrics_gauge_fn(r, &t->m_fill, RS_M_INDEX_FILL,
 			     "Occupied share of a table's index slots",
-			     rd_table_fill, t, "table", t->spec.name, NULL))
+			     rd_table_fill, t, "table", t->spec.name, NULL) ||
+	    (proto_evict_active(&t->spec.evict) &&
+	     (metrics_gauge_fn(r, &t->m_ev_cap, RS_M_TABLE_EVICTIONS,
+			       "Rows a table evicted, by cause",
+			       rd_table_ev_cap, t, "table", t->spec.name,
+			       "cause", "capacity", NULL) ||
+	      metrics_gauge_fn(r, &t->m_ev_ttl, RS_M_TABLE_EVICTIONS,
+			       "Rows a table evicted, by cause",
+			       rd_table_ev_ttl, t, "table", t->spec.name,
+			       "cause", "ttl", NULL))))
 		srv_log_peer("warning: metrics of table '%s': %s",
 			     t->spec.name, rs_errormsg());
 }
@@ -401,6 +426,10 @@ void srv_metrics_table_remove(struct rs_server *s, struct srv_table *t)
 	metrics_gauge_remove(r, &t->m_rows);
 	metrics_gauge_remove(r, &t->m_bytes);
 	metrics_gauge_remove(r, &t->m_fill);
+	if (t->m_ev_cap)
+		metrics_gauge_remove(r, &t->m_ev_cap);
+	if (t->m_ev_ttl)
+		metrics_gauge_remove(r, &t->m_ev_ttl);
 }
 
 /* ---- STATS ---- */
@@ -550,8 +579,41 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 	return 0;
 }
 
+/* Eviction and admission of a table (docs/eviction.md); *sum adds up
+ * the node's. Only for tables with eviction state, plus the admission
+ * counters, which are 0 elsewhere. */
+static int evict_stats(struct srv_table *t, struct srv_stat_list *l,
+		       struct srv_evict_counts *sum)
+{
+	struct srv_evict_counts e;
+	uint32_t id = t->id;
+
+	srv_evict_counts(t, &e);
+	sum->evicted_capacity += e.evicted_capacity;
+	sum->evicted_ttl += e.evicted_ttl;
+	sum->admitted += e.admitted;
+	sum->not_admitted += e.not_admitted;
+	sum->init_served += e.init_served;
+	sum->unadmitted += e.unadmitted;
+	if (!e.on)
+		return 0;
+	TRY(add(l, id, "evict.policy", e.policy));
+	TRY(add(l, id, "evict.max_rows", e.max_rows));
+	TRY(add(l, id, "evict.ttl_s", e.ttl_s));
+	TRY(add(l, id, "evict.admit_after", e.admit_k));
+	TRY(add(l, id, "evictions.capacity", e.evicted_capacity));
+	TRY(add(l, id, "evictions.ttl", e.evicted_ttl));
+	TRY(add(l, id, "evict.over_cap_inserts", e.over_cap));
+	TRY(add(l, id, "admission.admitted", e.admitted));
+	TRY(add(l, id, "admission.not_admitted", e.not_admitted));
+	TRY(add(l, id, "admission.init_served_keys", e.init_served));
+	TRY(add(l, id, "admission.unadmitted_updates", e.unadmitted));
+	return 0;
+}
+
 static int table_stats(struct srv_table *t, struct srv_stat_list *l,
-		       uint64_t *rows, uint64_t *capacity)
+		       uint64_t *rows, uint64_t *capacity,
+		       struct srv_evict_counts *ev)
 {
 	const struct srv_table_counters *c = &t->cnt;
 	struct slab_table_stats st;
@@ -578,12 +640,28 @@ static int table_stats(struct srv_table *t, struct srv_stat_list *l,
 	TRY(add(l, id, "read_retries", st.read_retries));
 	TRY(add(l, id, "index_displacements", st.index.displacements));
 	TRY(add(l, id, "index_full_refusals", st.index.full_refusals));
+	return evict_stats(t, l, ev);
+}
+
+/* The node's sums of evict_stats(). */
+static int evict_node_stats(struct srv_stat_list *l,
+			    const struct srv_evict_counts *e)
+{
+	const uint32_t N = PROTO_NO_TABLE;
+
+	TRY(add(l, N, "evictions.capacity", e->evicted_capacity));
+	TRY(add(l, N, "evictions.ttl", e->evicted_ttl));
+	TRY(add(l, N, "admission.admitted", e->admitted));
+	TRY(add(l, N, "admission.not_admitted", e->not_admitted));
+	TRY(add(l, N, "admission.init_served_keys", e->init_served));
+	TRY(add(l, N, "admission.unadmitted_updates", e->unadmitted));
 	return 0;
 }
 
 int srv_stats_collect(struct rs_server *s, struct srv_stat_list *l)
 {
 	struct srv_stat_list tl = { 0 };
+	struct srv_evict_counts ev = { 0 };
 	uint64_t rows = 0, capacity = 0, ntables = 0;
 	int ret = 0;
 
@@ -595,11 +673,13 @@ int srv_stats_collect(struct rs_server *s, struct srv_stat_list *l)
 		if (!t)
 			continue;
 		ntables++;
-		ret = table_stats(t, &tl, &rows, &capacity);
+		ret = table_stats(t, &tl, &rows, &capacity, &ev);
 		srv_table_put(t);
 	}
 	if (!ret)
 		ret = node_stats(s, l, ntables, rows, capacity);
+	if (!ret)
+		ret = evict_node_stats(l, &ev);
 	for (uint32_t i = 0; !ret && i < tl.n; i++)
 		ret = add(l, tl.v[i].table_id, tl.v[i].key, tl.v[i].value);
 	free(tl.v);

@@ -131,6 +131,11 @@ int srv_table_wrap(struct srv_tables *r, struct slab_table *st,
 	if (!t)
 		return rs_seterr(-ENOMEM, "table '%s': out of memory",
 				 spec->name);
+	ret = srv_evict_attach(st, spec); /* eviction: before it is shared */
+	if (ret) {
+		free(t);
+		return ret;
+	}
 	t->id = slab_table_id(st);
 	t->st = st;
 	t->spec = *spec;

@@ -60,6 +60,7 @@
 #define RS_M_TABLE_ROWS			"rs_table_rows"
 #define RS_M_TABLE_BYTES		"rs_table_bytes"
 #define RS_M_INDEX_FILL			"rs_index_fill_ratio"
+#define RS_M_TABLE_EVICTIONS		"rs_table_evictions"
 #define RS_M_OPTIMIZER_APPLY		"rs_optimizer_apply_seconds"
 #define RS_M_RPC_QUEUE_DEPTH		"rs_rpc_queue_depth"
 #define RS_M_CONNECTIONS		"rs_connections"

@@ -164,6 +164,8 @@ struct slab_table {
 	_Atomic uint64_t live, inserts, deletes, updates, read_retries;
 	struct slab_recovery_stats rec;
 	struct slab_track track;
+	struct slab_ev *ev;	/* eviction / admission (slab_evict.c), or
+				   NULL: none (the hooks below test it) */
 };
 
 /*
@@ -262,7 +264,19 @@ int slab_track_init(struct slab_table *t);
 void slab_track_fini(struct slab_table *t);
 void slab_track_deleted_key(struct slab_table *t, uint64_t key);
 
+/* slab_evict.c: hooks, called only when t->ev is set */
+struct slab_ev;
+void slab_ev_touch(struct slab_table *t, uint32_t r);	/* a read */
+void slab_ev_wrote(struct slab_table *t, uint32_t r, bool fresh); /* a
+						   write; fresh: a new row */
+int slab_ev_reserve(struct slab_table *t);  /* before a new row: 0 or
+					       RS_E_FULL (may evict) */
+void slab_ev_release(struct slab_table *t); /* a row gone / not made */
+void slab_ev_fini(struct slab_table *t);
+
 /* slab_table.c */
+/* the key of slot r if it holds a LIVE row (index not consulted) */
+bool slab_slot_live_key(struct slab_table *t, uint32_t r, uint64_t *key);
 /* the key of slot r if it holds a LIVE row the index points at */
 bool slab_slot_key(struct slab_table *t, uint32_t r, uint64_t *key);
 int slab_table_init(struct slab_table *t);	/* DRAM side state */

@@ -85,6 +85,8 @@ err_stripes:
 
 void slab_table_fini(struct slab_table *t)
 {
+	if (t->ev) /* eviction hook */
+		slab_ev_fini(t);
 	slab_track_fini(t);
 	pthread_mutex_destroy(&t->alloc);
 	free(t->free_rows);
@@ -257,6 +259,8 @@ static void row_update_locked(struct slab_table *t, uint32_t r, uint64_t key,
 	if (state)
 		state_store(t, r, state);
 	slab_track_row(t, r);
+	if (t->ev) /* eviction hook: access and TTL stamp */
+		slab_ev_wrote(t, r, false);
 	atomic_fetch_add_explicit(&t->updates, 1, RELAXED);
 }
 
@@ -334,9 +338,14 @@ int slab_insert(struct slab_table *t, uint64_t key, const float *init,
 
 	if (pet_lookup(t->pet, key, &r) == 0)
 		return RS_E_EXISTS;
-	rc = row_alloc(t, &r);
-	if (rc)
+	if (t->ev && (rc = slab_ev_reserve(t))) /* eviction hook: the cap */
 		return rc;
+	rc = row_alloc(t, &r);
+	if (rc) {
+		if (t->ev)
+			slab_ev_release(t);
+		return rc;
+	}
 	row_lock(t, r);
 	img = slab_stage(t, slab_stripe_of(r));
 	fill_image(t, img, key, init);
@@ -351,10 +360,14 @@ int slab_insert(struct slab_table *t, uint64_t key, const float *init,
 		slab_row_tombstone(t, r);
 		row_unlock(t, r);
 		slab_free_push(t, r);
+		if (t->ev)
+			slab_ev_release(t);
 		return rc;
 	}
 	row_make_live(t, r, img);
 	slab_track_row(t, r);
+	if (t->ev) /* eviction hook: access and TTL stamp */
+		slab_ev_wrote(t, r, true);
 	row_unlock(t, r);
 	atomic_fetch_add_explicit(&t->live, 1, RELAXED);
 	atomic_fetch_add_explicit(&t->inserts, 1, RELAXED);
@@ -430,6 +443,9 @@ int slab_delete(struct slab_table *t, uint64_t key)
 	slab_free_push(t, r);
 	slab_track_deleted_key(t, key);
 	atomic_fetch_sub_explicit(&t->live, 1, RELAXED);
+	if (t->ev) /* eviction hook: the row no longer counts (after live,
+		      so that live never passes the cap) */
+		slab_ev_release(t);
 	atomic_fetch_add_explicit(&t->deletes, 1, RELAXED);
 	return slab_io_check(t->st);
 }
@@ -540,6 +556,8 @@ static int read_slot(struct slab_table *t, uint32_t r, uint64_t key,
 			return RS_E_STALE;
 		if (version)
 			*version = v;
+		if (t->ev) /* eviction hook: a read the node serves */
+			slab_ev_touch(t, r);
 		return 0;
 	}
 }
@@ -597,13 +615,12 @@ int slab_read_state(struct slab_table *t, uint64_t key, float *out)
 	return 0;
 }
 
-bool slab_slot_key(struct slab_table *t, uint32_t r, uint64_t *key)
+bool slab_slot_live_key(struct slab_table *t, uint32_t r, uint64_t *key)
 {
 	const uint64_t live = row_meta(&t->rg, ROW_LIVE);
 	const uint64_t *w = slab_row_words(t, r);
 	unsigned spins = 0;
 	uint64_t v, k, m;
-	uint32_t ref;
 
 	for (;;) {
 		v = pet_ld_acq(&w[ROW_W_VERSION]);
@@ -617,7 +634,17 @@ bool slab_slot_key(struct slab_table *t, uint32_t r, uint64_t *key)
 		if (pet_ld(&w[ROW_W_VERSION]) == v)
 			break;
 	}
-	if (m != live || pet_lookup(t->pet, k, &ref) || ref != r)
+	*key = k;
+	return m == live;
+}
+
+bool slab_slot_key(struct slab_table *t, uint32_t r, uint64_t *key)
+{
+	uint64_t k;
+	uint32_t ref;
+
+	if (!slab_slot_live_key(t, r, &k) || pet_lookup(t->pet, k, &ref) ||
+	    ref != r)
 		return false;
 	*key = k;
 	return true;

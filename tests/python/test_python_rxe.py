@@ -377,6 +377,23 @@ class Misuse(unittest.TestCase):
         with self.assertRaisesRegex(recstore.Error, "E_EXISTS|exists"):
             self.c.create_table("bad_t", 8)
 
+    def test_eviction(self):
+        # docs/eviction.md: a capped LRU table keeps at most max_rows
+        with self.assertRaisesRegex(recstore.Error, "needs a policy"):
+            self.c.create_table("ev_bad", 4, capacity=64, max_rows=8)
+        with self.assertRaisesRegex(recstore.Error, "policy"):
+            self.c.create_table("ev_bad", 4, capacity=64, evict="fifo")
+        self.c.create_table("ev_t", 4, capacity=1024, evict="lru",
+                            max_rows=16, exist_ok=True)
+        t = self.c.table("ev_t")
+        for k in range(40):
+            t.get(np.array([k], np.uint64), init=True)
+        rows = {d["name"]: d["rows"] for d in self.c.tables()}
+        self.assertEqual(rows["ev_t"], 16)
+        # the most recent keys are still there
+        _, st = t.get_with_status(np.arange(36, 40, dtype=np.uint64))
+        self.assertEqual(st.tolist(), [recstore.KEY_FOUND] * 4)
+
     def test_z_node_gone(self):  # runs last in this class
         NODE["proc"].send_signal(signal.SIGKILL)
         NODE["proc"].wait()

@@ -25,6 +25,7 @@
 
 #include "common/proto.h"
 #include "common/rs_internal.h"
+#include "recstore/client.h"
 #include "recstore/server.h"
 #include "harness_check.h"
 #include "verbs/rv.h"
@@ -167,6 +168,20 @@ static inline void sv_ctl_expect(const char *bin, const char *const *args,
 	SV_CHECK(st == code, "exit %d, expected %d: %s", st, code, out);
 	SV_CHECK(strstr(out, n1) && (!n2 || strstr(out, n2)),
 		 "output lacks '%s' or '%s': %s", n1, n2 ? n2 : "", out);
+}
+
+/* A client of node n only (30 s timeout). */
+static inline struct rs_client *sv_client_of(const struct sv_node *n)
+{
+	struct rs_client_config *cfg;
+	struct rs_client *c;
+
+	SV_OK(rs_client_config_new(&cfg));
+	SV_OK(rs_client_config_set_nodes(cfg, n->addr));
+	SV_OK(rs_client_config_set_timeout_ms(cfg, 30000));
+	SV_OK(rs_client_open(&c, cfg));
+	rs_client_config_delete(&cfg);
+	return c;
 }
 
 /* ---- a raw client ---- */

@@ -39,19 +39,6 @@
 #define SMALL (16 * MiB) /* storage of the small nodes */
 #define CYCLES 4
 
-static struct rs_client *client_of(const struct sv_node *n)
-{
-	struct rs_client_config *cfg;
-	struct rs_client *c;
-
-	SV_OK(rs_client_config_new(&cfg));
-	SV_OK(rs_client_config_set_nodes(cfg, n->addr));
-	SV_OK(rs_client_config_set_timeout_ms(cfg, 30000));
-	SV_OK(rs_client_open(&c, cfg));
-	rs_client_config_delete(&cfg);
-	return c;
-}
-
 /* What the node must choose: the largest capacity <= cap whose footprint
  * fits `bytes` (slab_table_fit, the arithmetic of docs/config.md). */
 static uint64_t fit(uint32_t dim, uint32_t kind, bool file, uint64_t cap,
@@ -213,7 +200,7 @@ static void defaults_fit(const char *ip)
 	int ret;
 
 	sv_node_start(&n, ip, NULL); /* built-in defaults (2 workers) */
-	c = client_of(&n);
+	c = sv_client_of(&n);
 	step("default node up");
 	t0 = sv_now();
 	ret = create(c, "adam16", 16, "adam", 0);
@@ -298,7 +285,7 @@ static void dram_cycles(const char *ip)
 	SV_OK(rs_server_config_set_storage(cfg, NULL, SMALL));
 	sv_node_start(&n, ip, cfg);
 	rs_server_config_delete(&cfg);
-	c = client_of(&n);
+	c = sv_client_of(&n);
 	ss = node_storage(c);
 	SV_CHECK(ss.bytes == SMALL && ss.free == free0 && ss.extent == free0,
 		 "STATS: storage %llu, free %llu", (unsigned long long)ss.bytes,
@@ -398,7 +385,7 @@ static int file_restarts(const char *ip)
 	SV_CHECK(mkdtemp(dir), "mkdtemp %s", dir);
 	snprintf(pool, sizeof(pool), "%s/pool", dir);
 	file_node(&n, ip, pool);
-	c = client_of(&n);
+	c = sv_client_of(&n);
 	SV_OK(rs_table_spec_init(&s, "fd", 16));
 	SV_OK(rs_table_spec_set_optimizer(&s, "adam"));
 	s.optim.lr = 0.005f;
@@ -419,7 +406,7 @@ static int file_restarts(const char *ip)
 	step("file node: default table created");
 
 	file_node(&n, ip, pool);
-	c = client_of(&n);
+	c = sv_client_of(&n);
 	SV_OK(spec_of(c, "fd", &ti, &ts));
 	SV_CHECK(ti.capacity == dflt && ts.capacity == dflt &&
 			 ts.optim.lr == 0.005f && ti.lr == 0.005f,
@@ -432,7 +419,7 @@ static int file_restarts(const char *ip)
 	step("file node: restarted, default table read and dropped");
 
 	file_node(&n, ip, pool); /* restarted between the drop and create */
-	c = client_of(&n);
+	c = sv_client_of(&n);
 	ret = create(c, "f1", 16, "adam", cap);
 	SV_CHECK(ret == 0, "f1 after a drop and a restart: %d (%s)", ret,
 		 rs_errormsg());

@@ -184,6 +184,67 @@ static void table_fields(void **state)
 	s.init.a = -1;
 	len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
 	expect_err(buf, len, NULL, RS_E_INVAL, "initializer.a");
+	s.init.a = 0.5f;
+
+	/* eviction: a block after the name, only when asked for */
+	{
+		size_t plain = (size_t)proto_enc_table_create_req(
+			buf, sizeof(buf), &h, &s);
+
+		s.capacity = 1000;
+		s.evict = (struct proto_evict){ .policy = PROTO_EVICT_LFU,
+						.max_rows = 500, .ttl_s = 60,
+						.admit_after = 3 };
+		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+		assert_int_equal((size_t)len, plain + 24);
+		assert_int_equal(buf[32 + 7], PROTO_SPEC_F_EVICT);
+		decode_ok(buf, len, &m);
+		assert_memory_equal(&m.u.table_create, &s, sizeof(s));
+		s.evict.max_rows = 1001;
+		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+		expect_err(buf, len, NULL, RS_E_INVAL, "eviction.max_rows");
+		s.evict = (struct proto_evict){ .max_rows = 10 };
+		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+		expect_err(buf, len, NULL, RS_E_INVAL, "a cap needs a policy");
+		s.evict = (struct proto_evict){ .ttl_s = PROTO_EVICT_TTL_MAX +
+							 1 };
+		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+		expect_err(buf, len, NULL, RS_E_INVAL, "eviction.ttl");
+		s.evict = (struct proto_evict){ .admit_after = 256 };
+		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+		expect_err(buf, len, NULL, RS_E_INVAL, "eviction.admit_after");
+		s.evict = (struct proto_evict){ .policy = 3 };
+		assert_int_equal(proto_enc_table_create_req(buf, sizeof(buf),
+							    &h, &s),
+				 RS_E_INVAL);
+		s.evict = (struct proto_evict){ 0 };
+		s.capacity = 1;
+		/* growth: its own block, after eviction's when both */
+		s.grow_log2 = 20;
+		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+		assert_int_equal((size_t)len, plain + 8);
+		assert_int_equal(buf[32 + 7], PROTO_SPEC_F_GROW);
+		decode_ok(buf, len, &m);
+		assert_memory_equal(&m.u.table_create, &s, sizeof(s));
+		s.capacity = 1000;
+		s.evict = (struct proto_evict){ .ttl_s = 60,
+						.admit_after = 2 };
+		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+		assert_int_equal((size_t)len, plain + 32);
+		assert_int_equal(buf[32 + 7],
+				 PROTO_SPEC_F_EVICT | PROTO_SPEC_F_GROW);
+		decode_ok(buf, len, &m);
+		assert_memory_equal(&m.u.table_create, &s, sizeof(s));
+		s.evict.policy = PROTO_EVICT_LRU;	/* grow or evict */
+		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+		expect_err(buf, len, NULL, RS_E_INVAL, "a table that grows");
+		s.evict = (struct proto_evict){ 0 };
+		s.capacity = 1;
+		s.grow_log2 = 33;
+		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+		expect_err(buf, len, NULL, RS_E_INVAL, "grow_log2: 33 is over 32");
+		s.grow_log2 = 0;
+	}
 
 	/* geometry a client could be misled by */
 	t.index.nbuckets = 1025;
@@ -775,7 +836,10 @@ static const struct mutation mutations[] = {
 	{ "create_req", 32 + 5, 1, OPTIM_KIND_COUNT, RS_E_PROTO,
 	  "optimizer.type: unknown" },
 	{ "create_req", 32 + 6, 1, 9, RS_E_PROTO, "initializer.type: unknown" },
-	{ "create_req", 32 + 7, 1, 33, RS_E_INVAL, "grow_log2: 33 is over 32" },
+	{ "create_req", 32 + 7, 1, 4, RS_E_PROTO, "spec flags: unknown bits" },
+	{ "create_req", 32 + 7, 1, 1, RS_E_PROTO,
+	  "truncated at eviction.policy" },
+	{ "create_req", 32 + 7, 1, 2, RS_E_PROTO, "truncated at grow_log2" },
 	/* TABLE_GROW: capacity bounded, a name */
 	{ "grow_req", 32 + 4, 4, 1, RS_E_TOOBIG, "capacity: 4294971392 rows "
 	  "is over the limit" },

@@ -1,0 +1,323 @@
+/*
+ * test_server_evict.c - per-table eviction and admission through the
+ * client over real verbs (docs/eviction.md):
+ *
+ *   1. Specs: the eviction fields travel (rs_table_get_spec gives them
+ *      back); nonsense is refused with a message naming the field (a cap
+ *      without a policy, locally; a cap above the capacity, by the node).
+ *   2. An LRU table capped at 80 rows under a Zipf stream of GET_OR_INIT
+ *      RPCs, one key each (every access seen by the node, in the order of
+ *      the trace): the hit rate is within 2
+ *      points of an exact LRU on the same trace and cap; STATS counts one
+ *      eviction per insert past the cap; live rows stay at the cap.
+ *   3. One-sided gets through cached locations of keys evicted since:
+ *      each is either missing or exactly its own row, never another key's
+ *      (the slots were reused); get_or_init of an evicted key gives the
+ *      initializer's row again.
+ *   4. A table without a policy still refuses new keys with RS_E_FULL per
+ *      key, keeps every row, evicts nothing.
+ *   5. TTL: rows not written for 1 s go (the node's sweep), not before.
+ *   6. Admission after 3 sightings: the first two GET_OR_INITs answer the
+ *      initializer's row without storing it (counted), the third stores.
+ * The node runs in-process (server_harness.h).
+ */
+#include <math.h>
+
+#include "recstore/client.h"
+#include "server_harness.h"
+#include "value/initializer.h"
+#include "../unit/evict_sim.h"
+
+#define DIM 8
+#define CAP 80u
+#define UNIVERSE 4000u
+#define ACCESSES 4000u
+#define BATCH 1u /* the node sees the trace in order */
+#define HIT_BOUND 0.02
+
+static void spec_of(struct rs_table_spec *s, const char *name, uint64_t cap)
+{
+	*s = (struct rs_table_spec)RS_TABLE_SPEC_INIT;
+	SV_OK(rs_table_spec_init(s, name, DIM));
+	s->capacity = cap;
+	s->init.kind = RS_INIT_UNIFORM;
+	s->init.a = 1.0f;
+	s->init.seed = 7;
+}
+
+/* Create table name (capacity cap) with that eviction and open it. */
+static struct rs_table *mk(struct rs_client *c, const char *name,
+			   uint64_t cap, const char *policy, uint64_t max_rows,
+			   uint32_t ttl_s, uint32_t admit_after)
+{
+	struct rs_table_spec s;
+	struct rs_table *t;
+
+	spec_of(&s, name, cap);
+	SV_OK(rs_table_spec_set_eviction(&s, policy, max_rows, ttl_s,
+					 admit_after));
+	SV_OK(rs_table_create(c, &s));
+	SV_OK(rs_table_open(c, name, &t));
+	return t;
+}
+
+/* The initializer's row of key (what the node computes). */
+static void init_of(uint64_t key, float *row)
+{
+	struct init_params p = { .kind = INIT_UNIFORM, .a = 1.0f, .seed = 7 };
+
+	init_row(&p, key, row, DIM);
+}
+
+static bool is_init_row(uint64_t key, const float *row)
+{
+	float want[DIM];
+
+	init_of(key, want);
+	return !memcmp(want, row, sizeof(want));
+}
+
+/* One counter of a table (or of the node: table NULL) from STATS. */
+struct one_stat {
+	const char *table, *key;
+	uint64_t v;
+	bool seen;
+};
+
+static int stat_fn(void *arg, const char *table, const char *key,
+		   uint64_t v)
+{
+	struct one_stat *q = arg;
+
+	if (((!table && !q->table) ||
+	     (table && q->table && !strcmp(table, q->table))) &&
+	    !strcmp(key, q->key)) {
+		q->v = v;
+		q->seen = true;
+	}
+	return 0;
+}
+
+static uint64_t stat(struct rs_client *c, const char *table, const char *key)
+{
+	struct one_stat q = { table, key, 0, false };
+
+	SV_OK(rs_node_stats_foreach(c, 0, stat_fn, &q));
+	SV_CHECK(q.seen, "STATS has no %s of %s", key, table ? table : "node");
+	return q.v;
+}
+
+static void specs(struct rs_client *c)
+{
+	struct rs_table_spec s, got = RS_TABLE_SPEC_INIT;
+	int ret;
+
+	spec_of(&s, "lru", 4096);
+	ret = rs_table_spec_set_eviction(&s, "none", CAP, 0, 0);
+	SV_CHECK(ret == RS_E_INVAL && strstr(rs_errormsg(), "needs a policy"),
+		 "a cap without a policy: %d %s", ret, rs_errormsg());
+	ret = rs_table_spec_set_eviction(&s, "fifo", 0, 0, 0);
+	SV_CHECK(ret == RS_E_INVAL, "an unknown policy: %d", ret);
+	s.capacity = 0; /* the setter checks the cap against a capacity */
+	SV_OK(rs_table_spec_set_eviction(&s, "lru", 5000, 0, 0));
+	s.capacity = 4096; /* the node refuses it too */
+	ret = rs_table_create(c, &s);
+	SV_CHECK(ret == RS_E_INVAL && strstr(rs_errormsg(),
+					     "eviction.max_rows"),
+		 "a cap over the capacity: %d %s", ret, rs_errormsg());
+	SV_OK(rs_table_spec_set_eviction(&s, "lru", CAP, 0, 0));
+	SV_OK(rs_table_create(c, &s));
+	SV_OK(rs_table_get_spec(c, "lru", &got));
+	SV_CHECK(got.evict.policy == RS_EVICT_LRU &&
+			 got.evict.max_rows == CAP && !got.evict.ttl_s &&
+			 !got.evict.admit_after,
+		 "spec back: policy %u cap %" PRIu64, got.evict.policy,
+		 got.evict.max_rows);
+}
+
+static void zipf_lru(struct rs_client *c)
+{
+	uint32_t *tr = es_zipf_trace(UNIVERSE, ACCESSES, 0.99, 1234);
+	uint64_t keys[BATCH], hits = 0, created = 0, ideal, rnd, cached[CAP];
+	float rows[CAP * DIM];
+	int st[CAP], ncached = 0, missing = 0;
+	struct rs_table *t;
+
+	SV_OK(rs_table_open(c, "lru", &t));
+	for (uint32_t a = 0; a < ACCESSES; a += BATCH) {
+		for (uint32_t i = 0; i < BATCH; i++)
+			keys[i] = tr[a + i];
+		SV_CHECK(rs_get_or_init(t, keys, BATCH, rows, st, RS_F_RPC) ==
+				 (int)BATCH, "get_or_init: %s", rs_errormsg());
+		for (uint32_t i = 0; i < BATCH; i++) {
+			SV_CHECK(st[i] == RS_KEY_FOUND ||
+					 st[i] == RS_KEY_CREATED,
+				 "key %" PRIu64 ": status %d", keys[i], st[i]);
+			SV_CHECK(is_init_row(keys[i], rows + i * DIM),
+				 "key %" PRIu64 ": not its row", keys[i]);
+			hits += st[i] == RS_KEY_FOUND;
+			created += st[i] == RS_KEY_CREATED;
+		}
+		/* mid-stream, remember keys just created; cache their
+		 * locations with a one-sided get */
+		if (a >= ACCESSES / 2 && ncached < 50 &&
+		    st[0] == RS_KEY_CREATED) {
+			cached[ncached] = keys[0];
+			SV_CHECK(rs_get(t, &cached[ncached], 1, rows, st, 0) ==
+					 1, "one-sided get of a fresh key");
+			ncached++;
+		}
+	}
+	ideal = es_simulate(tr, ACCESSES, UNIVERSE, CAP, false, 0);
+	rnd = es_simulate(tr, ACCESSES, UNIVERSE, CAP, false, 99);
+	printf("lru over the wire: hit rate %.4f, exact lru %.4f, random "
+	       "%.4f (Zipf 0.99, %u keys, cap %u, %u accesses)\n",
+	       (double)hits / ACCESSES, (double)ideal / ACCESSES,
+	       (double)rnd / ACCESSES, UNIVERSE, CAP, ACCESSES);
+	SV_CHECK(fabs((double)hits - (double)ideal) <= HIT_BOUND * ACCESSES,
+		 "hit rate %.4f is not within %.2f of the exact lru's %.4f",
+		 (double)hits / ACCESSES, HIT_BOUND, (double)ideal / ACCESSES);
+	SV_CHECK(stat(c, "lru", "evictions.capacity") == created - CAP,
+		 "evictions %" PRIu64 ", inserts past the cap %" PRIu64,
+		 stat(c, "lru", "evictions.capacity"), created - CAP);
+	SV_CHECK(stat(c, "lru", "rows") == CAP, "rows %" PRIu64,
+		 stat(c, "lru", "rows"));
+	SV_CHECK(stat(c, NULL, "evictions.capacity") == created - CAP,
+		 "node evictions");
+	/* cached locations of keys evicted since: missing or their own row */
+	SV_CHECK(ncached > 0, "no key was created mid-stream");
+	{
+		int n = rs_get(t, cached, (size_t)ncached, rows, st, 0);
+
+		SV_CHECK(n >= 0, "get: %s", rs_errormsg());
+		for (int i = 0; i < ncached; i++) {
+			SV_CHECK(st[i] == RS_KEY_MISSING ||
+					 (st[i] == RS_KEY_FOUND &&
+					  is_init_row(cached[i],
+						      rows + i * DIM)),
+				 "key %" PRIu64 ": status %d or another "
+				 "key's row", cached[i], st[i]);
+			missing += st[i] == RS_KEY_MISSING;
+		}
+		printf("one-sided gets of %d cached keys: %d evicted\n",
+		       ncached, missing);
+		SV_CHECK(missing > 0, "no cached key was evicted");
+		/* an evicted key comes back as the initializer's row */
+		for (int i = 0; i < ncached; i++) {
+			if (st[i] != RS_KEY_MISSING)
+				continue;
+			SV_CHECK(rs_get_or_init(t, &cached[i], 1, rows, st,
+						0) == 1 &&
+					 st[0] == RS_KEY_CREATED &&
+					 is_init_row(cached[i], rows),
+				 "evicted key %" PRIu64 " back", cached[i]);
+			break;
+		}
+	}
+	SV_CHECK(stat(c, "lru", "rows") == CAP, "rows past the cap");
+	free(tr);
+}
+
+static void no_policy_full(struct rs_client *c)
+{
+	struct rs_table *t = mk(c, "plain", 64, "none", 0, 0, 0);
+	uint64_t keys[80];
+	float rows[80 * DIM];
+	int st[80], full = 0;
+
+	for (int i = 0; i < 80; i++) {
+		keys[i] = 1000 + (uint64_t)i;
+		init_of(keys[i], rows + i * DIM);
+	}
+	SV_CHECK(rs_put(t, keys, 80, rows, st, 0) == 64, "put into 64 rows");
+	for (int i = 0; i < 80; i++) {
+		SV_CHECK(i < 64 ? st[i] == RS_KEY_CREATED : st[i] == RS_E_FULL,
+			 "key %d: status %d", i, st[i]);
+		full += st[i] == RS_E_FULL;
+	}
+	SV_CHECK(rs_get(t, keys, 64, rows, st, 0) == 64, "all 64 kept");
+	SV_CHECK(stat(c, "plain", "rows") == 64, "rows");
+	printf("no policy: %d keys refused with RS_E_FULL, 64 kept\n", full);
+}
+
+static void ttl(struct rs_client *c)
+{
+	struct rs_table *t = mk(c, "ttl", 256, "none", 0, 1, 0);
+	uint64_t keys[20];
+	float rows[20 * DIM];
+	int st[20];
+	double t0, gone_at = 0;
+
+	for (int i = 0; i < 20; i++) {
+		keys[i] = 5000 + (uint64_t)i;
+		init_of(keys[i], rows + i * DIM);
+	}
+	t0 = sv_now(); /* before the writes: their TTL counts from them */
+	SV_CHECK(rs_put(t, keys, 20, rows, st, 0) == 20, "put");
+	SV_CHECK(rs_get(t, keys, 20, rows, st, RS_F_RPC) == 20 ||
+			 sv_now() - t0 >= 1.0,
+		 "rows gone before their TTL");
+	while (sv_now() - t0 < 10) {
+		if (stat(c, "ttl", "evictions.ttl") == 20) {
+			gone_at = sv_now() - t0;
+			break;
+		}
+		usleep(100 * 1000);
+	}
+	SV_CHECK(gone_at >= 1.0, "TTL 1 s: rows gone after %.2f s", gone_at);
+	SV_CHECK(rs_get(t, keys, 20, rows, st, 0) == 0, "expired rows read");
+	SV_CHECK(stat(c, "ttl", "rows") == 0, "rows left");
+	printf("ttl 1 s: 20 rows gone after %.2f s\n", gone_at);
+}
+
+static void admission(struct rs_client *c)
+{
+	struct rs_table *t = mk(c, "adm", 1024, "lru", 512, 0, 3);
+	uint64_t keys[10];
+	float rows[10 * DIM];
+	int st[10];
+
+	for (int i = 0; i < 10; i++)
+		keys[i] = 9000 + (uint64_t)i;
+	for (int round = 1; round <= 3; round++) {
+		SV_CHECK(rs_get_or_init(t, keys, 10, rows, st, 0) == 10,
+			 "get_or_init round %d", round);
+		for (int i = 0; i < 10; i++)
+			SV_CHECK(is_init_row(keys[i], rows + i * DIM) &&
+					 st[i] == (round < 3 ? RS_KEY_FOUND
+							     : RS_KEY_CREATED),
+				 "round %d key %d: status %d", round, i,
+				 st[i]);
+		SV_CHECK(stat(c, "adm", "rows") == (round < 3 ? 0u : 10u),
+			 "round %d: rows %" PRIu64, round,
+			 stat(c, "adm", "rows"));
+	}
+	SV_CHECK(stat(c, "adm", "admission.init_served_keys") == 20,
+		 "served by the initializer");
+	SV_CHECK(stat(c, "adm", "admission.not_admitted") == 20 &&
+			 stat(c, "adm", "admission.admitted") == 10,
+		 "admission counters");
+}
+
+int main(void)
+{
+	const char *ip = sv_ip();
+	struct sv_node n;
+	struct rs_client *c;
+	double t0;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	sv_memlock();
+	t0 = sv_now();
+	sv_node_start(&n, ip, NULL);
+	c = sv_client_of(&n);
+	specs(c);
+	zipf_lru(c);
+	no_policy_full(c);
+	ttl(c);
+	admission(c);
+	rs_client_close(&c);
+	sv_node_stop(&n);
+	printf("ok (%.1f s)\n", sv_now() - t0);
+	return 0;
+}
