@@ -170,6 +170,19 @@ static inline void sv_ctl_expect(const char *bin, const char *const *args,
 		 "output lacks '%s' or '%s': %s", n1, n2 ? n2 : "", out);
 }
 
+/* The capacity rs_table_list gives for table name (not listed: 0). */
+static inline uint64_t sv_capacity(struct rs_client *c, const char *name)
+{
+	struct rs_table_info t[8] = { RS_TABLE_INFO_INIT };
+	int n = rs_table_list(c, t, 8);
+
+	SV_CHECK(n >= 0 && n <= 8, "list: %d (%s)", n, rs_errormsg());
+	for (int i = 0; i < n; i++)
+		if (!strcmp(t[i].name, name))
+			return t[i].capacity;
+	return 0;
+}
+
 /* A client of node n only (30 s timeout). */
 static inline struct rs_client *sv_client_of(const struct sv_node *n)
 {

@@ -62,18 +62,6 @@ static uint64_t footprint(uint32_t dim, uint32_t kind, uint64_t cap)
 	return slab_table_footprint(&c, false);
 }
 
-/* The node's capacity of table name (RS_E_NOTFOUND: 0). */
-static uint64_t listed(struct rs_client *c, const char *name)
-{
-	struct rs_table_info t[8] = { RS_TABLE_INFO_INIT };
-	int n = rs_table_list(c, t, 8);
-
-	SV_CHECK(n >= 0 && n <= 8, "list: %d (%s)", n, rs_errormsg());
-	for (int i = 0; i < n; i++)
-		if (!strcmp(t[i].name, name))
-			return t[i].capacity;
-	return 0;
-}
 
 static int create(struct rs_client *c, const char *name, uint32_t dim,
 		  const char *optim, uint64_t cap)
@@ -208,13 +196,14 @@ static void defaults_fit(const char *ip)
 		 "node: %d (%s)", ret, rs_errormsg());
 	printf("default Adam dim-16 table: %llu rows (asked 2^20, %.0f MiB "
 	       "would not fit), created in %.2f s\n",
-	       (unsigned long long)listed(c, "adam16"),
+	       (unsigned long long)sv_capacity(c, "adam16"),
 	       (double)footprint(16, OPTIM_ADAM, 1u << 20) / MiB,
 	       sv_now() - t0);
 	SV_CHECK(want > 500000 && want < (1u << 20), "fit %llu",
 		 (unsigned long long)want);
-	SV_CHECK(listed(c, "adam16") == want, "capacity %llu, expected %llu",
-		 (unsigned long long)listed(c, "adam16"),
+	SV_CHECK(sv_capacity(c, "adam16") == want,
+		 "capacity %llu, expected %llu",
+		 (unsigned long long)sv_capacity(c, "adam16"),
 		 (unsigned long long)want);
 	SV_OK(rs_table_open(c, "adam16", &t));
 	for (unsigned i = 0; i < NROWS; i++)
@@ -252,7 +241,7 @@ static void defaults_fit(const char *ip)
 	SV_CHECK(strstr(rs_errormsg(), n1) && strstr(rs_errormsg(), n2) &&
 			 strstr(rs_errormsg(), "storage size 268435456"),
 		 "message lacks '%s' or '%s': %s", n1, n2, rs_errormsg());
-	SV_CHECK(listed(c, "huge") == 0, "refused table listed");
+	SV_CHECK(sv_capacity(c, "huge") == 0, "refused table listed");
 	rs_client_close(&c);
 
 	step("refusals through the client");
@@ -301,7 +290,7 @@ static void dram_cycles(const char *ip)
 		SV_CHECK(ret == 0, "cycle %u: %llu rows (%s, dim %u): %d (%s)",
 			 r, (unsigned long long)cap, optims[r % 3], dim, ret,
 			 rs_errormsg());
-		SV_CHECK(listed(c, name) == cap, "cycle %u: capacity", r);
+		SV_CHECK(sv_capacity(c, name) == cap, "cycle %u: capacity", r);
 		SV_CHECK(node_storage(c).free < 2 * MiB,
 			 "cycle %u: the table does not fill the node", r);
 		put_get(c, name, 100 * r);
@@ -319,8 +308,8 @@ static void dram_cycles(const char *ip)
 		 (unsigned long long)want);
 	ctl_expect((const char *[]){ "-s", n.addr, "create", "dflt", "--dim",
 				     "8", NULL }, 0, needle, NULL);
-	SV_CHECK(listed(c, "dflt") == want, "default capacity %llu",
-		 (unsigned long long)listed(c, "dflt"));
+	SV_CHECK(sv_capacity(c, "dflt") == want, "default capacity %llu",
+		 (unsigned long long)sv_capacity(c, "dflt"));
 	put_get(c, "dflt", 5);
 	rs_client_close(&c);
 	sv_node_stop(&n);
@@ -397,8 +386,8 @@ static int file_restarts(const char *ip)
 		return 77;
 	}
 	SV_CHECK(ret == 0, "fd: %d (%s)", ret, rs_errormsg());
-	SV_CHECK(listed(c, "fd") == dflt, "fd: capacity %llu, not %llu",
-		 (unsigned long long)listed(c, "fd"),
+	SV_CHECK(sv_capacity(c, "fd") == dflt, "fd: capacity %llu, not %llu",
+		 (unsigned long long)sv_capacity(c, "fd"),
 		 (unsigned long long)dflt);
 	put_get(c, "fd", 1);
 	rs_client_close(&c);

@@ -77,17 +77,6 @@ static struct rs_client *client_of(const char *addr)
 	return c;
 }
 
-static uint64_t listed(struct rs_client *c, const char *name)
-{
-	struct rs_table_info t[8] = { RS_TABLE_INFO_INIT };
-	int n = rs_table_list(c, t, 8);
-
-	SV_CHECK(n >= 0 && n <= 8, "list: %d (%s)", n, rs_errormsg());
-	for (int i = 0; i < n; i++)
-		if (!strcmp(t[i].name, name))
-			return t[i].capacity;
-	return 0;
-}
 
 struct node_stat {
 	const char *key;
@@ -245,7 +234,7 @@ static void grows_under_readers(const struct sv_node *n,
 		uint64_t g0 = atomic_load(&verified_gets), c1;
 
 		put_range(t, i, i + BATCH < TOTAL ? i + BATCH : TOTAL);
-		c1 = listed(c, "g");
+		c1 = sv_capacity(c, "g");
 		if (c1 != cap) {
 			uint64_t during = atomic_load(&verified_gets) - g0;
 
@@ -313,8 +302,8 @@ static void grows_by_command(const struct sv_node *n, struct rs_client *c)
 	ctl_expect((const char *[]){ "-s", n->addr, "grow", "g", "--capacity",
 				     "40000", NULL },
 		   0, "grew table 'g': capacity 40000", NULL);
-	SV_CHECK(listed(c, "g") == 40000, "capacity %llu",
-		 (unsigned long long)listed(c, "g"));
+	SV_CHECK(sv_capacity(c, "g") == 40000, "capacity %llu",
+		 (unsigned long long)sv_capacity(c, "g"));
 	/* past its max_capacity only by an explicit capacity */
 	ctl_expect((const char *[]){ "-s", n->addr, "grow", "g", NULL }, 1,
 		   "cannot grow to 16384", "grow_log2 limit");
@@ -358,9 +347,9 @@ static void fixed_table_refuses(struct rs_client *c)
 	}
 	printf("  fixed table of 256 rows: %u stored, %u RS_E_FULL\n", ok,
 	       full);
-	SV_CHECK(ok == 256 && full == 44 && listed(c, "fixed") == 256,
+	SV_CHECK(ok == 256 && full == 44 && sv_capacity(c, "fixed") == 256,
 		 "stored %u, full %u, capacity %llu", ok, full,
-		 (unsigned long long)listed(c, "fixed"));
+		 (unsigned long long)sv_capacity(c, "fixed"));
 	step("a table without max_capacity refuses as before");
 }
 
@@ -408,14 +397,15 @@ static void growth_without_room(const char *ip)
 	}
 	printf("  6 MiB node: capacity %llu, %u keys stored, %u RS_E_FULL, "
 	       "growths %llu, failed %llu\n",
-	       (unsigned long long)listed(c, "t"), ok, full,
+	       (unsigned long long)sv_capacity(c, "t"), ok, full,
 	       (unsigned long long)node_stat(c, "grow.count"),
 	       (unsigned long long)node_stat(c, "grow.failures"));
-	SV_CHECK(listed(c, "t") == 4096 && ok == 4096 && full == 5000 - 4096 &&
+	SV_CHECK(sv_capacity(c, "t") == 4096 && ok == 4096 &&
+			 full == 5000 - 4096 &&
 			 node_stat(c, "grow.count") == 2 &&
 			 node_stat(c, "grow.failures") >= 1,
 		 "capacity %llu, stored %u, full %u",
-		 (unsigned long long)listed(c, "t"), ok, full);
+		 (unsigned long long)sv_capacity(c, "t"), ok, full);
 	for (unsigned b = 0; b < 4096; b += BATCH) {
 		unsigned m = 4096 - b < BATCH ? 4096 - b : BATCH;
 
@@ -468,9 +458,9 @@ static void grows_in_a_file_pool(const char *ip)
 	SV_OK(rs_table_open(c, "g", &t));
 	for (unsigned i = 0; i < 2000; i += BATCH)
 		put_range(t, i, i + BATCH);
-	SV_CHECK(listed(c, "g") == 4096 && node_stat(c, "grow.count") == 3,
+	SV_CHECK(sv_capacity(c, "g") == 4096 && node_stat(c, "grow.count") == 3,
 		 "file pool: capacity %llu after %llu growths",
-		 (unsigned long long)listed(c, "g"),
+		 (unsigned long long)sv_capacity(c, "g"),
 		 (unsigned long long)node_stat(c, "grow.count"));
 	rs_client_close(&c);
 	sv_node_stop(&n);

@@ -29,6 +29,7 @@
 #include "common/rs_internal.h"
 #include "index/pet_sync.h"
 #include "value/optimizer.h"
+#include "pool_path.h"
 #include "value/slab_int.h" /* white-box: directory entries */
 
 #define MiB (1ULL << 20)
@@ -36,25 +37,7 @@
  * a close and reopen) tests; the flushes only cost disk time here. */
 #define FILE_FLAGS (SLAB_F_SPARSE | SLAB_F_NOSYNC)
 
-static char pool_path[256];
-
-static int setup_path(void **state)
-{
-	const char *d = getenv("TMPDIR");
-
-	(void)state;
-	snprintf(pool_path, sizeof(pool_path), "%s/rs-test-capacity-%d.pool",
-		 d && *d ? d : "/tmp", (int)getpid());
-	unlink(pool_path);
-	return 0;
-}
-
-static int teardown_path(void **state)
-{
-	(void)state;
-	unlink(pool_path);
-	return 0;
-}
+POOL_PATH_FIXTURES("capacity")
 
 static struct slab_store *pool_open(const char *path, uint64_t size,
 				    unsigned flags)

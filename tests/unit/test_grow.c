@@ -25,6 +25,7 @@
 #include "common/rs_internal.h"
 #include "index/pet_format.h"
 #include "value/optimizer.h"
+#include "pool_path.h"
 #include "value/slab_int.h" /* white-box: handles, regions */
 
 #define MiB (1ULL << 20)
@@ -33,25 +34,7 @@
 #define NKEYS 900u
 #define CAP0 1000u
 
-static char pool_path[256];
-
-static int setup_path(void **state)
-{
-	const char *d = getenv("TMPDIR");
-
-	(void)state;
-	snprintf(pool_path, sizeof(pool_path), "%s/rs-test-grow-%d.pool",
-		 d && *d ? d : "/tmp", (int)getpid());
-	unlink(pool_path);
-	return 0;
-}
-
-static int teardown_path(void **state)
-{
-	(void)state;
-	unlink(pool_path);
-	return 0;
-}
+POOL_PATH_FIXTURES("grow")
 
 static struct slab_store *pool_open(const char *path, uint64_t size)
 {

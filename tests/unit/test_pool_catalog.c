@@ -31,28 +31,11 @@
 
 #include "common/rs_internal.h"
 #include "value/slab_int.h"
+#include "pool_path.h"
 
 #define MiB (1ULL << 20)
 
-static char pool_path[256];
-
-static int setup(void **state)
-{
-	const char *d = getenv("TMPDIR");
-
-	(void)state;
-	snprintf(pool_path, sizeof(pool_path), "%s/rs-test-pcat-%d.pool",
-		 d && *d ? d : "/tmp", (int)getpid());
-	unlink(pool_path);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	unlink(pool_path);
-	return 0;
-}
+POOL_PATH_FIXTURES("pcat")
 
 static struct slab_store *pool_open(unsigned flags)
 {
@@ -307,15 +290,18 @@ static void blank_formatted_other_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(round_trip, setup, teardown),
-		cmocka_unit_test_setup_teardown(torn_record_ignored, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(crash_order, setup, teardown),
-		cmocka_unit_test_setup_teardown(written_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(round_trip, setup_path,
+						teardown_path),
+		cmocka_unit_test_setup_teardown(torn_record_ignored, setup_path,
+						teardown_path),
+		cmocka_unit_test_setup_teardown(crash_order, setup_path,
+						teardown_path),
+		cmocka_unit_test_setup_teardown(written_once, setup_path,
+						teardown_path),
 		cmocka_unit_test_setup_teardown(layout2_opens_and_migrates,
-						setup, teardown),
+						setup_path, teardown_path),
 		cmocka_unit_test_setup_teardown(blank_formatted_other_refused,
-						setup, teardown),
+						setup_path, teardown_path),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
