@@ -3,7 +3,9 @@
  * (docs/eviction.md): giving a table its eviction state from its spec,
  * the TTL sweep thread, and the STATS entries.
  *
- * The sweep thread wakes every SRV_EV_TICK_MS, advances each evicting
+ * The sweep thread exists only once a table has eviction (an idle node
+ * without one has no timer: srv_evict_want). It wakes every
+ * SRV_EV_TICK_MS, advances each evicting
  * table's coarse clock and, for tables with a TTL, visits at most
  * SRV_EV_SWEEP_SLOTS row slots per table and tick (a rate limit: request
  * workers never wait for it; its deletes take the same row and bucket
@@ -73,10 +75,33 @@ static void sweep_all(void *arg)
 	}
 }
 
-int srv_evict_start(struct rs_server *s)
+static int sweep_start(struct rs_server *s)
 {
+	if (s->evsweep.started)
+		return 0;
 	return srv_ticker_start(&s->evsweep, "rs-evict", SRV_EV_TICK_MS,
 				sweep_all, s);
+}
+
+/* tables.admin held */
+void srv_evict_want(struct rs_server *s)
+{
+	s->evict_want = true;
+	if (s->evict_ready && sweep_start(s))
+		srv_log("warning: eviction: %s (TTLs and the access clock "
+			"stand still)", rs_errormsg());
+}
+
+int srv_evict_start(struct rs_server *s)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&s->tables.admin);
+	s->evict_ready = true;
+	if (s->evict_want)
+		ret = sweep_start(s);
+	pthread_mutex_unlock(&s->tables.admin);
+	return ret;
 }
 
 void srv_evict_stop(struct rs_server *s)

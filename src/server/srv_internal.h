@@ -672,7 +672,10 @@ struct srv_evict_counts {
 };
 /* Give slab table st the eviction state its spec asks for (none: 0). */
 int srv_evict_attach(struct slab_table *st, const struct proto_table_spec *s);
-int srv_evict_start(struct rs_server *s);	/* the TTL sweep thread */
+/* The sweep thread: started at open if a table has eviction, else by
+ * srv_evict_want() (tables.admin held) when the first one gets it. */
+int srv_evict_start(struct rs_server *s);
+void srv_evict_want(struct rs_server *s);
 void srv_evict_stop(struct rs_server *s);
 void srv_evict_counts(struct srv_table *t, struct srv_evict_counts *c);
 
@@ -692,6 +695,7 @@ struct rs_server {
 	bool trace_opened;
 	struct srv_stagelog stagelog;
 	struct srv_ticker evsweep;	/* the TTL sweep (srv_evict.c) */
+	bool evict_want, evict_ready;	/* under tables.admin */
 
 	int stop_fd;		/* eventfd: rs_server_stop() */
 	int poke_fd;		/* eventfd: a conn became closable */

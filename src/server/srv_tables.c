@@ -49,6 +49,7 @@
 #include "index/pet_format.h"
 #include "server/config.h"
 #include "server/srv_internal.h"
+#include "value/slab_evict.h"
 
 
 static unsigned row_dtype_of(uint32_t proto_dtype)
@@ -136,6 +137,8 @@ int srv_table_wrap(struct srv_tables *r, struct slab_table *st,
 		free(t);
 		return ret;
 	}
+	if (slab_ev_attached(st))
+		srv_evict_want(r->srv);
 	t->id = slab_table_id(st);
 	t->st = st;
 	t->spec = *spec;
