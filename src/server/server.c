@@ -906,6 +906,7 @@ static void worker_free(struct srv_worker *w)
 	free(w->tmp);
 	free(w->once);
 	free(w->reply);
+	free(w->evicted);
 }
 
 static int workers_start(struct rs_server *s)
