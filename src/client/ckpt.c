@@ -11,6 +11,14 @@
  * node was frozen is. Reads never pause; writes pause from the first
  * FREEZE to the last THAW, which is reported.
  *
+ * A replicated cluster (docs/checkpoint.md, "A replicated cluster"): the
+ * nodes are the ACTIVE members of the client's configuration, epoch E;
+ * FREEZE and DUMP name E, which every node must follow from its freeze
+ * to its last part, and each writes the keys it is the primary of in E:
+ * one copy of each key. A node that follows another epoch refuses
+ * (RS_E_EPOCH): everything is thawed, the configuration refreshed, and
+ * the checkpoint taken again from the start (at most CKPT_TRIES times).
+ *
  * Restore: verify the whole checkpoint first (a damaged part is refused
  * before anything is written, with its name), create the tables that do
  * not exist, then stream every part's records to the nodes that own the
@@ -34,6 +42,7 @@
 #include "value/row_format.h"
 
 #define RESTORE_BATCH 2048
+#define CKPT_TRIES 3	/* a cluster's configuration changed: again */
 
 static uint64_t now_us(void)
 {
@@ -59,10 +68,12 @@ static void progress(const struct cli_ckpt_opts *o, struct cli_ckpt_progress *p,
 
 struct dump_job {
 	struct rs_client *c;
-	unsigned node;
+	unsigned node;		/* the client's node index */
+	unsigned part;		/* its part in every table */
 	const struct ckpt_manifest *m;
 	const char *name;
 	uint32_t flags;
+	uint64_t epoch;		/* a cluster's (PROTO_CKF_EPOCH), or 0 */
 	unsigned wait_ms;	/* for each DUMP's reply: the freeze's limit */
 	int rc;
 	char err[RS_ERRMSG_MAX];
@@ -79,11 +90,12 @@ static void *dump_node(void *arg)
 	struct dump_job *j = arg;
 
 	for (uint32_t t = 0; !j->rc && t < j->m->ntables; t++) {
-		struct ckpt_part_entry *pe = &j->m->tables[t].parts[j->node];
+		struct ckpt_part_entry *pe = &j->m->tables[t].parts[j->part];
 		struct proto_ckpt_req q = { .phase = PROTO_CKPT_DUMP,
 					    .flags = j->flags,
 					    .table_idx = t,
-					    .part_idx = j->node };
+					    .part_idx = j->part,
+					    .epoch = j->epoch };
 		struct proto_ckpt_reply rep;
 
 		memcpy(q.id, j->m->id, CKPT_ID_BYTES);
@@ -109,14 +121,15 @@ static void *dump_node(void *arg)
 	return NULL;
 }
 
-static int thaw_all(struct rs_client *c, size_t n, uint64_t *paused_us)
+static int thaw_all(struct rs_client *c, const unsigned *nodes, size_t n,
+		    uint64_t *paused_us)
 {
 	int first = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		struct proto_ckpt_req q = { .phase = PROTO_CKPT_THAW };
 		struct proto_ckpt_reply rep;
-		int rc = cli_node_ckpt(c, (unsigned)i, &q, 0, &rep);
+		int rc = cli_node_ckpt(c, nodes[i], &q, 0, &rep);
 
 		if (rc && !first)
 			first = rc;
@@ -131,14 +144,60 @@ struct cli_ckpt_names {
 	size_t ntables;
 };
 
-/* The tables to take, as node 0 lists them (every node has every table). */
-static int pick_tables(struct rs_client *c, const struct cli_ckpt_names *o,
-		       struct ckpt_manifest *m)
+/* The nodes a checkpoint takes: every node (static), or the ACTIVE
+ * members of the client's configuration (cluster: *epoch, else 0);
+ * *nodes malloc'ed. */
+static int ckpt_members(struct rs_client *c, unsigned **nodes, size_t *n,
+			uint64_t *epoch)
+{
+	size_t nn = cli_nnodes(c);
+	bool *act = calloc(nn ? nn : 1, sizeof(*act));
+	unsigned *out = calloc(nn ? nn : 1, sizeof(*out));
+	size_t k = 0, unknown = 0;
+
+	*epoch = 0;
+	if (!act || !out) {
+		free(act);
+		free(out);
+		return rs_seterr(-ENOMEM, "checkpoint: out of memory");
+	}
+	if (c->cluster) {
+		const struct cli_route *rt = cli_route_hold(c);
+
+		*epoch = rt->epoch;
+		unknown = rt->nunknown;
+		for (size_t i = 0; i < nn; i++)
+			act[i] = i < rt->nknown && rt->active[i];
+		cli_route_drop(c);
+	} else {
+		for (size_t i = 0; i < nn; i++)
+			act[i] = true;
+	}
+	for (size_t i = 0; i < nn; i++)
+		if (act[i])
+			out[k++] = (unsigned)i;
+	free(act);
+	if (unknown || !k) {
+		free(out);
+		return rs_seterr(RS_E_EPOCH, "checkpoint: %s of the cluster's "
+				 "configuration (epoch %llu) can the client "
+				 "reach", k ? "not every active member" :
+				 "no active member", (unsigned long long)*epoch);
+	}
+	*nodes = out;
+	*n = k;
+	return 0;
+}
+
+/* The tables to take, as node `node` lists them (every node has every
+ * table). */
+static int pick_tables(struct rs_client *c, unsigned node,
+		       const struct cli_ckpt_names *o, struct ckpt_manifest *m)
 {
 	struct proto_table_info *dir;
 	uint32_t n;
 	uint64_t gen;
-	int rc = cli_wire_dir(&c->nodes[0], &dir, &n, &gen);
+	int rc = cli_wire_dir(&c->nodes[node], &dir, &n, &gen);
 
 	if (rc)
 		return rc;
@@ -203,8 +262,9 @@ static int parent_real(const char *p, char *out)
 
 /* An increment on o->base: the base a complete chain, next to path, taken
  * of as many nodes; the increment takes the base's tables. */
-static int incr_setup(struct rs_client *c, const char *path,
-		      const struct cli_ckpt_opts *o, struct ckpt_manifest *m)
+static int incr_setup(struct rs_client *c, unsigned node, size_t nn,
+		      const char *path, const struct cli_ckpt_opts *o,
+		      struct ckpt_manifest *m)
 {
 	const char *bname = strrchr(o->base, '/') ? strrchr(o->base, '/') + 1
 						  : o->base;
@@ -236,15 +296,15 @@ static int incr_setup(struct rs_client *c, const char *path,
 		rc = rs_seterr(-ENOMEM, "checkpoint: out of memory");
 	for (uint32_t t = 0; !rc && t < b->ntables; t++) {
 		names[t] = b->tables[t].spec.name;
-		if (b->tables[t].nparts != cli_nnodes(c))
+		if (b->tables[t].nparts != nn)
 			rc = rs_seterr(RS_E_INVAL, "checkpoint: the base %s "
 				       "was taken of %u nodes, the store has "
 				       "%zu: take a full checkpoint", o->base,
-				       b->tables[t].nparts, cli_nnodes(c));
+				       b->tables[t].nparts, nn);
 	}
 	if (!rc)
-		rc = pick_tables(c, &(struct cli_ckpt_names){ names,
-							      b->ntables }, m);
+		rc = pick_tables(c, node, &(struct cli_ckpt_names){ names,
+							b->ntables }, m);
 	if (!rc) {
 		m->kind = CKPT_INCREMENTAL;
 		memcpy(m->base, b->id, CKPT_ID_BYTES);
@@ -255,16 +315,107 @@ static int incr_setup(struct rs_client *c, const char *path,
 	return rc;
 }
 
+/* The parts of every table: one per node taken. */
+static int parts_setup(struct ckpt_manifest *m, size_t nn)
+{
+	for (uint32_t t = 0; t < m->ntables; t++) {
+		free(m->tables[t].parts);
+		m->tables[t].nparts = (uint32_t)nn;
+		m->tables[t].parts = calloc(nn, sizeof(*m->tables[t].parts));
+		if (!m->tables[t].parts)
+			return rs_seterr(-ENOMEM, "checkpoint: out of memory");
+		for (size_t i = 0; i < nn; i++)
+			part_file(m->tables[t].parts[i].file,
+				  m->tables[t].spec.name, (unsigned)i);
+	}
+	return 0;
+}
+
+/* One try: freeze nodes[0..nn) (in epoch, a cluster's), have each dump
+ * its parts, thaw them all (also after a failure). */
+static int take(struct rs_client *c, const char *name,
+		const struct cli_ckpt_opts *o, struct ckpt_manifest *m,
+		const unsigned *nodes, size_t nn, uint64_t epoch,
+		struct cli_ckpt_progress *p, struct cli_ckpt_report *rep)
+{
+	unsigned freeze_ms = o->freeze_ms ? o->freeze_ms : 60000;
+	uint32_t ef = epoch ? PROTO_CKF_EPOCH : 0;
+	struct dump_job *jobs = calloc(nn, sizeof(*jobs));
+	pthread_t *thr = calloc(nn, sizeof(*thr));
+	size_t frozen = 0, started = 0;
+	int rc = 0;
+
+	if (!jobs || !thr) {
+		free(jobs);
+		free(thr);
+		return rs_seterr(-ENOMEM, "checkpoint: out of memory");
+	}
+	/* 1. every node stops taking writes */
+	p->phase = "freeze";
+	progress(o, p, true);
+	for (; frozen < nn; frozen++) {
+		struct proto_ckpt_req q = { .phase = PROTO_CKPT_FREEZE,
+					    .flags = ef, .epoch = epoch,
+					    .timeout_ms = freeze_ms };
+		struct proto_ckpt_reply r;
+
+		if ((rc = cli_node_ckpt(c, nodes[frozen], &q, 0, &r)))
+			break;
+	}
+	/* 2. every node writes its parts, in parallel */
+	if (!rc) {
+		p->phase = "dump";
+		progress(o, p, true);
+		for (; started < nn; started++) {
+			jobs[started] = (struct dump_job){
+				.c = c, .node = nodes[started],
+				.part = (unsigned)started, .m = m,
+				.name = name, .wait_ms = freeze_ms,
+				.epoch = epoch,
+				.flags = ef | (o->export_only ? 0 :
+					 o->base ? PROTO_CKF_STATE |
+					 PROTO_CKF_INCR : PROTO_CKF_STATE) };
+			if (pthread_create(&thr[started], NULL, dump_node,
+					   &jobs[started])) {
+				rc = rs_seterr(-EAGAIN, "checkpoint: no thread");
+				break;
+			}
+		}
+		for (size_t i = 0; i < started; i++)
+			pthread_join(thr[i], NULL);
+		for (size_t i = 0; i < started && !rc; i++)
+			if (jobs[i].rc)
+				rc = rs_seterr(jobs[i].rc, "checkpoint: %s",
+					       jobs[i].err);
+	}
+	/* 3. writes resume (also after a failure; the node whose FREEZE
+	 * failed too: it may have paused before it refused) */
+	{
+		char keep[RS_ERRMSG_MAX];
+		int trc;
+
+		rs_errsave(keep);
+		trc = thaw_all(c, nodes, frozen < nn ? frozen + 1 : nn,
+			       &rep->paused_us);
+		if (rc)
+			rs_errrestore(keep);
+		else
+			rc = trc;
+	}
+	free(jobs);
+	free(thr);
+	return rc;
+}
+
 int cli_checkpoint(struct rs_client *c, const char *path,
 		   const struct cli_ckpt_opts *o, struct cli_ckpt_report *rep)
 {
 	const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 	struct ckpt_manifest m = { 0 };
 	struct cli_ckpt_progress p = { .start_us = now_us() };
-	struct dump_job *jobs = NULL;
-	pthread_t *thr = NULL;
-	size_t nn = cli_nnodes(c), frozen = 0, started = 0;
-	unsigned freeze_ms = o->freeze_ms ? o->freeze_ms : 60000;
+	unsigned *nodes = NULL;
+	size_t nn = 0;
+	uint64_t epoch = 0;
 	int rc;
 
 	memset(rep, 0, sizeof(*rep));
@@ -287,76 +438,35 @@ int cli_checkpoint(struct rs_client *c, const char *path,
 	}
 	ckpt_new_id(m.id);
 	m.kind = o->export_only ? CKPT_EXPORT : CKPT_FULL;
+	if ((rc = ckpt_members(c, &nodes, &nn, &epoch)))
+		goto out;
 	if (o->base)
-		rc = incr_setup(c, path, o, &m);
+		rc = incr_setup(c, nodes[0], nn, path, o, &m);
 	else
-		rc = pick_tables(c, &(struct cli_ckpt_names){ o->tables,
-							      o->ntables }, &m);
-	if (rc)
-		goto out;
-	for (uint32_t t = 0; t < m.ntables; t++) {
-		m.tables[t].nparts = (uint32_t)nn;
-		m.tables[t].parts = calloc(nn, sizeof(*m.tables[t].parts));
-		if (!m.tables[t].parts) {
-			rc = rs_seterr(-ENOMEM, "checkpoint: out of memory");
-			goto out;
-		}
-		for (size_t i = 0; i < nn; i++)
-			part_file(m.tables[t].parts[i].file,
-				  m.tables[t].spec.name, (unsigned)i);
-	}
-	jobs = calloc(nn, sizeof(*jobs));
-	thr = calloc(nn, sizeof(*thr));
-	if (!jobs || !thr) {
-		rc = rs_seterr(-ENOMEM, "checkpoint: out of memory");
-		goto out;
-	}
-	/* 1. every node stops taking writes */
-	p.phase = "freeze";
-	progress(o, &p, true);
-	for (; frozen < nn; frozen++) {
-		struct proto_ckpt_req q = { .phase = PROTO_CKPT_FREEZE,
-					    .timeout_ms = freeze_ms };
-		struct proto_ckpt_reply r;
-
-		if ((rc = cli_node_ckpt(c, (unsigned)frozen, &q, 0, &r)))
+		rc = pick_tables(c, nodes[0], &(struct cli_ckpt_names){
+					 o->tables, o->ntables }, &m);
+	for (unsigned tries = 1; !rc; tries++) {
+		if ((rc = parts_setup(&m, nn)))
 			break;
-	}
-	/* 2. every node writes its parts, in parallel */
-	if (!rc) {
-		p.phase = "dump";
-		progress(o, &p, true);
-		for (; started < nn; started++) {
-			jobs[started] = (struct dump_job){
-				.c = c, .node = (unsigned)started, .m = &m,
-				.name = name, .wait_ms = freeze_ms,
-				.flags = o->export_only ? 0 :
-					 o->base ? PROTO_CKF_STATE |
-					 PROTO_CKF_INCR : PROTO_CKF_STATE };
-			if (pthread_create(&thr[started], NULL, dump_node,
-					   &jobs[started])) {
-				rc = rs_seterr(-EAGAIN, "checkpoint: no thread");
-				break;
-			}
+		rc = take(c, name, o, &m, nodes, nn, epoch, &p, rep);
+		if (rc != RS_E_EPOCH || !c->cluster)
+			break;
+		if (tries == CKPT_TRIES) {
+			rc = rs_seterr(rc, "checkpoint: the cluster's "
+				       "configuration changed while it was "
+				       "taken, %u times (last: %s); every "
+				       "node resumed writes and nothing was "
+				       "written", tries, rs_errormsg());
+			break;
 		}
-		for (size_t i = 0; i < started; i++)
-			pthread_join(thr[i], NULL);
-		for (size_t i = 0; i < started && !rc; i++)
-			if (jobs[i].rc)
-				rc = rs_seterr(jobs[i].rc, "checkpoint: %s",
-					       jobs[i].err);
-	}
-	/* 3. writes resume (also after a failure) */
-	{
-		char keep[RS_ERRMSG_MAX];
-		int trc;
-
-		rs_errsave(keep);
-		trc = thaw_all(c, frozen, &rep->paused_us);
-		if (rc)
-			rs_errrestore(keep);
-		else
-			rc = trc;
+		/* the configuration moved on: all nodes are thawed; take
+		 * it again, of the members of the new one */
+		p.phase = "configuration changed: again";
+		progress(o, &p, true);
+		(void)cli_cluster_refresh(c, epoch, SIZE_MAX);
+		free(nodes);
+		nodes = NULL;
+		rc = ckpt_members(c, &nodes, &nn, &epoch);
 	}
 	if (rc)
 		goto out;
@@ -381,8 +491,7 @@ int cli_checkpoint(struct rs_client *c, const char *path,
 	progress(o, &p, true);
 out:
 	rep->elapsed_us = now_us() - p.start_us;
-	free(jobs);
-	free(thr);
+	free(nodes);
 	manifest_release(&m);
 	return rc;
 }
@@ -503,7 +612,8 @@ static int ensure_table(struct rs_client *c, const struct ckpt_table_entry *e,
 			struct rs_table **out)
 {
 	struct proto_limits lim;
-	size_t existed;
+	size_t existed, nn;
+	bool *active;
 	int rc;
 
 	proto_limits_default(&lim);
@@ -513,23 +623,29 @@ static int ensure_table(struct rs_client *c, const struct ckpt_table_entry *e,
 	    (rc = rs_table_open(c, e->spec.name, out)))
 		return rc;
 	(void)cli_table_refresh(*out);
-	for (size_t i = 0, nn = cli_nnodes(c); i < nn; i++) {
+	nn = cli_nnodes(c);
+	if (!(active = calloc(nn ? nn : 1, sizeof(*active))))
+		return rs_seterr(-ENOMEM, "restore: out of memory");
+	/* every node, or a cluster's ACTIVE members */
+	cli_active_nodes(c, active, nn);
+	for (size_t i = 0; !rc && i < nn; i++) {
 		struct cli_tloc v;
 
+		if (!active[i])
+			continue;
 		cli_table_loc(*out, (unsigned)i, &v);
 		if (!v.valid)
-			return rs_seterr(RS_E_NOTFOUND, "restore: table '%s' "
-					 "missing on node %zu", e->spec.name,
-					 i);
-		if (v.info.spec.dim != e->spec.dim ||
-		    v.info.spec.dtype != e->spec.dtype ||
-		    v.info.spec.optim.kind != e->spec.optim.kind)
-			return rs_seterr(RS_E_DIM, "restore: table '%s' exists "
-					 "with another dim, dtype or "
-					 "optimizer than the checkpoint's",
-					 e->spec.name);
+			rc = rs_seterr(RS_E_NOTFOUND, "restore: table '%s' "
+				       "missing on node %zu", e->spec.name, i);
+		else if (v.info.spec.dim != e->spec.dim ||
+			 v.info.spec.dtype != e->spec.dtype ||
+			 v.info.spec.optim.kind != e->spec.optim.kind)
+			rc = rs_seterr(RS_E_DIM, "restore: table '%s' exists "
+				       "with another dim, dtype or optimizer "
+				       "than the checkpoint's", e->spec.name);
 	}
-	return 0;
+	free(active);
+	return rc;
 }
 
 /* One checkpoint of a chain into c's store. An increment's deletions go

@@ -132,11 +132,12 @@ static uint32_t in_width(const struct rcall *r, const struct cli_tloc *v)
 		       : dim;
 }
 
-/* Cluster mode: the request carries the epoch (PROTO_KF_EPOCH: GET ..
- * DELETE; LOAD, an admin restore, takes no flags and is not fenced). */
+/* Cluster mode: the request carries the epoch (PROTO_KF_EPOCH), every
+ * keyed request: a restore's LOAD goes to the keys' primaries, which
+ * replicate it like any write. */
 static bool tags_epoch(const struct rcall *r)
 {
-	return r->epoch && r->op != PROTO_OP_LOAD;
+	return r->epoch != 0;
 }
 
 /* Cluster mode: the writes that are applied exactly once (PROTO_KF_ONCE;

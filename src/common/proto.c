@@ -240,8 +240,8 @@ int proto_lr_ok(float lr)
 	return isfinite(lr) && lr >= 0.0f;
 }
 
-/* PROTO_KF_* bits a keyed request of op may carry (LOAD: none; GET
- * writes nothing, so nothing to do exactly once) */
+/* PROTO_KF_* bits a keyed request of op may carry (GET writes nothing,
+ * and LOAD sets rows as they are: nothing to do exactly once) */
 static uint32_t keys_flags_allowed(uint32_t op)
 {
 	switch (op) {
@@ -253,6 +253,7 @@ static uint32_t keys_flags_allowed(uint32_t op)
 	case PROTO_OP_DELETE:
 		return PROTO_KF_EPOCH | PROTO_KF_ONCE;
 	case PROTO_OP_GET:
+	case PROTO_OP_LOAD:
 		return PROTO_KF_EPOCH;
 	default:
 		return 0;
@@ -1354,6 +1355,8 @@ static int dec_ckpt_req(struct rd *r, struct proto_ckpt_req *m)
 		if (id)
 			memcpy(m->base, id, PROTO_CKPT_ID_BYTES);
 	}
+	if (m->flags & PROTO_CKF_EPOCH)
+		m->epoch = rd_u64(r, "epoch");
 	rd_str(r, "dir", STR_OPT_NAME, m->dir, sizeof(m->dir));
 	rd_str(r, "table", STR_OPT_NAME, m->table, sizeof(m->table));
 	rd_str(r, "file", STR_OPT_NAME, m->file, sizeof(m->file));
@@ -1362,9 +1365,14 @@ static int dec_ckpt_req(struct rd *r, struct proto_ckpt_req *m)
 	if (m->phase < PROTO_CKPT_FREEZE || m->phase > PROTO_CKPT_THAW)
 		return rd_fail(r, RS_E_PROTO, "phase: unknown value %u",
 			       m->phase);
-	if (m->flags & ~(PROTO_CKF_STATE | PROTO_CKF_INCR))
+	if (m->flags & ~(PROTO_CKF_STATE | PROTO_CKF_INCR | PROTO_CKF_EPOCH))
 		return rd_fail(r, RS_E_PROTO, "flags: unknown bits 0x%x",
-			       m->flags & ~(PROTO_CKF_STATE | PROTO_CKF_INCR));
+			       m->flags & ~(PROTO_CKF_STATE | PROTO_CKF_INCR |
+					    PROTO_CKF_EPOCH));
+	if ((m->flags & PROTO_CKF_EPOCH) &&
+	    (m->phase == PROTO_CKPT_THAW || m->epoch == 0))
+		return rd_fail(r, RS_E_PROTO, "flags: an epoch (>= 1) is for "
+			       "FREEZE and DUMP");
 	if ((m->flags & PROTO_CKF_INCR) && (m->phase != PROTO_CKPT_DUMP ||
 					    !(m->flags & PROTO_CKF_STATE)))
 		return rd_fail(r, RS_E_PROTO, "flags: an incremental part is "
@@ -2124,6 +2132,8 @@ int proto_enc_ckpt_req(void *buf, size_t cap, const struct proto_hdr *h,
 	wr_bytes(&w, m->id, PROTO_CKPT_ID_BYTES);
 	if (m->flags & PROTO_CKF_INCR)
 		wr_bytes(&w, m->base, PROTO_CKPT_ID_BYTES);
+	if (m->flags & PROTO_CKF_EPOCH)
+		wr_u64(&w, m->epoch);
 	wr_str(&w, m->dir, ld);
 	wr_str(&w, m->table, lt);
 	wr_str(&w, m->file, lf);

@@ -123,6 +123,8 @@ enum proto_ckpt_phase {
 	PROTO_CKPT_THAW = 3,	/* resume writes */
 };
 #define PROTO_CKF_STATE 0x1u	/* DUMP: with optimizer state */
+#define PROTO_CKF_EPOCH 0x4u	/* FREEZE, DUMP: the configuration epoch
+				 * follows (a cluster: docs/checkpoint.md) */
 #define PROTO_CKF_INCR 0x2u	/* DUMP: only the changes since `base`
 				 * (with PROTO_CKF_STATE; base follows id
 				 * on the wire) */
@@ -450,6 +452,7 @@ struct proto_ckpt_req {
 	uint8_t id[PROTO_CKPT_ID_BYTES];	/* the checkpoint's id */
 	uint8_t base[PROTO_CKPT_ID_BYTES];	/* PROTO_CKF_INCR: the id of
 						 * the checkpoint it extends */
+	uint64_t epoch;		/* PROTO_CKF_EPOCH: >= 1 */
 	char dir[PROTO_NAME_MAX + 1];
 	char table[PROTO_NAME_MAX + 1];
 	char file[PROTO_NAME_MAX + 1];

@@ -16,6 +16,18 @@
  * deadline (the FREEZE request's timeout): a checkpointer that dies does
  * not stop a node's writes for ever. The deadline is checked by the next
  * write that meets the freeze, and waits while a DUMP runs.
+ *
+ * A replicated cluster (docs/checkpoint.md, "A replicated cluster"):
+ * FREEZE and DUMP name the configuration epoch E the checkpointer froze
+ * every active member of; a node refuses (RS_E_EPOCH) unless it follows E
+ * as an active member, at the FREEZE once the writes inside drained, and
+ * at the start and the end of every DUMP. Epochs only grow, so the node
+ * followed E from its freeze to its last part. A DUMP writes only the
+ * keys the node is the primary of in E: one copy of every key. REPLs are
+ * not writes (a frozen backup applies them: its primary's writes finish),
+ * and they never touch a key the node is the primary of. A part's change
+ * tracking is tagged with the checkpoint's id and E: an increment is
+ * taken in its base's epoch, under the same primaries, or refused.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +40,8 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
-#include "server/srv_internal.h"
+#include "common/le.h"
+#include "server/srv_repl_int.h"
 #include "value/slab_ckpt.h"
 
 static uint64_t mono_ns(void)
@@ -97,25 +110,104 @@ void srv_write_leave(struct rs_server *s)
 	atomic_fetch_sub(&s->ckpt.writers, 1);
 }
 
-int srv_ckpt_freeze(struct rs_server *s, uint32_t timeout_ms)
+/* The keys a cluster node dumps: those it is the primary of in the epoch
+ * the checkpoint names (a copy of that epoch's ring: no lock held while
+ * the part is written, so the node adopts a newer epoch meanwhile, and
+ * the DUMP fails at its end). */
+struct ckpt_ring {
+	struct memb_placement *pl;	/* NULL: no cluster, every key */
+	int self;
+};
+
+static bool ckpt_ring_keeps(void *arg, uint64_t key)
+{
+	const struct ckpt_ring *r = arg;
+	unsigned set[MEMB_MAX_R];
+
+	return memb_replicas(r->pl, memb_key_hash(key), set) &&
+	       (int)set[0] == r->self;
+}
+
+/* A checkpoint request names the epoch of a cluster member exactly when
+ * the node is one, and the node follows that epoch as an active member;
+ * ring (may be NULL): a copy of that epoch's ring. 0 or RS_E_EPOCH. */
+static int ckpt_epoch_check(struct rs_server *s, uint64_t epoch,
+			    struct ckpt_ring *ring)
+{
+	struct srv_repl *rp = &s->repl;
+	const struct srv_cfg *g;
+	int rc = 0;
+
+	if (!rp->on)
+		return epoch ? rs_seterr(RS_E_EPOCH, "checkpoint of epoch %"
+					 PRIu64 ": this node is not a member "
+					 "of a cluster", epoch) : 0;
+	if (!epoch)
+		return rs_seterr(RS_E_EPOCH, "this node is a member of a "
+				 "replicated cluster: a checkpoint names the "
+				 "configuration epoch (an older client?)");
+	if (pthread_rwlock_tryrdlock(&rp->lock))
+		return rs_seterr(RS_E_EPOCH, "checkpoint of epoch %" PRIu64
+				 ": the node is adopting a new configuration",
+				 epoch);
+	g = rp->cur;
+	if (!g || g->c.epoch != epoch || g->self < 0)
+		rc = rs_seterr(RS_E_EPOCH, "checkpoint of epoch %" PRIu64 ": "
+			       "this node follows epoch %" PRIu64 "%s", epoch,
+			       g ? g->c.epoch : 0, g && g->self < 0 ?
+			       " and is not an active member of it" : "");
+	else if (ring && memb_placement_new(&ring->pl, &g->c))
+		rc = rs_seterr(-ENOMEM, "checkpoint: out of memory");
+	else if (ring)
+		ring->self = g->self;
+	pthread_rwlock_unlock(&rp->lock);
+	return rc;
+}
+
+/* The tag of the change tracking a part with state leaves: the
+ * checkpoint's id, with the epoch of a cluster folded in, so that an
+ * increment is never relative to a base of other primaries. */
+static void ckpt_track_tag(uint8_t out[CKPT_ID_BYTES],
+			   const uint8_t id[CKPT_ID_BYTES], uint64_t epoch)
+{
+	memcpy(out, id, CKPT_ID_BYTES);
+	le_st64(out, le_ld64(out) ^ epoch);
+}
+
+int srv_ckpt_freeze(struct rs_server *s, uint32_t timeout_ms, uint64_t epoch)
 {
 	struct srv_ckpt *k = &s->ckpt;
 	uint64_t now = mono_ns();
+	bool froze = false;
+	int rc;
 
+	/* refused before it pauses anything */
+	if ((rc = ckpt_epoch_check(s, epoch, NULL)))
+		return rc;
 	pthread_mutex_lock(&k->lock);
 	atomic_store(&k->until_ns, now + (uint64_t)timeout_ms * 1000000u);
 	if (!(atomic_load(&k->frozen) & SRV_FROZEN_CKPT)) {
 		atomic_store(&k->since_ns, now);
 		atomic_fetch_or(&k->frozen, SRV_FROZEN_CKPT);
 		atomic_fetch_add(&k->pauses, 1);
+		froze = true;
 		srv_log("checkpoint: writes paused (for at most %u ms)",
 			timeout_ms);
 	}
-	/* the writes already inside finish (a request's work: bounded) */
+	/* the writes already inside finish (a request's work: bounded; a
+	 * replicated write leaves once every backup acknowledged it) */
 	while (atomic_load(&k->writers))
 		usleep(50);
+	/* and they were all of epoch `epoch`: none is in flight */
+	if ((rc = ckpt_epoch_check(s, epoch, NULL)) && froze) {
+		char keep[RS_ERRMSG_MAX];
+
+		rs_errsave(keep);
+		thaw_now(s, "the configuration changed");
+		rs_errrestore(keep);
+	}
 	pthread_mutex_unlock(&k->lock);
-	return 0;
+	return rc;
 }
 
 uint64_t srv_ckpt_thaw(struct rs_server *s)
@@ -147,9 +239,12 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 	struct ckpt_part_sum sum;
 	struct ckpt_writer *w;
 	struct srv_table *t;
+	struct ckpt_ring ring = { .pl = NULL };
 	char dir[PATH_MAX], path[PATH_MAX];
 	bool incr = q->flags & PROTO_CKF_INCR;
-	uint64_t rows, deleted = 0;
+	uint64_t rows, deleted = 0, epoch = q->flags & PROTO_CKF_EPOCH ?
+					    q->epoch : 0;
+	uint8_t tag[CKPT_ID_BYTES];
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -168,6 +263,13 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 		return rs_seterr(RS_E_INVAL, "DUMP without FREEZE: the part "
 				 "would not be one point of the updates");
 	}
+	/* after the freeze is seen: the epoch held since the FREEZE's
+	 * check (epochs only grow; checked again at the end) */
+	if ((rc = ckpt_epoch_check(s, epoch, s->repl.on ? &ring : NULL))) {
+		pthread_mutex_unlock(&s->ckpt.lock);
+		srv_table_put(t);
+		return rc;
+	}
 	atomic_fetch_add(&s->ckpt.dumping, 1);
 	pthread_mutex_unlock(&s->ckpt.lock);
 	memset(&d, 0, sizeof(d));
@@ -183,14 +285,31 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 	if (!rc && (size_t)snprintf(path, sizeof(path), "%s/%s", dir,
 				    q->file) >= sizeof(path))
 		rc = rs_seterr(RS_E_INVAL, "checkpoint: path too long");
-	if (!rc && incr)
-		rc = slab_track_check(t->st, q->base);
+	if (!rc && incr) {
+		ckpt_track_tag(tag, q->base, epoch);
+		rc = slab_track_check(t->st, tag);
+		if (rc && epoch)
+			rc = rs_seterr(rc, "%s (in a cluster, an increment is "
+				       "taken in the configuration epoch of "
+				       "its base, %" PRIu64 " now: after any "
+				       "membership change the keys' primaries "
+				       "may have moved; take a full "
+				       "checkpoint)", rs_errormsg(), epoch);
+	}
 	if (!rc)
 		rc = ckpt_part_create(&w, path, &d, 0);
 	if (!rc) {
-		rc = incr ? slab_table_dump_changes(t->st, w, &d, &rows,
-						    &deleted)
-			  : slab_table_dump(t->st, w, &d, &rows);
+		rc = slab_table_dump_keys(t->st, w, &d, incr,
+					  ring.pl ? ckpt_ring_keeps : NULL,
+					  &ring, &rows, &deleted);
+		/* the node followed the epoch throughout: its keys were
+		 * the primary's copies of one configuration */
+		if (!rc && epoch && atomic_load(&s->repl.epoch) != epoch)
+			rc = rs_seterr(RS_E_EPOCH, "checkpoint of epoch %"
+				       PRIu64 ": the node adopted epoch %"
+				       PRIu64 " while it wrote table '%s'",
+				       epoch, atomic_load(&s->repl.epoch),
+				       t->spec.name);
 		if (rc)
 			ckpt_part_abort(w);
 		else
@@ -198,8 +317,11 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 	}
 	/* a full or incremental part is the next base of this table's
 	 * changes (an export is not: it cannot be restored under one) */
-	if (!rc && d.with_state)
-		slab_track_reset(t->st, q->id);
+	if (!rc && d.with_state) {
+		ckpt_track_tag(tag, q->id, epoch);
+		slab_track_reset(t->st, tag);
+	}
+	memb_placement_free(&ring.pl);
 	atomic_fetch_sub(&s->ckpt.dumping, 1);
 	if (!rc) {
 		out->rows = sum.rows;

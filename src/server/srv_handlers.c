@@ -830,7 +830,8 @@ static void do_ckpt(struct req *r)
 
 	switch (q->phase) {
 	case PROTO_CKPT_FREEZE:
-		ret = srv_ckpt_freeze(r->s, q->timeout_ms);
+		ret = srv_ckpt_freeze(r->s, q->timeout_ms,
+				      q->flags & PROTO_CKF_EPOCH ? q->epoch : 0);
 		break;
 	case PROTO_CKPT_DUMP:
 		r->table = q->table;
@@ -1109,12 +1110,6 @@ static void do_keyed_cluster(struct req *r)
 	if (!s->repl.on) {
 		reply_error(r, r->op, RS_E_EPOCH, "this node is not a member "
 			    "of a cluster: requests name no epoch");
-		return;
-	}
-	if (r->op == PROTO_OP_LOAD) {
-		reply_error(r, r->op, RS_E_UNSUPPORTED, "LOAD into a "
-			    "replicated cluster is not supported yet (its "
-			    "rows would reach one replica only)");
 		return;
 	}
 	if (!(k->flags & PROTO_KF_EPOCH)) {

@@ -319,7 +319,11 @@ void srv_ckpt_destroy(struct rs_server *s);
  * wait for those in progress. THAW: resume; returns how long (us) writes
  * were paused (0: they were not). DUMP: one table into a part file under
  * checkpoint_dir (frozen only); *out describes it. */
-int srv_ckpt_freeze(struct rs_server *s, uint32_t timeout_ms);
+/* epoch: the configuration a cluster member must follow as an active
+ * member (0: not a cluster); RS_E_EPOCH otherwise, before it pauses
+ * anything or, if it changed while the writes drained, after it resumed
+ * them again. */
+int srv_ckpt_freeze(struct rs_server *s, uint32_t timeout_ms, uint64_t epoch);
 uint64_t srv_ckpt_thaw(struct rs_server *s);
 struct proto_ckpt_req;
 struct proto_ckpt_reply;

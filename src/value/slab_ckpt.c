@@ -41,6 +41,8 @@ struct dump {
 	struct row_geom g;
 	float *val, *state;
 	void *payload;
+	bool (*keep)(void *arg, uint64_t key);
+	void *arg;
 	uint64_t rows, deleted;
 };
 
@@ -51,6 +53,8 @@ static int dump_one(void *arg, uint64_t key, uint32_t row)
 	int rc;
 
 	(void)row;
+	if (d->keep && !d->keep(d->arg, key))
+		return 0;
 	rc = slab_write_begin(d->t, key, &wr);
 	if (rc == RS_E_NOTFOUND)	/* deleted since the walk saw it */
 		return 0;
@@ -71,20 +75,23 @@ static int dump_gone(void *arg, uint64_t key, uint32_t row)
 	int rc;
 
 	(void)row;
+	if (d->keep && !d->keep(d->arg, key))
+		return 0;
 	rc = ckpt_part_put_deleted(d->w, key);
 	if (!rc)
 		d->deleted++;
 	return rc;
 }
 
-/* every key (changes NULL), or the keys changed and deleted since the
- * tracking's reset */
-static int dump_table(struct slab_table *t, struct ckpt_writer *w,
-		      const struct ckpt_part_desc *desc, bool changes,
-		      uint64_t *rows, uint64_t *deleted)
+/* every key (!changes), or the keys changed and deleted since the
+ * tracking's reset; of those, the ones keep() takes */
+int slab_table_dump_keys(struct slab_table *t, struct ckpt_writer *w,
+			 const struct ckpt_part_desc *desc, bool changes,
+			 bool (*keep)(void *arg, uint64_t key), void *arg,
+			 uint64_t *rows, uint64_t *deleted)
 {
 	uint32_t sf = slab_table_state_floats(t);
-	struct dump d = { .t = t, .w = w };
+	struct dump d = { .t = t, .w = w, .keep = keep, .arg = arg };
 	int rc;
 
 	*rows = 0;
@@ -111,14 +118,15 @@ static int dump_table(struct slab_table *t, struct ckpt_writer *w,
 int slab_table_dump(struct slab_table *t, struct ckpt_writer *w,
 		    const struct ckpt_part_desc *desc, uint64_t *rows)
 {
-	return dump_table(t, w, desc, false, rows, NULL);
+	return slab_table_dump_keys(t, w, desc, false, NULL, NULL, rows, NULL);
 }
 
 int slab_table_dump_changes(struct slab_table *t, struct ckpt_writer *w,
 			    const struct ckpt_part_desc *desc, uint64_t *rows,
 			    uint64_t *deleted)
 {
-	return dump_table(t, w, desc, true, rows, deleted);
+	return slab_table_dump_keys(t, w, desc, true, NULL, NULL, rows,
+				    deleted);
 }
 
 int slab_load_row(struct slab_table *t, uint64_t key, const float *val,

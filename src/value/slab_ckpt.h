@@ -31,6 +31,15 @@ int slab_table_dump_changes(struct slab_table *t, struct ckpt_writer *w,
 			    const struct ckpt_part_desc *desc, uint64_t *rows,
 			    uint64_t *deleted);
 
+/* The same two with only the keys keep(arg, key) is true of (every key
+ * when keep is NULL): a cluster node dumps the keys it is the primary of
+ * (docs/checkpoint.md, "A replicated cluster"). changes: the incremental
+ * form (*deleted, which may be NULL otherwise). */
+int slab_table_dump_keys(struct slab_table *t, struct ckpt_writer *w,
+			 const struct ckpt_part_desc *desc, bool changes,
+			 bool (*keep)(void *arg, uint64_t key), void *arg,
+			 uint64_t *rows, uint64_t *deleted);
+
 /* Set key to val[dim] and (state non-NULL) state[state_floats]: a new
  * row, or the existing one overwritten (its state kept when state is
  * NULL). *created tells which. vbuf[dim] and sbuf[state_floats] (NULL

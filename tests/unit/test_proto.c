@@ -778,8 +778,8 @@ static const struct mutation mutations[] = {
 	  "7 keys need 56 bytes after the fixed part, 64 present" },
 	{ "get_req_epoch", 48, 4, 8, RS_E_PROTO, "8 keys need 64 bytes" },
 	{ "get_req_epoch", 36, 4, 5, RS_E_PROTO, "flags: unknown bits 0x1" },
-	{ "load_req", 36, 4, PROTO_KF_EPOCH, RS_E_PROTO,
-	  "LOAD request: flags: unknown bits 0x4" },
+	{ "load_req", 36, 4, PROTO_KF_ONCE, RS_E_PROTO,
+	  "LOAD request: flags: unknown bits 0x8" },
 	/* ONCE: client, seq, done_below follow (here the first key, 0, is
 	 * read as the client); not on GET nor LOAD; without the flag, the
 	 * 24 bytes are three keys too many */
@@ -851,7 +851,7 @@ static const struct mutation mutations[] = {
 	  "truncated at stat.table_id" },
 	/* CKPT: phase, flags, freeze timeout, names only with DUMP */
 	{ "ckpt_freeze_req", 32, 4, 9, RS_E_PROTO, "phase: unknown value 9" },
-	{ "ckpt_freeze_req", 36, 4, 4, RS_E_PROTO, "flags: unknown bits 0x4" },
+	{ "ckpt_freeze_req", 36, 4, 8, RS_E_PROTO, "flags: unknown bits 0x8" },
 	/* INCR: a base id follows (absent here), only on a DUMP with state */
 	{ "ckpt_freeze_req", 36, 4, 3, RS_E_PROTO, "truncated at base" },
 	{ "ckpt_incr_req", 36, 4, 2, RS_E_PROTO, "an incremental part is a "
@@ -928,6 +928,43 @@ static void decode_checks(void **state)
 		snprintf(q.dir, sizeof(q.dir), "a/b");
 		assert_int_equal(proto_enc_ckpt_req(buf, sizeof(buf), &h, &q),
 				 RS_E_INVAL);
+	}
+	/* a cluster's FREEZE and DUMP name the configuration epoch */
+	{
+		struct proto_ckpt_req q = { .phase = PROTO_CKPT_DUMP,
+					    .flags = PROTO_CKF_STATE |
+						     PROTO_CKF_INCR |
+						     PROTO_CKF_EPOCH,
+					    .epoch = 0x123456789aull };
+		struct proto_hdr h = { .req_id = 1 };
+		struct proto_msg m;
+		int n;
+
+		q.base[3] = 7;
+		snprintf(q.dir, sizeof(q.dir), "c1");
+		snprintf(q.table, sizeof(q.table), "t");
+		snprintf(q.file, sizeof(q.file), "p.rsck");
+		n = proto_enc_ckpt_req(buf, sizeof(buf), &h, &q);
+		assert_true(n > 0);
+		decode_ok(buf, (size_t)n, &m);
+		assert_int_equal(m.u.ckpt_req.epoch, 0x123456789aull);
+		assert_int_equal(m.u.ckpt_req.base[3], 7);
+		assert_string_equal(m.u.ckpt_req.file, "p.rsck");
+		q.epoch = 0;
+		n = proto_enc_ckpt_req(buf, sizeof(buf), &h, &q);
+		expect_err(buf, (size_t)n, NULL, RS_E_PROTO,
+			   "an epoch (>= 1) is for FREEZE and DUMP");
+		q = (struct proto_ckpt_req){ .phase = PROTO_CKPT_THAW,
+					     .flags = PROTO_CKF_EPOCH,
+					     .epoch = 3 };
+		n = proto_enc_ckpt_req(buf, sizeof(buf), &h, &q);
+		expect_err(buf, (size_t)n, NULL, RS_E_PROTO,
+			   "an epoch (>= 1) is for FREEZE and DUMP");
+		q.phase = PROTO_CKPT_FREEZE;
+		q.timeout_ms = 10;
+		n = proto_enc_ckpt_req(buf, sizeof(buf), &h, &q);
+		decode_ok(buf, (size_t)n, &m);
+		assert_int_equal(m.u.ckpt_req.epoch, 3);
 	}
 }
 
@@ -1059,9 +1096,14 @@ static void keyed_epoch(void **state)
 	decode_ok(buf, len, &m);
 	assert_true(m.u.keys_req.lr == 0.125f && m.u.keys_req.epoch == 1);
 	assert_int_equal(m.u.keys_req.flags, q.flags);
-	/* not on LOAD */
+	/* on LOAD too (a restore into a cluster), not ONCE */
 	q = (struct proto_keys_req){ .n = 1, .dim = 3, .flags = PROTO_KF_EPOCH,
 				     .epoch = 3, .keys = keys, .rows = rows };
+	len = proto_enc_keys_req(buf, sizeof(buf), &h, PROTO_OP_LOAD, &q);
+	assert_true(len > 0);
+	decode_ok(buf, len, &m);
+	assert_int_equal(m.u.keys_req.epoch, 3);
+	q.flags |= PROTO_KF_ONCE;
 	assert_int_equal(proto_enc_keys_req(buf, sizeof(buf), &h,
 					    PROTO_OP_LOAD, &q),
 			 RS_E_INVAL);
