@@ -1,0 +1,408 @@
+/*
+ * ckpt_cluster_driver.c - the workload and the checks of
+ * test_ckpt_cluster.sh (not a test of its own): checkpoints of a
+ * replicated cluster and restores across store shapes.
+ *
+ *   ckpt_cluster_driver take SEEDS DIR
+ *       create "cnt" (dim 4, SGD, lr 1: a row counts its updates) and
+ *       "emb" (dim 8, Adagrad: rows and optimizer state) with K keys;
+ *       one thread streams UPDATEs of every key of both tables (per key
+ *       of "cnt": the steps acknowledged, and the ones whose outcome it
+ *       does not know) while this one takes a checkpoint into DIR through
+ *       rs_checkpoint. Checks: every key of both tables has exactly one
+ *       record (one copy per key, not one per replica), and every row of
+ *       "cnt" lies between the steps acknowledged before the checkpoint
+ *       began and those acknowledged or in flight when it ended.
+ *   ckpt_cluster_driver bump SEEDS N
+ *       one UPDATE of the first N keys of both tables.
+ *   ckpt_cluster_driver same DIR_A DIR_B
+ *       both checkpoints hold exactly one record of each of the same
+ *       keys per table, rows and optimizer state equal bit for bit.
+ *
+ * SEEDS: addr:port,addr:port. Exit 0, or 1 with a message.
+ */
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckpt/ckpt.h"
+#include "common/rs_internal.h"
+#include "recstore/client.h"
+
+#define K 3000
+#define CDIM 4
+#define EDIM 8
+#define EST EDIM		/* Adagrad: one accumulator per element */
+#define REC_MAX (EDIM * 4 + EST * 4)
+
+static uint64_t keys[K];
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "ckpt_cluster_driver: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(1);
+}
+
+static struct rs_client *open_client(const char *seeds)
+{
+	struct rs_client_config *cfg;
+	struct rs_client *c;
+	char buf[1024], *tok, *save = NULL;
+	int ret;
+
+	if (rs_client_config_new(&cfg))
+		die("config: %s", rs_errormsg());
+	snprintf(buf, sizeof(buf), "%s", seeds);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save))
+		if (rs_client_config_add_node(cfg, tok))
+			die("node %s: %s", tok, rs_errormsg());
+	rs_client_config_set_timeout_ms(cfg, 30000);
+	ret = rs_client_open(&c, cfg);
+	rs_client_config_delete(&cfg);
+	if (ret)
+		die("open: %s (%s)", rs_strerror(ret), rs_errormsg());
+	return c;
+}
+
+static struct rs_table *open_table(struct rs_client *c, const char *name)
+{
+	struct rs_table *t;
+
+	if (rs_table_open(c, name, &t))
+		die("table %s: %s", name, rs_errormsg());
+	return t;
+}
+
+static void create(struct rs_client *c, const char *name, uint32_t dim,
+		   const char *optim, float lr)
+{
+	struct rs_table_spec sp = RS_TABLE_SPEC_INIT;
+	int ret;
+
+	if (rs_table_spec_init(&sp, name, dim) ||
+	    rs_table_spec_set_optimizer(&sp, optim))
+		die("spec: %s", rs_errormsg());
+	sp.optim.lr = lr;
+	sp.capacity = 2 * K;
+	ret = rs_table_create(c, &sp);
+	if (ret && ret != RS_E_EXISTS)
+		die("create %s: %s", name, rs_errormsg());
+}
+
+/* ---- the stream ---- */
+
+struct stream {
+	struct rs_client *c;
+	atomic_bool stop;
+	atomic_uint_fast64_t rounds;
+	/* "cnt": per key, steps acknowledged and of unknown outcome */
+	_Atomic uint64_t acked[K], unsure[K];
+	int lasterr;
+};
+
+static void *stream_main(void *arg)
+{
+	struct stream *s = arg;
+	struct rs_table *cnt = open_table(s->c, "cnt");
+	struct rs_table *emb = open_table(s->c, "emb");
+	static float g1[K * CDIM], ge[K * EDIM];
+	static int st[K];
+	uint64_t round = 0;
+
+	for (int i = 0; i < K * CDIM; i++)
+		g1[i] = -1.0f;
+	while (!atomic_load(&s->stop)) {
+		int ret;
+
+		/* a gradient of every element that differs per round and
+		 * key: the optimizer state moves with the rows */
+		for (int i = 0; i < K * EDIM; i++)
+			ge[i] = (float)((i * 7 + round * 13) % 17) / 16.0f -
+				0.5f;
+		ret = rs_update(cnt, keys, K, g1, st, 0);
+		for (int i = 0; i < K; i++) {
+			if (ret >= 0 && st[i] >= 0) {
+				atomic_fetch_add(&s->acked[i], 1);
+			} else {
+				atomic_fetch_add(&s->unsure[i], 1);
+				s->lasterr = ret < 0 ? ret : st[i];
+			}
+		}
+		ret = rs_update(emb, keys, K, ge, st, 0);
+		for (int i = 0; ret >= 0 && i < K; i++)
+			if (st[i] < 0)
+				ret = st[i];
+		if (ret < 0)
+			s->lasterr = ret;
+		atomic_store(&s->rounds, ++round);
+	}
+	return NULL;
+}
+
+static void await_rounds(struct stream *s, uint64_t n)
+{
+	for (int i = 0; atomic_load(&s->rounds) < n; i++) {
+		if (i > 120000)
+			die("the stream is stuck at round %" PRIu64,
+			    (uint64_t)atomic_load(&s->rounds));
+		usleep(1000);
+	}
+}
+
+/* ---- records of a checkpoint ---- */
+
+struct recs {
+	uint32_t len;		/* bytes per record: payload and state */
+	uint64_t n, dup, stray;
+	uint8_t *seen;		/* [K] */
+	uint8_t *data;		/* [K * REC_MAX] */
+};
+
+static int key_index(uint64_t key)
+{
+	/* keys[i] = golden * (i + 1): the inverse in a loop is fine for K */
+	for (int i = 0; i < K; i++)
+		if (keys[i] == key)
+			return i;
+	return -1;
+}
+
+static void records(const char *dir, const char *table, struct recs *out)
+{
+	struct ckpt_manifest *m;
+	bool found = false;
+
+	memset(out, 0, sizeof(*out));
+	out->seen = calloc(K, 1);
+	out->data = calloc(K, REC_MAX);
+	if (!out->seen || !out->data)
+		die("out of memory");
+	if (ckpt_manifest_load(dir, &m))
+		die("%s: %s", dir, rs_errormsg());
+	for (uint32_t t = 0; t < m->ntables; t++) {
+		if (strcmp(m->tables[t].spec.name, table))
+			continue;
+		found = true;
+		for (uint32_t p = 0; p < m->tables[t].nparts; p++) {
+			struct ckpt_part_desc d;
+			struct ckpt_reader *r;
+			struct ckpt_record rec;
+			char path[PATH_MAX];
+			int rc;
+
+			snprintf(path, sizeof(path), "%s/%s", dir,
+				 m->tables[t].parts[p].file);
+			ckpt_part_desc_for(m, t, p, &d);
+			out->len = m->tables[t].spec.dim * 4 +
+				   d.state_floats * 4;
+			if (out->len > REC_MAX)
+				die("%s: records of %u bytes", table, out->len);
+			if (ckpt_part_open(&r, path, &d))
+				die("%s: %s", path, rs_errormsg());
+			while ((rc = ckpt_part_next(r, &rec)) == 1) {
+				int k = key_index(rec.key);
+
+				if (rec.kind != CKPT_REC_ROW || k < 0) {
+					out->stray++;
+					continue;
+				}
+				if (out->seen[k]++) {
+					out->dup++;
+					continue;
+				}
+				out->n++;
+				memcpy(out->data + (size_t)k * REC_MAX,
+				       rec.payload,
+				       m->tables[t].spec.dim * 4);
+				memcpy(out->data + (size_t)k * REC_MAX +
+					       m->tables[t].spec.dim * 4,
+				       rec.state, d.state_floats * 4);
+			}
+			if (rc)
+				die("%s: %s", path, rs_errormsg());
+			ckpt_part_close(r);
+		}
+	}
+	ckpt_manifest_free(m);
+	if (!found)
+		die("%s: no table '%s'", dir, table);
+}
+
+static void recs_free(struct recs *r)
+{
+	free(r->seen);
+	free(r->data);
+}
+
+/* exactly one record of every key */
+static int one_each(const char *dir, const char *table, struct recs *r)
+{
+	if (r->n == K && !r->dup && !r->stray)
+		return 0;
+	printf("%s, table %s: %" PRIu64 " keys of %d, %" PRIu64 " duplicate "
+	       "records, %" PRIu64 " records of other keys\n", dir, table,
+	       r->n, K, r->dup, r->stray);
+	return 1;
+}
+
+/* ---- commands ---- */
+
+static int do_take(const char *seeds, const char *dir)
+{
+	struct rs_client *c = open_client(seeds), *adm = open_client(seeds);
+	struct rs_ckpt_opts o = RS_CKPT_OPTS_INIT;
+	struct rs_ckpt_report rep = RS_CKPT_REPORT_INIT;
+	static struct stream s;
+	static uint64_t lo[K], hi[K];
+	static float zc[K * CDIM], ze[K * EDIM];
+	static int st[K];
+	struct recs rc, re;
+	uint64_t r0, r1;
+	pthread_t thr;
+	int bad = 0;
+
+	create(c, "cnt", CDIM, "sgd", 1.0f);
+	create(c, "emb", EDIM, "adagrad", 0.1f);
+	for (int i = 0; i < K * EDIM; i++)
+		ze[i] = (float)(i % 11) / 8.0f;
+	if (rs_put(open_table(c, "cnt"), keys, K, zc, st, 0) < 0 ||
+	    rs_put(open_table(c, "emb"), keys, K, ze, st, 0) < 0)
+		die("put: %s", rs_errormsg());
+	s.c = c;
+	if (pthread_create(&thr, NULL, stream_main, &s))
+		die("no thread");
+	await_rounds(&s, 3);
+	for (int i = 0; i < K; i++)
+		lo[i] = atomic_load(&s.acked[i]);
+	r0 = atomic_load(&s.rounds);
+	if (rs_checkpoint(adm, dir, &o, &rep))
+		die("checkpoint: %s", rs_errormsg());
+	r1 = atomic_load(&s.rounds);
+	/* the acknowledged steps and those in flight (one round) */
+	for (int i = 0; i < K; i++)
+		hi[i] = atomic_load(&s.acked[i]) + atomic_load(&s.unsure[i]) +
+			1;
+	await_rounds(&s, r1 + 2);	/* the stream goes on after it */
+	atomic_store(&s.stop, true);
+	pthread_join(thr, NULL);
+	printf("take: checkpoint %s of %" PRIu64 " rows, writes paused "
+	       "%.3f s, rounds %" PRIu64 "..%" PRIu64 " of the stream around "
+	       "it, %" PRIu64 " in all (last stream error: %s)\n", rep.id,
+	       rep.rows, (double)rep.paused_us / 1e6, r0, r1,
+	       (uint64_t)atomic_load(&s.rounds),
+	       s.lasterr ? rs_strerror(s.lasterr) : "none");
+	if (rep.rows != 2 * (uint64_t)K) {
+		printf("take: %" PRIu64 " rows in the checkpoint, %d keys\n",
+		       rep.rows, 2 * K);
+		bad++;
+	}
+	records(dir, "cnt", &rc);
+	records(dir, "emb", &re);
+	bad += one_each(dir, "cnt", &rc) + one_each(dir, "emb", &re);
+	for (int i = 0; i < K && !bad; i++) {
+		float v;
+
+		memcpy(&v, rc.data + (size_t)i * REC_MAX, 4);
+		if (v < (double)lo[i] || v > (double)hi[i]) {
+			printf("key %d: %.0f steps in the checkpoint, not in "
+			       "[%" PRIu64 ", %" PRIu64 "]: not one point of "
+			       "the stream\n", i, v, lo[i], hi[i]);
+			bad++;
+		}
+	}
+	if (!bad)
+		printf("take: every key once per table, every count between "
+		       "the steps acknowledged before and after\n");
+	recs_free(&rc);
+	recs_free(&re);
+	rs_client_close(&adm);
+	rs_client_close(&c);
+	return bad ? 1 : 0;
+}
+
+static int do_bump(const char *seeds, int n)
+{
+	struct rs_client *c = open_client(seeds);
+	static float g1[K * CDIM], ge[K * EDIM];
+	static int st[K];
+
+	if (n < 1 || n > K)
+		die("bump: %d keys", n);
+	for (int i = 0; i < K * CDIM; i++)
+		g1[i] = -1.0f;
+	for (int i = 0; i < K * EDIM; i++)
+		ge[i] = 0.25f;
+	if (rs_update(open_table(c, "cnt"), keys, (size_t)n, g1, st, 0) < 0 ||
+	    rs_update(open_table(c, "emb"), keys, (size_t)n, ge, st, 0) < 0)
+		die("update: %s", rs_errormsg());
+	for (int i = 0; i < n; i++)
+		if (st[i] < 0)
+			die("update key %d: %s", i, rs_strerror(st[i]));
+	printf("bump: %d keys of both tables\n", n);
+	rs_client_close(&c);
+	return 0;
+}
+
+static int do_same(const char *a, const char *b)
+{
+	static const char *const tabs[] = { "cnt", "emb" };
+	int bad = 0;
+
+	for (int t = 0; t < 2; t++) {
+		struct recs x, y;
+		int diff = 0;
+
+		records(a, tabs[t], &x);
+		records(b, tabs[t], &y);
+		bad += one_each(a, tabs[t], &x) + one_each(b, tabs[t], &y);
+		if (x.len != y.len || !x.len) {
+			printf("table %s: records of %u and %u bytes\n",
+			       tabs[t], x.len, y.len);
+			bad++;
+		}
+		for (int i = 0; !bad && i < K; i++)
+			if (memcmp(x.data + (size_t)i * REC_MAX,
+				   y.data + (size_t)i * REC_MAX, x.len)) {
+				if (!diff++)
+					printf("table %s, key %d: the records "
+					       "differ\n", tabs[t], i);
+			}
+		bad += diff;
+		if (!bad)
+			printf("same: table %s: %d keys, once each, rows and "
+			       "state (%u bytes a key) equal bit for bit\n",
+			       tabs[t], K, x.len);
+		recs_free(&x);
+		recs_free(&y);
+	}
+	return bad ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	for (int i = 0; i < K; i++)
+		keys[i] = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+	if (argc == 4 && !strcmp(argv[1], "take"))
+		return do_take(argv[2], argv[3]);
+	if (argc == 4 && !strcmp(argv[1], "bump"))
+		return do_bump(argv[2], atoi(argv[3]));
+	if (argc == 4 && !strcmp(argv[1], "same"))
+		return do_same(argv[2], argv[3]);
+	fprintf(stderr, "usage: ckpt_cluster_driver take|bump|same ...\n");
+	return 2;
+}
