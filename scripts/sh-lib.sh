@@ -86,3 +86,15 @@ await() {
   done
   return 1
 }
+
+# node_await NAME...: wait (up to 120 s each) until sh_dir/NAME.log says
+# the node listens while ${pid[NAME]} lives, then set addr[NAME] to its
+# address; fail otherwise. (The caller declares the associative arrays
+# pid and addr.)
+node_await() {
+  local n
+  for n; do
+    await "$sh_dir/$n.log" "listening on" 120 "${pid[$n]}" || fail "$n did not start"
+    addr[$n]=$(sed -n 's/.*listening on \(.*\)$/\1/p' "$sh_dir/$n.log" | head -n 1)
+  done
+}

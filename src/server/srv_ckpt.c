@@ -288,13 +288,15 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 	if (!rc && incr) {
 		ckpt_track_tag(tag, q->base, epoch);
 		rc = slab_track_check(t->st, tag);
+		/* the tag folds the epoch in: another one reads as another
+		 * base; say what it means in a cluster, first */
 		if (rc && epoch)
-			rc = rs_seterr(rc, "%s (in a cluster, an increment is "
-				       "taken in the configuration epoch of "
-				       "its base, %" PRIu64 " now: after any "
-				       "membership change the keys' primaries "
-				       "may have moved; take a full "
-				       "checkpoint)", rs_errormsg(), epoch);
+			rc = rs_seterr(rc, "cluster epoch %" PRIu64 ": an "
+				       "increment is taken in its base's "
+				       "epoch (after a failover, join or drain "
+				       "the keys' primaries moved): take a "
+				       "full checkpoint; %s", epoch,
+				       rs_errormsg());
 	}
 	if (!rc)
 		rc = ckpt_part_create(&w, path, &d, 0);

@@ -34,7 +34,9 @@
 
 #include "ckpt/ckpt.h"
 #include "common/rs_internal.h"
+#include "ckpt_nodes.h"
 #include "recstore/client.h"
+#include "seeds_driver.h"
 
 #define K 3000
 #define CDIM 4
@@ -44,39 +46,11 @@
 
 static uint64_t keys[K];
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "ckpt_cluster_driver: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(1);
-}
+const char driver_name[] = "ckpt_cluster_driver";
 
 static struct rs_client *open_client(const char *seeds)
 {
-	struct rs_client_config *cfg;
-	struct rs_client *c;
-	char buf[1024], *tok, *save = NULL;
-	int ret;
-
-	if (rs_client_config_new(&cfg))
-		die("config: %s", rs_errormsg());
-	snprintf(buf, sizeof(buf), "%s", seeds);
-	for (tok = strtok_r(buf, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save))
-		if (rs_client_config_add_node(cfg, tok))
-			die("node %s: %s", tok, rs_errormsg());
-	rs_client_config_set_timeout_ms(cfg, 30000);
-	ret = rs_client_open(&c, cfg);
-	rs_client_config_delete(&cfg);
-	if (ret)
-		die("open: %s (%s)", rs_strerror(ret), rs_errormsg());
-	return c;
+	return open_client_ms(seeds, 30000);
 }
 
 static struct rs_table *open_table(struct rs_client *c, const char *name)
@@ -182,65 +156,40 @@ static int key_index(uint64_t key)
 	return -1;
 }
 
+static void add_record(void *arg, const struct ckpt_part_desc *d,
+		       const struct ckpt_record *rec)
+{
+	struct recs *out = arg;
+	int k = key_index(rec->key);
+	uint32_t pb = d->dim * 4;
+
+	out->len = pb + d->state_floats * 4;
+	if (out->len > REC_MAX)
+		die("records of %u bytes", out->len);
+	if (rec->kind != CKPT_REC_ROW || k < 0) {
+		out->stray++;
+		return;
+	}
+	if (out->seen[k]++) {
+		out->dup++;
+		return;
+	}
+	out->n++;
+	memcpy(out->data + (size_t)k * REC_MAX, rec->payload, pb);
+	memcpy(out->data + (size_t)k * REC_MAX + pb, rec->state,
+	       d->state_floats * 4);
+}
+
 static void records(const char *dir, const char *table, struct recs *out)
 {
-	struct ckpt_manifest *m;
-	bool found = false;
-
 	memset(out, 0, sizeof(*out));
 	out->seen = calloc(K, 1);
 	out->data = calloc(K, REC_MAX);
 	if (!out->seen || !out->data)
 		die("out of memory");
-	if (ckpt_manifest_load(dir, &m))
-		die("%s: %s", dir, rs_errormsg());
-	for (uint32_t t = 0; t < m->ntables; t++) {
-		if (strcmp(m->tables[t].spec.name, table))
-			continue;
-		found = true;
-		for (uint32_t p = 0; p < m->tables[t].nparts; p++) {
-			struct ckpt_part_desc d;
-			struct ckpt_reader *r;
-			struct ckpt_record rec;
-			char path[PATH_MAX];
-			int rc;
-
-			snprintf(path, sizeof(path), "%s/%s", dir,
-				 m->tables[t].parts[p].file);
-			ckpt_part_desc_for(m, t, p, &d);
-			out->len = m->tables[t].spec.dim * 4 +
-				   d.state_floats * 4;
-			if (out->len > REC_MAX)
-				die("%s: records of %u bytes", table, out->len);
-			if (ckpt_part_open(&r, path, &d))
-				die("%s: %s", path, rs_errormsg());
-			while ((rc = ckpt_part_next(r, &rec)) == 1) {
-				int k = key_index(rec.key);
-
-				if (rec.kind != CKPT_REC_ROW || k < 0) {
-					out->stray++;
-					continue;
-				}
-				if (out->seen[k]++) {
-					out->dup++;
-					continue;
-				}
-				out->n++;
-				memcpy(out->data + (size_t)k * REC_MAX,
-				       rec.payload,
-				       m->tables[t].spec.dim * 4);
-				memcpy(out->data + (size_t)k * REC_MAX +
-					       m->tables[t].spec.dim * 4,
-				       rec.state, d.state_floats * 4);
-			}
-			if (rc)
-				die("%s: %s", path, rs_errormsg());
-			ckpt_part_close(r);
-		}
-	}
-	ckpt_manifest_free(m);
-	if (!found)
-		die("%s: no table '%s'", dir, table);
+	ckpt_each_record(dir, table, add_record, out);
+	if (!out->len)
+		die("%s: no records of table '%s'", dir, table);
 }
 
 static void recs_free(struct recs *r)

@@ -60,6 +60,7 @@
 #include "client/client_internal.h"
 #include "common/rs_internal.h"
 #include "recstore/client.h"
+#include "seeds_driver.h"
 
 #define K 256
 #define DIM 4
@@ -68,18 +69,7 @@
 
 static uint64_t keys[K];
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "repl_driver: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(1);
-}
+const char driver_name[] = "repl_driver";
 
 static double now_ms(void)
 {
@@ -102,24 +92,7 @@ static void ready(const char *out)
 
 static struct rs_client *open_client(const char *seeds)
 {
-	struct rs_client_config *cfg;
-	struct rs_client *c;
-	char buf[1024], *tok, *save = NULL;
-	int ret;
-
-	if (rs_client_config_new(&cfg))
-		die("config: %s", rs_errormsg());
-	snprintf(buf, sizeof(buf), "%s", seeds);
-	for (tok = strtok_r(buf, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save))
-		if (rs_client_config_add_node(cfg, tok))
-			die("node %s: %s", tok, rs_errormsg());
-	rs_client_config_set_timeout_ms(cfg, 20000);
-	ret = rs_client_open(&c, cfg);
-	rs_client_config_delete(&cfg);
-	if (ret)
-		die("open: %s (%s)", rs_strerror(ret), rs_errormsg());
-	return c;
+	return open_client_ms(seeds, 20000);
 }
 
 static struct rs_table *open_table(struct rs_client *c)

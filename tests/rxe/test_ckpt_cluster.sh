@@ -53,13 +53,6 @@ EOT
   pid[$1]=$!
   pids="$pids $!"
 }
-node_await() { # NAME...: each listens; addr[NAME] set
-  local n
-  for n; do
-    await "$d/$n.log" "listening on" 120 "${pid[$n]}" || fail "$n did not start"
-    addr[$n]=$(sed -n 's/.*listening on \(.*\)$/\1/p' "$d/$n.log" | head -n 1)
-  done
-}
 ctl() { "$bin/recstore-ctl" "$@"; }
 cluster_up() { # CLUSTER N NAMES...: N members active, every one adopted
   # it; ep: its epoch

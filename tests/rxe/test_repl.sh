@@ -77,13 +77,6 @@ EOT
   pid[$n]=$!
   pids="$pids $!"
 }
-node_await() { # NAME...: each listens; addr[NAME] set
-  local n
-  for n; do
-    await "$d/$n.log" "listening on" 120 "${pid[$n]}" || fail "$n did not start"
-    addr[$n]=$(sed -n 's/.*listening on \(.*\)$/\1/p' "$d/$n.log" | head -n 1)
-  done
-}
 for i in 1 2 3; do
   node_start $i "${ips[$((i - 1))]}"
 done
