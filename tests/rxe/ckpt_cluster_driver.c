@@ -15,6 +15,11 @@
  *       began and those acknowledged or in flight when it ended.
  *   ckpt_cluster_driver bump SEEDS N
  *       one UPDATE of the first N keys of both tables.
+ *   ckpt_cluster_driver stale SEEDS TRIGGER DIR
+ *       open a client (TRIGGER.ready), wait for TRIGGER, then take a
+ *       checkpoint into DIR with the configuration learned at open: the
+ *       test changed it meanwhile, so the first try must be refused by
+ *       the nodes and the checkpoint taken again in the new epoch.
  *   ckpt_cluster_driver same DIR_A DIR_B
  *       both checkpoints hold exactly one record of each of the same
  *       keys per table, rows and optimizer state equal bit for bit.
@@ -147,13 +152,17 @@ struct recs {
 	uint8_t *data;		/* [K * REC_MAX] */
 };
 
+#define KEY_MUL 0x9e3779b97f4a7c15ull	/* keys[i] = KEY_MUL * (i + 1) */
+
 static int key_index(uint64_t key)
 {
-	/* keys[i] = golden * (i + 1): the inverse in a loop is fine for K */
-	for (int i = 0; i < K; i++)
-		if (keys[i] == key)
-			return i;
-	return -1;
+	/* KEY_MUL is odd: invertible mod 2^64 (Newton: 6 steps) */
+	uint64_t inv = KEY_MUL, i;
+
+	for (int s = 0; s < 6; s++)
+		inv *= 2 - KEY_MUL * inv;
+	i = key * inv - 1;
+	return i < K ? (int)i : -1;
 }
 
 static void add_record(void *arg, const struct ckpt_part_desc *d,
@@ -307,6 +316,42 @@ static int do_bump(const char *seeds, int n)
 	return 0;
 }
 
+static atomic_int again;
+
+static void on_progress(void *arg, const struct rs_ckpt_progress *p)
+{
+	(void)arg;
+	if (!strncmp(p->phase, "configuration changed", 21))
+		atomic_fetch_add(&again, 1);
+}
+
+static int do_stale(const char *seeds, const char *trigger, const char *dir)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_ckpt_opts o = RS_CKPT_OPTS_INIT;
+	struct rs_ckpt_report rep = RS_CKPT_REPORT_INIT;
+	char path[PATH_MAX];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s.ready", trigger);
+	if (!(f = fopen(path, "w")))
+		die("%s: cannot write", path);
+	fclose(f);
+	for (int i = 0; access(trigger, F_OK); i++) {
+		if (i > 300000)
+			die("no trigger");
+		usleep(1000);
+	}
+	o.progress = on_progress;
+	if (rs_checkpoint(c, dir, &o, &rep))
+		die("checkpoint: %s", rs_errormsg());
+	printf("stale: checkpoint %s of %" PRIu64 " rows, taken again %d "
+	       "time(s) after the configuration changed\n", rep.id, rep.rows,
+	       atomic_load(&again));
+	rs_client_close(&c);
+	return atomic_load(&again) >= 1 ? 0 : 1;
+}
+
 static int do_same(const char *a, const char *b)
 {
 	static const char *const tabs[] = { "cnt", "emb" };
@@ -345,13 +390,15 @@ static int do_same(const char *a, const char *b)
 int main(int argc, char **argv)
 {
 	for (int i = 0; i < K; i++)
-		keys[i] = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+		keys[i] = KEY_MUL * (uint64_t)(i + 1);
 	if (argc == 4 && !strcmp(argv[1], "take"))
 		return do_take(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "bump"))
 		return do_bump(argv[2], atoi(argv[3]));
+	if (argc == 5 && !strcmp(argv[1], "stale"))
+		return do_stale(argv[2], argv[3], argv[4]);
 	if (argc == 4 && !strcmp(argv[1], "same"))
 		return do_same(argv[2], argv[3]);
-	fprintf(stderr, "usage: ckpt_cluster_driver take|bump|same ...\n");
+	fprintf(stderr, "usage: ckpt_cluster_driver take|bump|stale|same ...\n");
 	return 2;
 }
