@@ -5,7 +5,8 @@
  * different partitions; an incremental part (changed rows, deleted keys)
  * applied over a restored base; an export (no state) keeps the state of
  * existing keys; a part of another geometry is refused; a full target
- * says after how many rows.
+ * says after how many rows; a filter (a cluster node's primary keys)
+ * applies to the rows and the deletions of both walks.
  */
 #include <errno.h>
 #include <limits.h>
@@ -338,6 +339,78 @@ static void incremental(void **state)
 	assert_int_equal(rows + deleted, 0);
 }
 
+static bool odd_key(void *arg, uint64_t key)
+{
+	(*(unsigned *)arg)++;
+	return key % 2;
+}
+
+/* The records of the part at path, with only odd keys. */
+static void only_odd(const char *path, const struct ckpt_part_desc *d,
+		     uint64_t rows, uint64_t deleted)
+{
+	struct ckpt_reader *r;
+	struct ckpt_record rec;
+	uint64_t nr = 0, nd = 0;
+	int rc;
+
+	assert_int_equal(ckpt_part_open(&r, path, d), 0);
+	while ((rc = ckpt_part_next(r, &rec)) == 1) {
+		assert_true(rec.key % 2);
+		if (rec.kind == CKPT_REC_DELETED)
+			nd++;
+		else
+			nr++;
+	}
+	assert_int_equal(rc, 0);
+	ckpt_part_close(r);
+	assert_int_equal(nr, rows);
+	assert_int_equal(nd, deleted);
+}
+
+/* A cluster node dumps the keys it is the primary of: a filter on the
+ * full and the incremental walks (rows and deletions alike). */
+static void filtered(void **state)
+{
+	struct fx *f = *state;
+	struct slab_table *t = table(f->a, "flt", ROW_F32, DIM, NKEYS);
+	struct ckpt_part_desc d;
+	struct ckpt_writer *w;
+	struct ckpt_part_sum sum;
+	uint8_t id[CKPT_ID_BYTES];
+	char path[PATH_MAX];
+	uint64_t rows, deleted = 0;
+	unsigned asked = 0;
+
+	for (uint64_t k = 0; k < NKEYS; k++)
+		set_key(t, k, 0, DIM);
+	ckpt_new_id(id);
+	desc_of(t, id, 0, true, &d);
+	snprintf(path, sizeof(path), "%s/flt.rsck", f->dir);
+	assert_int_equal(ckpt_part_create(&w, path, &d, 0), 0);
+	assert_int_equal(slab_table_dump_keys(t, w, &d, false, odd_key,
+					      &asked, &rows, NULL), 0);
+	assert_int_equal(ckpt_part_finish(w, &sum), 0);
+	assert_int_equal(rows, NKEYS / 2);
+	assert_int_equal(asked, NKEYS);
+	only_odd(path, &d, NKEYS / 2, 0);
+	slab_track_reset(t, id);
+	for (uint64_t k = 0; k < 100; k++)
+		set_key(t, k, 4, DIM);
+	for (uint64_t k = 100; k < 110; k++)
+		assert_int_equal(slab_delete(t, k), 0);
+	ckpt_new_id(id);
+	desc_of(t, id, 0, true, &d);
+	snprintf(path, sizeof(path), "%s/flt-inc.rsck", f->dir);
+	assert_int_equal(ckpt_part_create(&w, path, &d, 0), 0);
+	assert_int_equal(slab_table_dump_keys(t, w, &d, true, odd_key, &asked,
+					      &rows, &deleted), 0);
+	assert_int_equal(ckpt_part_finish(w, &sum), 0);
+	assert_int_equal(rows, 50);
+	assert_int_equal(deleted, 5);
+	only_odd(path, &d, 50, 5);
+}
+
 /* More deletions than the tracking keeps: the next increment is refused
  * (never silently incomplete) until a reset. */
 static void track_bound(void **state)
@@ -433,6 +506,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(incremental, setup, teardown),
 		cmocka_unit_test_setup_teardown(track_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(filtered, setup, teardown),
 		cmocka_unit_test_setup_teardown(export_keeps_state, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(refused, setup, teardown),
