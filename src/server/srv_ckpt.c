@@ -334,9 +334,10 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 		out->paused_us = (mono_ns() - atomic_load(&s->ckpt.since_ns)) /
 				 1000u;
 		srv_log("checkpoint: table '%s': %" PRIu64 " rows, %" PRIu64
-			" deleted, %" PRIu64 " bytes to %s%s", t->spec.name,
+			" deleted, %" PRIu64 " bytes to %s%s%s", t->spec.name,
 			sum.rows, sum.deleted, sum.bytes, path,
-			incr ? " (changes since the base)" : "");
+			incr ? " (changes since the base)" : "",
+			epoch ? " (the keys it leads in its epoch)" : "");
 	}
 	srv_table_put(t);
 	return rc;
