@@ -66,20 +66,12 @@
 #define TABLE "rt"
 #define WRITERS 2	/* stream processes of test_repl.sh, one call each */
 
+#define DRIVER_NAME "repl_driver"
+#define DRIVER_TABLE TABLE
+#define DRIVER_TIMEOUT_MS 20000
+#include "cluster_driver.h"
+
 static uint64_t keys[K];
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "repl_driver: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(1);
-}
 
 static double now_ms(void)
 {
@@ -87,48 +79,6 @@ static double now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* OUT.ready: the workload runs (test_repl.sh waits for it to kill). */
-static void ready(const char *out)
-{
-	char path[1024];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s.ready", out);
-	if ((f = fopen(path, "w")))
-		fclose(f);
-}
-
-static struct rs_client *open_client(const char *seeds)
-{
-	struct rs_client_config *cfg;
-	struct rs_client *c;
-	char buf[1024], *tok, *save = NULL;
-	int ret;
-
-	if (rs_client_config_new(&cfg))
-		die("config: %s", rs_errormsg());
-	snprintf(buf, sizeof(buf), "%s", seeds);
-	for (tok = strtok_r(buf, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save))
-		if (rs_client_config_add_node(cfg, tok))
-			die("node %s: %s", tok, rs_errormsg());
-	rs_client_config_set_timeout_ms(cfg, 20000);
-	ret = rs_client_open(&c, cfg);
-	rs_client_config_delete(&cfg);
-	if (ret)
-		die("open: %s (%s)", rs_strerror(ret), rs_errormsg());
-	return c;
-}
-
-static struct rs_table *open_table(struct rs_client *c)
-{
-	struct rs_table *t;
-
-	if (rs_table_open(c, TABLE, &t))
-		die("table: %s", rs_errormsg());
-	return t;
 }
 
 static int do_init(const char *seeds)
