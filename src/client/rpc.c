@@ -18,7 +18,9 @@
  *    RS_E_NOTFOUND) refreshes that table's directory and resends the
  *    affected keys once. One that says the node pauses writes for a
  *    checkpoint (RS_E_BUSY) resends them after a backoff (1 ms, doubling
- *    to 64 ms) until they are taken or the client's timeout passes.
+ *    to 64 ms) until they are taken or the client's timeout passes; so
+ *    does a per-key RS_E_BUSY (in a cluster: a backup of the key grows
+ *    a table).
  * 5. Cluster mode (cluster.c): every request goes to the keys' primary
  *    with PROTO_KF_EPOCH and the epoch the keys were mapped by. A
  *    refusal of the epoch (RS_E_EPOCH, whole-request or per key) or a
@@ -581,6 +583,10 @@ static int recv_one(struct rcall *r, struct rnode *rn)
 				/* not its primary in our epoch: re-route */
 				u->sent_stale = true;
 				r->reroute = true;
+			} else if (st == RS_E_BUSY) {
+				/* a backup of the key grows a table */
+				u->sent_stale = true;
+				r->busy = true;
 			}
 			continue;
 		}

@@ -195,7 +195,8 @@ int srv_ckpt_freeze(struct rs_server *s, uint32_t timeout_ms, uint64_t epoch)
 			timeout_ms);
 	}
 	/* the writes already inside finish (a request's work: bounded; a
-	 * replicated write leaves once every backup acknowledged it) */
+	 * replicated write leaves once applied and queued for its backups,
+	 * before it waits for them: its row is what the DUMP reads) */
 	while (atomic_load(&k->writers))
 		usleep(50);
 	/* and they were all of epoch `epoch`: none is in flight */

@@ -514,6 +514,10 @@ int srv_copy_serve(struct rs_server *s, const struct proto_copy_req *m,
 		ret = queue_rows(s, &q, t, &c, out->done ? &d : NULL,
 				 &out->copied);
 	pthread_mutex_unlock(&rp->order);
+	/* the rows are queued: the table may grow while the requester
+	 * takes them (srv_grow.c waits for the references to its table) */
+	srv_table_put(t);
+	t = NULL;
 	if (!ret && srv_repl_pending(&q))
 		ret = srv_repl_wait(s, &q);
 out:

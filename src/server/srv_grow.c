@@ -29,6 +29,17 @@
  * grow_log2 and that would pass SRV_GROW_FILL of its capacity is answered
  * RS_E_BUSY and, once it left the write pause, its worker grows the table
  * (doubling until the keys fit below the threshold, at most to the limit).
+ *
+ * In a replicated cluster (docs/replication.md, "Tables that grow") each
+ * member grows its own copy of a table. The pause covers what the
+ * members ship each other too: a REPL record (a forwarded write or a
+ * copied row) is a write (srv_grow_enter), answered RS_E_BUSY during the
+ * pause and resent by its sender, which does not count that as a failed
+ * backup; a REPL whose inserts would pass the threshold starts the
+ * backup's own growth like an insert does. A primary's write leaves the
+ * pause's count once it is applied and queued for its backups, before it
+ * waits for them, so two members growing at once never wait for each
+ * other.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -66,7 +77,7 @@ bool srv_grow_due(const struct srv_table *t, uint32_t n)
 {
 	uint64_t cap = t->spec.capacity, lim = grow_limit(&t->spec);
 
-	return lim > cap && !t->reg->srv->repl.on &&
+	return lim > cap &&
 	       over_fill(slab_table_live(t->st) + n, cap) &&
 	       mono_ns() >= atomic_load_explicit(&t->grow_after_ns,
 						 memory_order_relaxed);
@@ -94,6 +105,15 @@ static void writes_pause(struct rs_server *s)
 static void writes_resume(struct rs_server *s)
 {
 	atomic_fetch_and(&s->ckpt.frozen, ~SRV_FROZEN_GROW);
+}
+
+bool srv_grow_enter(struct rs_server *s)
+{
+	atomic_fetch_add(&s->ckpt.writers, 1);
+	if (RS_LIKELY(!(atomic_load(&s->ckpt.frozen) & SRV_FROZEN_GROW)))
+		return true;
+	atomic_fetch_sub(&s->ckpt.writers, 1);
+	return false;
 }
 
 void srv_tables_reap(struct srv_tables *r, bool wait)
@@ -245,12 +265,6 @@ int srv_table_grow(struct srv_tables *r, const char *name, uint64_t capacity,
 	}
 	if (gen && t->info.generation != gen) {
 		ret = 0; /* grown (or recreated) meanwhile */
-		goto out;
-	}
-	if (s->repl.on) {
-		ret = rs_seterr(RS_E_UNSUPPORTED, "table '%s': growing a table "
-				"of a replicated cluster member is not "
-				"supported yet", name);
 		goto out;
 	}
 	if (gen) {

@@ -96,6 +96,8 @@ struct req {
 	uint32_t nkeys;
 	uint32_t grow_id;	/* grow_gen != 0: the table to grow once the */
 	uint64_t grow_gen;	/* request left the write pause (srv_grow.c) */
+	bool left;		/* left the write pause early (cluster write) */
+	char tname[PROTO_NAME_MAX + 1]; /* table, when it may grow meanwhile */
 	struct slab_ev_sink sink; /* cluster writes: keys evicted ... */
 	uint32_t evicted_n;	  /* ... (w->evicted[0, evicted_n)) */
 };
@@ -955,9 +957,14 @@ static int repl_capture(struct req *r, struct srv_repl_req *q,
 }
 
 /* The backups did not take the write: every changed key fails with
- * RS_E_EPOCH (the client refreshes its configuration and retries). */
-static void repl_fail_keys(struct req *r)
+ * RS_E_EPOCH (the client refreshes its configuration and retries), or
+ * with RS_E_BUSY (a backup's table grows: the client resends after a
+ * backoff) or RS_E_FULL (a backup has no room for the row: its table is
+ * at its limit or cannot grow) when that is why. */
+static void repl_fail_keys(struct req *r, int why)
 {
+	const uint32_t code = (uint32_t)(why == RS_E_BUSY || why == RS_E_FULL
+						 ? why : RS_E_EPOCH);
 	const struct proto_keys_req *k = &r->m.u.keys_req;
 	size_t row_bytes = 0, rows_off;
 
@@ -972,7 +979,7 @@ static void repl_fail_keys(struct req *r)
 
 		if (!changed_row(r->op, (int32_t)le_ld32(sp)))
 			continue;
-		le_st32(sp, (uint32_t)RS_E_EPOCH);
+		le_st32(sp, code);
 		if (row_bytes)
 			memset((uint8_t *)r->w->reply + rows_off +
 				       i * row_bytes, 0, row_bytes);
@@ -1160,11 +1167,21 @@ static void do_keyed_cluster(struct req *r)
 		ret = r->deferred > 0 && !r->failed ? repl_capture(r, &q, &tag)
 						    : 0;
 	pthread_mutex_unlock(&s->repl.order);
-	if (!ret && srv_repl_pending(&q))
+	if (!ret && srv_repl_pending(&q)) {
+		/* applied and queued: out of the write pause before the wait,
+		 * so a growth here never waits for a backup that grows too
+		 * (srv_grow.c); the table's name outlives its wrapper */
+		if (r->table) {
+			snprintf(r->tname, sizeof(r->tname), "%s", r->table);
+			r->table = r->tname;
+		}
+		srv_write_leave(s);
+		r->left = true;
 		ret = srv_repl_wait(s, &q);
+	}
 	r->defer = false;
 	if (ret && r->deferred > 0 && !r->failed)
-		repl_fail_keys(r);
+		repl_fail_keys(r, ret);
 	if (r->deferred > 0)
 		reply_send(r, r->deferred);
 	srv_repl_exit(s, &q);
@@ -1259,7 +1276,24 @@ static int repl_record_once(struct req *r, const struct proto_repl_req *m,
 	return ret;
 }
 
-/* REPL: a primary's rows and deletions for this node as their backup. */
+/* How many ROW records of m name a key t does not hold (inserts). */
+static uint32_t repl_inserts(struct srv_table *t,
+			     const struct proto_repl_req *m)
+{
+	const uint8_t *kinds = m->kinds;
+	uint32_t n = 0, row;
+
+	for (uint32_t i = 0; i < m->n; i++)
+		n += kinds[i] == PROTO_REPL_ROW &&
+		     slab_lookup(t->st, proto_key_at(m->keys, i), &row) ==
+			     RS_E_NOTFOUND;
+	return n;
+}
+
+/* REPL: a primary's rows and deletions for this node as their backup.
+ * While a table of the node grows the whole REPL is answered RS_E_BUSY
+ * (its sender resends it); one whose inserts would pass the fill
+ * threshold of a table that grows starts the growth (srv_grow.c). */
 static void do_repl(struct req *r)
 {
 	const struct proto_repl_req *m = &r->m.u.repl_req;
@@ -1267,6 +1301,8 @@ static void do_repl(struct req *r)
 	struct rs_server *s = r->s;
 	struct srv_repl_req q;
 	struct srv_table *t = NULL;
+	bool entered = false;
+	uint32_t ins;
 	int32_t *st;
 	float *v;
 	int ret;
@@ -1294,6 +1330,19 @@ static void do_repl(struct req *r)
 		reply_error(r, r->op, RS_E_DIM, "table '%s': records of %u "
 			    "floats, the table has %u weights and %u state",
 			    m->table, m->width, t->spec.dim, t->state_floats);
+		goto out;
+	}
+	if (!(entered = srv_grow_enter(s))) {
+		reply_error(r, r->op, RS_E_BUSY, "writes are paused for a "
+			    "table's growth: retry");
+		goto out;
+	}
+	if (t->spec.grow_log2 && (ins = repl_inserts(t, m)) &&
+	    srv_grow_due(t, ins)) {
+		r->nkeys = ins;
+		r->grow_id = t->id;
+		r->grow_gen = t->info.generation;
+		reply_error(r, r->op, RS_E_BUSY, "%s", grow_busy_msg);
 		goto out;
 	}
 	if (!(v = rows_to_f32(w, m->rows, m->n, m->width, PROTO_DTYPE_FP32)) ||
@@ -1330,6 +1379,8 @@ static void do_repl(struct req *r)
 	atomic_fetch_add(&s->repl.applied, m->n);
 	reply_statuses(r, st, m->n);
 out:
+	if (entered)
+		srv_write_leave(s);
 	if (t)
 		srv_table_put(t);
 	srv_repl_exit(s, &q);
@@ -1492,7 +1543,7 @@ void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 		do_keyed(&r);
 		break;
 	}
-	if (writes)
+	if (writes && !r.left)
 		srv_write_leave(s);
 	if (RS_UNLIKELY(r.grow_gen))
 		grow_now(&r);

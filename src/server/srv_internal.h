@@ -274,6 +274,10 @@ int srv_table_grow(struct srv_tables *r, const char *name, uint64_t capacity,
 /* Would an insert of n keys into t start a growth (its spec allows one,
  * and the keys may not fit below the fill threshold)? Cheap; no lock. */
 bool srv_grow_due(const struct srv_table *t, uint32_t n);
+/* Enter the write pause of growths only (a checkpoint's freeze does not
+ * hold it): false while a table of the node grows; after true, leave
+ * with srv_write_leave(). For REPL records (srv_grow.c head comment). */
+bool srv_grow_enter(struct rs_server *s);
 /* Free the retired tables whose grace period ended (wait: all of them,
  * sleeping until their grace ends). Caller holds admin. */
 void srv_tables_reap(struct srv_tables *r, bool wait);
@@ -389,6 +393,8 @@ struct srv_repl {
 					   read lease */
 	_Atomic uint64_t parallel;	/* REPLs posted while another of the
 					   same worker's was in flight */
+	_Atomic uint64_t busy_writes;	/* writes answered RS_E_BUSY: a
+					   backup's table grew too long */
 	/* the adopting thread and the configurations it is handed, oldest
 	 * first (each is adopted in turn: a node that skips one cannot
 	 * tell what it gained, see srv_copy.c) */
@@ -430,8 +436,8 @@ struct srv_repl_req {
 struct srv_repl_stats {
 	uint64_t epoch, forwarded_writes, failed_writes, refused, applied;
 	uint64_t synced, copied_rows, copies_done, copy_failures, gained;
-	uint64_t held, parallel;
-	uint64_t chunks_shipped, chunks_failed, queued;
+	uint64_t held, parallel, busy_writes;
+	uint64_t chunks_shipped, chunks_failed, queued, busy_repls;
 	bool active;
 };
 

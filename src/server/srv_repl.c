@@ -36,7 +36,11 @@
  * fails (the backup refused, timed out, or its connection died) fails
  * every chunk queued behind it; the workers waiting for them answer their
  * keys RS_E_EPOCH, which the client retries once the configuration
- * changed. The records are the rows and optimizer state as the primary
+ * changed. A REPL answered RS_E_BUSY (a table of the backup grows,
+ * srv_grow.c) is no failure: the chunk stays at the head of the queue
+ * and is resent from the first record not taken after a backoff; a write
+ * that waited REPL_BUSY_WAIT_MS for such a backup answers its keys
+ * RS_E_BUSY (the client resends them; its records stay queued). The records are the rows and optimizer state as the primary
  * left them (never the gradient), so applying one twice is harmless.
  *
  * Cost: nothing without a cluster (s->repl.on false: one branch per
@@ -53,6 +57,11 @@
 
 #include "common/le.h"
 #include "server/srv_repl_int.h"
+
+/* How long a write waits for a backup that answers RS_E_BUSY before it
+ * answers its keys RS_E_BUSY (freeing its worker; the client resends). */
+#define REPL_BUSY_WAIT_MS 500u
+#define REPL_BUSY_BACKOFF_MAX_MS 64u
 
 static uint64_t mono_ms(void)
 {
@@ -726,8 +735,8 @@ static void post_start(struct repl_post *po, uint64_t epoch)
 	if (po->ret) {
 		po->cc = NULL;
 	} else {
-		po->k = slice_keys(po->cc, po->h, 0);
-		po->ret = slice_post(po->cc, po->h, epoch, 0, po->k,
+		po->k = slice_keys(po->cc, po->h, po->h->sent);
+		po->ret = slice_post(po->cc, po->h, epoch, po->h->sent, po->k,
 				     &po->req_id);
 	}
 	if (po->ret)
@@ -744,6 +753,8 @@ static void peer_shipped(struct srv_peer *p, struct srv_chunk *h, int ret,
 		c->err = ret;
 		c->sealed = true;
 	}
+	p->busy_until = 0;
+	p->busy_ms = 0;
 	if (ret) {
 		p->failed++;
 		srv_log_peer("repl: backup '%s': %s (%s); its keys' writes "
@@ -766,17 +777,35 @@ static void peer_shipped(struct srv_peer *p, struct srv_chunk *h, int ret,
 	pthread_cond_broadcast(&p->cv);
 }
 
-/* The reply to po's REPL, then the rest of its chunk; p is idle again. */
-static void post_finish(struct repl_post *po, uint64_t epoch)
+/* Under p->lock: the backup answered h's REPL RS_E_BUSY; h stays at
+ * the head (h->sent: what it took), resent after the backoff. */
+static void peer_busy(struct srv_peer *p, struct srv_chunk *h)
+{
+	p->busy_ms = !p->busy_ms ? 1u : p->busy_ms >= REPL_BUSY_BACKOFF_MAX_MS
+					      ? REPL_BUSY_BACKOFF_MAX_MS
+					      : 2u * p->busy_ms;
+	p->busy_until = mono_ms() + p->busy_ms;
+	p->busy++;
+	chunk_put_locked(h);
+	p->sending = false;
+	pthread_cond_broadcast(&p->cv);
+}
+
+/* The reply to po's REPL, then the rest of its chunk; p is idle again.
+ * Returns the result (RS_E_BUSY: the backup asks for a resend later). */
+static int post_finish(struct repl_post *po, uint64_t epoch)
 {
 	struct srv_chunk *h = po->h;
+	uint32_t off = h->sent, k = po->k;
+	uint64_t id = po->req_id;
 	int ret = po->ret;
 
 	if (!ret)
-		ret = slice_check(po->cc, h, 0, po->k, po->req_id);
-	for (uint32_t off = po->k, k; !ret && off < h->n; off += k) {
-		uint64_t id;
-
+		ret = slice_check(po->cc, h, off, k, id);
+	while (!ret) {
+		h->sent = off += k;	/* the shipper's alone (p->sending) */
+		if (off >= h->n)
+			break;
 		k = slice_keys(po->cc, h, off);
 		ret = slice_post(po->cc, h, epoch, off, k, &id);
 		if (!ret)
@@ -785,13 +814,17 @@ static void post_finish(struct repl_post *po, uint64_t epoch)
 	if (ret && !po->ret)
 		snprintf(po->why, sizeof(po->why), "%s", rs_errormsg());
 	if (po->cc) {
-		if (ret)
+		if (ret && ret != RS_E_BUSY)
 			cli_conn_fail(po->cc, ret);
 		cli_conn_put(po->cc);
 	}
 	pthread_mutex_lock(&po->p->lock);
-	peer_shipped(po->p, h, ret, po->why);
+	if (ret == RS_E_BUSY)
+		peer_busy(po->p, h);
+	else
+		peer_shipped(po->p, h, ret, po->why);
 	pthread_mutex_unlock(&po->p->lock);
+	return ret;
 }
 
 /* Claim the head of every idle backup that a chunk of q, not yet done,
@@ -800,6 +833,7 @@ static void post_finish(struct repl_post *po, uint64_t epoch)
 static unsigned claim_idle(struct srv_repl_req *q, struct repl_post *post,
 			   unsigned *wait)
 {
+	uint64_t now = mono_ms();
 	unsigned np = 0;
 
 	*wait = q->nchunks;
@@ -808,7 +842,7 @@ static unsigned claim_idle(struct srv_repl_req *q, struct repl_post *post,
 
 		pthread_mutex_lock(&p->lock);
 		if (!q->chunks[i]->done && !p->sending && p->head &&
-		    np < REPL_POSTS) {
+		    now >= p->busy_until && np < REPL_POSTS) {
 			p->sending = true;
 			p->head->sealed = true;
 			p->head->refs++;
@@ -822,18 +856,33 @@ static unsigned claim_idle(struct srv_repl_req *q, struct repl_post *post,
 	return np;
 }
 
-/* Sleep until the backup of q's chunk i may have moved (at most 50 ms:
- * the caller checks its deadline). */
+/* Sleep until the backup of q's chunk i may have moved (at most 50 ms,
+ * or to the end of its busy backoff: the caller checks its deadline). */
 static void await_peer(struct srv_repl_req *q, unsigned i)
 {
 	struct srv_peer *p = q->cfg->peer[q->chunk_peer[i]];
+	uint64_t now = mono_ms(), ms = 50;
 	struct timespec dl;
 
-	rs_deadline_ms(CLOCK_MONOTONIC, 50, &dl);
 	pthread_mutex_lock(&p->lock);
-	if (!q->chunks[i]->done && p->sending)
+	if (p->busy_until > now && p->busy_until - now < ms)
+		ms = p->busy_until - now;
+	rs_deadline_ms(CLOCK_MONOTONIC, (unsigned)ms, &dl);
+	if (!q->chunks[i]->done && (p->sending || p->busy_until > now))
 		pthread_cond_timedwait(&p->cv, &p->lock, &dl);
 	pthread_mutex_unlock(&p->lock);
+}
+
+/* Whether the backup of q's chunk i last answered RS_E_BUSY. */
+static bool peer_is_busy(struct srv_repl_req *q, unsigned i)
+{
+	struct srv_peer *p = q->cfg->peer[q->chunk_peer[i]];
+	bool b;
+
+	pthread_mutex_lock(&p->lock);
+	b = p->busy_until != 0;
+	pthread_mutex_unlock(&p->lock);
+	return b;
 }
 
 /* The first failure among q's chunks (0: all acknowledged). */
@@ -859,13 +908,13 @@ static int chunks_result(struct srv_repl_req *q)
  */
 int srv_repl_wait(struct rs_server *s, struct srv_repl_req *q)
 {
-	uint64_t epoch = q->cfg->c.epoch, deadline = 0;
+	uint64_t epoch = q->cfg->c.epoch, deadline = 0, busy_since = 0;
 	int first = 0;
 
 	for (;;) {
 		struct repl_post post[REPL_POSTS];
-		unsigned wait, np = claim_idle(q, post, &wait);
-		bool flying = false;
+		unsigned wait, np = claim_idle(q, post, &wait), busy = 0;
+		bool flying = false, stuck;
 
 		for (unsigned k = 0; k < np; k++) {
 			post_start(&post[k], epoch);
@@ -874,13 +923,28 @@ int srv_repl_wait(struct rs_server *s, struct srv_repl_req *q)
 			flying |= !post[k].ret;
 		}
 		for (unsigned k = 0; k < np; k++)
-			post_finish(&post[k], epoch);
+			busy += post_finish(&post[k], epoch) == RS_E_BUSY;
+		if (!np && wait == q->nchunks)
+			break;
+		/* only held up by backups that grow a table: bounded, then
+		 * the keys are answered RS_E_BUSY (no failed backup) */
+		stuck = np ? busy == np : peer_is_busy(q, wait);
+		if (!stuck) {
+			busy_since = 0;
+		} else if (!busy_since) {
+			busy_since = mono_ms();
+		} else if (mono_ms() - busy_since >= REPL_BUSY_WAIT_MS) {
+			first = rs_seterr(RS_E_BUSY, "a backup of the keys "
+					  "('%s') grows a table: retry",
+					  np ? post[0].p->id
+					     : q->cfg->peer[q->chunk_peer[
+						       wait]]->id);
+			break;
+		}
 		if (np) {
 			deadline = 0;
 			continue;
 		}
-		if (wait == q->nchunks)
-			break;
 		if (!deadline) {
 			deadline = mono_ms() + 2u * SRV_REPL_TIMEOUT_MS + 1000u;
 		} else if (mono_ms() >= deadline) {
@@ -895,7 +959,9 @@ int srv_repl_wait(struct rs_server *s, struct srv_repl_req *q)
 	}
 	if (!first)
 		first = chunks_result(q);
-	if (first)
+	if (first == RS_E_BUSY)
+		atomic_fetch_add(&s->repl.busy_writes, 1);
+	else if (first)
 		atomic_fetch_add(&s->repl.failed_writes, 1);
 	else if (q->nchunks)
 		atomic_fetch_add(&s->repl.forwarded_writes, 1);
@@ -974,6 +1040,7 @@ void srv_repl_stats(struct rs_server *s, struct srv_repl_stats *st)
 	st->synced = atomic_load(&rp->synced);
 	st->held = atomic_load(&rp->held);
 	st->parallel = atomic_load(&rp->parallel);
+	st->busy_writes = atomic_load(&rp->busy_writes);
 	st->copied_rows = atomic_load(&rp->copied_rows);
 	st->copies_done = atomic_load(&rp->copies_done);
 	st->copy_failures = atomic_load(&rp->copy_failures);
@@ -989,6 +1056,7 @@ void srv_repl_stats(struct rs_server *s, struct srv_repl_stats *st)
 		pthread_mutex_lock(&p->lock);
 		st->chunks_shipped += p->shipped;
 		st->chunks_failed += p->failed;
+		st->busy_repls += p->busy;
 		for (struct srv_chunk *c = p->head; c; c = c->next)
 			st->queued += c->n;
 		pthread_mutex_unlock(&p->lock);

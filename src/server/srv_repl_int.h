@@ -18,6 +18,8 @@ struct srv_chunk {
 	char table[PROTO_NAME_MAX + 1];
 	uint32_t width, n, cap;
 	bool sealed;		/* being shipped: no more appends */
+	uint32_t sent;		/* records the backup took (a REPL answered
+				   RS_E_BUSY is resent from there) */
 	bool done;
 	int err;		/* when done: 0 or why it failed */
 	unsigned refs;		/* the queue's + one per waiting request */
@@ -37,7 +39,12 @@ struct srv_peer {
 	pthread_cond_t cv;
 	struct srv_chunk *head, *tail;	/* queued, oldest first */
 	bool sending;
-	uint64_t shipped, failed;	/* chunks (STATS) */
+	/* the backup answered RS_E_BUSY (a table of it grows): its head is
+	 * resent from busy_until (monotonic ms; 0: not busy), the backoff
+	 * busy_ms doubling from 1 to 64 ms; not a failure */
+	uint64_t busy_until;
+	unsigned busy_ms;
+	uint64_t shipped, failed, busy;	/* chunks; REPLs answered busy */
 };
 
 

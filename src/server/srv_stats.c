@@ -523,6 +523,8 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		TRY(add(l, N, "repl.chunks_shipped", rs.chunks_shipped));
 		TRY(add(l, N, "repl.chunks_failed", rs.chunks_failed));
 		TRY(add(l, N, "repl.parallel_repls", rs.parallel));
+		TRY(add(l, N, "repl.busy_repls", rs.busy_repls));
+		TRY(add(l, N, "repl.busy_writes", rs.busy_writes));
 		TRY(add(l, N, "repl.queued_records", rs.queued));
 		TRY(add(l, N, "repl.synced_epoch", rs.synced));
 		TRY(add(l, N, "repl.ranges_to_copy", rs.gained));

@@ -41,7 +41,10 @@
 #include "common/rs_internal.h"
 #include "ckpt_nodes.h"
 #include "recstore/client.h"
-#include "seeds_driver.h"
+
+#define DRIVER_NAME "ckpt_cluster_driver"
+#define DRIVER_TIMEOUT_MS 30000
+#include "cluster_driver.h"
 
 #define K 3000
 #define CDIM 4
@@ -50,22 +53,6 @@
 #define REC_MAX (EDIM * 4 + EST * 4)
 
 static uint64_t keys[K];
-
-const char driver_name[] = "ckpt_cluster_driver";
-
-static struct rs_client *open_client(const char *seeds)
-{
-	return open_client_ms(seeds, 30000);
-}
-
-static struct rs_table *open_table(struct rs_client *c, const char *name)
-{
-	struct rs_table *t;
-
-	if (rs_table_open(c, name, &t))
-		die("table %s: %s", name, rs_errormsg());
-	return t;
-}
 
 static void create(struct rs_client *c, const char *name, uint32_t dim,
 		   const char *optim, float lr)
@@ -97,8 +84,8 @@ struct stream {
 static void *stream_main(void *arg)
 {
 	struct stream *s = arg;
-	struct rs_table *cnt = open_table(s->c, "cnt");
-	struct rs_table *emb = open_table(s->c, "emb");
+	struct rs_table *cnt = open_table_named(s->c, "cnt");
+	struct rs_table *emb = open_table_named(s->c, "emb");
 	static float g1[K * CDIM], ge[K * EDIM];
 	static int st[K];
 	uint64_t round = 0;
@@ -238,8 +225,8 @@ static int do_take(const char *seeds, const char *dir)
 	create(c, "emb", EDIM, "adagrad", 0.1f);
 	for (int i = 0; i < K * EDIM; i++)
 		ze[i] = (float)(i % 11) / 8.0f;
-	if (rs_put(open_table(c, "cnt"), keys, K, zc, st, 0) < 0 ||
-	    rs_put(open_table(c, "emb"), keys, K, ze, st, 0) < 0)
+	if (rs_put(open_table_named(c, "cnt"), keys, K, zc, st, 0) < 0 ||
+	    rs_put(open_table_named(c, "emb"), keys, K, ze, st, 0) < 0)
 		die("put: %s", rs_errormsg());
 	s.c = c;
 	if (pthread_create(&thr, NULL, stream_main, &s))
@@ -305,8 +292,8 @@ static int do_bump(const char *seeds, int n)
 		g1[i] = -1.0f;
 	for (int i = 0; i < K * EDIM; i++)
 		ge[i] = 0.25f;
-	if (rs_update(open_table(c, "cnt"), keys, (size_t)n, g1, st, 0) < 0 ||
-	    rs_update(open_table(c, "emb"), keys, (size_t)n, ge, st, 0) < 0)
+	if (rs_update(open_table_named(c, "cnt"), keys, (size_t)n, g1, st, 0) < 0 ||
+	    rs_update(open_table_named(c, "emb"), keys, (size_t)n, ge, st, 0) < 0)
 		die("update: %s", rs_errormsg());
 	for (int i = 0; i < n; i++)
 		if (st[i] < 0)

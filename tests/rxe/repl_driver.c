@@ -60,16 +60,18 @@
 #include "client/client_internal.h"
 #include "common/rs_internal.h"
 #include "recstore/client.h"
-#include "seeds_driver.h"
 
 #define K 256
 #define DIM 4
 #define TABLE "rt"
 #define WRITERS 2	/* stream processes of test_repl.sh, one call each */
 
-static uint64_t keys[K];
+#define DRIVER_NAME "repl_driver"
+#define DRIVER_TABLE TABLE
+#define DRIVER_TIMEOUT_MS 20000
+#include "cluster_driver.h"
 
-const char driver_name[] = "repl_driver";
+static uint64_t keys[K];
 
 static double now_ms(void)
 {
@@ -77,31 +79,6 @@ static double now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* OUT.ready: the workload runs (test_repl.sh waits for it to kill). */
-static void ready(const char *out)
-{
-	char path[1024];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s.ready", out);
-	if ((f = fopen(path, "w")))
-		fclose(f);
-}
-
-static struct rs_client *open_client(const char *seeds)
-{
-	return open_client_ms(seeds, 20000);
-}
-
-static struct rs_table *open_table(struct rs_client *c)
-{
-	struct rs_table *t;
-
-	if (rs_table_open(c, TABLE, &t))
-		die("table: %s", rs_errormsg());
-	return t;
 }
 
 static int do_init(const char *seeds)
