@@ -417,7 +417,8 @@ static void growth_and_checkpoint(const struct sv_node *n,
 	s.max_capacity = MAXCAP;
 	SV_OK(rs_table_create(c, &s));
 	SV_OK(rs_table_open(c, "gc", &t));
-	put_range(t, 0, 200);
+	put_range(t, 0, BATCH);
+	put_range(t, BATCH, 2 * BATCH);
 	/* frozen by a checkpoint: no growth */
 	SV_OK(srv_ckpt_freeze(n->s, 60000, 0));
 	ret = rs_table_grow(c, "gc", 2 * CAP0);
@@ -448,7 +449,7 @@ static void growth_and_checkpoint(const struct sv_node *n,
 	SV_CHECK(sv_capacity(c, "gc") == 2 * CAP0, "capacity %llu",
 		 (unsigned long long)sv_capacity(c, "gc"));
 	SV_OK(rs_table_open(c, "gc", &t));
-	check_all(t, 200, RS_F_RPC);
+	check_all(t, 2 * BATCH, RS_F_RPC);
 	step("no growth during a checkpoint's freeze; a freeze waits for "
 	     "a growth");
 }
