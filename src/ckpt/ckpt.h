@@ -27,7 +27,11 @@
 
 #include "common/proto.h"
 
-#define CKPT_FORMAT_VERSION 1
+#define CKPT_FORMAT_VERSION 1	/* part files; a manifest without v2's */
+/* Manifest version 2 adds a table's growth (max_capacity) and eviction
+ * settings; a writer writes it only for a checkpoint with a table that
+ * has them (docs/checkpoint-format.md, "Versioning"). */
+#define CKPT_MANIFEST_VERSION_MAX 2
 #define CKPT_ID_BYTES 16
 #define CKPT_MANIFEST "MANIFEST"
 #define CKPT_FILE_MAX 64	/* part file names, with the NUL */

@@ -126,6 +126,42 @@ static json_t *spec_json(const struct ckpt_table_entry *e)
 		hex64(s->init.seed), "state_floats", (int)e->state_floats);
 }
 
+/* Does the table have settings of manifest version 2 (growth, eviction)? */
+static bool has_v2(const struct proto_table_spec *s)
+{
+	return s->grow_log2 || proto_evict_active(&s->evict);
+}
+
+/* The version m is written in: 2 only if a table needs it, so that a
+ * checkpoint without growth or eviction is read by older builds too. */
+static unsigned manifest_version(const struct ckpt_manifest *m)
+{
+	for (uint32_t t = 0; t < m->ntables; t++)
+		if (has_v2(&m->tables[t].spec))
+			return 2;
+	return CKPT_FORMAT_VERSION;
+}
+
+/* Version 2's members of a table: "max_capacity" (2^grow_log2) and
+ * "eviction" (as the node's catalog writes it), each only when set. */
+static int v2_json(json_t *jt, const struct proto_table_spec *s)
+{
+	const struct proto_evict *e = &s->evict;
+
+	if (s->grow_log2 &&
+	    json_object_set_new(jt, "max_capacity",
+				json_integer((json_int_t)(1ull << s->grow_log2))))
+		return -1;
+	if (proto_evict_active(e) &&
+	    json_object_set_new(jt, "eviction", json_pack(
+		    "{s:s, s:I, s:I, s:I}", "policy",
+		    proto_evict_policy_name(e->policy), "max_rows",
+		    (json_int_t)e->max_rows, "ttl_s", (json_int_t)e->ttl_s,
+		    "admit_after", (json_int_t)e->admit_after)))
+		return -1;
+	return 0;
+}
+
 static json_t *manifest_json(const struct ckpt_manifest *m)
 {
 	char id[2 * CKPT_ID_BYTES + 1], base[2 * CKPT_ID_BYTES + 1];
@@ -151,6 +187,7 @@ static json_t *manifest_json(const struct ckpt_manifest *m)
 		}
 		if (!jt || !parts ||
 		    json_array_size(parts) != e->nparts ||
+		    v2_json(jt, &e->spec) ||
 		    json_object_set_new(jt, "parts", parts)) {
 			json_decref(jt);
 			json_decref(tables);
@@ -163,7 +200,7 @@ static json_t *manifest_json(const struct ckpt_manifest *m)
 		return NULL;
 	}
 	o = json_pack("{s:s, s:i, s:s, s:s, s:s?, s:I, s:o}", "format",
-		      MAGIC_LINE, "version", CKPT_FORMAT_VERSION, "id", id,
+		      MAGIC_LINE, "version", (int)manifest_version(m), "id", id,
 		      "kind",
 		      kind_names[m->kind], "base",
 		      m->kind == CKPT_INCREMENTAL ? base : NULL, "created_ms",
@@ -216,8 +253,8 @@ int ckpt_manifest_save(const char *dir, const struct ckpt_manifest *m)
 	if (!body)
 		return rs_seterr(-ENOMEM, "checkpoint: cannot build the "
 				 "manifest");
-	snprintf(head, sizeof(head), MAGIC_LINE " %d xxh64=%016" PRIx64 "\n",
-		 CKPT_FORMAT_VERSION, (uint64_t)XXH64(body, strlen(body), 0));
+	snprintf(head, sizeof(head), MAGIC_LINE " %u xxh64=%016" PRIx64 "\n",
+		 manifest_version(m), (uint64_t)XXH64(body, strlen(body), 0));
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		rc = rs_seterr(-errno, "%s: %s", tmp, strerror(errno));
@@ -255,6 +292,7 @@ out:
 struct mctx {
 	const char *path;
 	int rc;
+	unsigned version;	/* the manifest's */
 };
 
 /* Record the first problem, "PATH: WHERE: WHAT". */
@@ -340,6 +378,57 @@ bool ckpt_file_name_ok(const char *s)
 	return true;
 }
 
+/* Version 2's members of table jt into s (absent: none), checked as a
+ * node checks a spec. */
+static void v2_from_json(struct mctx *c, json_t *jt,
+			 struct proto_table_spec *s, const char *where)
+{
+	json_t *je = json_object_get(jt, "eviction");
+	struct proto_limits lim;
+	char w[160];
+	int k;
+
+	if (json_object_get(jt, "max_capacity")) {
+		uint64_t mc = get_u64(c, jt, "max_capacity",
+				      1ull << PROTO_MAX_GROW_LOG2, where);
+		unsigned l = 0;
+
+		while (l < 63 && (1ull << l) < mc)
+			l++;
+		if (mc < 2 || (1ull << l) != mc)
+			bad_field(c, where, "max_capacity",
+				  "not a power of two of at least 2");
+		s->grow_log2 = (uint8_t)l;
+	}
+	if (je) {
+		snprintf(w, sizeof(w), "%s.eviction", where);
+		if (!json_is_object(je)) {
+			bad(c, w, "not an object");
+			return;
+		}
+		k = proto_evict_policy_parse(get_str(c, je, "policy", w));
+		if (k < 0)
+			bad(c, w, "unknown policy");
+		s->evict.policy = k < 0 ? 0 : (uint32_t)k;
+		s->evict.max_rows = get_u64(c, je, "max_rows",
+					    PROTO_MAX_CAPACITY, w);
+		s->evict.ttl_s = (uint32_t)get_u64(c, je, "ttl_s",
+						   PROTO_EVICT_TTL_MAX, w);
+		s->evict.admit_after = (uint32_t)get_u64(
+			c, je, "admit_after", PROTO_EVICT_ADMIT_MAX, w);
+	}
+	if (c->rc || !has_v2(s))
+		return;
+	proto_limits_default(&lim);
+	lim.max_dim = ROW_MAX_DIM;
+	if (proto_table_spec_validate(s, &lim)) {
+		char msg[200];
+
+		snprintf(msg, sizeof(msg), "%s", rs_errormsg());
+		bad(c, where, msg);
+	}
+}
+
 static void table_from_json(struct mctx *c, json_t *jt,
 			    struct ckpt_table_entry *e, const char *where)
 {
@@ -395,6 +484,8 @@ static void table_from_json(struct mctx *c, json_t *jt,
 	if (!c->rc &&
 	    e->state_floats != optim_state_floats(s->optim.kind, s->dim))
 		bad(c, where, "state_floats does not match the optimizer");
+	if (!c->rc && c->version >= 2)
+		v2_from_json(c, jt, s, where);
 	if (!json_is_array(parts) || json_array_size(parts) > MAX_PARTS) {
 		bad(c, where, "parts missing or too many");
 		return;
@@ -499,12 +590,13 @@ int ckpt_manifest_load(const char *dir, struct ckpt_manifest **out)
 				 path);
 		goto out;
 	}
-	if (version != CKPT_FORMAT_VERSION) {
+	if (version < 1 || version > CKPT_MANIFEST_VERSION_MAX) {
 		c.rc = rs_seterr(RS_E_UNSUPPORTED, "%s: format version %u "
-				 "(this build reads %u)", path, version,
-				 CKPT_FORMAT_VERSION);
+				 "(this build reads 1 to %u)", path, version,
+				 CKPT_MANIFEST_VERSION_MAX);
 		goto out;
 	}
+	c.version = version;
 	body = buf + n + 1;
 	if (XXH64(body, len - (size_t)(n + 1), 0) != sum) {
 		c.rc = rs_seterr(RS_E_CORRUPT, "%s: checksum mismatch (the "

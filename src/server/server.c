@@ -1244,13 +1244,15 @@ RS_EXPORT void rs_server_close(struct rs_server **sp)
 		return;
 	srv_coord_stop(s);
 	reap(s, true);
+	/* the sweep of a cluster member forwards its deletions (repl) and
+	 * reads the tables: stop it before either goes */
+	srv_evict_stop(s);
 	srv_repl_fini(s);	/* its peer connections use the device */
 	/* the scrape thread reads the listener's counters (rs_cq_*,
 	 * rs_transport_events_total): stop it before the listener goes */
 	metrics_http_stop(&s->m.http);
 	rv_listener_close(&s->l);
 	srv_stagelog_stop(s);	/* its last window, then no more reads */
-	srv_evict_stop(s);	/* before the tables go */
 	srv_auth_close(s);
 	if (s->tables_open)
 		srv_tables_close(&s->tables);

@@ -196,9 +196,14 @@ int srv_ckpt_freeze(struct rs_server *s, uint32_t timeout_ms, uint64_t epoch)
 	}
 	/* the writes already inside finish (a request's work: bounded; a
 	 * replicated write leaves once applied and queued for its backups,
-	 * before it waits for them: its row is what the DUMP reads) */
-	while (atomic_load(&k->writers))
+	 * before it waits for them: its row is what the DUMP reads), and a
+	 * table's growth (its copy: bounded by the table; no growth starts
+	 * while frozen, srv_grow.c), so no DUMP overlaps one */
+	while (atomic_load(&k->writers) ||
+	       (atomic_load(&k->frozen) & SRV_FROZEN_GROW))
 		usleep(50);
+	/* the deadline counts from the pause's start of effect */
+	atomic_store(&k->until_ns, mono_ns() + (uint64_t)timeout_ms * 1000000u);
 	/* and they were all of epoch `epoch`: none is in flight */
 	if ((rc = ckpt_epoch_check(s, epoch, NULL)) && froze) {
 		char keep[RS_ERRMSG_MAX];

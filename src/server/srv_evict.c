@@ -9,11 +9,18 @@
  * table's coarse clock and, for tables with a TTL, visits at most
  * SRV_EV_SWEEP_SLOTS row slots per table and tick (a rate limit: request
  * workers never wait for it; its deletes take the same row and bucket
- * locks as a client DELETE, one row at a time). In a replicated cluster
- * the sweep does not run (its deletions would not reach the backups);
- * rows whose TTL ran out there go when an insert needs room (see the
- * design document). Nor does it run while a checkpoint freezes writes:
- * it enters as a writer, as a request does.
+ * locks as a client DELETE, one row at a time). It does not run while a
+ * checkpoint freezes writes: it enters as a writer, as a request does.
+ *
+ * In a replicated cluster each expiry is a replicated deletion, made as a
+ * DELETE is (sweep_cluster): the sweep enters the configuration like a
+ * write of the epoch it read at the start of the tick, expires only keys
+ * this node is the primary of (the sink's filter: backups never expire
+ * rows on their own), queues each deletion for the key's backups under
+ * the replication order lock and waits for them before it counts the
+ * expiries. It stops for the tick when the node is not an active member
+ * holding all its ranges (copying, joining), while the read lease holds
+ * writes, or when the epoch moved.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -22,6 +29,7 @@
 
 #include "common/rs_internal.h"
 #include "server/srv_internal.h"
+#include "server/srv_repl_int.h"
 #include "value/slab_evict.h"
 
 _Static_assert((int)SLAB_EV_NONE == (int)PROTO_EVICT_NONE &&
@@ -53,9 +61,93 @@ int srv_evict_attach(struct slab_table *st, const struct proto_table_spec *s)
 	return 0;
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* May a cluster member sweep in epoch (q entered it)? It must be an
+ * active member that holds all its ranges of that epoch (not copying
+ * them in) and past the read lease's hold. */
+static bool may_sweep(struct rs_server *s, const struct srv_repl_req *q,
+		      uint64_t epoch)
+{
+	const struct srv_cfg *g = q->cfg;
+
+	return atomic_load(&s->repl.ready) == epoch && !g->ngain &&
+	       (!g->hold_until || mono_ms() >= g->hold_until);
+}
+
+/*
+ * One tick of table t's sweep on a cluster member, in epoch (read at the
+ * tick's start): expire keys this node is the primary of, each one a
+ * deletion forwarded to the key's backups (and joining members) in the
+ * order of the node's writes, as a DELETE's is. false: the node left
+ * the epoch or may not sweep now; the tick stops.
+ */
+static bool sweep_cluster(struct rs_server *s, struct srv_table *t,
+			  uint64_t epoch)
+{
+	uint32_t width = t->spec.dim + t->state_floats;
+	struct slab_ev_sink sink = { .cap = SRV_EV_SWEEP_SLOTS,
+				     .accept = srv_repl_is_primary,
+				     .defer_ttl = true };
+	struct srv_repl_req q = { 0 };
+	uint64_t *keys;
+	float *zero;
+	int ret = 0;
+
+	/* as srv_repl_enter, without counting refusals: nobody asked */
+	if (pthread_rwlock_tryrdlock(&s->repl.lock))
+		return false;
+	q.held = true;
+	q.cfg = s->repl.cur;
+	if (!q.cfg || q.cfg->c.epoch != epoch || q.cfg->self < 0 ||
+	    !may_sweep(s, &q, epoch)) {
+		srv_repl_exit(s, &q);
+		return false;
+	}
+	keys = malloc(SRV_EV_SWEEP_SLOTS * sizeof(*keys));
+	zero = calloc(width, sizeof(*zero));
+	if (!keys || !zero) {
+		free(keys);
+		free(zero);
+		srv_repl_exit(s, &q);
+		return false;
+	}
+	sink.keys = keys;
+	sink.arg = &q;
+	pthread_mutex_lock(&s->repl.order);
+	slab_ev_sink_set(&sink);
+	(void)slab_ev_sweep(t->st, SRV_EV_SWEEP_SLOTS);
+	slab_ev_sink_set(NULL);
+	for (uint32_t i = 0; !ret && i < sink.n; i++)
+		ret = srv_repl_record(s, &q, t->spec.name, width, keys[i],
+				      true, zero, NULL, PROTO_ST_OK);
+	pthread_mutex_unlock(&s->repl.order);
+	if (!ret && srv_repl_pending(&q))
+		ret = srv_repl_wait(s, &q);
+	/* gone here either way; a backup that did not take its deletions
+	 * failed its chunk, and the configuration changes */
+	slab_ev_count_ttl(t->st, sink.n);
+	if (ret)
+		srv_log_peer("eviction: table '%s': %u expired rows: the "
+			     "backups did not acknowledge their deletion "
+			     "(%s)", t->spec.name, sink.n, rs_strerror(ret));
+	srv_repl_exit(s, &q);
+	free(keys);
+	free(zero);
+	return !ret;
+}
+
 static void sweep_all(void *arg)
 {
 	struct rs_server *s = arg;
+	uint64_t epoch = s->repl.on ? atomic_load(&s->repl.epoch) : 0;
+	bool go = !s->repl.on || epoch;
 
 	for (uint32_t id = 0; id < SLAB_MAX_TABLES; id++) {
 		struct srv_table *t = srv_table_get(&s->tables, id);
@@ -67,8 +159,14 @@ static void sweep_all(void *arg)
 			/* a writer as requests are: never inside a
 			 * checkpoint's freeze (srv_write_enter's order) */
 			atomic_fetch_add(&s->ckpt.writers, 1);
-			if (!s->repl.on && !atomic_load(&s->ckpt.frozen))
-				(void)slab_ev_sweep(t->st, SRV_EV_SWEEP_SLOTS);
+			if (go && t->spec.evict.ttl_s &&
+			    !atomic_load(&s->ckpt.frozen)) {
+				if (!s->repl.on)
+					(void)slab_ev_sweep(t->st,
+							    SRV_EV_SWEEP_SLOTS);
+				else
+					go = sweep_cluster(s, t, epoch);
+			}
 			srv_write_leave(s);
 		}
 		srv_table_put(t);

@@ -94,12 +94,26 @@ static uint64_t auto_target(uint64_t cap, uint64_t lim, uint64_t keys)
 	return c > cap ? c : 0;
 }
 
-/* Pause every write of the node and wait for those inside. */
-static void writes_pause(struct rs_server *s)
+/* Pause every write of the node and wait for those inside; RS_E_BUSY
+ * while a checkpoint freezes the node. A growth and a checkpoint's
+ * DUMP never overlap: the growth moves the table's change tracking
+ * (slab_grow.c track_move) and swaps the table, so a DUMP meanwhile
+ * would set its tag on the table that no longer serves. Decided under
+ * the freeze's lock; a FREEZE waits for a growth that runs
+ * (srv_ckpt_freeze). */
+static int writes_pause(struct rs_server *s)
 {
+	pthread_mutex_lock(&s->ckpt.lock);
+	if (atomic_load(&s->ckpt.frozen) & SRV_FROZEN_CKPT) {
+		pthread_mutex_unlock(&s->ckpt.lock);
+		return rs_seterr(RS_E_BUSY, "a checkpoint pauses this node's "
+				 "writes: the table grows after it (retry)");
+	}
 	atomic_fetch_or(&s->ckpt.frozen, SRV_FROZEN_GROW);
+	pthread_mutex_unlock(&s->ckpt.lock);
 	while (atomic_load(&s->ckpt.writers))
 		usleep(20);
+	return 0;
 }
 
 static void writes_resume(struct rs_server *s)
@@ -276,7 +290,12 @@ int srv_table_grow(struct srv_tables *r, const char *name, uint64_t capacity,
 	} else if ((ret = target_of(t, capacity, &target))) {
 		goto out;
 	}
-	writes_pause(s);
+	if ((ret = writes_pause(s))) {
+		/* automatic: the first insert past the fill after the
+		 * checkpoint grows it */
+		ret = gen ? 0 : ret;
+		goto out;
+	}
 	ret = grow_locked(r, t, target, info);
 	writes_resume(s);
 	if (ret) {

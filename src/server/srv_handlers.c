@@ -1082,7 +1082,8 @@ static void once_body(struct req *r, const struct srv_once_tag *tag)
 static int evicted_sink_begin(struct req *r, struct srv_repl_req *q)
 {
 	struct srv_worker *w = r->w;
-	uint32_t cap = 4 * r->m.u.keys_req.n + 64;
+	uint32_t cap = SRV_EVICTED_PER_KEY * r->m.u.keys_req.n +
+		       SRV_EVICTED_SPARE;
 
 	r->evicted_n = 0;
 	if (srv_scratch(&w->evicted, &w->evicted_cap, (size_t)cap * 8))

@@ -109,6 +109,10 @@ void srv_opts_free(struct srv_opts *o);
 /* Cross-field checks; RS_E_INVAL names the field. */
 int srv_opts_validate(const struct srv_opts *o);
 /* Worst-case memory of the options (srv_memory.c), in bytes. */
+/* The evicted-keys buffer of a cluster write: SRV_EVICTED_PER_KEY per key
+ * of its batch and SRV_EVICTED_SPARE (srv_handlers.c, srv_memory.c). */
+#define SRV_EVICTED_PER_KEY 4u
+#define SRV_EVICTED_SPARE 64u
 struct srv_mem_budget {
 	uint64_t recv, send, parked, scratch, pool;
 	uint64_t registered;	/* recv + send + pool */

@@ -12,8 +12,12 @@
  *             one slot per credit, as large as the replies it carries)
  *   parked    (credits + 1) x R x max_conns  (replies waiting for a credit,
  *             server.c)
- *   scratch   workers x (R + 6 x max_message_bytes)  (reply buffer and the
- *             request scratch: keys, widened rows, coalescing, statuses)
+ *   scratch   workers x (R + 6 x max_message_bytes + E)  (reply buffer
+ *             and the request scratch: keys, widened rows, coalescing,
+ *             statuses; E, a cluster member's only: the keys a write's
+ *             inserts evicted, 8 x (4 n + 64) bytes for a batch of n
+ *             keys, n at most max_batch_keys and max_message_bytes / 8,
+ *             srv_handlers.c evicted_sink_begin)
  *   pool      storage.size  (registered: the slabs are READ by clients)
  * Everything must fit the machine's memory (MemAvailable, or the physical
  * pages when /proc/meminfo cannot be read); the registered part must also
@@ -103,6 +107,21 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 	return a + b < a ? UINT64_MAX : a + b;
 }
 
+/* A cluster member's worker buffer of the keys one write evicted (the
+ * sink of srv_handlers.c: 4 per key of the batch and 64), at its largest:
+ * a batch's keys are bounded by max_batch_keys and take 8 bytes each of
+ * a message. */
+static uint64_t evicted_bytes(const struct srv_opts *o)
+{
+	uint64_t n = o->limits.max_batch_keys, by_msg =
+		o->limits.max_message_bytes / 8;
+
+	if (!o->coord_endpoints)
+		return 0;
+	n = n < by_msg ? n : by_msg;
+	return 8 * (SRV_EVICTED_PER_KEY * n + SRV_EVICTED_SPARE);
+}
+
 void srv_opts_budget(const struct srv_opts *o, struct srv_mem_budget *b)
 {
 	uint64_t msg = o->limits.max_message_bytes;
@@ -114,7 +133,8 @@ void srv_opts_budget(const struct srv_opts *o, struct srv_mem_budget *b)
 	b->recv = msg * (cr + 1) * conns;
 	b->send = cr * reply * conns;
 	b->parked = (cr + 1) * reply * conns;
-	b->scratch = (uint64_t)o->workers * (reply + 6 * msg);
+	b->scratch = (uint64_t)o->workers * (reply + 6 * msg +
+					     evicted_bytes(o));
 	b->pool = o->pool_bytes;
 	if (!b->pool) {
 		srv_config_defaults(&d);

@@ -267,8 +267,10 @@ static int ev_remove(struct slab_table *t, uint64_t key, uint32_t r,
 	if (pet_lookup(t->pet, key, &ref) || ref != r ||
 	    slab_delete(t, key) != 0)
 		return 0;
-	atomic_fetch_add_explicit(cause == EV_TTL ? &ev->ev_ttl : &ev->ev_cap,
-				  1, RELAXED);
+	if (cause == EV_CAP || !s || !s->defer_ttl)
+		atomic_fetch_add_explicit(cause == EV_TTL ? &ev->ev_ttl
+							  : &ev->ev_cap,
+					  1, RELAXED);
 	if (s) {
 		if (s->n < s->cap)
 			s->keys[s->n++] = key;
@@ -425,6 +427,7 @@ void slab_ev_tick(struct slab_table *t)
 uint64_t slab_ev_sweep(struct slab_table *t, uint64_t budget)
 {
 	struct slab_ev *ev = t->ev;
+	const struct slab_ev_sink *s = tl_sink;
 	uint64_t n, gone = 0, k;
 	uint32_t now;
 
@@ -435,14 +438,23 @@ uint64_t slab_ev_sweep(struct slab_table *t, uint64_t budget)
 	for (uint64_t i = 0; n && i < budget && i < n; i++) {
 		uint32_t r;
 
+		if (s && s->n >= s->cap)
+			break;	/* the rest next time: never overflow */
 		if (ev->cursor >= n)
 			ev->cursor = 0;
 		r = (uint32_t)ev->cursor++;
-		if (expired(ev, r, now) && slab_slot_live_key(t, r, &k))
+		if (expired(ev, r, now) && slab_slot_live_key(t, r, &k) &&
+		    (!s || !s->accept || s->accept(s->arg, k)))
 			gone += (uint64_t)ev_remove(t, k, r, EV_TTL);
 	}
 	pthread_mutex_unlock(&ev->sweep);
 	return gone;
+}
+
+void slab_ev_count_ttl(struct slab_table *t, uint64_t n)
+{
+	if (t->ev)
+		atomic_fetch_add_explicit(&t->ev->ev_ttl, n, RELAXED);
 }
 
 /* ---- modes, sinks, counters ---- */

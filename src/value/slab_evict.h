@@ -77,9 +77,15 @@ void slab_ev_set_now(struct slab_table *t, uint32_t now_s);
 /* TTL sweep: visit up to `budget` row slots from where the last sweep
  * stopped (wrapping), evicting rows whose last write is more than ttl_s
  * clock seconds old (so at least ttl_s and less than ttl_s + 1 seconds
- * of real time, plus the time the sweep takes to come by). Returns the number evicted. Serialised per table (a sweep that
- * finds another running returns 0 at once). Rate: the caller's budget. */
+ * of real time, plus the time the sweep takes to come by). Returns the
+ * number evicted. Serialised per table (a sweep that finds another
+ * running returns 0 at once). Rate: the caller's budget. With a sink set
+ * on the thread, only rows whose key the sink's accept() takes go (a
+ * cluster member expires only keys it is the primary of), and the sweep
+ * stops early once the sink is full (it never overflows). */
 uint64_t slab_ev_sweep(struct slab_table *t, uint64_t budget);
+/* Count n TTL evictions made under a sink with defer_ttl (below). */
+void slab_ev_count_ttl(struct slab_table *t, uint64_t n);
 
 /*
  * Evicted-key sink: while set on a thread, every eviction that thread
@@ -94,6 +100,9 @@ struct slab_ev_sink {
 	 * thread's inserts (a primary evicts only keys it is primary of) */
 	bool (*accept)(void *arg, uint64_t key);
 	void *arg;
+	/* TTL evictions are not counted when made but by the caller
+	 * (slab_ev_count_ttl), once its backups applied them */
+	bool defer_ttl;
 };
 void slab_ev_sink_set(struct slab_ev_sink *s); /* NULL: none */
 

@@ -39,6 +39,14 @@
  *       an UPDATE of key 0 in an old EPOCH straight to ADDR must be
  *       refused (RS_E_EPOCH, whole request or per key) and leave the row
  *       the cluster serves as it was.
+ *   repl_driver ttl SEEDS REPLICAS
+ *       table "tt" with a TTL of 1 s (docs/eviction.md, "Replication"):
+ *       put every key; half of them are put again every 200 ms for 4 s.
+ *       On every node of REPLICAS (unfenced GETs): no key is gone before
+ *       1 s after its last write, the keys left alone go from every
+ *       replica, the keys written again stay, with the same rows; the
+ *       nodes' evictions.ttl add up to the expired keys (each expired
+ *       once, by its primary: backups never expire rows themselves).
  *   repl_driver check SEEDS REPLICAS OUT...
  *       every key's row (RPC and READ through the cluster) must lie in
  *       [sum acked, sum acked + sum uncertain] of the stream files OUT...,
@@ -72,6 +80,7 @@
 #include "cluster_driver.h"
 
 static uint64_t keys[K];
+static const char *tname = TABLE;	/* the raw requests' table */
 
 static double now_ms(void)
 {
@@ -247,7 +256,7 @@ static void raw_node(struct rs_client *c, const char *addr,
 	if (cli_wire_dir(n, &dir, &cnt, &gen))
 		die("%s: directory: %s", addr, rs_errormsg());
 	for (uint32_t i = 0; i < cnt; i++)
-		if (!strcmp(dir[i].spec.name, TABLE)) {
+		if (!strcmp(dir[i].spec.name, tname)) {
 			q->table_id = dir[i].id;
 			q->table_gen = dir[i].generation;
 		}
@@ -661,6 +670,125 @@ static int do_check(const char *seeds, const char *replicas, int nout,
 	return bad ? 1 : 0;
 }
 
+static int ttl_stat(void *arg, const char *table, const char *key,
+		    uint64_t v)
+{
+	if (table && !strcmp(table, tname) && !strcmp(key, "evictions.ttl"))
+		*(uint64_t *)arg += v;
+	return 0;
+}
+
+/* Keys of keys[] (a: the even ones, b: the odd ones) present on every
+ * replica; dies on a status other than found or missing. */
+static void ttl_census(struct rs_client *c, const char *replicas, int *a,
+		       int *b, float *rows)
+{
+	static float copy[K * DIM];
+	char buf[1024], *tok, *save = NULL;
+	int32_t st[K];
+
+	*a = *b = 0;
+	snprintf(buf, sizeof(buf), "%s", replicas);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		raw_get(c, tok, copy, st);
+		for (int i = 0; i < K; i++) {
+			if (st[i] != 0 && st[i] != RS_E_NOTFOUND)
+				die("%s: GET key %d: %s", tok, i,
+				    rs_strerror(st[i]));
+			if (st[i])
+				continue;
+			(i % 2 ? (*b)++ : (*a)++);
+			if (rows && memcmp(copy + i * DIM, rows + i * DIM,
+					   DIM * sizeof(float)))
+				die("%s: key %d: a row other than written",
+				    tok, i);
+		}
+	}
+}
+
+static int do_ttl(const char *seeds, const char *replicas)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
+	static float rows[K * DIM], bro[K / 2 * DIM];
+	static uint64_t bkeys[K / 2];
+	int st[K], nrep = 1, a, b, ret;
+	double t0, tb, gone_at = 0, gap = 0;
+	uint64_t ev = 0;
+	struct rs_table *t;
+
+	for (const char *p = replicas; *p; p++)
+		nrep += *p == ',';
+	tname = "tt";
+	rs_table_spec_init(&spec, "tt", DIM);
+	if (rs_table_spec_set_eviction(&spec, "none", 0, 1, 0))
+		die("spec: %s", rs_errormsg());
+	ret = rs_table_create(c, &spec);
+	if (ret)
+		die("create: %s (%s)", rs_strerror(ret), rs_errormsg());
+	if (rs_table_open(c, "tt", &t))
+		die("table: %s", rs_errormsg());
+	for (int i = 0; i < K; i++)
+		for (int j = 0; j < DIM; j++)
+			rows[i * DIM + j] = (float)(i * DIM + j);
+	for (int i = 0; i < K / 2; i++) {
+		bkeys[i] = keys[2 * i + 1];
+		memcpy(bro + i * DIM, rows + (2 * i + 1) * DIM,
+		       DIM * sizeof(float));
+	}
+	t0 = now_ms();
+	ret = rs_put(t, keys, K, rows, st, 0);
+	if (ret != K)
+		die("put: %d (%s)", ret, rs_errormsg());
+	ttl_census(c, replicas, &a, &b, rows);
+	if (now_ms() - t0 < 1000 && (a != nrep * K / 2 || b != nrep * K / 2))
+		die("keys gone before their TTL: %d and %d of %d per half "
+		    "present", a, b, nrep * K / 2);
+	/* the odd keys are written again every 100 ms, for at least 4 s
+	 * and until the even ones went from every replica */
+	tb = t0;
+	while (now_ms() - t0 < 4000 || (!gone_at && now_ms() - t0 < 30000)) {
+		double w = now_ms();
+
+		gap = w - tb > gap ? w - tb : gap;
+		tb = w;
+		ret = rs_put(t, bkeys, K / 2, bro, st, 0);
+		if (ret != K / 2)
+			die("put again: %d (%s)", ret, rs_errormsg());
+		ttl_census(c, replicas, &a, &b, rows);
+		if (now_ms() - tb < 1000 && b != nrep * K / 2)
+			die("keys written again gone before their TTL: %d of "
+			    "%d copies present", b, nrep * K / 2);
+		if (now_ms() - t0 < 1000 && a != nrep * K / 2)
+			die("keys gone before their TTL: %d of %d copies "
+			    "present", a, nrep * K / 2);
+		if (!gone_at && !a)
+			gone_at = now_ms() - t0;
+		usleep(100 * 1000);
+	}
+	if (!gone_at)
+		die("expired keys still on the replicas: %d copies", a);
+	if (gone_at < 1000)
+		die("expired keys gone after %.0f ms, before their TTL",
+		    gone_at);
+	for (unsigned n = 0; n < rs_client_node_count(c); n++)
+		if (rs_node_stats_foreach(c, n, ttl_stat, &ev))
+			die("stats of node %u: %s", n, rs_errormsg());
+	/* each expired key counted once, by its primary; a key written
+	 * again may only have gone too if the writes were more than its
+	 * TTL apart (a slow guest) */
+	if (ev < K / 2 || (gap < 1000 && ev != K / 2))
+		die("evictions.ttl over the nodes: %" PRIu64 ", %d keys "
+		    "expired (writes again at most %.0f ms apart)", ev,
+		    K / 2, gap);
+	printf("ttl: %d keys expired from %d replicas after %.2f s, %d "
+	       "written again (at most %.0f ms apart) kept; evictions.ttl "
+	       "%" PRIu64 "\n", K / 2, nrep, gone_at / 1e3, K / 2, gap, ev);
+	rs_client_close(&c);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	for (int i = 0; i < K; i++)
@@ -683,6 +811,8 @@ int main(int argc, char **argv)
 		return do_bump(argv[2], atoi(argv[3]), argv[4]);
 	if (argc == 3 && !strcmp(argv[1], "once"))
 		return do_once(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "ttl"))
+		return do_ttl(argv[2], argv[3]);
 	if (argc >= 5 && !strcmp(argv[1], "check"))
 		return do_check(argv[2], argv[3], argc - 4, argv + 4);
 	fprintf(stderr, "usage: repl_driver init|stream|read|check ...\n");

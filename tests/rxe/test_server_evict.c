@@ -19,6 +19,10 @@
  *   5. TTL: rows not written for 1 s go (the node's sweep), not before.
  *   6. Admission after 3 sightings: the first two GET_OR_INITs answer the
  *      initializer's row without storing it (counted), the third stores.
+ *   7. A checkpoint of an evicting table and of a table that grows (with
+ *      a TTL), both dropped and restored: the restore re-creates them
+ *      with their eviction and growth settings (checkpoint-format.md,
+ *      version 2) and their rows.
  * The node runs in-process (server_harness.h).
  */
 #include <math.h>
@@ -299,23 +303,104 @@ static void admission(struct rs_client *c)
 		 "admission counters");
 }
 
+static void same_evict(const struct rs_table_spec *a,
+		       const struct rs_table_spec *b)
+{
+	SV_CHECK(a->evict.policy == b->evict.policy &&
+			 a->evict.max_rows == b->evict.max_rows &&
+			 a->evict.ttl_s == b->evict.ttl_s &&
+			 a->evict.admit_after == b->evict.admit_after &&
+			 a->max_capacity == b->max_capacity,
+		 "table '%s': restored with eviction %u/%" PRIu64 "/%u/%u "
+		 "max_capacity %" PRIu64 ", was %u/%" PRIu64 "/%u/%u, "
+		 "%" PRIu64, a->name, b->evict.policy, b->evict.max_rows,
+		 b->evict.ttl_s, b->evict.admit_after, b->max_capacity,
+		 a->evict.policy, a->evict.max_rows, a->evict.ttl_s,
+		 a->evict.admit_after, a->max_capacity);
+}
+
+static void restore_keeps_settings(struct rs_client *c, const char *root)
+{
+	static const char *const names[] = { "rlfu", "rgrow" };
+	struct rs_ckpt_opts o = RS_CKPT_OPTS_INIT;
+	struct rs_table_spec before[2], after;
+	struct rs_table *t;
+	uint64_t keys[16];
+	float rows[16 * DIM], back[16 * DIM];
+	char path[128];
+	int st[16];
+
+	t = mk(c, "rlfu", 256, "lfu", 100, 3600, 2);
+	for (int i = 0; i < 16; i++) {
+		keys[i] = 70000 + (uint64_t)i;
+		for (int j = 0; j < DIM; j++)
+			rows[i * DIM + j] = (float)(i * 10 + j);
+	}
+	SV_CHECK(rs_put(t, keys, 16, rows, st, 0) == 16, "put rlfu");
+	spec_of(&before[1], "rgrow", 64);
+	before[1].max_capacity = 1024;
+	SV_OK(rs_table_spec_set_eviction(&before[1], "none", 0, 3600, 0));
+	SV_OK(rs_table_create(c, &before[1]));
+	SV_OK(rs_table_open(c, "rgrow", &t));
+	SV_CHECK(rs_put(t, keys, 16, rows, st, 0) == 16, "put rgrow");
+	for (int i = 0; i < 2; i++) {
+		before[i] = (struct rs_table_spec)RS_TABLE_SPEC_INIT;
+		SV_OK(rs_table_get_spec(c, names[i], &before[i]));
+	}
+	SV_CHECK(before[0].evict.policy == RS_EVICT_LFU &&
+			 before[1].max_capacity == 1024,
+		 "the specs as created");
+	o.ntables = 2;
+	o.tables = names;
+	snprintf(path, sizeof(path), "%s/evict-ck", root);
+	SV_OK(rs_checkpoint(c, path, &o, NULL));
+	for (int i = 0; i < 2; i++)
+		SV_OK(rs_table_drop(c, names[i]));
+	SV_OK(rs_restore(c, path, NULL, NULL));
+	for (int i = 0; i < 2; i++) {
+		after = (struct rs_table_spec)RS_TABLE_SPEC_INIT;
+		SV_OK(rs_table_get_spec(c, names[i], &after));
+		same_evict(&before[i], &after);
+		SV_OK(rs_table_open(c, names[i], &t));
+		SV_CHECK(rs_get(t, keys, 16, back, st, RS_F_RPC) == 16 &&
+				 !memcmp(back, rows, sizeof(rows)),
+			 "table '%s': rows restored", names[i]);
+	}
+	printf("restore: an LFU table and a growing one with a TTL came "
+	       "back with their settings and rows\n");
+}
+
 int main(void)
 {
 	const char *ip = sv_ip();
+	struct rs_server_config *cfg;
 	struct sv_node n;
 	struct rs_client *c;
+	char root[] = "/tmp/rs-evict-ck-XXXXXX", cpath[] =
+		"/tmp/rs-evict-cfg-XXXXXX";
+	FILE *f;
+	int fd;
 	double t0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	sv_memlock();
 	t0 = sv_now();
-	sv_node_start(&n, ip, NULL);
+	SV_CHECK(mkdtemp(root), "mkdtemp");
+	fd = mkstemp(cpath);
+	SV_CHECK(fd >= 0 && (f = fdopen(fd, "w")), "mkstemp");
+	fprintf(f, "{ \"workers\": 2, \"checkpoint_dir\": \"%s\" }\n", root);
+	fclose(f);
+	SV_OK(rs_server_config_load(&cfg, cpath));
+	unlink(cpath);
+	sv_node_start(&n, ip, cfg);
+	rs_server_config_delete(&cfg);
 	c = sv_client_of(&n);
 	specs(c);
 	zipf_lru(c);
 	no_policy_full(c);
 	ttl(c);
 	admission(c);
+	restore_keeps_settings(c, root);
 	rs_client_close(&c);
 	sv_node_stop(&n);
 	printf("ok (%.1f s)\n", sv_now() - t0);

@@ -9,7 +9,9 @@
  *    of /proc/<pid>/stat; the figure is printed); SIGTERM stops it cleanly
  *    (exit 0, "stopped") with the client still connected; SIGINT too.
  * 3. recstore-ctl against that node: create (with optimizer and
- *    initializer options), list, stats, drop, and its failures.
+ *    initializer options, and with eviction: the node's STATS show the
+ *    spec), list, stats, drop, and its failures (bad eviction values
+ *    among them).
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -110,6 +112,35 @@ static void ctl_case(const char *addr)
 				     "--lr", "-1", NULL }, 1, "lr");
 	ctl_expect((const char *[]){ "-s", addr, "create", "nodim", NULL }, 2,
 		   "--dim");
+	/* eviction (docs/eviction.md): the spec lands on the node */
+	ctl_expect((const char *[]){ "-s", addr, "create", "ev", "--dim", "8",
+				     "--capacity", "1000", "--evict", "lfu",
+				     "--max-rows", "500", "--ttl", "60",
+				     "--admit-after", "3", NULL }, 0,
+		   "created table 'ev'");
+	ctl_expect((const char *[]){ "-s", addr, "stats", NULL }, 0,
+		   "ev.evict.policy 2\n");
+	ctl_expect((const char *[]){ "-s", addr, "stats", NULL }, 0,
+		   "ev.evict.max_rows 500\n");
+	ctl_expect((const char *[]){ "-s", addr, "stats", NULL }, 0,
+		   "ev.evict.ttl_s 60\n");
+	ctl_expect((const char *[]){ "-s", addr, "stats", NULL }, 0,
+		   "ev.evict.admit_after 3\n");
+	ctl_expect((const char *[]){ "-s", addr, "create", "ev2", "--dim",
+				     "8", "--evict", "fifo", NULL }, 2,
+		   "--evict");
+	ctl_expect((const char *[]){ "-s", addr, "create", "ev2", "--dim",
+				     "8", "--ttl", "0", NULL }, 2, "--ttl");
+	ctl_expect((const char *[]){ "-s", addr, "create", "ev2", "--dim",
+				     "8", "--max-rows", "10", NULL }, 1,
+		   "policy");
+	/* a cap above the capacity */
+	ctl_expect((const char *[]){ "-s", addr, "create", "ev2", "--dim",
+				     "8", "--capacity", "100", "--evict",
+				     "lru", "--max-rows", "200", NULL }, 1,
+		   "max_rows");
+	ctl_expect((const char *[]){ "-s", addr, "drop", "ev", NULL }, 0,
+		   "dropped");
 	ctl_expect((const char *[]){ "-s", addr, "list", NULL }, 0, "emb");
 	ctl_expect((const char *[]){ "-s", addr, "stats", NULL }, 0,
 		   "emb.capacity 1000");

@@ -21,6 +21,12 @@
  *      capacity get RS_E_FULL per key, the others are stored.
  *      On a node of 6 MiB a growth that finds no room is refused once:
  *      the inserts past the capacity then get RS_E_FULL per key.
+ *   3c. A growth and a checkpoint never overlap (a DUMP sets its change
+ *      tracking tag on the table that serves afterwards): a growth asked
+ *      for while the node is frozen by a checkpoint is refused with
+ *      RS_E_BUSY and leaves the table as it was; a FREEZE that arrives
+ *      while a growth copies (held there by the growth's test hook)
+ *      returns only once the growth is done.
  *   4. A file-backed node grows an Adagrad table three times, stops and
  *      starts again on its pool: capacity, max_capacity, optimizer and
  *      every row are back (pool directory and catalog agree).
@@ -31,6 +37,7 @@
 #include <sys/wait.h>
 
 #include "recstore/client.h"
+#include "server/srv_internal.h" /* FREEZE / THAW of the node in-process */
 #include "server_harness.h"
 
 #ifndef RS_CTL_BIN
@@ -353,6 +360,100 @@ static void fixed_table_refuses(struct rs_client *c)
 	step("a table without max_capacity refuses as before");
 }
 
+/* ---- 3c: a growth and a checkpoint's freeze ---- */
+
+static atomic_int hold_state;	/* 1: a growth holds in its copy; 2: go */
+
+static void hold_copy(int point)
+{
+	if (point != 0)
+		return;
+	atomic_store(&hold_state, 1);
+	while (atomic_load(&hold_state) != 2)
+		usleep(1000);
+}
+
+struct grow_arg {
+	const char *addr;
+	int ret;
+};
+
+static void *grow_main(void *arg)
+{
+	struct grow_arg *g = arg;
+	struct rs_client *c = client_of(g->addr);
+
+	g->ret = rs_table_grow(c, "gc", 2 * CAP0);
+	rs_client_close(&c);
+	return NULL;
+}
+
+struct freeze_arg {
+	struct rs_server *s;
+	atomic_bool done;
+};
+
+static void *freeze_main(void *arg)
+{
+	struct freeze_arg *f = arg;
+
+	SV_OK(srv_ckpt_freeze(f->s, 60000, 0));
+	atomic_store(&f->done, true);
+	return NULL;
+}
+
+static void growth_and_checkpoint(const struct sv_node *n,
+				  struct rs_client *c)
+{
+	struct rs_table_spec s = RS_TABLE_SPEC_INIT;
+	struct grow_arg g = { .addr = n->addr };
+	struct freeze_arg f = { .s = n->s };
+	pthread_t gt, ft;
+	struct rs_table *t;
+	int ret;
+
+	SV_OK(rs_table_spec_init(&s, "gc", DIM));
+	s.capacity = CAP0;
+	s.max_capacity = MAXCAP;
+	SV_OK(rs_table_create(c, &s));
+	SV_OK(rs_table_open(c, "gc", &t));
+	put_range(t, 0, BATCH);
+	put_range(t, BATCH, 2 * BATCH);
+	/* frozen by a checkpoint: no growth */
+	SV_OK(srv_ckpt_freeze(n->s, 60000, 0));
+	ret = rs_table_grow(c, "gc", 2 * CAP0);
+	printf("  grow while frozen: %s\n", rs_errormsg());
+	SV_CHECK(ret == RS_E_BUSY && strstr(rs_errormsg(), "checkpoint"),
+		 "a growth during a checkpoint's freeze: %d (%s)", ret,
+		 rs_errormsg());
+	srv_ckpt_thaw(n->s);
+	SV_CHECK(sv_capacity(c, "gc") == CAP0, "capacity %llu",
+		 (unsigned long long)sv_capacity(c, "gc"));
+	/* a freeze waits for a growth that copies */
+	atomic_store(&hold_state, 0);
+	slab_grow_test_hook = hold_copy;
+	SV_CHECK(!pthread_create(&gt, NULL, grow_main, &g), "thread");
+	while (atomic_load(&hold_state) != 1)
+		usleep(1000);
+	SV_CHECK(!pthread_create(&ft, NULL, freeze_main, &f), "thread");
+	usleep(300 * 1000);
+	SV_CHECK(!atomic_load(&f.done), "a FREEZE returned while a growth "
+		 "was copying the table");
+	atomic_store(&hold_state, 2);
+	pthread_join(gt, NULL);
+	pthread_join(ft, NULL);
+	slab_grow_test_hook = NULL;
+	SV_CHECK(g.ret == 0 && atomic_load(&f.done), "grow %d (%s)", g.ret,
+		 rs_errormsg());
+	srv_ckpt_thaw(n->s);
+	SV_CHECK(sv_capacity(c, "gc") == 2 * CAP0, "capacity %llu",
+		 (unsigned long long)sv_capacity(c, "gc"));
+	SV_OK(rs_table_open(c, "gc", &t));
+	check_all(t, 2 * BATCH, RS_F_RPC);
+	step("no growth during a checkpoint's freeze; a freeze waits for "
+	     "a growth");
+}
+
 /* ---- 3b: a growth that finds no room ---- */
 
 /* A node of 6 MiB (two 2 MiB extents): a table of 64 floats per row grows
@@ -506,6 +607,7 @@ int main(void)
 	grows_under_readers(&n, c);
 	grows_by_command(&n, c);
 	fixed_table_refuses(c);
+	growth_and_checkpoint(&n, c);
 	rs_client_close(&c);
 	sv_node_stop(&n);
 	growth_without_room(sv_ip());

@@ -544,20 +544,22 @@ static void patch_manifest(struct fx *f, const char *from, const char *to)
 	uint8_t *b;
 	size_t n;
 	char *out, *at;
+	unsigned ver;
 
 	path_of(f, CKPT_MANIFEST, path, sizeof(path));
 	n = slurp(path, &b);
 	b = realloc(b, n + 1);
 	b[n] = 0;
 	body = strchr((char *)b, '\n') + 1;
+	assert_int_equal(sscanf((char *)b, "recstore-checkpoint %u", &ver), 1);
 	at = strstr(body, from);
 	assert_non_null(at);
 	out = malloc(n + strlen(to) + 1);
 	memcpy(out, body, (size_t)(at - body));
 	strcpy(out + (at - body), to);
 	strcat(out, at + strlen(from));
-	snprintf(head, sizeof(head), "recstore-checkpoint 1 xxh64=%016" PRIx64
-		 "\n", (uint64_t)XXH64(out, strlen(out), 0));
+	snprintf(head, sizeof(head), "recstore-checkpoint %u xxh64=%016"
+		 PRIx64 "\n", ver, (uint64_t)XXH64(out, strlen(out), 0));
 	spit(path, (const uint8_t *)head, strlen(head));
 	{
 		int fd = open(path, O_WRONLY | O_APPEND);
@@ -570,12 +572,32 @@ static void patch_manifest(struct fx *f, const char *from, const char *to)
 	free(b);
 }
 
+struct patch {
+	const char *from, *to;
+};
+
+/* Each patch of the manifest (orig, n bytes, restored before each) must
+ * be refused by verify. */
+static void expect_refused(struct fx *f, const uint8_t *orig, size_t n,
+			   const struct patch *p, size_t np)
+{
+	char path[PATH_MAX];
+
+	path_of(f, CKPT_MANIFEST, path, sizeof(path));
+	for (size_t i = 0; i < np; i++) {
+		spit(path, orig, n);
+		patch_manifest(f, p[i].from, p[i].to);
+		if (!ckpt_verify(f->dir, NULL))
+			fail_msg("accepted %s", p[i].to);
+		printf("refused %-30s %s\n", p[i].to, rs_errormsg());
+	}
+	spit(path, orig, n);
+}
+
 static void damaged_manifest(void **state)
 {
 	struct fx *f = *state;
-	static const struct {
-		const char *from, *to;
-	} hostile[] = {
+	static const struct patch hostile[] = {
 		{ "\"dim\": 4", "\"dim\": 100000000" },
 		{ "\"dim\": 4", "\"dim\": 0" },
 		{ "\"state_floats\": 4", "\"state_floats\": 9" },
@@ -603,16 +625,114 @@ static void damaged_manifest(void **state)
 		spit(path, b, n);
 		expect_bad(f, CKPT_MANIFEST, "manifest byte");
 	}
-	for (size_t i = 0; i < RS_ARRAY_SIZE(hostile); i++) {
-		spit(path, orig, n);
-		patch_manifest(f, hostile[i].from, hostile[i].to);
-		if (!ckpt_verify(f->dir, NULL))
-			fail_msg("accepted %s", hostile[i].to);
-		printf("refused %-30s %s\n", hostile[i].to, rs_errormsg());
-	}
-	spit(path, orig, n);
+	expect_refused(f, orig, n, hostile, RS_ARRAY_SIZE(hostile));
 	assert_int_equal(ckpt_verify(f->dir, NULL), 0);
 	free(b);
+	free(orig);
+}
+
+/* The manifest's first line's version. */
+static unsigned manifest_version_of(struct fx *f)
+{
+	char path[PATH_MAX];
+	unsigned v = 0;
+	uint8_t *b;
+	size_t n;
+
+	path_of(f, CKPT_MANIFEST, path, sizeof(path));
+	n = slurp(path, &b);
+	b = realloc(b, n + 1);
+	b[n] = 0;
+	assert_int_equal(sscanf((char *)b, "recstore-checkpoint %u", &v), 1);
+	free(b);
+	return v;
+}
+
+/* The first line's version digit set to v (its checksum still holds:
+ * it covers the JSON only). */
+static void set_version(struct fx *f, char v)
+{
+	char path[PATH_MAX];
+	uint8_t *b;
+	size_t k;
+
+	path_of(f, CKPT_MANIFEST, path, sizeof(path));
+	k = slurp(path, &b);
+	b[strlen("recstore-checkpoint ")] = (uint8_t)v;
+	spit(path, b, k);
+	free(b);
+}
+
+/* Version 2: a table's growth and eviction settings travel with it; a
+ * checkpoint without them stays version 1; hostile values are refused;
+ * version 1 readers' rule (unknown members ignored) holds for 1. */
+static void manifest_v2(void **state)
+{
+	struct fx *f = *state;
+	struct proto_table_spec *sp = &f->t[0].spec;
+	struct ckpt_manifest *m;
+	static const struct patch hostile[] = {
+		{ "\"policy\": \"lru\"", "\"policy\": \"fifo\"" },
+		{ "\"max_rows\": 32", "\"max_rows\": 65" },
+		{ "\"max_rows\": 32", "\"max_rows\": -1" },
+		{ "\"ttl_s\": 60", "\"ttl_s\": 999999999" },
+		{ "\"admit_after\": 3", "\"admit_after\": 256" },
+		{ "\"eviction\": {", "\"eviction\": 1, \"x\": {" },
+	};
+	static const struct patch hostile_grow[] = {
+		{ "\"max_capacity\": 1024", "\"max_capacity\": 1000" },
+		{ "\"max_capacity\": 1024", "\"max_capacity\": 1" },
+		{ "\"max_capacity\": 1024", "\"max_capacity\": 8589934592" },
+		{ "\"policy\": \"none\"", "\"policy\": \"lfu\"" },
+	};
+	char path[PATH_MAX];
+	uint8_t *orig;
+	size_t n;
+
+	small_ckpt(f);
+	assert_int_equal(manifest_version_of(f), 1);
+	/* an evicting table */
+	sp->evict = (struct proto_evict){ .policy = PROTO_EVICT_LRU,
+					  .max_rows = 32, .ttl_s = 60,
+					  .admit_after = 3 };
+	assert_int_equal(ckpt_manifest_save(f->dir, &f->m), 0);
+	assert_int_equal(manifest_version_of(f), 2);
+	assert_int_equal(ckpt_verify(f->dir, NULL), 0);
+	assert_int_equal(ckpt_manifest_load(f->dir, &m), 0);
+	assert_int_equal(m->tables[0].spec.evict.policy, PROTO_EVICT_LRU);
+	assert_int_equal(m->tables[0].spec.evict.max_rows, 32);
+	assert_int_equal(m->tables[0].spec.evict.ttl_s, 60);
+	assert_int_equal(m->tables[0].spec.evict.admit_after, 3);
+	assert_int_equal(m->tables[0].spec.grow_log2, 0);
+	ckpt_manifest_free(m);
+	path_of(f, CKPT_MANIFEST, path, sizeof(path));
+	n = slurp(path, &orig);
+	expect_refused(f, orig, n, hostile, RS_ARRAY_SIZE(hostile));
+	/* a later version is refused, not misread */
+	set_version(f, '3');
+	assert_int_equal(ckpt_verify(f->dir, NULL), RS_E_UNSUPPORTED);
+	/* version 1 ignores members it does not know, as its readers did */
+	spit(path, orig, n);
+	set_version(f, '1');
+	patch_manifest(f, "\"version\": 2", "\"version\": 1");
+	assert_int_equal(ckpt_manifest_load(f->dir, &m), 0);
+	assert_int_equal(m->tables[0].spec.evict.policy, PROTO_EVICT_NONE);
+	assert_int_equal(m->tables[0].spec.evict.ttl_s, 0);
+	ckpt_manifest_free(m);
+	free(orig);
+	/* a table that grows, with a TTL (no policy) */
+	sp->evict = (struct proto_evict){ .ttl_s = 7 };
+	sp->grow_log2 = 10;
+	assert_int_equal(ckpt_manifest_save(f->dir, &f->m), 0);
+	assert_int_equal(manifest_version_of(f), 2);
+	assert_int_equal(ckpt_manifest_load(f->dir, &m), 0);
+	assert_int_equal(m->tables[0].spec.grow_log2, 10);
+	assert_int_equal(m->tables[0].spec.evict.ttl_s, 7);
+	assert_int_equal(m->tables[0].spec.evict.policy, PROTO_EVICT_NONE);
+	ckpt_manifest_free(m);
+	n = slurp(path, &orig);
+	expect_refused(f, orig, n, hostile_grow, RS_ARRAY_SIZE(hostile_grow));
+	assert_int_equal(ckpt_verify(f->dir, NULL), 0);
 	free(orig);
 }
 
@@ -794,6 +914,7 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(public_reader_refuses, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(manifest_v2, setup, teardown),
 		cmocka_unit_test_setup_teardown(writer_refuses, setup,
 						teardown),
 	};

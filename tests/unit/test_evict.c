@@ -273,6 +273,68 @@ static void ttl_sweep_expires(void **state)
 	slab_store_close(&st);
 }
 
+/* The sweep of a cluster member: only keys the sink accepts (those it is
+ * the primary of) expire, it stops when its sink is full and goes on from
+ * there next time, and its TTL evictions count only when the caller says
+ * (once the backups applied them). */
+static bool even_key(void *arg, uint64_t key)
+{
+	(*(unsigned *)arg)++;
+	return key % 2 == 0;
+}
+
+static void ttl_sweep_primary_only(void **state)
+{
+	struct slab_store *st = dram_pool();
+	struct slab_ev_cfg ev = {.ttl_s = 10};
+	struct slab_table *t = mktable(st, "ttlc", 1024, &ev);
+	struct slab_ev_stats es;
+	uint64_t keys[8];
+	unsigned asked = 0;
+	struct slab_ev_sink sink = {.keys = keys, .cap = 8,
+				    .accept = even_key, .arg = &asked,
+				    .defer_ttl = true};
+	uint64_t gone = 0;
+	uint32_t r;
+
+	(void)state;
+	slab_ev_set_now(t, 100);
+	for (uint64_t k = 0; k < 40; k++)
+		assert_int_equal(slab_insert(t, k, NULL, NULL, NULL), 0);
+	slab_ev_set_now(t, 111);
+	slab_ev_sink_set(&sink);
+	/* 20 even keys expire, 8 per full sink: the sweep stops early */
+	for (int round = 0; round < 3; round++) {
+		uint64_t n = slab_ev_sweep(t, 1000);
+
+		assert_int_equal(n, sink.n);
+		assert_true(n == (round < 2 ? 8u : 4u));
+		assert_false(sink.overflow);
+		for (uint32_t i = 0; i < sink.n; i++)
+			assert_int_equal(keys[i] % 2, 0);
+		gone += n;
+		sink.n = 0;
+	}
+	assert_int_equal(slab_ev_sweep(t, 1000), 0);
+	slab_ev_sink_set(NULL);
+	assert_int_equal(gone, 20);
+	assert_true(asked >= 40);
+	/* odd keys (another node's primaries) stay, even ones went */
+	for (uint64_t k = 0; k < 40; k++)
+		assert_int_equal(slab_lookup(t, k, &r),
+				 k % 2 ? 0 : RS_E_NOTFOUND);
+	slab_ev_stats(t, &es);
+	assert_int_equal(es.evicted_ttl, 0); /* not yet acknowledged */
+	slab_ev_count_ttl(t, gone);
+	slab_ev_stats(t, &es);
+	assert_int_equal(es.evicted_ttl, 20);
+	/* without a sink (one node) the rest goes and counts at once */
+	assert_int_equal(slab_ev_sweep(t, 1000), 20);
+	slab_ev_stats(t, &es);
+	assert_int_equal(es.evicted_ttl, 40);
+	slab_store_close(&st);
+}
+
 /* ---- admission ---- */
 
 static void admission_after_k(void **state)
@@ -407,6 +469,7 @@ int main(void)
 		cmocka_unit_test(eviction_is_a_delete),
 		cmocka_unit_test(no_policy_refuses),
 		cmocka_unit_test(ttl_sweep_expires),
+		cmocka_unit_test(ttl_sweep_primary_only),
 		cmocka_unit_test(admission_after_k),
 		cmocka_unit_test(cap_holds_concurrently),
 		cmocka_unit_test(replica_mode_never_evicts),

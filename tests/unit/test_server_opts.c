@@ -320,6 +320,22 @@ static void memory_bounds(void **state)
 	assert_int_equal(b.scratch, 4ull * 7 * (1ull << 20));
 	assert_int_equal(b.registered, b.recv + b.send + b.pool);
 	assert_int_equal(b.total, b.registered + b.parked + b.scratch);
+	/* a cluster member's workers also hold the keys a write evicted:
+	 * 4 per key and 64, the batch bounded by max_batch_keys ... */
+	o.coord_endpoints = (char *)"http://127.0.0.1:2379";
+	o.limits.max_batch_keys = 4096;
+	srv_opts_budget(&o, &b);
+	assert_int_equal(b.scratch,
+			 4ull * (7 * (1ull << 20) + 8 * (4 * 4096 + 64)));
+	assert_int_equal(b.total, b.registered + b.parked + b.scratch);
+	/* ... and by the keys a message can carry */
+	o.limits.max_batch_keys = 1u << 20;
+	srv_opts_budget(&o, &b);
+	assert_int_equal(b.scratch, 4ull * (7 * (1ull << 20) +
+					    8 * (4 * (1ull << 17) + 64)));
+	o.coord_endpoints = NULL;
+	o.limits.max_batch_keys = c->o.limits.max_batch_keys;
+	srv_opts_budget(&o, &b);
 
 	/* 194 GiB worst case on a 2 GiB machine */
 	assert_int_equal(srv_opts_check_memory(&o, &m), RS_E_INVAL);
