@@ -5,7 +5,8 @@
  * client_internal.h; placement: route.h).
  *
  * Open. The configured nodes (already nodes[]) are seeds: the first that
- * answers CONFIG decides. Epoch 0: static mode, untouched. Epoch >= 1:
+ * answers CONFIG within CLI_CONFIG_WAIT_MS decides (a stopped seed is
+ * given up then; none within it: each again with the whole timeout). Epoch 0: static mode, untouched. Epoch >= 1:
  * nodes[] becomes the members, the seeds move to seeds[] (their contexts
  * closed: a refresh reconnects one only when no member answers), and
  * every ACTIVE member is connected (a DOWN or JOINING one is not
@@ -79,19 +80,50 @@ size_t cli_active_nodes(struct rs_client *c, bool *active, size_t n)
 
 static int config_round(struct rs_client *c, size_t avoid);
 
-/* Ask the seeds in order; the first answer. */
-static int ask_seeds(struct cli_node *seeds, size_t n, struct cli_config *out)
+static bool timed_out(int ret)
 {
+	return ret == RS_E_TIMEOUT || ret == -ETIMEDOUT;
+}
+
+/* CONFIG of node n waiting at most wait_ms for its answer (0: the node's
+ * timeout); a seed's (a node only this thread uses now) connection set-up
+ * is bounded by wait_ms too: a stopped node's NIC takes the connection
+ * request, its process never accepts it. */
+static int ask_wait(struct rs_client *c, struct cli_node *n, bool seed,
+		    unsigned wait_ms, struct cli_config *out)
+{
+	unsigned t = n->timeout_ms;
+	bool cut = wait_ms && wait_ms < t;
+	int ret;
+
+	if (seed && cut)
+		n->timeout_ms = wait_ms;
+	ret = cli_wire_config(n, out, wait_ms);
+	n->timeout_ms = t;
+	if (cut && timed_out(ret))
+		CLI_INC(c, config_waits_cut, 1);
+	return ret;
+}
+
+/* Ask the seeds in order, each for at most CLI_CONFIG_WAIT_MS: the first
+ * answer. When none answered but some ran out of that time (slow, not
+ * gone), once more with the whole timeout each. */
+static int ask_seeds(struct rs_client *c, struct cli_config *out)
+{
+	bool slow = false;
 	int first = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		int ret = cli_wire_config(&seeds[i], out, 0);
+	for (unsigned pass = 0; pass < 2 && (!pass || slow); pass++)
+		for (size_t i = 0; i < c->nnodes; i++) {
+			int ret = ask_wait(c, &c->nodes[i], true,
+					   pass ? 0 : CLI_CONFIG_WAIT_MS, out);
 
-		if (!ret)
-			return 0;
-		if (!first)
-			first = ret;
-	}
+			if (!ret)
+				return 0;
+			slow |= timed_out(ret);
+			if (!first)
+				first = ret;
+		}
 	return first ? first : rs_seterr(RS_E_INVAL, "client: no seed");
 }
 
@@ -215,7 +247,7 @@ static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 int cli_cluster_open(struct rs_client *c)
 {
 	struct cli_config cfg;
-	int ret = ask_seeds(c->nodes, c->nnodes, &cfg);
+	int ret = ask_seeds(c, &cfg);
 
 	if (ret)
 		return ret;
@@ -288,7 +320,7 @@ static int ask(struct rs_client *c, struct cli_node *n, size_t i,
 	       struct cli_config *best)
 {
 	struct cli_config got;
-	int ret = cli_wire_config(n, &got, CLI_CONFIG_WAIT_MS);
+	int ret = ask_wait(c, n, i == SIZE_MAX, CLI_CONFIG_WAIT_MS, &got);
 
 	if (ret)
 		return ret;

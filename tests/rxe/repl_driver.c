@@ -39,6 +39,18 @@
  *       an UPDATE of key 0 in an old EPOCH straight to ADDR must be
  *       refused (RS_E_EPOCH, whole request or per key) and leave the row
  *       the cluster serves as it was.
+ *   repl_driver tables SEEDS create|drop NAME
+ *       create (dim 4, SGD, lr 1) or drop table NAME
+ *   repl_driver tput SEEDS NAME V
+ *       put every key of table NAME = V
+ *   repl_driver tcheck SEEDS NAME V
+ *       every key of table NAME is V through the cluster, and on every
+ *       member of its replica set (an unfenced GET straight to each)
+ *   repl_driver tdir ADDR
+ *       the names of the tables of the node at ADDR, sorted
+ *   repl_driver open SEEDS
+ *       open through SEEDS (the first may be stopped): the epoch and the
+ *       CONFIG asks the client gave up after its wait for one node
  *   repl_driver check SEEDS REPLICAS OUT...
  *       every key's row (RPC and READ through the cluster) must lie in
  *       [sum acked, sum acked + sum uncertain] of the stream files OUT...,
@@ -67,6 +79,7 @@
 #define WRITERS 2	/* stream processes of test_repl.sh, one call each */
 
 static uint64_t keys[K];
+static const char *table = TABLE;	/* the table the commands use */
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void die(const char *fmt, ...)
@@ -126,7 +139,7 @@ static struct rs_table *open_table(struct rs_client *c)
 {
 	struct rs_table *t;
 
-	if (rs_table_open(c, TABLE, &t))
+	if (rs_table_open(c, table, &t))
 		die("table: %s", rs_errormsg());
 	return t;
 }
@@ -296,12 +309,17 @@ static void raw_node(struct rs_client *c, const char *addr,
 		die("%s: bad address", addr);
 	if (cli_wire_dir(n, &dir, &cnt, &gen))
 		die("%s: directory: %s", addr, rs_errormsg());
+	bool found = false;
+
 	for (uint32_t i = 0; i < cnt; i++)
-		if (!strcmp(dir[i].spec.name, TABLE)) {
+		if (!strcmp(dir[i].spec.name, table)) {
 			q->table_id = dir[i].id;
 			q->table_gen = dir[i].generation;
+			found = true;
 		}
 	free(dir);
+	if (!found)
+		die("%s: no table '%s'", addr, table);
 }
 
 /* An unfenced GET of every key straight to the node at addr. */
@@ -711,6 +729,154 @@ static int do_check(const char *seeds, const char *replicas, int nout,
 	return bad ? 1 : 0;
 }
 
+/* tables SEEDS create|drop NAME */
+static int do_tables(const char *seeds, const char *op, const char *name)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
+	int ret;
+
+	rs_table_spec_init(&spec, name, DIM);
+	spec.optim.lr = 1.0f;
+	ret = !strcmp(op, "create") ? rs_table_create(c, &spec)
+				    : rs_table_drop(c, name);
+	if (ret)
+		die("%s %s: %s (%s)", op, name, rs_strerror(ret),
+		    rs_errormsg());
+	rs_client_close(&c);
+	printf("tables: %s %s\n", op, name);
+	return 0;
+}
+
+/* tput SEEDS NAME V: every key of table NAME set to V */
+static int do_tput(const char *seeds, float v)
+{
+	struct rs_client *c = open_client(seeds);
+	static float rows[K * DIM];
+	int st[K], ret;
+
+	for (int i = 0; i < K * DIM; i++)
+		rows[i] = v;
+	ret = rs_put(open_table(c), keys, K, rows, st, 0);
+	if (ret < 0)
+		die("put: %s (%s)", rs_strerror(ret), rs_errormsg());
+	for (int i = 0; i < K; i++)
+		if (st[i] < 0)
+			die("put key %d: %s", i, rs_strerror(st[i]));
+	rs_client_close(&c);
+	printf("tput: %s: %d keys = %g\n", table, K, v);
+	return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* tdir ADDR: the tables of the node at ADDR (unfenced), sorted */
+static int do_tdir(const char *addr)
+{
+	struct rs_client *c = open_client(addr);
+	struct proto_table_info *dir = NULL;
+	struct cli_node n = { .name = (char *)addr, .timeout_ms = 10000 };
+	char *names[256];
+	uint32_t cnt = 0;
+	uint64_t gen;
+
+	n.dev = c->dev;
+	if (cli_parse_node(addr, n.host, sizeof(n.host), &n.port) ||
+	    cli_pool_init(&n.pool, 1))
+		die("%s: bad address", addr);
+	if (cli_wire_dir(&n, &dir, &cnt, &gen))
+		die("%s: directory: %s", addr, rs_errormsg());
+	for (uint32_t i = 0; i < cnt && i < 256; i++)
+		names[i] = dir[i].spec.name;
+	qsort(names, cnt < 256 ? cnt : 256, sizeof(*names), name_cmp);
+	printf("tables:");
+	for (uint32_t i = 0; i < cnt && i < 256; i++)
+		printf(" %s", names[i]);
+	printf("\n");
+	free(dir);
+	cli_pool_destroy(&n.pool);
+	rs_client_close(&c);
+	return 0;
+}
+
+/* tcheck SEEDS NAME V: every key of table NAME is V, through the cluster
+ * and on every member of its replica set (unfenced GETs) */
+static int do_tcheck(const char *seeds, float v)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table *t = open_table(c);
+	static float row[K * DIM], copy[K * DIM];
+	unsigned owners[K][PROTO_CONFIG_MAX_R], nown[K];
+	int st[K], bad = 0, checked = 0;
+	int32_t rst[K];
+	size_t nn;
+
+	if (rs_get(t, keys, K, row, st, RS_F_RPC) < 0)
+		die("get: %s", rs_errormsg());
+	for (int i = 0; i < K; i++)
+		if (st[i] < 0 || row[i * DIM] != v) {
+			printf("key %d: %s %g, not %g\n", i,
+			       st[i] < 0 ? "missing" : "row", row[i * DIM], v);
+			bad++;
+		}
+	{
+		const struct cli_route *rt = cli_route_hold(c);
+
+		for (int i = 0; i < K; i++)
+			nown[i] = cli_route_replicas(rt, keys[i], owners[i]);
+		nn = rt->nknown;
+		cli_route_drop(c);
+	}
+	for (size_t node = 0; node < nn; node++) {
+		int held = 0, want = 0;
+
+		for (int i = 0; i < K; i++)
+			for (unsigned j = 0; j < nown[i]; j++)
+				want += owners[i][j] == node;
+		if (!want)
+			continue;
+		raw_get(c, c->nodes[node].name, copy, rst);
+		for (int i = 0; i < K; i++)
+			for (unsigned j = 0; j < nown[i]; j++) {
+				if (owners[i][j] != node)
+					continue;
+				if (rst[i] || copy[i * DIM] != v) {
+					printf("key %d: replica %s has %s\n",
+					       i, c->nodes[node].name,
+					       rst[i] ? "no row" : "another");
+					bad++;
+				} else {
+					held++;
+				}
+			}
+		printf("tcheck: %s holds %d of its %d keys of %s\n",
+		       c->nodes[node].name, held, want, table);
+		checked++;
+	}
+	rs_client_close(&c);
+	printf("tcheck: %s: %d keys = %g on %d nodes, %d problems\n", table,
+	       K, v, checked, bad);
+	return bad ? 1 : 0;
+}
+
+/* open SEEDS: open (the first seeds may be stopped), one CONFIG round;
+ * print the CONFIG asks given up */
+static int do_open(const char *seeds)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_client_stats cs = RS_CLIENT_STATS_INIT;
+
+	if (rs_client_get_stats(c, &cs))
+		die("stats: %s", rs_errormsg());
+	printf("open: epoch %" PRIu64 ", %" PRIu64 " CONFIG waits cut\n",
+	       (uint64_t)atomic_load(&c->epoch), cs.config_waits_cut);
+	rs_client_close(&c);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	for (int i = 0; i < K; i++)
@@ -733,6 +899,17 @@ int main(int argc, char **argv)
 		return do_bump(argv[2], atoi(argv[3]), argv[4]);
 	if (argc == 3 && !strcmp(argv[1], "once"))
 		return do_once(argv[2]);
+	if (argc == 5 && !strcmp(argv[1], "tables"))
+		return do_tables(argv[2], argv[3], argv[4]);
+	if (argc == 5 && !strcmp(argv[1], "tput"))
+		return table = argv[3], do_tput(argv[2], strtof(argv[4], NULL));
+	if (argc == 5 && !strcmp(argv[1], "tcheck"))
+		return table = argv[3],
+		       do_tcheck(argv[2], strtof(argv[4], NULL));
+	if (argc == 3 && !strcmp(argv[1], "tdir"))
+		return do_tdir(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "open"))
+		return do_open(argv[2]);
 	if (argc >= 5 && !strcmp(argv[1], "check"))
 		return do_check(argv[2], argv[3], argc - 4, argv + 4);
 	fprintf(stderr, "usage: repl_driver init|stream|read|check ...\n");

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# test_members.sh BUILD_DIR - membership changes over real verbs that
+# test_repl.sh does not cover (docs/replication.md, "Copying ranges",
+# "Tables"; docs/client.md, "Cluster mode"):
+#
+#  1. One etcd on tmpfs; two memory nodes (r 2, an initial cluster of 2,
+#     lease 3 s); tables rt, keep and gone with rows.
+#  2. A third node joins and stops after the first round of its copy (the
+#     test hook RS_TEST_COPY_HOLD). Meanwhile a table is created on the
+#     active members (not on the joiner: clients create on ACTIVE ones)
+#     and written: writes of its keys are forwarded to the joiner, which
+#     lacks the table; the joiner must create it and take them while its
+#     copy is still held (without that the writer's calls time out), and
+#     table gone is dropped. Released, the joiner becomes active with
+#     exactly the cluster's tables (gone dropped, the new one there) and
+#     every row of its ranges of each.
+#  3. The first seed is SIGSTOPped: a client opening through it and the
+#     others gives up on it after its bounded CONFIG wait (counted) and
+#     opens through the next one.
+#
+# Exit 0 pass, 77 no RDMA device, anything else fails (with the logs).
+set -euo pipefail
+. "$(dirname "$0")/../../scripts/sh-lib.sh"
+
+rxe_test_args "$@"
+drv=$bin/tests/repl_driver
+d=$(mktemp -d "${TMPDIR:-/tmp}/rs-members-XXXXXX") # tmpfs in the guest
+etcd_pid= pids=
+t_start=$(date +%s.%N)
+sh_dir=$d sh_logs="*.log *.out *.txt" sh_pids="pids etcd_pid"
+trap cleanup EXIT
+ulimit -l unlimited 2>/dev/null || true
+
+# ---- 1. etcd, two nodes, three tables ------------------------------------------
+. "$(dirname "$0")/../../scripts/etcd-lib.sh"
+etcd_start "$d"
+ips=($RS_RDMA_IP ${RS_RDMA_IPS:-})
+[ ${#ips[@]} -ge 3 ] || ips=($RS_RDMA_IP $RS_RDMA_IP $RS_RDMA_IP)
+declare -A pid addr
+node_start() { # I IP: node nI (mem-I) in cluster t
+  local n=n$1
+  cat >"$d/$n.json" <<EOT
+{"name": "mem-$1", "listen": {"addr": "$2", "port": 0},
+ "workers": 2, "storage": {"size": "32M"},
+ "coord": {"endpoints": ["$url"], "cluster": "t", "lease_ms": 3000,
+           "replicas": 2, "initial_members": 2}}
+EOT
+  "$bin/recstore-server" -c "$d/$n.json" >"$d/$n.log" 2>&1 &
+  pid[$n]=$!
+  pids="$pids $!"
+}
+node_await() { # NAME...: each listens; addr[NAME] set
+  local n
+  for n; do
+    await "$d/$n.log" "listening on" 120 "${pid[$n]}" || fail "$n did not start"
+    addr[$n]=$(sed -n 's/.*listening on \(.*\)$/\1/p' "$d/$n.log" | head -n 1)
+  done
+}
+ctl() { "$bin/recstore-ctl" --etcd "$url" --cluster t cluster "$@"; }
+node_start 1 "${ips[0]}"
+node_start 2 "${ips[1]}"
+node_await n1 n2
+ctl --until-active 2 --timeout 60 >"$d/two.out" 2>&1 ||
+  fail "the configuration never had the two nodes active"
+seeds="${addr[n1]},${addr[n2]}"
+"$drv" init "$seeds" >"$d/init.txt" 2>&1 || fail "init"
+for tv in keep:1 gone:2; do
+  "$drv" tables "$seeds" create "${tv%:*}" >>"$d/tables.txt" 2>&1 || fail "create ${tv%:*}"
+  "$drv" tput "$seeds" "${tv%:*}" "${tv#*:}" >>"$d/tables.txt" 2>&1 || fail "put ${tv%:*}"
+done
+
+# ---- 2. tables created and dropped while a node copies ---------------------------
+touch "$d/hold"
+RS_TEST_COPY_HOLD=$d/hold node_start 3 "${ips[2]}"
+node_await n3
+await "$d/n3.log" "copy held while" 120 "${pid[n3]}" ||
+  fail "n3 never held its copy (RS_TEST_COPY_HOLD)"
+"$drv" tables "$seeds" create new >>"$d/tables.txt" 2>&1 || fail "create new"
+# its writes reach the joiner as forwarded writes of a table it lacks: it
+# must take them while its copy is held (the client gives up after 20 s)
+"$drv" tput "$seeds" new 3 >"$d/tput-new.txt" 2>&1 ||
+  fail "writes of a table created while n3 copied were not taken (n3 lacks it)"
+[ -e "$d/hold" ] || fail "the hold ended early"
+grep -q "repl: table 'new' created as on" "$d/n3.log" ||
+  fail "n3 did not create the table created while it copied"
+"$drv" tables "$seeds" drop gone >>"$d/tables.txt" 2>&1 || fail "drop gone"
+rm -f "$d/hold"
+ctl --until-active 3 --timeout 120 >"$d/three.out" 2>&1 ||
+  fail "n3 never became active"
+cat "$d/three.out"
+grep -q "repl: table 'gone' dropped" "$d/n3.log" ||
+  fail "n3 kept the table dropped while it copied"
+for n in n1 n2 n3; do
+  "$drv" tdir "${addr[$n]}" >"$d/dir-$n.txt" 2>&1 || fail "tables of $n"
+done
+cat "$d/dir-n3.txt"
+grep -qx "tables: keep new rt" "$d/dir-n3.txt" ||
+  fail "n3's tables are not the cluster's (keep new rt)"
+cmp -s "$d/dir-n1.txt" "$d/dir-n3.txt" && cmp -s "$d/dir-n2.txt" "$d/dir-n3.txt" ||
+  fail "the members' tables differ"
+seeds="$seeds,${addr[n3]}"
+for tv in keep:1 new:3; do
+  "$drv" tcheck "$seeds" "${tv%:*}" "${tv#*:}" >"$d/tcheck-${tv%:*}.txt" 2>&1 ||
+    fail "rows of table ${tv%:*}"
+  cat "$d/tcheck-${tv%:*}.txt"
+  [ "$(grep -Ec "^tcheck: .* holds [1-9][0-9]* of its" "$d/tcheck-${tv%:*}.txt")" = 3 ] ||
+    fail "not every node (n3 too) holds keys of ${tv%:*}"
+done
+"$bin/recstore-ctl" -s "${addr[n3]}" stats >"$d/stats3.txt" 2>&1 || true
+grep -E "repl\.tables_(created|dropped)" "$d/stats3.txt" || true
+grep -Eq "repl\.tables_dropped 1$" "$d/stats3.txt" ||
+  fail "n3's STATS do not count the table it dropped"
+echo "tables: n3 joined with keep, new (created while it copied) and without gone"
+
+# ---- 3. open with the first seed stopped ------------------------------------------
+kill -STOP "${pid[n1]}"
+"$drv" open "$seeds" >"$d/open.txt" 2>&1 || { kill -CONT "${pid[n1]}"; fail "open with the first seed stopped"; }
+kill -CONT "${pid[n1]}"
+cat "$d/open.txt"
+grep -Eq "^open: epoch [1-9][0-9]*, [1-9][0-9]* CONFIG waits cut" "$d/open.txt" ||
+  fail "the client did not give up on the stopped seed (it waited its whole timeout)"
+
+# ---- the nodes stop cleanly ------------------------------------------------------
+for n in n1 n2 n3; do
+  rc=0
+  kill -TERM "${pid[$n]}"
+  wait "${pid[$n]}" || rc=$?
+  [ "$rc" = 0 ] || fail "$n exit status $rc after SIGTERM"
+done
+if grep -l "Sanitizer" "$d"/*.log "$d"/*.txt 2>/dev/null; then
+  fail "a sanitizer report (above)"
+fi
+echo "ok: whole test $(elapsed "$t_start") s"
