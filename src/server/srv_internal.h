@@ -425,6 +425,19 @@ struct srv_repl {
 	atomic_bool tables_missing;
 	struct srv_tnames fresh;
 	_Atomic uint64_t tables_created, tables_dropped;
+	/* freeing the rows of ranges it no longer holds (srv_sweep.c; the
+	 * adopting thread's) */
+	struct {
+		uint64_t epoch;		/* of the configuration swept */
+		uint64_t not_before;	/* monotonic ms: the read lease of
+					   the epoch before has run out */
+		uint64_t last;		/* the last slice (monotonic ms) */
+		uint64_t freed;		/* in this epoch */
+		unsigned table;		/* the next table id to walk */
+		uint64_t cursor;	/* its row slot */
+		bool done;
+	} sweep;
+	_Atomic uint64_t freed_rows;
 };
 
 /* One request's hold on the configuration and the chunks it waits for. */
@@ -440,7 +453,7 @@ struct srv_repl_stats {
 	uint64_t epoch, forwarded_writes, failed_writes, refused, applied;
 	uint64_t synced, copied_rows, copies_done, copy_failures, gained;
 	uint64_t held, parallel;
-	uint64_t tables_created, tables_dropped;
+	uint64_t tables_created, tables_dropped, freed_rows;
 	uint64_t chunks_shipped, chunks_failed, queued;
 	bool active;
 };
@@ -454,6 +467,10 @@ void srv_repl_fini(struct rs_server *s);
 /* A REPL named a table this node lacks: the adopting thread creates it
  * as the other members have it and copies its rows (srv_copy.c). */
 void srv_repl_table_missing(struct rs_server *s);
+/* srv_sweep.c, on the adopting thread: ms until the next slice of the
+ * sweep (0: now; < 0: nothing to sweep), and one slice. */
+int64_t srv_sweep_next_ms(struct rs_server *s);
+void srv_sweep_slice(struct rs_server *s);
 /* The agent's callback: follow configuration c. */
 void srv_repl_adopt(struct rs_server *s, const struct memb_config *c);
 /* Take the configuration for a request of epoch over n wire keys: the
@@ -571,7 +588,7 @@ enum srv_cut_reason {
 #define SRV_TRANSPORT_COUNT 10
 
 /* the replication series (srv_stats.c) */
-#define SRV_REPL_METRICS 6
+#define SRV_REPL_METRICS 7
 struct srv_repl_metric {
 	struct rs_server *s;
 	unsigned which;

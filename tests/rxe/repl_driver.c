@@ -40,7 +40,7 @@
  *       refused (RS_E_EPOCH, whole request or per key) and leave the row
  *       the cluster serves as it was.
  *   repl_driver tables SEEDS create|drop NAME
- *       create (dim 4, SGD, lr 1) or drop table NAME
+ *       create (dim 4, SGD, lr 1, 4096 rows) or drop table NAME
  *   repl_driver tput SEEDS NAME V
  *       put every key of table NAME = V
  *   repl_driver tcheck SEEDS NAME V
@@ -738,6 +738,7 @@ static int do_tables(const char *seeds, const char *op, const char *name)
 
 	rs_table_spec_init(&spec, name, DIM);
 	spec.optim.lr = 1.0f;
+	spec.capacity = 4096;	/* several fit in a node of the tests */
 	ret = !strcmp(op, "create") ? rs_table_create(c, &spec)
 				    : rs_table_drop(c, name);
 	if (ret)

@@ -14,7 +14,10 @@
 #     table gone is dropped. Released, the joiner becomes active with
 #     exactly the cluster's tables (gone dropped, the new one there) and
 #     every row of its ranges of each.
-#  3. The first seed is SIGSTOPped: a client opening through it and the
+#  3. The two others free the rows of the ranges n3 took from them (after
+#     the read lease; counted in STATS), and every replica still holds
+#     every key of its ranges of every table.
+#  4. The first seed is SIGSTOPped: a client opening through it and the
 #     others gives up on it after its bounded CONFIG wait (counted) and
 #     opens through the next one.
 #
@@ -63,8 +66,7 @@ node_await n1 n2
 ctl --until-active 2 --timeout 60 >"$d/two.out" 2>&1 ||
   fail "the configuration never had the two nodes active"
 seeds="${addr[n1]},${addr[n2]}"
-"$drv" init "$seeds" >"$d/init.txt" 2>&1 || fail "init"
-for tv in keep:1 gone:2; do
+for tv in rt:0 keep:1 gone:2; do
   "$drv" tables "$seeds" create "${tv%:*}" >>"$d/tables.txt" 2>&1 || fail "create ${tv%:*}"
   "$drv" tput "$seeds" "${tv%:*}" "${tv#*:}" >>"$d/tables.txt" 2>&1 || fail "put ${tv%:*}"
 done
@@ -112,7 +114,25 @@ grep -Eq "repl\.tables_dropped 1$" "$d/stats3.txt" ||
   fail "n3's STATS do not count the table it dropped"
 echo "tables: n3 joined with keep, new (created while it copied) and without gone"
 
-# ---- 3. open with the first seed stopped ------------------------------------------
+# ---- 3. the rows of the ranges n3 took are freed on the others ----------------
+e3=$(sed -n 's/^cluster t: epoch \([0-9]*\),.*/\1/p' "$d/three.out")
+for n in n1 n2; do
+  await "$d/$n.log" "repl: epoch $e3: [1-9][0-9]* rows of ranges this node no longer holds freed" \
+    60 "${pid[$n]}" || fail "$n freed no row of the ranges it gave n3"
+  grep -h "repl: epoch $e3: .* freed" "$d/$n.log"
+done
+"$bin/recstore-ctl" -s "$seeds" stats >"$d/stats-freed.txt" 2>&1 || true
+grep -E "^node|repl\.freed_rows" "$d/stats-freed.txt" || true
+[ "$(grep -Ec "repl\.freed_rows [1-9]" "$d/stats-freed.txt")" -ge 2 ] ||
+  fail "STATS do not count the freed rows"
+# every replica still holds every key of its ranges: nothing was lost
+for tv in rt:0 keep:1 new:3; do
+  "$drv" tcheck "$seeds" "${tv%:*}" "${tv#*:}" >"$d/tcheck2-${tv%:*}.txt" 2>&1 ||
+    fail "rows of table ${tv%:*} after the sweep"
+  tail -n 1 "$d/tcheck2-${tv%:*}.txt"
+done
+
+# ---- 4. open with the first seed stopped ------------------------------------------
 kill -STOP "${pid[n1]}"
 "$drv" open "$seeds" >"$d/open.txt" 2>&1 || { kill -CONT "${pid[n1]}"; fail "open with the first seed stopped"; }
 kill -CONT "${pid[n1]}"

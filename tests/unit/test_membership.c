@@ -905,6 +905,62 @@ static void drain_several(void **state)
 	free(g);
 }
 
+/* What a node keeps (the sweep of srv_sweep.c frees the rest): the keys
+ * of which it is in the active or the target set; a leaving member its
+ * active ranges, a joining one its target ranges, a member down (or
+ * none) nothing; every member of a key's sets keeps it. */
+static void keeps(void **state)
+{
+	struct memb_reg *g = regs_n(5);
+	struct memb_placement *act, *tgt;
+	struct memb_config c;
+	unsigned kept[5] = { 0 }, freed = 0;
+
+	(void)state;
+	boot(&c, 4, &pol2);
+	g[1].drain = true;
+	step(&c, g, 4, 1);			/* n0001 leaving */
+	step(&c, g, 5, 1);			/* n0004 joining */
+	g[3] = g[4];				/* n0003 dies */
+	step(&c, g, 4, 1);
+	assert_int_equal(find(&c, "n0001")->state, MEMB_LEAVING);
+	assert_int_equal(find(&c, "n0004")->state, MEMB_JOINING);
+	assert_int_equal(find(&c, "n0003")->state, MEMB_DOWN);
+	assert_int_equal(memb_placement_new(&act, &c), 0);
+	assert_int_equal(memb_placement_target(&tgt, &c), 0);
+	for (uint64_t k = 0; k < SAMPLES / 4; k++) {
+		uint64_t h = memb_key_hash(k * 7919 + 13);
+		unsigned a[MEMB_MAX_R], t[MEMB_MAX_R];
+		unsigned na = memb_replicas(act, h, a);
+		unsigned nt = memb_replicas(tgt, h, t);
+
+		for (int me = 0; me < (int)c.n; me++) {
+			bool in = false;
+
+			for (unsigned i = 0; i < na; i++)
+				in |= (int)a[i] == me;
+			for (unsigned i = 0; i < nt; i++)
+				in |= (int)t[i] == me;
+			assert_int_equal(memb_keeps(act, tgt, h, me), in);
+			kept[me] += in;
+			freed += !in;
+		}
+		assert_false(memb_keeps(act, tgt, h, -1));
+		/* without a target ring: the active sets only */
+		assert_int_equal(memb_keeps(act, NULL, h, (int)a[0]), true);
+	}
+	/* the down member keeps nothing; the leaver and the joiner keep
+	 * some, not all; members of every set keep the key */
+	assert_int_equal(kept[3], 0);
+	assert_true(kept[1] > 0 && kept[1] < SAMPLES / 4);
+	assert_true(kept[4] > 0 && kept[4] < SAMPLES / 4);
+	assert_true(freed > 0);
+	memb_placement_free(&act);
+	memb_placement_free(&tgt);
+	memb_config_free(&c);
+	free(g);
+}
+
 /* Registration i's drain flag as memb_read_regs() sees it (of n). */
 static bool drain_flag(struct coord *c, size_t n, size_t i)
 {
@@ -1318,6 +1374,7 @@ int main(void)
 		cmocka_unit_test(drain_cancel_and_last),
 		cmocka_unit_test(drain_rings),
 		cmocka_unit_test(drain_several),
+		cmocka_unit_test(keeps),
 		cmocka_unit_test(drain_request),
 		cmocka_unit_test(agents_fake_clock),
 		cmocka_unit_test(agent_thread),
