@@ -565,10 +565,13 @@ static bool newer_waits(struct srv_repl *rp)
  * the gained ones. A joining node (no client sends it a create or a drop:
  * it is not active) also drops the tables no source has any more. A REPL
  * naming a table the node lacks (a create it missed: clients create on
- * the ACTIVE members they know) sets `tables_missing`, which makes the
- * copy start its next round at once and, once the copy is done, makes
- * the adopting thread run one (srv_copy_tables): the forwarded writes of
- * the table fail (they are resent) until it exists here.
+ * the ACTIVE members they know) at a joining node sets `tables_missing`,
+ * which makes the copy start its next round at once and, once the copy is
+ * done, makes the adopting thread run one (srv_copy_tables): the
+ * forwarded writes of the table fail (they are resent) until it exists
+ * here. An active member does not act on it: clients create and drop
+ * tables there, and one that took a drop before another member would
+ * otherwise create the table again from that member's directory.
  */
 #define COPY_MAX_DIR SRV_TNAMES_MAX /* a source's tables, at most */
 
@@ -670,6 +673,7 @@ static int dir_from(struct crun *r, unsigned src)
 			ret = 0;
 		} else if (!ret) {
 			tn_add(&rp->fresh, sp->name);
+			tn_del(&r->done, sp->name); /* dropped, created again */
 			atomic_fetch_add(&rp->tables_created, 1);
 			srv_log("repl: table '%s' created as on '%s' (copying "
 				"its ranges)", sp->name, n.name);
@@ -754,7 +758,8 @@ static int copy_table(struct crun *r, const char *name,
 		do {
 			if (newer_waits(rp))
 				ret = RS_E_EPOCH;
-			else if (atomic_load(&rp->tables_missing))
+			else if (r->g->self < 0 &&
+				 atomic_load(&rp->tables_missing))
 				ret = 1;
 			else
 				ret = copy_call(&n, &m, &rep);
@@ -775,7 +780,8 @@ static int copy_round(struct crun *r, unsigned *copied)
 {
 	struct srv_repl *rp = &r->s->repl;
 	struct srv_tnames *fresh = &rp->fresh;
-	bool wide = atomic_exchange(&rp->tables_missing, false) || fresh->n;
+	bool wide = (atomic_exchange(&rp->tables_missing, false) &&
+		     r->g->self < 0) || fresh->n;
 	int ret = 0;
 
 	*copied = 0;
@@ -961,7 +967,10 @@ void srv_copy_tables(struct rs_server *s)
 	struct crun *r;
 	int ret = -ENOMEM;
 
-	if (!g || g->tself < 0) {
+	if (!g || g->tself < 0 || g->self >= 0) {
+		/* an active member takes creates from the clients; one that
+		 * took a drop before another member could otherwise create
+		 * the table again from that member's directory */
 		atomic_store(&rp->tables_missing, false);
 		return;
 	}

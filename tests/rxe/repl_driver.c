@@ -144,24 +144,31 @@ static struct rs_table *open_table(struct rs_client *c)
 	return t;
 }
 
+/* Put rows (K x DIM) at every key of the table; every key must take it. */
+static void put_all(struct rs_client *c, const float *rows)
+{
+	int st[K], ret = rs_put(open_table(c), keys, K, rows, st, 0);
+
+	if (ret < 0)
+		die("put: %s (%s)", rs_strerror(ret), rs_errormsg());
+	for (int i = 0; i < K; i++)
+		if (st[i] < 0)
+			die("put key %d: %s", i, rs_strerror(st[i]));
+}
+
 static int do_init(const char *seeds)
 {
 	struct rs_client *c = open_client(seeds);
 	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	static float zero[K * DIM];
-	int st[K], ret;
+	int ret;
 
 	rs_table_spec_init(&spec, TABLE, DIM);
 	spec.optim.lr = 1.0f;
 	ret = rs_table_create(c, &spec);
 	if (ret && ret != RS_E_EXISTS)
 		die("create: %s (%s)", rs_strerror(ret), rs_errormsg());
-	ret = rs_put(open_table(c), keys, K, zero, st, 0);
-	if (ret < 0)
-		die("put: %s (%s)", rs_strerror(ret), rs_errormsg());
-	for (int i = 0; i < K; i++)
-		if (st[i] < 0)
-			die("put key %d: %s", i, rs_strerror(st[i]));
+	put_all(c, zero);
 	rs_client_close(&c);
 	printf("init: %d keys\n", K);
 	return 0;
@@ -754,16 +761,10 @@ static int do_tput(const char *seeds, float v)
 {
 	struct rs_client *c = open_client(seeds);
 	static float rows[K * DIM];
-	int st[K], ret;
 
 	for (int i = 0; i < K * DIM; i++)
 		rows[i] = v;
-	ret = rs_put(open_table(c), keys, K, rows, st, 0);
-	if (ret < 0)
-		die("put: %s (%s)", rs_strerror(ret), rs_errormsg());
-	for (int i = 0; i < K; i++)
-		if (st[i] < 0)
-			die("put key %d: %s", i, rs_strerror(st[i]));
+	put_all(c, rows);
 	rs_client_close(&c);
 	printf("tput: %s: %d keys = %g\n", table, K, v);
 	return 0;
