@@ -85,21 +85,35 @@ static bool timed_out(int ret)
 	return ret == RS_E_TIMEOUT || ret == -ETIMEDOUT;
 }
 
-/* CONFIG of node n waiting at most wait_ms for its answer (0: the node's
- * timeout); a seed's (a node only this thread uses now) connection set-up
- * is bounded by wait_ms too: a stopped node's NIC takes the connection
- * request, its process never accepts it. */
-static int ask_wait(struct rs_client *c, struct cli_node *n, bool seed,
-		    unsigned wait_ms, struct cli_config *out)
+/* A connection to node n, set up within at most CLI_CONFIG_WAIT_MS (n is
+ * used by this thread only: a seed, or any node during the open). */
+static int conn_bounded(struct cli_node *n, struct cli_conn **cc)
 {
 	unsigned t = n->timeout_ms;
-	bool cut = wait_ms && wait_ms < t;
 	int ret;
 
-	if (seed && cut)
-		n->timeout_ms = wait_ms;
-	ret = cli_wire_config(n, out, wait_ms);
+	if (CLI_CONFIG_WAIT_MS < t)
+		n->timeout_ms = CLI_CONFIG_WAIT_MS;
+	ret = cli_conn_get(n, cc);
 	n->timeout_ms = t;
+	return ret;
+}
+
+/* CONFIG of node n waiting at most wait_ms for its answer (0: the node's
+ * timeout); when only this thread uses n (own: a seed, or any node during
+ * the open) its connection set-up is bounded too: a stopped node's NIC
+ * takes the connection request, its process never accepts it. */
+static int ask_wait(struct rs_client *c, struct cli_node *n, bool own,
+		    unsigned wait_ms, struct cli_config *out)
+{
+	bool cut = wait_ms && wait_ms < n->timeout_ms;
+	struct cli_conn *cc;
+	int ret = 0;
+
+	if (own && cut && !(ret = conn_bounded(n, &cc)))
+		cli_conn_put(cc); /* the pool keeps it for the ask */
+	if (!ret)
+		ret = cli_wire_config(n, out, wait_ms);
 	if (cut && timed_out(ret))
 		CLI_INC(c, config_waits_cut, 1);
 	return ret;
@@ -190,6 +204,7 @@ static int client_id_new(struct rs_client *c)
 
 static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 {
+	size_t connected = 0;
 	int ret;
 
 	ret = client_id_new(c);
@@ -227,19 +242,32 @@ static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 		return ret;
 	atomic_store(&c->epoch, cfg->epoch);
 	atomic_store(&c->read_until, cfg->read_until);
+	/* every ACTIVE member connected now, each within the wait of a
+	 * CONFIG ask: one that is stopped or slow is left to connect when a
+	 * call first needs it (the open fails when none connects) */
 	for (size_t i = 0; i < c->nnodes; i++) {
 		struct cli_conn *cc;
+		int r;
 
 		if (!c->route->active[i])
 			continue;
-		ret = cli_conn_get(&c->nodes[i], &cc);
-		if (ret)
-			return ret;
-		cli_conn_put(cc);
+		r = conn_bounded(&c->nodes[i], &cc);
+		if (!r) {
+			cli_conn_put(cc);
+			connected++;
+		} else if (!cli_conn_error(r)) {
+			return r;
+		} else if (!ret) {
+			ret = r;
+		}
 	}
+	if (!connected && ret)
+		return ret;
 	/* one round now: which members are ready for replica reads */
 	pthread_mutex_lock(&c->refresh_lock);
+	c->opening = true;
 	(void)config_round(c, SIZE_MAX);
+	c->opening = false;
 	pthread_mutex_unlock(&c->refresh_lock);
 	return 0;
 }
@@ -320,7 +348,8 @@ static int ask(struct rs_client *c, struct cli_node *n, size_t i,
 	       struct cli_config *best)
 {
 	struct cli_config got;
-	int ret = ask_wait(c, n, i == SIZE_MAX, CLI_CONFIG_WAIT_MS, &got);
+	int ret = ask_wait(c, n, i == SIZE_MAX || c->opening,
+			   CLI_CONFIG_WAIT_MS, &got);
 
 	if (ret)
 		return ret;
