@@ -6,10 +6,12 @@
  *
  * Open. The configured nodes (already nodes[]) are seeds: the first that
  * answers CONFIG within CLI_CONFIG_WAIT_MS decides (a stopped seed is
- * given up then; none within it: each again with the whole timeout). Epoch 0: static mode, untouched. Epoch >= 1:
- * nodes[] becomes the members, the seeds move to seeds[] (their contexts
- * closed: a refresh reconnects one only when no member answers), and
- * every ACTIVE member is connected (a DOWN or JOINING one is not
+ * given up then; none within it: each again with the whole timeout).
+ * Epoch 0: static mode, untouched. Epoch >= 1: nodes[] becomes the
+ * members, the seeds move to seeds[] (their contexts closed: a refresh
+ * reconnects one only when no member answers), and every ACTIVE member
+ * is connected, within CLI_CONFIG_WAIT_MS each (one that is not is left
+ * to connect when a call needs it; a DOWN or JOINING one is not
  * contacted).
  *
  * A refresh round asks ACTIVE members of the current route, starting one
