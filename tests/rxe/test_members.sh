@@ -40,25 +40,9 @@ etcd_start "$d"
 ips=($RS_RDMA_IP ${RS_RDMA_IPS:-})
 [ ${#ips[@]} -ge 3 ] || ips=($RS_RDMA_IP $RS_RDMA_IP $RS_RDMA_IP)
 declare -A pid addr
-node_start() { # I IP: node nI (mem-I) in cluster t
-  local n=n$1
-  cat >"$d/$n.json" <<EOT
-{"name": "mem-$1", "listen": {"addr": "$2", "port": 0},
- "workers": 2, "storage": {"size": "32M"},
- "coord": {"endpoints": ["$url"], "cluster": "t", "lease_ms": 3000,
-           "replicas": 2, "initial_members": 2}}
-EOT
-  "$bin/recstore-server" -c "$d/$n.json" >"$d/$n.log" 2>&1 &
-  pid[$n]=$!
-  pids="$pids $!"
-}
-node_await() { # NAME...: each listens; addr[NAME] set
-  local n
-  for n; do
-    await "$d/$n.log" "listening on" 120 "${pid[$n]}" || fail "$n did not start"
-    addr[$n]=$(sed -n 's/.*listening on \(.*\)$/\1/p' "$d/$n.log" | head -n 1)
-  done
-}
+etcd_initial=2
+node_start() { etcd_node_start "$@"; }
+node_await() { etcd_node_await "$@"; }
 ctl() { "$bin/recstore-ctl" --etcd "$url" --cluster t cluster "$@"; }
 node_start 1 "${ips[0]}"
 node_start 2 "${ips[1]}"

@@ -65,25 +65,9 @@ etcd_start "$d"
 ips=($RS_RDMA_IP ${RS_RDMA_IPS:-})
 [ ${#ips[@]} -ge 3 ] || ips=($RS_RDMA_IP $RS_RDMA_IP $RS_RDMA_IP)
 declare -A pid addr
-node_start() { # I IP [EXTRA JSON FIELDS]: node nI (mem-I) in cluster t
-  local n=n$1
-  cat >"$d/$n.json" <<EOT
-{"name": "mem-$1", "listen": {"addr": "$2", "port": 0},
- "workers": 2, "storage": {"size": "32M"}, ${3:-}
- "coord": {"endpoints": ["$url"], "cluster": "t", "lease_ms": 3000,
-           "replicas": 2, "initial_members": 3}}
-EOT
-  "$bin/recstore-server" -c "$d/$n.json" >"$d/$n.log" 2>&1 &
-  pid[$n]=$!
-  pids="$pids $!"
-}
-node_await() { # NAME...: each listens; addr[NAME] set
-  local n
-  for n; do
-    await "$d/$n.log" "listening on" 120 "${pid[$n]}" || fail "$n did not start"
-    addr[$n]=$(sed -n 's/.*listening on \(.*\)$/\1/p' "$d/$n.log" | head -n 1)
-  done
-}
+etcd_initial=3
+node_start() { etcd_node_start "$@"; }
+node_await() { etcd_node_await "$@"; }
 for i in 1 2 3; do
   node_start $i "${ips[$((i - 1))]}"
 done
