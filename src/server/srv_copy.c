@@ -609,6 +609,7 @@ struct crun {
 	size_t nall;
 	struct srv_tnames done;		/* tables copied in this run */
 	struct srv_tnames seen;		/* in this round's directories */
+	struct cli_node **nodes;	/* [c.n]: the sources called */
 	unsigned ndirs;			/* fetched in this round */
 	bool hold;			/* the test hook applies */
 	uint64_t rows;
@@ -622,12 +623,23 @@ static bool src_first(const struct srv_gain *v, size_t n, size_t i)
 	return true;
 }
 
-static struct cli_node *src_node(struct crun *r, unsigned src,
-				 struct cli_node *n)
+/* Member src as a node to call: one connection per source for the run. */
+static struct cli_node *src_node(struct crun *r, unsigned src)
 {
 	const struct srv_peer *p = r->g->peer[src];
+	struct cli_node *n;
 
-	memset(n, 0, sizeof(*n));
+	if (!r->nodes &&
+	    !(r->nodes = calloc(r->g->c.n, sizeof(*r->nodes)))) {
+		rs_seterr(-ENOMEM, "copy: out of memory");
+		return NULL;
+	}
+	if (r->nodes[src])
+		return r->nodes[src];
+	if (!(n = calloc(1, sizeof(*n)))) {
+		rs_seterr(-ENOMEM, "copy: out of memory");
+		return NULL;
+	}
 	n->name = (char *)p->id;
 	n->dev = r->s->dev;
 	n->timeout_ms = SRV_REPL_TIMEOUT_MS;
@@ -635,9 +647,11 @@ static struct cli_node *src_node(struct crun *r, unsigned src,
 	memcpy(n->host, p->node.host, sizeof(n->host));
 	n->port = p->node.port;
 	if (cli_pool_init(&n->pool, 1)) {
+		free(n);
 		rs_seterr(-ENOMEM, "copy: out of memory");
 		return NULL;
 	}
+	r->nodes[src] = n;
 	return n;
 }
 
@@ -648,14 +662,14 @@ static int dir_from(struct crun *r, unsigned src)
 	struct rs_server *s = r->s;
 	struct srv_repl *rp = &s->repl;
 	struct proto_table_info *dir = NULL;
-	struct cli_node n;
+	struct cli_node *n = src_node(r, src);
 	uint32_t count = 0;
 	uint64_t gen;
 	int ret;
 
-	if (!src_node(r, src, &n))
+	if (!n)
 		return -ENOMEM;
-	ret = cli_wire_dir(&n, &dir, &count, &gen);
+	ret = cli_wire_dir(n, &dir, &count, &gen);
 	if (!ret && count > COPY_MAX_DIR)
 		ret = rs_seterr(RS_E_PROTO, "directory of %u tables", count);
 	for (uint32_t i = 0; !ret && i < count; i++) {
@@ -676,12 +690,11 @@ static int dir_from(struct crun *r, unsigned src)
 			tn_del(&r->done, sp->name); /* dropped, created again */
 			atomic_fetch_add(&rp->tables_created, 1);
 			srv_log("repl: table '%s' created as on '%s' (copying "
-				"its ranges)", sp->name, n.name);
+				"its ranges)", sp->name, n->name);
 		}
 	}
 	r->ndirs += !ret;
 	free(dir);
-	cli_pool_destroy(&n.pool);
 	return ret;
 }
 
@@ -729,17 +742,15 @@ static int copy_table(struct crun *r, const char *name,
 	struct srv_repl *rp = &r->s->repl;
 	struct proto_copy_req m = { .epoch = r->g->c.epoch, .inc = rp->inc,
 				    .max = COPY_BATCH };
-	struct cli_node n;
+	struct cli_node *n = src_node(r, src);
 	uint64_t *rg;
 	size_t gi = 0;
 	int ret = 0;
 
-	if (!src_node(r, src, &n))
+	if (!n)
 		return -ENOMEM;
-	if (!(rg = malloc(2 * PROTO_COPY_MAX_RANGES * sizeof(*rg)))) {
-		cli_pool_destroy(&n.pool);
+	if (!(rg = malloc(2 * PROTO_COPY_MAX_RANGES * sizeof(*rg))))
 		return rs_seterr(-ENOMEM, "copy: out of memory");
-	}
 	snprintf(m.id, sizeof(m.id), "%s", r->s->o.coord_id);
 	snprintf(m.table, sizeof(m.table), "%s", name);
 	while (!ret && gi < nv) {
@@ -762,7 +773,7 @@ static int copy_table(struct crun *r, const char *name,
 				 atomic_load(&rp->tables_missing))
 				ret = 1;
 			else
-				ret = copy_call(&n, &m, &rep);
+				ret = copy_call(n, &m, &rep);
 			m.cursor = rep.cursor;
 			r->rows += rep.copied;
 		} while (!ret && !rep.done);
@@ -770,7 +781,6 @@ static int copy_table(struct crun *r, const char *name,
 	if (ret == RS_E_NOTFOUND)
 		ret = 0;	/* dropped there; the next round drops it here */
 	free(rg);
-	cli_pool_destroy(&n.pool);
 	return ret;
 }
 
@@ -892,6 +902,12 @@ static int copy_rounds(struct crun *r)
 
 static void crun_fini(struct crun *r)
 {
+	for (size_t i = 0; r->nodes && i < r->g->c.n; i++)
+		if (r->nodes[i]) {
+			cli_pool_destroy(&r->nodes[i]->pool);
+			free(r->nodes[i]);
+		}
+	free(r->nodes);
 	free(r->all);
 }
 
