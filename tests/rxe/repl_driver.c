@@ -46,6 +46,8 @@
  *   repl_driver tcheck SEEDS NAME V
  *       every key of table NAME is V through the cluster, and on every
  *       member of its replica set (an unfenced GET straight to each)
+ *   repl_driver tempty ADDR NAME
+ *       the node at ADDR holds no key of table NAME (unfenced GET)
  *   repl_driver tdir ADDR
  *       the names of the tables of the node at ADDR, sorted
  *   repl_driver open SEEDS
@@ -864,6 +866,23 @@ static int do_tcheck(const char *seeds, float v)
 	return bad ? 1 : 0;
 }
 
+/* tempty ADDR NAME: the node at ADDR holds no key of table NAME (an
+ * unfenced GET straight to it) */
+static int do_tempty(const char *addr)
+{
+	struct rs_client *c = open_client(addr);
+	static float copy[K * DIM];
+	int32_t rst[K];
+	int held = 0;
+
+	raw_get(c, addr, copy, rst);
+	for (int i = 0; i < K; i++)
+		held += rst[i] != RS_E_NOTFOUND;
+	rs_client_close(&c);
+	printf("tempty: %s holds %d keys of %s\n", addr, held, table);
+	return held ? 1 : 0;
+}
+
 /* open SEEDS: open (the first seeds may be stopped), one CONFIG round;
  * print the CONFIG asks given up */
 static int do_open(const char *seeds)
@@ -908,6 +927,8 @@ int main(int argc, char **argv)
 	if (argc == 5 && !strcmp(argv[1], "tcheck"))
 		return table = argv[3],
 		       do_tcheck(argv[2], strtof(argv[4], NULL));
+	if (argc == 4 && !strcmp(argv[1], "tempty"))
+		return table = argv[3], do_tempty(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "tdir"))
 		return do_tdir(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "open"))

@@ -16,7 +16,9 @@
 #     every row of its ranges of each.
 #  3. The two others free the rows of the ranges n3 took from them (after
 #     the read lease; counted in STATS), and every replica still holds
-#     every key of its ranges of every table.
+#     every key of its ranges of every table. n2 is drained: it frees
+#     every row (an unfenced GET finds none) and the two others hold
+#     every key.
 #  4. The first seed is SIGSTOPped: a client opening through it and the
 #     others gives up on it after its bounded CONFIG wait (counted) and
 #     opens through the next one.
@@ -115,6 +117,23 @@ for tv in rt:0 keep:1 new:3; do
     fail "rows of table ${tv%:*} after the sweep"
   tail -n 1 "$d/tcheck2-${tv%:*}.txt"
 done
+
+# a drained node frees every row it holds
+"$bin/recstore-ctl" --etcd "$url" --cluster t drain mem-2 --timeout 120 \
+  >"$d/drain.out" 2>&1 || { cat "$d/drain.out"; fail "drain of mem-2"; }
+grep -q "^mem-2: down in epoch" "$d/drain.out" || fail "mem-2 is not down"
+e_down=$(sed -n 's/^mem-2: down in epoch \([0-9]*\).*/\1/p' "$d/drain.out")
+await "$d/n2.log" "repl: epoch $e_down: [1-9][0-9]* rows of ranges this node no longer holds freed" \
+  60 "${pid[n2]}" || fail "the drained n2 freed no row"
+grep -h "repl: epoch $e_down: .* freed" "$d/n2.log"
+for t in rt keep new; do
+  "$drv" tempty "${addr[n2]}" $t >"$d/tempty-$t.txt" 2>&1 ||
+    { cat "$d/tempty-$t.txt"; fail "the drained n2 still holds rows of $t"; }
+  "$drv" tcheck "${addr[n1]},${addr[n3]}" $t $(case $t in rt) echo 0 ;; keep) echo 1 ;; new) echo 3 ;; esac) \
+    >"$d/tcheck3-$t.txt" 2>&1 || fail "rows of table $t after the drain"
+  tail -n 1 "$d/tcheck3-$t.txt"
+done
+seeds="${addr[n1]},${addr[n3]}"
 
 # ---- 4. open with the first seed stopped ------------------------------------------
 kill -STOP "${pid[n1]}"
