@@ -199,6 +199,10 @@ struct rs_client_stats {
 	 * "Reads from any replica"), and of those the ones the backup did
 	 * not have, which the primary then answered (GET RPC) */
 	uint64_t backup_keys, backup_misses;
+	/* CONFIG asks given up after the wait for one node (at
+	 * most 1 s: a stopped node's NIC still takes the request) at open
+	 * and in CONFIG rounds; the next node was asked instead */
+	uint64_t config_waits_cut;
 };
 #define RS_CLIENT_STATS_INIT \
 	{ .struct_size = sizeof(struct rs_client_stats) }

@@ -108,6 +108,7 @@ struct cli_counters {
 	atomic_uint_fast64_t get_keys, onesided_keys, rpc_keys, rpc_fallbacks;
 	atomic_uint_fast64_t lease_rpc_reads;
 	atomic_uint_fast64_t backup_keys, backup_misses;
+	atomic_uint_fast64_t config_waits_cut;
 	atomic_uint_fast64_t torn_retries, stale_locations, reads_posted;
 	atomic_uint_fast64_t dir_refreshes;
 	/* cluster mode: CONFIG rounds done by refreshes, and keys resent
@@ -200,6 +201,8 @@ struct rs_client {
 	struct cli_node *seeds;
 	size_t nseeds;
 	size_t ask_next;		/* rotation of CONFIG asks (refresh_lock) */
+	bool opening;			/* in rs_client_open: no other thread
+					   uses the nodes (cluster.c) */
 	uint64_t client_id;		/* exactly-once writes: random, != 0 */
 	struct cli_once once;		/* their call sequence (once.h) */
 	pthread_mutex_t tables_lock;

@@ -5,10 +5,13 @@
  * client_internal.h; placement: route.h).
  *
  * Open. The configured nodes (already nodes[]) are seeds: the first that
- * answers CONFIG decides. Epoch 0: static mode, untouched. Epoch >= 1:
- * nodes[] becomes the members, the seeds move to seeds[] (their contexts
- * closed: a refresh reconnects one only when no member answers), and
- * every ACTIVE member is connected (a DOWN or JOINING one is not
+ * answers CONFIG within CLI_CONFIG_WAIT_MS decides (a stopped seed is
+ * given up then; none within it: each again with the whole timeout).
+ * Epoch 0: static mode, untouched. Epoch >= 1: nodes[] becomes the
+ * members, the seeds move to seeds[] (their contexts closed: a refresh
+ * reconnects one only when no member answers), and every ACTIVE member
+ * is connected, within CLI_CONFIG_WAIT_MS each (one that is not is left
+ * to connect when a call needs it; a DOWN or JOINING one is not
  * contacted).
  *
  * A refresh round asks ACTIVE members of the current route, starting one
@@ -79,19 +82,64 @@ size_t cli_active_nodes(struct rs_client *c, bool *active, size_t n)
 
 static int config_round(struct rs_client *c, size_t avoid);
 
-/* Ask the seeds in order; the first answer. */
-static int ask_seeds(struct cli_node *seeds, size_t n, struct cli_config *out)
+static bool timed_out(int ret)
 {
+	return ret == RS_E_TIMEOUT || ret == -ETIMEDOUT;
+}
+
+/* A connection to node n, set up within at most CLI_CONFIG_WAIT_MS (n is
+ * used by this thread only: a seed, or any node during the open). */
+static int conn_bounded(struct cli_node *n, struct cli_conn **cc)
+{
+	unsigned t = n->timeout_ms;
+	int ret;
+
+	if (CLI_CONFIG_WAIT_MS < t)
+		n->timeout_ms = CLI_CONFIG_WAIT_MS;
+	ret = cli_conn_get(n, cc);
+	n->timeout_ms = t;
+	return ret;
+}
+
+/* CONFIG of node n waiting at most wait_ms for its answer (0: the node's
+ * timeout); when only this thread uses n (own: a seed, or any node during
+ * the open) its connection set-up is bounded too: a stopped node's NIC
+ * takes the connection request, its process never accepts it. */
+static int ask_wait(struct rs_client *c, struct cli_node *n, bool own,
+		    unsigned wait_ms, struct cli_config *out)
+{
+	bool cut = wait_ms && wait_ms < n->timeout_ms;
+	struct cli_conn *cc;
+	int ret = 0;
+
+	if (own && cut && !(ret = conn_bounded(n, &cc)))
+		cli_conn_put(cc); /* the pool keeps it for the ask */
+	if (!ret)
+		ret = cli_wire_config(n, out, wait_ms);
+	if (cut && timed_out(ret))
+		CLI_INC(c, config_waits_cut, 1);
+	return ret;
+}
+
+/* Ask the seeds in order, each for at most CLI_CONFIG_WAIT_MS: the first
+ * answer. When none answered but some ran out of that time (slow, not
+ * gone), once more with the whole timeout each. */
+static int ask_seeds(struct rs_client *c, struct cli_config *out)
+{
+	bool slow = false;
 	int first = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		int ret = cli_wire_config(&seeds[i], out, 0);
+	for (unsigned pass = 0; pass < 2 && (!pass || slow); pass++)
+		for (size_t i = 0; i < c->nnodes; i++) {
+			int ret = ask_wait(c, &c->nodes[i], true,
+					   pass ? 0 : CLI_CONFIG_WAIT_MS, out);
 
-		if (!ret)
-			return 0;
-		if (!first)
-			first = ret;
-	}
+			if (!ret)
+				return 0;
+			slow |= timed_out(ret);
+			if (!first)
+				first = ret;
+		}
 	return first ? first : rs_seterr(RS_E_INVAL, "client: no seed");
 }
 
@@ -158,6 +206,7 @@ static int client_id_new(struct rs_client *c)
 
 static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 {
+	size_t connected = 0;
 	int ret;
 
 	ret = client_id_new(c);
@@ -195,19 +244,32 @@ static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 		return ret;
 	atomic_store(&c->epoch, cfg->epoch);
 	atomic_store(&c->read_until, cfg->read_until);
+	/* every ACTIVE member connected now, each within the wait of a
+	 * CONFIG ask: one that is stopped or slow is left to connect when a
+	 * call first needs it (the open fails when none connects) */
 	for (size_t i = 0; i < c->nnodes; i++) {
 		struct cli_conn *cc;
+		int r;
 
 		if (!c->route->active[i])
 			continue;
-		ret = cli_conn_get(&c->nodes[i], &cc);
-		if (ret)
-			return ret;
-		cli_conn_put(cc);
+		r = conn_bounded(&c->nodes[i], &cc);
+		if (!r) {
+			cli_conn_put(cc);
+			connected++;
+		} else if (!cli_conn_error(r)) {
+			return r;
+		} else if (!ret) {
+			ret = r;
+		}
 	}
+	if (!connected && ret)
+		return ret;
 	/* one round now: which members are ready for replica reads */
 	pthread_mutex_lock(&c->refresh_lock);
+	c->opening = true;
 	(void)config_round(c, SIZE_MAX);
+	c->opening = false;
 	pthread_mutex_unlock(&c->refresh_lock);
 	return 0;
 }
@@ -215,7 +277,7 @@ static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 int cli_cluster_open(struct rs_client *c)
 {
 	struct cli_config cfg;
-	int ret = ask_seeds(c->nodes, c->nnodes, &cfg);
+	int ret = ask_seeds(c, &cfg);
 
 	if (ret)
 		return ret;
@@ -288,7 +350,8 @@ static int ask(struct rs_client *c, struct cli_node *n, size_t i,
 	       struct cli_config *best)
 {
 	struct cli_config got;
-	int ret = cli_wire_config(n, &got, CLI_CONFIG_WAIT_MS);
+	int ret = ask_wait(c, n, i == SIZE_MAX || c->opening,
+			   CLI_CONFIG_WAIT_MS, &got);
 
 	if (ret)
 		return ret;

@@ -603,6 +603,23 @@ unsigned memb_replicas(const struct memb_placement *p, uint64_t hash,
 	return n;
 }
 
+bool memb_keeps(const struct memb_placement *act,
+		const struct memb_placement *tgt, uint64_t h, int me)
+{
+	const struct memb_placement *ps[2] = { act, tgt };
+	unsigned set[MEMB_MAX_R], n;
+
+	for (unsigned k = 0; me >= 0 && k < 2; k++) {
+		if (!ps[k])
+			continue;
+		n = memb_replicas(ps[k], h, set);
+		for (unsigned j = 0; j < n; j++)
+			if ((int)set[j] == me)
+				return true;
+	}
+	return false;
+}
+
 size_t memb_ranges(const struct memb_placement *p)
 {
 	return p->ring ? cli_ring_points(p->ring) : 0;

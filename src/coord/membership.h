@@ -182,6 +182,13 @@ void memb_placement_free(struct memb_placement **p);
 uint64_t memb_key_hash(uint64_t key);
 /* Replica set of a hash: member indexes into c->m, primary first;
  * returns the count, min(r, active members). out holds MEMB_MAX_R. */
+/* Whether member `me` (index in the configuration; < 0: none) is in the
+ * replica set of key hash h in the active ring act or the target ring tgt
+ * (NULL: the same as act): whether it must keep the key's rows (they
+ * are freed otherwise, docs/replication.md, "Freeing what a node no
+ * longer holds"). */
+bool memb_keeps(const struct memb_placement *act,
+		const struct memb_placement *tgt, uint64_t h, int me);
 unsigned memb_replicas(const struct memb_placement *p, uint64_t hash,
 		       unsigned *out);
 /* The ring's ranges in order: range i is (start of i, start of i + 1];

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/le.h"
 #include "server/srv_repl_int.h"
@@ -173,26 +174,64 @@ static void have_set(struct srv_repl *rp, const struct srv_cfg *g)
 		atomic_store(&rp->synced, g->c.epoch);
 }
 
-static int gain_add(struct srv_cfg *g, size_t *cap, uint64_t lo, uint64_t hi,
-		    unsigned src)
+static int gain_add(struct srv_gain **v, size_t *n, size_t *cap, uint64_t lo,
+		    uint64_t hi, unsigned src)
 {
-	struct srv_gain *last = g->ngain ? &g->gain[g->ngain - 1] : NULL;
+	struct srv_gain *last = *n ? &(*v)[*n - 1] : NULL;
 
 	if (last && last->hi == lo && last->src == src) {
 		last->hi = hi;
 		return 0;
 	}
-	if (g->ngain == *cap) {
+	if (*n == *cap) {
 		size_t nc = *cap ? 2 * *cap : 64;
-		void *v = realloc(g->gain, (nc + 1) * sizeof(*g->gain));
+		void *a = realloc(*v, (nc + 1) * sizeof(**v));
 
-		if (!v)
+		if (!a)
 			return rs_seterr(-ENOMEM, "copy: out of memory");
-		g->gain = v;
+		*v = a;
 		*cap = nc;
 	}
-	g->gain[g->ngain++] = (struct srv_gain){ lo, hi, src };
+	(*v)[(*n)++] = (struct srv_gain){ lo, hi, src };
 	return 0;
+}
+
+/*
+ * The elementary ranges of g's target ring that this node is in and
+ * another member leads (their source), less those it held in `have` (the
+ * target ring of the epoch before, index have_self there; NULL: none
+ * known), into *v / *nv (appended; room for one more, ranges_norm).
+ */
+static int plan_ranges(const struct srv_cfg *g, const struct memb_placement *have,
+		       int have_self, struct srv_gain **v, size_t *nv)
+{
+	const struct memb_placement *t = srv_cfg_target(g);
+	uint64_t *pts;
+	size_t n = 0, cap = *nv;
+	int ret = 0;
+
+	pts = malloc((memb_ranges(t) + memb_ranges(g->pl) +
+		      (have ? memb_ranges(have) : 0) + 1) * sizeof(*pts));
+	if (!pts)
+		return rs_seterr(-ENOMEM, "copy: out of memory");
+	add_points(t, pts, &n);
+	add_points(g->pl, pts, &n);
+	add_points(have, pts, &n);
+	qsort(pts, n, sizeof(*pts), u64_cmp);
+	for (size_t i = 0; !ret && i < n; i++) {
+		uint64_t lo = pts[i ? i - 1 : n - 1], hi = pts[i];
+		unsigned set[MEMB_MAX_R];
+
+		if (i && lo == hi)
+			continue;
+		if (!in_set(t, hi, g->tself) || in_set(have, hi, have_self))
+			continue;
+		if (!memb_replicas(g->pl, hi, set) || (int)set[0] == g->self)
+			continue; /* no one else holds it: nothing to copy */
+		ret = gain_add(v, nv, &cap, lo, hi, set[0]);
+	}
+	free(pts);
+	return ret;
 }
 
 /*
@@ -276,12 +315,9 @@ static int purge_gained(struct rs_server *s, const struct srv_cfg *g)
 int srv_copy_plan(struct rs_server *s, struct srv_cfg *g)
 {
 	struct srv_repl *rp = &s->repl;
-	const struct memb_placement *t = srv_cfg_target(g);
 	const struct memb_member *me;
 	bool known, fresh;
-	uint64_t *pts;
-	size_t n = 0, cap = 0;
-	int ret = 0;
+	int ret;
 
 	atomic_store(&rp->ready, 0);	/* until it holds g's ranges */
 	if (g->tself < 0) {
@@ -298,29 +334,8 @@ int srv_copy_plan(struct rs_server *s, struct srv_cfg *g)
 		return 0;
 	}
 	known = rp->have && rp->have_epoch + 1 == g->c.epoch;
-	pts = malloc((memb_ranges(t) + memb_ranges(g->pl) +
-		      (known ? memb_ranges(rp->have) : 0) + 1) * sizeof(*pts));
-	if (!pts)
-		return rs_seterr(-ENOMEM, "copy: out of memory");
-	add_points(t, pts, &n);
-	add_points(g->pl, pts, &n);
-	if (known)
-		add_points(rp->have, pts, &n);
-	qsort(pts, n, sizeof(*pts), u64_cmp);
-	for (size_t i = 0; !ret && i < n; i++) {
-		uint64_t lo = pts[i ? i - 1 : n - 1], hi = pts[i];
-		unsigned set[MEMB_MAX_R];
-
-		if (i && lo == hi)
-			continue;
-		if (!in_set(t, hi, g->tself) ||
-		    (known && in_set(rp->have, hi, rp->have_self)))
-			continue;
-		if (!memb_replicas(g->pl, hi, set) || (int)set[0] == g->self)
-			continue; /* no one else holds it: nothing to copy */
-		ret = gain_add(g, &cap, lo, hi, set[0]);
-	}
-	free(pts);
+	ret = plan_ranges(g, known ? rp->have : NULL, rp->have_self, &g->gain,
+			  &g->ngain);
 	if (!ret && g->ngain)
 		ret = purge_gained(s, g);
 	if (!ret && !g->ngain)
@@ -542,29 +557,148 @@ static bool newer_waits(struct srv_repl *rp)
 	return w;
 }
 
-/* The tables the source has and this node lacks, created here. */
-static int copy_tables(struct rs_server *s, struct cli_node *n,
-		       struct proto_table_info **dir, uint32_t *count)
-{
-	uint64_t gen;
-	int ret = cli_wire_dir(n, dir, count, &gen);
+/*
+ * Tables. A table created or dropped while the node copies reaches it
+ * through the directories of its sources: the copy runs in rounds, each
+ * fetching the sources' directories again, creating here the tables it
+ * lacks and copying the tables not copied yet, until a round finds none
+ * (a source answered COPY in the new epoch, so every create it took
+ * before it adopted that epoch is in its next directory). A table the
+ * node creates from a directory has none of its rows here, of any range:
+ * it is copied over all the ranges another member leads (`all`), not only
+ * the gained ones. A joining node (no client sends it a create or a drop:
+ * it is not active) also drops the tables no source has any more. A REPL
+ * naming a table the node lacks (a create it missed: clients create on
+ * the ACTIVE members they know) at a joining node sets `tables_missing`,
+ * which makes the copy start its next round at once and, once the copy is
+ * done, makes the adopting thread run one (srv_copy_tables): the
+ * forwarded writes of the table fail (they are resent) until it exists
+ * here. An active member does not act on it: clients create and drop
+ * tables there, and one that took a drop before another member would
+ * otherwise create the table again from that member's directory.
+ */
+#define COPY_MAX_DIR SRV_TNAMES_MAX /* a source's tables, at most */
 
-	for (uint32_t i = 0; !ret && i < *count; i++) {
-		const struct proto_table_spec *sp = &(*dir)[i].spec;
+static bool tn_has(const struct srv_tnames *t, const char *name)
+{
+	for (unsigned i = 0; i < t->n; i++)
+		if (!strcmp(t->v[i], name))
+			return true;
+	return false;
+}
+
+static void tn_add(struct srv_tnames *t, const char *name)
+{
+	if (!tn_has(t, name) && t->n < COPY_MAX_DIR)
+		snprintf(t->v[t->n++], sizeof(t->v[0]), "%s", name);
+}
+
+static void tn_del(struct srv_tnames *t, const char *name)
+{
+	for (unsigned i = 0; i < t->n; i++)
+		if (!strcmp(t->v[i], name)) {
+			memmove(t->v[i], t->v[t->n - 1], sizeof(t->v[0]));
+			t->n--;
+			return;
+		}
+}
+
+/* One run of the copy (the adopting thread's). */
+struct crun {
+	struct rs_server *s;
+	const struct srv_cfg *g;
+	const struct srv_gain *gain;	/* the gained ranges */
+	size_t ngain;
+	struct srv_gain *all;		/* every range another member leads */
+	size_t nall;
+	struct srv_tnames done;		/* tables copied in this run */
+	struct srv_tnames seen;		/* in this round's directories */
+	struct cli_node **nodes;	/* [c.n]: the sources called */
+	unsigned ndirs;			/* fetched in this round */
+	bool hold;			/* the test hook applies */
+	uint64_t rows;
+};
+
+static bool src_first(const struct srv_gain *v, size_t n, size_t i)
+{
+	for (size_t j = 0; j < i; j++)
+		if (v[j].src == v[i].src)
+			return false;
+	return true;
+}
+
+/* Member src as a node to call: one connection per source for the run. */
+static struct cli_node *src_node(struct crun *r, unsigned src)
+{
+	const struct srv_peer *p = r->g->peer[src];
+	struct cli_node *n;
+
+	if (!r->nodes &&
+	    !(r->nodes = calloc(r->g->c.n, sizeof(*r->nodes)))) {
+		rs_seterr(-ENOMEM, "copy: out of memory");
+		return NULL;
+	}
+	if (r->nodes[src])
+		return r->nodes[src];
+	if (!(n = calloc(1, sizeof(*n)))) {
+		rs_seterr(-ENOMEM, "copy: out of memory");
+		return NULL;
+	}
+	n->name = (char *)p->id;
+	n->dev = r->s->dev;
+	n->timeout_ms = SRV_REPL_TIMEOUT_MS;
+	n->key = p->node.key;
+	memcpy(n->host, p->node.host, sizeof(n->host));
+	n->port = p->node.port;
+	if (cli_pool_init(&n->pool, 1)) {
+		free(n);
+		rs_seterr(-ENOMEM, "copy: out of memory");
+		return NULL;
+	}
+	r->nodes[src] = n;
+	return n;
+}
+
+/* Member src's directory: its names into r->seen, the tables this node
+ * lacks created here (and noted in rp->fresh: their rows are to copy). */
+static int dir_from(struct crun *r, unsigned src)
+{
+	struct rs_server *s = r->s;
+	struct srv_repl *rp = &s->repl;
+	struct proto_table_info *dir = NULL;
+	struct cli_node *n = src_node(r, src);
+	uint32_t count = 0;
+	uint64_t gen;
+	int ret;
+
+	if (!n)
+		return -ENOMEM;
+	ret = cli_wire_dir(n, &dir, &count, &gen);
+	if (!ret && count > COPY_MAX_DIR)
+		ret = rs_seterr(RS_E_PROTO, "directory of %u tables", count);
+	for (uint32_t i = 0; !ret && i < count; i++) {
+		const struct proto_table_spec *sp = &dir[i].spec;
 		struct srv_table *t = srv_table_get_name(&s->tables, sp->name);
 		struct proto_table_info info;
 
+		tn_add(&r->seen, sp->name);
 		if (t) {
 			srv_table_put(t);
 			continue;
 		}
 		ret = srv_table_create(&s->tables, sp, &info);
-		if (ret == RS_E_EXISTS)	/* created meanwhile */
+		if (ret == RS_E_EXISTS) {	/* created meanwhile */
 			ret = 0;
-		else if (!ret)
+		} else if (!ret) {
+			tn_add(&rp->fresh, sp->name);
+			tn_del(&r->done, sp->name); /* dropped, created again */
+			atomic_fetch_add(&rp->tables_created, 1);
 			srv_log("repl: table '%s' created as on '%s' (copying "
 				"its ranges)", sp->name, n->name);
+		}
 	}
+	r->ndirs += !ret;
+	free(dir);
 	return ret;
 }
 
@@ -603,88 +737,195 @@ static int copy_call(struct cli_node *n, const struct proto_copy_req *m,
 	return ret;
 }
 
-/* Copy every gained range whose source is member src. */
-static int copy_from(struct rs_server *s, const struct srv_cfg *g,
-		     unsigned src, uint64_t *rows)
+/* Copy table `name` over the ranges of v whose source is src: 0, 1
+ * when a REPL named a missing table meanwhile (the round ends early), or
+ * the error. A table the source no longer has was dropped there: done. */
+static int copy_table(struct crun *r, const char *name,
+		      const struct srv_gain *v, size_t nv, unsigned src)
 {
-	struct srv_repl *rp = &s->repl;
-	const struct srv_peer *p = g->peer[src];
-	struct proto_table_info *dir = NULL;
-	struct cli_node n = { .name = (char *)p->id, .dev = s->dev,
-			      .timeout_ms = SRV_REPL_TIMEOUT_MS,
-			      .key = p->node.key };
-	struct proto_copy_req m = { .epoch = g->c.epoch, .inc = rp->inc,
+	struct srv_repl *rp = &r->s->repl;
+	struct proto_copy_req m = { .epoch = r->g->c.epoch, .inc = rp->inc,
 				    .max = COPY_BATCH };
-	uint64_t *rg = NULL;
-	uint32_t count = 0;
-	int ret;
+	struct cli_node *n = src_node(r, src);
+	uint64_t *rg;
+	size_t gi = 0;
+	int ret = 0;
 
-	memcpy(n.host, p->node.host, sizeof(n.host));
-	n.port = p->node.port;
-	if ((ret = cli_pool_init(&n.pool, 1)))
-		return rs_seterr(ret, "copy: out of memory");
-	snprintf(m.id, sizeof(m.id), "%s", s->o.coord_id);
-	ret = copy_tables(s, &n, &dir, &count);
-	if (!ret && !(rg = malloc(2 * PROTO_COPY_MAX_RANGES * sizeof(*rg))))
-		ret = rs_seterr(-ENOMEM, "copy: out of memory");
-	for (uint32_t ti = 0; !ret && ti < count; ti++) {
-		size_t gi = 0;
+	if (!n)
+		return -ENOMEM;
+	if (!(rg = malloc(2 * PROTO_COPY_MAX_RANGES * sizeof(*rg))))
+		return rs_seterr(-ENOMEM, "copy: out of memory");
+	snprintf(m.id, sizeof(m.id), "%s", r->s->o.coord_id);
+	snprintf(m.table, sizeof(m.table), "%s", name);
+	while (!ret && gi < nv) {
+		struct proto_copy_reply rep = { 0 };
 
-		snprintf(m.table, sizeof(m.table), "%s", dir[ti].spec.name);
-		while (!ret && gi < g->ngain) {
-			struct proto_copy_reply rep = { 0 };
-
-			m.nranges = 0;
-			for (; gi < g->ngain &&
-			       m.nranges < PROTO_COPY_MAX_RANGES; gi++)
-				if (g->gain[gi].src == src) {
-					rg[2 * m.nranges] = g->gain[gi].lo;
-					rg[2 * m.nranges++ + 1] =
-						g->gain[gi].hi;
-				}
-			if (!m.nranges)
-				break;
-			m.ranges = rg;
-			m.cursor = 0;
-			do {
-				if (newer_waits(rp))
-					ret = RS_E_EPOCH;
-				else
-					ret = copy_call(&n, &m, &rep);
-				m.cursor = rep.cursor;
-				*rows += rep.copied;
-			} while (!ret && !rep.done);
-		}
+		m.nranges = 0;
+		for (; gi < nv && m.nranges < PROTO_COPY_MAX_RANGES; gi++)
+			if (v[gi].src == src) {
+				rg[2 * m.nranges] = v[gi].lo;
+				rg[2 * m.nranges++ + 1] = v[gi].hi;
+			}
+		if (!m.nranges)
+			break;
+		m.ranges = rg;
+		m.cursor = 0;
+		do {
+			if (newer_waits(rp))
+				ret = RS_E_EPOCH;
+			else if (r->g->self < 0 &&
+				 atomic_load(&rp->tables_missing))
+				ret = 1;
+			else
+				ret = copy_call(n, &m, &rep);
+			m.cursor = rep.cursor;
+			r->rows += rep.copied;
+		} while (!ret && !rep.done);
 	}
+	if (ret == RS_E_NOTFOUND)
+		ret = 0;	/* dropped there; the next round drops it here */
 	free(rg);
-	free(dir);
-	cli_pool_destroy(&n.pool);
 	return ret;
 }
 
-static int copy_all(struct rs_server *s, const struct srv_cfg *g,
-		    uint64_t *rows, unsigned *srcs)
+/* One round: the directories, then every table not copied yet. 0 and
+ * *copied (tables copied), 1 (cut short: see copy_table), or the error. */
+static int copy_round(struct crun *r, unsigned *copied)
 {
+	struct srv_repl *rp = &r->s->repl;
+	struct srv_tnames *fresh = &rp->fresh;
+	bool wide = (atomic_exchange(&rp->tables_missing, false) &&
+		     r->g->self < 0) || fresh->n;
 	int ret = 0;
 
-	for (size_t i = 0; !ret && i < g->ngain; i++) {
-		bool seen = false;
+	*copied = 0;
+	r->seen.n = 0;
+	r->ndirs = 0;
+	/* the directories: the sources of the gained ranges, and of all
+	 * ranges when a table may be missing here */
+	for (size_t i = 0; !ret && i < r->ngain; i++)
+		if (src_first(r->gain, r->ngain, i))
+			ret = dir_from(r, r->gain[i].src);
+	for (size_t i = 0; !ret && wide && i < r->nall; i++)
+		if (src_first(r->all, r->nall, i)) {
+			bool asked = false;
 
-		for (size_t j = 0; j < i && !seen; j++)
-			seen = g->gain[j].src == g->gain[i].src;
-		if (seen)
-			continue;
-		ret = copy_from(s, g, g->gain[i].src, rows);
-		if (ret && ret != RS_E_EPOCH) {
-			char msg[256];
-
-			snprintf(msg, sizeof(msg), "%s", rs_errormsg());
-			rs_seterr(ret, "from '%s': %s",
-				  g->c.m[g->gain[i].src].id, msg);
+			for (size_t j = 0; j < r->ngain && !asked; j++)
+				asked = r->gain[j].src == r->all[i].src;
+			if (!asked)
+				ret = dir_from(r, r->all[i].src);
 		}
-		*srcs += !ret;
+	for (unsigned ti = 0; !ret && ti < r->seen.n; ti++) {
+		const char *name = r->seen.v[ti];
+		bool isfresh = tn_has(fresh, name);
+		const struct srv_gain *v = isfresh ? r->all : r->gain;
+		size_t nv = isfresh ? r->nall : r->ngain;
+
+		if (tn_has(&r->done, name))
+			continue;
+		for (size_t i = 0; !ret && i < nv; i++)
+			if (src_first(v, nv, i))
+				ret = copy_table(r, name, v, nv, v[i].src);
+		if (ret)
+			break;
+		tn_add(&r->done, name);
+		tn_del(fresh, name);
+		++*copied;
 	}
 	return ret;
+}
+
+/* A joining node: drop the tables no source has (dropped while it
+ * copied; no client drops them here). */
+static void drop_gone(struct crun *r)
+{
+	struct rs_server *s = r->s;
+
+	if (r->g->self >= 0 || !r->ndirs)
+		return;	/* (an active one gets the drops; no directory) */
+	for (unsigned id = 0; id < SLAB_MAX_TABLES; id++) {
+		struct srv_table *t = srv_table_get(&s->tables, id);
+		char name[PROTO_NAME_MAX + 1];
+
+		if (!t)
+			continue;
+		snprintf(name, sizeof(name), "%s", t->spec.name);
+		srv_table_put(t);
+		if (tn_has(&r->seen, name) || srv_table_drop(&s->tables, name))
+			continue;
+		atomic_fetch_add(&s->repl.tables_dropped, 1);
+		srv_log("repl: table '%s' dropped: no member it copies from "
+			"has it any more", name);
+	}
+}
+
+/* The test hook RS_TEST_COPY_HOLD=FILE: after each round the copy waits
+ * while FILE exists (ending the wait for the next round when a REPL
+ * named a missing table): true when it stopped waiting for a round. */
+static bool test_hold(struct crun *r)
+{
+	struct srv_repl *rp = &r->s->repl;
+	const char *f = getenv("RS_TEST_COPY_HOLD");
+	bool said = false;
+
+	if (!r->hold || !f || !*f)
+		return false;
+	while (!access(f, F_OK) && !newer_waits(rp)) {
+		if (atomic_load(&rp->tables_missing))
+			return true;
+		if (!said)
+			srv_log("repl: copy held while %s exists", f);
+		said = true;
+		usleep(50000);
+	}
+	return false;
+}
+
+/* Rounds until one copies no table (0), or the error. */
+static int copy_rounds(struct crun *r)
+{
+	unsigned copied;
+	bool first = true;
+	int ret;
+
+	if ((ret = plan_ranges(r->g, NULL, -1, &r->all, &r->nall)))
+		return ret;
+	for (;;) {
+		ret = copy_round(r, &copied);
+		if (ret < 0 || ret > 1)
+			return ret;
+		if (test_hold(r))
+			continue;
+		if (!ret && !copied && !first)
+			break;
+		first = false;
+	}
+	drop_gone(r);
+	return 0;
+}
+
+static void crun_fini(struct crun *r)
+{
+	for (size_t i = 0; r->nodes && i < r->g->c.n; i++)
+		if (r->nodes[i]) {
+			cli_pool_destroy(&r->nodes[i]->pool);
+			free(r->nodes[i]);
+		}
+	free(r->nodes);
+	free(r->all);
+}
+
+/* Wait up to COPY_RETRY_MS or until a configuration is handed over. */
+static void retry_wait(struct srv_repl *rp)
+{
+	struct timespec dl;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += COPY_RETRY_MS / 1000u;
+	pthread_mutex_lock(&rp->plock);
+	if (!rp->npending && !rp->pstop)
+		pthread_cond_timedwait(&rp->pcv, &rp->plock, &dl);
+	pthread_mutex_unlock(&rp->plock);
 }
 
 void srv_copy_run(struct rs_server *s)
@@ -698,9 +939,17 @@ void srv_copy_run(struct rs_server *s)
 	if (!g || !g->ngain)
 		return;
 	for (;;) {
-		unsigned srcs = 0;
-		int ret = copy_all(s, g, &rows, &srcs);
+		struct crun *r = calloc(1, sizeof(*r));
+		int ret = -ENOMEM;
 
+		if (r) {
+			*r = (struct crun){ .s = s, .g = g, .gain = g->gain,
+					    .ngain = g->ngain, .hold = true };
+			ret = copy_rounds(r);
+			rows = r->rows;
+			crun_fini(r);
+			free(r);
+		}
 		if (!ret)
 			break;
 		if (newer_waits(rp))
@@ -713,17 +962,7 @@ void srv_copy_run(struct rs_server *s)
 				COPY_RETRY_MS);
 			logged = mono_ms();
 		}
-		{
-			struct timespec dl;
-
-			clock_gettime(CLOCK_REALTIME, &dl);
-			dl.tv_sec += COPY_RETRY_MS / 1000u;
-			pthread_mutex_lock(&rp->plock);
-			if (!rp->npending && !rp->pstop)
-				pthread_cond_timedwait(&rp->pcv, &rp->plock,
-						       &dl);
-			pthread_mutex_unlock(&rp->plock);
-		}
+		retry_wait(rp);
 		rows = 0;
 	}
 	atomic_fetch_add(&rp->copied_rows, rows);
@@ -739,4 +978,36 @@ void srv_copy_run(struct rs_server *s)
 		"in %.1f s, %" PRIu64 " forwarded writes applied meanwhile",
 		g->c.epoch, rows, (double)(mono_ms() - t0) / 1e3,
 		applied > rows ? applied - rows : 0);
+}
+
+void srv_copy_tables(struct rs_server *s)
+{
+	struct srv_repl *rp = &s->repl;
+	const struct srv_cfg *g = rp->cur;	/* this thread's */
+	struct crun *r;
+	int ret = -ENOMEM;
+
+	if (!g || g->tself < 0 || g->self >= 0) {
+		/* an active member takes creates from the clients; one that
+		 * took a drop before another member could otherwise create
+		 * the table again from that member's directory */
+		atomic_store(&rp->tables_missing, false);
+		return;
+	}
+	if ((r = calloc(1, sizeof(*r)))) {
+		*r = (struct crun){ .s = s, .g = g };
+		atomic_store(&rp->tables_missing, true); /* a wide round */
+		ret = copy_rounds(r);
+		atomic_fetch_add(&rp->copied_rows, r->rows);
+		crun_fini(r);
+		free(r);
+	}
+	if (ret && !newer_waits(rp)) {
+		/* the next REPL of the table asks again; not before a while */
+		atomic_fetch_add(&rp->copy_failures, 1);
+		srv_log_peer("repl: epoch %" PRIu64 ": tables missing here: "
+			     "copying them failed (%s; %s)", g->c.epoch,
+			     rs_errormsg(), rs_strerror(ret));
+		retry_wait(rp);
+	}
 }

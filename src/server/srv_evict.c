@@ -150,15 +150,15 @@ static void sweep_all(void *arg)
 	bool go = !s->repl.on || epoch;
 
 	for (uint32_t id = 0; id < SLAB_MAX_TABLES; id++) {
-		struct srv_table *t = srv_table_get(&s->tables, id);
+		struct srv_table *t;
 
-		if (!t)
-			continue;
-		if (slab_ev_attached(t->st)) {
+		/* a writer as requests are, counted before the table is
+		 * taken: never inside a checkpoint's freeze or a growth's
+		 * copy, never on a table a growth retired (srv_grow.c) */
+		atomic_fetch_add(&s->ckpt.writers, 1);
+		t = srv_table_get(&s->tables, id);
+		if (t && slab_ev_attached(t->st)) {
 			slab_ev_tick(t->st);
-			/* a writer as requests are: never inside a
-			 * checkpoint's freeze (srv_write_enter's order) */
-			atomic_fetch_add(&s->ckpt.writers, 1);
 			if (go && t->spec.evict.ttl_s &&
 			    !atomic_load(&s->ckpt.frozen)) {
 				if (!s->repl.on)
@@ -167,9 +167,10 @@ static void sweep_all(void *arg)
 				else
 					go = sweep_cluster(s, t, epoch);
 			}
-			srv_write_leave(s);
 		}
-		srv_table_put(t);
+		srv_write_leave(s);
+		if (t)
+			srv_table_put(t);
 	}
 }
 

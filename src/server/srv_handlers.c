@@ -1323,6 +1323,7 @@ static void do_repl(struct req *r)
 	if (!statuses_fit(r, m->n))
 		goto out;
 	if (!(t = srv_table_get_name(&s->tables, m->table))) {
+		srv_repl_table_missing(s); /* a create it missed: fetch it */
 		reply_error(r, r->op, RS_E_NOTFOUND, "table '%s': no such "
 			    "table on this node", m->table);
 		goto out;

@@ -383,6 +383,13 @@ void srv_once_stats(struct srv_once *o, uint64_t *clients, uint64_t *entries,
 
 struct srv_cfg;
 struct srv_chunk;
+/* Table names (srv_copy.c). */
+#define SRV_TNAMES_MAX (2u * SLAB_MAX_TABLES)
+struct srv_tnames {
+	unsigned n;
+	char v[SRV_TNAMES_MAX][PROTO_NAME_MAX + 1];
+};
+
 struct srv_repl {
 	bool on;			/* a cluster member (coord section) */
 	uint64_t inc;			/* this process's incarnation: set
@@ -426,6 +433,25 @@ struct srv_repl {
 	_Atomic uint64_t seen;		/* the highest epoch it handed over */
 	uint32_t lease_ms;		/* V: how long a read vouches */
 	_Atomic uint64_t copied_rows, copies_done, copy_failures;
+	/* tables it missed (srv_copy.c, "Tables"): a REPL named a table it
+	 * lacks; the tables it created from a member's directory whose rows
+	 * are not all copied yet; how many it created and dropped so */
+	atomic_bool tables_missing;
+	struct srv_tnames fresh;
+	_Atomic uint64_t tables_created, tables_dropped;
+	/* freeing the rows of ranges it no longer holds (srv_sweep.c; the
+	 * adopting thread's) */
+	struct {
+		uint64_t epoch;		/* of the configuration swept */
+		uint64_t not_before;	/* monotonic ms: the read lease of
+					   the epoch before has run out */
+		uint64_t last;		/* the last slice (monotonic ms) */
+		uint64_t freed;		/* in this epoch */
+		unsigned table;		/* the next table id to walk */
+		uint64_t cursor;	/* its row slot */
+		bool done;
+	} sweep;
+	_Atomic uint64_t freed_rows;
 };
 
 /* One request's hold on the configuration and the chunks it waits for. */
@@ -441,6 +467,7 @@ struct srv_repl_stats {
 	uint64_t epoch, forwarded_writes, failed_writes, refused, applied;
 	uint64_t synced, copied_rows, copies_done, copy_failures, gained;
 	uint64_t held, parallel, busy_writes;
+	uint64_t tables_created, tables_dropped, freed_rows;
 	uint64_t chunks_shipped, chunks_failed, queued, busy_repls;
 	bool active;
 };
@@ -451,6 +478,13 @@ int srv_repl_init(struct rs_server *s);
 int srv_repl_start(struct rs_server *s);
 void srv_repl_stop(struct rs_server *s);
 void srv_repl_fini(struct rs_server *s);
+/* A REPL named a table this node lacks: the adopting thread creates it
+ * as the other members have it and copies its rows (srv_copy.c). */
+void srv_repl_table_missing(struct rs_server *s);
+/* srv_sweep.c, on the adopting thread: ms until the next slice of the
+ * sweep (0: now; < 0: nothing to sweep), and one slice. */
+int64_t srv_sweep_next_ms(struct rs_server *s);
+void srv_sweep_slice(struct rs_server *s);
 /* The agent's callback: follow configuration c. */
 void srv_repl_adopt(struct rs_server *s, const struct memb_config *c);
 /* Take the configuration for a request of epoch over n wire keys: the
@@ -568,7 +602,7 @@ enum srv_cut_reason {
 #define SRV_TRANSPORT_COUNT 10
 
 /* the replication series (srv_stats.c) */
-#define SRV_REPL_METRICS 6
+#define SRV_REPL_METRICS 7
 struct srv_repl_metric {
 	struct rs_server *s;
 	unsigned which;

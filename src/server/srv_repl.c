@@ -288,10 +288,38 @@ static void *adopt_main(void *arg)
 	for (;;) {
 		struct memb_config *c;
 
-		while (!rp->npending && !rp->pstop)
-			pthread_cond_wait(&rp->pcv, &rp->plock);
+		while (!rp->npending && !rp->pstop &&
+		       !atomic_load(&rp->tables_missing)) {
+			int64_t ms = srv_sweep_next_ms(s);
+
+			if (ms < 0) {
+				pthread_cond_wait(&rp->pcv, &rp->plock);
+			} else if (ms > 0) {
+				struct timespec dl;
+
+				clock_gettime(CLOCK_REALTIME, &dl);
+				dl.tv_sec += ms / 1000;
+				dl.tv_nsec += (ms % 1000) * 1000000;
+				if (dl.tv_nsec >= 1000000000) {
+					dl.tv_sec++;
+					dl.tv_nsec -= 1000000000;
+				}
+				pthread_cond_timedwait(&rp->pcv, &rp->plock,
+						       &dl);
+			} else {	/* rows of ranges it left */
+				pthread_mutex_unlock(&rp->plock);
+				srv_sweep_slice(s);
+				pthread_mutex_lock(&rp->plock);
+			}
+		}
 		if (rp->pstop)
 			break;
+		if (!rp->npending) {	/* a REPL named a missing table */
+			pthread_mutex_unlock(&rp->plock);
+			srv_copy_tables(s);
+			pthread_mutex_lock(&rp->plock);
+			continue;
+		}
 		c = rp->pending[0];
 		memmove(rp->pending, rp->pending + 1,
 			--rp->npending * sizeof(*rp->pending));
@@ -304,6 +332,17 @@ static void *adopt_main(void *arg)
 	}
 	pthread_mutex_unlock(&rp->plock);
 	return NULL;
+}
+
+void srv_repl_table_missing(struct rs_server *s)
+{
+	struct srv_repl *rp = &s->repl;
+
+	if (atomic_exchange(&rp->tables_missing, true))
+		return;
+	pthread_mutex_lock(&rp->plock);
+	pthread_cond_signal(&rp->pcv);
+	pthread_mutex_unlock(&rp->plock);
 }
 
 void srv_repl_adopt(struct rs_server *s, const struct memb_config *c)
@@ -1044,6 +1083,9 @@ void srv_repl_stats(struct rs_server *s, struct srv_repl_stats *st)
 	st->copied_rows = atomic_load(&rp->copied_rows);
 	st->copies_done = atomic_load(&rp->copies_done);
 	st->copy_failures = atomic_load(&rp->copy_failures);
+	st->tables_created = atomic_load(&rp->tables_created);
+	st->tables_dropped = atomic_load(&rp->tables_dropped);
+	st->freed_rows = atomic_load(&rp->freed_rows);
 	if (pthread_rwlock_tryrdlock(&rp->lock))
 		return;
 	st->gained = rp->cur ? rp->cur->ngain : 0;

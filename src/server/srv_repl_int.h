@@ -107,6 +107,9 @@ int srv_copy_plan(struct rs_server *s, struct srv_cfg *g);
 /* On the adopting thread after g was published: copy the gained ranges
  * in; returns when done, when a newer configuration waits, or at stop. */
 void srv_copy_run(struct rs_server *s);
+/* On the adopting thread, when a REPL named a table this node lacks
+ * (tables_missing): create it as its members have it and copy its rows. */
+void srv_copy_tables(struct rs_server *s);
 void srv_copy_fini(struct rs_server *s);
 
 #endif

@@ -298,7 +298,7 @@ static int register_node(struct rs_server *s)
 /* ---- replication series (cluster members only) ---- */
 
 enum { RM_EPOCH, RM_QUEUED, RM_TO_COPY, RM_COPIED, RM_FAILED, RM_HELD,
-       RM_COUNT };
+       RM_FREED, RM_COUNT };
 _Static_assert(RM_COUNT == SRV_REPL_METRICS, "one slot per series");
 
 static double rd_repl(void *arg)
@@ -307,7 +307,7 @@ static double rd_repl(void *arg)
 	struct srv_repl_stats rs;
 	const uint64_t *v[RM_COUNT] = { &rs.epoch, &rs.queued, &rs.gained,
 					&rs.copied_rows, &rs.failed_writes,
-					&rs.held };
+					&rs.held, &rs.freed_rows };
 
 	srv_repl_stats(a->s, &rs);
 	return (double)*v[a->which];
@@ -333,6 +333,8 @@ static int register_repl(struct rs_server *s)
 				"backup did not take them", true },
 		[RM_HELD] = { RS_M_REPL_HELD, "Writes refused while the read "
 			      "lease of a new primary ran", true },
+		[RM_FREED] = { RS_M_REPL_FREED, "Rows of key ranges this node "
+			       "no longer holds, freed", true },
 	};
 	struct srv_metrics *m = &s->m;
 	int ret = 0;
@@ -531,6 +533,9 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		TRY(add(l, N, "repl.copied_rows", rs.copied_rows));
 		TRY(add(l, N, "repl.copies_done", rs.copies_done));
 		TRY(add(l, N, "repl.copy_failures", rs.copy_failures));
+		TRY(add(l, N, "repl.tables_created", rs.tables_created));
+		TRY(add(l, N, "repl.tables_dropped", rs.tables_dropped));
+		TRY(add(l, N, "repl.freed_rows", rs.freed_rows));
 		TRY(add(l, N, "repl.held_writes", rs.held));
 		{
 			uint64_t cl, en, dd, ev;

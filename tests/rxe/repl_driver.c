@@ -47,6 +47,20 @@
  *       replica, the keys written again stay, with the same rows; the
  *       nodes' evictions.ttl add up to the expired keys (each expired
  *       once, by its primary: backups never expire rows themselves).
+ *   repl_driver tables SEEDS create|drop NAME
+ *       create (dim 4, SGD, lr 1, 4096 rows) or drop table NAME
+ *   repl_driver tput SEEDS NAME V
+ *       put every key of table NAME = V
+ *   repl_driver tcheck SEEDS NAME V
+ *       every key of table NAME is V through the cluster, and on every
+ *       member of its replica set (an unfenced GET straight to each)
+ *   repl_driver tempty ADDR NAME
+ *       the node at ADDR holds no key of table NAME (unfenced GET)
+ *   repl_driver tdir ADDR
+ *       the names of the tables of the node at ADDR, sorted
+ *   repl_driver open SEEDS
+ *       open through SEEDS (the first may be stopped): the epoch and the
+ *       CONFIG asks the client gave up after its wait for one node
  *   repl_driver check SEEDS REPLICAS OUT...
  *       every key's row (RPC and READ through the cluster) must lie in
  *       [sum acked, sum acked + sum uncertain] of the stream files OUT...,
@@ -75,12 +89,11 @@
 #define WRITERS 2	/* stream processes of test_repl.sh, one call each */
 
 #define DRIVER_NAME "repl_driver"
-#define DRIVER_TABLE TABLE
 #define DRIVER_TIMEOUT_MS 20000
 #include "cluster_driver.h"
 
 static uint64_t keys[K];
-static const char *tname = TABLE;	/* the raw requests' table */
+static const char *table = TABLE;	/* the table the commands use */
 
 static double now_ms(void)
 {
@@ -90,24 +103,36 @@ static double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+static struct rs_table *open_table(struct rs_client *c)
+{
+	return open_table_named(c, table);
+}
+
+/* Put rows (K x DIM) at every key of the table; every key must take it. */
+static void put_all(struct rs_client *c, const float *rows)
+{
+	int st[K], ret = rs_put(open_table(c), keys, K, rows, st, 0);
+
+	if (ret < 0)
+		die("put: %s (%s)", rs_strerror(ret), rs_errormsg());
+	for (int i = 0; i < K; i++)
+		if (st[i] < 0)
+			die("put key %d: %s", i, rs_strerror(st[i]));
+}
+
 static int do_init(const char *seeds)
 {
 	struct rs_client *c = open_client(seeds);
 	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	static float zero[K * DIM];
-	int st[K], ret;
+	int ret;
 
 	rs_table_spec_init(&spec, TABLE, DIM);
 	spec.optim.lr = 1.0f;
 	ret = rs_table_create(c, &spec);
 	if (ret && ret != RS_E_EXISTS)
 		die("create: %s (%s)", rs_strerror(ret), rs_errormsg());
-	ret = rs_put(open_table(c), keys, K, zero, st, 0);
-	if (ret < 0)
-		die("put: %s (%s)", rs_strerror(ret), rs_errormsg());
-	for (int i = 0; i < K; i++)
-		if (st[i] < 0)
-			die("put key %d: %s", i, rs_strerror(st[i]));
+	put_all(c, zero);
 	rs_client_close(&c);
 	printf("init: %d keys\n", K);
 	return 0;
@@ -255,12 +280,17 @@ static void raw_node(struct rs_client *c, const char *addr,
 		die("%s: bad address", addr);
 	if (cli_wire_dir(n, &dir, &cnt, &gen))
 		die("%s: directory: %s", addr, rs_errormsg());
+	bool found = false;
+
 	for (uint32_t i = 0; i < cnt; i++)
-		if (!strcmp(dir[i].spec.name, tname)) {
+		if (!strcmp(dir[i].spec.name, table)) {
 			q->table_id = dir[i].id;
 			q->table_gen = dir[i].generation;
+			found = true;
 		}
 	free(dir);
+	if (!found)
+		die("%s: no table '%s'", addr, table);
 }
 
 /* An unfenced GET of every key straight to the node at addr. */
@@ -670,10 +700,10 @@ static int do_check(const char *seeds, const char *replicas, int nout,
 	return bad ? 1 : 0;
 }
 
-static int ttl_stat(void *arg, const char *table, const char *key,
+static int ttl_stat(void *arg, const char *tab, const char *key,
 		    uint64_t v)
 {
-	if (table && !strcmp(table, tname) && !strcmp(key, "evictions.ttl"))
+	if (tab && !strcmp(tab, table) && !strcmp(key, "evictions.ttl"))
 		*(uint64_t *)arg += v;
 	return 0;
 }
@@ -720,7 +750,7 @@ static int do_ttl(const char *seeds, const char *replicas)
 
 	for (const char *p = replicas; *p; p++)
 		nrep += *p == ',';
-	tname = "tt";
+	table = "tt";
 	rs_table_spec_init(&spec, "tt", DIM);
 	if (rs_table_spec_set_eviction(&spec, "none", 0, 1, 0))
 		die("spec: %s", rs_errormsg());
@@ -789,6 +819,166 @@ static int do_ttl(const char *seeds, const char *replicas)
 	return 0;
 }
 
+/* tables SEEDS create|drop NAME */
+static int do_tables(const char *seeds, const char *op, const char *name)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
+	int ret;
+
+	rs_table_spec_init(&spec, name, DIM);
+	spec.optim.lr = 1.0f;
+	spec.capacity = 4096;	/* several fit in a node of the tests */
+	ret = !strcmp(op, "create") ? rs_table_create(c, &spec)
+				    : rs_table_drop(c, name);
+	if (ret)
+		die("%s %s: %s (%s)", op, name, rs_strerror(ret),
+		    rs_errormsg());
+	rs_client_close(&c);
+	printf("tables: %s %s\n", op, name);
+	return 0;
+}
+
+/* tput SEEDS NAME V: every key of table NAME set to V */
+static int do_tput(const char *seeds, float v)
+{
+	struct rs_client *c = open_client(seeds);
+	static float rows[K * DIM];
+
+	for (int i = 0; i < K * DIM; i++)
+		rows[i] = v;
+	put_all(c, rows);
+	rs_client_close(&c);
+	printf("tput: %s: %d keys = %g\n", table, K, v);
+	return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* tdir ADDR: the tables of the node at ADDR (unfenced), sorted */
+static int do_tdir(const char *addr)
+{
+	struct rs_client *c = open_client(addr);
+	struct proto_table_info *dir = NULL;
+	struct cli_node n = { .name = (char *)addr, .timeout_ms = 10000 };
+	char *names[256];
+	uint32_t cnt = 0;
+	uint64_t gen;
+
+	n.dev = c->dev;
+	if (cli_parse_node(addr, n.host, sizeof(n.host), &n.port) ||
+	    cli_pool_init(&n.pool, 1))
+		die("%s: bad address", addr);
+	if (cli_wire_dir(&n, &dir, &cnt, &gen))
+		die("%s: directory: %s", addr, rs_errormsg());
+	for (uint32_t i = 0; i < cnt && i < 256; i++)
+		names[i] = dir[i].spec.name;
+	qsort(names, cnt < 256 ? cnt : 256, sizeof(*names), name_cmp);
+	printf("tables:");
+	for (uint32_t i = 0; i < cnt && i < 256; i++)
+		printf(" %s", names[i]);
+	printf("\n");
+	free(dir);
+	cli_pool_destroy(&n.pool);
+	rs_client_close(&c);
+	return 0;
+}
+
+/* tcheck SEEDS NAME V: every key of table NAME is V, through the cluster
+ * and on every member of its replica set (unfenced GETs) */
+static int do_tcheck(const char *seeds, float v)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table *t = open_table(c);
+	static float row[K * DIM], copy[K * DIM];
+	unsigned owners[K][PROTO_CONFIG_MAX_R], nown[K];
+	int st[K], bad = 0, checked = 0;
+	int32_t rst[K];
+	size_t nn;
+
+	if (rs_get(t, keys, K, row, st, RS_F_RPC) < 0)
+		die("get: %s", rs_errormsg());
+	for (int i = 0; i < K; i++)
+		if (st[i] < 0 || row[i * DIM] != v) {
+			printf("key %d: %s %g, not %g\n", i,
+			       st[i] < 0 ? "missing" : "row", row[i * DIM], v);
+			bad++;
+		}
+	{
+		const struct cli_route *rt = cli_route_hold(c);
+
+		for (int i = 0; i < K; i++)
+			nown[i] = cli_route_replicas(rt, keys[i], owners[i]);
+		nn = rt->nknown;
+		cli_route_drop(c);
+	}
+	for (size_t node = 0; node < nn; node++) {
+		int held = 0, want = 0;
+
+		for (int i = 0; i < K; i++)
+			for (unsigned j = 0; j < nown[i]; j++)
+				want += owners[i][j] == node;
+		if (!want)
+			continue;
+		raw_get(c, c->nodes[node].name, copy, rst);
+		for (int i = 0; i < K; i++)
+			for (unsigned j = 0; j < nown[i]; j++) {
+				if (owners[i][j] != node)
+					continue;
+				if (rst[i] || copy[i * DIM] != v) {
+					printf("key %d: replica %s has %s\n",
+					       i, c->nodes[node].name,
+					       rst[i] ? "no row" : "another");
+					bad++;
+				} else {
+					held++;
+				}
+			}
+		printf("tcheck: %s holds %d of its %d keys of %s\n",
+		       c->nodes[node].name, held, want, table);
+		checked++;
+	}
+	rs_client_close(&c);
+	printf("tcheck: %s: %d keys = %g on %d nodes, %d problems\n", table,
+	       K, v, checked, bad);
+	return bad ? 1 : 0;
+}
+
+/* tempty ADDR NAME: the node at ADDR holds no key of table NAME (an
+ * unfenced GET straight to it) */
+static int do_tempty(const char *addr)
+{
+	struct rs_client *c = open_client(addr);
+	static float copy[K * DIM];
+	int32_t rst[K];
+	int held = 0;
+
+	raw_get(c, addr, copy, rst);
+	for (int i = 0; i < K; i++)
+		held += rst[i] != RS_E_NOTFOUND;
+	rs_client_close(&c);
+	printf("tempty: %s holds %d keys of %s\n", addr, held, table);
+	return held ? 1 : 0;
+}
+
+/* open SEEDS: open (the first seeds may be stopped), one CONFIG round;
+ * print the CONFIG asks given up */
+static int do_open(const char *seeds)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_client_stats cs = RS_CLIENT_STATS_INIT;
+
+	if (rs_client_get_stats(c, &cs))
+		die("stats: %s", rs_errormsg());
+	printf("open: epoch %" PRIu64 ", %" PRIu64 " CONFIG waits cut\n",
+	       (uint64_t)atomic_load(&c->epoch), cs.config_waits_cut);
+	rs_client_close(&c);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	for (int i = 0; i < K; i++)
@@ -813,6 +1003,19 @@ int main(int argc, char **argv)
 		return do_once(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "ttl"))
 		return do_ttl(argv[2], argv[3]);
+	if (argc == 5 && !strcmp(argv[1], "tables"))
+		return do_tables(argv[2], argv[3], argv[4]);
+	if (argc == 5 && !strcmp(argv[1], "tput"))
+		return table = argv[3], do_tput(argv[2], strtof(argv[4], NULL));
+	if (argc == 5 && !strcmp(argv[1], "tcheck"))
+		return table = argv[3],
+		       do_tcheck(argv[2], strtof(argv[4], NULL));
+	if (argc == 4 && !strcmp(argv[1], "tempty"))
+		return table = argv[3], do_tempty(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "tdir"))
+		return do_tdir(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "open"))
+		return do_open(argv[2]);
 	if (argc >= 5 && !strcmp(argv[1], "check"))
 		return do_check(argv[2], argv[3], argc - 4, argv + 4);
 	fprintf(stderr, "usage: repl_driver init|stream|read|check ...\n");

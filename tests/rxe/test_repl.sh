@@ -65,18 +65,8 @@ etcd_start "$d"
 ips=($RS_RDMA_IP ${RS_RDMA_IPS:-})
 [ ${#ips[@]} -ge 3 ] || ips=($RS_RDMA_IP $RS_RDMA_IP $RS_RDMA_IP)
 declare -A pid addr
-node_start() { # I IP [EXTRA JSON FIELDS]: node nI (mem-I) in cluster t
-  local n=n$1
-  cat >"$d/$n.json" <<EOT
-{"name": "mem-$1", "listen": {"addr": "$2", "port": 0},
- "workers": 2, "storage": {"size": "32M"}, ${3:-}
- "coord": {"endpoints": ["$url"], "cluster": "t", "lease_ms": 3000,
-           "replicas": 2, "initial_members": 3}}
-EOT
-  "$bin/recstore-server" -c "$d/$n.json" >"$d/$n.log" 2>&1 &
-  pid[$n]=$!
-  pids="$pids $!"
-}
+etcd_initial=3
+node_start() { etcd_node_start "$@"; }
 for i in 1 2 3; do
   node_start $i "${ips[$((i - 1))]}"
 done

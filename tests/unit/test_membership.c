@@ -780,6 +780,187 @@ static void drain_rings(void **state)
 	free(g);
 }
 
+/* Members of c in the rings: serving (active ring) and targeted. */
+static void ring_sizes(const struct memb_config *c, unsigned *act,
+		       unsigned *tgt)
+{
+	*act = *tgt = 0;
+	for (size_t i = 0; i < c->n; i++) {
+		*act += memb_serves(c->m[i].state);
+		*tgt += memb_targeted(c->m[i].state);
+	}
+}
+
+/*
+ * Check c's rings over sampled keys: every active set has min(r, serving
+ * members) members, at least one (no range without a replica); every
+ * target set min(r, targeted members), none of them LEAVING; and, when
+ * prev_tgt is given (leavers went down in this step), every active set
+ * is the target set of the epoch before (members that hold it
+ * completely), as ids.
+ */
+static void check_rings(const struct memb_config *c,
+			const struct memb_config *prev,
+			const struct memb_placement *prev_tgt)
+{
+	struct memb_placement *act, *tgt;
+	unsigned nact, ntgt;
+
+	ring_sizes(c, &nact, &ntgt);
+	assert_true(nact > 0);
+	assert_int_equal(memb_placement_new(&act, c), 0);
+	assert_int_equal(memb_placement_target(&tgt, c), 0);
+	for (uint64_t k = 0; k < SAMPLES / 10; k++) {
+		uint64_t h = memb_key_hash(k * 7919 + 13);
+		unsigned a[MEMB_MAX_R], t[MEMB_MAX_R], p[MEMB_MAX_R];
+		unsigned na = memb_replicas(act, h, a);
+		unsigned nt = ntgt ? memb_replicas(tgt, h, t) : 0;
+
+		assert_int_equal(na, nact < c->r ? nact : c->r);
+		assert_int_equal(nt, ntgt < c->r ? ntgt : c->r);
+		for (unsigned i = 0; i < nt; i++)
+			assert_int_not_equal(c->m[t[i]].state, MEMB_LEAVING);
+		if (!prev_tgt)
+			continue;
+		assert_int_equal(memb_replicas(prev_tgt, h, p), na);
+		for (unsigned i = 0; i < na; i++)
+			assert_string_equal(c->m[a[i]].id, prev->m[p[i]].id);
+	}
+	memb_placement_free(&act);
+	memb_placement_free(&tgt);
+}
+
+/* step() that also checks the rings; `ends`: leavers go down in it. */
+static void step_checked(struct memb_config *c, const struct memb_reg *g,
+			 size_t n, int want, bool ends)
+{
+	struct memb_placement *before = NULL;
+	struct memb_config prev;
+
+	assert_int_equal(memb_config_copy(&prev, c), 0);
+	if (ends)
+		assert_int_equal(memb_placement_target(&before, &prev), 0);
+	step(c, g, n, want);
+	check_rings(c, &prev, before);
+	memb_placement_free(&before);
+	memb_config_free(&prev);
+}
+
+/* Several members drained at once and one after the other: each leaves
+ * only when every targeted member synced the current epoch, r is kept
+ * while enough members stay, no range is ever without a replica, and
+ * leavers that go down hand over to the target ring of the epoch before. */
+static void drain_several(void **state)
+{
+	struct memb_reg *g = regs_n(6);
+	struct memb_config c;
+
+	(void)state;
+	boot(&c, 6, &pol2);
+	/* two in the same epoch */
+	g[1].drain = g[3].drain = true;
+	step_checked(&c, g, 6, 1, false);
+	assert_int_equal(find(&c, "n0001")->state, MEMB_LEAVING);
+	assert_int_equal(find(&c, "n0003")->state, MEMB_LEAVING);
+	sync_all(g, 6, 2);
+	g[4].synced = 1;	/* one member has not copied yet */
+	step_checked(&c, g, 6, 0, false);
+	g[4].synced = 2;
+	step_checked(&c, g, 6, 1, true);	/* epoch 3: both down */
+	assert_int_equal(c.epoch, 3);
+	assert_int_equal(find(&c, "n0001")->state, MEMB_DOWN);
+	assert_int_equal(find(&c, "n0003")->state, MEMB_DOWN);
+	/* one after the other: the second asks while the first leaves;
+	 * the synced epoch of the first does not end the second */
+	g[0].drain = true;
+	step_checked(&c, g, 6, 1, false);	/* 4: n0000 leaving */
+	sync_all(g, 6, 4);
+	g[2].drain = true;
+	/* the first hands over and the second starts in one step: the new
+	 * active ring is the target ring of epoch 4 (n0002 still in it) */
+	step_checked(&c, g, 6, 1, true);	/* 5 */
+	assert_int_equal(find(&c, "n0000")->state, MEMB_DOWN);
+	assert_int_equal(find(&c, "n0002")->state, MEMB_LEAVING);
+	step_checked(&c, g, 6, 0, false);	/* synced 4 is not 5 */
+	sync_all(g, 6, 5);
+	step_checked(&c, g, 6, 1, true);	/* 6: n0002 down */
+	assert_int_equal(find(&c, "n0002")->state, MEMB_DOWN);
+	/* two left, r 2: the last member not asked to drain is kept, so
+	 * with both asked neither leaves */
+	g[4].drain = g[5].drain = true;
+	step_checked(&c, g, 6, 0, false);
+	/* one asked and the other dies: the leaver keeps serving (the only
+	 * replica left) and does not go down while no member stays */
+	g[4].drain = false;
+	step_checked(&c, g, 6, 1, false);	/* 7: n0005 leaving */
+	assert_int_equal(find(&c, "n0005")->state, MEMB_LEAVING);
+	g[4] = g[5];				/* n0004's registration goes */
+	sync_all(g, 5, 7);
+	step_checked(&c, g, 5, 1, false);	/* 8: n0004 down */
+	assert_int_equal(find(&c, "n0004")->state, MEMB_DOWN);
+	assert_int_equal(find(&c, "n0005")->state, MEMB_LEAVING);
+	sync_all(g, 5, 8);
+	step_checked(&c, g, 5, 0, false);
+	memb_config_free(&c);
+	free(g);
+}
+
+/* What a node keeps (the sweep of srv_sweep.c frees the rest): the keys
+ * of which it is in the active or the target set; a leaving member its
+ * active ranges, a joining one its target ranges, a member down (or
+ * none) nothing; every member of a key's sets keeps it. */
+static void keeps(void **state)
+{
+	struct memb_reg *g = regs_n(5);
+	struct memb_placement *act, *tgt;
+	struct memb_config c;
+	unsigned kept[5] = { 0 }, freed = 0;
+
+	(void)state;
+	boot(&c, 4, &pol2);
+	g[1].drain = true;
+	step(&c, g, 4, 1);			/* n0001 leaving */
+	step(&c, g, 5, 1);			/* n0004 joining */
+	g[3] = g[4];				/* n0003 dies */
+	step(&c, g, 4, 1);
+	assert_int_equal(find(&c, "n0001")->state, MEMB_LEAVING);
+	assert_int_equal(find(&c, "n0004")->state, MEMB_JOINING);
+	assert_int_equal(find(&c, "n0003")->state, MEMB_DOWN);
+	assert_int_equal(memb_placement_new(&act, &c), 0);
+	assert_int_equal(memb_placement_target(&tgt, &c), 0);
+	for (uint64_t k = 0; k < SAMPLES / 4; k++) {
+		uint64_t h = memb_key_hash(k * 7919 + 13);
+		unsigned a[MEMB_MAX_R], t[MEMB_MAX_R];
+		unsigned na = memb_replicas(act, h, a);
+		unsigned nt = memb_replicas(tgt, h, t);
+
+		for (int me = 0; me < (int)c.n; me++) {
+			bool in = false;
+
+			for (unsigned i = 0; i < na; i++)
+				in |= (int)a[i] == me;
+			for (unsigned i = 0; i < nt; i++)
+				in |= (int)t[i] == me;
+			assert_int_equal(memb_keeps(act, tgt, h, me), in);
+			kept[me] += in;
+			freed += !in;
+		}
+		assert_false(memb_keeps(act, tgt, h, -1));
+		/* without a target ring: the active sets only */
+		assert_int_equal(memb_keeps(act, NULL, h, (int)a[0]), true);
+	}
+	/* the down member keeps nothing; the leaver and the joiner keep
+	 * some, not all; members of every set keep the key */
+	assert_int_equal(kept[3], 0);
+	assert_true(kept[1] > 0 && kept[1] < SAMPLES / 4);
+	assert_true(kept[4] > 0 && kept[4] < SAMPLES / 4);
+	assert_true(freed > 0);
+	memb_placement_free(&act);
+	memb_placement_free(&tgt);
+	memb_config_free(&c);
+	free(g);
+}
+
 /* Registration i's drain flag as memb_read_regs() sees it (of n). */
 static bool drain_flag(struct coord *c, size_t n, size_t i)
 {
@@ -1192,6 +1373,8 @@ int main(void)
 		cmocka_unit_test(drain_steps),
 		cmocka_unit_test(drain_cancel_and_last),
 		cmocka_unit_test(drain_rings),
+		cmocka_unit_test(drain_several),
+		cmocka_unit_test(keeps),
 		cmocka_unit_test(drain_request),
 		cmocka_unit_test(agents_fake_clock),
 		cmocka_unit_test(agent_thread),
