@@ -87,6 +87,28 @@ etcd_api() {
   echo "$out"
 }
 
+# etcd_test_begin TAG N: the set-up of an rxe test of a cluster (after
+# sh-lib.sh's rxe_test_args): its temporary directory d (tmpfs in the
+# guest) with cleanup on exit (the logs *.log *.out *.txt, the pids in
+# pids and etcd_pid), an etcd, N addresses for nodes in ips (the
+# device's own N times without RS_RDMA_IPS) and the arrays pid and addr.
+etcd_test_begin() {
+  local i
+  d=$(mktemp -d "${TMPDIR:-/tmp}/rs-$1-XXXXXX")
+  etcd_pid= pids=
+  t_start=$(date +%s.%N)
+  sh_dir=$d sh_logs="*.log *.out *.txt" sh_pids="pids etcd_pid"
+  trap cleanup EXIT
+  ulimit -l unlimited 2>/dev/null || true
+  etcd_start "$d"
+  ips=($RS_RDMA_IP ${RS_RDMA_IPS:-})
+  if [ ${#ips[@]} -lt "$2" ]; then
+    ips=()
+    for ((i = 0; i < $2; i++)); do ips+=("$RS_RDMA_IP"); done
+  fi
+  declare -gA pid=() addr=()
+}
+
 # The memory nodes of a test cluster "t" on the etcd of etcd_start (r 2,
 # lease 3 s): the caller declares `declare -A pid addr` and sets d, bin,
 # pids and etcd_initial (the first configuration's member count); wait

@@ -98,3 +98,16 @@ node_await() {
     addr[$n]=$(sed -n 's/.*listening on \(.*\)$/\1/p' "$sh_dir/$n.log" | head -n 1)
   done
 }
+
+# node_stop NAME...: SIGTERM each node ${pid[NAME]}; it must exit 0 and
+# log that it stopped (peers, queues and records freed); fail otherwise.
+node_stop() {
+  local n rc
+  for n; do
+    rc=0
+    kill -TERM "${pid[$n]}"
+    wait "${pid[$n]}" || rc=$?
+    [ "$rc" = 0 ] || fail "$n exit status $rc after SIGTERM"
+    grep -q "stopped" "$sh_dir/$n.log" || fail "$n did not stop cleanly"
+  done
+}

@@ -31,18 +31,10 @@ set -euo pipefail
 
 rxe_test_args "$@"
 drv=$bin/tests/ckpt_cluster_driver
-d=$(mktemp -d "${TMPDIR:-/tmp}/rs-ckcl-XXXXXX") # tmpfs in the guest
+. "$(dirname "$0")/../../scripts/etcd-lib.sh"
+etcd_test_begin ckcl 1
 ck=$d/ck
 mkdir -p "$ck"
-etcd_pid= pids=
-t_start=$(date +%s.%N)
-sh_dir=$d sh_logs="*.log *.out *.txt" sh_pids="pids etcd_pid"
-trap cleanup EXIT
-ulimit -l unlimited 2>/dev/null || true
-
-. "$(dirname "$0")/../../scripts/etcd-lib.sh"
-etcd_start "$d"
-declare -A pid addr
 node_start() { # NAME ID [CLUSTER MEMBERS]: a node (cluster member or alone)
   local coord=
   [ -z "${3:-}" ] || coord=", \"coord\": {\"endpoints\": [\"$url\"], \"cluster\": \"$3\",

@@ -29,19 +29,9 @@ set -euo pipefail
 
 rxe_test_args "$@"
 drv=$bin/tests/repl_driver
-d=$(mktemp -d "${TMPDIR:-/tmp}/rs-members-XXXXXX") # tmpfs in the guest
-etcd_pid= pids=
-t_start=$(date +%s.%N)
-sh_dir=$d sh_logs="*.log *.out *.txt" sh_pids="pids etcd_pid"
-trap cleanup EXIT
-ulimit -l unlimited 2>/dev/null || true
-
 # ---- 1. etcd, two nodes, three tables ------------------------------------------
 . "$(dirname "$0")/../../scripts/etcd-lib.sh"
-etcd_start "$d"
-ips=($RS_RDMA_IP ${RS_RDMA_IPS:-})
-[ ${#ips[@]} -ge 3 ] || ips=($RS_RDMA_IP $RS_RDMA_IP $RS_RDMA_IP)
-declare -A pid addr
+etcd_test_begin members 3
 etcd_initial=2
 node_start() { etcd_node_start "$@"; }
 ctl() { "$bin/recstore-ctl" --etcd "$url" --cluster t cluster "$@"; }
@@ -143,12 +133,7 @@ grep -Eq "^open: epoch [1-9][0-9]*, [1-9][0-9]* CONFIG waits cut" "$d/open.txt" 
   fail "the client did not give up on the stopped seed (it waited its whole timeout)"
 
 # ---- the nodes stop cleanly ------------------------------------------------------
-for n in n1 n2 n3; do
-  rc=0
-  kill -TERM "${pid[$n]}"
-  wait "${pid[$n]}" || rc=$?
-  [ "$rc" = 0 ] || fail "$n exit status $rc after SIGTERM"
-done
+node_stop n1 n2 n3
 if grep -l "Sanitizer" "$d"/*.log "$d"/*.txt 2>/dev/null; then
   fail "a sanitizer report (above)"
 fi

@@ -52,19 +52,9 @@ set -euo pipefail
 
 rxe_test_args "$@"
 drv=$bin/tests/repl_driver
-d=$(mktemp -d "${TMPDIR:-/tmp}/rs-repl-XXXXXX") # tmpfs in the guest
-etcd_pid= pids=
-t_start=$(date +%s.%N)
-sh_dir=$d sh_logs="*.log *.out *.txt" sh_pids="pids etcd_pid"
-trap cleanup EXIT
-ulimit -l unlimited 2>/dev/null || true
-
 # ---- 1. etcd and three nodes ---------------------------------------------------
 . "$(dirname "$0")/../../scripts/etcd-lib.sh"
-etcd_start "$d"
-ips=($RS_RDMA_IP ${RS_RDMA_IPS:-})
-[ ${#ips[@]} -ge 3 ] || ips=($RS_RDMA_IP $RS_RDMA_IP $RS_RDMA_IP)
-declare -A pid addr
+etcd_test_begin repl 3
 etcd_initial=3
 node_start() { etcd_node_start "$@"; }
 for i in 1 2 3; do
@@ -334,13 +324,7 @@ grep -h "repl: epoch $e_leave: ranges copied in" "$d/n5.log" "$d/n6.log" |
 cat "$d/check8.txt"
 
 # ---- the nodes stop cleanly (peers, queues, records freed) --------------------
-for n in $other n5 n6; do
-  rc=0
-  kill -TERM "${pid[$n]}"
-  wait "${pid[$n]}" || rc=$?
-  [ "$rc" = 0 ] || fail "$n exit status $rc after SIGTERM"
-  grep -q "stopped" "$d/$n.log" || fail "$n did not stop cleanly"
-done
+node_stop $other n5 n6
 
 # sanitizer trees: a report in any process fails the test
 if grep -l "Sanitizer" "$d"/*.log "$d"/*.txt 2>/dev/null; then
