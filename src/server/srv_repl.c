@@ -62,6 +62,11 @@
  * answers its keys RS_E_BUSY (freeing its worker; the client resends). */
 #define REPL_BUSY_WAIT_MS 500u
 #define REPL_BUSY_BACKOFF_MAX_MS 64u
+/* A backup busy without a break for this long is broken, not growing (a
+ * growth copies millions of rows a second natively: 5 minutes is a
+ * table of hundreds of millions of rows per node): it fails like one
+ * that does not answer, and the configuration moves on without it. */
+#define REPL_BUSY_MAX_MS 300000u
 
 static uint64_t mono_ms(void)
 {
@@ -817,17 +822,25 @@ static void peer_shipped(struct srv_peer *p, struct srv_chunk *h, int ret,
 }
 
 /* Under p->lock: the backup answered h's REPL RS_E_BUSY; h stays at
- * the head (h->sent: what it took), resent after the backoff. */
-static void peer_busy(struct srv_peer *p, struct srv_chunk *h)
+ * the head (h->sent: what it took), resent after the backoff. false:
+ * busy for too long (REPL_BUSY_MAX_MS); nothing done. */
+static bool peer_busy(struct srv_peer *p, struct srv_chunk *h)
 {
+	uint64_t now = mono_ms();
+
+	if (!p->busy_ms)
+		p->busy_since = now;
+	else if (now - p->busy_since >= REPL_BUSY_MAX_MS)
+		return false;
 	p->busy_ms = !p->busy_ms ? 1u : p->busy_ms >= REPL_BUSY_BACKOFF_MAX_MS
 					      ? REPL_BUSY_BACKOFF_MAX_MS
 					      : 2u * p->busy_ms;
-	p->busy_until = mono_ms() + p->busy_ms;
+	p->busy_until = now + p->busy_ms;
 	p->busy++;
 	chunk_put_locked(h);
 	p->sending = false;
 	pthread_cond_broadcast(&p->cv);
+	return true;
 }
 
 /* The reply to po's REPL, then the rest of its chunk; p is idle again.
@@ -858,10 +871,15 @@ static int post_finish(struct repl_post *po, uint64_t epoch)
 		cli_conn_put(po->cc);
 	}
 	pthread_mutex_lock(&po->p->lock);
-	if (ret == RS_E_BUSY)
-		peer_busy(po->p, h);
-	else
+	if (ret != RS_E_BUSY || !peer_busy(po->p, h)) {
+		if (ret == RS_E_BUSY) {
+			ret = RS_E_TIMEOUT;
+			snprintf(po->why, sizeof(po->why), "busy (growing a "
+				 "table) for more than %u s",
+				 REPL_BUSY_MAX_MS / 1000u);
+		}
 		peer_shipped(po->p, h, ret, po->why);
+	}
 	pthread_mutex_unlock(&po->p->lock);
 	return ret;
 }

@@ -41,8 +41,9 @@ struct srv_peer {
 	bool sending;
 	/* the backup answered RS_E_BUSY (a table of it grows): its head is
 	 * resent from busy_until (monotonic ms; 0: not busy), the backoff
-	 * busy_ms doubling from 1 to 64 ms; not a failure */
-	uint64_t busy_until;
+	 * busy_ms doubling from 1 to 64 ms; not a failure, unless busy
+	 * without a break since busy_since for REPL_BUSY_MAX_MS */
+	uint64_t busy_until, busy_since;
 	unsigned busy_ms;
 	uint64_t shipped, failed, busy;	/* chunks; REPLs answered busy */
 };
