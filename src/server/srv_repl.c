@@ -801,9 +801,12 @@ static void peer_shipped(struct srv_peer *p, struct srv_chunk *h, int ret,
 	p->busy_ms = 0;
 	if (ret) {
 		p->failed++;
-		srv_log_peer("repl: backup '%s': %s (%s); its keys' writes "
-			     "fail until the configuration changes", p->id,
-			     why, rs_strerror(ret));
+		srv_log_peer("repl: backup '%s': %s (%s); %s", p->id, why,
+			     rs_strerror(ret), ret == RS_E_FULL
+			     ? "the writes of its keys that need a new row there "
+			       "fail with RS_E_FULL until it has room"
+			     : "its keys' writes fail until the configuration "
+			       "changes");
 	} else {
 		p->shipped++;
 	}
