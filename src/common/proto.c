@@ -1365,10 +1365,17 @@ static int dec_ckpt_req(struct rd *r, struct proto_ckpt_req *m)
 	if (m->phase < PROTO_CKPT_FREEZE || m->phase > PROTO_CKPT_THAW)
 		return rd_fail(r, RS_E_PROTO, "phase: unknown value %u",
 			       m->phase);
-	if (m->flags & ~(PROTO_CKF_STATE | PROTO_CKF_INCR | PROTO_CKF_EPOCH))
+	if (m->flags & ~(PROTO_CKF_STATE | PROTO_CKF_INCR | PROTO_CKF_EPOCH |
+			 PROTO_CKF_HELD))
 		return rd_fail(r, RS_E_PROTO, "flags: unknown bits 0x%x",
 			       m->flags & ~(PROTO_CKF_STATE | PROTO_CKF_INCR |
-					    PROTO_CKF_EPOCH));
+					    PROTO_CKF_EPOCH | PROTO_CKF_HELD));
+	if ((m->flags & PROTO_CKF_HELD) &&
+	    (m->phase != PROTO_CKPT_DUMP || !(m->flags & PROTO_CKF_EPOCH) ||
+	     (m->flags & PROTO_CKF_INCR)))
+		return rd_fail(r, RS_E_PROTO, "flags: every held row is a "
+			       "DUMP of a cluster member's epoch, not an "
+			       "increment");
 	if ((m->flags & PROTO_CKF_EPOCH) &&
 	    (m->phase == PROTO_CKPT_THAW || m->epoch == 0))
 		return rd_fail(r, RS_E_PROTO, "flags: an epoch (>= 1) is for "

@@ -128,6 +128,11 @@ enum proto_ckpt_phase {
 #define PROTO_CKF_INCR 0x2u	/* DUMP: only the changes since `base`
 				 * (with PROTO_CKF_STATE; base follows id
 				 * on the wire) */
+#define PROTO_CKF_HELD 0x8u	/* DUMP of a cluster member (with
+				 * PROTO_CKF_EPOCH, not INCR): every row the
+				 * node holds, backup copies too; an
+				 * inspection of one node (a checkpoint never
+				 * sets it), no base of later increments */
 #define PROTO_CKPT_ID_BYTES 16
 
 /* Per-key status in keyed replies: 0, PROTO_ST_CREATED or a negative

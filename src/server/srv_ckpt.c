@@ -247,7 +247,8 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 	struct srv_table *t;
 	struct ckpt_ring ring = { .pl = NULL };
 	char dir[PATH_MAX], path[PATH_MAX];
-	bool incr = q->flags & PROTO_CKF_INCR;
+	bool incr = q->flags & PROTO_CKF_INCR,
+	     held = q->flags & PROTO_CKF_HELD;	/* inspection: every row */
 	uint64_t rows, deleted = 0, epoch = q->flags & PROTO_CKF_EPOCH ?
 					    q->epoch : 0;
 	uint8_t tag[CKPT_ID_BYTES];
@@ -271,7 +272,8 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 	}
 	/* after the freeze is seen: the epoch held since the FREEZE's
 	 * check (epochs only grow; checked again at the end) */
-	if ((rc = ckpt_epoch_check(s, epoch, s->repl.on ? &ring : NULL))) {
+	if ((rc = ckpt_epoch_check(s, epoch, s->repl.on && !held ? &ring
+							     : NULL))) {
 		pthread_mutex_unlock(&s->ckpt.lock);
 		srv_table_put(t);
 		return rc;
@@ -325,7 +327,7 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 	}
 	/* a full or incremental part is the next base of this table's
 	 * changes (an export is not: it cannot be restored under one) */
-	if (!rc && d.with_state) {
+	if (!rc && d.with_state && !held) {
 		ckpt_track_tag(tag, q->id, epoch);
 		slab_track_reset(t->st, tag);
 	}
@@ -343,7 +345,8 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 			" deleted, %" PRIu64 " bytes to %s%s%s", t->spec.name,
 			sum.rows, sum.deleted, sum.bytes, path,
 			incr ? " (changes since the base)" : "",
-			epoch ? " (the keys it leads in its epoch)" : "");
+			held ? " (every row it holds: an inspection)"
+			: epoch ? " (the keys it leads in its epoch)" : "");
 	}
 	srv_table_put(t);
 	return rc;

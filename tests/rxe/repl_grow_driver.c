@@ -19,7 +19,8 @@
  *   repl_grow_driver check SEEDS CKROOT ADDR... -- OUT...
  *       every acknowledged key and every BASE key is found through the
  *       cluster (BASE rows exact); each node at ADDR dumps the table with
- *       its state (FREEZE, DUMP to CKROOT/gI/p, THAW); every such key is
+ *       its state (FREEZE and DUMP naming the epoch, the DUMP of every row
+ *       the node holds: PROTO_CKF_HELD, to CKROOT/gI/p; THAW); every key is
  *       on exactly R nodes, and its copies are bit-identical (row and
  *       optimizer state).
  *
@@ -244,10 +245,14 @@ static void dump_node(struct rs_client *c, const char *addr, int ni,
 	uint64_t rows = 0;
 	int ret;
 
+	/* a member's dump names its epoch; HELD: every row it holds, the
+	 * backup copies too, not only the keys it leads */
+	q.epoch = atomic_load(&c->epoch);
+	q.flags = PROTO_CKF_EPOCH;
 	q.phase = PROTO_CKPT_FREEZE;
 	raw_ckpt(c, addr, &q);
 	q.phase = PROTO_CKPT_DUMP;
-	q.flags = PROTO_CKF_STATE;
+	q.flags = PROTO_CKF_EPOCH | PROTO_CKF_HELD | PROTO_CKF_STATE;
 	q.id[0] = (uint8_t)(ni + 1);
 	snprintf(q.dir, sizeof(q.dir), "g%d", ni);
 	snprintf(q.table, sizeof(q.table), "%s", TABLE);

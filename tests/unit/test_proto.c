@@ -851,7 +851,8 @@ static const struct mutation mutations[] = {
 	  "truncated at stat.table_id" },
 	/* CKPT: phase, flags, freeze timeout, names only with DUMP */
 	{ "ckpt_freeze_req", 32, 4, 9, RS_E_PROTO, "phase: unknown value 9" },
-	{ "ckpt_freeze_req", 36, 4, 8, RS_E_PROTO, "flags: unknown bits 0x8" },
+	{ "ckpt_freeze_req", 36, 4, 0x10, RS_E_PROTO, "flags: unknown bits 0x10" },
+	{ "ckpt_freeze_req", 36, 4, 8, RS_E_PROTO, "every held row is a DUMP" },
 	/* INCR: a base id follows (absent here), only on a DUMP with state */
 	{ "ckpt_freeze_req", 36, 4, 3, RS_E_PROTO, "truncated at base" },
 	{ "ckpt_incr_req", 36, 4, 2, RS_E_PROTO, "an incremental part is a "
@@ -965,6 +966,28 @@ static void decode_checks(void **state)
 		n = proto_enc_ckpt_req(buf, sizeof(buf), &h, &q);
 		decode_ok(buf, (size_t)n, &m);
 		assert_int_equal(m.u.ckpt_req.epoch, 3);
+		/* every held row: a DUMP of an epoch, not an increment */
+		q.flags = PROTO_CKF_EPOCH | PROTO_CKF_HELD;
+		n = proto_enc_ckpt_req(buf, sizeof(buf), &h, &q);
+		expect_err(buf, (size_t)n, NULL, RS_E_PROTO,
+			   "every held row is a DUMP");
+		q.phase = PROTO_CKPT_DUMP;
+		snprintf(q.dir, sizeof(q.dir), "c1");
+		snprintf(q.table, sizeof(q.table), "t");
+		snprintf(q.file, sizeof(q.file), "p.rsck");
+		n = proto_enc_ckpt_req(buf, sizeof(buf), &h, &q);
+		decode_ok(buf, (size_t)n, &m);
+		assert_int_equal(m.u.ckpt_req.flags,
+				 PROTO_CKF_EPOCH | PROTO_CKF_HELD);
+		q.flags = PROTO_CKF_HELD;
+		n = proto_enc_ckpt_req(buf, sizeof(buf), &h, &q);
+		expect_err(buf, (size_t)n, NULL, RS_E_PROTO,
+			   "every held row is a DUMP");
+		q.flags = PROTO_CKF_EPOCH | PROTO_CKF_HELD | PROTO_CKF_STATE |
+			  PROTO_CKF_INCR;
+		n = proto_enc_ckpt_req(buf, sizeof(buf), &h, &q);
+		expect_err(buf, (size_t)n, NULL, RS_E_PROTO,
+			   "every held row is a DUMP");
 	}
 }
 
