@@ -302,13 +302,7 @@ static void *adopt_main(void *arg)
 			} else if (ms > 0) {
 				struct timespec dl;
 
-				clock_gettime(CLOCK_REALTIME, &dl);
-				dl.tv_sec += ms / 1000;
-				dl.tv_nsec += (ms % 1000) * 1000000;
-				if (dl.tv_nsec >= 1000000000) {
-					dl.tv_sec++;
-					dl.tv_nsec -= 1000000000;
-				}
+				rs_deadline_ms(CLOCK_REALTIME, ms, &dl);
 				pthread_cond_timedwait(&rp->pcv, &rp->plock,
 						       &dl);
 			} else {	/* rows of ranges it left */
