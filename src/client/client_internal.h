@@ -259,6 +259,12 @@ static inline size_t cli_nnodes(const struct rs_client *c)
  * (static: every node; cluster: the ACTIVE members of the current route).
  * Returns how many. */
 size_t cli_active_nodes(struct rs_client *c, bool *active, size_t n);
+/* The nodes a table create or drop goes to (*out malloc'ed, *n of them)
+ * and the epoch it names: every node and 0 without a cluster; else the
+ * route's cli_route_table_nodes() (ACTIVE, then JOINING members) and its
+ * epoch. RS_E_UNSUPPORTED when a member has no node slot, -ENOMEM. */
+int cli_table_nodes(struct rs_client *c, unsigned **out, size_t *n,
+		    uint64_t *epoch);
 /* Cluster mode: the route, held for reading while keys are mapped. */
 static inline const struct cli_route *cli_route_hold(struct rs_client *c)
 {

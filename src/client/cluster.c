@@ -80,6 +80,44 @@ size_t cli_active_nodes(struct rs_client *c, bool *active, size_t n)
 	return nact;
 }
 
+int cli_table_nodes(struct rs_client *c, unsigned **out, size_t *n,
+		    uint64_t *epoch)
+{
+	const struct cli_route *rt;
+	unsigned *v;
+	int cnt;
+
+	*out = NULL;
+	*n = 0;
+	*epoch = 0;
+	if (!c->cluster) {
+		size_t nn = cli_nnodes(c);
+
+		if (!(v = calloc(nn ? nn : 1, sizeof(*v))))
+			return rs_seterr(-ENOMEM, "table: out of memory");
+		for (size_t i = 0; i < nn; i++)
+			v[i] = (unsigned)i;
+		*out = v;
+		*n = nn;
+		return 0;
+	}
+	rt = cli_route_hold(c);
+	cnt = cli_route_table_nodes(rt, NULL, 0);
+	v = cnt < 0 ? NULL : calloc(cnt ? (size_t)cnt : 1, sizeof(*v));
+	if (v) {
+		cli_route_table_nodes(rt, v, (size_t)cnt);
+		*epoch = rt->epoch;
+	}
+	cli_route_drop(c);
+	if (cnt < 0)
+		return cnt;
+	if (!v)
+		return rs_seterr(-ENOMEM, "table: out of memory");
+	*out = v;
+	*n = (size_t)cnt;
+	return 0;
+}
+
 static int config_round(struct rs_client *c, size_t avoid);
 
 static bool timed_out(int ret)

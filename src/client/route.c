@@ -34,6 +34,7 @@ void cli_route_free(struct cli_route **rt)
 		return;
 	cli_ring_delete(&(*rt)->ring);
 	free((*rt)->active);
+	free((*rt)->joining);
 	free((*rt)->unknown);
 	free(*rt);
 	*rt = NULL;
@@ -85,7 +86,8 @@ size_t cli_route_grow(const struct cli_config *cfg, struct proto_member *known,
 	for (size_t i = 0; i < cfg->n && nknown < cap; i++) {
 		const struct proto_member *m = &cfg->m[i];
 
-		if (m->state == PROTO_MEMBER_ACTIVE &&
+		if ((m->state == PROTO_MEMBER_ACTIVE ||
+		     m->state == PROTO_MEMBER_JOINING) &&
 		    cli_route_find(known, nknown, m) == nknown)
 			known[nknown++] = *m;
 	}
@@ -112,10 +114,12 @@ int cli_route_new(struct cli_route **out, const struct cli_config *cfg,
 	rt->r = cfg->r;
 	rt->nknown = nknown;
 	rt->active = calloc(nknown ? nknown : 1, sizeof(*rt->active));
+	rt->joining = calloc(nknown ? nknown : 1, sizeof(*rt->joining));
 	names = calloc(cfg->n ? cfg->n : 1, sizeof(*names));
 	owner = calloc(cfg->n ? cfg->n : 1, sizeof(*owner));
 	rt->unknown = calloc(cfg->n ? cfg->n : 1, sizeof(*rt->unknown));
-	if (!rt->active || !names || !owner || !rt->unknown) {
+	if (!rt->active || !rt->joining || !names || !owner ||
+	    !rt->unknown) {
 		ret = rs_seterr(-ENOMEM, "route: out of memory");
 		goto out;
 	}
@@ -123,6 +127,13 @@ int cli_route_new(struct cli_route **out, const struct cli_config *cfg,
 		const struct proto_member *m = &cfg->m[i];
 		size_t k;
 
+		if (m->state == PROTO_MEMBER_JOINING) {
+			k = cli_route_find(known, nknown, m);
+			if (k < nknown)
+				rt->joining[k] = true;
+			else
+				rt->njunknown++;
+		}
 		if (m->state != PROTO_MEMBER_ACTIVE)
 			continue;
 		k = cli_route_find(known, nknown, m);
@@ -182,6 +193,30 @@ unsigned cli_route_reader(const struct cli_route *rt, uint64_t key,
 		return set[0];
 	return atomic_load_explicit(&ready[b], memory_order_relaxed) ==
 			       rt->epoch ? b : set[0];
+}
+
+int cli_route_table_nodes(const struct cli_route *rt, unsigned *out,
+			  size_t cap)
+{
+	size_t n = 0;
+
+	if (rt->nunknown || rt->njunknown)
+		return rs_seterr(RS_E_UNSUPPORTED, "configuration %llu: %zu "
+				 "member%s without a node slot (all %zu are "
+				 "taken): a table create or drop cannot reach "
+				 "every member; reopen the client",
+				 (unsigned long long)rt->epoch,
+				 rt->nunknown + rt->njunknown,
+				 rt->nunknown + rt->njunknown == 1 ? "" : "s",
+				 rt->nknown);
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t k = 0; k < rt->nknown; k++)
+			if (pass ? rt->joining[k] : rt->active[k]) {
+				if (n < cap)
+					out[n] = (unsigned)k;
+				n++;
+			}
+	return (int)n;
 }
 
 int cli_route_unknown(const struct cli_route *rt, unsigned owner)

@@ -15,8 +15,9 @@
  * The client's nodes are slots that only ever grow (client_internal.h):
  * at open, the members of the configuration it learned then, in its
  * order; later, before a configuration is made the route, every ACTIVE
- * member that no slot is (same id at the same address:
- * cli_route_grow()) gets the next slot. A member that moved (the same id
+ * or JOINING member that no slot is (same id at the same address:
+ * cli_route_grow()) gets the next slot (a JOINING one takes no keys,
+ * but table creates and drops go to it: cli_route_table_nodes()). A member that moved (the same id
  * at another address: restarted elsewhere) is a new slot too; its old
  * slot stays as it was (never reused or changed while a route or a call
  * may point at it) and is simply not ACTIVE in the routes that follow.
@@ -67,6 +68,8 @@ struct cli_route {
 	/* ACTIVE members without a slot (all taken): owner nknown + i */
 	size_t nunknown;
 	struct proto_member *unknown;
+	bool *joining;		/* [nknown]: the node is a JOINING member */
+	size_t njunknown;	/* JOINING members without a slot */
 };
 
 void cli_config_free(struct cli_config *cfg);
@@ -80,7 +83,7 @@ size_t cli_route_find(const struct proto_member *known, size_t nknown,
 		      const struct proto_member *m);
 
 /*
- * Give the ACTIVE members of cfg that have no slot in known[0..nknown) the
+ * Give the ACTIVE and JOINING members of cfg that have no slot in known[0..nknown) the
  * next slots, in cfg's order, while nknown < cap: copies them into
  * known[nknown..) and returns the new count. A configuration that
  * cli_route_new() refuses gives no slots.
@@ -117,6 +120,18 @@ unsigned cli_route_replicas(const struct cli_route *rt, uint64_t key,
 unsigned cli_route_reader(const struct cli_route *rt, uint64_t key,
 			  uint64_t salt, const _Atomic uint64_t *ready,
 			  size_t nn, unsigned *primary);
+
+/*
+ * The nodes a table create or drop goes to in the route's epoch
+ * (docs/replication.md, "Tables"): every member that holds or will hold
+ * ranges in it, the ACTIVE ones first (in slot order), then the JOINING
+ * ones (a joining node copies tables from the active ones: a drop must
+ * reach it after them). Writes up to cap slots to out and returns how
+ * many there are; RS_E_UNSUPPORTED (message set) when one of them has no
+ * node slot (the change could not reach it).
+ */
+int cli_route_table_nodes(const struct cli_route *rt, unsigned *out,
+			  size_t cap);
 
 /* For an owner >= nknown (no slot was left for it): set the message and
  * return RS_E_UNSUPPORTED. */

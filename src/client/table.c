@@ -8,8 +8,9 @@
  * whose (id, generation) changed gets a new uid, which retires every
  * location-cache entry of the old incarnation.
  *
- * In cluster mode the directory calls and create / drop touch the ACTIVE
- * members of the current configuration only (cli_active_nodes()); the
+ * In cluster mode the directory calls touch the ACTIVE members of the
+ * current configuration only (cli_active_nodes()); creates and drops go
+ * to its JOINING members too, naming its epoch (table_change()); the
  * view of any other member is invalid (a DOWN node is not asked), and so
  * is the view of a node the client added after the handle's last refresh
  * (client_internal.h): the data paths refresh the handle when a key's
@@ -246,6 +247,29 @@ static bool *active_nodes(struct rs_client *c, size_t *nn, size_t *n)
 
 static int table_refresh_once(struct rs_table *t, size_t *failed);
 
+/* Cluster mode, after a call that failed with ret: false when it is no
+ * reason to try again (not a connection error nor RS_E_EPOCH, or the
+ * client's timeout since *deadline was set has run out); else the
+ * configuration refreshed (seen: the client's epoch when the call began;
+ * failed: the node that could not be reached, SIZE_MAX: none) and the
+ * resend backoff waited. */
+static bool retry_pause(struct rs_client *c, int ret, uint64_t seen,
+			size_t failed, uint64_t *deadline, unsigned *wait_ms)
+{
+	uint64_t now = (uint64_t)cli_mono_ms();
+
+	if (!c->cluster || (ret != RS_E_EPOCH && !cli_conn_error(ret)))
+		return false;
+	if (!*deadline)
+		*deadline = now + c->cfg.timeout_ms;
+	if (now >= *deadline)
+		return false;
+	(void)cli_cluster_refresh(c, seen, failed);
+	usleep(*wait_ms * 1000u);
+	*wait_ms = *wait_ms < 64 ? 2 * *wait_ms : 64;
+	return true;
+}
+
 /* The directory of t from every active node. In cluster mode a node that
  * cannot be reached (it died: the configuration is about to drop it)
  * makes the client refresh its configuration and ask again, with the
@@ -253,28 +277,18 @@ static int table_refresh_once(struct rs_table *t, size_t *failed);
 int cli_table_refresh(struct rs_table *t)
 {
 	struct rs_client *c = t->c;
-	uint64_t deadline = 0, now;
+	uint64_t deadline = 0;
 	unsigned wait_ms = 1;
 	size_t failed;
 	int ret;
 
 	for (;;) {
 		uint64_t seen = atomic_load(&c->epoch);
-		struct timespec ts;
 
 		ret = table_refresh_once(t, &failed);
-		if (!c->cluster || !cli_conn_error(ret))
+		if (!ret || ret == RS_E_EPOCH ||
+		    !retry_pause(c, ret, seen, failed, &deadline, &wait_ms))
 			return ret;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		now = (uint64_t)ts.tv_sec * 1000u +
-		      (uint64_t)ts.tv_nsec / 1000000u;
-		if (!deadline)
-			deadline = now + c->cfg.timeout_ms;
-		if (now >= deadline)
-			return ret;
-		(void)cli_cluster_refresh(c, seen, failed);
-		usleep(wait_ms * 1000u);
-		wait_ms = wait_ms < 64 ? 2 * wait_ms : 64;
 	}
 }
 
@@ -442,20 +456,28 @@ static int node_call(struct cli_node *n, int (*enc)(struct cli_conn *, void *),
 	return ret;
 }
 
-static int enc_create(struct cli_conn *cc, void *arg)
+/* A TABLE_CREATE (arg: the spec) or TABLE_DROP (arg: the name), naming
+ * epoch when it is not 0. */
+struct tchange {
+	uint32_t op;
+	const void *arg;
+	uint64_t epoch;
+};
+
+static int enc_change(struct cli_conn *cc, void *arg)
 {
+	const struct tchange *t = arg;
 	struct proto_hdr h;
 
 	cli_hdr_init(&h, 0, false);
-	return proto_enc_table_create_req(cc->msg, cc->msg_max, &h, arg);
-}
-
-static int enc_drop(struct cli_conn *cc, void *arg)
-{
-	struct proto_hdr h;
-
-	cli_hdr_init(&h, 0, false);
-	return proto_enc_table_drop_req(cc->msg, cc->msg_max, &h, arg);
+	if (t->epoch) {
+		h.flags |= PROTO_F_EPOCH;
+		h.epoch = t->epoch;
+	}
+	if (t->op == PROTO_OP_TABLE_CREATE)
+		return proto_enc_table_create_req(cc->msg, cc->msg_max, &h,
+						  t->arg);
+	return proto_enc_table_drop_req(cc->msg, cc->msg_max, &h, t->arg);
 }
 
 static int enc_grow(struct cli_conn *cc, void *arg)
@@ -506,27 +528,61 @@ int cli_node_ckpt(struct rs_client *c, unsigned node,
 	return ret;
 }
 
+/*
+ * A table create or drop (op, arg: struct tchange) at every node that
+ * takes part (cli_table_nodes(): in cluster mode the ACTIVE and then the
+ * JOINING members of the client's configuration, naming its epoch).
+ * Each node answers 0 or `same` (RS_E_EXISTS, RS_E_NOTFOUND: it is so
+ * already). In cluster mode RS_E_EPOCH from any node (its epoch is not
+ * the client's) or a node that cannot be reached makes the client
+ * refresh its configuration and redo the whole call, until the client's
+ * timeout: the change then reached every member of one epoch
+ * (docs/replication.md, "Tables"). *all_same: every node of the last
+ * round answered `same` and no round changed a node.
+ */
+static int table_change(struct rs_client *c, uint32_t op, const void *arg,
+			int same, bool *all_same)
+{
+	uint64_t deadline = 0;
+	unsigned wait_ms = 1;
+	bool changed = false;
+
+	for (;;) {
+		uint64_t seen = atomic_load(&c->epoch);
+		struct tchange t = { .op = op, .arg = arg };
+		size_t n = 0, nsame = 0, failed = SIZE_MAX;
+		unsigned *nodes = NULL;
+		int ret = cli_table_nodes(c, &nodes, &n, &t.epoch);
+
+		for (size_t i = 0; !ret && i < n; i++) {
+			ret = node_call(&c->nodes[nodes[i]], enc_change, &t);
+			if (ret == same) {
+				nsame++;
+				ret = 0;
+			} else if (!ret) {
+				changed = true;
+			} else {
+				failed = nodes[i];
+			}
+		}
+		free(nodes);
+		if (!ret) {
+			*all_same = !changed && nsame == n;
+			return 0;
+		}
+		if (!retry_pause(c, ret, seen, failed, &deadline, &wait_ms))
+			return ret;
+	}
+}
+
 int cli_table_create_proto(struct rs_client *c,
 			   const struct proto_table_spec *ps, size_t *existed)
 {
-	size_t nn, nact;
-	bool *act = active_nodes(c, &nn, &nact);
-	int ret = act ? 0 : -ENOMEM;
+	bool all;
+	int ret = table_change(c, PROTO_OP_TABLE_CREATE, ps, RS_E_EXISTS,
+			       &all);
 
-	*existed = 0;
-	for (size_t i = 0; act && i < nn; i++) {
-		if (!act[i])
-			continue;
-		ret = node_call(&c->nodes[i], enc_create, (void *)ps);
-		if (ret == RS_E_EXISTS)
-			(*existed)++;
-		else if (ret)
-			break;
-		ret = 0;
-	}
-	free(act);
-	if (!ret && *existed == nact)
-		*existed = SIZE_MAX; /* every node that takes part had it */
+	*existed = !ret && all ? SIZE_MAX : 0; /* every node had it */
 	return ret;
 }
 
@@ -613,6 +669,7 @@ static int each_node_named(struct rs_client *c, const char *name,
 RS_EXPORT int rs_table_drop(struct rs_client *c, const char *name)
 {
 	char n[PROTO_NAME_MAX + 1];
+	bool none;
 	int ret;
 
 	if (!c || !name)
@@ -621,7 +678,10 @@ RS_EXPORT int rs_table_drop(struct rs_client *c, const char *name)
 	if (ret)
 		return ret;
 	strcpy(n, name);
-	return each_node_named(c, name, enc_drop, n);
+	ret = table_change(c, PROTO_OP_TABLE_DROP, n, RS_E_NOTFOUND, &none);
+	if (!ret && none)
+		ret = rs_seterr(RS_E_NOTFOUND, "table '%s' not found", name);
+	return ret;
 }
 
 RS_EXPORT int rs_table_grow(struct rs_client *c, const char *name,

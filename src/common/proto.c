@@ -794,6 +794,10 @@ static int wr_finish(struct wr *w, const struct proto_hdr *h, uint32_t op,
 {
 	uint16_t flags = (uint16_t)((h ? h->flags & PROTO_F_TRACE : 0) |
 				    (reply ? PROTO_F_REPLY : 0));
+
+	if (h && !reply && (op == PROTO_OP_TABLE_CREATE ||
+			    op == PROTO_OP_TABLE_DROP))
+		flags |= (uint16_t)(h->flags & PROTO_F_EPOCH);
 	uint8_t *p = w->p;
 
 	if (w->off > w->cap)
@@ -1719,20 +1723,39 @@ static int dec_copy_reply(struct rd *r, struct proto_copy_reply *m)
 	return r->rc;
 }
 
+/* TABLE_CREATE, TABLE_DROP: the epoch that ends the body with
+ * PROTO_F_EPOCH (>= 1) */
+static void rd_table_epoch(struct rd *r, struct proto_hdr *h)
+{
+	if (!(h->flags & PROTO_F_EPOCH))
+		return;
+	h->epoch = rd_u64(r, "epoch");
+	if (!r->rc && h->epoch == 0)
+		rd_fail(r, RS_E_PROTO, "epoch: 0 with the epoch flag");
+}
+
 static int dec_request(struct rd *r, const struct proto_limits *lim,
 			struct proto_msg *m)
 {
+	if ((m->hdr.flags & PROTO_F_EPOCH) &&
+	    m->hdr.opcode != PROTO_OP_TABLE_CREATE &&
+	    m->hdr.opcode != PROTO_OP_TABLE_DROP)
+		return rd_fail(r, RS_E_PROTO, "header flag epoch: only "
+			       "TABLE_CREATE and TABLE_DROP requests carry "
+			       "one");
 	switch (m->hdr.opcode) {
 	case PROTO_OP_HELLO:
 		return dec_hello_req(r, &m->u.hello_req);
 	case PROTO_OP_TABLE_CREATE:
 		rd_spec(r, &m->u.table_create);
+		rd_table_epoch(r, &m->hdr);
 		rd_end(r);
 		check_spec(r, &m->u.table_create, lim);
 		return r->rc;
 	case PROTO_OP_TABLE_DROP:
 		rd_str(r, "name", STR_NAME, m->u.table_drop,
 		       sizeof(m->u.table_drop));
+		rd_table_epoch(r, &m->hdr);
 		return r->rc;
 	case PROTO_OP_TABLE_GROW:
 		m->u.table_grow.capacity = rd_u64(r, "capacity");
@@ -1763,6 +1786,8 @@ static int dec_request(struct rd *r, const struct proto_limits *lim,
 static int dec_reply(struct rd *r, const struct proto_limits *lim,
 		      struct proto_msg *m)
 {
+	if (m->hdr.flags & PROTO_F_EPOCH)
+		return rd_fail(r, RS_E_PROTO, "header flag epoch in a reply");
 	if (m->hdr.status < 0)
 		return dec_error(r, &m->u.error);
 	switch (m->hdr.opcode) {
@@ -1898,6 +1923,14 @@ int proto_enc_hello_reply(void *buf, size_t cap, const struct proto_hdr *h,
 	return wr_finish(&w, h, PROTO_OP_HELLO, 1);
 }
 
+/* PROTO_F_EPOCH names an epoch >= 1 (no decoder takes 0) */
+static int enc_table_epoch_check(const struct proto_hdr *h)
+{
+	if (h && (h->flags & PROTO_F_EPOCH) && h->epoch == 0)
+		return rs_seterr(RS_E_INVAL, "epoch flag with epoch 0");
+	return 0;
+}
+
 int proto_enc_table_create_req(void *buf, size_t cap,
 			       const struct proto_hdr *h,
 			       const struct proto_table_spec *m)
@@ -1908,8 +1941,12 @@ int proto_enc_table_create_req(void *buf, size_t cap,
 
 	if (rc)
 		return rc;
+	if ((rc = enc_table_epoch_check(h)))
+		return rc;
 	wr_begin(&w, buf, cap);
 	wr_spec(&w, m, nlen);
+	if (h && (h->flags & PROTO_F_EPOCH))
+		wr_u64(&w, h->epoch);
 	return wr_finish(&w, h, PROTO_OP_TABLE_CREATE, 0);
 }
 
@@ -1964,10 +2001,12 @@ int proto_enc_table_drop_req(void *buf, size_t cap, const struct proto_hdr *h,
 	size_t nlen;
 	int rc = enc_name_check("name", name, PROTO_NAME_MAX + 1, 0, &nlen);
 
-	if (rc)
+	if (rc || (rc = enc_table_epoch_check(h)))
 		return rc;
 	wr_begin(&w, buf, cap);
 	wr_str(&w, name, nlen);
+	if (h && (h->flags & PROTO_F_EPOCH))
+		wr_u64(&w, h->epoch);
 	return wr_finish(&w, h, PROTO_OP_TABLE_DROP, 0);
 }
 

@@ -558,24 +558,33 @@ static bool newer_waits(struct srv_repl *rp)
 }
 
 /*
- * Tables. A table created or dropped while the node copies reaches it
- * through the directories of its sources: the copy runs in rounds, each
+ * Tables. Clients create and drop tables in one configuration epoch at
+ * every ACTIVE and JOINING member of it, a joining node last (the
+ * fence: srv_handlers.c, table_fence()). A joining node still has to
+ * learn the tables created before it adopted the epoch that added it,
+ * and forget those dropped before: the copy runs in rounds, each
  * fetching the sources' directories again, creating here the tables it
  * lacks and copying the tables not copied yet, until a round finds none
  * (a source answered COPY in the new epoch, so every create it took
  * before it adopted that epoch is in its next directory). A table the
  * node creates from a directory has none of its rows here, of any range:
  * it is copied over all the ranges another member leads (`all`), not only
- * the gained ones. A joining node (no client sends it a create or a drop:
- * it is not active) also drops the tables no source has any more. A REPL
- * naming a table the node lacks (a create it missed: clients create on
- * the ACTIVE members they know) at a joining node sets `tables_missing`,
- * which makes the copy start its next round at once and, once the copy is
+ * the gained ones; so is a table a client created here while the node
+ * was joining (`direct`: writes of it at the other members before the
+ * create reached this node were not forwarded here). A joining node also
+ * drops, after its last round, the tables no source has any more: one a
+ * round created from a directory fetched before the sources took a drop
+ * that reached this node after them is copied in that round, so another
+ * round follows, whose directories no longer have it. A REPL naming a
+ * table the node lacks at a joining node sets `tables_missing`, which
+ * makes the copy start its next round at once and, once the copy is
  * done, makes the adopting thread run one (srv_copy_tables): the
  * forwarded writes of the table fail (they are resent) until it exists
- * here. An active member does not act on it: clients create and drop
- * tables there, and one that took a drop before another member would
- * otherwise create the table again from that member's directory.
+ * here. An active member creates no table from a directory: every create
+ * and drop of the epochs it was a member of reached it (the fence), and
+ * one that took a drop before another member would otherwise create the
+ * table again from that member's directory; it copies only the tables it
+ * has.
  */
 #define COPY_MAX_DIR SRV_TNAMES_MAX /* a source's tables, at most */
 
@@ -681,11 +690,14 @@ static int dir_from(struct crun *r, unsigned src)
 		struct srv_table *t = srv_table_get_name(&s->tables, sp->name);
 		struct proto_table_info info;
 
-		tn_add(&r->seen, sp->name);
 		if (t) {
+			tn_add(&r->seen, sp->name);
 			srv_table_put(t);
 			continue;
 		}
+		if (r->g->self >= 0)
+			continue;	/* dropped here: see "Tables" */
+		tn_add(&r->seen, sp->name);
 		ret = srv_table_create(&s->tables, sp, &info);
 		if (ret == RS_E_EXISTS) {	/* created meanwhile */
 			ret = 0;
@@ -794,9 +806,18 @@ static int copy_round(struct crun *r, unsigned *copied)
 {
 	struct srv_repl *rp = &r->s->repl;
 	struct srv_tnames *fresh = &rp->fresh;
-	bool wide = (atomic_exchange(&rp->tables_missing, false) &&
-		     r->g->self < 0) || fresh->n;
+	bool wide;
 	int ret = 0;
+
+	pthread_mutex_lock(&rp->plock);
+	for (unsigned i = 0; i < rp->direct.n; i++) {
+		tn_add(fresh, rp->direct.v[i]);
+		tn_del(&r->done, rp->direct.v[i]);
+	}
+	rp->direct.n = 0;
+	pthread_mutex_unlock(&rp->plock);
+	wide = (atomic_exchange(&rp->tables_missing, false) &&
+		r->g->self < 0) || fresh->n;
 
 	*copied = 0;
 	r->seen.n = 0;
@@ -833,6 +854,19 @@ static int copy_round(struct crun *r, unsigned *copied)
 		++*copied;
 	}
 	return ret;
+}
+
+void srv_repl_table_created(struct rs_server *s, const struct srv_repl_req *q,
+			    const char *name)
+{
+	struct srv_repl *rp = &s->repl;
+
+	if (!q->cfg || q->cfg->self >= 0 || q->cfg->tself < 0)
+		return;	/* not joining: nothing to copy in */
+	pthread_mutex_lock(&rp->plock);
+	tn_add(&rp->direct, name);
+	pthread_mutex_unlock(&rp->plock);
+	srv_repl_table_missing(s);	/* a wide round, now */
 }
 
 /* A joining node: drop the tables no source has (dropped while it

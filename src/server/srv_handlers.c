@@ -270,14 +270,60 @@ static void do_hello(struct req *r)
 	reply_encoded(r, buf, cap, len);
 }
 
+/*
+ * TABLE_CREATE and TABLE_DROP at a cluster member are fenced by the
+ * configuration epoch (docs/replication.md, "Tables"): they must name the
+ * epoch the node follows (PROTO_F_EPOCH) and the node must hold or be
+ * about to hold ranges in it (an ACTIVE or JOINING member), else
+ * RS_E_EPOCH (the client refreshes its configuration and redoes the
+ * call). The change runs under the read side of the configuration lock
+ * taken by the check (srv_repl_enter()), so the node never installs a
+ * new configuration between the check and the change. Elsewhere a
+ * request naming an epoch is refused, one naming none goes on. false:
+ * answered (q released).
+ */
+static bool table_fence(struct req *r, struct srv_repl_req *q)
+{
+	struct rs_server *s = r->s;
+	int ret;
+
+	memset(q, 0, sizeof(*q));
+	if (!s->repl.on) {
+		if (!(r->m.hdr.flags & PROTO_F_EPOCH))
+			return true;
+		reply_error(r, r->op, RS_E_EPOCH, "this node is not a member "
+			    "of a cluster: requests name no epoch");
+		return false;
+	}
+	if (!(r->m.hdr.flags & PROTO_F_EPOCH)) {
+		reply_error(r, r->op, RS_E_EPOCH, "this node is a member of a "
+			    "replicated cluster: a table create or drop names "
+			    "the configuration epoch (CONFIG)");
+		return false;
+	}
+	ret = srv_repl_enter(s, q, r->m.hdr.epoch, NULL, 0, true);
+	if (ret) {
+		reply_error(r, r->op, ret, "%s", rs_errormsg());
+		srv_repl_exit(s, q);
+		return false;
+	}
+	return true;
+}
+
 static void do_create(struct req *r)
 {
 	struct proto_table_info info;
+	struct srv_repl_req q;
 	void *buf;
 	int cap, len, ret;
 
 	r->table = r->m.u.table_create.name;
+	if (!table_fence(r, &q))
+		return;
 	ret = srv_table_create(&r->s->tables, &r->m.u.table_create, &info);
+	if (!ret && q.held)
+		srv_repl_table_created(r->s, &q, info.spec.name);
+	srv_repl_exit(r->s, &q);
 	if (ret) {
 		reply_error(r, r->op, ret, "%s", rs_errormsg());
 		return;
@@ -295,11 +341,15 @@ static void do_create(struct req *r)
 
 static void do_drop(struct req *r)
 {
+	struct srv_repl_req q;
 	void *buf;
 	int cap, len, ret;
 
 	r->table = r->m.u.table_drop;
+	if (!table_fence(r, &q))
+		return;
 	ret = srv_table_drop(&r->s->tables, r->m.u.table_drop);
+	srv_repl_exit(r->s, &q);
 	if (ret) {
 		reply_error(r, r->op, ret, "%s", rs_errormsg());
 		return;

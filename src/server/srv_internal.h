@@ -438,6 +438,9 @@ struct srv_repl {
 	 * are not all copied yet; how many it created and dropped so */
 	atomic_bool tables_missing;
 	struct srv_tnames fresh;
+	/* tables a client created here while the node was joining (under
+	 * plock): the copy takes them into `fresh` (srv_copy.c) */
+	struct srv_tnames direct;
 	_Atomic uint64_t tables_created, tables_dropped;
 	/* freeing the rows of ranges it no longer holds (srv_sweep.c; the
 	 * adopting thread's) */
@@ -481,6 +484,11 @@ void srv_repl_fini(struct rs_server *s);
 /* A REPL named a table this node lacks: the adopting thread creates it
  * as the other members have it and copies its rows (srv_copy.c). */
 void srv_repl_table_missing(struct rs_server *s);
+/* A client created table `name` here in the epoch of q (srv_repl_enter
+ * held): at a joining member, its rows written at the other members
+ * before are copied in over every range (srv_copy.c). */
+void srv_repl_table_created(struct rs_server *s, const struct srv_repl_req *q,
+			    const char *name);
 /* srv_sweep.c, on the adopting thread: ms until the next slice of the
  * sweep (0: now; < 0: nothing to sweep), and one slice. */
 int64_t srv_sweep_next_ms(struct rs_server *s);

@@ -140,6 +140,14 @@ static void corpus_build(struct corpus *c)
 	corpus_add(c, "create_reply",
 		   proto_enc_table_create_reply(SLOT, &h, &tabs[1]));
 	corpus_add(c, "drop_req", proto_enc_table_drop_req(SLOT, &h, "t0"));
+	h.flags |= PROTO_F_EPOCH;
+	h.epoch = 7;
+	corpus_add(c, "create_req_epoch",
+		   proto_enc_table_create_req(SLOT, &h, &spec));
+	corpus_add(c, "drop_req_epoch",
+		   proto_enc_table_drop_req(SLOT, &h, "t0"));
+	h.flags &= (uint16_t)~PROTO_F_EPOCH;
+	h.epoch = 0;
 	corpus_add(c, "drop_reply", proto_enc_table_drop_reply(SLOT, &h));
 	{
 		struct proto_table_grow gq = { .capacity = 4096 };

@@ -4,7 +4,8 @@
  * (memb_replicas of src/coord/membership.c) on 10,000 keys for r = 1..3,
  * ACTIVE members only, the configuration's vnodes; members the client
  * has no slot for; new and moved members get new node slots (and only
- * when no slot is left do they stay without one); bad configurations;
+ * when no slot is left do they stay without one); the nodes a table
+ * create or drop goes to (ACTIVE, then JOINING); bad configurations;
  * only higher epochs are adopted; the ring with caller-given owners
  * places keys like the plain one.
  */
@@ -215,10 +216,10 @@ static void unknown_members(void **state)
 	memb_placement_free(&p);
 }
 
-/* A configuration newer than the client's slots: each ACTIVE member that
- * no slot is (same id at the same address) gets the next slot, in the
- * configuration's order: one that joined, and one that moved (its old
- * slot stays, not active); JOINING and DOWN members get none; growing
+/* A configuration newer than the client's slots: each ACTIVE or JOINING
+ * member that no slot is (same id at the same address) gets the next
+ * slot, in the configuration's order: one that joined, and one that moved
+ * (its old slot stays, not active); DOWN members get none; growing
  * again changes nothing; a member that moves back to its old address is
  * its old slot again; when the slots run out the rest stay without one
  * (owners >= nknown, RS_E_UNSUPPORTED). */
@@ -241,27 +242,30 @@ static void new_members_get_slots(void **state)
 	assert_int_equal(cli_route_find(known, 4, &m[3]), 4); /* joined */
 
 	nk = cli_route_grow(cc, known, 4, 8);
-	assert_int_equal(nk, 7);
+	assert_int_equal(nk, 8);
 	assert_string_equal(known[4].id, "node-02"); /* its new address */
 	assert_string_equal(known[4].addr, m[2].addr);
 	assert_string_equal(known[5].id, "node-03");
 	assert_string_equal(known[6].id, "node-04");
+	assert_string_equal(known[7].id, "node-06"); /* JOINING */
 	/* the old slot is untouched */
 	assert_string_equal(known[2].id, "node-02");
 	assert_string_equal(known[2].addr, "10.9.9.9:7471");
 	assert_int_equal(cli_route_find(known, nk, &m[2]), 4);
 	assert_int_equal(cli_route_find(known, nk, &known[2]), 2);
-	/* nothing new: nothing added (node-06 JOINING, node-05 DOWN) */
+	/* nothing new: nothing added (node-05 DOWN) */
 	assert_int_equal(cli_route_grow(cc, known, nk, 8), nk);
 
 	assert_int_equal(memb_placement_new(&p, mc), 0);
 	assert_int_equal(cli_route_new(&rt, cc, known, nk), 0);
-	assert_int_equal(rt->nknown, 7);
+	assert_int_equal(rt->nknown, 8);
 	assert_int_equal(rt->nunknown, 0);
 	assert_int_equal(rt->nactive, 5);
 	assert_true(rt->active[0] && rt->active[1]);
-	assert_false(rt->active[2] || rt->active[3]);
+	assert_false(rt->active[2] || rt->active[3] || rt->active[7]);
 	assert_true(rt->active[4] && rt->active[5] && rt->active[6]);
+	assert_true(rt->joining[7]);
+	assert_int_equal(rt->njunknown, 0);
 	/* the new slots are primaries of their share, the old one of none */
 	assert_true(agree_by_id(rt, p, m, known, 4, 5) > KEYS / 10);
 	assert_true(agree_by_id(rt, p, m, known, 5, 6) > KEYS / 10);
@@ -283,6 +287,61 @@ static void new_members_get_slots(void **state)
 	assert_int_equal(agree_by_id(rt, p, m, known, 4, 5), 0);
 	cli_route_free(&rt);
 	memb_placement_free(&p);
+}
+
+/* The nodes a table create or drop goes to: the ACTIVE members' slots in
+ * slot order, then the JOINING ones'; not a DOWN member nor the old slot
+ * of one that moved; a member without a slot (ACTIVE or JOINING) makes
+ * it fail, since the change could not reach it. */
+static void table_nodes(void **state)
+{
+	static const uint32_t st[] = { A, J, A, D, A, J, A };
+	const size_t n = sizeof(st) / sizeof(st[0]);
+	struct proto_member m[7], known[7];
+	struct cli_config cc = { .epoch = 9, .r = 2, .vnodes = 32, .n = n,
+				 .m = m };
+	unsigned got[8];
+	struct cli_route *rt;
+	size_t nk;
+
+	(void)state;
+	members(m, NULL, n, st);
+	/* every member known but node-05 (JOINING, without a slot) */
+	for (size_t i = 0; i < 5; i++)
+		known[i] = m[i];
+	known[5] = m[6];
+	assert_int_equal(cli_route_new(&rt, &cc, known, 6), 0);
+	assert_int_equal(rt->njunknown, 1);
+	assert_int_equal(cli_route_table_nodes(rt, got, 8),
+			 RS_E_UNSUPPORTED);
+	assert_non_null(strstr(rs_errormsg(), "without a node slot"));
+	cli_route_free(&rt);
+	/* node-05 gets its slot (after node-06's) */
+	nk = cli_route_grow(&cc, known, 6, 7);
+	assert_int_equal(nk, 7);
+	assert_string_equal(known[6].id, "node-05");
+	assert_int_equal(cli_route_new(&rt, &cc, known, nk), 0);
+	assert_int_equal(cli_route_table_nodes(rt, NULL, 0), 6);
+	assert_int_equal(cli_route_table_nodes(rt, got, 8), 6);
+	/* slots: 0 A, 1 J, 2 A, 3 D, 4 A, 5 node-06 A, 6 node-05 J */
+	assert_int_equal(got[0], 0);
+	assert_int_equal(got[1], 2);
+	assert_int_equal(got[2], 4);
+	assert_int_equal(got[3], 5);
+	assert_int_equal(got[4], 1);
+	assert_int_equal(got[5], 6);
+	/* a short buffer: the count, the first ones */
+	memset(got, 0xff, sizeof(got));
+	assert_int_equal(cli_route_table_nodes(rt, got, 2), 6);
+	assert_int_equal(got[1], 2);
+	assert_int_equal(got[2], 0xffffffffu);
+	cli_route_free(&rt);
+	/* an ACTIVE member without a slot fails it too */
+	assert_int_equal(cli_route_new(&rt, &cc, known, 4), 0);
+	assert_true(rt->nunknown > 0);
+	assert_int_equal(cli_route_table_nodes(rt, got, 8),
+			 RS_E_UNSUPPORTED);
+	cli_route_free(&rt);
 }
 
 /* One slot left for three members without one: the first (in the
@@ -521,6 +580,7 @@ int main(void)
 		cmocka_unit_test(unknown_members),
 		cmocka_unit_test(new_members_get_slots),
 		cmocka_unit_test(slots_run_out),
+		cmocka_unit_test(table_nodes),
 		cmocka_unit_test(bad_configurations),
 		cmocka_unit_test(only_higher_epochs),
 		cmocka_unit_test(ring_owners),

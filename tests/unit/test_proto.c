@@ -134,6 +134,59 @@ static void hello_fields(void **state)
 			 RS_E_INVAL);
 }
 
+/* TABLE_CREATE / TABLE_DROP naming the configuration epoch (header flag
+ * EPOCH, the u64 at the end of the body): round trip; absent: epoch 0 and
+ * the old encoding; refused: epoch 0, the flag on another opcode or on a
+ * reply, a body without the epoch; the encoder refuses epoch 0. */
+static void table_epoch(void **state)
+{
+	struct proto_table_spec s = sample_spec("emb", OPTIM_SGD);
+	struct proto_hdr h = hdr_of(1, 1);
+	uint64_t key = 5;
+	struct proto_keys_req q = { .table_id = 1, .n = 1, .keys = &key };
+	struct proto_msg m;
+	int plain, len;
+
+	(void)state;
+	plain = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+	decode_ok(buf, plain, &m);
+	assert_int_equal(m.hdr.flags, PROTO_F_TRACE);
+	assert_true(m.hdr.epoch == 0);
+	h.flags |= PROTO_F_EPOCH;
+	h.epoch = 0x1122334455667788ull;
+	len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+	assert_int_equal(len, plain + PROTO_EPOCH_BYTES);
+	decode_ok(buf, len, &m);
+	assert_int_equal(m.hdr.flags, PROTO_F_TRACE | PROTO_F_EPOCH);
+	assert_true(m.hdr.epoch == 0x1122334455667788ull);
+	assert_string_equal(m.u.table_create.name, "emb");
+	/* the epoch last: 0 refused, missing refused */
+	memset(buf + len - 8, 0, 8);
+	expect_err(buf, len, NULL, RS_E_PROTO, "epoch: 0");
+	len = proto_enc_table_drop_req(buf, sizeof(buf), &h, "emb");
+	decode_ok(buf, len, &m);
+	assert_string_equal(m.u.table_drop, "emb");
+	assert_true(m.hdr.epoch == 0x1122334455667788ull);
+	buf[24] = (uint8_t)(buf[24] - 8);	/* body_len */
+	expect_err(buf, len - 8, NULL, RS_E_PROTO, "truncated at epoch");
+	/* the flag on another request, or on a reply */
+	len = proto_enc_keys_req(buf, sizeof(buf), &h, PROTO_OP_GET, &q);
+	assert_true(len > 0);
+	decode_ok(buf, len, &m);
+	assert_int_equal(m.hdr.flags & PROTO_F_EPOCH, 0); /* not encoded */
+	buf[6] = PROTO_F_EPOCH;
+	expect_err(buf, len, NULL, RS_E_PROTO, "only TABLE_CREATE");
+	len = proto_enc_table_drop_reply(buf, sizeof(buf), &h);
+	buf[6] = PROTO_F_REPLY | PROTO_F_EPOCH;
+	expect_err(buf, len, NULL, RS_E_PROTO, "in a reply");
+	/* the encoder refuses epoch 0 with the flag */
+	h.epoch = 0;
+	assert_int_equal(proto_enc_table_drop_req(buf, sizeof(buf), &h, "e"),
+			 RS_E_INVAL);
+	assert_int_equal(proto_enc_table_create_req(buf, sizeof(buf), &h, &s),
+			 RS_E_INVAL);
+}
+
 static void table_fields(void **state)
 {
 	struct proto_table_spec s = sample_spec("emb", OPTIM_ROWWISE_ADAGRAD);
@@ -749,7 +802,8 @@ static const struct mutation mutations[] = {
 	{ "get_req", 4, 1, 2, RS_E_PROTO, "unsupported protocol version 2" },
 	{ "get_req", 5, 1, 0, RS_E_PROTO, "unknown opcode 0" },
 	{ "get_req", 5, 1, PROTO_OP_COUNT, RS_E_PROTO, "unknown opcode 17" },
-	{ "get_req", 6, 1, 0x4, RS_E_PROTO, "unknown header flags 0x4" },
+	{ "get_req", 6, 1, 0x8, RS_E_PROTO, "unknown header flags 0x8" },
+	{ "get_req", 6, 1, 0x4, RS_E_PROTO, "only TABLE_CREATE and TABLE_DROP" },
 	{ "get_req", 24, 4, 1000, RS_E_PROTO, "header says 1000 body bytes" },
 	{ "get_req", 28, 4, 5, RS_E_PROTO, "status 5 (must be 0)" },
 	{ "update_reply", 28, 4, 5, RS_E_PROTO, "status 5 (must be <= 0)" },
@@ -2033,6 +2087,7 @@ int main(void)
 		cmocka_unit_test(header_fields),
 		cmocka_unit_test(hello_fields),
 		cmocka_unit_test(table_fields),
+		cmocka_unit_test(table_epoch),
 		cmocka_unit_test(dir_pagination),
 		cmocka_unit_test(stats_pagination),
 		cmocka_unit_test(keyed_requests),
