@@ -293,10 +293,13 @@ int rs_table_spec_set_eviction(struct rs_table_spec *spec, const char *policy,
 			       uint64_t max_rows, uint32_t ttl_s,
 			       uint32_t admit_after);
 
-/* Create the table on every node. RS_E_EXISTS if it existed everywhere
- * already (nodes that lacked it get it). */
+/* Create the table on every node (a cluster: every active and joining
+ * member, in one configuration epoch; docs/replication.md, "Tables").
+ * RS_E_EXISTS if it existed everywhere already (nodes that lacked it get
+ * it). */
 int rs_table_create(struct rs_client *c, const struct rs_table_spec *spec);
-/* Drop it on every node; RS_E_NOTFOUND if no node had it. */
+/* Drop it on every node (a cluster: as a create); RS_E_NOTFOUND if no
+ * node had it. */
 int rs_table_drop(struct rs_client *c, const char *name);
 /* Grow it on every node to capacity rows per node (0: double it, up to
  * its max_capacity when it has one), online: reads go on, writes pause

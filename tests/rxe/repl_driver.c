@@ -49,6 +49,12 @@
  *       once, by its primary: backups never expire rows themselves).
  *   repl_driver tables SEEDS create|drop NAME
  *       create (dim 4, SGD, lr 1, 4096 rows) or drop table NAME
+ *   repl_driver tlate SEEDS GOFILE NEW OLD V
+ *       a client that opens now and keeps its configuration (GOFILE.ready
+ *       says it opened, with its epoch) until GOFILE appears; then, by
+ *       that configuration, it creates table NEW, puts every key of it =
+ *       V and reads them back, and drops table OLD (docs/replication.md,
+ *       "Tables": a member that joined meanwhile must get both)
  *   repl_driver tput SEEDS NAME V
  *       put every key of table NAME = V
  *   repl_driver tcheck SEEDS NAME V
@@ -819,10 +825,9 @@ static int do_ttl(const char *seeds, const char *replicas)
 	return 0;
 }
 
-/* tables SEEDS create|drop NAME */
-static int do_tables(const char *seeds, const char *op, const char *name)
+/* create (dim 4, SGD, lr 1, 4096 rows) or drop table name through c */
+static void table_op(struct rs_client *c, const char *op, const char *name)
 {
-	struct rs_client *c = open_client(seeds);
 	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	int ret;
 
@@ -834,8 +839,59 @@ static int do_tables(const char *seeds, const char *op, const char *name)
 	if (ret)
 		die("%s %s: %s (%s)", op, name, rs_strerror(ret),
 		    rs_errormsg());
-	rs_client_close(&c);
 	printf("tables: %s %s\n", op, name);
+}
+
+/* tables SEEDS create|drop NAME */
+static int do_tables(const char *seeds, const char *op, const char *name)
+{
+	struct rs_client *c = open_client(seeds);
+
+	table_op(c, op, name);
+	rs_client_close(&c);
+	return 0;
+}
+
+/* tlate SEEDS GOFILE NEW OLD V: see the head comment */
+static int do_tlate(const char *seeds, const char *go, const char *nt,
+		    const char *old, float v)
+{
+	struct rs_client *c = open_client(seeds);
+	static float rows[K * DIM], got[K * DIM];
+	uint64_t e0 = atomic_load(&c->epoch), e1;
+	char ready[4096];
+	int st[K];
+	FILE *f;
+
+	snprintf(ready, sizeof(ready), "%s.ready", go);
+	if (!(f = fopen(ready, "w")))
+		die("%s: cannot write", ready);
+	fprintf(f, "tlate: opened in epoch %" PRIu64 "\n", e0);
+	fclose(f);
+	for (int i = 0; access(go, F_OK); i++) {
+		if (i >= 6000)
+			die("%s never appeared", go);
+		usleep(50000);
+	}
+	e1 = atomic_load(&c->epoch);
+	printf("tlate: epoch %" PRIu64 " at open, %" PRIu64 " at the "
+	       "create\n", e0, e1);
+	table_op(c, "create", nt);
+	table = nt;
+	for (int i = 0; i < K * DIM; i++)
+		rows[i] = v;
+	put_all(c, rows);
+	if (rs_get(open_table(c), keys, K, got, st, RS_F_RPC) < 0)
+		die("get %s: %s", nt, rs_errormsg());
+	for (int i = 0; i < K; i++)
+		if (st[i] < 0 || got[i * DIM] != v)
+			die("%s key %d: %s", nt, i, st[i] < 0 ?
+			    rs_strerror(st[i]) : "another row");
+	table_op(c, "drop", old);
+	printf("tlate: %s: %d keys = %g written and read; %s dropped; "
+	       "epoch %" PRIu64 " now\n", nt, K, v, old,
+	       (uint64_t)atomic_load(&c->epoch));
+	rs_client_close(&c);
 	return 0;
 }
 
@@ -1005,6 +1061,9 @@ int main(int argc, char **argv)
 		return do_ttl(argv[2], argv[3]);
 	if (argc == 5 && !strcmp(argv[1], "tables"))
 		return do_tables(argv[2], argv[3], argv[4]);
+	if (argc == 7 && !strcmp(argv[1], "tlate"))
+		return do_tlate(argv[2], argv[3], argv[4], argv[5],
+				strtof(argv[6], NULL));
 	if (argc == 5 && !strcmp(argv[1], "tput"))
 		return table = argv[3], do_tput(argv[2], strtof(argv[4], NULL));
 	if (argc == 5 && !strcmp(argv[1], "tcheck"))
