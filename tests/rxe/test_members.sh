@@ -52,6 +52,7 @@ done
 # a client whose configuration will predate n3 (it waits for $d/go)
 "$drv" tlate "$seeds" "$d/go" late keep 4 >"$d/tlate.txt" 2>&1 &
 tlate=$!
+pids="$pids $tlate" # stopped by the cleanup if the test fails before it ends
 await "$d/go.ready" "tlate: opened in epoch" 60 "$tlate" ||
   fail "the early client did not open"
 e_open=$(sed -n 's/^tlate: opened in epoch \([0-9]*\)$/\1/p' "$d/go.ready")
@@ -82,6 +83,7 @@ e3=$(sed -n 's/^cluster t: epoch \([0-9]*\),.*/\1/p' "$d/three.out")
 # drops keep
 touch "$d/go"
 wait "$tlate" || { cat "$d/tlate.txt"; fail "the early client's create, writes or drop"; }
+pids=${pids/ $tlate/}
 cat "$d/tlate.txt"
 [ "$(sed -n 's/^tlate: epoch \([0-9]*\) at open, \([0-9]*\) at the create$/\2/p' "$d/tlate.txt")" = "$e_open" ] &&
   [ "$e_open" -lt "$e3" ] ||
