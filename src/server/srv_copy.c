@@ -695,8 +695,10 @@ static int dir_from(struct crun *r, unsigned src)
 			srv_table_put(t);
 			continue;
 		}
+		/* an active member: a drop or create in progress, which
+		 * the client's call completes here (see "Tables") */
 		if (r->g->self >= 0)
-			continue;	/* dropped here: see "Tables" */
+			continue;
 		tn_add(&r->seen, sp->name);
 		ret = srv_table_create(&s->tables, sp, &info);
 		if (ret == RS_E_EXISTS) {	/* created meanwhile */
