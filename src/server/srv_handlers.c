@@ -1318,8 +1318,8 @@ static int repl_record_once(struct req *r, const struct proto_repl_req *m,
 			st[cnt++] = proto_status_at(m->statuses, j);
 		}
 		if (cnt)
-			ret = srv_once_add(&r->s->repl.once, &tag, tid, keys,
-					   st, cnt);
+			ret = srv_once_record(&r->s->repl.once, &tag, tid,
+					      keys, st, cnt);
 		i = j;
 	}
 	if (ret)

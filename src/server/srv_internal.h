@@ -354,7 +354,7 @@ struct srv_once {
 	pthread_mutex_t lock;
 	struct once_client **bucket;
 	unsigned nclients;
-	uint64_t created, entries, deduplicated, evicted;
+	uint64_t created, entries, deduplicated, evicted, obsolete;
 };
 /* The exactly-once tag of a write (PROTO_KF_ONCE); client 0: none. */
 struct srv_once_tag {
@@ -372,13 +372,19 @@ int srv_once_lookup(struct srv_once *o, const struct srv_once_tag *tag,
 int srv_once_add(struct srv_once *o, const struct srv_once_tag *tag,
 		 uint32_t tid, const uint64_t *keys, const int32_t *st,
 		 uint32_t n);
+/* srv_once_add for records a replica receives (REPL, COPY): a record of
+ * a call its client has declared done (seq below the done_below already
+ * seen) is obsolete: skipped and counted, not an error. */
+int srv_once_record(struct srv_once *o, const struct srv_once_tag *tag,
+		    uint32_t tid, const uint64_t *keys, const int32_t *st,
+		    uint32_t n);
 /* fn for every record of table tid (lock held: fn must not call back
  * in); stops at the first non-zero return, which it returns. */
 typedef int (*srv_once_fn)(void *arg, const struct srv_once_tag *tag,
 			   uint64_t key, int32_t st);
 int srv_once_each(struct srv_once *o, uint32_t tid, srv_once_fn fn, void *arg);
 void srv_once_stats(struct srv_once *o, uint64_t *clients, uint64_t *entries,
-		    uint64_t *dedup, uint64_t *evicted);
+		    uint64_t *dedup, uint64_t *evicted, uint64_t *obsolete);
 
 
 struct srv_cfg;

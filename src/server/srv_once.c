@@ -12,6 +12,11 @@
  *
  * Forgetting: each request names done_below, the lowest seq of its
  * client's calls still in flight; every call below it is dropped. A
+ * client's request naming a dropped call is refused (RS_E_INVAL); a
+ * record a replica receives for one (srv_once_record) is obsolete and
+ * skipped: a gaining node gets records both from its copy source and
+ * from other primaries' forwarded writes, and a later call's done_below
+ * may arrive first. A
  * client that goes away leaves its last calls behind: every 1024 new
  * clients, and whenever the table of clients is full, clients not heard
  * from for SRV_ONCE_IDLE_MS are evicted (a client resends only within its
@@ -153,10 +158,11 @@ static void advance(struct srv_once *o, struct once_client *c,
 }
 
 /* The call (client, seq) into *out, created if missing. o->lock held.
- * 0, or RS_E_BUSY over a bound, RS_E_INVAL for a call already forgotten,
- * -ENOMEM. */
+ * 0, or RS_E_BUSY over a bound, -ENOMEM, and for a call already
+ * forgotten RS_E_INVAL (a client's request) or 1 (a replica's record:
+ * obsolete, see srv_once_record). */
 static int call_of(struct srv_once *o, uint64_t client, uint64_t seq,
-		   uint64_t done_below, struct once_call **out)
+		   uint64_t done_below, bool replica, struct once_call **out)
 {
 	unsigned b = bucket_of(client);
 	uint64_t now = mono_ms();
@@ -184,6 +190,8 @@ static int call_of(struct srv_once *o, uint64_t client, uint64_t seq,
 	}
 	c->seen_ms = now;
 	advance(o, c, done_below);
+	if (seq < c->done_below && replica)
+		return 1;
 	if (seq < c->done_below)
 		return rs_seterr(RS_E_INVAL, "exactly-once: call %" PRIu64
 				 " of client %016" PRIx64 " was declared done "
@@ -241,7 +249,7 @@ int srv_once_lookup(struct srv_once *o, const struct srv_once_tag *tag,
 	int ret;
 
 	pthread_mutex_lock(&o->lock);
-	ret = call_of(o, tag->client, tag->seq, tag->done_below, &k);
+	ret = call_of(o, tag->client, tag->seq, tag->done_below, false, &k);
 	if (!ret && o->entries + n > SRV_ONCE_MAX_ENTRIES)
 		ret = rs_seterr(RS_E_BUSY, "exactly-once: %" PRIu64 " records "
 				"on this node: retry", o->entries);
@@ -259,16 +267,22 @@ int srv_once_lookup(struct srv_once *o, const struct srv_once_tag *tag,
 	return ret;
 }
 
-int srv_once_add(struct srv_once *o, const struct srv_once_tag *tag,
-		 uint32_t tid, const uint64_t *keys, const int32_t *st,
-		 uint32_t n)
+static int add(struct srv_once *o, const struct srv_once_tag *tag,
+	       uint32_t tid, const uint64_t *keys, const int32_t *st,
+	       uint32_t n, bool replica)
 {
 	struct once_call *k = NULL;
 	uint32_t add = 0, j;
 	int ret;
 
 	pthread_mutex_lock(&o->lock);
-	if ((ret = call_of(o, tag->client, tag->seq, tag->done_below, &k)))
+	ret = call_of(o, tag->client, tag->seq, tag->done_below, replica, &k);
+	if (ret == 1) {
+		o->obsolete++;
+		ret = 0;
+		goto out;
+	}
+	if (ret)
 		goto out;
 	for (uint32_t i = 0; i < n; i++)
 		add += st[i] >= 0;
@@ -307,6 +321,20 @@ out:
 	return ret;
 }
 
+int srv_once_add(struct srv_once *o, const struct srv_once_tag *tag,
+		 uint32_t tid, const uint64_t *keys, const int32_t *st,
+		 uint32_t n)
+{
+	return add(o, tag, tid, keys, st, n, false);
+}
+
+int srv_once_record(struct srv_once *o, const struct srv_once_tag *tag,
+		    uint32_t tid, const uint64_t *keys, const int32_t *st,
+		    uint32_t n)
+{
+	return add(o, tag, tid, keys, st, n, true);
+}
+
 int srv_once_each(struct srv_once *o, uint32_t tid, srv_once_fn fn, void *arg)
 {
 	int ret = 0;
@@ -332,9 +360,10 @@ int srv_once_each(struct srv_once *o, uint32_t tid, srv_once_fn fn, void *arg)
 }
 
 void srv_once_stats(struct srv_once *o, uint64_t *clients, uint64_t *entries,
-		    uint64_t *dedup, uint64_t *evicted)
+		    uint64_t *dedup, uint64_t *evicted, uint64_t *obsolete)
 {
 	pthread_mutex_lock(&o->lock);
+	*obsolete = o->obsolete;
 	*clients = o->nclients;
 	*entries = o->entries;
 	*dedup = o->deduplicated;

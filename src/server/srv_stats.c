@@ -538,13 +538,14 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		TRY(add(l, N, "repl.freed_rows", rs.freed_rows));
 		TRY(add(l, N, "repl.held_writes", rs.held));
 		{
-			uint64_t cl, en, dd, ev;
+			uint64_t cl, en, dd, ev, ob;
 
-			srv_once_stats(&s->repl.once, &cl, &en, &dd, &ev);
+			srv_once_stats(&s->repl.once, &cl, &en, &dd, &ev, &ob);
 			TRY(add(l, N, "once.clients", cl));
 			TRY(add(l, N, "once.records", en));
 			TRY(add(l, N, "once.deduplicated_keys", dd));
 			TRY(add(l, N, "once.evicted_clients", ev));
+			TRY(add(l, N, "once.obsolete_records", ob));
 		}
 	}
 #ifdef RS_DEBUG_LOCKS
