@@ -201,8 +201,6 @@ struct rs_client {
 	struct cli_node *seeds;
 	size_t nseeds;
 	size_t ask_next;		/* rotation of CONFIG asks (refresh_lock) */
-	bool opening;			/* in rs_client_open: no other thread
-					   uses the nodes (cluster.c) */
 	uint64_t client_id;		/* exactly-once writes: random, != 0 */
 	struct cli_once once;		/* their call sequence (once.h) */
 	pthread_mutex_t tables_lock;

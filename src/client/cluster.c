@@ -41,6 +41,13 @@
  * must not hold up the round, and every get waiting for the read lease,
  * for a whole request timeout; the next member is asked instead. */
 #define CLI_CONFIG_WAIT_MS 1000u
+/* How long a call waits for a new connection to a member (and its
+ * hello): a member that is stopped or cut off (its NIC takes the request,
+ * its process never accepts it) must not hold a get or a write for a
+ * whole request timeout per attempt; the call goes on to the key's other
+ * replica or, after a refresh, its new primary. Far above a connection's
+ * set-up time, even in an emulated guest under a sanitizer. */
+#define CLI_MEMBER_CONNECT_MS 3000u
 
 bool cli_conn_error(int code)
 {
@@ -125,35 +132,19 @@ static bool timed_out(int ret)
 	return ret == RS_E_TIMEOUT || ret == -ETIMEDOUT;
 }
 
-/* A connection to node n, set up within at most CLI_CONFIG_WAIT_MS (n is
- * used by this thread only: a seed, or any node during the open). */
-static int conn_bounded(struct cli_node *n, struct cli_conn **cc)
-{
-	unsigned t = n->timeout_ms;
-	int ret;
-
-	if (CLI_CONFIG_WAIT_MS < t)
-		n->timeout_ms = CLI_CONFIG_WAIT_MS;
-	ret = cli_conn_get(n, cc);
-	n->timeout_ms = t;
-	return ret;
-}
-
-/* CONFIG of node n waiting at most wait_ms for its answer (0: the node's
- * timeout); when only this thread uses n (own: a seed, or any node during
- * the open) its connection set-up is bounded too: a stopped node's NIC
- * takes the connection request, its process never accepts it. */
-static int ask_wait(struct rs_client *c, struct cli_node *n, bool own,
+/* CONFIG of node n waiting at most wait_ms for its answer, and for a
+ * connection if one must be set up (0: the node's timeout). A member
+ * asked in a lease-renewal round is bounded like a seed: after a call to
+ * a stopped member timed out its context is closed, and the next round
+ * connects again (its NIC takes the request, its process never accepts
+ * it). */
+static int ask_wait(struct rs_client *c, struct cli_node *n,
 		    unsigned wait_ms, struct cli_config *out)
 {
 	bool cut = wait_ms && wait_ms < n->timeout_ms;
-	struct cli_conn *cc;
-	int ret = 0;
+	int ret;
 
-	if (own && cut && !(ret = conn_bounded(n, &cc)))
-		cli_conn_put(cc); /* the pool keeps it for the ask */
-	if (!ret)
-		ret = cli_wire_config(n, out, wait_ms);
+	ret = cli_wire_config(n, out, wait_ms);
 	if (cut && timed_out(ret))
 		CLI_INC(c, config_waits_cut, 1);
 	return ret;
@@ -169,7 +160,7 @@ static int ask_seeds(struct rs_client *c, struct cli_config *out)
 
 	for (unsigned pass = 0; pass < 2 && (!pass || slow); pass++)
 		for (size_t i = 0; i < c->nnodes; i++) {
-			int ret = ask_wait(c, &c->nodes[i], true,
+			int ret = ask_wait(c, &c->nodes[i],
 					   pass ? 0 : CLI_CONFIG_WAIT_MS, out);
 
 			if (!ret)
@@ -190,6 +181,7 @@ static int node_init(struct rs_client *c, struct cli_node *n, size_t idx,
 	n->idx = (unsigned)idx;
 	n->dev = c->dev;
 	n->timeout_ms = c->cfg.timeout_ms;
+	n->connect_ms = CLI_MEMBER_CONNECT_MS;
 	n->spin_us = c->cfg.spin_us;
 	n->key = c->cfg.key;
 	n->name = strdup(addr);
@@ -291,7 +283,7 @@ static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 
 		if (!c->route->active[i])
 			continue;
-		r = conn_bounded(&c->nodes[i], &cc);
+		r = cli_conn_get_within(&c->nodes[i], &cc, CLI_CONFIG_WAIT_MS);
 		if (!r) {
 			cli_conn_put(cc);
 			connected++;
@@ -305,9 +297,7 @@ static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 		return ret;
 	/* one round now: which members are ready for replica reads */
 	pthread_mutex_lock(&c->refresh_lock);
-	c->opening = true;
 	(void)config_round(c, SIZE_MAX);
-	c->opening = false;
 	pthread_mutex_unlock(&c->refresh_lock);
 	return 0;
 }
@@ -388,8 +378,7 @@ static int ask(struct rs_client *c, struct cli_node *n, size_t i,
 	       struct cli_config *best)
 {
 	struct cli_config got;
-	int ret = ask_wait(c, n, i == SIZE_MAX || c->opening,
-			   CLI_CONFIG_WAIT_MS, &got);
+	int ret = ask_wait(c, n, CLI_CONFIG_WAIT_MS, &got);
 
 	if (ret)
 		return ret;

@@ -95,7 +95,8 @@ static int check_node(struct cli_node *n, struct cli_conn *c,
 	return 0;
 }
 
-static int conn_open(struct cli_node *n, struct cli_conn **out)
+static int conn_open(struct cli_node *n, struct cli_conn **out,
+		     unsigned connect_ms)
 {
 	uint8_t req[AUTH_REQ_LEN], rej[AUTH_REJ_LEN];
 	struct rv_conn_attr a;
@@ -110,7 +111,7 @@ static int conn_open(struct cli_node *n, struct cli_conn **out)
 	a.msg_max = CLI_MSG_MAX;
 	a.credits = CLI_MSG_CREDITS;
 	a.send_slots = CLI_MSG_CREDITS;
-	a.connect_timeout_ms = (int)n->timeout_ms;
+	a.connect_timeout_ms = (int)connect_ms;
 	a.spin_us = n->spin_us;
 	memset(rej, 0, sizeof(rej));
 	a.reject_buf = rej;
@@ -140,7 +141,10 @@ static int conn_open(struct cli_node *n, struct cli_conn **out)
 			   &c->buf);
 	if (ret)
 		goto close_conn;
+	if (connect_ms < n->timeout_ms)
+		c->recv_timeout_ms = connect_ms;
 	ret = cli_wire_hello(c);
+	c->recv_timeout_ms = 0;
 	if (ret)
 		goto close_conn;
 	*out = c;
@@ -151,7 +155,8 @@ close_conn:
 	return ret;
 }
 
-int cli_conn_get(struct cli_node *n, struct cli_conn **out)
+int cli_conn_get_within(struct cli_node *n, struct cli_conn **out,
+			unsigned connect_ms)
 {
 	struct cli_pool *p = &n->pool;
 	int ret;
@@ -179,12 +184,15 @@ int cli_conn_get(struct cli_node *n, struct cli_conn **out)
 	if (p->count >= p->max) {
 		/* closed a dead one and the pool is still full: wait again */
 		pthread_mutex_unlock(&p->lock);
-		return cli_conn_get(n, out);
+		return cli_conn_get_within(n, out, connect_ms);
 	}
 	p->count++;
 	pthread_mutex_unlock(&p->lock);
 
-	ret = conn_open(n, out);
+	if (!connect_ms)
+		connect_ms = n->connect_ms;
+	ret = conn_open(n, out, connect_ms && connect_ms < n->timeout_ms
+					? connect_ms : n->timeout_ms);
 	if (ret) {
 		pthread_mutex_lock(&p->lock);
 		p->count--;

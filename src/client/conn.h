@@ -78,6 +78,10 @@ struct cli_node {
 	struct rv_dev *dev; /* shared by the client's nodes on one device */
 	struct cli_pool pool;
 	unsigned timeout_ms;
+	/* the longest wait for a new connection and its hello when a call
+	 * names none (0: timeout_ms); a cluster member's is short, as the
+	 * call goes to another replica instead (cluster.c) */
+	unsigned connect_ms;
 	unsigned spin_us;
 	const struct auth_key *key; /* the client's credentials, or NULL */
 };
@@ -86,8 +90,15 @@ int cli_pool_init(struct cli_pool *p, unsigned max);
 /* Close every free context; all must have been returned. */
 void cli_pool_destroy(struct cli_pool *p);
 
-/* Borrow a context for node n (connecting one if needed). */
-int cli_conn_get(struct cli_node *n, struct cli_conn **out);
+/* Borrow a context for node n (connecting one if needed, waiting at most
+ * connect_ms for the connection and the node's hello when connect_ms is
+ * below the node's timeout; 0: the node's connect_ms). */
+int cli_conn_get_within(struct cli_node *n, struct cli_conn **out,
+			unsigned connect_ms);
+static inline int cli_conn_get(struct cli_node *n, struct cli_conn **out)
+{
+	return cli_conn_get_within(n, out, 0);
+}
 /* Return it (closed instead if it failed). Accepts NULL. */
 void cli_conn_put(struct cli_conn *c);
 

@@ -235,7 +235,9 @@ int cli_wire_config(struct cli_node *n, struct cli_config *out,
 
 	memset(out, 0, sizeof(*out));
 	memset(&m.hdr, 0, sizeof(m.hdr));
-	ret = cli_conn_get(n, &cc);
+	/* a stopped node's NIC takes the connection request and its
+	 * process never accepts it: wait_ms bounds that wait too */
+	ret = cli_conn_get_within(n, &cc, wait_ms);
 	if (ret)
 		return ret;
 	cli_hdr_init(&h, 0, false);

@@ -562,7 +562,8 @@ static int do_staleread(const char *seeds, const char *addr,
 	float v0[DIM], v1[DIM];
 	int st, k = read_at(c, addr, backup);
 	uint64_t reads = 0;
-	char path[1024];
+	double longest = 0, last;
+	char path[1024], during[512] = "";
 	FILE *f;
 
 	if (k < 0)
@@ -580,21 +581,47 @@ static int do_staleread(const char *seeds, const char *addr,
 	fclose(f);
 	/* keep the read lease as fresh as reads keep it */
 	while (access(trigger, F_OK) != 0) {
+		struct rs_client_stats b = RS_CLIENT_STATS_INIT,
+				       a = RS_CLIENT_STATS_INIT;
+		double t0 = now_ms();
+
+		rs_client_get_stats(c, &b);
 		if (rs_get(t, &keys[k], 1, v1, &st, 0) < 0 ||
 		    st != RS_KEY_FOUND)
 			die("get: %s", rs_errormsg());
+		if (now_ms() - t0 > longest) {
+			longest = now_ms() - t0;
+			rs_client_get_stats(c, &a);
+			snprintf(during, sizeof(during), "rpcs %" PRIu64
+				 " rpc_keys %" PRIu64 " torn %" PRIu64
+				 " config_refreshes %" PRIu64 " waits_cut %"
+				 PRIu64 " dir_refreshes %" PRIu64
+				 " backup_misses %" PRIu64 " reads_posted %"
+				 PRIu64, a.rpcs - b.rpcs,
+				 a.rpc_keys - b.rpc_keys,
+				 a.torn_retries - b.torn_retries,
+				 a.config_refreshes - b.config_refreshes,
+				 a.config_waits_cut - b.config_waits_cut,
+				 a.dir_refreshes - b.dir_refreshes,
+				 a.backup_misses - b.backup_misses,
+				 a.reads_posted - b.reads_posted);
+		}
 		reads++;
 		usleep(10000);
 	}
+	last = now_ms();
 	if (rs_get(t, &keys[k], 1, v1, &st, 0) < 0 || st != RS_KEY_FOUND)
 		die("get: %s", rs_errormsg());
+	last = now_ms() - last;
 	rs_client_get_stats(c, &cs);
 	printf("staleread: key %d, %s %s: read %.0f, %" PRIu64 " reads, then "
 	       "%.0f after the step was acknowledged elsewhere (%s; %" PRIu64
 	       " keys READ at a backup, %" PRIu64 " gets by RPC for want of "
-	       "a lease)\n", k, role, addr, v0[0], reads, v1[0],
+	       "a lease; longest get %.0f ms (%s), the last %.0f ms)\n", k,
+	       role, addr, v0[0], reads, v1[0],
 	       v1[0] > v0[0] ? "seen" : "STALE", (uint64_t)cs.backup_keys,
-	       (uint64_t)cs.lease_rpc_reads);
+	       (uint64_t)cs.lease_rpc_reads, longest, during, last);
+	fflush(stdout);	/* the verdict, before a close that waits */
 	rs_client_close(&c);
 	return v1[0] > v0[0] ? 0 : 1;
 }

@@ -180,12 +180,20 @@ for role in backup primary; do
     >"$d/bump-$role.txt" 2>&1 || fail "a step of the $role reader's key"
   cat "$d/bump-$role.txt"
   touch "$d/trigger-$role"
-  rc=0
-  wait "$(eval echo "\$sr_$role")" || rc=$?
-  cat "$d/sr-$role.log"
-  [ "$rc" = 0 ] || fail "a read-only client read a stale row from the paused node ($role; read lease)"
+  # its verdict; it exits once the paused node is back (closing a
+  # connection to a stopped node waits for it)
+  await "$d/sr-$role.log" "^staleread: " 120 "$(eval echo "\$sr_$role")" ||
+    { cat "$d/sr-$role.log"; fail "the read-only reader ($role) gave no verdict"; }
+  grep "^staleread: " "$d/sr-$role.log"
+  grep -q "^staleread: .*(seen;" "$d/sr-$role.log" ||
+    fail "a read-only client read a stale row from the paused node ($role; read lease)"
 done
 kill -CONT "${pid[$paused]}"
+for role in backup primary; do
+  rc=0
+  wait "$(eval echo "\$sr_$role")" || rc=$?
+  [ "$rc" = 0 ] || { cat "$d/sr-$role.log"; fail "the read-only reader ($role) exit status $rc"; }
+done
 "$drv" stale "${addr[$other]}" "${addr[$paused]}" "$e2" >"$d/stale.txt" 2>&1 ||
   fail "the resumed node took a write of its old epoch"
 cat "$d/stale.txt"
