@@ -52,6 +52,8 @@
 #define SRV_GROW_GRACE_MS 500u
 #define SRV_GROW_FILL_PCT 90u
 #define SRV_GROW_RETRY_MS 10000u
+/* How long a growth waits for the writes inside to leave (writes_pause) */
+#define SRV_GROW_DRAIN_MS 1000u
 
 static uint64_t mono_ns(void)
 {
@@ -94,15 +96,21 @@ static uint64_t auto_target(uint64_t cap, uint64_t lim, uint64_t keys)
 	return c > cap ? c : 0;
 }
 
-/* Pause every write of the node and wait for those inside; RS_E_BUSY
- * while a checkpoint freezes the node. A growth and a checkpoint's
- * DUMP never overlap: the growth moves the table's change tracking
- * (slab_grow.c track_move) and swaps the table, so a DUMP meanwhile
- * would set its tag on the table that no longer serves. Decided under
- * the freeze's lock; a FREEZE waits for a growth that runs
- * (srv_ckpt_freeze). */
-static int writes_pause(struct rs_server *s)
+/* Pause every write of the node and wait for those inside, at most
+ * wait_ms; RS_E_BUSY while a checkpoint freezes the node, or when the
+ * writes inside did not leave in time (writes resume). A write leaves
+ * after it applied and queued its records, never while it waits for a
+ * backup, but a TABLE_CREATE or TABLE_DROP counted in waits for
+ * tables.admin, which the growth holds: without the bound the two wait
+ * for each other for ever. A growth and a checkpoint's DUMP never
+ * overlap: the growth moves the table's change tracking (slab_grow.c
+ * track_move) and swaps the table, so a DUMP meanwhile would set its tag
+ * on the table that no longer serves. Decided under the freeze's lock; a
+ * FREEZE waits for a growth that runs (srv_ckpt_freeze). */
+int srv_writes_pause(struct rs_server *s, unsigned wait_ms)
 {
+	uint64_t end;
+
 	pthread_mutex_lock(&s->ckpt.lock);
 	if (atomic_load(&s->ckpt.frozen) & SRV_FROZEN_CKPT) {
 		pthread_mutex_unlock(&s->ckpt.lock);
@@ -111,12 +119,24 @@ static int writes_pause(struct rs_server *s)
 	}
 	atomic_fetch_or(&s->ckpt.frozen, SRV_FROZEN_GROW);
 	pthread_mutex_unlock(&s->ckpt.lock);
-	while (atomic_load(&s->ckpt.writers))
+	end = mono_ns() + (uint64_t)wait_ms * 1000000u;
+	while (atomic_load(&s->ckpt.writers)) {
+		if (mono_ns() >= end) {
+			unsigned n = (unsigned)atomic_load(&s->ckpt.writers);
+
+			srv_writes_resume(s);
+			return rs_seterr(RS_E_BUSY, "%u writes inside did not "
+					 "leave within %u ms (a table create "
+					 "or drop waits for this growth): the "
+					 "table grows later (retry)", n,
+					 wait_ms);
+		}
 		usleep(20);
+	}
 	return 0;
 }
 
-static void writes_resume(struct rs_server *s)
+void srv_writes_resume(struct rs_server *s)
 {
 	atomic_fetch_and(&s->ckpt.frozen, ~SRV_FROZEN_GROW);
 }
@@ -290,14 +310,14 @@ int srv_table_grow(struct srv_tables *r, const char *name, uint64_t capacity,
 	} else if ((ret = target_of(t, capacity, &target))) {
 		goto out;
 	}
-	if ((ret = writes_pause(s))) {
+	if ((ret = srv_writes_pause(s, SRV_GROW_DRAIN_MS))) {
 		/* automatic: the first insert past the fill after the
 		 * checkpoint grows it */
 		ret = gen ? 0 : ret;
 		goto out;
 	}
 	ret = grow_locked(r, t, target, info);
-	writes_resume(s);
+	srv_writes_resume(s);
 	if (ret) {
 		/* an automatic growth that failed (no room, most likely) is
 		 * not tried again for a while: meanwhile inserts past the

@@ -360,6 +360,12 @@ struct srv_once {
 struct srv_once_tag {
 	uint64_t client, seq, done_below;
 };
+/* A growth's pause of the node's writes (srv_grow.c): sets the growth's
+ * freeze and waits at most wait_ms for the writes inside to leave; 0, or
+ * RS_E_BUSY (a checkpoint's freeze, or writes that did not leave: the
+ * freeze is lifted again). */
+int srv_writes_pause(struct rs_server *s, unsigned wait_ms);
+void srv_writes_resume(struct rs_server *s);
 int srv_once_init(struct srv_once *o);
 void srv_once_fini(struct srv_once *o);
 /* found[i] and st[i]: the status recorded for keys[i] of table tid in
