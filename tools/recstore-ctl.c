@@ -22,7 +22,7 @@
  *                [--until-active N] [--until-epoch N] [--timeout S]
  *                [--ranges] [--decide] [--replicas R]
  *   recstore-ctl --etcd URL[,URL...] --cluster NAME [ETCD SECURITY] drain ID
- *                [--cancel] [--no-wait] [--timeout S]
+ *                [--cancel] [--force] [--no-wait] [--timeout S]
  *
  * ETCD SECURITY: --etcd-ca F (https: the CA of the members' certificates),
  * --etcd-cert F --etcd-key F (a client certificate), --etcd-user U
@@ -36,7 +36,11 @@
  * members taking its place copy its ranges while it still serves, then it
  * is DOWN and holds nothing; drain waits for that (up to --timeout S,
  * default 600) unless --no-wait. --cancel withdraws the request (a
- * LEAVING member becomes ACTIVE again).
+ * LEAVING member becomes ACTIVE again). A drain that would leave fewer
+ * than r members holding copies (counting the drains already asked) is
+ * refused unless --force; concurrent drain commands are decided one after
+ * the other (a compare-and-swap in etcd), so two of them cannot together
+ * pass that floor.
  *
  * cluster prints what etcd holds for a cluster of memory nodes
  * (docs/replication.md): the configuration's epoch, r and members with
@@ -118,7 +122,7 @@ static void usage(FILE *f)
 		"[ETCD SECURITY] cluster\n"
 		"         [--until-active N] [--until-epoch N] [--timeout S]\n"
 		"         [--ranges] [--decide] [--replicas R]\n"
-		"  drain ID [--cancel] [--no-wait] [--timeout S]\n"
+		"  drain ID [--cancel] [--force] [--no-wait] [--timeout S]\n"
 		"  checkpoint DIR [--table NAME]... [--export] "
 		"[--freeze-ms N]\n"
 		"  checkpoint DIR --incremental BASE_DIR [--freeze-ms N]\n"
@@ -838,11 +842,12 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 {
 	static const struct option opts[] = {
 		{ "cancel", no_argument, NULL, 'c' },
+		{ "force", no_argument, NULL, 'f' },
 		{ "no-wait", no_argument, NULL, 'n' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bool cancel = false, wait = true;
+	bool cancel = false, force = false, wait = true;
 	unsigned long timeout_s = 600;
 	char prefix[COORD_KEY_MAX + 1], *end;
 	struct memb_config cfg;
@@ -856,6 +861,8 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (o == 'c')
 			cancel = true;
+		else if (o == 'f')
+			force = true;
 		else if (o == 'n')
 			wait = false;
 		else if (o == 't') {
@@ -879,7 +886,7 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 	}
 	t0 = now_ms();
 	deadline = t0 + (uint64_t)timeout_s * 1000;
-	ret = memb_drain_request(c, cluster, id, cancel);
+	ret = memb_drain_request(c, cluster, id, cancel, force);
 	if (!ret)
 		printf("drain %s: %s\n", id, cancel ? "request withdrawn"
 						    : "requested");

@@ -678,14 +678,19 @@ int memb_read_config(struct coord *c, const char *cluster,
 	return ret;
 }
 
-static int mark_drains(struct coord *c, const char *cluster,
-		       struct memb_reg *regs, size_t n);
+/* drains = {"<id>": "<inc>", ...}: the incarnations an operator asked to
+ * drain, in one key so that every request is one compare-and-swap on it */
+static int drains_read(struct coord *c, const char *cluster, json_t **out,
+		       int64_t *mod_rev);
+static void drains_mark(json_t *drains, struct memb_reg *regs, size_t n);
+
 
 int memb_read_regs(struct coord *c, const char *cluster,
 		   struct memb_reg **regs, size_t *n, size_t *bad_regs)
 {
 	char key[COORD_KEY_MAX + 1];
 	struct coord_kvs r;
+	json_t *drains;
 	size_t plen;
 	int ret;
 
@@ -709,112 +714,210 @@ int memb_read_regs(struct coord *c, const char *cluster,
 			(*bad_regs)++;
 	}
 	coord_kvs_free(&r);
-	if ((ret = mark_drains(c, cluster, *regs, *n))) {
+	if ((ret = drains_read(c, cluster, &drains, NULL))) {
 		free(*regs);
 		*regs = NULL;
 		*n = 0;
-	}
-	return ret;
-}
-
-/* drain/<id> = {"inc": "<hex>"}: the incarnation to drain */
-static int drain_parse(const char *json, size_t len, uint64_t *inc)
-{
-	json_t *o = json_loadb(json, len, JSON_REJECT_DUPLICATES, NULL);
-	char s[24];
-	int ret = json_is_object(o) ? get_str(o, "inc", s, sizeof(s))
-				    : bad("drain", "not a JSON object");
-
-	if (!ret)
-		ret = parse_inc(s, inc);
-	json_decref(o);
-	return ret;
-}
-
-/* Set drain on the registrations that a drain request names (an
- * unreadable request drains nothing). */
-static int mark_drains(struct coord *c, const char *cluster,
-		       struct memb_reg *regs, size_t n)
-{
-	char key[COORD_KEY_MAX + 1];
-	struct coord_kvs r;
-	size_t plen;
-	int ret;
-
-	if ((ret = memb_key(key, cluster, "drain/")) ||
-	    (ret = coord_range(c, key, true, &r)))
 		return ret;
-	plen = strlen(key);
-	for (size_t i = 0; i < r.n; i++) {
-		uint64_t inc;
-
-		if (drain_parse(r.kv[i].value, r.kv[i].value_len, &inc))
-			continue;
-		for (size_t j = 0; j < n; j++)
-			if (!strcmp(regs[j].id, r.kv[i].key + plen) &&
-			    regs[j].inc == inc)
-				regs[j].drain = true;
 	}
-	coord_kvs_free(&r);
+	drains_mark(drains, *regs, *n);
+	json_decref(drains);
 	return 0;
 }
 
-int memb_drain_request(struct coord *c, const char *cluster, const char *id,
-		       bool cancel)
+/* An unreadable drains key, or an entry in it that names no valid id and
+ * incarnation, drains nothing; a request rewrites the key without it. */
+static int drains_read(struct coord *c, const char *cluster, json_t **out,
+		       int64_t *mod_rev)
 {
-	char key[COORD_KEY_MAX + 1], what[MEMB_ID_MAX + 8], val[48];
+	char key[COORD_KEY_MAX + 1];
+	struct coord_kvs r;
+	json_t *o = NULL;
+	int ret;
+
+	*out = NULL;
+	if ((ret = memb_key(key, cluster, "drains")) ||
+	    (ret = coord_range(c, key, false, &r)))
+		return ret;
+	if (r.n == 1)
+		o = json_loadb(r.kv[0].value, r.kv[0].value_len,
+			       JSON_REJECT_DUPLICATES, NULL);
+	if (mod_rev)
+		*mod_rev = r.n == 1 ? r.kv[0].mod_rev : 0;
+	coord_kvs_free(&r);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		o = json_object();
+	}
+	if (!(*out = o))
+		return rs_seterr(-ENOMEM, "membership: out of memory");
+	return 0;
+}
+
+/* The incarnation entry id of drains names (false: none or invalid). */
+static bool drains_inc(json_t *drains, const char *id, uint64_t *inc)
+{
+	const char *s = json_string_value(json_object_get(drains, id));
+
+	return s && !memb_check_id("drain", id) && !parse_inc(s, inc);
+}
+
+static void drains_mark(json_t *drains, struct memb_reg *regs, size_t n)
+{
+	uint64_t inc;
+
+	for (size_t j = 0; j < n; j++)
+		if (drains_inc(drains, regs[j].id, &inc) && regs[j].inc == inc)
+			regs[j].drain = true;
+}
+
+/* Keep the entries that still name a member of cfg or a registration by
+ * id and incarnation: a node restarted under its id is a new incarnation
+ * that the old request does not drain, and one gone from both will never
+ * be seen again. */
+static int drains_prune(json_t *drains, const struct memb_config *cfg,
+			const struct memb_reg *regs, size_t nregs)
+{
+	const char *id;
+	json_t *v;
+	void *next;
+
+	json_object_foreach_safe(drains, next, id, v) {
+		uint64_t inc;
+		bool keep = false;
+
+		if (drains_inc(drains, id, &inc)) {
+			for (size_t i = 0; !keep && i < cfg->n; i++)
+				keep = !strcmp(cfg->m[i].id, id) &&
+				       cfg->m[i].inc == inc;
+			for (size_t j = 0; !keep && j < nregs; j++)
+				keep = !strcmp(regs[j].id, id) &&
+				       regs[j].inc == inc;
+		}
+		if (!keep && json_object_del(drains, id))
+			return rs_seterr(-ENOMEM, "membership: out of memory");
+	}
+	(void)v;
+	return 0;
+}
+
+/* One try: 1 written, 0 another request changed the key first, < 0 refused
+ * or failed. */
+static int drain_try(struct coord *c, const char *cluster, const char *id,
+		     bool cancel, bool force)
+{
+	char key[COORD_KEY_MAX + 1], inc[17];
 	const struct memb_member *me = NULL;
-	struct memb_config cfg;
-	struct memb_reg *regs = NULL;
 	const struct memb_reg *reg = NULL;
-	size_t nregs, stay = 0;
-	int64_t mod_rev;
+	struct memb_config cfg = { 0 };
+	struct memb_reg *regs = NULL;
+	size_t nregs = 0, stay = 0, hold = 0;
+	int64_t mod_rev, dmod;
+	json_t *drains;
+	uint64_t had;
+	char *val = NULL;
+	int ret;
+
+	if ((ret = memb_key(key, cluster, "drains")) ||
+	    (ret = drains_read(c, cluster, &drains, &dmod)))
+		return ret;
+	if ((ret = memb_read_config(c, cluster, &cfg, &mod_rev, NULL)) ||
+	    (ret = memb_read_regs(c, cluster, &regs, &nregs, NULL)))
+		goto out;
+	/* the flags as of the drains key read above, not a later one */
+	for (size_t j = 0; j < nregs; j++)
+		regs[j].drain = false;
+	drains_mark(drains, regs, nregs);
+	if (cancel) {
+		if (!json_object_get(drains, id)) {
+			ret = 1;	/* nothing to withdraw */
+			goto out;
+		}
+		json_object_del(drains, id);
+	} else {
+		for (size_t i = 0; i < cfg.n; i++) {
+			const struct memb_member *m = &cfg.m[i];
+			const struct memb_reg *r = reg_of(m, regs, nregs);
+
+			if (!strcmp(m->id, id)) {
+				me = m;
+				reg = r;
+				continue;
+			}
+			stay += m->state == MEMB_ACTIVE && r && !r->drain;
+			hold += memb_targeted(m->state) &&
+				m->state != MEMB_LEAVING && r && !r->drain;
+		}
+		if (!me || !memb_serves(me->state)) {
+			ret = rs_seterr(RS_E_INVAL, "drain: '%s' is not an "
+					"active member of cluster %s (epoch %"
+					PRIu64 ": %s)", id, cluster, cfg.epoch,
+					me ? memb_state_name(me->state)
+					   : "no member");
+			goto out;
+		}
+		if (!reg) {
+			ret = rs_seterr(RS_E_INVAL, "drain: '%s' is not "
+					"registered with the incarnation the "
+					"configuration knows", id);
+			goto out;
+		}
+		if (drains_inc(drains, id, &had) && had == reg->inc) {
+			ret = 1;	/* asked already */
+			goto out;
+		}
+		if (!stay) {
+			ret = rs_seterr(RS_E_INVAL, "drain: '%s' is the last "
+					"active member of cluster %s not being "
+					"drained", id, cluster);
+			goto out;
+		}
+		if (hold < cfg.r && !force) {
+			ret = rs_seterr(RS_E_INVAL, "drain: without '%s' (and "
+					"the members already being drained) "
+					"%zu member%s would hold copies, fewer "
+					"than r = %u of cluster %s: keys would "
+					"keep %zu cop%s (--force drains anyway)",
+					id, hold, hold == 1 ? "" : "s", cfg.r,
+					cluster, hold, hold == 1 ? "y" : "ies");
+			goto out;
+		}
+		snprintf(inc, sizeof(inc), "%016" PRIx64, reg->inc);
+		if (json_object_set_new(drains, id, json_string(inc))) {
+			ret = rs_seterr(-ENOMEM, "membership: out of memory");
+			goto out;
+		}
+	}
+	if ((ret = drains_prune(drains, &cfg, regs, nregs)))
+		goto out;
+	if (!json_object_size(drains)) {
+		ret = coord_cas(c, key, dmod, NULL, 0, 0, NULL);
+	} else if (!(val = json_dumps(drains, JSON_COMPACT | JSON_SORT_KEYS))) {
+		ret = rs_seterr(-ENOMEM, "membership: out of memory");
+	} else {
+		ret = coord_cas(c, key, dmod, val, strlen(val), 0, NULL);
+	}
+out:
+	free(val);
+	free(regs);
+	memb_config_free(&cfg);
+	json_decref(drains);
+	return ret;
+}
+
+int memb_drain_request(struct coord *c, const char *cluster, const char *id,
+		       bool cancel, bool force)
+{
 	int ret;
 
 	if ((ret = memb_check_id("node id", id)))
 		return ret;
-	snprintf(what, sizeof(what), "drain/%s", id);
-	if ((ret = memb_key(key, cluster, what)))
-		return ret;
-	if (cancel)	/* deleting what is not there is no error */
-		return (ret = coord_del(c, key, false, NULL)) < 0 ? ret : 0;
-	if ((ret = memb_read_config(c, cluster, &cfg, &mod_rev, NULL)))
-		return ret;
-	if ((ret = memb_read_regs(c, cluster, &regs, &nregs, NULL)))
-		goto out;
-	for (size_t i = 0; i < cfg.n; i++) {
-		const struct memb_member *m = &cfg.m[i];
-		const struct memb_reg *r = reg_of(m, regs, nregs);
-
-		if (!strcmp(m->id, id)) {
-			me = m;
-			reg = r;
-		} else {
-			stay += m->state == MEMB_ACTIVE && r && !r->drain;
-		}
-	}
-	if (!me || !memb_serves(me->state))
-		ret = rs_seterr(RS_E_INVAL, "drain: '%s' is not an active "
-				"member of cluster %s (epoch %" PRIu64 ": %s)",
-				id, cluster, cfg.epoch,
-				me ? memb_state_name(me->state) : "no member");
-	else if (!reg)
-		ret = rs_seterr(RS_E_INVAL, "drain: '%s' is not registered "
-				"with the incarnation the configuration knows",
-				id);
-	else if (!stay)
-		ret = rs_seterr(RS_E_INVAL, "drain: '%s' is the last active "
-				"member of cluster %s not being drained", id,
-				cluster);
-	else {
-		snprintf(val, sizeof(val), "{\"inc\":\"%016" PRIx64 "\"}",
-			 reg->inc);
-		ret = coord_put(c, key, val, strlen(val), 0, NULL);
-	}
-out:
-	free(regs);
-	memb_config_free(&cfg);
-	return ret;
+	for (int i = 0; i < MEMB_DRAIN_TRIES; i++)
+		if ((ret = drain_try(c, cluster, id, cancel, force)))
+			return ret < 0 ? ret : 0;
+	return rs_seterr(RS_E_BUSY, "drain: the drain requests of cluster %s "
+			 "changed %d times while this one was decided",
+			 cluster, MEMB_DRAIN_TRIES);
 }
 
 int memb_decide(struct coord *c, const char *cluster,

@@ -102,8 +102,8 @@ struct memb_reg {
 	 * a JOINING node, and by every member while one is LEAVING; 0: not
 	 * yet. */
 	uint64_t synced;
-	/* An operator asked to drain this incarnation (the key drain/<id>
-	 * names its inc; memb_read_regs() sets it). */
+	/* An operator asked to drain this incarnation (the key drains
+	 * names its inc under its id; memb_read_regs() sets it). */
 	bool drain;
 };
 
@@ -221,20 +221,27 @@ int memb_read_config(struct coord *c, const char *cluster,
 		     struct memb_config *out, int64_t *mod_rev, int64_t *rev);
 /* Live registrations; *regs malloc'ed. Unparsable ones are skipped (and
  * counted in *bad when bad is not NULL). A registration whose incarnation
- * a drain request (drain/<id>) names has drain set. */
+ * a drain request (the key drains) names has drain set. */
 int memb_read_regs(struct coord *c, const char *cluster,
 		   struct memb_reg **regs, size_t *n, size_t *bad);
 
 /*
- * Ask for member id to be drained (cancel: withdraw the request): writes
- * drain/<id> = {"inc": the incarnation of its registration}, which the
- * decider reads through memb_read_regs(). Refused (RS_E_INVAL, with the
- * reason) for a node that is not registered, not an ACTIVE or LEAVING
- * member, or the last ACTIVE member. The request names one incarnation: a
- * node restarted under the same id joins normally.
+ * Ask for member id to be drained (cancel: withdraw the request). All the
+ * requests of a cluster are one key, drains = {"<id>": "<incarnation of
+ * its registration>", ...}, which the decider reads through
+ * memb_read_regs(); a request is a compare-and-swap on it, redone on a
+ * conflict (up to MEMB_DRAIN_TRIES times, then RS_E_BUSY), so concurrent
+ * requests are decided one after the other and none can slip past the
+ * checks another made. Refused (RS_E_INVAL, with the reason) for a node
+ * that is not registered, not an ACTIVE or LEAVING member, the last ACTIVE
+ * member, or (unless force) one without which, with the members already
+ * being drained, fewer than r members would hold copies. Asking twice, or
+ * withdrawing what was not asked, is no error. The request names one
+ * incarnation: a node restarted under the same id joins normally.
  */
+#define MEMB_DRAIN_TRIES 16
 int memb_drain_request(struct coord *c, const char *cluster, const char *id,
-		       bool cancel);
+		       bool cancel, bool force);
 
 /*
  * One decision: read the registrations and the configuration, compute the

@@ -22,7 +22,8 @@
 #     the read lease; counted in STATS), and every replica still holds
 #     every key of its ranges of every table (n3 holds keys of each). n2
 #     is drained: it frees every row (an unfenced GET finds none) and the
-#     two others hold every key.
+#     two others hold every key. A drain of either of them is refused: it
+#     would leave fewer than r members holding copies.
 #  4. The first seed is SIGSTOPped: a client opening through it and the
 #     others gives up on it after its bounded CONFIG wait (counted) and
 #     opens through the next one.
@@ -137,6 +138,16 @@ for t in rt new late; do
   tail -n 1 "$d/tcheck3-$t.txt"
 done
 seeds="${addr[n1]},${addr[n3]}"
+# two members left with r 2: draining either would leave keys one copy
+for id in mem-1 mem-3; do
+  if "$bin/recstore-ctl" --etcd "$url" --cluster t drain $id --no-wait \
+    >"$d/floor-$id.out" 2>&1; then
+    cat "$d/floor-$id.out"; fail "a drain of $id below r was taken"
+  fi
+  grep -q "fewer than r = 2" "$d/floor-$id.out" ||
+    { cat "$d/floor-$id.out"; fail "the drain of $id was not refused for the floor"; }
+done
+cat "$d/floor-mem-1.out"
 
 # ---- 4. open with the first seed stopped ------------------------------------------
 kill -STOP "${pid[n1]}"

@@ -995,40 +995,153 @@ static enum memb_state decided(struct coord *c, const char *id)
 static void drain_request(void **state)
 {
 	struct memb_reg *g = regs_n(3);
+	char key[COORD_KEY_MAX + 1];
+	struct coord_kvs kv;
 	struct coord *c;
 
 	(void)state;
 	assert_int_equal(coord_mem_new(&c), 0);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 3; i++)
 		put_reg(c, &g[i], 0);
-	assert_int_equal(memb_drain_request(c, "c1", "n0000", false),
+	assert_int_equal(memb_drain_request(c, "c1", "n0000", false, false),
 			 RS_E_INVAL);	/* no configuration yet */
 	assert_int_equal(decided(c, "n0000"), MEMB_ACTIVE);
-	assert_int_equal(memb_drain_request(c, "c1", "n0009", false),
+	assert_int_equal(memb_drain_request(c, "c1", "n0009", false, false),
 			 RS_E_INVAL);
 	assert_non_null(strstr(rs_errormsg(), "not an active member"));
-	assert_int_equal(memb_drain_request(c, "c1", "bad id", false),
+	assert_int_equal(memb_drain_request(c, "c1", "bad id", false, false),
 			 RS_E_INVAL);
-	assert_int_equal(memb_drain_request(c, "c1", "n0001", false), 0);
-	/* the other one is now the last member not being drained */
-	assert_int_equal(memb_drain_request(c, "c1", "n0000", false),
+	assert_int_equal(memb_drain_request(c, "c1", "n0001", false, false),
+			 0);
+	/* asked twice: no error, one request */
+	assert_int_equal(memb_drain_request(c, "c1", "n0001", false, false),
+			 0);
+	/* r = 2: without n0001 and n0000 one member would hold copies */
+	assert_int_equal(memb_drain_request(c, "c1", "n0000", false, false),
+			 RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "fewer than r = 2"));
+	assert_false(drain_flag(c, 3, 0));
+	/* forced, it is taken; the last member not being drained never is */
+	assert_int_equal(memb_drain_request(c, "c1", "n0000", false, true),
+			 0);
+	assert_int_equal(memb_drain_request(c, "c1", "n0002", false, true),
 			 RS_E_INVAL);
 	assert_non_null(strstr(rs_errormsg(), "last active member"));
-	assert_false(drain_flag(c, 2, 0));
-	assert_true(drain_flag(c, 2, 1));
+	assert_true(drain_flag(c, 3, 0));
+	assert_true(drain_flag(c, 3, 1));
+	assert_false(drain_flag(c, 3, 2));
+	assert_int_equal(memb_drain_request(c, "c1", "n0000", true, false), 0);
+	assert_false(drain_flag(c, 3, 0));
 	assert_int_equal(decided(c, "n0001"), MEMB_LEAVING);
 	/* a restart (another incarnation) is not drained by the request */
 	g[1].inc = 99;
 	put_reg(c, &g[1], 0);
-	assert_false(drain_flag(c, 2, 1));
-	/* withdrawn */
+	assert_false(drain_flag(c, 3, 1));
+	/* withdrawn: nothing is left of the requests */
 	g[1].inc = 2;
 	put_reg(c, &g[1], 0);
-	assert_int_equal(memb_drain_request(c, "c1", "n0001", true), 0);
-	assert_false(drain_flag(c, 2, 1));
+	assert_int_equal(memb_drain_request(c, "c1", "n0001", true, false), 0);
+	assert_int_equal(memb_drain_request(c, "c1", "n0001", true, false), 0);
+	assert_false(drain_flag(c, 3, 1));
 	assert_int_equal(decided(c, "n0001"), MEMB_ACTIVE);
+	assert_int_equal(memb_key(key, "c1", "drains"), 0);
+	assert_int_equal(coord_range(c, key, false, &kv), 0);
+	assert_int_equal(kv.n, 0);
+	coord_kvs_free(&kv);
+	/* garbage in the key drains nothing and is replaced */
+	assert_int_equal(coord_put(c, key, "[1,", 3, 0, NULL), 0);
+	assert_false(drain_flag(c, 3, 1));
+	assert_int_equal(memb_drain_request(c, "c1", "n0001", false, false),
+			 0);
+	assert_true(drain_flag(c, 3, 1));
 	free(g);
 	coord_close(&c);
+}
+
+/* A store that runs another drain request just before the first
+ * compare-and-swap on the drains key: the race of two operators. */
+struct racing {
+	struct coord base;
+	struct coord *in;
+	const char *other;	/* the id the other operator drains */
+	bool force;		/* and whether it forces */
+	int raced, other_ret;
+};
+
+static int rc_range(struct coord *c, const char *k, bool p,
+		    struct coord_kvs *o)
+{
+	return coord_range(((struct racing *)c)->in, k, p, o);
+}
+
+static int rc_put(struct coord *c, const char *k, const void *v, size_t n,
+		  int64_t l, int64_t *rev)
+{
+	return coord_put(((struct racing *)c)->in, k, v, n, l, rev);
+}
+
+static int rc_del(struct coord *c, const char *k, bool p, int64_t *rev)
+{
+	return coord_del(((struct racing *)c)->in, k, p, rev);
+}
+
+static int rc_cas(struct coord *c, const char *k, int64_t e, const void *v,
+		  size_t n, int64_t l, int64_t *rev)
+{
+	struct racing *r = (struct racing *)c;
+	size_t kl = strlen(k);
+
+	if (!r->raced++ && kl > 7 && !strcmp(k + kl - 7, "/drains"))
+		r->other_ret = memb_drain_request(r->in, "c1", r->other,
+						  false, r->force);
+	return coord_cas(r->in, k, e, v, n, l, rev);
+}
+
+static void rc_destroy(struct coord *c)
+{
+	(void)c;
+}
+
+static const struct coord_ops racing_ops = {
+	.name = "racing", .range = rc_range, .put = rc_put, .del = rc_del,
+	.cas = rc_cas, .destroy = rc_destroy,
+};
+
+/* Two operators drain one member each of three (r = 2) at the same time:
+ * each alone passes the floor; the compare-and-swap makes the second one
+ * decide again, see the first, and be refused. */
+static void drain_request_race(void **state)
+{
+	struct memb_reg *g = regs_n(3);
+	struct racing r = { .base.ops = &racing_ops, .other = "n0000" };
+	struct coord *c = &r.base;
+
+	(void)state;
+	assert_int_equal(coord_mem_new(&r.in), 0);
+	for (int i = 0; i < 3; i++)
+		put_reg(r.in, &g[i], 0);
+	assert_int_equal(decided(r.in, "n0000"), MEMB_ACTIVE);
+	assert_int_equal(memb_drain_request(c, "c1", "n0001", false, false),
+			 RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "fewer than r = 2"));
+	/* the other request landed in the race; the redo saw it and was
+	 * refused before a second compare-and-swap */
+	assert_int_equal(r.raced, 1);
+	assert_int_equal(r.other_ret, 0);
+	assert_true(drain_flag(r.in, 3, 0));
+	assert_false(drain_flag(r.in, 3, 1));
+	/* a withdrawal races a forced request: the request lands first,
+	 * the withdrawal is redone and keeps it */
+	r.raced = 0;
+	r.other = "n0001";
+	r.force = true;
+	assert_int_equal(memb_drain_request(c, "c1", "n0000", true, false), 0);
+	assert_true(r.raced >= 2);
+	assert_int_equal(r.other_ret, 0);
+	assert_false(drain_flag(r.in, 3, 0));
+	assert_true(drain_flag(r.in, 3, 1));
+	coord_close(&r.in);
+	free(g);
 }
 
 static atomic_uint log_lines; /* the agent thread counts, the test reads */
@@ -1376,6 +1489,7 @@ int main(void)
 		cmocka_unit_test(drain_several),
 		cmocka_unit_test(keeps),
 		cmocka_unit_test(drain_request),
+		cmocka_unit_test(drain_request_race),
 		cmocka_unit_test(agents_fake_clock),
 		cmocka_unit_test(agent_thread),
 		cmocka_unit_test(initial_members),
