@@ -9,8 +9,8 @@
  * location-cache entry of the old incarnation.
  *
  * In cluster mode the directory calls touch the ACTIVE members of the
- * current configuration only (cli_active_nodes()); creates and drops go
- * to its JOINING members too, naming its epoch (table_change()); the
+ * current configuration only (cli_active_nodes()); creates, drops and
+ * grows go to its JOINING members too, naming its epoch (table_change()); the
  * view of any other member is invalid (a DOWN node is not asked), and so
  * is the view of a node the client added after the handle's last refresh
  * (client_internal.h): the data paths refresh the handle when a key's
@@ -456,8 +456,9 @@ static int node_call(struct cli_node *n, int (*enc)(struct cli_conn *, void *),
 	return ret;
 }
 
-/* A TABLE_CREATE (arg: the spec) or TABLE_DROP (arg: the name), naming
- * epoch when it is not 0. */
+/* A TABLE_CREATE (arg: the spec), TABLE_DROP (arg: the name) or
+ * TABLE_GROW (arg: struct proto_table_grow), naming epoch when it is not
+ * 0. */
 struct tchange {
 	uint32_t op;
 	const void *arg;
@@ -477,15 +478,10 @@ static int enc_change(struct cli_conn *cc, void *arg)
 	if (t->op == PROTO_OP_TABLE_CREATE)
 		return proto_enc_table_create_req(cc->msg, cc->msg_max, &h,
 						  t->arg);
+	if (t->op == PROTO_OP_TABLE_GROW)
+		return proto_enc_table_grow_req(cc->msg, cc->msg_max, &h,
+						t->arg);
 	return proto_enc_table_drop_req(cc->msg, cc->msg_max, &h, t->arg);
-}
-
-static int enc_grow(struct cli_conn *cc, void *arg)
-{
-	struct proto_hdr h;
-
-	cli_hdr_init(&h, 0, false);
-	return proto_enc_table_grow_req(cc->msg, cc->msg_max, &h, arg);
 }
 
 static int enc_ckpt(struct cli_conn *cc, void *arg)
@@ -537,30 +533,54 @@ int cli_node_ckpt(struct rs_client *c, unsigned node,
  * the client's) or a node that cannot be reached makes the client
  * refresh its configuration and redo the whole call, until the client's
  * timeout: the change then reached every member of one epoch
- * (docs/replication.md, "Tables"). *all_same: every node of the last
+ * (docs/replication.md, "Tables"). A grow is not redone where it was
+ * done (it would grow the table again): a redo skips the nodes that
+ * answered 0 in an earlier round. *all_same: every node of the last
  * round answered `same` and no round changed a node.
  */
 static int table_change(struct rs_client *c, uint32_t op, const void *arg,
 			int same, bool *all_same)
 {
+	const bool once = op == PROTO_OP_TABLE_GROW;
 	uint64_t deadline = 0;
 	unsigned wait_ms = 1;
 	bool changed = false;
+	unsigned *done = NULL;	/* once: the nodes that answered 0 */
+	size_t ndone = 0;
+	int ret;
 
 	for (;;) {
 		uint64_t seen = atomic_load(&c->epoch);
 		struct tchange t = { .op = op, .arg = arg };
 		size_t n = 0, nsame = 0, failed = SIZE_MAX;
 		unsigned *nodes = NULL;
-		int ret = cli_table_nodes(c, &nodes, &n, &t.epoch);
 
+		ret = cli_table_nodes(c, &nodes, &n, &t.epoch);
+		if (!ret && once) {
+			unsigned *d = realloc(done, (ndone + n + 1) *
+						    sizeof(*d));
+
+			if (d)
+				done = d;
+			else
+				ret = rs_seterr(-ENOMEM, "table: out of "
+						"memory");
+		}
 		for (size_t i = 0; !ret && i < n; i++) {
+			bool skip = false;
+
+			for (size_t k = 0; once && !skip && k < ndone; k++)
+				skip = done[k] == nodes[i];
+			if (skip)
+				continue;
 			ret = node_call(&c->nodes[nodes[i]], enc_change, &t);
 			if (ret == same) {
 				nsame++;
 				ret = 0;
 			} else if (!ret) {
 				changed = true;
+				if (once)
+					done[ndone++] = nodes[i];
 			} else {
 				failed = nodes[i];
 			}
@@ -568,11 +588,13 @@ static int table_change(struct rs_client *c, uint32_t op, const void *arg,
 		free(nodes);
 		if (!ret) {
 			*all_same = !changed && nsame == n;
-			return 0;
+			break;
 		}
 		if (!retry_pause(c, ret, seen, failed, &deadline, &wait_ms))
-			return ret;
+			break;
 	}
+	free(done);
+	return ret;
 }
 
 int cli_table_create_proto(struct rs_client *c,
@@ -637,35 +659,6 @@ RS_EXPORT int rs_table_create(struct rs_client *c,
 	return 0;
 }
 
-/* A named-table call on every active node: 0 when at least one node had
- * the table, RS_E_NOTFOUND when none did, else the first error. */
-static int each_node_named(struct rs_client *c, const char *name,
-			   int (*enc)(struct cli_conn *, void *), void *arg)
-{
-	size_t missing = 0, nn, nact;
-	bool *act = active_nodes(c, &nn, &nact);
-	int ret = 0;
-
-	if (!act)
-		return -ENOMEM;
-	for (size_t i = 0; i < nn; i++) {
-		if (!act[i])
-			continue;
-		ret = node_call(&c->nodes[i], enc, arg);
-		if (ret == RS_E_NOTFOUND)
-			missing++;
-		else if (ret)
-			break;
-		ret = 0;
-	}
-	free(act);
-	if (ret)
-		return ret;
-	if (missing == nact)
-		return rs_seterr(RS_E_NOTFOUND, "table '%s' not found", name);
-	return 0;
-}
-
 RS_EXPORT int rs_table_drop(struct rs_client *c, const char *name)
 {
 	char n[PROTO_NAME_MAX + 1];
@@ -688,6 +681,7 @@ RS_EXPORT int rs_table_grow(struct rs_client *c, const char *name,
 			    uint64_t capacity)
 {
 	struct proto_table_grow g = { .capacity = capacity };
+	bool none;
 	int ret;
 
 	if (!c || !name)
@@ -701,7 +695,12 @@ RS_EXPORT int rs_table_grow(struct rs_client *c, const char *name,
 				 (unsigned long long)capacity,
 				 PROTO_MAX_CAPACITY);
 	strcpy(g.name, name);
-	ret = each_node_named(c, name, enc_grow, &g);
+	/* every node (in cluster mode the ACTIVE, then the JOINING members of
+	 * one epoch) grows its own copy; RS_E_NOTFOUND from every node is
+	 * the call's */
+	ret = table_change(c, PROTO_OP_TABLE_GROW, &g, RS_E_NOTFOUND, &none);
+	if (!ret && none)
+		ret = rs_seterr(RS_E_NOTFOUND, "table '%s' not found", name);
 	if (!ret)
 		refresh_handle(c, name);
 	return ret;

@@ -796,7 +796,8 @@ static int wr_finish(struct wr *w, const struct proto_hdr *h, uint32_t op,
 				    (reply ? PROTO_F_REPLY : 0));
 
 	if (h && !reply && (op == PROTO_OP_TABLE_CREATE ||
-			    op == PROTO_OP_TABLE_DROP))
+			    op == PROTO_OP_TABLE_DROP ||
+			    op == PROTO_OP_TABLE_GROW))
 		flags |= (uint16_t)(h->flags & PROTO_F_EPOCH);
 	uint8_t *p = w->p;
 
@@ -1723,7 +1724,7 @@ static int dec_copy_reply(struct rd *r, struct proto_copy_reply *m)
 	return r->rc;
 }
 
-/* TABLE_CREATE, TABLE_DROP: the epoch that ends the body with
+/* TABLE_CREATE, TABLE_DROP, TABLE_GROW: the epoch that ends the body with
  * PROTO_F_EPOCH (>= 1) */
 static void rd_table_epoch(struct rd *r, struct proto_hdr *h)
 {
@@ -1739,10 +1740,11 @@ static int dec_request(struct rd *r, const struct proto_limits *lim,
 {
 	if ((m->hdr.flags & PROTO_F_EPOCH) &&
 	    m->hdr.opcode != PROTO_OP_TABLE_CREATE &&
-	    m->hdr.opcode != PROTO_OP_TABLE_DROP)
+	    m->hdr.opcode != PROTO_OP_TABLE_DROP &&
+	    m->hdr.opcode != PROTO_OP_TABLE_GROW)
 		return rd_fail(r, RS_E_PROTO, "header flag epoch: only "
-			       "TABLE_CREATE and TABLE_DROP requests carry "
-			       "one");
+			       "TABLE_CREATE, TABLE_DROP and TABLE_GROW "
+			       "requests carry one");
 	switch (m->hdr.opcode) {
 	case PROTO_OP_HELLO:
 		return dec_hello_req(r, &m->u.hello_req);
@@ -1761,6 +1763,7 @@ static int dec_request(struct rd *r, const struct proto_limits *lim,
 		m->u.table_grow.capacity = rd_u64(r, "capacity");
 		rd_str(r, "name", STR_NAME, m->u.table_grow.name,
 		       sizeof(m->u.table_grow.name));
+		rd_table_epoch(r, &m->hdr);
 		if (!r->rc && m->u.table_grow.capacity > PROTO_MAX_CAPACITY)
 			rd_fail(r, RS_E_TOOBIG, "capacity: %llu rows is over "
 				"the limit %llu",
@@ -1979,11 +1982,13 @@ int proto_enc_table_grow_req(void *buf, size_t cap, const struct proto_hdr *h,
 	size_t nlen;
 	int rc = enc_name_check("name", m->name, sizeof(m->name), 0, &nlen);
 
-	if (rc)
+	if (rc || (rc = enc_table_epoch_check(h)))
 		return rc;
 	wr_begin(&w, buf, cap);
 	wr_u64(&w, m->capacity);
 	wr_str(&w, m->name, nlen);
+	if (h && (h->flags & PROTO_F_EPOCH))
+		wr_u64(&w, h->epoch);
 	return wr_finish(&w, h, PROTO_OP_TABLE_GROW, 0);
 }
 

@@ -36,8 +36,8 @@
  * from rv_msg_get_buf()) and return its total length (> 0) or RS_E_TOOBIG
  * if it does not fit (RS_E_INVAL for a value no decoder would accept).
  * From the caller's struct proto_hdr they take req_id, trace_id, the
- * PROTO_F_TRACE flag, for replies status, and for TABLE_CREATE and
- * TABLE_DROP requests the PROTO_F_EPOCH flag with epoch; the encoder sets magic,
+ * PROTO_F_TRACE flag, for replies status, and for TABLE_CREATE, TABLE_DROP
+ * and TABLE_GROW requests the PROTO_F_EPOCH flag with epoch; the encoder sets magic,
  * version, opcode, PROTO_F_REPLY and body_len.
  *
  * Everything here is reentrant; nothing keeps state.
@@ -98,7 +98,8 @@ enum proto_op {
 /* struct proto_hdr.flags */
 #define PROTO_F_REPLY 0x1u /* a reply (else a request) */
 #define PROTO_F_TRACE 0x2u /* sampled: trace_id names a trace */
-#define PROTO_F_EPOCH 0x4u /* TABLE_CREATE, TABLE_DROP requests only: the
+#define PROTO_F_EPOCH 0x4u /* TABLE_CREATE, TABLE_DROP, TABLE_GROW
+			      requests only: the
 			      configuration epoch the client follows
 			      (hdr.epoch, >= 1) ends the body
 			      (PROTO_EPOCH_BYTES): a cluster member takes
@@ -161,8 +162,9 @@ struct proto_hdr {
 	uint64_t trace_id; /* end-to-end trace id (0: none) */
 	uint32_t body_len; /* bytes after the header */
 	int32_t status;	   /* replies: 0 or the request's error code */
-	uint64_t epoch;	   /* with PROTO_F_EPOCH (TABLE_CREATE, TABLE_DROP
-			      requests): >= 1, in the body; else 0 */
+	uint64_t epoch;	   /* with PROTO_F_EPOCH (TABLE_CREATE, TABLE_DROP,
+			      TABLE_GROW requests): >= 1, in the body;
+			      else 0 */
 };
 
 struct proto_limits {

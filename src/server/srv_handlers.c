@@ -271,8 +271,8 @@ static void do_hello(struct req *r)
 }
 
 /*
- * TABLE_CREATE and TABLE_DROP at a cluster member are fenced by the
- * configuration epoch (docs/replication.md, "Tables"): they must name the
+ * TABLE_CREATE, TABLE_DROP and TABLE_GROW at a cluster member are fenced by
+ * the configuration epoch (docs/replication.md, "Tables"): they must name the
  * epoch the node follows (PROTO_F_EPOCH) and the node must hold or be
  * about to hold ranges in it (an ACTIVE or JOINING member), else
  * RS_E_EPOCH (the client refreshes its configuration and redoes the
@@ -297,8 +297,8 @@ static bool table_fence(struct req *r, struct srv_repl_req *q)
 	}
 	if (!(r->m.hdr.flags & PROTO_F_EPOCH)) {
 		reply_error(r, r->op, RS_E_EPOCH, "this node is a member of a "
-			    "replicated cluster: a table create or drop names "
-			    "the configuration epoch (CONFIG)");
+			    "replicated cluster: a table create, drop or grow "
+			    "names the configuration epoch (CONFIG)");
 		return false;
 	}
 	ret = srv_repl_enter(s, q, r->m.hdr.epoch, NULL, 0, true);
@@ -1482,16 +1482,26 @@ static void grow_now(struct req *r)
 			     rs_errormsg());
 }
 
-/* TABLE_GROW: grow a table by command (admin). */
+/* TABLE_GROW: grow a table by command (admin). At a cluster member it is
+ * fenced like a create (table_fence()), and the growth runs with the read
+ * side of the configuration lock held: a joiner that reads this node's
+ * directory in a later epoch sees the grown capacity, and one that a
+ * client's call missed is in the epoch the client redoes it in. A new
+ * configuration is adopted after the growth (which pauses the node's
+ * writes anyway). */
 static void do_grow(struct req *r)
 {
 	const struct proto_table_grow *g = &r->m.u.table_grow;
 	struct proto_table_info info;
+	struct srv_repl_req q;
 	void *buf;
 	int cap, len, ret;
 
 	r->table = g->name;
+	if (!table_fence(r, &q))
+		return;
 	ret = srv_table_grow(&r->s->tables, g->name, g->capacity, 0, &info);
+	srv_repl_exit(r->s, &q);
 	if (ret) {
 		reply_error(r, r->op, ret, "%s", rs_errormsg());
 		return;

@@ -47,8 +47,9 @@
  *       replica, the keys written again stay, with the same rows; the
  *       nodes' evictions.ttl add up to the expired keys (each expired
  *       once, by its primary: backups never expire rows themselves).
- *   repl_driver tables SEEDS create|drop NAME
- *       create (dim 4, SGD, lr 1, 4096 rows) or drop table NAME
+ *   repl_driver tables SEEDS create|grow|drop NAME
+ *       create (dim 4, SGD, lr 1, 4096 rows), grow (to 8192 rows) or drop
+ *       table NAME
  *   repl_driver tlate SEEDS GOFILE NEW OLD V
  *       a client that opens now and keeps its configuration (GOFILE.ready
  *       says it opened, with its epoch) until GOFILE appears; then, by
@@ -852,7 +853,8 @@ static int do_ttl(const char *seeds, const char *replicas)
 	return 0;
 }
 
-/* create (dim 4, SGD, lr 1, 4096 rows) or drop table name through c */
+/* create (dim 4, SGD, lr 1, 4096 rows), grow (to 8192 rows) or drop table
+ * name through c */
 static void table_op(struct rs_client *c, const char *op, const char *name)
 {
 	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
@@ -862,6 +864,7 @@ static void table_op(struct rs_client *c, const char *op, const char *name)
 	spec.optim.lr = 1.0f;
 	spec.capacity = 4096;	/* several fit in a node of the tests */
 	ret = !strcmp(op, "create") ? rs_table_create(c, &spec)
+	      : !strcmp(op, "grow") ? rs_table_grow(c, name, 2 * 4096)
 				    : rs_table_drop(c, name);
 	if (ret)
 		die("%s %s: %s (%s)", op, name, rs_strerror(ret),
@@ -869,7 +872,7 @@ static void table_op(struct rs_client *c, const char *op, const char *name)
 	printf("tables: %s %s\n", op, name);
 }
 
-/* tables SEEDS create|drop NAME */
+/* tables SEEDS create|grow|drop NAME */
 static int do_tables(const char *seeds, const char *op, const char *name)
 {
 	struct rs_client *c = open_client(seeds);

@@ -11,8 +11,8 @@
 #     reaches the joiner too: creates and drops go to the JOINING members,
 #     fenced by the epoch) and written: writes of its keys are forwarded
 #     to the joiner, which must take them while its copy is still held
-#     (the writer's calls would time out otherwise), and table gone is
-#     dropped (at the joiner too). Released, the joiner becomes active.
+#     (the writer's calls would time out otherwise), table gone is
+#     dropped and table rt grown (at the joiner too). Released, the joiner becomes active.
 #     Then the client of step 1, whose configuration predates the
 #     joiner, creates table late, writes and reads its keys, and drops
 #     keep: its epoch is refused, it refreshes and redoes both, so the
@@ -72,6 +72,12 @@ grep -q "table 'new' created (id" "$d/n3.log" ||
 "$drv" tput "$seeds" new 3 >"$d/tput-new.txt" 2>&1 ||
   fail "writes of a table created while n3 copied were not taken"
 "$drv" tables "$seeds" drop gone >>"$d/tables.txt" 2>&1 || fail "drop gone"
+# a grow reaches the joiner too (fenced like a create): it grows its copy
+"$drv" tables "$seeds" grow rt >>"$d/tables.txt" 2>&1 || fail "grow rt"
+for n in n1 n2 n3; do
+  grep -q "table 'rt' grew from 4096 to 8192 rows" "$d/$n.log" ||
+    fail "the grow of rt did not reach $n"
+done
 [ -e "$d/hold" ] || fail "the hold ended early"
 grep -q "table 'gone' dropped" "$d/n3.log" ||
   fail "the drop did not reach the joining n3"

@@ -134,7 +134,7 @@ static void hello_fields(void **state)
 			 RS_E_INVAL);
 }
 
-/* TABLE_CREATE / TABLE_DROP naming the configuration epoch (header flag
+/* TABLE_CREATE / TABLE_DROP / TABLE_GROW naming the configuration epoch (header flag
  * EPOCH, the u64 at the end of the body): round trip; absent: epoch 0 and
  * the old encoding; refused: epoch 0, the flag on another opcode or on a
  * reply, a body without the epoch; the encoder refuses epoch 0. */
@@ -169,13 +169,34 @@ static void table_epoch(void **state)
 	assert_true(m.hdr.epoch == 0x1122334455667788ull);
 	buf[24] = (uint8_t)(buf[24] - 8);	/* body_len */
 	expect_err(buf, len - 8, NULL, RS_E_PROTO, "truncated at epoch");
+	/* TABLE_GROW: the epoch after the name */
+	{
+		struct proto_table_grow g = { .capacity = 8192 };
+		struct proto_hdr h0 = hdr_of(1, 1);
+
+		snprintf(g.name, sizeof(g.name), "emb");
+		plain = proto_enc_table_grow_req(buf, sizeof(buf), &h0, &g);
+		len = proto_enc_table_grow_req(buf, sizeof(buf), &h, &g);
+		assert_int_equal(len, plain + PROTO_EPOCH_BYTES);
+		decode_ok(buf, len, &m);
+		assert_int_equal(m.hdr.flags, PROTO_F_TRACE | PROTO_F_EPOCH);
+		assert_true(m.hdr.epoch == 0x1122334455667788ull);
+		assert_string_equal(m.u.table_grow.name, "emb");
+		assert_true(m.u.table_grow.capacity == 8192);
+		memset(buf + len - 8, 0, 8);
+		expect_err(buf, len, NULL, RS_E_PROTO, "epoch: 0");
+		h0.flags |= PROTO_F_EPOCH;	/* epoch 0 */
+		assert_int_equal(proto_enc_table_grow_req(buf, sizeof(buf),
+							  &h0, &g),
+				 RS_E_INVAL);
+	}
 	/* the flag on another request, or on a reply */
 	len = proto_enc_keys_req(buf, sizeof(buf), &h, PROTO_OP_GET, &q);
 	assert_true(len > 0);
 	decode_ok(buf, len, &m);
 	assert_int_equal(m.hdr.flags & PROTO_F_EPOCH, 0); /* not encoded */
 	buf[6] = PROTO_F_EPOCH;
-	expect_err(buf, len, NULL, RS_E_PROTO, "only TABLE_CREATE");
+	expect_err(buf, len, NULL, RS_E_PROTO, "only TABLE_CREATE, TABLE_DROP");
 	len = proto_enc_table_drop_reply(buf, sizeof(buf), &h);
 	buf[6] = PROTO_F_REPLY | PROTO_F_EPOCH;
 	expect_err(buf, len, NULL, RS_E_PROTO, "in a reply");
@@ -803,7 +824,7 @@ static const struct mutation mutations[] = {
 	{ "get_req", 5, 1, 0, RS_E_PROTO, "unknown opcode 0" },
 	{ "get_req", 5, 1, PROTO_OP_COUNT, RS_E_PROTO, "unknown opcode 17" },
 	{ "get_req", 6, 1, 0x8, RS_E_PROTO, "unknown header flags 0x8" },
-	{ "get_req", 6, 1, 0x4, RS_E_PROTO, "only TABLE_CREATE and TABLE_DROP" },
+	{ "get_req", 6, 1, 0x4, RS_E_PROTO, "only TABLE_CREATE, TABLE_DROP and TABLE_GROW" },
 	{ "get_req", 24, 4, 1000, RS_E_PROTO, "header says 1000 body bytes" },
 	{ "get_req", 28, 4, 5, RS_E_PROTO, "status 5 (must be 0)" },
 	{ "update_reply", 28, 4, 5, RS_E_PROTO, "status 5 (must be <= 0)" },
