@@ -203,6 +203,11 @@ struct rs_client_stats {
 	 * most 1 s: a stopped node's NIC still takes the request) at open
 	 * and in CONFIG rounds; the next node was asked instead */
 	uint64_t config_waits_cut;
+	/* keys a one-sided get READ at another replica of their
+	 * set than its usual one, because a READ or connection of that one
+	 * failed in the last 2 s (docs/replication.md, "Reads from any
+	 * replica") */
+	uint64_t diverted_keys;
 };
 #define RS_CLIENT_STATS_INIT \
 	{ .struct_size = sizeof(struct rs_client_stats) }

@@ -212,9 +212,9 @@ static struct rs_rpc_count op_count(const struct rs_client *c, uint32_t op)
 	};
 }
 
-/* 0.2, 0.4 (cluster), 0.4 (replica reads) */
-static const uint32_t cstats_sizes[] = { 176, 200, 216, 224 };
-_Static_assert(sizeof(struct rs_client_stats) == 224,
+/* 0.2, 0.4 (cluster), 0.4 (replica reads), waits cut, diverted reads */
+static const uint32_t cstats_sizes[] = { 176, 200, 216, 224, 232 };
+_Static_assert(sizeof(struct rs_client_stats) == 232,
 	       "append to cstats_sizes");
 static const struct rs_abi_type cstats_abi = {
 	"struct rs_client_stats", cstats_sizes, RS_ARRAY_SIZE(cstats_sizes)
@@ -248,6 +248,7 @@ RS_EXPORT int rs_client_get_stats(const struct rs_client *c,
 	f.backup_keys = LOAD(backup_keys);
 	f.backup_misses = LOAD(backup_misses);
 	f.config_waits_cut = LOAD(config_waits_cut);
+	f.diverted_keys = LOAD(diverted_keys);
 	f.rpc_get = op_count(c, PROTO_OP_GET);
 	f.rpc_get_or_init = op_count(c, PROTO_OP_GET_OR_INIT);
 	f.rpc_put = op_count(c, PROTO_OP_PUT);

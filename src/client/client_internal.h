@@ -107,7 +107,7 @@ int cli_update_opts(const struct rs_update_opts *in,
 struct cli_counters {
 	atomic_uint_fast64_t get_keys, onesided_keys, rpc_keys, rpc_fallbacks;
 	atomic_uint_fast64_t lease_rpc_reads;
-	atomic_uint_fast64_t backup_keys, backup_misses;
+	atomic_uint_fast64_t backup_keys, backup_misses, diverted_keys;
 	atomic_uint_fast64_t config_waits_cut;
 	atomic_uint_fast64_t torn_retries, stale_locations, reads_posted;
 	atomic_uint_fast64_t dir_refreshes;
@@ -198,6 +198,12 @@ struct rs_client {
 	/* [CLI_MAX_NODES]: the epoch each node said it is ready in (CONFIG:
 	 * it holds all its ranges of it); gets READ at a backup only then */
 	_Atomic uint64_t *ready;
+	/* [CLI_MAX_NODES]: gets READ elsewhere while avoid[slot] >
+	 * cli_mono_ms() (a READ or connection of the node failed: get.c);
+	 * avoid_max: the largest of them (0: none set), so that a get
+	 * without failures reads no clock for it */
+	_Atomic int64_t *avoid;
+	_Atomic int64_t avoid_max;
 	struct cli_node *seeds;
 	size_t nseeds;
 	size_t ask_next;		/* rotation of CONFIG asks (refresh_lock) */

@@ -259,7 +259,8 @@ static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 	c->nodes = calloc(CLI_MAX_NODES, sizeof(*c->nodes));
 	c->known = calloc(CLI_MAX_NODES, sizeof(*c->known));
 	c->ready = calloc(CLI_MAX_NODES, sizeof(*c->ready));
-	if (!c->nodes || !c->known || !c->ready)
+	c->avoid = calloc(CLI_MAX_NODES, sizeof(*c->avoid));
+	if (!c->nodes || !c->known || !c->ready || !c->avoid)
 		return rs_seterr(-ENOMEM, "client: out of memory");
 	for (size_t i = 0; i < cfg->n; i++) {
 		ret = node_init(c, &c->nodes[i], i, cfg->m[i].addr,
@@ -326,6 +327,7 @@ void cli_cluster_close(struct rs_client *c)
 	free(c->seeds);	/* seed names are the config's */
 	free(c->known);
 	free(c->ready);
+	free(c->avoid);
 	cli_route_free(&c->route);
 }
 

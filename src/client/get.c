@@ -58,6 +58,7 @@ struct gkey {
 	uint8_t inround;
 	uint16_t tries;
 	uint8_t backup;	   /* READ at a backup: a miss asks the primary */
+	uint8_t refail;	   /* its node's READs or connection failed */
 	uint32_t ref;
 	uint32_t off;	   /* READ destination in the node's buffer */
 	struct pet_loc ploc;
@@ -92,6 +93,11 @@ struct gcall {
 	struct rs_table *tabs_inline[8];
 	struct cli_tloc views_inline[4];
 	size_t pending;		/* keys in BUCKETS or ROW */
+	size_t nrefail;		/* keys with refail set */
+	/* cluster mode: nodes to READ elsewhere (avoid[slot] > now), NULL
+	 * when none is (client_internal.h) */
+	const _Atomic int64_t *avoid;
+	int64_t now;
 	uint64_t trace_id;
 	bool sampled;
 };
@@ -154,18 +160,23 @@ static int collect_tables(struct gcall *g)
 }
 
 /* The node key i is READ at: its primary on the ring, or with replica
- * reads (rt) the replica cli_route_reader() picks. */
+ * reads (rt) the replica cli_route_reader_avoid() picks (CLI_ROUTE_NONE:
+ * every replica it may READ at failed lately). */
 static uint32_t place(struct gcall *g, size_t i, const struct cli_ring *ring,
 		      const struct cli_route *rt)
 {
 	struct rs_client *c = g->c;
 	unsigned node, primary;
+	bool moved;
 
 	if (!rt)
 		return cli_ring_node(ring, g->keys[i].key);
-	node = cli_route_reader(rt, g->keys[i].key, c->client_id, c->ready,
-				g->nn, &primary);
-	if (node != primary) {
+	node = cli_route_reader_avoid(rt, g->keys[i].key, c->client_id,
+				      c->ready, g->nn, &primary, g->avoid,
+				      g->now, &moved);
+	if (moved)
+		CLI_INC(c, diverted_keys, 1);
+	if (node != primary && node != CLI_ROUTE_NONE) {
 		g->k[i].backup = 1;
 		CLI_INC(c, backup_keys, 1);
 	}
@@ -192,6 +203,10 @@ static int plan(struct gcall *g, bool use_rpc, const struct cli_ring *ring,
 			continue;
 		}
 		k->node = place(g, i, ring, rt);
+		if (k->node == CLI_ROUTE_NONE) {
+			k->state = G_RPC;
+			continue;
+		}
 		k->view += k->node;
 		v = view_of(g, k);
 		if (!v->onesided) {
@@ -241,15 +256,31 @@ static int plan(struct gcall *g, bool use_rpc, const struct cli_ring *ring,
  * client added nodes since the call began), or ACTIVE members without a
  * node slot, the whole call goes to the RPC path, which sizes its arrays
  * by the route (and fails exactly the keys of members without a slot).
- * A READ that
- * fails (a dead primary) sends its keys to the GET RPC as before, and the
- * RPC path refreshes the configuration and asks the new primary.
+ * A node whose READs or connection fail is avoided for CLI_AVOID_MS
+ * (avoid_node()): its keys are READ at another replica that may serve
+ * them, in this call too (the second pass, cli_get()), and only keys
+ * without one go to the GET RPC at the primary, which refreshes the
+ * configuration and asks the new primary.
  */
 static int plan_cluster(struct gcall *g, bool use_rpc, size_t *keyidx,
 			struct rv_read_req *reqs)
 {
-	const struct cli_route *rt = cli_route_hold(g->c);
-	int ret = plan(g, use_rpc || rt->nunknown || rt->nknown > g->nn,
+	struct rs_client *c = g->c;
+	int64_t until = atomic_load_explicit(&c->avoid_max,
+					     memory_order_relaxed);
+	const struct cli_route *rt;
+	int ret;
+
+	if (until) {
+		g->now = cli_mono_ms();
+		if (g->now < until)
+			g->avoid = c->avoid;
+		else	/* all expired: later gets skip the clock */
+			atomic_compare_exchange_strong(&c->avoid_max, &until,
+						       0);
+	}
+	rt = cli_route_hold(g->c);
+	ret = plan(g, use_rpc || rt->nunknown || rt->nknown > g->nn,
 		       rt->ring,
 		       g->c->cfg.replica_reads && rt->r > 1 ? rt : NULL,
 		       keyidx, reqs);
@@ -316,6 +347,36 @@ static int post_node(struct gcall *g, struct gnode *gn)
 	ret = rv_read_post(gn->cc->rc, &gn->batch, gn->reqs, gn->nreqs);
 	gn->posted = ret == 0;
 	return ret;
+}
+
+/* A node whose READs or connection failed: gets READ its keys elsewhere
+ * for a while (cluster mode: a READ at a killed node fails only after the
+ * transport's retries, and a new connection to a stopped one waits its
+ * bound; neither should be paid again by every get until the
+ * configuration drops the node). */
+#define CLI_AVOID_MS 2000
+
+static void avoid_node(struct gcall *g, size_t nd)
+{
+	struct rs_client *c = g->c;
+	int64_t until, max;
+
+	if (!c->cluster || nd >= CLI_MAX_NODES)
+		return;
+	until = cli_mono_ms() + CLI_AVOID_MS;
+	atomic_store_explicit(&c->avoid[nd], until, memory_order_relaxed);
+	max = atomic_load_explicit(&c->avoid_max, memory_order_relaxed);
+	while (max < until &&
+	       !atomic_compare_exchange_weak(&c->avoid_max, &max, until))
+		;
+}
+
+static void refail(struct gcall *g, struct gkey *k)
+{
+	if (!k->refail) {
+		k->refail = 1;
+		g->nrefail++;
+	}
 }
 
 /* A key gives up on READs: serve it by RPC. */
@@ -505,11 +566,14 @@ static int finish_node(struct gcall *g, struct gnode *gn, bool waited)
 		/* The QP is unusable (e.g. a region went away with its
 		 * table): these keys go to the RPC, which reconnects. */
 		cli_conn_fail(gn->cc, ret);
+		avoid_node(g, (size_t)(gn - g->nodes));
 		for (size_t j = 0; j < gn->nkeys; j++) {
 			struct gkey *k = &g->k[gn->keys[j]];
 
-			if (k->state == G_BUCKETS || k->state == G_ROW)
+			if (k->state == G_BUCKETS || k->state == G_ROW) {
 				to_rpc(g, k);
+				refail(g, k);
+			}
 		}
 		return 0;
 	}
@@ -539,8 +603,10 @@ static int rounds(struct gcall *g)
 
 		if (!gn->nkeys || !cli_conn_get(&c->nodes[nd], &gn->cc))
 			continue;
+		avoid_node(g, nd);
 		for (size_t j = 0; j < gn->nkeys; j++) {
 			g->k[gn->keys[j]].state = G_RPC;
+			refail(g, &g->k[gn->keys[j]]);
 			g->pending--;
 		}
 		gn->nkeys = 0;
@@ -619,8 +685,43 @@ static int gcall_alloc(struct gcall *g, size_t **keyidx,
 	return 0;
 }
 
+static int get_pass(struct rs_client *c, const struct cli_key *keys,
+		    size_t n, int *status, unsigned flags, bool second);
+
+/* The keys whose node failed in this pass (cluster mode, replica reads):
+ * one more pass READs them where cli_route_reader_avoid() now places them
+ * (another replica; the rest go to the RPC there). Done keys leave the
+ * RPC selection; their status is the second pass's. */
+static int reread(struct gcall *g)
+{
+	struct cli_key *sub;
+	size_t m = 0, j = 0;
+	int *st, ret;
+
+	if (!(sub = malloc(g->nrefail * (sizeof(*sub) + sizeof(*st)))))
+		return rs_seterr(-ENOMEM, "get: out of memory");
+	st = (int *)(sub + g->nrefail);
+	for (size_t i = 0; i < g->n; i++)
+		if (g->k[i].refail && g->k[i].state == G_RPC)
+			sub[m++] = g->keys[i];
+	ret = m ? get_pass(g->c, sub, m, st, g->flags, true) : 0;
+	for (size_t i = 0; ret >= 0 && i < g->n; i++)
+		if (g->k[i].refail && g->k[i].state == G_RPC) {
+			g->status[i] = st[j++];
+			g->k[i].state = G_DONE;
+		}
+	free(sub);
+	return ret < 0 ? ret : 0;
+}
+
 int cli_get(struct rs_client *c, const struct cli_key *keys, size_t n,
 	    int *status, unsigned flags)
+{
+	return get_pass(c, keys, n, status, flags, false);
+}
+
+static int get_pass(struct rs_client *c, const struct cli_key *keys,
+		    size_t n, int *status, unsigned flags, bool second)
 {
 	struct gcall g = { .c = c, .keys = keys, .n = n, .status = status,
 			   .flags = flags, .nn = cli_nnodes(c) };
@@ -629,7 +730,8 @@ int cli_get(struct rs_client *c, const struct cli_key *keys, size_t n,
 	/* cluster mode: READ only under the read lease */
 	if (c->cluster && !use_rpc && !cli_cluster_can_read(c)) {
 		use_rpc = true;
-		CLI_INC(c, lease_rpc_reads, 1);
+		if (!second)
+			CLI_INC(c, lease_rpc_reads, 1);
 	}
 	struct trace_event ev = { .stage = "client.op", .batch = (uint32_t)n };
 	size_t *sel = NULL, m = 0, *keyidx = NULL;
@@ -640,7 +742,8 @@ int cli_get(struct rs_client *c, const struct cli_key *keys, size_t n,
 	g.sampled = trace_sampled(g.trace_id);
 	ev.trace_id = g.trace_id;
 	ev.start_us = trace_start_us(g.sampled);
-	CLI_INC(c, get_keys, n);
+	if (!second)
+		CLI_INC(c, get_keys, n);
 	ret = gcall_alloc(&g, &keyidx, &reqs);
 	if (!ret)
 		ret = collect_tables(&g);
@@ -650,6 +753,9 @@ int cli_get(struct rs_client *c, const struct cli_key *keys, size_t n,
 					reqs);
 	if (!ret)
 		ret = rounds(&g);
+	if (!ret && RS_UNLIKELY(g.nrefail) && !second && c->cluster &&
+	    c->cfg.replica_reads)
+		ret = reread(&g);
 	if (ret)
 		goto out;
 	for (size_t i = 0; i < n; i++)

@@ -172,27 +172,64 @@ unsigned cli_route_replicas(const struct cli_route *rt, uint64_t key,
 				   rt->r);
 }
 
+/* Whether a get may READ key's set member b (at index i of the set). */
+static bool may_read(const struct cli_route *rt, unsigned b, unsigned i,
+		     const _Atomic uint64_t *ready, size_t nn)
+{
+	if (!i)
+		return true;	/* the primary */
+	if (b >= nn || b >= rt->nknown)
+		return false;
+	return atomic_load_explicit(&ready[b], memory_order_relaxed) ==
+	       rt->epoch;
+}
+
+unsigned cli_route_reader_avoid(const struct cli_route *rt, uint64_t key,
+				uint64_t salt, const _Atomic uint64_t *ready,
+				size_t nn, unsigned *primary,
+				const _Atomic int64_t *avoid, int64_t now,
+				bool *moved)
+{
+	unsigned set[PROTO_CONFIG_MAX_R], cnt, i = 0;
+	uint64_t x;
+
+	*moved = false;
+	cnt = cli_route_replicas(rt, key, set);
+	*primary = set[0];
+	if (cnt >= 2) {
+		/* splitmix64's finaliser: independent of the ring's hash */
+		x = key ^ salt;
+		x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+		x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+		x ^= x >> 31;
+		i = (unsigned)(x % cnt);
+		if (!may_read(rt, set[i], i, ready, nn))
+			i = 0;
+	}
+	if (!avoid || set[i] >= nn ||
+	    atomic_load_explicit(&avoid[set[i]], memory_order_relaxed) <= now)
+		return set[i];
+	for (unsigned j = 1; j < cnt; j++) {
+		unsigned k = (i + j) % cnt, b = set[k];
+
+		if (may_read(rt, b, k, ready, nn) && b < nn &&
+		    atomic_load_explicit(&avoid[b], memory_order_relaxed) <=
+			    now) {
+			*moved = true;
+			return b;
+		}
+	}
+	return CLI_ROUTE_NONE;
+}
+
 unsigned cli_route_reader(const struct cli_route *rt, uint64_t key,
 			  uint64_t salt, const _Atomic uint64_t *ready,
 			  size_t nn, unsigned *primary)
 {
-	unsigned set[PROTO_CONFIG_MAX_R], cnt, b;
-	uint64_t x;
+	bool moved;
 
-	cnt = cli_route_replicas(rt, key, set);
-	*primary = set[0];
-	if (cnt < 2)
-		return set[0];
-	/* splitmix64's finaliser: independent of the ring's key hash */
-	x = key ^ salt;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	b = set[x % cnt];
-	if (b >= nn || b >= rt->nknown)
-		return set[0];
-	return atomic_load_explicit(&ready[b], memory_order_relaxed) ==
-			       rt->epoch ? b : set[0];
+	return cli_route_reader_avoid(rt, key, salt, ready, nn, primary,
+				      NULL, 0, &moved);
 }
 
 int cli_route_table_nodes(const struct cli_route *rt, unsigned *out,

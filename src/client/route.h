@@ -122,6 +122,22 @@ unsigned cli_route_reader(const struct cli_route *rt, uint64_t key,
 			  size_t nn, unsigned *primary);
 
 /*
+ * The same, away from the nodes a get should not READ at now: avoid[slot]
+ * > now (cli_mono_ms) for a node whose READs or connection failed lately
+ * (get.c). When the replica chosen above is one of them, the next member
+ * of the key's set (in set order from it) that may be READ (the primary,
+ * or a ready backup) and is not avoided, with *moved set; CLI_ROUTE_NONE
+ * when there is none (the get asks the primary by RPC). avoid NULL: as
+ * cli_route_reader().
+ */
+#define CLI_ROUTE_NONE UINT32_MAX
+unsigned cli_route_reader_avoid(const struct cli_route *rt, uint64_t key,
+				uint64_t salt, const _Atomic uint64_t *ready,
+				size_t nn, unsigned *primary,
+				const _Atomic int64_t *avoid, int64_t now,
+				bool *moved);
+
+/*
  * The nodes a table create or drop goes to in the route's epoch
  * (docs/replication.md, "Tables"): every member that holds or will hold
  * ranges in it, the ACTIVE ones first (in slot order), then the JOINING

@@ -261,9 +261,11 @@ static int do_read(const char *seeds, const char *stop, const char *out)
 		       " failed, longest read gap %.0f ms, %" PRIu64
 		       " rows went back (%" PRIu64 " by unacknowledged steps "
 		       "only), %" PRIu64 " keys READ at a backup (%" PRIu64
-		       " missing there)\n", reads, K, failed, gap, back,
-		       inflight_back, (uint64_t)cs.backup_keys,
-		       (uint64_t)cs.backup_misses);
+		       " missing there), %" PRIu64 " keys READ at another "
+		       "replica after a failure\n", reads, K, failed, gap,
+		       back, inflight_back, (uint64_t)cs.backup_keys,
+		       (uint64_t)cs.backup_misses,
+		       (uint64_t)cs.diverted_keys);
 	}
 	rs_client_close(&c);
 	return back ? 1 : 0;

@@ -10,8 +10,10 @@
 #     through the cluster's seeds; each writer keeps per key the
 #     steps acknowledged and the ones whose outcome it does not know.
 #  3. One node is SIGKILLed mid-stream. The writers and the reader carry
-#     on: they refresh the configuration from the survivors and resend.
-#     The gap in acknowledged writes and in reads is printed.
+#     on: they refresh the configuration from the survivors and resend;
+#     the reader READs the keys it READ at the dead node at their other
+#     replica at once (counted). The gap in acknowledged writes and in
+#     reads is printed.
 #  4. After the stream: every key's row lies in [acknowledged, acknowledged
 #     + uncertain] (no acknowledged step lost; none applied twice beyond
 #     the calls that failed; the client resends, so in practice every row
@@ -114,6 +116,10 @@ cat "$d/w1.txt" "$d/w2.txt" "$d/reader.txt"
 # replica reads: the reader READ keys at their backups too
 grep -Eq "[1-9][0-9]* keys READ at a backup" "$d/reader.txt" ||
   fail "the reader READ no key at a backup (replica reads)"
+# the keys the reader READ at the dead node moved to their other replica
+# at once (not after the new configuration)
+grep -Eq "[1-9][0-9]* keys READ at another replica after a failure" "$d/reader.txt" ||
+  fail "the reader's keys at the dead node were not READ at another replica"
 for w in w1 w2; do
   grep -q "failed" "$d/$w.txt" || fail "$w printed no summary"
   # the kill must really have interrupted the stream: keys were resent

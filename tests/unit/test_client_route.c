@@ -573,6 +573,75 @@ static void reader_choice(void **state)
 	cli_route_free(&rt);
 }
 
+/* Reads away from failed nodes: a key whose usual replica is avoided is
+ * READ at the other one of its set when that one may be READ (the
+ * primary, or a backup ready in the epoch), else nowhere (CLI_ROUTE_NONE:
+ * the RPC); an avoidance that has run out (<= now) changes nothing. */
+static void reader_avoid(void **state)
+{
+	const uint32_t st[] = { A, A, A };
+	struct proto_member m[3];
+	struct cli_config cc = { .epoch = 4, .r = 2, .vnodes = 64, .n = 3,
+				 .m = m };
+	_Atomic uint64_t ready[3];
+	_Atomic int64_t avoid[3];
+	struct cli_route *rt;
+	unsigned set[PROTO_CONFIG_MAX_R], prim, usual, got;
+	size_t moved_keys = 0;
+	bool moved;
+
+	(void)state;
+	members(m, NULL, 3, st);
+	assert_int_equal(cli_route_new(&rt, &cc, m, 3), 0);
+	for (int i = 0; i < 3; i++) {
+		atomic_init(&ready[i], 4);
+		atomic_init(&avoid[i], 0);
+	}
+	atomic_store(&avoid[1], 1000);	/* node 1 failed; now is 500 */
+	for (unsigned i = 0; i < 3000; i++) {
+		uint64_t k = key_at(i);
+
+		cli_route_replicas(rt, k, set);
+		usual = cli_route_reader(rt, k, 77, ready, 3, &prim);
+		got = cli_route_reader_avoid(rt, k, 77, ready, 3, &prim, avoid,
+					     500, &moved);
+		if (usual != 1) {
+			assert_int_equal(got, usual);
+			assert_false(moved);
+			continue;
+		}
+		/* the other member of the set, whichever it is */
+		assert_true(moved);
+		assert_int_equal(got, set[0] == 1 ? set[1] : set[0]);
+		moved_keys++;
+		/* run out: the usual one again */
+		assert_int_equal(cli_route_reader_avoid(rt, k, 77, ready, 3,
+							&prim, avoid, 1000,
+							&moved), 1);
+		assert_false(moved);
+		/* the other one is a backup not ready: none (the RPC) */
+		if (set[0] == 1) {
+			atomic_store(&ready[set[1]], 3);
+			assert_int_equal(cli_route_reader_avoid(rt, k, 77,
+								ready, 3, &prim,
+								avoid, 500,
+								&moved),
+					 CLI_ROUTE_NONE);
+			atomic_store(&ready[set[1]], 4);
+		}
+		/* both avoided: none */
+		atomic_store(&avoid[got], 1000);
+		assert_int_equal(cli_route_reader_avoid(rt, k, 77, ready, 3,
+							&prim, avoid, 500,
+							&moved),
+				 CLI_ROUTE_NONE);
+		atomic_store(&avoid[got], 0);
+	}
+	/* about a third of the keys are READ at node 1 usually */
+	assert_true(moved_keys > 3000 / 5 && moved_keys < 3000 / 2);
+	cli_route_free(&rt);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -585,6 +654,7 @@ int main(void)
 		cmocka_unit_test(only_higher_epochs),
 		cmocka_unit_test(ring_owners),
 		cmocka_unit_test(reader_choice),
+		cmocka_unit_test(reader_avoid),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
