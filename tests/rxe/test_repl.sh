@@ -40,13 +40,14 @@
 #     copy). Then
 #     the new node, primary of half the keys, is SIGKILLed under writes:
 #     still none lost, none applied twice.
-#  7. Two more nodes join the survivor; under two writers and a reader
-#     the survivor is drained (recstore-ctl drain, docs/replication.md,
-#     "Removing a node"): it leaves only after the two others copied the
-#     ranges it held while writes of them were forwarded to them (the
-#     race checked in their logs); no writer call fails, every row is
-#     exact and bit-identical on the two, and the drained node says so
-#     and stops cleanly.
+#  7. Three more nodes join the survivor; under two writers and a reader
+#     the survivor and one of the new nodes are drained at once, by two
+#     commands (recstore-ctl drain, docs/replication.md, "Removing a
+#     node"): they leave only after the two others copied the ranges
+#     they held while writes of them were forwarded to them (the race
+#     checked in their logs); no writer call fails, every row is exact
+#     and bit-identical on the two, and the drained nodes say so and
+#     stop cleanly.
 #
 # Exit 0 pass, 77 no RDMA device, anything else fails (with the logs).
 set -euo pipefail
@@ -304,18 +305,26 @@ cat "$d/check7.txt"
 # ---- 7. a node is drained: the others copy its ranges before it goes --------
 node_start 5 "${ips[1]}"
 node_start 6 "${ips[2]}"
-node_await n5 n6
-ctl --until-active 3 --timeout 120 >"$d/three2.out" 2>&1 ||
-  fail "the two new nodes never became active"
+node_start 7 "${ips[0]}"
+node_await n5 n6 n7
+ctl --until-active 4 --timeout 120 >"$d/three2.out" 2>&1 ||
+  fail "the three new nodes never became active"
 seeds="$seeds,${addr[n5]},${addr[n6]}"
 stream p8
 leaver=mem-${other#n}
 t0=$(date +%s.%N)
+# two drains at once (four members, r 2: both pass the floor), by two
+# commands: each request is a compare-and-swap on the drains key
+"$bin/recstore-ctl" --etcd "$url" --cluster t drain mem-7 --timeout 120 \
+  >"$d/drain7.out" 2>&1 &
+d7=$!
 "$bin/recstore-ctl" --etcd "$url" --cluster t drain "$leaver" --timeout 120 \
   >"$d/drain.out" 2>&1 || { cat "$d/drain.out"; fail "drain of $leaver"; }
-cat "$d/drain.out"
+wait "$d7" || { cat "$d/drain7.out"; fail "drain of mem-7"; }
+cat "$d/drain.out" "$d/drain7.out"
 grep -q "^$leaver: down in epoch" "$d/drain.out" || fail "$leaver is not down"
-echo "drain: $leaver down after $(elapsed "$t0") s under writes"
+grep -q "^mem-7: down in epoch" "$d/drain7.out" || fail "mem-7 is not down"
+echo "drain: $leaver and mem-7 down after $(elapsed "$t0") s under writes"
 sleep 2 # writes where the two others are now the primaries
 unstream p8
 for w in a b; do
@@ -326,6 +335,18 @@ grep -q "drained" "$d/$other.log" || fail "$leaver did not log that it was drain
 e_leave=$(sed -n 's/.*repl: epoch \([0-9]*\) adopted: .* this node leaving.*/\1/p' \
   "$d/$other.log" | tail -n 1)
 [ -n "$e_leave" ] || fail "$leaver never adopted an epoch as leaving"
+grep -q "drained" "$d/n7.log" || fail "mem-7 did not log that it was drained"
+e_leave7=$(sed -n 's/.*repl: epoch \([0-9]*\) adopted: .* this node leaving.*/\1/p' \
+  "$d/n7.log" | head -n 1)
+e_leave1=$(sed -n 's/.*repl: epoch \([0-9]*\) adopted: .* this node leaving.*/\1/p' \
+  "$d/$other.log" | head -n 1)
+e_down=$(sed -n "s/^$leaver: down in epoch \([0-9]*\).*/\1/p" "$d/drain.out")
+e_down7=$(sed -n 's/^mem-7: down in epoch \([0-9]*\).*/\1/p' "$d/drain7.out")
+# the two drains really ran at once: each was leaving before the other
+# went down
+[ -n "$e_leave7" ] && [ "$e_leave7" -lt "$e_down" ] && [ "$e_leave1" -lt "$e_down7" ] ||
+  fail "the drains did not overlap ($leaver leaving in $e_leave1, down in $e_down; mem-7 leaving in ${e_leave7:-none}, down in $e_down7)"
+echo "drains: $leaver leaving from epoch $e_leave1, down in $e_down; mem-7 leaving from $e_leave7, down in $e_down7"
 # the race this step hunts: the members taking its place copied its
 # ranges while writes of them were forwarded to them
 grep -h "repl: epoch $e_leave: ranges copied in" "$d/n5.log" "$d/n6.log" ||
@@ -338,7 +359,7 @@ grep -h "repl: epoch $e_leave: ranges copied in" "$d/n5.log" "$d/n6.log" |
 cat "$d/check8.txt"
 
 # ---- the nodes stop cleanly (peers, queues, records freed) --------------------
-node_stop $other n5 n6
+node_stop $other n7 n5 n6
 
 # sanitizer trees: a report in any process fails the test
 if grep -l "Sanitizer" "$d"/*.log "$d"/*.txt 2>/dev/null; then
