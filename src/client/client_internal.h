@@ -236,6 +236,13 @@ int cli_config_copy(struct rs_client_config *dst,
 void cli_config_release(struct rs_client_config *cfg);
 
 /* cluster.c: cluster mode (see struct rs_client) */
+/* Gets READ the keys of node slot `slot` at other replicas for
+ * CLI_AVOID_MS (its READs, its connection or a CONFIG ask failed; a READ
+ * at a killed node fails only after the transport's retries, and a new
+ * connection to a stopped one waits its bound: neither should be paid by
+ * every get until the configuration drops the node). */
+#define CLI_AVOID_MS 2000
+void cli_node_avoid(struct rs_client *c, size_t slot);
 /* After the configured nodes are initialised as nodes[]: ask them for
  * CONFIG (first that answers). Epoch 0: returns 0, static mode, nothing
  * connected beyond what the ask needed. Else switches the client to

@@ -373,15 +373,33 @@ static int adopt(struct rs_client *c, const struct cli_config *cfg)
 	return 0;
 }
 
+void cli_node_avoid(struct rs_client *c, size_t slot)
+{
+	int64_t until, max;
+
+	if (!c->avoid || slot >= CLI_MAX_NODES)
+		return;
+	until = cli_mono_ms() + CLI_AVOID_MS;
+	atomic_store_explicit(&c->avoid[slot], until, memory_order_relaxed);
+	max = atomic_load_explicit(&c->avoid_max, memory_order_relaxed);
+	while (max < until &&
+	       !atomic_compare_exchange_weak(&c->avoid_max, &max, until))
+		;
+}
+
 /* Ask node slot i (SIZE_MAX: a seed); note the epoch it is ready in
  * when it is the member the slot is; keep the higher of its answer and
- * *best. 0 if it answered. */
+ * *best. 0 if it answered. A member that does not answer in time (its
+ * connection failed, or it is stopped: its NIC still takes requests) is
+ * avoided by gets as after a failed READ. */
 static int ask(struct rs_client *c, struct cli_node *n, size_t i,
 	       struct cli_config *best)
 {
 	struct cli_config got;
 	int ret = ask_wait(c, n, CLI_CONFIG_WAIT_MS, &got);
 
+	if (ret && i < CLI_MAX_NODES && cli_conn_error(ret))
+		cli_node_avoid(c, i);
 	if (ret)
 		return ret;
 	if (i < CLI_MAX_NODES && got.self < got.n &&

@@ -257,7 +257,7 @@ static int plan(struct gcall *g, bool use_rpc, const struct cli_ring *ring,
  * node slot, the whole call goes to the RPC path, which sizes its arrays
  * by the route (and fails exactly the keys of members without a slot).
  * A node whose READs or connection fail is avoided for CLI_AVOID_MS
- * (avoid_node()): its keys are READ at another replica that may serve
+ * (cli_node_avoid()): its keys are READ at another replica that may serve
  * them, in this call too (the second pass, cli_get()), and only keys
  * without one go to the GET RPC at the primary, which refreshes the
  * configuration and asks the new primary.
@@ -349,26 +349,10 @@ static int post_node(struct gcall *g, struct gnode *gn)
 	return ret;
 }
 
-/* A node whose READs or connection failed: gets READ its keys elsewhere
- * for a while (cluster mode: a READ at a killed node fails only after the
- * transport's retries, and a new connection to a stopped one waits its
- * bound; neither should be paid again by every get until the
- * configuration drops the node). */
-#define CLI_AVOID_MS 2000
-
 static void avoid_node(struct gcall *g, size_t nd)
 {
-	struct rs_client *c = g->c;
-	int64_t until, max;
-
-	if (!c->cluster || nd >= CLI_MAX_NODES)
-		return;
-	until = cli_mono_ms() + CLI_AVOID_MS;
-	atomic_store_explicit(&c->avoid[nd], until, memory_order_relaxed);
-	max = atomic_load_explicit(&c->avoid_max, memory_order_relaxed);
-	while (max < until &&
-	       !atomic_compare_exchange_weak(&c->avoid_max, &max, until))
-		;
+	if (g->c->cluster)
+		cli_node_avoid(g->c, nd);
 }
 
 static void refail(struct gcall *g, struct gkey *k)

@@ -600,14 +600,15 @@ static int do_staleread(const char *seeds, const char *addr,
 				 " config_refreshes %" PRIu64 " waits_cut %"
 				 PRIu64 " dir_refreshes %" PRIu64
 				 " backup_misses %" PRIu64 " reads_posted %"
-				 PRIu64, a.rpcs - b.rpcs,
+				 PRIu64 " diverted %" PRIu64, a.rpcs - b.rpcs,
 				 a.rpc_keys - b.rpc_keys,
 				 a.torn_retries - b.torn_retries,
 				 a.config_refreshes - b.config_refreshes,
 				 a.config_waits_cut - b.config_waits_cut,
 				 a.dir_refreshes - b.dir_refreshes,
 				 a.backup_misses - b.backup_misses,
-				 a.reads_posted - b.reads_posted);
+				 a.reads_posted - b.reads_posted,
+				 a.diverted_keys - b.diverted_keys);
 		}
 		reads++;
 		usleep(10000);
