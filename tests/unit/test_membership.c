@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <math.h>
 
 #include "coord/membership.h"
 #include "recstore/error.h"
@@ -1403,6 +1404,134 @@ static double moved_fraction(const struct memb_config *a,
 	return (double)moved / (double)nkeys;
 }
 
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The ring's points of p appended to v (its range ends). */
+static size_t add_ends(const struct memb_placement *p, uint64_t *v, size_t n)
+{
+	unsigned out[MEMB_MAX_R];
+	uint64_t start, end;
+
+	for (size_t i = 0; i < memb_ranges(p); i++) {
+		memb_range(p, i, &start, &end, out);
+		v[n++] = end;
+	}
+	return n;
+}
+
+/* Exact shares of the hash space (no sampling: what 10^10 keys give,
+ * whose count per node has a binomial spread of 0.02% at 3 x 10^7): the
+ * fraction each member of c leads (prim) and holds (repl, all r copies). */
+static void exact_shares(const struct memb_config *c, double *prim,
+			 double *repl)
+{
+	struct memb_placement *p;
+	unsigned out[MEMB_MAX_R];
+	uint64_t start, end;
+
+	assert_int_equal(memb_placement_new(&p, c), 0);
+	for (size_t i = 0; i < memb_ranges(p); i++) {
+		unsigned k = memb_range(p, i, &start, &end, out);
+		double len = (double)(end - start) / 18446744073709551616.0;
+
+		prim[out[0]] += len;
+		for (unsigned j = 0; j < k; j++)
+			repl[out[j]] += len;
+	}
+	memb_placement_free(&p);
+}
+
+/* From configuration a to b, exactly: the fraction of the keys whose
+ * primary changes, the fraction of copies to make (members of a key's new
+ * set that were not in its old one), how many members gain copies, the
+ * largest fraction one of them gains, the most members one gainer copies
+ * from, and the largest fraction one source ships (each gained arc comes
+ * from the first member of its old set that is in its new one). */
+struct moves {
+	double prim, copies, max_gain, max_out;
+	size_t gainers, max_sources;
+};
+
+static void exact_moves(const struct memb_config *a,
+			const struct memb_config *b, struct moves *mv)
+{
+	struct memb_placement *pa, *pb;
+	size_t na, n;
+	uint64_t *pts;
+	double *gain = calloc(b->n, sizeof(*gain));
+	double *out = calloc(a->n, sizeof(*out));
+	unsigned char *src = calloc(b->n * a->n, 1);
+
+	memset(mv, 0, sizeof(*mv));
+	assert_non_null(gain);
+	assert_non_null(out);
+	assert_non_null(src);
+	assert_int_equal(memb_placement_new(&pa, a), 0);
+	assert_int_equal(memb_placement_new(&pb, b), 0);
+	na = memb_ranges(pa);
+	pts = malloc((na + memb_ranges(pb)) * sizeof(*pts));
+	assert_non_null(pts);
+	n = add_ends(pb, pts, add_ends(pa, pts, 0));
+	qsort(pts, n, sizeof(*pts), u64_cmp);
+	/* elementary arcs (pts[i - 1], pts[i]]: both sets are constant */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t prev = pts[i ? i - 1 : n - 1];
+		double len = (double)(pts[i] - prev) / 18446744073709551616.0;
+		unsigned oa[MEMB_MAX_R], ob[MEMB_MAX_R];
+		unsigned ka = memb_replicas(pa, pts[i], oa);
+		unsigned kb = memb_replicas(pb, pts[i], ob);
+
+		unsigned from = oa[0];
+
+		if (i && pts[i] == prev)
+			continue;
+		/* the source: the first member of the old set still in the
+		 * new one (a failed primary's ranges come from the next) */
+		for (unsigned k = ka; k-- > 0;)
+			for (unsigned j = 0; j < kb; j++)
+				if (!strcmp(a->m[oa[k]].id, b->m[ob[j]].id) &&
+				    b->m[ob[j]].state != MEMB_DOWN)
+					from = oa[k];
+		mv->prim += strcmp(a->m[oa[0]].id, b->m[ob[0]].id) ? len : 0;
+		for (unsigned j = 0; j < kb; j++) {
+			bool had = false;
+
+			for (unsigned k = 0; k < ka; k++)
+				had |= !strcmp(a->m[oa[k]].id, b->m[ob[j]].id);
+			if (had)
+				continue;
+			mv->copies += len;
+			gain[ob[j]] += len;
+			out[from] += len;
+			src[ob[j] * a->n + from] = 1;
+		}
+	}
+	for (size_t g = 0; g < b->n; g++) {
+		size_t ns = 0;
+
+		if (gain[g] == 0)
+			continue;
+		mv->gainers++;
+		mv->max_gain = gain[g] > mv->max_gain ? gain[g] : mv->max_gain;
+		for (size_t k = 0; k < a->n; k++)
+			ns += src[g * a->n + k];
+		mv->max_sources = ns > mv->max_sources ? ns : mv->max_sources;
+	}
+	for (size_t k = 0; k < a->n; k++)
+		mv->max_out = out[k] > mv->max_out ? out[k] : mv->max_out;
+	free(out);
+	free(pts);
+	free(src);
+	free(gain);
+	memb_placement_free(&pa);
+	memb_placement_free(&pb);
+}
+
 static void balance_1000(void **state)
 {
 	const size_t n = 1000;
@@ -1461,12 +1590,92 @@ static void balance_1000(void **state)
 	assert_true(mlp > 0.3 / n && mlp < 3.0 / n);
 	assert_true(mj > 0.3 * 3 / n && mj < 3.0 * 3 / n);
 	assert_true(ml > 0.3 * 3 / n && ml < 3.0 * 3 / n);
+	/* the same without sampling: the limit that 10^10 keys reach */
+	{
+		double *ep = calloc(n, sizeof(*ep)), *er = calloc(n, sizeof(*er));
+		double epmax = 0, ermax = 0;
+		struct moves mj1, mf1;
+
+		assert_non_null(ep);
+		assert_non_null(er);
+		exact_shares(&a, ep, er);
+		for (size_t i = 0; i < n; i++) {
+			epmax = ep[i] > epmax ? ep[i] : epmax;
+			ermax = er[i] > ermax ? er[i] : ermax;
+		}
+		exact_moves(&a, &joined, &mj1);
+		exact_moves(&a, &failed, &mf1);
+		printf("exact (every hash, as 10^10 keys):\n"
+		       "  primary share per node: max/mean %.3f\n"
+		       "  replica share per node: max/mean %.3f\n"
+		       "  join of 1:  primaries moved %.4f%%, copies %.4f%% of "
+		       "keys, to %zu member(s), from at most %zu source(s)\n"
+		       "  fail of 1:  primaries moved %.4f%%, copies %.4f%% of "
+		       "keys (the failed node held %.4f%%), to %zu members, "
+		       "the largest gainer %.5f%% of keys, at most %zu "
+		       "source(s) per gainer\n",
+		       epmax * n, ermax * n / 3, 100 * mj1.prim,
+		       100 * mj1.copies, mj1.gainers, mj1.max_sources,
+		       100 * mf1.prim, 100 * mf1.copies, 100 * er[0],
+		       mf1.gainers, 100 * mf1.max_gain, mf1.max_sources);
+		assert_true(epmax * n < 1.5);
+		assert_true(ermax * n / 3 < 1.3);
+		/* a join: only the new member gains copies */
+		assert_int_equal(mj1.gainers, 1);
+		/* a failure: exactly the copies the failed member held are
+		 * made again, spread over many members */
+		assert_true(fabs(mf1.copies - er[0]) < 1e-9);
+		assert_true(fabs(mf1.prim - ep[0]) < 1e-9);
+		assert_true(mf1.gainers > 100);
+		free(ep);
+		free(er);
+	}
 	free(prim);
 	free(repl);
 	free(g);
 	memb_config_free(&a);
 	memb_config_free(&joined);
 	memb_config_free(&failed);
+}
+
+/* How a failure's copies spread, by cluster size (r 3, 160 vnodes,
+ * exact): the members that gain copies, the largest share of the failed
+ * member's data one of them copies in, and the largest one source ships
+ * (docs/replication.md, "At scale"). A small cluster restores through
+ * a few members; a large one through hundreds at once. */
+static void restore_spread(void **state)
+{
+	static const size_t sizes[] = { 4, 10, 100, 1000 };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i];
+		struct memb_reg *g = regs_n(n);
+		struct memb_config a, failed;
+		double *ep = calloc(n, sizeof(*ep)), *er = calloc(n, sizeof(*er));
+		struct moves mv;
+
+		assert_non_null(ep);
+		assert_non_null(er);
+		boot(&a, n, &pol3);
+		assert_int_equal(memb_reconfigure(&a, g + 1, n - 1, &pol3,
+						  &failed), 1);
+		exact_shares(&a, ep, er);
+		exact_moves(&a, &failed, &mv);
+		printf("restore: %4zu nodes: the failed one held %.4f%% of the "
+		       "copies; %zu members copy them in, the largest %.3f of "
+		       "them, from at most %zu source(s); the busiest source "
+		       "ships %.3f of them\n", n, 100 * er[0] / 3, mv.gainers,
+		       mv.max_gain / mv.copies, mv.max_sources,
+		       mv.max_out / mv.copies);
+		assert_true(fabs(mv.copies - er[0]) < 1e-9);
+		assert_true(mv.gainers >= 1 && mv.gainers <= n - 1);
+		free(ep);
+		free(er);
+		free(g);
+		memb_config_free(&a);
+		memb_config_free(&failed);
+	}
 }
 
 int main(void)
@@ -1494,6 +1703,7 @@ int main(void)
 		cmocka_unit_test(agent_thread),
 		cmocka_unit_test(initial_members),
 		cmocka_unit_test(balance_1000),
+		cmocka_unit_test(restore_spread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
