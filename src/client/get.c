@@ -100,6 +100,7 @@ struct gcall {
 	int64_t now;
 	uint64_t trace_id;
 	bool sampled;
+	bool spread;		/* keys were placed by replica (r > 1) */
 };
 
 static struct cli_tloc *view_of(struct gcall *g, const struct gkey *k)
@@ -280,10 +281,9 @@ static int plan_cluster(struct gcall *g, bool use_rpc, size_t *keyidx,
 						       0);
 	}
 	rt = cli_route_hold(g->c);
+	g->spread = c->cfg.replica_reads && rt->r > 1;
 	ret = plan(g, use_rpc || rt->nunknown || rt->nknown > g->nn,
-		       rt->ring,
-		       g->c->cfg.replica_reads && rt->r > 1 ? rt : NULL,
-		       keyidx, reqs);
+		       rt->ring, g->spread ? rt : NULL, keyidx, reqs);
 
 	cli_route_drop(g->c);
 	return ret;
@@ -672,7 +672,8 @@ static int gcall_alloc(struct gcall *g, size_t **keyidx,
 static int get_pass(struct rs_client *c, const struct cli_key *keys,
 		    size_t n, int *status, unsigned flags, bool second);
 
-/* The keys whose node failed in this pass (cluster mode, replica reads):
+/* The keys whose node failed in this pass (cluster mode, replica reads,
+ * r > 1):
  * one more pass READs them where cli_route_reader_avoid() now places them
  * (another replica; the rest go to the RPC there). Done keys leave the
  * RPC selection; their status is the second pass's. */
@@ -737,8 +738,9 @@ static int get_pass(struct rs_client *c, const struct cli_key *keys,
 					reqs);
 	if (!ret)
 		ret = rounds(&g);
-	if (!ret && RS_UNLIKELY(g.nrefail) && !second && c->cluster &&
-	    c->cfg.replica_reads)
+	/* with other replicas to READ at (r > 1: without, the second pass
+	 * would only wait for the failed node again) */
+	if (!ret && RS_UNLIKELY(g.nrefail) && !second && g.spread)
 		ret = reread(&g);
 	if (ret)
 		goto out;
