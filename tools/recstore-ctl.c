@@ -40,7 +40,9 @@
  * than r members holding copies (counting the drains already asked) is
  * refused unless --force; concurrent drain commands are decided one after
  * the other (a compare-and-swap in etcd), so two of them cannot together
- * pass that floor.
+ * pass that floor. An etcd that does not answer in time or cannot be
+ * reached is tried again every 250 ms until the timeout (a request that
+ * took effect is found asked).
  *
  * cluster prints what etcd holds for a cluster of memory nodes
  * (docs/replication.md): the configuration's epoch, r and members with
@@ -84,6 +86,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ckpt/ckpt.h"
 #include "client/client_internal.h"
@@ -837,6 +840,28 @@ static int member_state(const struct memb_config *cfg, const char *id)
 	return -1;
 }
 
+/* An etcd that is unreachable or slow to answer (a loaded member, an
+ * election): drain tries again until its deadline. Its requests are safe
+ * to redo: a request that took effect is found asked (or withdrawn). */
+static bool store_transient(int ret)
+{
+	return ret == RS_E_TIMEOUT || ret == -ECONNREFUSED;
+}
+
+/* Sleep before the next try; false when the deadline has passed. Says
+ * so on stderr once per command. */
+static bool store_retry(uint64_t deadline, bool *said)
+{
+	if (now_ms() + 250 >= deadline)
+		return false;
+	if (!*said)
+		fprintf(stderr, "recstore-ctl: etcd: %s; trying again\n",
+			rs_errormsg());
+	*said = true;
+	usleep(250000);
+	return true;
+}
+
 static int cmd_drain(const char *etcd, const char *cluster, int argc,
 		     char **argv)
 {
@@ -847,7 +872,7 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 		{ "timeout", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bool cancel = false, force = false, wait = true;
+	bool cancel = false, force = false, wait = true, said = false;
 	unsigned long timeout_s = 600;
 	char prefix[COORD_KEY_MAX + 1], *end;
 	struct memb_config cfg;
@@ -886,7 +911,10 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 	}
 	t0 = now_ms();
 	deadline = t0 + (uint64_t)timeout_s * 1000;
-	ret = memb_drain_request(c, cluster, id, cancel, force);
+	while (store_transient(ret = memb_drain_request(c, cluster, id, cancel,
+							force)) &&
+	       store_retry(deadline, &said))
+		;
 	if (!ret)
 		printf("drain %s: %s\n", id, cancel ? "request withdrawn"
 						    : "requested");
@@ -894,8 +922,11 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 		for (;;) {
 			int st;
 
-			if ((ret = memb_read_config(c, cluster, &cfg, &mod_rev,
-						    &rev)))
+			ret = memb_read_config(c, cluster, &cfg, &mod_rev, &rev);
+			if (store_transient(ret) &&
+			    store_retry(deadline, &said))
+				continue;
+			if (ret)
 				break;
 			st = member_state(&cfg, id);
 			if (!wait || (cancel ? st != MEMB_LEAVING
@@ -917,7 +948,8 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 			}
 			ret = coord_wait(c, prefix, rev,
 					 (int)(deadline - now_ms()), NULL);
-			if (ret < 0)
+			if (ret < 0 && !(store_transient(ret) &&
+					 store_retry(deadline, &said)))
 				break;
 		}
 	if (ret < 0)

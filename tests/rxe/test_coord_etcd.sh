@@ -16,7 +16,9 @@
 #     to that configuration is printed.
 #  5. etcd is stopped: the survivor keeps serving (recstore-bench --verify
 #     writes rows and reads them back by RDMA READ and by RPC), logs the
-#     outage once rather than per retry, and stops cleanly on SIGTERM.
+#     outage once rather than per retry, and stops cleanly on SIGTERM;
+#     recstore-ctl drain retries the unreachable etcd until its timeout,
+#     then fails with the store's error.
 #  6. A second etcd over https with client certificates and
 #     authentication (a CA and certificates made with openssl; users root
 #     and recstore, the latter with rights on /t/ and /recstore/ only;
@@ -116,6 +118,14 @@ t0=$(date +%s.%N)
   --keys 64 >"$d/verify.out" 2>&1 || fail "the node did not serve with etcd down"
 echo "with etcd down: recstore-bench --verify passed against $survivor in $(elapsed "$t0") s"
 sleep 2 # a few more failed retries of the agent
+# a drain command rides out an unreachable etcd until its timeout (it
+# tries again), then fails with the store's error
+if "$bin/recstore-ctl" --etcd "$url" --cluster t drain "$survivor" --no-wait \
+  --timeout 2 >"$d/drain-down.out" 2>&1; then
+  cat "$d/drain-down.out"; fail "a drain with etcd down succeeded"
+fi
+grep -q "trying again" "$d/drain-down.out" && grep -q "recstore-ctl: drain $survivor: etcd" "$d/drain-down.out" ||
+  { cat "$d/drain-down.out"; fail "the drain did not retry the unreachable etcd, then fail with its error"; }
 kill -0 "${n1_pid:-$n2_pid}" || fail "the survivor died with etcd down"
 nfail=$(grep -c "coord: .*attempt [0-9]* failed" "$d/$survivor.log" || true)
 [ "$nfail" -ge 1 ] || fail "the outage was not logged"
