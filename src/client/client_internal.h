@@ -240,7 +240,8 @@ void cli_config_release(struct rs_client_config *cfg);
  * CLI_AVOID_MS (its READs, its connection or a CONFIG ask failed; a READ
  * at a killed node fails only after the transport's retries, and a new
  * connection to a stopped one waits its bound: neither should be paid by
- * every get until the configuration drops the node). */
+ * every get until the configuration drops the node). Nothing outside
+ * cluster mode (no avoid array). */
 #define CLI_AVOID_MS 2000
 void cli_node_avoid(struct rs_client *c, size_t slot);
 /* After the configured nodes are initialised as nodes[]: ask them for

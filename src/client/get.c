@@ -349,12 +349,6 @@ static int post_node(struct gcall *g, struct gnode *gn)
 	return ret;
 }
 
-static void avoid_node(struct gcall *g, size_t nd)
-{
-	if (g->c->cluster)
-		cli_node_avoid(g->c, nd);
-}
-
 static void refail(struct gcall *g, struct gkey *k)
 {
 	if (!k->refail) {
@@ -550,7 +544,7 @@ static int finish_node(struct gcall *g, struct gnode *gn, bool waited)
 		/* The QP is unusable (e.g. a region went away with its
 		 * table): these keys go to the RPC, which reconnects. */
 		cli_conn_fail(gn->cc, ret);
-		avoid_node(g, (size_t)(gn - g->nodes));
+		cli_node_avoid(g->c, (size_t)(gn - g->nodes));
 		for (size_t j = 0; j < gn->nkeys; j++) {
 			struct gkey *k = &g->k[gn->keys[j]];
 
@@ -587,7 +581,7 @@ static int rounds(struct gcall *g)
 
 		if (!gn->nkeys || !cli_conn_get(&c->nodes[nd], &gn->cc))
 			continue;
-		avoid_node(g, nd);
+		cli_node_avoid(c, nd);
 		for (size_t j = 0; j < gn->nkeys; j++) {
 			g->k[gn->keys[j]].state = G_RPC;
 			refail(g, &g->k[gn->keys[j]]);

@@ -684,13 +684,12 @@ static int drains_read(struct coord *c, const char *cluster, json_t **out,
 		       int64_t *mod_rev);
 static void drains_mark(json_t *drains, struct memb_reg *regs, size_t n);
 
-
-int memb_read_regs(struct coord *c, const char *cluster,
-		   struct memb_reg **regs, size_t *n, size_t *bad_regs)
+/* The registrations without their drain flags. */
+static int read_regs(struct coord *c, const char *cluster,
+		     struct memb_reg **regs, size_t *n, size_t *bad_regs)
 {
 	char key[COORD_KEY_MAX + 1];
 	struct coord_kvs r;
-	json_t *drains;
 	size_t plen;
 	int ret;
 
@@ -714,6 +713,17 @@ int memb_read_regs(struct coord *c, const char *cluster,
 			(*bad_regs)++;
 	}
 	coord_kvs_free(&r);
+	return 0;
+}
+
+int memb_read_regs(struct coord *c, const char *cluster,
+		   struct memb_reg **regs, size_t *n, size_t *bad_regs)
+{
+	json_t *drains;
+	int ret;
+
+	if ((ret = read_regs(c, cluster, regs, n, bad_regs)))
+		return ret;
 	if ((ret = drains_read(c, cluster, &drains, NULL))) {
 		free(*regs);
 		*regs = NULL;
@@ -822,11 +832,10 @@ static int drain_try(struct coord *c, const char *cluster, const char *id,
 	    (ret = drains_read(c, cluster, &drains, &dmod)))
 		return ret;
 	if ((ret = memb_read_config(c, cluster, &cfg, &mod_rev, NULL)) ||
-	    (ret = memb_read_regs(c, cluster, &regs, &nregs, NULL)))
+	    (ret = read_regs(c, cluster, &regs, &nregs, NULL)))
 		goto out;
-	/* the flags as of the drains key read above, not a later one */
-	for (size_t j = 0; j < nregs; j++)
-		regs[j].drain = false;
+	/* the flags as of the drains key read above (its compare-and-swap
+	 * revision), not a later one */
 	drains_mark(drains, regs, nregs);
 	if (cancel) {
 		if (!json_object_get(drains, id)) {
