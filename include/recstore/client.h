@@ -416,6 +416,14 @@ struct rs_update_opts {
 #define RS_UPDATE_OPTS_INIT \
 	{ .struct_size = sizeof(struct rs_update_opts) }
 #define RS_UPDATE_LR 0x1u /* use opts->lr instead of the table's lr */
+/* since 0.6: a missing key is handled by the table's policy instead of
+ * answering RS_KEY_MISSING: created from the initializer, then the step
+ * (status RS_KEY_CREATED); in a table with admission, a sighting that
+ * does not yet admit the key leaves it absent and drops its gradient
+ * (status RS_KEY_FOUND, counted by the node as
+ * admission.unadmitted_updates; docs/eviction.md). What a trainer sends
+ * for rows it looked up with rs_get_or_init(). */
+#define RS_UPDATE_CREATE 0x2u
 /* rs_update with options (opts NULL: exactly rs_update). An lr that is
  * NaN, infinite or negative fails the call with RS_E_INVAL before
  * anything is sent (and a node refuses one as well). The lr applies to
@@ -423,6 +431,14 @@ struct rs_update_opts {
 int rs_update_ex(struct rs_table *t, const uint64_t *keys, size_t n,
 		 const float *grads, int *status, unsigned flags,
 		 const struct rs_update_opts *opts);
+/* The rows a node would create for keys with rs_get_or_init(), computed
+ * here without the network: the initializer of spec (a pure function of
+ * its kind, parameters, seed and the key; docs/optimizers.md,
+ * "Initializers"), rounded to spec->dtype as the node stores it. For a
+ * lookup that must not write (a trainer in evaluation). out[n * dim].
+ * RS_E_INVAL naming the bad field of spec. Since 0.6. */
+int rs_table_init_rows(const struct rs_table_spec *spec, const uint64_t *keys,
+		       size_t n, float *out);
 /* Write rows (create or overwrite; optimizer state of a new key starts
  * fresh). With duplicate keys the last row wins. */
 int rs_put(struct rs_table *t, const uint64_t *keys, size_t n,

@@ -51,6 +51,8 @@ typedef struct {
 	ClientObject *client;	/* strong reference */
 	struct rs_table *t;
 	uint32_t dim;
+	struct rs_table_spec spec; /* with have_spec: as the node reported it */
+	int have_spec;
 } TableObject;
 
 static PyTypeObject ClientType;
@@ -327,6 +329,48 @@ static int dtype_kind(const char *s)
 	return -1;
 }
 
+/* The names create_table() takes, by enum value (the inverse of
+ * init_kind(), dtype_kind() and the library's optimizer and eviction
+ * names). */
+static const char *const init_names[] = { "zeros", "constant", "uniform",
+					  "normal" };
+static const char *const dtype_names[] = { "fp32", "fp16", "bf16" };
+static const char *const optim_names[] = { "sgd", "adagrad",
+					   "rowwise_adagrad", "adam" };
+static const char *const evict_names[] = { "none", "lru", "lfu" };
+
+static const char *enum_name(const char *const *names, size_t n, uint32_t v)
+{
+	return v < n ? names[v] : "unknown";
+}
+#define ENUM_NAME(arr, v) enum_name(arr, sizeof(arr) / sizeof(arr[0]), v)
+
+/* A table spec as the dict of create_table()'s keyword names. */
+static PyObject *spec_dict(const struct rs_table_spec *sp)
+{
+	return Py_BuildValue(
+		"{s:s,s:I,s:s,s:K,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:O,s:s,s:f,"
+		"s:f,s:f,s:K,s:K,s:s,s:K,s:I,s:I}",
+		"name", sp->name, "dim", sp->dim, "dtype",
+		ENUM_NAME(dtype_names, sp->dtype), "capacity",
+		(unsigned long long)sp->capacity, "optimizer",
+		ENUM_NAME(optim_names, sp->optim.kind), "lr",
+		(double)sp->optim.lr, "eps", (double)sp->optim.eps, "beta1",
+		(double)sp->optim.beta1, "beta2", (double)sp->optim.beta2,
+		"weight_decay", (double)sp->optim.weight_decay,
+		"initial_accumulator", (double)sp->optim.initial_accumulator,
+		"decoupled_weight_decay",
+		(sp->optim.flags & 1u) ? Py_True : Py_False, "init",
+		ENUM_NAME(init_names, sp->init.kind), "init_value",
+		(double)sp->init.value, "init_a", (double)sp->init.a,
+		"init_std", (double)sp->init.std, "init_seed",
+		(unsigned long long)sp->init.seed, "max_capacity",
+		(unsigned long long)sp->max_capacity, "evict",
+		ENUM_NAME(evict_names, sp->evict.policy), "max_rows",
+		(unsigned long long)sp->evict.max_rows, "ttl_s",
+		sp->evict.ttl_s, "admit_after", sp->evict.admit_after);
+}
+
 /* A float keyword that may be None (keep the optimizer's default). */
 static int opt_float(PyObject *o, float *dst, const char *name)
 {
@@ -498,6 +542,7 @@ static PyObject *client_table(ClientObject *self, PyObject *args)
 	o->client = self;
 	o->t = t;
 	o->dim = rs_table_dim(t);
+	o->have_spec = 0;
 	return (PyObject *)o;
 }
 
@@ -577,6 +622,248 @@ static PyObject *client_stats(ClientObject *self, PyObject *unused)
 		(unsigned long long)s.rpc_put.keys, "config_refreshes",
 		(unsigned long long)s.config_refreshes, "epoch_retries",
 		(unsigned long long)s.epoch_retries);
+}
+
+/*
+ * The buffers of a multi-table call: per item i, its table, keys kv[i]
+ * and rows rv[i] (rows out for a get, gradients in for an update).
+ * held counts the items whose buffers are held (released by multi_free).
+ */
+static unsigned get_flags(int rpc, int nocache);
+
+struct multi {
+	Py_ssize_t m, held;
+	TableObject **t;
+	Py_buffer *kv, *rv;
+	struct rs_update_opts *uo;
+	size_t total;
+};
+
+static void multi_free(struct multi *mu)
+{
+	for (Py_ssize_t i = 0; i < mu->held; i++) {
+		PyBuffer_Release(&mu->kv[i]);
+		PyBuffer_Release(&mu->rv[i]);
+	}
+	PyMem_Free(mu->t);
+	PyMem_Free(mu->kv);
+	PyMem_Free(mu->rv);
+	PyMem_Free(mu->uo);
+}
+
+/* An lr keyword (None: the table's) into *uo. */
+static int update_lr(PyObject *lr, struct rs_update_opts *uo)
+{
+	double d;
+
+	if (lr == Py_None)
+		return 0;
+	d = PyFloat_AsDouble(lr);
+	if (d == -1.0 && PyErr_Occurred())
+		return -1;
+	if (!(d >= 0 && d <= 3.4e38)) {
+		PyErr_Format(PyExc_ValueError, "lr must be a finite float >= 0, "
+			     "not %R", lr);
+		return -1;
+	}
+	uo->flags |= RS_UPDATE_LR;
+	uo->lr = (float)d;
+	return 0;
+}
+
+/* Item i of a multi call: (table, keys, rows[, lr, create]). */
+static int multi_item(ClientObject *self, struct multi *mu, Py_ssize_t i,
+		      PyObject *item, int update)
+{
+	PyObject *tab, *keys, *rows, *lr = Py_None;
+	int create = 0;
+	size_t n;
+
+	if (!PyTuple_Check(item) ||
+	    !PyArg_ParseTuple(item, update ? "OOO|Op" : "OOO", &tab, &keys,
+			      &rows, &lr, &create)) {
+		if (!PyErr_Occurred())
+			PyErr_Format(PyExc_TypeError, "item %zd must be a "
+				     "tuple (table, keys, %s)", i,
+				     update ? "grads[, lr, create]" : "out");
+		return -1;
+	}
+	if (!PyObject_TypeCheck(tab, &TableType) ||
+	    ((TableObject *)tab)->client != self) {
+		PyErr_Format(PyExc_TypeError, "item %zd: not a table of this "
+			     "client", i);
+		return -1;
+	}
+	mu->t[i] = (TableObject *)tab;
+	mu->uo[i] = (struct rs_update_opts)RS_UPDATE_OPTS_INIT;
+	if (update && (update_lr(lr, &mu->uo[i]) < 0))
+		return -1;
+	if (create)
+		mu->uo[i].flags |= RS_UPDATE_CREATE;
+	if (get_keys(keys, &mu->kv[i]))
+		return -1;
+	n = (size_t)mu->kv[i].len / 8;
+	if (get_rows(rows, &mu->rv[i], update ? "grads" : "out", n,
+		     mu->t[i]->dim, !update)) {
+		PyBuffer_Release(&mu->kv[i]);
+		return -1;
+	}
+	mu->held = i + 1;
+	mu->total += n;
+	return 0;
+}
+
+static int multi_parse(ClientObject *self, PyObject *items, struct multi *mu,
+		       int update)
+{
+	PyObject *seq = PySequence_Fast(items, "items must be a sequence");
+	int ret = 0;
+
+	memset(mu, 0, sizeof(*mu));
+	if (!seq)
+		return -1;
+	mu->m = PySequence_Fast_GET_SIZE(seq);
+	mu->t = PyMem_Calloc((size_t)mu->m + 1, sizeof(*mu->t));
+	mu->kv = PyMem_Calloc((size_t)mu->m + 1, sizeof(*mu->kv));
+	mu->rv = PyMem_Calloc((size_t)mu->m + 1, sizeof(*mu->rv));
+	mu->uo = PyMem_Calloc((size_t)mu->m + 1, sizeof(*mu->uo));
+	if (!mu->t || !mu->kv || !mu->rv || !mu->uo) {
+		PyErr_NoMemory();
+		ret = -1;
+	}
+	for (Py_ssize_t i = 0; !ret && i < mu->m; i++)
+		ret = multi_item(self, mu, i,
+				 PySequence_Fast_GET_ITEM(seq, i), update);
+	Py_DECREF(seq);
+	if (ret)
+		multi_free(mu);
+	return ret;
+}
+
+/* One int32 status array per item, from the slices of st[total]. */
+static PyObject *multi_status(const struct multi *mu, const int *st)
+{
+	PyObject *list = PyList_New(mu->m);
+	size_t off = 0;
+
+	for (Py_ssize_t i = 0; list && i < mu->m; i++) {
+		size_t n = (size_t)mu->kv[i].len / 8;
+		PyObject *a = new_status(n);
+
+		if (!a) {
+			Py_CLEAR(list);
+			break;
+		}
+		if (n)
+			memcpy(PyArray_DATA((PyArrayObject *)a), st + off,
+			       n * sizeof(int));
+		off += n;
+		PyList_SET_ITEM(list, i, a);
+	}
+	return list;
+}
+
+/* get_multi([(table, keys, out), ...], *, rpc=False, nocache=False) ->
+ * [status, ...]: rs_get_multi() over keys of any tables, one round of
+ * READs; rows land in each out (n, dim). */
+static PyObject *client_get_multi(ClientObject *self, PyObject *args,
+				  PyObject *kw)
+{
+	static char *kwlist[] = { "items", "rpc", "nocache", NULL };
+	PyObject *items, *res = NULL;
+	struct rs_key_ref *refs = NULL;
+	int rpc = 0, nocache = 0, ret = 0, *st = NULL;
+	struct multi mu;
+	size_t k = 0;
+
+	if (!client_usable(self) ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "O|$pp", kwlist, &items,
+					 &rpc, &nocache) ||
+	    multi_parse(self, items, &mu, 0))
+		return NULL;
+	refs = PyMem_Malloc((mu.total + 1) * sizeof(*refs));
+	st = PyMem_Malloc((mu.total + 1) * sizeof(*st));
+	if (!refs || !st) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	for (Py_ssize_t i = 0; i < mu.m; i++) {
+		const uint64_t *kp = mu.kv[i].buf;
+		float *o = mu.rv[i].buf;
+		size_t n = (size_t)mu.kv[i].len / 8;
+
+		for (size_t j = 0; j < n; j++, k++) {
+			refs[k].table = mu.t[i]->t;
+			refs[k].key = kp[j];
+			refs[k].out = o + j * mu.t[i]->dim;
+		}
+	}
+	self->busy++;
+	Py_BEGIN_ALLOW_THREADS
+	if (mu.total)
+		ret = rs_get_multi(self->c, refs, mu.total, st,
+				   get_flags(rpc, nocache));
+	Py_END_ALLOW_THREADS
+	self->busy--;
+	if (ret < 0)
+		raise_rs(ret, "get_multi");
+	else
+		res = multi_status(&mu, st);
+out:
+	PyMem_Free(refs);
+	PyMem_Free(st);
+	multi_free(&mu);
+	return res;
+}
+
+/* update_multi([(table, keys, grads[, lr, create]), ...]) -> [status, ...]:
+ * the updates of one training step, sent in one call without the GIL
+ * (each table's keys grouped by node, as rs_update_ex()). create=True:
+ * RS_UPDATE_CREATE (missing keys by the table's policy). A call that fails
+ * as a whole raises, naming the table; the tables before it were updated. */
+static PyObject *client_update_multi(ClientObject *self, PyObject *args)
+{
+	PyObject *items, *res = NULL;
+	int ret = 0, *st = NULL;
+	Py_ssize_t bad = -1;
+	struct multi mu;
+
+	if (!client_usable(self) || !PyArg_ParseTuple(args, "O", &items) ||
+	    multi_parse(self, items, &mu, 1))
+		return NULL;
+	st = PyMem_Malloc((mu.total + 1) * sizeof(*st));
+	if (!st) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	self->busy++;
+	Py_BEGIN_ALLOW_THREADS
+	for (Py_ssize_t i = 0, off = 0; i < mu.m && !ret; i++) {
+		size_t n = (size_t)mu.kv[i].len / 8;
+
+		if (n)
+			ret = rs_update_ex(mu.t[i]->t, mu.kv[i].buf, n,
+					   mu.rv[i].buf, st + off, 0,
+					   &mu.uo[i]);
+		if (ret < 0)
+			bad = i;
+		off += (Py_ssize_t)n;
+	}
+	Py_END_ALLOW_THREADS
+	self->busy--;
+	if (ret < 0) {
+		char what[96];
+
+		snprintf(what, sizeof(what), "update of table '%s'",
+			 rs_table_name(mu.t[bad]->t));
+		raise_rs(ret, what);
+	} else {
+		res = multi_status(&mu, st);
+	}
+out:
+	PyMem_Free(st);
+	multi_free(&mu);
+	return res;
 }
 
 static PyObject *client_node_count(ClientObject *self, PyObject *unused)
@@ -775,6 +1062,14 @@ static PyMethodDef client_methods[] = {
 	  "The tables the nodes know, as dicts." },
 	{ "stats", (PyCFunction)(void (*)(void))client_stats, METH_NOARGS,
 	  "The client's counters, as a dict." },
+	{ "get_multi", (PyCFunction)(void (*)(void))client_get_multi,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "get_multi([(table, keys, out), ...], *, rpc=False, nocache=False) "
+	  "-> [status, ...]" },
+	{ "update_multi", (PyCFunction)(void (*)(void))client_update_multi,
+	  METH_VARARGS,
+	  "update_multi([(table, keys, grads[, lr, create]), ...]) -> "
+	  "[status, ...]" },
 	{ "node_count", (PyCFunction)(void (*)(void))client_node_count, METH_NOARGS,
 	  "Memory nodes configured." },
 	{ "checkpoint", (PyCFunction)(void (*)(void))client_checkpoint,
@@ -940,25 +1235,84 @@ static PyObject *table_get(TableObject *self, PyObject *args, PyObject *kw)
 static PyObject *table_update(TableObject *self, PyObject *args,
 			      PyObject *kw)
 {
-	static char *kwlist[] = { "keys", "grads", "lr", NULL };
+	static char *kwlist[] = { "keys", "grads", "lr", "create", NULL };
 	PyObject *keys, *grads, *lr = Py_None;
 	struct rs_update_opts uo = RS_UPDATE_OPTS_INIT;
+	int create = 0;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$O", kwlist, &keys,
-					 &grads, &lr))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$Op", kwlist, &keys,
+					 &grads, &lr, &create))
 		return NULL;
-	if (lr != Py_None) {	/* this step's lr (a schedule) */
-		double d = PyFloat_AsDouble(lr);
-
-		if (d == -1.0 && PyErr_Occurred())
-			return NULL;
-		if (!(d >= 0 && d <= 3.4e38))
-			return PyErr_Format(PyExc_ValueError, "lr must be a "
-					    "finite float >= 0, not %R", lr);
-		uo.flags |= RS_UPDATE_LR;
-		uo.lr = (float)d;
-	}
+	if (update_lr(lr, &uo) < 0)	/* this step's lr (a schedule) */
+		return NULL;
+	if (create)	/* missing keys by the table's policy */
+		uo.flags |= RS_UPDATE_CREATE;
 	return table_call(self, OP_UPDATE, keys, grads, 0, &uo);
+}
+
+/* The table's spec as its node reports it (fetched once, then kept;
+ * refresh=True fetches it again). */
+static int table_fetch_spec(TableObject *self, int refresh)
+{
+	struct rs_table_spec sp = RS_TABLE_SPEC_INIT;
+	int ret;
+
+	if (self->have_spec && !refresh)
+		return 0;
+	self->client->busy++;
+	Py_BEGIN_ALLOW_THREADS
+	ret = rs_table_get_spec(self->client->c, rs_table_name(self->t), &sp);
+	Py_END_ALLOW_THREADS
+	self->client->busy--;
+	if (ret) {
+		raise_rs(ret, "table spec");
+		return -1;
+	}
+	self->spec = sp;
+	self->have_spec = 1;
+	return 0;
+}
+
+static PyObject *table_spec(TableObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "refresh", NULL };
+	int refresh = 0;
+
+	if (!table_usable(self) ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "|$p", kwlist, &refresh) ||
+	    table_fetch_spec(self, refresh))
+		return NULL;
+	return spec_dict(&self->spec);
+}
+
+/* init_rows(keys) -> rows (n, dim): what the node would create for the
+ * keys (rs_table_init_rows), computed here; nothing is sent but the
+ * first spec fetch. */
+static PyObject *table_init_rows(TableObject *self, PyObject *args)
+{
+	PyObject *keys, *out;
+	Py_buffer kv;
+	npy_intp d[2];
+	int ret;
+
+	if (!table_usable(self) || !PyArg_ParseTuple(args, "O", &keys) ||
+	    table_fetch_spec(self, 0) || get_keys(keys, &kv))
+		return NULL;
+	d[0] = (npy_intp)(kv.len / 8);
+	d[1] = (npy_intp)self->dim;
+	out = PyArray_SimpleNew(2, d, NPY_FLOAT32);
+	if (!out) {
+		PyBuffer_Release(&kv);
+		return NULL;
+	}
+	ret = rs_table_init_rows(&self->spec, kv.buf, (size_t)d[0],
+				 PyArray_DATA((PyArrayObject *)out));
+	PyBuffer_Release(&kv);
+	if (ret) {
+		Py_DECREF(out);
+		return raise_rs(ret, "init rows");
+	}
+	return out;
 }
 
 static PyObject *table_put(TableObject *self, PyObject *args)
@@ -998,8 +1352,15 @@ static PyMethodDef table_methods[] = {
 	  "(rows, status)" },
 	{ "update", (PyCFunction)(void (*)(void))table_update,
 	  METH_VARARGS | METH_KEYWORDS,
-	  "update(keys, grads, *, lr=None) -> status (duplicate keys summed, "
+	  "update(keys, grads, *, lr=None, create=False) -> status "
+	  "(duplicate keys summed, "
 	  "one step; lr: this step's learning rate, None: the table's)" },
+	{ "spec", (PyCFunction)(void (*)(void))table_spec,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "spec(*, refresh=False) -> dict of create_table()'s keywords" },
+	{ "init_rows", (PyCFunction)(void (*)(void))table_init_rows,
+	  METH_VARARGS, "init_rows(keys) -> the rows a get_or_init would "
+	  "create, computed locally (nothing written)" },
 	{ "put", (PyCFunction)(void (*)(void))table_put, METH_VARARGS,
 	  "put(keys, values) -> status" },
 	{ "delete", (PyCFunction)(void (*)(void))table_delete, METH_VARARGS,

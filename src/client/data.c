@@ -208,9 +208,10 @@ int cli_update_opts(const struct rs_update_opts *in,
 		return ret;
 	rs_abi_in(full, sizeof(*full), in);
 	full->struct_size = sizeof(*full);
-	if (full->flags & ~RS_UPDATE_LR)
+	if (full->flags & ~(RS_UPDATE_LR | RS_UPDATE_CREATE))
 		return rs_seterr(RS_E_INVAL, "update options: unknown flags "
-				 "%#x", full->flags & ~RS_UPDATE_LR);
+				 "%#x", full->flags &
+				 ~(RS_UPDATE_LR | RS_UPDATE_CREATE));
 	if ((full->flags & RS_UPDATE_LR) && !proto_lr_ok(full->lr))
 		return rs_seterr(RS_E_INVAL, "update options: lr %g is not a "
 				 "finite number >= 0", (double)full->lr);
@@ -233,6 +234,8 @@ RS_EXPORT int rs_update_ex(struct rs_table *t, const uint64_t *keys,
 		ko.kflags |= PROTO_KF_LR;
 		ko.lr = o.lr;
 	}
+	if (opts && (o.flags & RS_UPDATE_CREATE))
+		ko.kflags |= PROTO_KF_CREATE;
 	return keyed(t, PROTO_OP_UPDATE, keys, n, grads, NULL, status, &ko);
 }
 

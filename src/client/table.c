@@ -189,6 +189,51 @@ int cli_table_spec_out(const struct proto_table_spec *p,
 	return 0;
 }
 
+/* A payload element as the node stores it for dtype (rounded to nearest
+ * even), back in fp32. */
+static float dtype_round(uint32_t dtype, float f)
+{
+	if (dtype == RS_DTYPE_FP16)
+		return row_f16_to_f32(row_f32_to_f16(f));
+	if (dtype == RS_DTYPE_BF16)
+		return row_bf16_to_f32(row_f32_to_bf16(f));
+	return f;
+}
+
+RS_EXPORT int rs_table_init_rows(const struct rs_table_spec *spec,
+				 const uint64_t *keys, size_t n, float *out)
+{
+	struct rs_table_spec full;
+	struct proto_table_spec p;
+	int ret;
+
+	if (!spec || (n && (!keys || !out)))
+		return rs_seterr(RS_E_INVAL, "init rows: NULL argument");
+	ret = rs_abi_check(&spec_abi, spec);
+	if (ret)
+		return ret;
+	rs_abi_in(&full, sizeof(full), spec);
+	if (full.dim < 1 || full.dim > PROTO_MAX_DIM)
+		return rs_seterr(RS_E_INVAL, "init rows: dim %u not in 1..%u",
+				 full.dim, PROTO_MAX_DIM);
+	if (full.dtype > RS_DTYPE_BF16)
+		return rs_seterr(RS_E_INVAL, "init rows: dtype %u unknown",
+				 full.dtype);
+	spec_to_proto(&full, &p);
+	ret = init_params_validate(&p.init);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < n; i++) {
+		float *row = out + i * full.dim;
+
+		init_row(&p.init, keys[i], row, full.dim);
+		for (uint32_t j = 0; full.dtype != RS_DTYPE_FP32 &&
+				     j < full.dim; j++)
+			row[j] = dtype_round(full.dtype, row[j]);
+	}
+	return 0;
+}
+
 /* ---- per-node views ---- */
 
 /* Fill a view from a directory entry; RS_E_UNSUPPORTED for a layout this

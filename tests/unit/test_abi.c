@@ -16,6 +16,8 @@
 #include "common/abi.h"
 #include "common/rs_internal.h"
 #include "recstore/client.h"
+#include "value/initializer.h"
+#include "value/row_format.h"
 
 /* a struct of two releases: v1 had a, v2 appended b */
 struct two {
@@ -150,6 +152,10 @@ static void update_opts_checked(void **state)
 	o.flags = 0;
 	o.lr = NAN;
 	assert_int_equal(cli_update_opts(&o, &full), 0);
+	o.flags = RS_UPDATE_CREATE | RS_UPDATE_LR; /* 0.6 */
+	o.lr = 0.5f;
+	assert_int_equal(cli_update_opts(&o, &full), 0);
+	assert_int_equal(full.flags, RS_UPDATE_CREATE | RS_UPDATE_LR);
 	o.flags = 0x80;
 	assert_int_equal(cli_update_opts(&o, &full), RS_E_INVAL);
 	assert_non_null(strstr(rs_errormsg(), "unknown flags"));
@@ -161,6 +167,53 @@ static void update_opts_checked(void **state)
 			 RS_E_INVAL);
 }
 
+/* rs_table_init_rows(): the node's init_row() for each key, rounded to
+ * the table's dtype as the node stores it; bad specs refused. */
+static void init_rows_as_the_node(void **state)
+{
+	struct rs_table_spec sp = RS_TABLE_SPEC_INIT;
+	const uint64_t keys[] = { 0, 1, 1ULL << 63, UINT64_MAX, 12345 };
+	enum { N = 5, DIM = 7 };
+	float got[N * DIM], want[DIM];
+	struct init_params ip = { 0 };
+
+	(void)state;
+	assert_int_equal(rs_table_spec_init(&sp, "t", DIM), 0);
+	sp.init.kind = RS_INIT_UNIFORM;
+	sp.init.a = 0.3f;
+	sp.init.seed = 99;
+	ip.kind = INIT_UNIFORM;
+	ip.a = 0.3f;
+	ip.seed = 99;
+	for (uint32_t dt = RS_DTYPE_FP32; dt <= RS_DTYPE_BF16; dt++) {
+		sp.dtype = dt;
+		assert_int_equal(rs_table_init_rows(&sp, keys, N, got), 0);
+		for (int i = 0; i < N; i++) {
+			init_row(&ip, keys[i], want, DIM);
+			for (int j = 0; j < DIM; j++) {
+				float w = want[j];
+
+				if (dt == RS_DTYPE_FP16)
+					w = row_f16_to_f32(row_f32_to_f16(w));
+				else if (dt == RS_DTYPE_BF16)
+					w = row_bf16_to_f32(row_f32_to_bf16(w));
+				assert_true(got[i * DIM + j] == w);
+				assert_true(fabsf(w) <= 0.3f);
+			}
+		}
+	}
+	/* distinct keys, distinct rows (not a constant) */
+	assert_true(memcmp(got, got + DIM, sizeof(float) * DIM) != 0);
+	sp.init.a = -1.0f;
+	assert_int_equal(rs_table_init_rows(&sp, keys, N, got), RS_E_INVAL);
+	sp.init.a = 0.3f;
+	sp.dtype = 9;
+	assert_int_equal(rs_table_init_rows(&sp, keys, N, got), RS_E_INVAL);
+	assert_int_equal(rs_table_init_rows(NULL, keys, N, got), RS_E_INVAL);
+	sp.dtype = RS_DTYPE_FP32;
+	assert_int_equal(rs_table_init_rows(&sp, keys, 0, NULL), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -169,6 +222,7 @@ int main(void)
 		cmocka_unit_test(stats_need_a_size),
 		cmocka_unit_test(version_check),
 		cmocka_unit_test(update_opts_checked),
+		cmocka_unit_test(init_rows_as_the_node),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
