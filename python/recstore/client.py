@@ -105,15 +105,30 @@ class Table:
         _, status = self._t.get(k, rows, init=init, rpc=rpc)
         return rows, status
 
-    def update(self, keys, grads, *, lr=None):
+    def update(self, keys, grads, *, lr=None, create=False):
         """Apply the table's optimizer with gradients (n, dim). Duplicate
         keys are summed into one step. lr: this step's learning rate (a
-        schedule; None: the table's). Missing keys raise KeyFailure."""
+        schedule; None: the table's). Missing keys raise KeyFailure, or
+        with create=True are handled by the table's policy: created from
+        the initializer, then the step (status 2), or in a table with
+        admission a sighting whose gradient is dropped until the key is
+        admitted (status 1; docs/eviction.md)."""
         k = self._keys(keys)
         g = _as_numpy(grads, "grads", "rows")
-        status = self._t.update(k, g, lr=lr)
+        status = self._t.update(k, g, lr=lr, create=create)
         self._check("update", k, status)
         return status
+
+    def spec(self, *, refresh=False):
+        """The table's spec as its node reports it: a dict of
+        create_table()'s keywords (fetched once, then kept)."""
+        return self._t.spec(refresh=refresh)
+
+    def init_rows(self, keys):
+        """The rows get(keys, init=True) would create for keys that are
+        missing, computed here from the table's initializer: nothing is
+        written (a forward in evaluation)."""
+        return self._t.init_rows(self._keys(keys))
 
     def put(self, keys, values):
         """Write rows (create or overwrite; optimizer state starts fresh)."""
@@ -157,6 +172,23 @@ class Client(_native.Client):
 
     def table(self, name):
         return Table(super().table(name))
+
+    def get_multi(self, items, *, rpc=False, nocache=False):
+        """Rows of keys of several tables in one round of one-sided READs
+        (one doorbell per node): items [(table, keys, out)], out a float32
+        (n, dim) array filled in place. Returns one status array per item
+        (1 found, 0 missing: out's row untouched, < 0 error code)."""
+        return super().get_multi(
+            [(t._t, t._keys(k), _as_numpy(o, "out", "rows"))
+             for t, k, o in items], rpc=rpc, nocache=nocache)
+
+    def update_multi(self, items):
+        """The updates of several tables in one call: items [(table, keys,
+        grads, lr, create)] as Table.update()'s arguments. Returns one
+        status array per item; a call that fails as a whole raises."""
+        return super().update_multi(
+            [(t._t, t._keys(k), _as_numpy(g, "grads", "rows"), lr,
+              bool(create)) for t, k, g, lr, create in items])
 
     def __enter__(self):
         return self

@@ -3,38 +3,77 @@
 The conventions are torch.nn.EmbeddingBag's and TorchRec's
 EmbeddingBagCollection: one config per table (name, dim, the features that
 share it, pooling, optimizer and its hyper-parameters, initializer), a
-JaggedFeatures batch in, one dense (B, sum of dims) tensor out with the
-feature layout exposed.
+batch of jagged features in (recstore.JaggedFeatures, or anything with
+TorchRec's KeyedJaggedTensor interface), one dense (B, sum of dims) tensor
+out with KeyedTensor's interface.
 
-Forward fetches each table's distinct keys of the batch once (missing keys
-are created from the table's initializer on their node) and pools them with
-torch.nn.functional.embedding_bag, so sum and mean pooling and per-sample
-weights have torch's exact semantics. Backward folds the gradient of every
-distinct key (the embedding_bag backward sums a key's occurrences) and sends
-one UPDATE per distinct key per batch and table; the memory node runs the
-table's optimizer. Dense parameters stay with torch's optimizers.
+Lookups (docs/python.md, "The data path"). One forward looks up every
+table of the batch in ONE call: each table's distinct ids over all its
+features (a table shared by several features is fetched once) go to
+Client.get_multi, one-sided RDMA READs through the location cache, one
+doorbell per node, which costs the memory nodes no CPU. Only ids that
+come back missing go further:
+  - training (module.training and grad enabled): GET_OR_INIT by RPC,
+    which creates them on their node (first-time ids only);
+  - otherwise (eval(), torch.no_grad()): the table's initializer row,
+    computed here exactly as the node would create it; nothing is written.
+Pooling is torch.nn.functional.embedding_bag, so sum and mean pooling and
+per-sample weights have torch's exact semantics.
 
-Prefetch. prefetch(next_batch) fetches the next batch's rows in a
-background thread while the current batch computes (the native calls
-release the GIL). Staleness policy (staleness=k, default 0): a prefetched
-row may miss at most k of this trainer's own update batches that touched
-its key after the prefetch was issued; rows that miss more are fetched
-again at forward time. With the default 0 a trainer never reads a row
-older than the last update it sent. staleness=None accepts prefetched rows
-as they are.
+Updates. Backward folds the gradient of every distinct id (the
+embedding_bag backward sums an id's occurrences) and hands the whole
+batch, all tables, to one update thread: one Client.update_multi call per
+batch, sent while the trainer goes on (optimizer step of the dense part,
+the next batch's loading and prefetch). The memory node runs the table's
+optimizer. Updates ask for the table's policy on missing ids (created, or
+a sighting toward admission), so tables with eviction or admission train
+without exceptions in backward. A second backward of the same graph
+(retain_graph=True) sends nothing again.
+
+Staleness policy (staleness=k, default 0): a lookup never returns a row
+that misses more than k of this trainer's own update batches. With 0 a
+forward waits for the previous batch's update before it reads, so a
+trainer never reads a row older than the last update it sent. Prefetched
+rows (prefetch(next_batch)) are checked against the update batches sent
+after the prefetch was issued; ids touched by more than k of them are
+read again at forward time. staleness=None accepts any row and never
+waits. An update that fails raises at the next forward, flush() or
+close().
+
+Training loops. update_mode="step" holds the updates of every backward
+until an explicit step() (gradient accumulation); no_sync() holds them
+inside its block (the embedding side of DDP's no_sync()); grad_hook(table,
+keys, grads) -> grads sees every gradient before it is sent (unscaling by
+a GradScaler, clipping).
+
+Checkpoints. state_dict() carries the table specs and the last checkpoint
+taken with checkpoint(path) (torch's extra state); load_state_dict()
+checks the specs against the store and verifies or restores that
+checkpoint (on_load="verify" or "restore"). Opening a table whose stored
+spec differs from its config raises ValueError naming the field.
 """
 
 import concurrent.futures
+import contextlib
 import dataclasses
+import math
 import threading
 import time
+import warnings
+import weakref
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .client import Table
+from .client import KeyFailure
 from .jagged import JaggedFeatures
+
+# A prefetch never consumed is dropped after this many update batches, so
+# the update history it keeps alive stays bounded.
+_PREFETCH_MAX_LAG = 64
+# Update batches in flight before a backward waits for the oldest.
+_MAX_INFLIGHT = 2
 
 
 @dataclasses.dataclass
@@ -42,7 +81,7 @@ class EmbeddingBagConfig:
     name: str
     embedding_dim: int
     feature_names: list
-    pooling: str = "sum"            # "sum" or "mean"
+    pooling: str = "sum"            # "sum" or "mean" (or TorchRec's PoolingType)
     optimizer: str = "sgd"          # sgd, adagrad, rowwise_adagrad, adam
     lr: float = None                # None: the optimizer's default
     eps: float = None
@@ -59,10 +98,83 @@ class EmbeddingBagConfig:
     num_embeddings: int = 0         # rows per node; 0: the node's default
     dtype: str = "fp32"
 
+    @classmethod
+    def from_torchrec(cls, cfg, **overrides):
+        """A config from a torchrec.modules.embedding_configs
+        .EmbeddingBagConfig (duck-typed: name, embedding_dim,
+        num_embeddings, feature_names, pooling). TorchRec's default
+        initializer is kept: uniform in +-sqrt(1 / num_embeddings), unless
+        the TorchRec config sets weight_init_min/max. num_embeddings
+        becomes the per-node row capacity. overrides: any field of this
+        class (optimizer, lr, ...)."""
+        pooling = _pooling_name(getattr(cfg, "pooling", "sum"))
+        n = int(getattr(cfg, "num_embeddings", 0) or 0)
+        lo = getattr(cfg, "weight_init_min", None)
+        hi = getattr(cfg, "weight_init_max", None)
+        if lo is not None and hi is not None:
+            if not math.isclose(-float(lo), float(hi)):
+                raise ValueError("table %r: weight_init_min/max (%g, %g) "
+                                 "are not symmetric; the store's uniform "
+                                 "initializer is in [-a, a]"
+                                 % (cfg.name, lo, hi))
+            a = float(hi)
+        else:
+            a = math.sqrt(1.0 / n) if n > 0 else 0.01
+        kw = dict(name=cfg.name, embedding_dim=int(cfg.embedding_dim),
+                  feature_names=list(cfg.feature_names) or [cfg.name],
+                  pooling=pooling, init="uniform", init_a=a,
+                  num_embeddings=n)
+        kw.update(overrides)
+        return cls(**kw)
+
+
+def _pooling_name(p):
+    """"sum"/"mean", from a str or TorchRec's PoolingType (an Enum whose
+    name is SUM or MEAN)."""
+    name = getattr(p, "name", p)
+    if isinstance(name, str) and name.lower() in ("sum", "mean"):
+        return name.lower()
+    raise ValueError("pooling must be 'sum' or 'mean' (or TorchRec's "
+                     "PoolingType.SUM/MEAN), not %r" % (p,))
+
+
+# Spec fields a config may set, as (config field, spec key); compared with
+# the stored spec when the config sets them (None: keep the store's).
+_SPEC_FLOATS = ("lr", "eps", "beta1", "beta2", "weight_decay",
+                "initial_accumulator")
+_INIT_FIELDS = {"constant": ("init_value",), "uniform": ("init_a",),
+                "normal": ("init_std",), "zeros": ()}
+
+
+def _spec_mismatch(cfg, spec):
+    """(field, stored, configured) of the first field where the stored
+    spec differs from the config, or None."""
+    want = [("dim", cfg.embedding_dim), ("optimizer", cfg.optimizer),
+            ("dtype", {"float32": "fp32", "float16": "fp16",
+                       "bfloat16": "bf16"}.get(cfg.dtype, cfg.dtype)),
+            ("init", cfg.init), ("init_seed", cfg.init_seed),
+            ("decoupled_weight_decay", bool(cfg.decoupled_weight_decay))]
+    for f in _SPEC_FLOATS + _INIT_FIELDS.get(cfg.init, ()):
+        v = getattr(cfg, f)
+        if v is not None:
+            want.append((f, np.float32(v)))
+    for field, v in want:
+        have = spec.get(field)
+        if isinstance(v, np.float32):
+            same = np.float32(have) == v
+        else:
+            same = have == v
+        if not same:
+            return field, have, v
+    return None
+
 
 class PooledEmbeddings:
-    """The forward's output: values() is (B, sum of dims); layout maps each
-    feature to (column offset, dim), in feature_names() order."""
+    """The forward's output, with TorchRec's KeyedTensor interface:
+    values() is (B, sum of dims); keys() the features in column order;
+    length_per_key() their dims, offset_per_key() their column offsets
+    (one more entry: the width); to_dict() and [feature] their columns.
+    layout() maps each feature to (column offset, dim)."""
 
     def __init__(self, values, feature_names, layout):
         self._values = values
@@ -72,8 +184,21 @@ class PooledEmbeddings:
     def values(self):
         return self._values
 
+    def keys(self):
+        return list(self._names)
+
     def feature_names(self):
         return list(self._names)
+
+    def key_dim(self):
+        return 1
+
+    def length_per_key(self):
+        return [self._layout[f][1] for f in self._names]
+
+    def offset_per_key(self):
+        offs = [self._layout[f][0] for f in self._names]
+        return offs + [offs[-1] + self._layout[self._names[-1]][1]]
 
     def layout(self):
         return dict(self._layout)
@@ -85,49 +210,91 @@ class PooledEmbeddings:
     def to_dict(self):
         return {f: self[f] for f in self._names}
 
+    def to(self, device, non_blocking=False):
+        return PooledEmbeddings(self._values.to(device,
+                                                non_blocking=non_blocking),
+                                self._names, self._layout)
+
 
 class _Lookup(torch.autograd.Function):
-    """rows fetched from the store -> the same rows, with a backward that
-    sends their folded gradient to the store as one UPDATE."""
+    """rows of all tables fetched from the store -> the same rows, with a
+    backward that hands their folded gradients to the collection as one
+    update batch (once per graph, however often backward runs)."""
 
     @staticmethod
-    def forward(ctx, anchor, rows, ebc, table, keys):
-        ctx.ebc = ebc
-        ctx.table = table
-        ctx.keys = keys
-        return rows.view_as(rows)
+    def forward(ctx, anchor, batch, *rows):
+        ctx.batch = batch
+        ctx.set_materialize_grads(False)  # a table whose rows got no
+        return tuple(r.view_as(r) for r in rows)  # gradient: no update
 
     @staticmethod
-    def backward(ctx, grad):
-        ctx.ebc._send_update(ctx.table, ctx.keys, grad)
-        return None, None, None, None, None
+    def backward(ctx, *grads):
+        batch = ctx.batch
+        if not batch.applied:
+            batch.applied = True
+            batch.ebc._backward(batch, grads)
+        return (None, None) + (None,) * len(grads)
+
+
+class _Batch:
+    """What one forward looked up: per table (keys, rows) in table order;
+    the backward's gradients go with it."""
+
+    def __init__(self, ebc, names, keys):
+        self.ebc = ebc
+        self.names = names
+        self.keys = keys
+        self.applied = False
 
 
 class _Prefetch:
-    def __init__(self, features, seq, future):
+    def __init__(self, features, seq, training, future):
         self.features = features
         self.seq = seq
+        self.training = training
         self.future = future
 
 
+# Collections by id, for the fx leaf below (a graph holds the id, not the
+# module object).
+_COLLECTIONS = weakref.WeakValueDictionary()
+
+
+@torch.fx.wrap
+def recstore_lookup(ebc_id, features):
+    """The collection's whole lookup as one function call: symbolic tracing
+    (torch.fx) records it as a single leaf node instead of tracing the
+    store's calls."""
+    return _COLLECTIONS[ebc_id]._lookup_pooled(features)
+
+
 class EmbeddingBagCollection(torch.nn.Module):
-    def __init__(self, client, tables, *, staleness=0, create=True):
+    def __init__(self, client, tables, *, staleness=0, create=True,
+                 update_mode="backward", grad_hook=None,
+                 on_load="verify", check_spec=True):
         super().__init__()
         if staleness is not None and (not isinstance(staleness, int)
                                       or staleness < 0):
             raise ValueError("staleness must be None or an int >= 0")
+        if update_mode not in ("backward", "step"):
+            raise ValueError("update_mode must be 'backward' or 'step', "
+                             "not %r" % (update_mode,))
+        if on_load not in ("verify", "restore"):
+            raise ValueError("on_load must be 'verify' or 'restore', not %r"
+                             % (on_load,))
         self._client = client
         self._configs = {}
         self._tables = {}
         self._feature_table = {}
         self.staleness = staleness
+        self.update_mode = update_mode
+        self.grad_hook = grad_hook
+        self.on_load = on_load
         names = []
         for cfg in tables:
             if cfg.name in self._configs:
                 raise ValueError("table %r configured twice" % cfg.name)
-            if cfg.pooling not in ("sum", "mean"):
-                raise ValueError("table %r: pooling must be 'sum' or 'mean', "
-                                 "not %r" % (cfg.name, cfg.pooling))
+            cfg.pooling = _pooling_name(cfg.pooling)
             if not cfg.feature_names:
                 raise ValueError("table %r has no features" % cfg.name)
             for f in cfg.feature_names:
@@ -145,7 +312,10 @@ class EmbeddingBagCollection(torch.nn.Module):
                 raise ValueError("table %r has dim %d on the store, the "
                                  "config says %d" % (name, t.dim,
                                                      cfg.embedding_dim))
+            if check_spec:
+                self._check_spec(cfg, t.spec())
             self._tables[name] = t
+        self._names = list(self._configs)
         self._features = names
         self._layout = {}
         off = 0
@@ -158,15 +328,29 @@ class EmbeddingBagCollection(torch.nn.Module):
         # Parameter: torch optimizers never see it
         self._anchor = torch.zeros((), requires_grad=True)
         self._lock = threading.Lock()
-        self._seq = 0               # update batches sent by this module
+        self._cv = threading.Condition(self._lock)
+        self._seq = 0               # update batches handed to the thread
+        self._done = 0              # of those, finished (sent or failed)
+        self._error = None          # the first failed update, to raise
         self._history = []          # (seq, table, keys) since oldest prefetch
+        self._held = []             # update_mode "step" / no_sync: batches
+        self._holding = 0           # no_sync() depth
         self._pending = None
         self._lr = {}               # table -> this step's lr (set_learning_rate)
+        self._ckpt = None           # the last checkpoint() taken
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="recstore-prefetch")
-        self.stats = {"lookups": 0, "lookup_keys": 0, "updates": 0,
-                      "update_keys": 0, "prefetched": 0, "refetched_keys": 0,
-                      "lookup_s": 0.0, "update_s": 0.0}
+        self._upool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="recstore-update")
+        self.stats = {"lookups": 0, "lookup_keys": 0, "read_keys": 0,
+                      "init_rpc_keys": 0, "init_local_keys": 0,
+                      "updates": 0, "update_batches": 0, "update_keys": 0,
+                      "update_created_keys": 0, "prefetched": 0,
+                      "prefetch_dropped": 0, "refetched_keys": 0,
+                      "lookup_s": 0.0, "update_s": 0.0,
+                      "update_wait_s": 0.0}
+        _COLLECTIONS[id(self)] = self
+        self._fx_id = id(self)
 
     def _create_tables(self):
         for cfg in self._configs.values():
@@ -175,13 +359,19 @@ class EmbeddingBagCollection(torch.nn.Module):
                       dtype=cfg.dtype,
                       decoupled_weight_decay=cfg.decoupled_weight_decay,
                       exist_ok=True)
-            for k in ("lr", "eps", "beta1", "beta2", "weight_decay",
-                      "initial_accumulator", "init_value", "init_a",
-                      "init_std"):
+            for k in _SPEC_FLOATS + ("init_value", "init_a", "init_std"):
                 v = getattr(cfg, k)
                 if v is not None:
                     kw[k] = v
             self._client.create_table(cfg.name, cfg.embedding_dim, **kw)
+
+    @staticmethod
+    def _check_spec(cfg, spec):
+        bad = _spec_mismatch(cfg, spec)
+        if bad is not None:
+            raise ValueError("table %r exists on the store with %s=%r, the "
+                             "config says %r (drop it, or make the config "
+                             "match)" % (cfg.name, bad[0], bad[1], bad[2]))
 
     # ---- introspection ----
 
@@ -198,7 +388,58 @@ class EmbeddingBagCollection(torch.nn.Module):
     def table(self, name):
         return self._tables[name]
 
-    # ---- lookups ----
+    # ---- inputs ----
+
+    def _as_features(self, features):
+        """(JaggedFeatures with exactly this collection's features, the
+        input's device). Takes JaggedFeatures or a KeyedJaggedTensor-like
+        object (keys(), values(), lengths() or offsets(),
+        weights_or_none()); features the collection does not use are
+        dropped; ids may be int32 or int64, on any device."""
+        device = torch.device("cpu")
+        if not isinstance(features, JaggedFeatures):
+            if not (hasattr(features, "keys") and hasattr(features, "values")
+                    and (hasattr(features, "lengths")
+                         or hasattr(features, "offsets"))):
+                raise TypeError("features must be recstore.JaggedFeatures "
+                                "or a KeyedJaggedTensor, not %s"
+                                % type(features).__name__)
+            features, device = self._from_kjt(features)
+        have = features.keys()
+        missing = [f for f in self._features if f not in have]
+        if missing:
+            raise ValueError("batch features do not match the collection: "
+                             "missing %s (it has %s)" % (missing, have))
+        return features, device
+
+    def _from_kjt(self, kjt):
+        values = kjt.values()
+        device = values.device
+        host = (lambda t: t) if device.type == "cpu" else (
+            lambda t: None if t is None else t.to("cpu", non_blocking=True))
+        keys = list(kjt.keys())
+        values = host(values)
+        weights = getattr(kjt, "weights_or_none", lambda: None)()
+        weights = host(weights)
+        lengths = kjt.lengths() if hasattr(kjt, "lengths") else None
+        offsets = None
+        if lengths is None:
+            offsets = host(kjt.offsets())
+        else:
+            lengths = host(lengths)
+        if device.type == "cuda":
+            torch.cuda.current_stream(device).synchronize()
+        jf = JaggedFeatures(keys, values, lengths=lengths, offsets=offsets,
+                            weights=weights)
+        unused = [f for f in keys if f not in self._layout]
+        if unused:   # extra features: keep only ours
+            parts = {}
+            for f in self._features:
+                v, o, w = jf.feature(f)
+                lens = o[1:] - o[:-1]
+                parts[f] = (v, lens) if w is None else (v, lens, w)
+            jf = JaggedFeatures.from_dict(parts)
+        return jf, device
 
     def _table_ids(self, features, name):
         """Ids of table `name` over its features (in config order), the
@@ -221,55 +462,106 @@ class EmbeddingBagCollection(torch.nn.Module):
             weights = torch.cat(wts)
         return torch.cat(vals), offsets, weights
 
-    def _check_features(self, features):
-        if not isinstance(features, JaggedFeatures):
-            raise TypeError("features must be recstore.JaggedFeatures, not %s"
-                            % type(features).__name__)
-        have = set(features.keys())
-        missing = [f for f in self._features if f not in have]
-        unknown = [f for f in features.keys() if f not in self._layout]
-        if missing or unknown:
-            raise ValueError("batch features do not match the collection: "
-                             "missing %s, unknown %s" % (missing, unknown))
-
-    def _fetch(self, name, keys_np):
-        t0 = time.perf_counter()
-        rows = self._tables[name].get(keys_np, init=True)
-        dt = time.perf_counter() - t0
-        with self._lock:
-            self.stats["lookups"] += 1
-            self.stats["lookup_keys"] += len(keys_np)
-            self.stats["lookup_s"] += dt
-        return rows
-
     def _unique(self, features):
         """{table: (unique keys (numpy uint64), inverse, offsets, weights)}"""
         out = {}
-        for name in self._configs:
+        for name in self._names:
             ids, offsets, weights = self._table_ids(features, name)
             uniq, inverse = torch.unique(ids, sorted=True, return_inverse=True)
-            out[name] = (uniq.numpy().astype(np.uint64), inverse, offsets,
-                         weights)
+            keys = np.ascontiguousarray(uniq.numpy()).view(np.uint64)
+            out[name] = (keys, inverse, offsets, weights)
         return out
+
+    # ---- lookups ----
+
+    def _read(self, keys_of, training):
+        """{table: rows} of {table: keys}: one get_multi over every table,
+        then the missing ones created (training) or computed from the
+        initializer (not training)."""
+        names = [n for n in self._names if n in keys_of]
+        t0 = time.perf_counter()
+        rows = {n: np.empty((len(keys_of[n]), self._tables[n].dim),
+                            dtype=np.float32) for n in names}
+        st = self._client.get_multi([(self._tables[n], keys_of[n], rows[n])
+                                     for n in names])
+        found = rpc = local = 0
+        for n, s in zip(names, st):
+            keys = keys_of[n]
+            bad = s < 0
+            if bad.any():
+                raise KeyFailure("get", n, keys[bad], s[bad])
+            miss = s == 0
+            found += len(keys) - int(miss.sum())
+            if not miss.any():
+                continue
+            mk = keys[miss]
+            if training:
+                r, s2 = self._tables[n].get_with_status(mk, init=True)
+                if (s2 <= 0).any():
+                    raise KeyFailure("get_or_init", n, mk[s2 <= 0],
+                                     s2[s2 <= 0])
+                rpc += len(mk)
+            else:
+                r = self._tables[n].init_rows(mk)
+                local += len(mk)
+            rows[n][miss] = r
+        dt = time.perf_counter() - t0
+        with self._lock:
+            self.stats["lookups"] += 1
+            self.stats["lookup_keys"] += sum(len(keys_of[n]) for n in names)
+            self.stats["read_keys"] += found
+            self.stats["init_rpc_keys"] += rpc
+            self.stats["init_local_keys"] += local
+            self.stats["lookup_s"] += dt
+        return rows
+
+    def _wait_updates(self, upto):
+        """Wait until update batches 1..upto have finished; raise the first
+        failure."""
+        t0 = time.perf_counter()
+        with self._cv:
+            while self._done < upto:
+                self._cv.wait()
+            err, self._error = self._error, None
+            self.stats["update_wait_s"] += time.perf_counter() - t0
+        if err is not None:
+            raise err
+
+    def _wait_staleness(self):
+        """Before a lookup: at most `staleness` update batches in flight."""
+        if self.staleness is None:
+            with self._lock:
+                err, self._error = self._error, None
+            if err is not None:
+                raise err
+            return
+        with self._lock:
+            upto = self._seq - self.staleness
+        self._wait_updates(upto)
 
     def prefetch(self, features):
         """Start fetching the rows of `features` (the next batch) in the
-        background; the forward of that same object uses them."""
-        self._check_features(features)
+        background; the forward of that same object uses them. Ids missing
+        from the store are created now if the module is training (and grad
+        is enabled here), else computed from the initializer."""
+        jf, _ = self._as_features(features)
         if self._pending is not None:
             self._pending.future.cancel()
-        uniq = self._unique(features)
+        uniq = self._unique(jf)
+        training = self.training and torch.is_grad_enabled()
         with self._lock:
             seq = self._seq
 
         def job():
-            return {n: (u[0], self._fetch(n, u[0]), u) for n, u in uniq.items()}
+            self._wait_updates(seq)
+            rows = self._read({n: u[0] for n, u in uniq.items()}, training)
+            return {n: (u[0], rows[n], u) for n, u in uniq.items()}
 
-        self._pending = _Prefetch(features, seq,
+        self._pending = _Prefetch(features, seq, training,
                                   self._pool.submit(job))
 
     def _stale_keys(self, name, keys, since):
-        """Keys of `keys` that this trainer updated in more than
+        """Indexes of `keys` that this trainer updated in more than
         self.staleness update batches after sequence number `since`."""
         with self._lock:
             hist = [k for s, t, k in self._history if s > since and t == name]
@@ -281,34 +573,67 @@ class EmbeddingBagCollection(torch.nn.Module):
 
     def _trim_history(self):
         with self._lock:
-            keep = self._pending.seq if self._pending is not None else self._seq
+            pre = self._pending
+            if pre is not None and self._seq - pre.seq > _PREFETCH_MAX_LAG:
+                pre.future.cancel()
+                self._pending = pre = None
+                self.stats["prefetch_dropped"] += 1
+            keep = pre.seq if pre is not None else self._seq
             self._history = [h for h in self._history if h[0] > keep]
 
+    def _fetch_prefetched(self, pre, training):
+        fetched = pre.future.result()
+        with self._lock:
+            self.stats["prefetched"] += 1
+        if self.staleness is None:
+            return fetched
+        stale = {}
+        for name, (keys, rows, _) in fetched.items():
+            idx = self._stale_keys(name, keys, pre.seq)
+            if len(idx):
+                stale[name] = idx
+        if stale:
+            with self._lock:
+                upto = self._seq
+            self._wait_updates(upto)
+            again = self._read({n: fetched[n][0][i]
+                                for n, i in stale.items()}, training)
+            for n, i in stale.items():
+                fetched[n][1][i] = again[n]
+                with self._lock:
+                    self.stats["refetched_keys"] += len(i)
+        return fetched
+
     def forward(self, features):
-        self._check_features(features)
+        return recstore_lookup(self._fx_id, features)
+
+    def _lookup_pooled(self, features):
+        jf, device = self._as_features(features)
+        training = self.training and torch.is_grad_enabled()
         pre = None
         if self._pending is not None and self._pending.features is features:
             pre, self._pending = self._pending, None
-            fetched = pre.future.result()
-        b = features.batch_size()
-        uniq = None if pre is not None else self._unique(features)
-        per_feature = {}
-        for name, cfg in self._configs.items():
+        if pre is not None and pre.training == training:
+            fetched = self._fetch_prefetched(pre, training)
+        else:
             if pre is not None:
-                keys, rows, (_, inverse, offsets, weights) = fetched[name]
-                with self._lock:
-                    self.stats["prefetched"] += 1
-                if self.staleness is not None:
-                    idx = self._stale_keys(name, keys, pre.seq)
-                    if len(idx):
-                        rows[idx] = self._fetch(name, keys[idx])
-                        with self._lock:
-                            self.stats["refetched_keys"] += len(idx)
-            else:
-                keys, inverse, offsets, weights = uniq[name]
-                rows = self._fetch(name, keys)
-            emb = _Lookup.apply(self._anchor, torch.from_numpy(rows), self,
-                                name, keys)
+                pre.future.cancel()
+            self._wait_staleness()
+            uniq = self._unique(jf)
+            rows = self._read({n: u[0] for n, u in uniq.items()}, training)
+            fetched = {n: (u[0], rows[n], u) for n, u in uniq.items()}
+        b = jf.batch_size()
+        tensors = [torch.from_numpy(fetched[n][1]) for n in self._names]
+        if training:
+            batch = _Batch(self, self._names,
+                           [fetched[n][0] for n in self._names])
+            tensors = _Lookup.apply(self._anchor, batch, *tensors)
+            if isinstance(tensors, torch.Tensor):
+                tensors = (tensors,)
+        per_feature = {}
+        for name, emb in zip(self._names, tensors):
+            cfg = self._configs[name]
+            _, _, (_, inverse, offsets, weights) = fetched[name]
             pooled = F.embedding_bag(inverse, emb, offsets, mode=cfg.pooling,
                                      per_sample_weights=weights,
                                      include_last_offset=True)
@@ -318,6 +643,8 @@ class EmbeddingBagCollection(torch.nn.Module):
                 per_feature[f] = pooled[i]
         self._trim_history()
         values = torch.cat([per_feature[f] for f in self._features], dim=1)
+        if device.type != "cpu":
+            values = values.to(device, non_blocking=True)
         return PooledEmbeddings(values, self._features, self._layout)
 
     # ---- updates ----
@@ -343,17 +670,157 @@ class EmbeddingBagCollection(torch.nn.Module):
         table's configured one (None: the optimizer's default)."""
         return self._lr.get(table, self._configs[table].lr)
 
-    def _send_update(self, name, keys, grad):
-        g = grad.detach().to(torch.float32).contiguous().numpy()
-        t0 = time.perf_counter()
-        self._tables[name].update(keys, g, lr=self._lr.get(name))
-        dt = time.perf_counter() - t0
-        with self._lock:
+    def _backward(self, batch, grads):
+        parts = []
+        for name, keys, g in zip(batch.names, batch.keys, grads):
+            if g is None or not len(keys):
+                continue
+            parts.append((name, keys, g.detach().to(torch.float32)
+                          .contiguous().numpy()))
+        if self.update_mode == "step" or self._holding:
+            self._held.append(parts)
+        else:
+            self._send(parts)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Hold the updates of the backwards inside the block; the first
+        backward (or step()) after it sends them with its own: the
+        embedding side of DistributedDataParallel.no_sync() (use both:
+        `with ddp.no_sync(), ebc.no_sync():`)."""
+        self._holding += 1
+        try:
+            yield
+        finally:
+            self._holding -= 1
+
+    def step(self):
+        """Send the held updates (update_mode="step", or after no_sync()):
+        every table's gradients since the last step, one optimizer step
+        per distinct id (the node sums an id's gradients)."""
+        self._send([])
+
+    def _send(self, parts):
+        held, self._held = self._held, []
+        merged = {}
+        for p in held + [parts]:
+            for name, keys, g in p:
+                merged.setdefault(name, []).append((keys, g))
+        items = []
+        for name in self._names:
+            if name not in merged:
+                continue
+            ks = [k for k, _ in merged[name]]
+            gs = [g for _, g in merged[name]]
+            keys, g = ks[0], gs[0]
+            if len(ks) > 1:     # held batches: one gradient per id, summed
+                keys, inv = np.unique(np.concatenate(ks), return_inverse=True)
+                g = np.zeros((len(keys), gs[0].shape[1]), dtype=np.float32)
+                np.add.at(g, inv, np.concatenate(gs))
+            if self.grad_hook is not None:
+                g = self.grad_hook(name, keys, g)
+                g = (g.detach().to(torch.float32).contiguous().numpy()
+                     if isinstance(g, torch.Tensor)
+                     else np.ascontiguousarray(g, dtype=np.float32))
+            items.append((name, keys, g, self._lr.get(name)))
+        if not items:
+            return
+        with self._cv:
+            while self._seq - self._done >= _MAX_INFLIGHT:
+                self._cv.wait()
             self._seq += 1
-            self._history.append((self._seq, name, keys))
-            self.stats["updates"] += 1
-            self.stats["update_keys"] += len(keys)
+            seq = self._seq
+            if self.staleness is not None:
+                for name, keys, _, _ in items:
+                    self._history.append((seq, name, keys))
+        self._upool.submit(self._apply, seq, items)
+
+    def _apply(self, seq, items):
+        t0 = time.perf_counter()
+        err = None
+        created = 0
+        try:
+            st = self._client.update_multi(
+                [(self._tables[n], k, g, lr, True)
+                 for n, k, g, lr in items])
+            for (n, k, _, _), s in zip(items, st):
+                bad = s <= 0
+                if bad.any():
+                    raise KeyFailure("update", n, k[bad], s[bad])
+                created += int((s == 2).sum())
+        except BaseException as e:  # raised at the next forward/flush
+            err = e
+        dt = time.perf_counter() - t0
+        with self._cv:
+            self._done = seq
+            if err is not None and self._error is None:
+                self._error = err
+            self.stats["updates"] += len(items)
+            self.stats["update_batches"] += 1
+            self.stats["update_keys"] += sum(len(i[1]) for i in items)
+            self.stats["update_created_keys"] += created
             self.stats["update_s"] += dt
+            self._cv.notify_all()
+
+    def flush(self):
+        """Wait for every update sent so far; raise the first that failed."""
+        with self._lock:
+            upto = self._seq
+        self._wait_updates(upto)
+
+    # ---- checkpoints (torch's state_dict flow) ----
+
+    def checkpoint(self, path, **kw):
+        """Send pending updates, then take a store checkpoint of this
+        collection's tables into path (Client.checkpoint's keywords);
+        state_dict() refers to it from then on. Returns its summary."""
+        if self._held:
+            self.step()
+        self.flush()
+        res = self._client.checkpoint(path, tables=list(self._names), **kw)
+        self._ckpt = {"path": str(path), "id": res.get("id")}
+        return res
+
+    def get_extra_state(self):
+        if self._ckpt is None:
+            warnings.warn("recstore.EmbeddingBagCollection.state_dict(): "
+                          "no checkpoint() taken, so the state holds the "
+                          "table specs but not the rows (they stay in the "
+                          "store)", stacklevel=3)
+        return {"format": 1,
+                "tables": {n: self._tables[n].spec() for n in self._names},
+                "checkpoint": self._ckpt}
+
+    def set_extra_state(self, state):
+        if not isinstance(state, dict) or state.get("format") != 1:
+            raise ValueError("not a recstore.EmbeddingBagCollection state")
+        for name, spec in state["tables"].items():
+            if name not in self._tables:
+                raise ValueError("the state has table %r, this collection "
+                                 "does not" % name)
+            now = self._tables[name].spec(refresh=True)
+            for field in ("dim", "dtype", "optimizer", "init", "init_seed"):
+                if now.get(field) != spec.get(field):
+                    raise ValueError("table %r: the state has %s=%r, the "
+                                     "store %r" % (name, field,
+                                                   spec.get(field),
+                                                   now.get(field)))
+        ck = state.get("checkpoint")
+        if ck is None:
+            return
+        from .checkpoint import verify
+        verify(ck["path"])
+        if self.on_load == "restore":
+            self.flush()
+            self._client.restore(ck["path"], tables=list(state["tables"]))
+        self._ckpt = dict(ck)
 
     def close(self):
-        self._pool.shutdown(wait=True)
+        """Send held updates, wait for all of them, stop the threads."""
+        try:
+            if self._held:
+                self.step()
+            self.flush()
+        finally:
+            self._pool.shutdown(wait=True)
+            self._upool.shutdown(wait=True)

@@ -6,6 +6,12 @@ values holds them in that order. offsets (F * B + 1 entries) may be given
 instead of lengths. Optional per-id weights (float32, one per value) are
 used by sum pooling.
 
+Ids are unsigned 64-bit keys. torch has no uint64, so ids at or above
+2^63 travel as the int64 bit pattern: give values as a numpy uint64 array,
+or as int64 with unsigned=True (values are bit patterns; negative ones
+are ids >= 2^63). Otherwise a negative id is refused. int32 ids are
+widened to int64.
+
 Everything is checked on construction, so a bad batch fails here with a
 message that says what is wrong, not deep inside a lookup.
 """
@@ -30,7 +36,7 @@ def _tensor(x, what):
 
 class JaggedFeatures:
     def __init__(self, keys, values, lengths=None, offsets=None,
-                 weights=None):
+                 weights=None, unsigned=False):
         keys = list(keys)
         if not keys:
             raise ValueError("JaggedFeatures needs at least one feature")
@@ -40,9 +46,15 @@ class JaggedFeatures:
                                 "not %r" % (k,))
         if len(set(keys)) != len(keys):
             raise ValueError("feature names repeat: %s" % keys)
+        if isinstance(values, np.ndarray) and values.dtype == np.uint64:
+            values = np.ascontiguousarray(values).view(np.int64)
+            unsigned = True
         values = _tensor(values, "values")
+        if values.dtype == torch.int32:
+            values = values.to(torch.int64)
         if values.dtype != torch.int64:
-            raise TypeError("values must be int64 ids, not %s" % values.dtype)
+            raise TypeError("values must be int64 or int32 ids, not %s"
+                            % values.dtype)
         if (lengths is None) == (offsets is None):
             raise ValueError("give exactly one of lengths and offsets")
         n = values.numel()
@@ -82,10 +94,11 @@ class JaggedFeatures:
                 raise ValueError("offsets end at %d but there are %d values "
                                  "(offsets out of range)"
                                  % (int(offsets[-1]), n))
-        if n and int(values.min()) < 0:
+        if n and not unsigned and int(values.min()) < 0:
             i = int(torch.nonzero(values < 0)[0])
             raise ValueError("value %d is negative (%d): ids are unsigned "
-                             "64-bit keys" % (i, int(values[i])))
+                             "64-bit keys (for ids >= 2^63 pass uint64 or "
+                             "unsigned=True)" % (i, int(values[i])))
         if weights is not None:
             weights = _tensor(weights, "weights")
             if weights.dtype != torch.float32:
@@ -95,6 +108,7 @@ class JaggedFeatures:
                 raise ValueError("%d weights for %d values"
                                  % (weights.numel(), n))
         self._keys = keys
+        self._unsigned = bool(unsigned)
         self._values = values
         self._offsets = offsets
         self._weights = weights
@@ -134,6 +148,13 @@ class JaggedFeatures:
 
     def weights(self):
         return self._weights
+
+    def weights_or_none(self):
+        return self._weights
+
+    def unsigned(self):
+        """True if values are the int64 bit patterns of uint64 ids."""
+        return self._unsigned
 
     def offsets(self):
         return self._offsets

@@ -117,6 +117,15 @@ class Equivalence(unittest.TestCase):
         tc.assert_dense_equal(self, store, ref)
         st = store.ebc.stats
         self.assertEqual(st["updates"], steps * len(spec["tables"]))
+        # every row was put first: all read one-sided, none created by RPC
+        self.assertEqual(st["init_rpc_keys"], 0)
+        self.assertEqual(st["read_keys"], st["lookup_keys"])
+        # one lookup call per batch for all tables (a prefetch may add
+        # one for the ids its batch must read again)
+        if prefetch:
+            self.assertGreaterEqual(st["lookups"], steps)
+        else:
+            self.assertEqual(st["lookups"], steps)
         return store
 
     def test_sgd_sum(self):
@@ -172,6 +181,7 @@ def trainer(addr, dev, rank, steps, q):
             opt.step()
             counter.update(keys, ones)
             losses.append(loss.item())
+        ebc.close()
         c.close()
         q.put((rank, losses, None))
     except BaseException as e:  # report, never hang the parent
@@ -325,6 +335,108 @@ class Growth(unittest.TestCase):
         c.close()
 
 
+class TrainerPath(unittest.TestCase):
+    """The collection's data path on a node: one-sided lookups, eval that
+    writes nothing, tables with admission and eviction that train, spec
+    checks, state_dict with a checkpoint."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = client()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def rows(self, name):
+        return {d["name"]: d["rows"] for d in self.c.tables()}[name]
+
+    def test_lookups_one_sided_eval_writes_nothing(self):
+        spec = tc.small_spec()
+        cfgs = tc.configs(spec, "tp_")
+        for cf in cfgs:
+            cf.init, cf.init_a, cf.init_seed = "uniform", 0.05, 3
+        ebc = recstore.EmbeddingBagCollection(self.c, cfgs)
+        data = tc.batches(spec, steps=3, weighted=False, seed=12)
+        ebc.eval()
+        with torch.no_grad():
+            ev = ebc(data[0][0]).values()
+        for name in spec["tables"]:
+            self.assertEqual(self.rows("tp_" + name), 0, name)
+        self.assertGreater(ebc.stats["init_local_keys"], 0)
+        ebc.train()
+        before = self.c.stats()
+        tr = ebc(data[0][0])
+        after = self.c.stats()
+        # the rows eval computed are the ones the node creates
+        self.assertTrue(torch.equal(ev, tr.values().detach()))
+        created = ebc.stats["init_rpc_keys"]
+        self.assertEqual(after["get_or_init_keys"] - before["get_or_init_keys"],
+                         created)
+        tr.values().sum().backward()
+        # the same ids again: all one-sided READs, no RPC
+        before = self.c.stats()
+        ebc(data[0][0])
+        after = self.c.stats()
+        self.assertEqual(ebc.stats["init_rpc_keys"], created)
+        self.assertEqual(after["get_or_init_keys"], before["get_or_init_keys"])
+        self.assertEqual(after["rpc_keys"], before["rpc_keys"])
+        self.assertGreater(after["onesided_keys"], before["onesided_keys"])
+        ebc.close()
+
+    def test_admission_and_eviction_tables_train(self):
+        self.c.create_table("tp_adm", 4, optimizer="sgd", lr=0.1,
+                            capacity=1024, evict="lru", max_rows=1000,
+                            admit_after=3, exist_ok=True)
+        self.c.create_table("tp_evl", 4, optimizer="adagrad", lr=0.1,
+                            capacity=1024, evict="lru", max_rows=16,
+                            exist_ok=True)
+        cfgs = [recstore.EmbeddingBagConfig("tp_adm", 4, ["a"], lr=0.1),
+                recstore.EmbeddingBagConfig("tp_evl", 4, ["e"],
+                                            optimizer="adagrad", lr=0.1)]
+        ebc = recstore.EmbeddingBagCollection(self.c, cfgs, create=False)
+        rng = np.random.default_rng(5)
+        for step in range(12):
+            ids = np.concatenate([rng.integers(0, 8, 16),
+                                  rng.integers(0, 200, 16)]).astype(np.int64)
+            jf = recstore.JaggedFeatures(["a", "e"], torch.from_numpy(ids),
+                                         lengths=torch.ones(32, dtype=torch.int64))
+            ebc(jf).values().pow(2).sum().backward()
+        ebc.close()
+        # admitted after 3 sightings: the 8 hot ids have rows; the capped
+        # table never holds more than 16
+        self.assertEqual(self.rows("tp_adm"), 8)
+        self.assertLessEqual(self.rows("tp_evl"), 16)
+        self.assertGreater(ebc.stats["update_keys"], 0)
+
+    def test_spec_mismatch_and_state_dict(self):
+        spec = tc.small_spec(optimizer="adagrad")
+        ebc = recstore.EmbeddingBagCollection(self.c, tc.configs(spec, "sd_"))
+        data = tc.batches(spec, steps=2, weighted=False, seed=13)
+        for jf, _, _ in data:
+            ebc(jf).values().sum().backward()
+        bad = tc.configs(spec, "sd_")
+        bad[1].lr = 0.5
+        with self.assertRaisesRegex(ValueError, "'sd_t1' exists on the store "
+                                    "with lr="):
+            recstore.EmbeddingBagCollection(self.c, bad)
+        path = os.path.join(CKPT_ROOT, "sd_ckpt")
+        ebc.checkpoint(path)
+        sd = ebc.state_dict()
+        keys = np.unique(data[0][0].values().numpy()).astype(np.uint64)
+        saved = self.c.table("sd_t0").get(keys)
+        ebc(data[1][0]).values().sum().backward()   # after the checkpoint
+        ebc.flush()
+        self.assertFalse(np.array_equal(self.c.table("sd_t0").get(keys),
+                                        saved))
+        ebc2 = recstore.EmbeddingBagCollection(self.c, tc.configs(spec, "sd_"),
+                                               on_load="restore")
+        ebc2.load_state_dict(sd)
+        np.testing.assert_array_equal(self.c.table("sd_t0").get(keys), saved)
+        ebc.close()
+        ebc2.close()
+
+
 class Misuse(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -418,8 +530,8 @@ if __name__ == "__main__":
     loader = unittest.defaultTestLoader
     # Misuse last: it ends by killing the node
     suite = unittest.TestSuite([loader.loadTestsFromTestCase(k) for k in
-                                (Equivalence, TwoTrainers, Example,
-                                 Checkpoints, Misuse)])
+                                (Equivalence, TrainerPath, TwoTrainers,
+                                 Example, Checkpoints, Misuse)])
     try:
         result = unittest.TextTestRunner(verbosity=2).run(suite)
     finally:

@@ -26,12 +26,13 @@ import train_common as tc  # noqa: E402
 
 
 class FakeTable:
-    def __init__(self, name, dim, optimizer, lr, eps, init_rows):
+    def __init__(self, name, dim, optimizer, lr, eps, init_rows, kw=None):
         self.name, self.dim = name, dim
+        self.kw = dict(kw or {})
         self.optimizer, self.lr, self.eps = optimizer, lr, eps
         self.rows = {}
         self.state = {}
-        self.init_rows = init_rows      # key -> row of a created key
+        self._init = init_rows          # key -> row of a created key
         self.gets = []                  # keys of every get, for the tests
         self.updates = []
 
@@ -45,21 +46,56 @@ class FakeTable:
                     raise KeyFailure("get", self.name,
                                      np.array([k], dtype=np.uint64),
                                      np.array([0], dtype=np.int32))
-                self.rows[k] = self.init_rows[k].copy()
+                self.rows[k] = self._init[k].copy()
             out[i] = self.rows[k]
         return out
+
+    def get_with_status(self, keys, init=False):
+        keys = np.asarray(keys)
+        self.gets.append(keys.copy())
+        out = np.zeros((len(keys), self.dim), dtype=np.float32)
+        st = np.zeros(len(keys), dtype=np.int32)
+        for i, k in enumerate(keys.tolist()):
+            if k not in self.rows:
+                if not init:
+                    continue
+                self.rows[k] = self._init[k].copy()
+                st[i] = 2
+            else:
+                st[i] = 1
+            out[i] = self.rows[k]
+        return out, st
+
+    def init_rows(self, keys):
+        return np.stack([self._init[k].copy()
+                         for k in np.asarray(keys).tolist()]).astype(
+                             np.float32).reshape(len(keys), self.dim)
+
+    def spec(self, refresh=False):
+        d = {"dim": self.dim, "optimizer": self.optimizer, "lr": self.lr,
+             "eps": self.eps, "dtype": "fp32", "init": "zeros",
+             "init_seed": 0, "decoupled_weight_decay": False}
+        d.update(self.kw)
+        return d
 
     def put(self, keys, values):
         for k, v in zip(np.asarray(keys).tolist(), values):
             self.rows[k] = np.array(v, dtype=np.float32)
             self.state.pop(k, None)
 
-    def update(self, keys, grads, lr=None):
+    def update(self, keys, grads, lr=None, create=False):
         lr = self.lr if lr is None else lr
         keys = np.asarray(keys)
         self.updates.append(keys.copy())
         assert len(np.unique(keys)) == len(keys), "duplicates not folded"
-        for k, g in zip(keys.tolist(), grads):
+        st = np.ones(len(keys), dtype=np.int32)
+        for i, (k, g) in enumerate(zip(keys.tolist(), grads)):
+            if k not in self.rows:
+                if not create:
+                    st[i] = 0
+                    continue
+                self.rows[k] = self._init[k].copy()
+                st[i] = 2
             w = self.rows[k]
             if self.optimizer == "sgd":
                 w -= np.float32(lr) * g
@@ -69,6 +105,7 @@ class FakeTable:
                 w -= np.float32(lr) * g / (np.sqrt(G) + np.float32(self.eps))
             else:
                 raise NotImplementedError(self.optimizer)
+        return st
 
 
 class FakeClient:
@@ -81,7 +118,20 @@ class FakeClient:
             self.tables[name] = FakeTable(name, dim, kw["optimizer"],
                                           kw.get("lr", 0.01),
                                           kw.get("eps", 1e-10),
-                                          self.init_rows[name])
+                                          self.init_rows[name], kw)
+        self.multi_gets = getattr(self, "multi_gets", 0)
+
+    def get_multi(self, items):
+        self.multi_gets += 1
+        out = []
+        for t, keys, rows in items:
+            r, st = t.get_with_status(keys)
+            rows[st > 0] = r[st > 0]
+            out.append(st)
+        return out
+
+    def update_multi(self, items):
+        return [t.update(k, g, lr=lr, create=c) for t, k, g, lr, c in items]
 
     def table(self, name):
         if name not in self.tables:
@@ -139,10 +189,12 @@ class Layout(unittest.TestCase):
         self.assertEqual(ebc.feature_names(), spec["features"])
         self.assertEqual(out.values().shape,
                          (spec["batch"], sum(d for _, d in ebc.layout().values())))
-        # two features share table t0: one fetch of their distinct ids
+        # one read for all tables; two features share table t0: one fetch
+        # of their distinct ids (then the missing ones created)
         t0 = fake.tables["t0"]
         ids = torch.cat([b.feature(f)[0] for f in spec["tables"]["t0"]["features"]])
-        self.assertEqual(len(t0.gets), 1)
+        self.assertEqual(fake.multi_gets, 1)
+        self.assertEqual(len(t0.gets), 2)
         self.assertEqual(sorted(t0.gets[0].tolist()),
                          sorted(set(ids.tolist())))
         for f, (off, d) in ebc.layout().items():
@@ -199,6 +251,7 @@ class Prefetch(unittest.TestCase):
         self.step(ebc, self.bs[0], self.bs[1])
         out = ebc(self.bs[1])
         self.assertEqual(ebc.stats["refetched_keys"], 0)
+        ebc.flush()
         fresh = recstore.EmbeddingBagCollection(self.fake, tc.configs(self.spec))
         # bs[1] shares keys with bs[0] (overlap=True): its prefetched rows
         # predate bs[0]'s update, so they differ from a fresh read
@@ -211,15 +264,18 @@ class BadInput(unittest.TestCase):
         fake = FakeClient(tc.ReferenceModel(spec, False).initial_rows())
         ebc = recstore.EmbeddingBagCollection(fake, tc.configs(spec))
         F = spec["features"]
-        with self.assertRaisesRegex(ValueError, "unknown"):
-            ebc(recstore.JaggedFeatures(F + ["nope"],
+        with self.assertRaisesRegex(ValueError, "missing"):
+            ebc(recstore.JaggedFeatures(F[1:],
                                         torch.zeros(0, dtype=torch.int64),
-                                        lengths=torch.zeros(len(F) + 1,
+                                        lengths=torch.zeros(len(F) - 1,
                                                             dtype=torch.int64)))
         with self.assertRaisesRegex(TypeError, "JaggedFeatures"):
             ebc({"f0": torch.tensor([1])})
-        with self.assertRaisesRegex(TypeError, "int64"):
-            recstore.JaggedFeatures(["a"], torch.tensor([1], dtype=torch.int32),
+        with self.assertRaisesRegex(TypeError, "int64 or int32"):
+            recstore.JaggedFeatures(["a"], torch.tensor([1.0]),
+                                    lengths=torch.tensor([1]))
+        with self.assertRaisesRegex(ValueError, "negative"):
+            recstore.JaggedFeatures(["a"], torch.tensor([-1]),
                                     lengths=torch.tensor([1]))
         with self.assertRaisesRegex(ValueError, "out of range"):
             recstore.JaggedFeatures(["a"], torch.tensor([1, 2]),
@@ -280,6 +336,244 @@ class BadInput(unittest.TestCase):
             self.assertEqual(cm.exception.code, recstore.E_CORRUPT)
         with self.assertRaises(TypeError):
             recstore.CheckpointReader(5)
+
+
+def _fresh(spec=None, **kw):
+    spec = spec or tc.small_spec()
+    fake = FakeClient(tc.ReferenceModel(spec, False).initial_rows())
+    return spec, fake, recstore.EmbeddingBagCollection(fake, tc.configs(spec),
+                                                       **kw)
+
+
+class TrainingLoop(unittest.TestCase):
+    """Evaluation, TorchRec inputs and outputs, accumulation, a second
+    backward, checkpoints in state_dict, fx, bounded prefetch history."""
+
+    def test_eval_and_no_grad_write_nothing(self):
+        spec, fake, ebc = _fresh()
+        b = tc.batches(spec, steps=1, weighted=False, seed=3)[0][0]
+        ebc.eval()
+        out = ebc(b)
+        with torch.no_grad():
+            ebc.train()
+            out2 = ebc(b)
+        self.assertEqual(sum(len(t.rows) for t in fake.tables.values()), 0)
+        self.assertGreater(ebc.stats["init_local_keys"], 0)
+        self.assertEqual(ebc.stats["init_rpc_keys"], 0)
+        self.assertFalse(out.values().requires_grad)
+        self.assertTrue(torch.equal(out.values(), out2.values()))
+        # the rows used are the initializer's: training creates the same
+        out3 = ebc(b)
+        self.assertGreater(ebc.stats["init_rpc_keys"], 0)
+        self.assertTrue(torch.equal(out.values(), out3.values().detach()))
+
+    def test_kjt_stand_in(self):
+        spec, fake, ebc = _fresh()
+        b = tc.batches(spec, steps=1, weighted=True, seed=4)[0][0]
+
+        class KJT:   # TorchRec's KeyedJaggedTensor interface, one extra key
+            def keys(self):
+                return b.keys() + ["extra"]
+
+            def values(self):
+                return torch.cat([b.values(), torch.tensor([7, 8])]).to(
+                    torch.int32)
+
+            def lengths(self):
+                return torch.cat([b.lengths(), torch.zeros(
+                    b.batch_size(), dtype=torch.int64)]).index_put(
+                        (torch.tensor([len(b.lengths())]),),
+                        torch.tensor([2])).to(torch.int32)
+
+            def weights_or_none(self):
+                return torch.cat([b.weights(), torch.ones(2)])
+
+        kt = ebc(KJT())
+        ref = ebc(b)
+        self.assertTrue(torch.equal(kt.values(), ref.values()))
+        self.assertEqual(kt.keys(), spec["features"])
+        dims = [spec["tables"]["t0"]["dim"]] * 2 + [spec["tables"]["t1"]["dim"]]
+        self.assertEqual(kt.length_per_key(), dims)
+        self.assertEqual(kt.offset_per_key(), [0, 8, 16, 20])
+        self.assertEqual(sorted(kt.to_dict()), sorted(spec["features"]))
+
+    def test_from_torchrec_config(self):
+        import enum
+
+        class PoolingType(enum.Enum):
+            SUM = "SUM"
+            MEAN = "MEAN"
+
+        class TRC:
+            name, embedding_dim, num_embeddings = "t", 16, 10000
+            feature_names = ["a", "b"]
+            pooling = PoolingType.MEAN
+
+        c = recstore.EmbeddingBagConfig.from_torchrec(TRC(), optimizer="adagrad")
+        self.assertEqual((c.pooling, c.init, c.optimizer), ("mean", "uniform",
+                                                          "adagrad"))
+        self.assertAlmostEqual(c.init_a, 0.01)
+
+    def test_second_backward_applies_once(self):
+        spec, fake, ebc = _fresh()
+        b = tc.batches(spec, steps=1, weighted=False, seed=3)[0][0]
+        loss = ebc(b).values().sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        ebc.flush()
+        self.assertEqual([len(t.updates) for t in fake.tables.values()], [1, 1])
+
+    def test_accumulation_step_mode(self):
+        spec, fake, ebc = _fresh(update_mode="step")
+        spec2, fake2, ebc2 = _fresh()
+        bs = tc.batches(spec, steps=2, weighted=False, seed=6, overlap=True)
+        for jf, _, _ in bs:
+            ebc(jf).values().sum().backward()
+        self.assertEqual(sum(len(t.updates) for t in fake.tables.values()), 0)
+        ebc.step()
+        ebc.flush()
+        # one step with the summed gradients: as one batch of both
+        both = recstore.JaggedFeatures.from_dict({
+            f: (torch.cat([bs[0][0].feature(f)[0], bs[1][0].feature(f)[0]]),
+                torch.cat([bs[0][0].feature(f)[1].diff(),
+                           bs[1][0].feature(f)[1].diff()]))
+            for f in spec["features"]})
+        ebc2(both).values().sum().backward()
+        ebc2.flush()
+        for n in fake.tables:
+            self.assertEqual(len(fake.tables[n].updates), 1)
+            for k, v in fake2.tables[n].rows.items():
+                np.testing.assert_allclose(fake.tables[n].rows[k], v,
+                                           rtol=0, atol=1e-6)
+
+    def test_no_sync_holds_updates(self):
+        spec, fake, ebc = _fresh()
+        bs = tc.batches(spec, steps=2, weighted=False, seed=6)
+        with ebc.no_sync():
+            ebc(bs[0][0]).values().sum().backward()
+        ebc.flush()
+        self.assertEqual(sum(len(t.updates) for t in fake.tables.values()), 0)
+        ebc(bs[1][0]).values().sum().backward()
+        ebc.flush()
+        self.assertEqual([len(t.updates) for t in fake.tables.values()], [1, 1])
+
+    def test_grad_hook(self):
+        spec, fake, ebc = _fresh(grad_hook=lambda t, k, g: g * 0)
+        b = tc.batches(spec, steps=1, weighted=False, seed=3)[0][0]
+        ebc(b)   # creates the rows
+        before = {n: {k: v.copy() for k, v in t.rows.items()}
+                  for n, t in fake.tables.items()}
+        ebc(b).values().sum().backward()
+        ebc.flush()
+        for n, t in fake.tables.items():
+            for k, v in t.rows.items():
+                np.testing.assert_array_equal(v, before[n][k])
+
+    def test_update_of_missing_key_is_created(self):
+        spec, fake, ebc = _fresh()
+        b = tc.batches(spec, steps=1, weighted=False, seed=3)[0][0]
+        out = ebc(b)
+        for t in fake.tables.values():   # evicted between forward and update
+            t.rows.clear()
+        out.values().sum().backward()
+        ebc.flush()
+        self.assertGreater(ebc.stats["update_created_keys"], 0)
+
+    def test_spec_mismatch_raises(self):
+        spec, fake, ebc = _fresh()
+        cfgs = tc.configs(spec)
+        cfgs[1].lr = 0.5
+        with self.assertRaisesRegex(ValueError, "'t1' exists on the store "
+                                    "with lr=0.1"):
+            recstore.EmbeddingBagCollection(fake, cfgs)
+        cfgs = tc.configs(spec)
+        cfgs[0].optimizer = "adam"
+        with self.assertRaisesRegex(ValueError, "optimizer='sgd'"):
+            recstore.EmbeddingBagCollection(fake, cfgs)
+
+    def test_state_dict_carries_specs(self):
+        spec, fake, ebc = _fresh()
+        with self.assertWarnsRegex(UserWarning, "no checkpoint"):
+            sd = ebc.state_dict()
+        self.assertEqual(sorted(sd["_extra_state"]["tables"]), ["t0", "t1"])
+        _, _, ebc2 = _fresh()
+        ebc2.tables = None
+        ebc.load_state_dict(sd)
+        sd["_extra_state"]["tables"]["t0"]["dim"] = 99
+        with self.assertRaisesRegex(ValueError, "dim=99"):
+            ebc.load_state_dict(sd)
+
+    def test_fx_trace(self):
+        spec, fake, ebc = _fresh()
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ebc = ebc
+
+            def forward(self, jf):
+                return self.ebc(jf).values() * 2
+
+        m = M()
+        gm = torch.fx.symbolic_trace(m)
+        self.assertIn("recstore_lookup", str(gm.graph))
+        b = tc.batches(spec, steps=1, weighted=False, seed=3)[0][0]
+        self.assertTrue(torch.equal(gm(b), m(b)))
+
+    def test_unconsumed_prefetch_history_bounded(self):
+        spec, fake, ebc = _fresh(spec=dict(tc.small_spec(), batch=2))
+        bs = [x[0] for x in tc.batches(spec, steps=4, weighted=False, seed=8)]
+        ebc.prefetch(bs[3])        # never forwarded
+        longest = 0
+        for i in range(10000):
+            ebc(bs[i % 3]).values().sum().backward()
+            longest = max(longest, len(ebc._history))
+        ebc.flush()
+        self.assertLessEqual(longest, 2 * 66)
+        self.assertEqual(ebc.stats["prefetch_dropped"], 1)
+
+    def test_staleness_bound_with_prefetch(self):
+        """Rows count this trainer's updates (SGD lr 1, gradient -1 per
+        bag): with staleness=k, no row used may miss more than k of them."""
+        for k in (0, 1, 2):
+            spec = dict(tc.small_spec(), batch=4, lr=1.0)
+            fake = FakeClient({n: np.zeros((t["rows"], t["dim"]), np.float32)
+                               for n, t in spec["tables"].items()})
+            ebc = recstore.EmbeddingBagCollection(fake, tc.configs(spec),
+                                                  staleness=k)
+            bs = [x[0] for x in tc.batches(spec, steps=12, weighted=False,
+                                           seed=9, overlap=True)]
+            sent = {}   # (table, key) -> update batches that touched it
+            worst = 0
+            ebc.prefetch(bs[0])
+            for i, jf in enumerate(bs):
+                out = ebc(jf)
+                if i + 1 < len(bs):
+                    ebc.prefetch(bs[i + 1])
+                    # read before this batch's update: stale for k > 0
+                    ebc._pending.future.result()
+                for f in spec["features"]:
+                    tname = next(n for n, t in spec["tables"].items()
+                                 if f in t["features"])
+                    v, o, _ = jf.feature(f)
+                    col = out[f][:, 0].detach()
+                    for bag in range(jf.batch_size()):
+                        ids = v[o[bag]:o[bag + 1]].tolist()
+                        if len(ids) != 1:
+                            continue
+                        have = float(col[bag])
+                        want = sent.get((tname, ids[0]), 0)
+                        worst = max(worst, want - have)
+                (-out.values()).sum().backward()
+                for n, t in spec["tables"].items():
+                    ks = set(torch.cat([jf.feature(f)[0]
+                                        for f in t["features"]]).tolist())
+                    for key in ks:
+                        sent[(n, key)] = sent.get((n, key), 0) + 1
+            ebc.close()
+            self.assertLessEqual(worst, k, "staleness %d" % k)
+            if k:   # stale rows were really used (the case this checks)
+                self.assertGreater(worst, 0, "no stale row was ever used")
 
 
 if __name__ == "__main__":

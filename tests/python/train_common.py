@@ -228,6 +228,8 @@ def train(model, data, optimizers, lr_fn=None):
         for o in optimizers:
             o.step()
         losses.append(loss.item())
+    if hasattr(model, "ebc"):
+        model.ebc.flush()   # the last batch's update is asynchronous
     return np.array(losses)
 
 
@@ -247,6 +249,8 @@ def train_prefetch(model, data, optimizers):
         for o in optimizers:
             o.step()
         losses.append(loss.item())
+    if hasattr(model, "ebc"):
+        model.ebc.flush()   # the last batch's update is asynchronous
     return np.array(losses)
 
 
