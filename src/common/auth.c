@@ -81,7 +81,8 @@ const char *auth_rej_text(unsigned reason)
 	case AUTH_REJ_FAILED:
 		return "authentication failed";
 	case AUTH_REJ_BUSY:
-		return "the node's replay cache is full: try again later";
+		return "busy: this key's share of the node's replay cache "
+		       "is full, try again later";
 	default:
 		return "refused";
 	}
@@ -272,57 +273,48 @@ static size_t reject_make(unsigned reason, uint8_t *out)
 	return AUTH_REJ_LEN;
 }
 
-/* ---- replay cache ---- */
+/* ---- replay cache: one share per key (the rules: auth.h) ---- */
 
-static int replay_init(struct auth_replay *r, uint32_t cap)
+static int replay_init(struct auth_replay *r, uint32_t share)
 {
-	memset(r, 0, sizeof(*r));
-	r->cap = cap;
-	r->ring = calloc(cap, sizeof(*r->ring));
-	r->index = calloc((size_t)cap * 2, sizeof(*r->index));
-	if (!r->ring || !r->index) {
-		free(r->ring);
-		free(r->index);
+	r->ring = calloc(share, sizeof(*r->ring));
+	r->index = calloc((size_t)share * 2, sizeof(*r->index));
+	if (!r->ring || !r->index)
 		return rs_seterr(-ENOMEM, "auth: replay cache: out of memory");
-	}
-	crypto_shorthash_keygen(r->hkey);
 	return 0;
 }
 
-static uint32_t replay_home(const struct auth_replay *r, uint32_t key_id,
-			    const uint8_t *nonce)
+static uint32_t replay_home(const struct auth_node *a, const uint8_t *nonce)
 {
-	uint8_t in[4 + AUTH_NONCE_LEN], h[crypto_shorthash_BYTES];
+	uint8_t h[crypto_shorthash_BYTES];
 
-	le_st32(in, key_id);
-	memcpy(in + 4, nonce, AUTH_NONCE_LEN);
-	crypto_shorthash(h, in, sizeof(in), r->hkey);
-	return le_ld32(h) % (r->cap * 2);
+	crypto_shorthash(h, nonce, AUTH_NONCE_LEN, a->hkey);
+	return le_ld32(h) % (a->share * 2);
 }
 
 /* Index position of ring slot `slot` (1-based in the index). */
-static uint32_t replay_pos(const struct auth_replay *r, uint32_t slot)
+static uint32_t replay_pos(const struct auth_node *a,
+			   const struct auth_replay *r, uint32_t slot)
 {
-	const struct auth_replay_ent *e = &r->ring[slot];
-	uint32_t n = r->cap * 2;
+	uint32_t n = a->share * 2;
 
-	for (uint32_t i = replay_home(r, e->key_id, e->nonce);;
+	for (uint32_t i = replay_home(a, r->ring[slot].nonce);;
 	     i = (i + 1) % n)
 		if (r->index[i] == slot + 1)
 			return i;
 }
 
 /* Remove index position i (backward-shift deletion, linear probing). */
-static void replay_unindex(struct auth_replay *r, uint32_t i)
+static void replay_unindex(const struct auth_node *a, struct auth_replay *r,
+			   uint32_t i)
 {
-	uint32_t n = r->cap * 2, j = i, home;
+	uint32_t n = a->share * 2, j = i, home;
 
 	for (;;) {
 		j = (j + 1) % n;
 		if (!r->index[j])
 			break;
-		home = replay_home(r, r->ring[r->index[j] - 1].key_id,
-				   r->ring[r->index[j] - 1].nonce);
+		home = replay_home(a, r->ring[r->index[j] - 1].nonce);
 		/* move j into the hole i unless its home lies in (i, j] */
 		if ((j > i && (home <= i || home > j)) ||
 		    (j < i && home <= i && home > j)) {
@@ -333,37 +325,58 @@ static void replay_unindex(struct auth_replay *r, uint32_t i)
 	r->index[i] = 0;
 }
 
-static void replay_expire(struct auth_replay *r, uint64_t now_s)
+/* The oldest entry leaves; the floor keeps refusing its time. */
+static void replay_pop(const struct auth_node *a, struct auth_replay *r)
 {
-	while (r->count && r->ring[r->head].expire < now_s) {
-		replay_unindex(r, replay_pos(r, r->head));
-		r->head = (r->head + 1) % r->cap;
-		r->count--;
-	}
+	const struct auth_replay_ent *e = &r->ring[r->head];
+
+	if (e->ts > r->floor)
+		r->floor = e->ts;
+	replay_unindex(a, r, replay_pos(a, r, r->head));
+	r->head = (r->head + 1) % a->share;
+	r->count--;
 }
 
-/* AUTH_W_OK (recorded), AUTH_W_REPLAY (seen) or AUTH_W_BUSY (full). */
-static unsigned replay_check_add(struct auth_replay *r, uint32_t key_id,
-				 const uint8_t *nonce, uint64_t expire,
-				 uint64_t now_s)
+static bool replay_seen(const struct auth_node *a,
+			const struct auth_replay *r, const uint8_t *nonce,
+			uint32_t *pos)
 {
-	uint32_t n = r->cap * 2, i, slot;
+	uint32_t n = a->share * 2, i;
 
-	replay_expire(r, now_s);
-	for (i = replay_home(r, key_id, nonce); r->index[i]; i = (i + 1) % n) {
-		const struct auth_replay_ent *e = &r->ring[r->index[i] - 1];
+	for (i = replay_home(a, nonce); r->index[i]; i = (i + 1) % n)
+		if (!memcmp(r->ring[r->index[i] - 1].nonce, nonce,
+			    AUTH_NONCE_LEN))
+			return true;
+	*pos = i;
+	return false;
+}
 
-		if (e->key_id == key_id &&
-		    !memcmp(e->nonce, nonce, AUTH_NONCE_LEN))
-			return AUTH_W_REPLAY;
-	}
-	if (r->count == r->cap)
+/* AUTH_W_OK (recorded), AUTH_W_REPLAY (seen) or AUTH_W_BUSY (at or below
+ * the floor, or the share full of entries dated no earlier). */
+static unsigned replay_check_add(const struct auth_node *a,
+				 struct auth_replay *r, const uint8_t *nonce,
+				 uint64_t ts, uint64_t now_s)
+{
+	uint32_t pos, slot;
+
+	while (r->count && r->ring[r->head].expire < now_s)
+		replay_pop(a, r);
+	if (replay_seen(a, r, nonce, &pos))
+		return AUTH_W_REPLAY;
+	if (ts <= r->floor)
 		return AUTH_W_BUSY;
-	slot = (r->head + r->count) % r->cap;
-	r->ring[slot].key_id = key_id;
-	r->ring[slot].expire = expire;
+	if (r->count == a->share) {
+		if (ts <= r->ring[r->head].ts)
+			return AUTH_W_BUSY;
+		replay_pop(a, r);
+		/* the shift may have moved the free position */
+		(void)replay_seen(a, r, nonce, &pos);
+	}
+	slot = (r->head + r->count) % a->share;
+	r->ring[slot].expire = now_s + a->skew_s;
+	r->ring[slot].ts = ts;
 	memcpy(r->ring[slot].nonce, nonce, AUTH_NONCE_LEN);
-	r->index[i] = slot + 1;
+	r->index[pos] = slot + 1;
 	r->count++;
 	return AUTH_W_OK;
 }
@@ -379,7 +392,7 @@ static int key_cmp(const void *a, const void *b)
 }
 
 int auth_node_init(struct auth_node *a, const struct auth_key *keys,
-		   size_t n, uint32_t skew_s, uint32_t cap)
+		   size_t n, uint32_t skew_s, uint32_t share)
 {
 	int ret;
 
@@ -405,7 +418,12 @@ int auth_node_init(struct auth_node *a, const struct auth_key *keys,
 			auth_node_fini(a);
 			return ret;
 		}
-	ret = replay_init(&a->replay, cap ? cap : AUTH_REPLAY_CAP);
+	a->share = share ? share : AUTH_REPLAY_SHARE;
+	crypto_shorthash_keygen(a->hkey);
+	a->replay = calloc(n, sizeof(*a->replay));
+	ret = a->replay ? 0 : rs_seterr(-ENOMEM, "auth: out of memory");
+	for (size_t i = 0; !ret && i < n; i++)
+		ret = replay_init(&a->replay[i], a->share);
 	if (ret)
 		auth_node_fini(a);
 	return ret;
@@ -417,8 +435,11 @@ void auth_node_fini(struct auth_node *a)
 		sodium_memzero(a->keys, a->nkeys * sizeof(*a->keys));
 		free(a->keys);
 	}
-	free(a->replay.ring);
-	free(a->replay.index);
+	for (size_t i = 0; a->replay && i < a->nkeys; i++) {
+		free(a->replay[i].ring);
+		free(a->replay[i].index);
+	}
+	free(a->replay);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -437,6 +458,13 @@ const struct auth_key *auth_node_key(const struct auth_node *a, uint32_t id)
 			hi = mid;
 	}
 	return NULL;
+}
+
+uint32_t auth_node_cached(const struct auth_node *a, uint32_t id)
+{
+	const struct auth_key *k = auth_node_key(a, id);
+
+	return k ? a->replay[k - a->keys].count : 0;
 }
 
 /* The checks before the replay cache; AUTH_W_OK and *key when they pass. */
@@ -475,8 +503,8 @@ unsigned auth_node_check(struct auth_node *a, const void *priv, size_t len,
 
 	why = request_check(a, p, len, now_s, &k);
 	if (why == AUTH_W_OK)
-		why = replay_check_add(&a->replay, k->id, p + 16,
-				       le_ld64(p + 8) + a->skew_s, now_s);
+		why = replay_check_add(a, &a->replay[k - a->keys], p + 16,
+				       le_ld64(p + 8), now_s);
 	if (why != AUTH_W_OK) {
 		atomic_fetch_add_explicit(&a->refused[why], 1,
 					  memory_order_relaxed);

@@ -34,12 +34,29 @@
  * nonce) accepted within the window is refused again. Only requests with a
  * valid MAC enter the cache, so a peer without a secret cannot fill it.
  *
- * Replay cache: a FIFO ring of AUTH_REPLAY_CAP entries with a hash index
- * (keyed SipHash, crypto_shorthash, so an authenticated peer cannot aim at
- * one probe chain). An entry is kept until its request's time + skew has
- * passed on the node's clock: after that the time check refuses a replay
- * anyway. When the ring is full of live entries a new request is refused
- * (AUTH_REJ_BUSY): failing closed, never forgetting a live nonce.
+ * Replay cache: one share per key, so that no key can crowd out another
+ * (the node's peers connect with its first admin key: docs/security.md).
+ * A share is a FIFO ring of `share` entries (AUTH_REPLAY_SHARE) with a
+ * hash index (keyed SipHash, crypto_shorthash, so an authenticated peer
+ * cannot aim at one probe chain), and a floor: a time at or below which
+ * the key's requests are refused (AUTH_REJ_BUSY). The invariant: every
+ * request the node accepted whose time is still inside the clock window
+ * is either in its key's ring or dated at or below its key's floor, so a
+ * replay of it is refused without the cache ever growing.
+ *   - An entry leaves the ring max_skew_s after it came, whatever the
+ *     request's time: a request dated now + skew pins nothing longer than
+ *     one dated now. Leaving raises the floor to the request's time, which
+ *     covers the rest of a future-dated request's window. Entries come in
+ *     the node's clock order, so the ring's head always leaves first.
+ *   - A full ring gives up its oldest entry the same way (floor raised to
+ *     its time) when the new request is dated after it; otherwise the new
+ *     request is refused as busy. A key over its share is thus refused
+ *     only for requests dated no later than the ones it gave up: for the
+ *     rest of the second at worst when its clients' clocks agree, longer
+ *     only for itself when it dates requests in the future. Never another
+ *     key, never a live nonce forgotten.
+ *   - The cost: a client of a key whose clock lags another client's of the
+ *     same key by max_skew_s or more may be refused as busy.
  *
  * Threads: an auth_key is immutable after auth_key_init (any thread). An
  * auth_node's keys are immutable after auth_node_init; auth_node_check()
@@ -71,7 +88,7 @@
 #define AUTH_SECRET_MAX 256
 #define AUTH_DEFAULT_SKEW_S 60
 #define AUTH_MAX_SKEW_S 3600
-#define AUTH_REPLAY_CAP 8192
+#define AUTH_REPLAY_SHARE 4096	/* replay cache entries per key */
 
 /* Roles, each allowed everything the lower ones are. */
 enum auth_role {
@@ -94,7 +111,8 @@ unsigned auth_role_needed(unsigned op);
 enum auth_rej {
 	AUTH_REJ_REQUIRED = 1,	/* the node wants credentials, none came */
 	AUTH_REJ_FAILED = 2,	/* any check failed */
-	AUTH_REJ_BUSY = 3,	/* replay cache full: try again later */
+	AUTH_REJ_BUSY = 3,	/* the key's replay share is full: try again
+				 * later */
 };
 const char *auth_rej_text(unsigned reason);
 
@@ -107,7 +125,8 @@ enum auth_why {
 	AUTH_W_CLOCK,		/* time outside now +- skew */
 	AUTH_W_MAC,
 	AUTH_W_REPLAY,
-	AUTH_W_BUSY,		/* replay cache full */
+	AUTH_W_BUSY,		/* the key's replay share is full, or the
+				 * time is at or below its floor */
 	AUTH_W_COUNT
 };
 const char *auth_why_name(unsigned why);
@@ -158,32 +177,37 @@ unsigned auth_reject_reason(const void *data, size_t len);
 
 struct auth_replay_ent {
 	uint64_t expire;	/* unix seconds: kept while now <= expire */
-	uint32_t key_id;
+	uint64_t ts;		/* the request's time */
 	uint8_t nonce[AUTH_NONCE_LEN];
 };
 
+/* One key's share of the replay cache. */
 struct auth_replay {
-	struct auth_replay_ent *ring;	/* [cap] */
-	uint32_t *index;		/* [2 * cap]: ring slot + 1; 0 empty */
-	uint32_t cap, head, count;
-	uint8_t hkey[crypto_shorthash_KEYBYTES];
+	struct auth_replay_ent *ring;	/* [share] */
+	uint32_t *index;		/* [2 * share]: ring slot + 1; 0 empty */
+	uint32_t head, count;
+	uint64_t floor;			/* refuse times <= floor (0: none) */
 };
 
 struct auth_node {
 	struct auth_key *keys;		/* sorted by id */
+	struct auth_replay *replay;	/* [nkeys]: keys[i]'s share */
 	size_t nkeys;
 	uint32_t skew_s;
-	struct auth_replay replay;
+	uint32_t share;			/* entries per key */
+	uint8_t hkey[crypto_shorthash_KEYBYTES];
 	_Atomic uint64_t accepted;
 	_Atomic uint64_t refused[AUTH_W_COUNT];
 };
 
 /* Copy n keys (ids must be distinct) and allocate the replay cache with
- * cap entries (0: AUTH_REPLAY_CAP). */
+ * share entries per key (0: AUTH_REPLAY_SHARE; 40 bytes each). */
 int auth_node_init(struct auth_node *a, const struct auth_key *keys,
-		   size_t n, uint32_t skew_s, uint32_t cap);
+		   size_t n, uint32_t skew_s, uint32_t share);
 void auth_node_fini(struct auth_node *a);
 const struct auth_key *auth_node_key(const struct auth_node *a, uint32_t id);
+/* Key id's entries in the replay cache (0 for an unknown key). */
+uint32_t auth_node_cached(const struct auth_node *a, uint32_t id);
 
 /*
  * Check a connect request (priv, len) at time now_s. Accept: returns

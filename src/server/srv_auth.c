@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/le.h"
 #include "server/srv_internal.h"
 
 static double rd_accepted(void *arg)
@@ -113,9 +114,12 @@ void srv_auth_close(struct rs_server *s)
 
 /* RATE-LIMITED: the one log line a peer can cause here. At most one line
  * per second; the lines skipped meanwhile are counted into the next one.
+ * A refusal after the MAC check (replay, busy) names its key, so that the
+ * operator learns which key is over its share of the replay cache.
  * (Run thread only. To be replaced by the shared rate limiter.) */
-static void log_refusal(unsigned why)
+static void log_refusal(unsigned why, const void *priv, size_t len)
 {
+	char key[32] = "";
 	static time_t last;
 	static uint64_t skipped;
 	time_t now = time(NULL);
@@ -125,8 +129,12 @@ static void log_refusal(unsigned why)
 		return;
 	}
 	last = now;
-	srv_log("connect request refused: credentials %s (%" PRIu64 " more "
-		"refusals not logged)", auth_why_name(why), skipped);
+	if ((why == AUTH_W_REPLAY || why == AUTH_W_BUSY) &&
+	    len == AUTH_REQ_LEN)
+		snprintf(key, sizeof(key), " of key %u",
+			 le_ld32((const uint8_t *)priv + 4));
+	srv_log("connect request refused: credentials%s %s (%" PRIu64 " more "
+		"refusals not logged)", key, auth_why_name(why), skipped);
 	skipped = 0;
 }
 
@@ -148,7 +156,7 @@ int srv_auth_on_request(void *arg, const void *priv, size_t len,
 			      &role, reply, reply_len);
 	if (why == AUTH_W_OK)
 		return 0;
-	log_refusal(why);
+	log_refusal(why, priv, len);
 	return RS_E_AUTH;
 }
 

@@ -2,8 +2,9 @@
  * test_auth.c - connection credentials without a device (src/common/auth.c):
  * the role table, the connect request / accept / reject bytes, every node
  * check (missing, malformed, unknown key, clock window, MAC, replay, a full
- * replay cache), the client's check of the node's proof, the replay cache
- * against a simple model, and secret files.
+ * share of the replay cache), one key's flood leaving the others alone, the
+ * client's check of the node's proof, the replay cache against a simple
+ * model, and secret files.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -226,11 +227,14 @@ static void clock_edges_and_replay(void **state)
 	auth_request_make(&k[0], NOW + 60, req);
 	assert_int_equal(auth_node_check(&a, req, sizeof(req), NOW, &role,
 					 reply, &rlen), AUTH_W_OK);
-	/* the same bytes again, any time within the window: a replay */
+	/* the same bytes again, any time within the window: a replay while
+	 * the entry lives (60 s after it came), then the key's floor */
 	expect_refused(&a, req, sizeof(req), NOW, AUTH_W_REPLAY,
 		       AUTH_REJ_FAILED);
-	expect_refused(&a, req, sizeof(req), NOW + 120, AUTH_W_REPLAY,
+	expect_refused(&a, req, sizeof(req), NOW + 60, AUTH_W_REPLAY,
 		       AUTH_REJ_FAILED);
+	expect_refused(&a, req, sizeof(req), NOW + 120, AUTH_W_BUSY,
+		       AUTH_REJ_BUSY);
 	/* after the window the clock check refuses it */
 	expect_refused(&a, req, sizeof(req), NOW + 121, AUTH_W_CLOCK,
 		       AUTH_REJ_FAILED);
@@ -283,7 +287,9 @@ static void client_checks_node(void **state)
 	auth_node_fini(&a);
 }
 
-static void replay_cache_full(void **state)
+/* A share full of entries dated now: busy for requests dated no later,
+ * until the entries leave max_skew_s after they came. */
+static void replay_share_full(void **state)
 {
 	struct auth_node a;
 	struct auth_key k[3];
@@ -300,6 +306,9 @@ static void replay_cache_full(void **state)
 						 &role, reply, &rlen),
 				 AUTH_W_OK);
 	}
+	assert_int_equal(auth_node_cached(&a, 3), 4);
+	assert_int_equal(auth_node_cached(&a, 1), 0);
+	assert_int_equal(auth_node_cached(&a, 99), 0);
 	auth_request_make(&k[2], NOW, req);
 	expect_refused(&a, req, sizeof(req), NOW, AUTH_W_BUSY, AUTH_REJ_BUSY);
 	expect_refused(&a, req, sizeof(req), NOW + 60, AUTH_W_BUSY,
@@ -308,23 +317,110 @@ static void replay_cache_full(void **state)
 	auth_request_make(&k[2], NOW + 61, req);
 	assert_int_equal(auth_node_check(&a, req, sizeof(req), NOW + 61,
 					 &role, reply, &rlen), AUTH_W_OK);
-	assert_int_equal(a.replay.count, 1);
+	assert_int_equal(auth_node_cached(&a, 3), 1);
 	auth_node_fini(&a);
 }
 
-/* The cache against a model: random requests over a sliding clock; every
- * request still inside its window is found again, whatever evictions and
- * backward shifts happened in between. */
+/* One key's connects never lock the others out (issue 27, fault 4): a
+ * read key fills its share with requests dated now + skew; the admin
+ * key (the node's peers) and the data key still connect, the read key
+ * itself is busy, and its future-dated entries do not pin the cache past
+ * now + skew. */
+static void replay_share_per_key(void **state)
+{
+	struct auth_node a;
+	struct auth_key k[3];
+	uint8_t req[AUTH_REQ_LEN], old[AUTH_REQ_LEN], reply[64];
+	size_t rlen;
+	unsigned role;
+
+	(void)state;
+	node3(&a, 8);
+	keys3(k);
+	for (int i = 0; i < 8; i++) {
+		auth_request_make(&k[2], NOW + 60, req);
+		assert_int_equal(auth_node_check(&a, req, sizeof(req), NOW,
+						 &role, reply, &rlen),
+				 AUTH_W_OK);
+		if (!i)
+			memcpy(old, req, sizeof(old));
+	}
+	/* the flooding key is busy itself ... */
+	auth_request_make(&k[2], NOW, req);
+	expect_refused(&a, req, sizeof(req), NOW, AUTH_W_BUSY, AUTH_REJ_BUSY);
+	/* ... the others are not: admin (peers, operators) and data */
+	for (int i = 0; i < 8; i++) {
+		auth_request_make(&k[i % 2], NOW, req);
+		assert_int_equal(auth_node_check(&a, req, sizeof(req), NOW,
+						 &role, reply, &rlen),
+				 AUTH_W_OK);
+	}
+	/* future-dated entries go skew seconds after they came; a replay of
+	 * one is still refused until its own time + skew, then by the clock */
+	auth_request_make(&k[2], NOW + 61, req);
+	assert_int_equal(auth_node_check(&a, req, sizeof(req), NOW + 61, &role,
+					 reply, &rlen), AUTH_W_OK);
+	for (uint64_t t = NOW + 61; t <= NOW + 120; t += 59)
+		assert_int_not_equal(auth_node_check(&a, old, sizeof(old), t,
+						     &role, reply, &rlen),
+				     AUTH_W_OK);
+	expect_refused(&a, old, sizeof(old), NOW + 121, AUTH_W_CLOCK,
+		       AUTH_REJ_FAILED);
+	auth_node_fini(&a);
+}
+
+/* A key over its share with requests dated now is refused only for the
+ * rest of that second: its oldest entry gives way, and the key's floor
+ * (the newest time of an entry it gave up) refuses a replay of it. */
+static void replay_share_overflow(void **state)
+{
+	struct auth_node a;
+	struct auth_key k[3];
+	uint8_t req[AUTH_REQ_LEN], first[AUTH_REQ_LEN], reply[64];
+	size_t rlen;
+	unsigned role;
+
+	(void)state;
+	node3(&a, 4);
+	keys3(k);
+	for (int i = 0; i < 4; i++) {
+		auth_request_make(&k[1], NOW, req);
+		assert_int_equal(auth_node_check(&a, req, sizeof(req), NOW,
+						 &role, reply, &rlen),
+				 AUTH_W_OK);
+		if (!i)
+			memcpy(first, req, sizeof(first));
+	}
+	auth_request_make(&k[1], NOW, req);
+	expect_refused(&a, req, sizeof(req), NOW, AUTH_W_BUSY, AUTH_REJ_BUSY);
+	auth_request_make(&k[1], NOW + 1, req);
+	assert_int_equal(auth_node_check(&a, req, sizeof(req), NOW + 1, &role,
+					 reply, &rlen), AUTH_W_OK);
+	/* the entry that gave way: its replay is refused by the floor */
+	expect_refused(&a, first, sizeof(first), NOW + 1, AUTH_W_BUSY,
+		       AUTH_REJ_BUSY);
+	expect_refused(&a, first, sizeof(first), NOW + 60, AUTH_W_BUSY,
+		       AUTH_REJ_BUSY);
+	expect_refused(&a, first, sizeof(first), NOW + 61, AUTH_W_CLOCK,
+		       AUTH_REJ_FAILED);
+	auth_node_fini(&a);
+}
+
+/* The cache against a model: random requests over a sliding clock, shares
+ * small enough to overflow; every accepted request still inside its
+ * window is refused again (found in its share, or at or below its key's
+ * floor), whatever evictions and backward shifts happened in between, and
+ * a fresh request is never taken for a replay. */
 static void replay_model(void **state)
 {
-	enum { N = 3000, CAP = 96 };
+	enum { N = 3000, CAP = 12 };
 	static uint8_t reqs[N][AUTH_REQ_LEN];
 	static uint64_t ts[N];
 	struct auth_node a;
 	struct auth_key k[3];
 	uint8_t reply[64];
 	size_t rlen;
-	unsigned role, ok = 0, busy = 0, replays = 0;
+	unsigned role, ok = 0, busy = 0, replays = 0, floored = 0;
 	uint64_t now = NOW;
 
 	(void)state;
@@ -355,19 +451,22 @@ static void replay_model(void **state)
 			if (!ts[j])
 				continue;
 			if (now - ts[j] <= 60 || ts[j] > now) {
-				assert_int_equal(why, AUTH_W_REPLAY);
-				replays++;
+				assert_true(why == AUTH_W_REPLAY ||
+					    why == AUTH_W_BUSY);
+				replays += why == AUTH_W_REPLAY;
+				floored += why == AUTH_W_BUSY;
 			} else {
 				assert_int_equal(why, AUTH_W_CLOCK);
 			}
 		}
-		assert_true(a.replay.count <= CAP);
+		assert_true(auth_node_cached(&a, k[i % 3].id) <= CAP);
 	}
-	print_message("%u accepted, %u busy, %u replays found\n", ok, busy,
-		      replays);
+	print_message("%u accepted, %u busy, %u replays found, %u below a "
+		      "floor\n", ok, busy, replays, floored);
 	assert_true(ok > N / 4);
-	assert_true(busy > 0);	  /* the full cache was exercised */
+	assert_true(busy > 0);	  /* full shares were exercised */
 	assert_true(replays > N / 4); /* and so were the lookups */
+	assert_true(floored > 0);     /* and the floors */
 	auth_node_fini(&a);
 }
 
@@ -426,7 +525,9 @@ int main(void)
 		cmocka_unit_test(node_refusals),
 		cmocka_unit_test(clock_edges_and_replay),
 		cmocka_unit_test(client_checks_node),
-		cmocka_unit_test(replay_cache_full),
+		cmocka_unit_test(replay_share_full),
+		cmocka_unit_test(replay_share_per_key),
+		cmocka_unit_test(replay_share_overflow),
 		cmocka_unit_test(replay_model),
 		cmocka_unit_test(node_init_checks),
 		cmocka_unit_test(secret_files),
