@@ -13,6 +13,7 @@ pkgs=(
   qemu-system-x86 busybox-static cpio iproute2 kmod ndctl
   valgrind curl openssl procps python3
   python3-dev python3-numpy python3-torch
+  python3-pip python3-setuptools python3-wheel python3-venv
 )
 
 missing=()
