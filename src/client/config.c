@@ -184,7 +184,8 @@ RANGE_SETTER(cache_entries, size_t, cache_entries, "cache entries", 0,
 RANGE_SETTER(conns_per_node, unsigned, conns_per_node,
 	     "connections per node", 1, CLI_MAX_CONNS)
 RANGE_SETTER(torn_retries, unsigned, torn_retries, "torn retries", 0, 1000)
-RANGE_SETTER(timeout_ms, unsigned, timeout_ms, "timeout ms", 1, 3600000)
+RANGE_SETTER(timeout_ms, unsigned, timeout_ms, "timeout ms", 1,
+	     RS_TIMEOUT_MAX_MS)
 RANGE_SETTER(rpc_reads, int, rpc_reads, "rpc reads", 0, 1)
 RANGE_SETTER(replica_reads, int, replica_reads, "replica reads", 0, 1)
 RANGE_SETTER(async_threads, unsigned, async_threads, "async threads", 0, 64)

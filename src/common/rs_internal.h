@@ -15,6 +15,9 @@
 #define RS_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define RS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define RS_CACHELINE 64
+/* The longest client timeout (rs_client_config_set_timeout_ms); nodes
+ * keep what a client may still resend for a multiple of it. */
+#define RS_TIMEOUT_MAX_MS 3600000u
 
 /* Record a message for rs_errormsg() and return code unchanged. */
 int rs_seterr(int code, const char *fmt, ...)

@@ -349,12 +349,24 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 #define SRV_ONCE_MAX_CALLS 1024u	/* per client */
 #define SRV_ONCE_MAX_ENTRIES (16u << 20) /* records per node (16 B each) */
 #define SRV_ONCE_IDLE_MS 600000u	/* a client silent this long may go */
+#define SRV_ONCE_MAX_FORGOTTEN 262144u	/* evicted clients remembered */
+/* How long an evicted client is remembered after it was last heard of:
+ * longer than any call of it can go on resending (srv_once.c). */
+#define SRV_ONCE_FORGET_MS (4ull * RS_TIMEOUT_MAX_MS)
 struct once_client;
 struct srv_once {
 	pthread_mutex_t lock;
 	struct once_client **bucket;
-	unsigned nclients;
+	unsigned nclients;		/* clients with calls on record */
+	unsigned nforgot;		/* evicted clients remembered */
+	unsigned max_clients, max_forgot; /* the bounds (tests lower them) */
 	uint64_t created, entries, deduplicated, evicted, obsolete;
+	uint64_t refused;		/* resends refused: records forgotten */
+	uint64_t clock_ofs_ms;	/* added to the monotonic clock (tests) */
+};
+struct srv_once_counts {
+	uint64_t clients, records, deduplicated, evicted, obsolete;
+	uint64_t forgotten, refused;
 };
 /* The exactly-once tag of a write (PROTO_KF_ONCE); client 0: none. */
 struct srv_once_tag {
@@ -370,7 +382,8 @@ int srv_once_init(struct srv_once *o);
 void srv_once_fini(struct srv_once *o);
 /* found[i] and st[i]: the status recorded for keys[i] of table tid in
  * the tagged call. Refuses (RS_E_BUSY) when n more records could exceed
- * a bound, so that a write is refused before it is applied. */
+ * a bound, so that a write is refused before it is applied, and
+ * (RS_E_TIMEOUT) a call of an evicted client whose records are gone. */
 int srv_once_lookup(struct srv_once *o, const struct srv_once_tag *tag,
 		    uint32_t tid, const uint64_t *keys, uint32_t n,
 		    int32_t *st, bool *found);
@@ -389,8 +402,7 @@ int srv_once_record(struct srv_once *o, const struct srv_once_tag *tag,
 typedef int (*srv_once_fn)(void *arg, const struct srv_once_tag *tag,
 			   uint64_t key, int32_t st);
 int srv_once_each(struct srv_once *o, uint32_t tid, srv_once_fn fn, void *arg);
-void srv_once_stats(struct srv_once *o, uint64_t *clients, uint64_t *entries,
-		    uint64_t *dedup, uint64_t *evicted, uint64_t *obsolete);
+void srv_once_stats(struct srv_once *o, struct srv_once_counts *out);
 
 
 struct srv_cfg;

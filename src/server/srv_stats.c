@@ -538,14 +538,17 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		TRY(add(l, N, "repl.freed_rows", rs.freed_rows));
 		TRY(add(l, N, "repl.held_writes", rs.held));
 		{
-			uint64_t cl, en, dd, ev, ob;
+			struct srv_once_counts oc;
 
-			srv_once_stats(&s->repl.once, &cl, &en, &dd, &ev, &ob);
-			TRY(add(l, N, "once.clients", cl));
-			TRY(add(l, N, "once.records", en));
-			TRY(add(l, N, "once.deduplicated_keys", dd));
-			TRY(add(l, N, "once.evicted_clients", ev));
-			TRY(add(l, N, "once.obsolete_records", ob));
+			srv_once_stats(&s->repl.once, &oc);
+			TRY(add(l, N, "once.clients", oc.clients));
+			TRY(add(l, N, "once.records", oc.records));
+			TRY(add(l, N, "once.deduplicated_keys",
+				oc.deduplicated));
+			TRY(add(l, N, "once.evicted_clients", oc.evicted));
+			TRY(add(l, N, "once.obsolete_records", oc.obsolete));
+			TRY(add(l, N, "once.forgotten_clients", oc.forgotten));
+			TRY(add(l, N, "once.refused_resends", oc.refused));
 		}
 	}
 #ifdef RS_DEBUG_LOCKS
