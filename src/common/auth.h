@@ -184,7 +184,7 @@ struct auth_replay_ent {
 /* One key's share of the replay cache. */
 struct auth_replay {
 	struct auth_replay_ent *ring;	/* [share] */
-	uint32_t *index;		/* [2 * share]: ring slot + 1; 0 empty */
+	uint32_t *index;		/* [2 * share]: ring slot + 1 or 0 */
 	uint32_t head, count;
 	uint64_t floor;			/* refuse times <= floor (0: none) */
 };
