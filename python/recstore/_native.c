@@ -838,7 +838,7 @@ static PyObject *client_update_multi(ClientObject *self, PyObject *args)
 	}
 	self->busy++;
 	Py_BEGIN_ALLOW_THREADS
-	for (Py_ssize_t i = 0, off = 0; i < mu.m && !ret; i++) {
+	for (Py_ssize_t i = 0, off = 0; i < mu.m && ret >= 0; i++) {
 		size_t n = (size_t)mu.kv[i].len / 8;
 
 		if (n)

@@ -72,6 +72,8 @@ from .jagged import JaggedFeatures
 # A prefetch never consumed is dropped after this many update batches, so
 # the update history it keeps alive stays bounded.
 _PREFETCH_MAX_LAG = 64
+# Prefetches pending at most (prefetch() drops the oldest beyond it).
+_MAX_PREFETCH = 8
 # Update batches in flight before a backward waits for the oldest.
 _MAX_INFLIGHT = 2
 
@@ -335,7 +337,7 @@ class EmbeddingBagCollection(torch.nn.Module):
         self._history = []          # (seq, table, keys) since oldest prefetch
         self._held = []             # update_mode "step" / no_sync: batches
         self._holding = 0           # no_sync() depth
-        self._pending = None
+        self._pending = []          # prefetches not yet consumed, oldest first
         self._lr = {}               # table -> this step's lr (set_learning_rate)
         self._ckpt = None           # the last checkpoint() taken
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -515,14 +517,17 @@ class EmbeddingBagCollection(torch.nn.Module):
             self.stats["lookup_s"] += dt
         return rows
 
-    def _wait_updates(self, upto):
+    def _wait_updates(self, upto, consume=True):
         """Wait until update batches 1..upto have finished; raise the first
-        failure."""
+        failure (consume: and forget it; a prefetch leaves it for the
+        trainer's thread)."""
         t0 = time.perf_counter()
         with self._cv:
             while self._done < upto:
                 self._cv.wait()
-            err, self._error = self._error, None
+            err = self._error
+            if consume:
+                self._error = None
             self.stats["update_wait_s"] += time.perf_counter() - t0
         if err is not None:
             raise err
@@ -540,25 +545,33 @@ class EmbeddingBagCollection(torch.nn.Module):
         self._wait_updates(upto)
 
     def prefetch(self, features):
-        """Start fetching the rows of `features` (the next batch) in the
-        background; the forward of that same object uses them. Ids missing
-        from the store are created now if the module is training (and grad
-        is enabled here), else computed from the initializer."""
+        """Start fetching the rows of `features` (a coming batch) in the
+        background; the forward of that same object uses them. Several
+        batches may be prefetched ahead (at most 8 pending: the oldest is
+        dropped). Ids missing from the store are created now if the module
+        is training (and grad is enabled here), else computed from the
+        initializer."""
         jf, _ = self._as_features(features)
-        if self._pending is not None:
-            self._pending.future.cancel()
+        with self._lock:
+            for p in [p for p in self._pending if p.features is features]:
+                p.future.cancel()
+                self._pending.remove(p)
+            while len(self._pending) >= _MAX_PREFETCH:
+                self._pending.pop(0).future.cancel()
+                self.stats["prefetch_dropped"] += 1
         uniq = self._unique(jf)
         training = self.training and torch.is_grad_enabled()
         with self._lock:
             seq = self._seq
 
         def job():
-            self._wait_updates(seq)
+            self._wait_updates(seq, consume=False)
             rows = self._read({n: u[0] for n, u in uniq.items()}, training)
             return {n: (u[0], rows[n], u) for n, u in uniq.items()}
 
-        self._pending = _Prefetch(features, seq, training,
-                                  self._pool.submit(job))
+        pre = _Prefetch(features, seq, training, self._pool.submit(job))
+        with self._lock:
+            self._pending.append(pre)
 
     def _stale_keys(self, name, keys, since):
         """Indexes of `keys` that this trainer updated in more than
@@ -573,12 +586,12 @@ class EmbeddingBagCollection(torch.nn.Module):
 
     def _trim_history(self):
         with self._lock:
-            pre = self._pending
-            if pre is not None and self._seq - pre.seq > _PREFETCH_MAX_LAG:
+            for pre in [p for p in self._pending
+                        if self._seq - p.seq > _PREFETCH_MAX_LAG]:
                 pre.future.cancel()
-                self._pending = pre = None
+                self._pending.remove(pre)
                 self.stats["prefetch_dropped"] += 1
-            keep = pre.seq if pre is not None else self._seq
+            keep = min([p.seq for p in self._pending] + [self._seq])
             self._history = [h for h in self._history if h[0] > keep]
 
     def _fetch_prefetched(self, pre, training):
@@ -611,8 +624,12 @@ class EmbeddingBagCollection(torch.nn.Module):
         jf, device = self._as_features(features)
         training = self.training and torch.is_grad_enabled()
         pre = None
-        if self._pending is not None and self._pending.features is features:
-            pre, self._pending = self._pending, None
+        with self._lock:
+            for p in self._pending:
+                if p.features is features:
+                    pre = p
+                    self._pending.remove(p)
+                    break
         if pre is not None and pre.training == training:
             fetched = self._fetch_prefetched(pre, training)
         else:
@@ -817,6 +834,10 @@ class EmbeddingBagCollection(torch.nn.Module):
 
     def close(self):
         """Send held updates, wait for all of them, stop the threads."""
+        with self._lock:
+            for p in self._pending:
+                p.future.cancel()
+            self._pending = []
         try:
             if self._held:
                 self.step()

@@ -179,6 +179,17 @@ class JaggedFeatures:
         w = None if self._weights is None else self._weights[lo:hi]
         return self._values[lo:hi], o - lo, w
 
+    def pin_memory(self):
+        """A copy in pinned host memory (what a DataLoader with
+        pin_memory=True calls)."""
+        out = object.__new__(JaggedFeatures)
+        out.__dict__.update(self.__dict__)
+        out._values = self._values.pin_memory()
+        out._offsets = self._offsets.pin_memory()
+        if self._weights is not None:
+            out._weights = self._weights.pin_memory()
+        return out
+
     def __repr__(self):
         return ("JaggedFeatures(keys=%s, batch=%d, values=%d%s)"
                 % (self._keys, self._batch, self._values.numel(),

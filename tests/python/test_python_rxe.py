@@ -423,7 +423,9 @@ class TrainerPath(unittest.TestCase):
         path = os.path.join(CKPT_ROOT, "sd_ckpt")
         ebc.checkpoint(path)
         sd = ebc.state_dict()
-        keys = np.unique(data[0][0].values().numpy()).astype(np.uint64)
+        keys = np.unique(torch.cat([data[0][0].feature(f)[0] for f in
+                                    spec["tables"]["t0"]["features"]])
+                         .numpy()).astype(np.uint64)
         saved = self.c.table("sd_t0").get(keys)
         ebc(data[1][0]).values().sum().backward()   # after the checkpoint
         ebc.flush()

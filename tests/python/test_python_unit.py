@@ -227,7 +227,7 @@ class Prefetch(unittest.TestCase):
             ebc.prefetch(nxt)
             # the prefetch reads before this batch's update: its rows of
             # the keys both batches share are then certainly stale
-            ebc._pending.future.result()
+            ebc._pending[-1].future.result()
         out.values().sum().backward()
 
     def test_staleness_zero_refetches_updated_keys(self):
@@ -551,7 +551,7 @@ class TrainingLoop(unittest.TestCase):
                 if i + 1 < len(bs):
                     ebc.prefetch(bs[i + 1])
                     # read before this batch's update: stale for k > 0
-                    ebc._pending.future.result()
+                    ebc._pending[-1].future.result()
                 for f in spec["features"]:
                     tname = next(n for n, t in spec["tables"].items()
                                  if f in t["features"])
@@ -574,6 +574,78 @@ class TrainingLoop(unittest.TestCase):
             self.assertLessEqual(worst, k, "staleness %d" % k)
             if k:   # stale rows were really used (the case this checks)
                 self.assertGreater(worst, 0, "no stale row was ever used")
+
+
+class _Samples(torch.utils.data.Dataset):
+    """Samples as a DataLoader's dataset yields them: ({feature: ids},
+    dense, label), from tc.batches' batches."""
+
+    def __init__(self, spec, batches):
+        self.items = []
+        for jf, dense, labels in batches:
+            for b in range(jf.batch_size()):
+                d = {}
+                for f in spec["features"]:
+                    v, o, _ = jf.feature(f)
+                    d[f] = v[o[b]:o[b + 1]].numpy()
+                self.items.append((d, dense[b], labels[b]))
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+
+class Pipeline(unittest.TestCase):
+    def test_dataloader_workers_and_prefetch_depth(self):
+        spec = tc.small_spec()
+        data = tc.batches(spec, steps=8, weighted=False, seed=21,
+                          overlap=True)
+        ref = tc.ReferenceModel(spec, False)
+        loader = torch.utils.data.DataLoader(
+            _Samples(spec, data), batch_size=spec["batch"], num_workers=2,
+            collate_fn=recstore.collate_jagged)
+        got = list(loader)
+        self.assertEqual(len(got), len(data))
+        for (jf, dense, labels), (jf0, dense0, labels0) in zip(got, data):
+            self.assertTrue(torch.equal(jf.values(), jf0.values()))
+            self.assertTrue(torch.equal(jf.offsets(), jf0.offsets()))
+            self.assertTrue(torch.equal(dense, dense0))
+        losses = {}
+        for depth in (None, 1, 3):
+            fake = FakeClient(ref.initial_rows())
+            store = tc.StoreModel(spec, fake, dense_from=ref, weighted=False)
+            opt = store.optimizers()
+            lossf = torch.nn.BCEWithLogitsLoss()
+            it = (loader if depth is None else
+                  recstore.TrainPipeline(store.ebc, loader, depth=depth))
+            ls = []
+            for jf, dense, labels in it:
+                for o in opt:
+                    o.zero_grad()
+                loss = lossf(store(jf, dense), labels)
+                loss.backward()
+                for o in opt:
+                    o.step()
+                ls.append(loss.item())
+            store.ebc.close()
+            losses[depth] = ls
+            if depth is not None:
+                self.assertEqual(store.ebc.stats["prefetched"], len(data))
+                self.assertGreater(store.ebc.stats["refetched_keys"], 0)
+        # staleness 0: prefetching k ahead changes nothing
+        np.testing.assert_allclose(losses[1], losses[None], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(losses[3], losses[None], rtol=0, atol=1e-6)
+
+    def test_collate_errors(self):
+        with self.assertRaisesRegex(ValueError, "different"):
+            recstore.collate_jagged([{"a": [1]}, {"b": [2]}])
+        with self.assertRaisesRegex(TypeError, "feature"):
+            recstore.collate_jagged([[1, 2]])
+        jf = recstore.collate_jagged([{"a": [1, 2], "b": []},
+                                      {"a": [3], "b": [4]}])
+        self.assertEqual(jf.lengths().tolist(), [2, 1, 0, 1])
 
 
 if __name__ == "__main__":
