@@ -80,6 +80,11 @@ int32_t proto_status_at(const void *status, uint32_t i)
 	return (int32_t)le_ld32((const uint8_t *)status + 4 * (size_t)i);
 }
 
+uint32_t proto_u32_at(const void *v, uint32_t i)
+{
+	return le_ld32((const uint8_t *)v + 4 * (size_t)i);
+}
+
 /*
  * Bulk copies between host arrays and little-endian wire arrays: one
  * memcpy on a little-endian host, element by element elsewhere. One pair
@@ -120,6 +125,7 @@ BULK_STORE(proto_store_f32, float, 4, le_st32, f2u)
 BULK_STORE(proto_store_u16, uint16_t, 2, le_st16, )
 static BULK_STORE(store_u64s, uint64_t, 8, le_st64, )
 static BULK_STORE(store_i32s, int32_t, 4, le_st32, (uint32_t))
+static BULK_STORE(store_u32s, uint32_t, 4, le_st32, )
 
 /* rows of n * dim elements of dtype, host -> wire */
 static void store_rows(uint8_t *p, const void *rows, size_t count,
@@ -507,7 +513,7 @@ static uint64_t pad8(uint64_t x)
  * within the hard ceilings (2^24 x (3 * 2^16 + 1) x 4). */
 static uint64_t repl_records_bytes(uint32_t n, uint32_t width)
 {
-	return 4 * 8 * (uint64_t)n + status_bytes(n) + n + pad8(n) +
+	return 4 * 8 * (uint64_t)n + 4 * 2 * (uint64_t)n + n + pad8(n) +
 	       4 * (uint64_t)n * width;
 }
 
@@ -1581,20 +1587,23 @@ static int row_is_zero(const uint8_t *row, size_t bytes, size_t *at)
 
 /*
  * The exactly-once completion of REPL record i: none (client 0: seq,
- * done_below and status 0) or a call's (client, seq >= 1, done_below <=
- * seq, status 0 or PROTO_ST_CREATED). 0 or RS_E_PROTO naming the field.
- * Every record of every REPL passes here: the field names are formatted
- * only for a message.
+ * done_below, status and cred 0) or a call's (client, seq >= 1,
+ * done_below <= seq, status 0 or PROTO_ST_CREATED, any cred). 0 or
+ * RS_E_PROTO naming the field. Every record of every REPL passes here:
+ * the field names are formatted only for a message.
  */
 static int repl_once_check(uint32_t i, uint64_t client, uint64_t seq,
-			   uint64_t done_below, int32_t status)
+			   uint64_t done_below, int32_t status, uint32_t cred)
 {
 	char f[3][32];
 	const char *const fields[3] = { f[0], f[1], f[2] };
 
 	if (client == 0) {
-		if (seq == 0 && done_below == 0 && status == 0)
+		if (seq == 0 && done_below == 0 && status == 0 && cred == 0)
 			return 0;
+		if (cred && !seq && !done_below && !status)
+			return rs_seterr(RS_E_PROTO, "creds[%u] %u: must be 0 "
+					 "when clients[%u] is 0", i, cred, i);
 		return rs_seterr(RS_E_PROTO, "seqs[%u] %" PRIu64 ", "
 				 "done_below[%u] %" PRIu64 ", statuses[%u] "
 				 "%d: must be 0 when clients[%u] is 0", i,
@@ -1616,7 +1625,7 @@ static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
 			struct proto_repl_req *m)
 {
 	const uint32_t width_max = state_width_max(lim->max_dim);
-	const uint8_t *clients, *seqs, *done, *statuses, *kinds, *rows;
+	const uint8_t *clients, *seqs, *done, *statuses, *creds, *kinds, *rows;
 	size_t row, at;
 	uint64_t need;
 
@@ -1626,7 +1635,7 @@ static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
 	rd_str(r, "table", STR_NAME, m->table, sizeof(m->table));
 	rd_zero(r, (size_t)pad8(r->off), "table padding");
 	m->keys = m->clients = m->seqs = m->done_below = NULL;
-	m->statuses = m->kinds = m->rows = NULL;
+	m->statuses = m->creds = m->kinds = m->rows = NULL;
 	if (r->rc)
 		return r->rc;
 	if (m->epoch == 0)
@@ -1652,14 +1661,14 @@ static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
 	seqs = rd_take(r, 8 * (size_t)m->n, "seqs");
 	done = rd_take(r, 8 * (size_t)m->n, "done_below");
 	statuses = rd_take(r, 4 * (size_t)m->n, "statuses");
-	for (uint32_t i = 0; statuses && i < m->n; i++)
+	creds = rd_take(r, 4 * (size_t)m->n, "creds");
+	for (uint32_t i = 0; creds && i < m->n; i++)
 		if (repl_once_check(i, proto_key_at(clients, i),
 				    proto_key_at(seqs, i),
 				    proto_key_at(done, i),
-				    proto_status_at(statuses, i)))
+				    proto_status_at(statuses, i),
+				    proto_u32_at(creds, i)))
 			return rd_fail(r, RS_E_PROTO, "%s", rs_errormsg());
-	if (m->n & 1)
-		rd_zero(r, 4, "statuses padding");
 	kinds = rd_take(r, m->n, "kinds");
 	for (uint32_t i = 0; kinds && i < m->n; i++)
 		if (kinds[i] > PROTO_REPL_DELETED)
@@ -1680,6 +1689,7 @@ static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
 	m->seqs = seqs;
 	m->done_below = done;
 	m->statuses = statuses;
+	m->creds = creds;
 	m->kinds = kinds;
 	m->rows = rows;
 	return 0;
@@ -2331,6 +2341,7 @@ int proto_enc_repl_req(void *buf, size_t cap, const struct proto_hdr *h,
 	const uint64_t *clients = m->clients, *seqs = m->seqs;
 	const uint64_t *done = m->done_below;
 	const int32_t *statuses = m->statuses;
+	const uint32_t *creds = m->creds;
 	const uint8_t *kinds = m->kinds;
 	const float *rows = m->rows;
 	size_t nlen, row;
@@ -2356,7 +2367,8 @@ int proto_enc_repl_req(void *buf, size_t cap, const struct proto_hdr *h,
 					 "unknown value %u", i, kinds[i]);
 		if (repl_once_check(i, u64_or_0(clients, i),
 				    u64_or_0(seqs, i), u64_or_0(done, i),
-				    statuses ? statuses[i] : 0))
+				    statuses ? statuses[i] : 0,
+				    creds ? creds[i] : 0))
 			return prefix_err(RS_E_INVAL, "REPL request: ");
 	}
 	wr_begin(&w, buf, cap);
@@ -2375,7 +2387,12 @@ int proto_enc_repl_req(void *buf, size_t cap, const struct proto_hdr *h,
 		else
 			memset(q, 0, 4 * (size_t)m->n);
 	}
-	wr_zero(&w, 4 * (size_t)(m->n & 1));
+	if ((q = wr_take(&w, 4 * (size_t)m->n))) {
+		if (creds)
+			store_u32s(q, creds, m->n);
+		else
+			memset(q, 0, 4 * (size_t)m->n);
+	}
 	wr_bytes(&w, kinds, m->n);
 	wr_zero(&w, (size_t)pad8(m->n));
 	row = 4 * (size_t)m->width;

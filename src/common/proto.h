@@ -400,11 +400,14 @@ struct proto_config {
  * keyed reply with one status per record (0, PROTO_ST_CREATED or an
  * error). Each record also carries the completion of the exactly-once
  * call that wrote it (client 0: none; else client, seq >= 1, done_below
- * <= seq and the status the client got: 0 or PROTO_ST_CREATED).
+ * <= seq, the status the client got: 0 or PROTO_ST_CREATED, and the
+ * key id of the credential the client's connection authenticated with:
+ * 0 without credentials; the node keys its records by it).
  * Encoding: keys, clients, seqs, done_below = const uint64_t[n],
- * statuses = const int32_t[n], kinds = const uint8_t[n] (PROTO_REPL_*),
- * rows = const float[n * width] (a deletion's row is ignored by the
- * encoder and zeros on the wire). Decoded: wire pointers.
+ * statuses = const int32_t[n], creds = const uint32_t[n], kinds =
+ * const uint8_t[n] (PROTO_REPL_*), rows = const float[n * width] (a
+ * deletion's row is ignored by the encoder and zeros on the wire).
+ * Decoded: wire pointers.
  */
 enum proto_repl_kind {
 	PROTO_REPL_ROW = 0,	/* set the row and state (insert or overwrite) */
@@ -417,7 +420,7 @@ struct proto_repl_req {
 	char table[PROTO_NAME_MAX + 1];	/* the table's name */
 	const void *keys;
 	const void *clients, *seqs, *done_below;
-	const void *statuses;
+	const void *statuses, *creds;
 	const void *kinds;
 	const void *rows;
 };
@@ -589,6 +592,7 @@ int proto_keys_per_msg(uint32_t op, uint32_t dim, uint32_t dtype,
 
 uint64_t proto_key_at(const void *keys, uint32_t i);
 int32_t proto_status_at(const void *status, uint32_t i);
+uint32_t proto_u32_at(const void *v, uint32_t i);
 void proto_load_u64(uint64_t *dst, const void *wire, size_t n);
 void proto_load_i32(int32_t *dst, const void *wire, size_t n);
 void proto_load_f32(float *dst, const void *wire, size_t n);

@@ -245,6 +245,8 @@ static struct srv_conn *conn_of(struct rs_server *s, struct rv_conn *rc,
 			}
 			c->role = (uint8_t)(c->is_wake ? AUTH_ROLE_NONE :
 					    srv_auth_conn_role(s, p, plen));
+			c->key = c->is_wake ? 0 : srv_auth_conn_key(s, p,
+								    plen);
 			c->next = s->conns;
 			if (s->conns)
 				s->conns->prev = c;

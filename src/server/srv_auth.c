@@ -11,7 +11,8 @@
  * the rdma_cm handshake, with a reason code and nothing else. An accepted
  * connection's role is found again by conn_of() (server.c) from the same
  * request bytes (srv_auth_conn_role); srv_handle() checks every request's
- * opcode against it before any work.
+ * opcode against it before any work. Its key id (srv_auth_conn_key) is
+ * the account its exactly-once records count to (srv_once.c).
  *
  * The node's own wake connection (server.c) carries no credentials: the
  * hook accepts its 16 bytes once, while the node's own connect is
@@ -166,6 +167,15 @@ unsigned srv_auth_conn_role(struct rs_server *s, const void *priv,
 	if (!s->auth_on)
 		return AUTH_ROLE_ADMIN;
 	return auth_node_role_of(&s->auth, priv, len);
+}
+
+uint32_t srv_auth_conn_key(struct rs_server *s, const void *priv,
+			   size_t len)
+{
+	if (!s->auth_on || auth_node_role_of(&s->auth, priv, len) ==
+				   AUTH_ROLE_NONE)
+		return 0;
+	return le_ld32((const uint8_t *)priv + 4);
 }
 
 uint64_t srv_auth_refused(struct rs_server *s)

@@ -1200,6 +1200,7 @@ static void do_keyed_cluster(struct req *r)
 	tag.client = k->client;
 	tag.seq = k->seq;
 	tag.done_below = k->done_below;
+	tag.cred = r->c->key;
 	pthread_mutex_lock(&s->repl.order);
 	ret = evicted_sink_begin(r, &q);
 	if (ret) {
@@ -1285,8 +1286,10 @@ static void do_copy(struct req *r)
 }
 
 /* The completions a REPL carries, recorded as this node's own: runs of
- * records of one call go in one batch. A failure (a bound) fails the
- * whole REPL, and so the write at its primary. */
+ * records of one call go in one batch. Out of memory fails the whole
+ * REPL, and so the write at its primary; records over a bound are
+ * dropped (srv_once.c), never failing the other clients' writes the
+ * REPL carries. */
 static int repl_record_once(struct req *r, const struct proto_repl_req *m,
 			    uint32_t tid, const int32_t *applied)
 {
@@ -1302,16 +1305,18 @@ static int repl_record_once(struct req *r, const struct proto_repl_req *m,
 	}
 	keys = w->once;
 	st = (int32_t *)(keys + m->n);
-	while (!ret && i < m->n) {
+	while (ret >= 0 && i < m->n) {
 		struct srv_once_tag tag = {
 			.client = proto_key_at(m->clients, i),
 			.seq = proto_key_at(m->seqs, i),
 			.done_below = proto_key_at(m->done_below, i),
+			.cred = proto_u32_at(m->creds, i),
 		};
 		uint32_t j = i, cnt = 0;
 
 		for (; j < m->n && proto_key_at(m->clients, j) == tag.client &&
-		       proto_key_at(m->seqs, j) == tag.seq; j++) {
+		       proto_key_at(m->seqs, j) == tag.seq &&
+		       proto_u32_at(m->creds, j) == tag.cred; j++) {
 			if (!tag.client || applied[j] < 0)
 				continue;
 			keys[cnt] = proto_key_at(m->keys, j);
@@ -1320,11 +1325,20 @@ static int repl_record_once(struct req *r, const struct proto_repl_req *m,
 		if (cnt)
 			ret = srv_once_record(&r->s->repl.once, &tag, tid,
 					      keys, st, cnt);
+		if (ret > 0)	/* RATE-LIMITED */
+			srv_log_peer("exactly-once: %u records of client "
+				     "%016" PRIx64 " (key %u) from a peer "
+				     "not kept: its key holds twice its "
+				     "share here, or the node its bound; "
+				     "after a failover to this node a "
+				     "resend of its call %" PRIu64 " may "
+				     "be applied again", cnt, tag.client,
+				     tag.cred, tag.seq);
 		i = j;
 	}
-	if (ret)
+	if (ret < 0)
 		reply_error(r, r->op, ret, "%s", rs_errormsg());
-	return ret;
+	return ret < 0 ? ret : 0;
 }
 
 /* How many ROW records of m name a key t does not hold (inserts). */

@@ -344,7 +344,9 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 #define SRV_REPL_PENDING 8		/* configurations waiting to be
 					   adopted */
 
-/* Exactly-once completion records (srv_once.c). */
+/* Exactly-once completion records (srv_once.c). The node's bounds; a
+ * client's request may use three quarters of each, the rest is kept for
+ * the records peers send (REPL, COPY). */
 #define SRV_ONCE_MAX_CLIENTS 65536u
 #define SRV_ONCE_MAX_CALLS 1024u	/* per client */
 #define SRV_ONCE_MAX_ENTRIES (16u << 20) /* records per node (16 B each) */
@@ -353,24 +355,49 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 /* How long an evicted client is remembered after it was last heard of:
  * longer than any call of it can go on resending (srv_once.c). */
 #define SRV_ONCE_FORGET_MS (4ull * RS_TIMEOUT_MAX_MS)
+/* A credential's share of each bound (with credentials; without, the
+ * one bucket's share is the node's): its clients' requests are refused
+ * RS_E_BUSY past it, records peers send for it are kept up to twice it. */
+#define SRV_ONCE_SHARE_DIV 8u
+/* How far a request's seq may run ahead of the highest its client sent
+ * here before (srv_once.c, "Tags"). */
+#define SRV_ONCE_SEQ_WINDOW (1ull << 40)
 struct once_client;
+struct once_cred;
 struct srv_once {
 	pthread_mutex_t lock;
 	struct once_client **bucket;
+	struct once_cred **cbucket;	/* credentials' accounts */
 	unsigned nclients;		/* clients with calls on record */
 	unsigned nforgot;		/* evicted clients remembered */
-	unsigned max_clients, max_forgot; /* the bounds (tests lower them) */
+	unsigned ncreds;		/* credentials with an account */
+	/* the bounds (srv_once_init; tests lower them): the node's ... */
+	unsigned max_clients, max_forgot;
+	uint64_t max_entries;
+	/* ... and a credential's share of them */
+	unsigned cred_clients, cred_forgot;
+	uint64_t cred_records;
 	uint64_t created, entries, deduplicated, evicted, obsolete;
 	uint64_t refused;		/* resends refused: records forgotten */
+	uint64_t busy;			/* requests refused RS_E_BUSY */
+	uint64_t dropped;		/* peers' records not kept */
+	uint64_t ahead;			/* requests refused: seq too far ahead */
+	uint64_t swept_ms;		/* the last eviction pass */
 	uint64_t clock_ofs_ms;	/* added to the monotonic clock (tests) */
+	uint8_t hkey[crypto_shorthash_KEYBYTES]; /* client chains' hash */
 };
 struct srv_once_counts {
 	uint64_t clients, records, deduplicated, evicted, obsolete;
 	uint64_t forgotten, refused;
+	uint64_t creds, busy, dropped, ahead;
 };
-/* The exactly-once tag of a write (PROTO_KF_ONCE); client 0: none. */
+/* The exactly-once tag of a write (PROTO_KF_ONCE); client 0: none. cred:
+ * the key id of the credential its client's connection authenticated
+ * with (0 without credentials); a client id names a different client
+ * under every credential. */
 struct srv_once_tag {
 	uint64_t client, seq, done_below;
+	uint32_t cred;
 };
 /* A growth's pause of the node's writes (srv_grow.c): sets the growth's
  * freeze and waits at most wait_ms for the writes inside to leave; 0, or
@@ -378,22 +405,33 @@ struct srv_once_tag {
  * freeze is lifted again). */
 int srv_writes_pause(struct rs_server *s, unsigned wait_ms);
 void srv_writes_resume(struct rs_server *s);
+/* Shares per credential; srv_once_one_bucket() after init for a node
+ * without credentials (one bucket, key id 0, whose share is the node's
+ * bounds for clients' requests). */
 int srv_once_init(struct srv_once *o);
+void srv_once_one_bucket(struct srv_once *o);
 void srv_once_fini(struct srv_once *o);
 /* found[i] and st[i]: the status recorded for keys[i] of table tid in
- * the tagged call. Refuses (RS_E_BUSY) when n more records could exceed
- * a bound, so that a write is refused before it is applied, and
- * (RS_E_TIMEOUT) a call of an evicted client whose records are gone. */
+ * the tagged call. Allocates nothing. Refuses (RS_E_BUSY) when the keys
+ * not on record could take the tag's credential or the node past a
+ * bound, so that a write is refused before it is applied, (RS_E_TIMEOUT)
+ * a call of an evicted client whose records are gone, and (RS_E_INVAL) a
+ * call declared done or a seq over SRV_ONCE_SEQ_WINDOW ahead. */
 int srv_once_lookup(struct srv_once *o, const struct srv_once_tag *tag,
 		    uint32_t tid, const uint64_t *keys, uint32_t n,
 		    int32_t *st, bool *found);
-/* Record the keys with st[i] >= 0 (those already on record are kept). */
+/* Record the keys with st[i] >= 0 (those already on record are kept),
+ * after a srv_once_lookup of the same call that took it, the caller
+ * holding one lock (`order`) across both: no bound is checked again.
+ * Nothing to record: nothing allocated. */
 int srv_once_add(struct srv_once *o, const struct srv_once_tag *tag,
 		 uint32_t tid, const uint64_t *keys, const int32_t *st,
 		 uint32_t n);
 /* srv_once_add for records a replica receives (REPL, COPY): a record of
  * a call its client has declared done (seq below the done_below already
- * seen) is obsolete: skipped and counted, not an error. */
+ * seen) is obsolete: skipped and counted, not an error. Records over a
+ * bound (twice the credential's share, the node's) are dropped and
+ * counted: returns 1 then, else 0 or -ENOMEM. */
 int srv_once_record(struct srv_once *o, const struct srv_once_tag *tag,
 		    uint32_t tid, const uint64_t *keys, const int32_t *st,
 		    uint32_t n);
@@ -563,6 +601,8 @@ struct srv_conn {
 	bool delivered;		/* rv reported it CONNECTED */
 	bool is_wake;		/* the node's own wake connection */
 	uint8_t role;		/* enum auth_role: what it may ask */
+	uint32_t key;		/* the key id it authenticated with (0: no
+				 * credentials): its exactly-once account */
 	_Atomic uint32_t reply_max; /* the peer's receive buffer size */
 	char peer[PROTO_NAME_MAX + 1];
 	struct srv_conn *next, *prev;
@@ -613,6 +653,10 @@ uint64_t srv_auth_refused(struct rs_server *s);
 /* The role of a connection from its connect request bytes. */
 unsigned srv_auth_conn_role(struct rs_server *s, const void *priv,
 			    size_t len);
+/* The key id a connection authenticated with, from the same bytes (0
+ * without credentials, or for bytes of no known key). */
+uint32_t srv_auth_conn_key(struct rs_server *s, const void *priv,
+			   size_t len);
 
 /* ---- metrics and stats (srv_stats.c) ---- */
 

@@ -19,24 +19,24 @@
  * may arrive first.
  *
  * Eviction. A client that goes away leaves its last calls behind: every
- * 1024 new clients, and whenever the table of clients is full, clients not
- * heard from for SRV_ONCE_IDLE_MS (10 min) are evicted. That is shorter
- * than a client may go on resending (its timeout alone may be an hour,
- * RS_TIMEOUT_MAX_MS), so eviction must not turn a resend into a second
- * application. An evicted client that still had records of calls at or
+ * 1024 new clients, and when a bound is reached (at most once a second),
+ * clients not heard from for SRV_ONCE_IDLE_MS (10 min) are evicted. That
+ * is shorter than a client may go on resending (its timeout alone may be
+ * an hour, RS_TIMEOUT_MAX_MS), so eviction must not turn a resend into a
+ * second application. An evicted client that still had records of calls at or
  * above its done_below stays as a small "forgotten" entry: its records are
  * freed, and it keeps `forgot`, the highest seq it had records of. A
  * client's request of a call at or below `forgot` is refused with
  * RS_E_TIMEOUT ("outcome unknown", as when the call gives up: the client
  * does not resend it, the caller learns the key may or may not have been
  * applied); its calls above `forgot` are new to this node and taken as
- * usual, and when it comes back its entry is live again, still refusing
- * up to `forgot` until its done_below passes it. (A call below `forgot`
- * that never reached this node before is refused too: safe, and only
- * possible for a client with calls in flight for over 10 minutes.) A
- * replica's records for such calls are kept: they can only make a later
- * answer more precise. Requests of seq < done_below are refused with
- * RS_E_INVAL as before.
+ * usual, and when it records again its entry is live again, still
+ * refusing up to `forgot` until its done_below passes it. (A call below
+ * `forgot` that never reached this node before is refused too: safe, and
+ * only possible for a client with calls in flight for over 10 minutes.)
+ * A replica's records for such calls are kept: they can only make a
+ * later answer more precise. Requests of seq < done_below are refused
+ * with RS_E_INVAL as before.
  *
  * A forgotten entry is kept SRV_ONCE_FORGET_MS (4 h: four times the
  * longest client timeout) after the client was last heard of: a call
@@ -46,18 +46,68 @@
  * no such records (all below done_below, or none applied) is simply
  * dropped: nothing of it can be applied twice.
  *
- * Bounds (all from the wire): SRV_ONCE_MAX_CLIENTS clients,
- * SRV_ONCE_MAX_CALLS calls per client, SRV_ONCE_MAX_ENTRIES records per
- * node; a request that would exceed one is refused with RS_E_BUSY (the
- * client backs off and resends; nothing was applied) and a REPL that
- * would fails, which fails the write at its primary the same way. At most
- * SRV_ONCE_MAX_FORGOTTEN forgotten clients (64 bytes each and the
- * allocator's share, about 20 MiB): with that many, an idle client with
- * records is not evicted (failing closed: once the table of clients is
- * full, new clients get RS_E_BUSY) until forgotten ones age out, never
- * forgotten early. Honest clients come nowhere near it (262,144 clients
- * that wrote here and went away within 4 h); a data-role peer cycling
- * fresh ids can reach it, as it can fill the table of clients.
+ * Credentials. Every client is one credential's: the key id its
+ * connection authenticated with (0 on a node without credentials, one
+ * bucket for all). The table is keyed by (key id, client id): a client
+ * id travels in clear, and another key naming it names a client of its
+ * own, which can neither see the first one's records nor move its
+ * done_below. Records carry their key id to the backups (REPL, COPY), so
+ * after a failover the new primary keys them the same way. (Binding an
+ * id to the first key that used it would let a key that saw an id on the
+ * wire claim it first on a node the client has not written to yet.)
+ *
+ * Tags. A client's request whose seq runs more than SRV_ONCE_SEQ_WINDOW
+ * (2^40) ahead of the highest its client sent this node is refused with
+ * RS_E_INVAL and changes nothing; since done_below <= seq (the protocol
+ * checks it), done_below cannot move further either. 2^40 calls are four
+ * hours at 76 million calls a second, more than a client makes between
+ * two requests to a node that still holds its entry (silent 10 minutes
+ * it is evicted, forgotten it is kept 4 h). A client of another key
+ * cannot touch the entry at all; one of the same key can (a key is one
+ * trust domain: the window only keeps a single bad tag from moving an
+ * entry to the end of the sequence space).
+ *
+ * Bounds (all from the wire). Per node: SRV_ONCE_MAX_CLIENTS live
+ * clients, SRV_ONCE_MAX_CALLS calls per client, SRV_ONCE_MAX_ENTRIES
+ * records, SRV_ONCE_MAX_FORGOTTEN forgotten clients. Clients' requests
+ * may use three quarters of the first and third, and each credential
+ * 1/SRV_ONCE_SHARE_DIV of each (its share; without credentials the one
+ * bucket's share is the three quarters). A request that could take its
+ * credential or the node past one is refused with RS_E_BUSY before
+ * anything is applied (the client backs off and resends), and it is
+ * refused only for what it adds: a resend whose keys are all on record
+ * is answered. A lookup that records nothing allocates nothing: a write
+ * whose keys all fail (a DELETE of a missing key) leaves no client and
+ * no call behind, so fresh ids cost nothing until they hold records.
+ * srv_once_add does not refuse: its lookup checked, under the same
+ * `order` mutex, and a peer's records landing in between overshoot a
+ * bound by one batch at most.
+ *
+ * Records peers send (srv_once_record) are counted to their credential
+ * too but never fail the REPL: a REPL carries many clients' writes, and
+ * its failure would fail them all (srv_repl.c). They are kept up to
+ * twice their credential's share (and twice SRV_ONCE_MAX_CALLS calls per
+ * client) and up to the node's whole bounds (the quarter clients cannot
+ * take); past that they are dropped and counted (once.dropped_records),
+ * the row itself still applied: after a failover to this node, a resend
+ * of such a call could be applied twice. Only a credential whose clients
+ * hold twice its share of unfinished calls here gets there for its own
+ * records; for everyone's, it takes four such credentials at once.
+ *
+ * Forgotten clients count to their credential as well: with
+ * SRV_ONCE_MAX_FORGOTTEN forgotten, or its credential's share, an idle
+ * client with records is not evicted (failing closed: once its
+ * credential's clients fill their share, its new clients get RS_E_BUSY)
+ * until forgotten ones age out, never forgotten early. Honest clients
+ * come nowhere near it (32,768 clients of one key that wrote here and
+ * went away within 4 h).
+ *
+ * Cost: one SipHash of (key id, client id) per lookup and per add (keyed
+ * with a random key, so that no one can aim ids at one chain of the
+ * table), a few compares, no allocation unless a call records its first
+ * key. A
+ * pass over the table to evict idle clients runs every 1024 new clients,
+ * and when a bound is reached at most once a second.
  *
  * Concurrency: one mutex (`lock`) over everything here. Records are
  * looked up and added in batches (once per request), never per key with
@@ -69,9 +119,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/le.h"
 #include "server/srv_internal.h"
 
 #define ONCE_BUCKETS 65536u	/* client hash chains (live and forgotten) */
+#define CRED_BUCKETS 256u	/* credential chains */
+#define ONCE_MAX_CREDS 4096u	/* credentials with an account */
+#define SWEEP_GAP_MS 1000u	/* at a bound, one eviction pass a second */
 
 struct once_ent {
 	uint64_t key;
@@ -85,11 +139,21 @@ struct once_call {
 	struct once_ent *e;	/* sorted by (tid, key), distinct */
 };
 
+/* A credential's account: what its clients hold here. Kept until fini. */
+struct once_cred {
+	uint32_t key;		/* key id; 0: no credentials */
+	unsigned nclients, nforgot;
+	uint64_t records;
+	struct once_cred *next;
+};
+
 struct once_client {
 	uint64_t id;
 	uint64_t done_below;
+	uint64_t hi;		/* the highest seq heard of */
 	uint64_t seen_ms;
 	uint64_t forgot;	/* requests of seq <= forgot refused; 0: none */
+	struct once_cred *cred;
 	unsigned ncalls, cap;
 	bool forgotten;		/* evicted: no calls, counted in nforgot */
 	struct once_call *calls;
@@ -105,9 +169,15 @@ static uint64_t mono_ms(const struct srv_once *o)
 	       o->clock_ofs_ms;
 }
 
-static unsigned bucket_of(uint64_t id)
+static unsigned bucket_of(const struct srv_once *o, uint32_t cred,
+			  uint64_t id)
 {
-	return (unsigned)((id * 0x9E3779B97F4A7C15ull) >> 48) % ONCE_BUCKETS;
+	uint8_t in[12], h[crypto_shorthash_BYTES];
+
+	le_st64(in, id);
+	le_st32(in + 8, cred);
+	crypto_shorthash(h, in, sizeof(in), o->hkey);
+	return (unsigned)(le_ld64(h) % ONCE_BUCKETS);
 }
 
 int srv_once_init(struct srv_once *o)
@@ -115,14 +185,34 @@ int srv_once_init(struct srv_once *o)
 	memset(o, 0, sizeof(*o));
 	o->max_clients = SRV_ONCE_MAX_CLIENTS;
 	o->max_forgot = SRV_ONCE_MAX_FORGOTTEN;
+	o->max_entries = SRV_ONCE_MAX_ENTRIES;
+	o->cred_clients = o->max_clients / SRV_ONCE_SHARE_DIV;
+	o->cred_forgot = o->max_forgot / SRV_ONCE_SHARE_DIV;
+	o->cred_records = o->max_entries / SRV_ONCE_SHARE_DIV;
 	pthread_mutex_init(&o->lock, NULL);
+	if (sodium_init() < 0)
+		return rs_seterr(-ENOMEM, "exactly-once: libsodium");
+	crypto_shorthash_keygen(o->hkey);
 	o->bucket = calloc(ONCE_BUCKETS, sizeof(*o->bucket));
-	return o->bucket ? 0 : -ENOMEM;
+	o->cbucket = calloc(CRED_BUCKETS, sizeof(*o->cbucket));
+	if (o->bucket && o->cbucket)
+		return 0;
+	srv_once_fini(o);
+	return rs_seterr(-ENOMEM, "exactly-once: out of memory");
 }
 
-static void call_free(struct srv_once *o, struct once_call *k)
+void srv_once_one_bucket(struct srv_once *o)
+{
+	o->cred_clients = o->max_clients - o->max_clients / 4;
+	o->cred_forgot = o->max_forgot;
+	o->cred_records = o->max_entries - o->max_entries / 4;
+}
+
+static void call_free(struct srv_once *o, struct once_client *c,
+		      struct once_call *k)
 {
 	o->entries -= k->n;
+	c->cred->records -= k->n;
 	free(k->e);
 	k->e = NULL;
 	k->n = k->cap = 0;
@@ -131,7 +221,7 @@ static void call_free(struct srv_once *o, struct once_call *k)
 static void calls_free(struct srv_once *o, struct once_client *c)
 {
 	for (unsigned i = 0; i < c->ncalls; i++)
-		call_free(o, &c->calls[i]);
+		call_free(o, c, &c->calls[i]);
 	free(c->calls);
 	c->calls = NULL;
 	c->ncalls = c->cap = 0;
@@ -140,10 +230,13 @@ static void calls_free(struct srv_once *o, struct once_client *c)
 static void client_free(struct srv_once *o, struct once_client *c)
 {
 	calls_free(o, c);
-	if (c->forgotten)
+	if (c->forgotten) {
 		o->nforgot--;
-	else
+		c->cred->nforgot--;
+	} else {
 		o->nclients--;
+		c->cred->nclients--;
+	}
 	free(c);
 }
 
@@ -156,10 +249,52 @@ void srv_once_fini(struct srv_once *o)
 			o->bucket[b] = c->next;
 			client_free(o, c);
 		}
+	for (unsigned b = 0; o->cbucket && b < CRED_BUCKETS; b++)
+		while (o->cbucket[b]) {
+			struct once_cred *cr = o->cbucket[b];
+
+			o->cbucket[b] = cr->next;
+			free(cr);
+		}
 	free(o->bucket);
+	free(o->cbucket);
 	o->bucket = NULL;
+	o->cbucket = NULL;
 	pthread_mutex_destroy(&o->lock);
 }
+
+/* ---- credentials (o->lock held) ---- */
+
+static unsigned cbucket_of(uint32_t key)
+{
+	return (key * 2654435761u) >> 24;	/* CRED_BUCKETS = 2^8 */
+}
+
+static struct once_cred *cred_find(const struct srv_once *o, uint32_t key)
+{
+	struct once_cred *cr = o->cbucket[cbucket_of(key)];
+
+	while (cr && cr->key != key)
+		cr = cr->next;
+	return cr;
+}
+
+/* key's account, opened if missing; NULL: out of memory, or too many */
+static struct once_cred *cred_get(struct srv_once *o, uint32_t key)
+{
+	struct once_cred *cr = cred_find(o, key);
+
+	if (cr || o->ncreds >= ONCE_MAX_CREDS ||
+	    !(cr = calloc(1, sizeof(*cr))))
+		return cr;
+	cr->key = key;
+	cr->next = o->cbucket[cbucket_of(key)];
+	o->cbucket[cbucket_of(key)] = cr;
+	o->ncreds++;
+	return cr;
+}
+
+/* ---- eviction (o->lock held) ---- */
 
 /* The highest seq of c a resend could still be applied twice for once
  * its records are gone: its calls with records, and what an earlier
@@ -177,7 +312,8 @@ static uint64_t resend_mark(const struct once_client *c)
 enum evict_how { EV_KEPT, EV_FORGOTTEN, EV_DROPPED };
 
 /* *pp (live, idle) leaves the table of clients: dropped (unlinked), or
- * forgotten when a resend could still come; kept when too many are. */
+ * forgotten when a resend could still come; kept when too many are, on
+ * the node or of its credential. */
 static enum evict_how evict(struct srv_once *o, struct once_client **pp)
 {
 	struct once_client *c = *pp;
@@ -188,22 +324,24 @@ static enum evict_how evict(struct srv_once *o, struct once_client **pp)
 		client_free(o, c);
 		return EV_DROPPED;
 	}
-	if (o->nforgot >= o->max_forgot)
+	if (o->nforgot >= o->max_forgot ||
+	    c->cred->nforgot >= o->cred_forgot)
 		return EV_KEPT;
 	calls_free(o, c);
 	c->forgot = mark;
 	c->forgotten = true;
 	o->nclients--;
+	c->cred->nclients--;
 	o->nforgot++;
+	c->cred->nforgot++;
 	return EV_FORGOTTEN;
 }
 
 /* Evict clients idle for SRV_ONCE_IDLE_MS and drop forgotten ones past
- * SRV_ONCE_FORGET_MS; how many clients left the table. */
-static unsigned evict_idle(struct srv_once *o, uint64_t now)
+ * SRV_ONCE_FORGET_MS. A client heard of at `now` stays. */
+static void evict_idle(struct srv_once *o, uint64_t now)
 {
-	unsigned gone = 0;
-
+	o->swept_ms = now;
 	for (unsigned b = 0; b < ONCE_BUCKETS; b++) {
 		struct once_client **pp = &o->bucket[b];
 
@@ -219,69 +357,96 @@ static unsigned evict_idle(struct srv_once *o, uint64_t now)
 			if (!c->forgotten && idle >= SRV_ONCE_IDLE_MS) {
 				enum evict_how how = evict(o, pp);
 
-				gone += how != EV_KEPT;
+				o->evicted += how != EV_KEPT;
 				if (how == EV_DROPPED)
 					continue;
 			}
 			pp = &c->next;
 		}
 	}
-	o->evicted += gone;
-	return gone;
 }
 
-/* Room in the table of clients for one more (o->lock held). */
-static int client_room(struct srv_once *o, uint64_t now)
+/* ---- room (o->lock held) ---- */
+
+/* Room for one more live client of cr (NULL: no account yet) for a
+ * client's request (peer false) or a peer's record (peer true). */
+static bool client_fits(const struct srv_once *o, const struct once_cred *cr,
+			bool peer)
 {
-	/* every 1024 new clients, forget the ones long gone */
-	if (++o->created % 1024 == 0)
-		evict_idle(o, now);
-	if (o->nclients >= o->max_clients && !evict_idle(o, now))
-		return rs_seterr(RS_E_BUSY, "exactly-once: %u clients have "
-				 "calls on record: retry", o->nclients);
+	unsigned node = o->max_clients - (peer ? 0 : o->max_clients / 4);
+	unsigned share = o->cred_clients * (peer ? 2 : 1);
+
+	if (!cr)
+		return o->ncreds < ONCE_MAX_CREDS && o->nclients < node;
+	return o->nclients < node && cr->nclients < share;
+}
+
+/* client_fits, after an eviction pass if it did not and none ran within
+ * SWEEP_GAP_MS (a full table must not cost every request a pass). */
+static bool client_room(struct srv_once *o, const struct once_cred *cr,
+			bool peer, uint64_t now)
+{
+	if (client_fits(o, cr, peer))
+		return true;
+	if (now - o->swept_ms < SWEEP_GAP_MS)
+		return false;
+	evict_idle(o, now);
+	return client_fits(o, cr, peer);
+}
+
+static bool records_fit(const struct srv_once *o, const struct once_cred *cr,
+			uint64_t n, bool peer)
+{
+	uint64_t node = o->max_entries - (peer ? 0 : o->max_entries / 4);
+	uint64_t share = o->cred_records * (peer ? 2 : 1);
+
+	return o->entries + n <= node && (cr ? cr->records : 0) + n <= share;
+}
+
+static struct once_call *call_find(struct once_client *c, uint64_t seq)
+{
+	for (unsigned i = 0; i < c->ncalls; i++)
+		if (c->calls[i].seq == seq)
+			return &c->calls[i];
+	return NULL;
+}
+
+/* Could client c (NULL: none here) of credential key record n more keys
+ * of call seq (k: the call, NULL if none)? 0 or RS_E_BUSY naming the
+ * bound. */
+static int room(struct srv_once *o, struct once_client *c,
+		const struct once_call *k, const struct srv_once_tag *t,
+		uint64_t n, uint64_t now)
+{
+	struct once_cred *cr = c ? c->cred : cred_find(o, t->cred);
+
+	if ((!c || c->forgotten) && !client_room(o, cr, false, now)) {
+		o->busy++;
+		return rs_seterr(RS_E_BUSY, "exactly-once: %u clients of key "
+				 "%u (its share: %u) and %u on this node "
+				 "have calls on record: retry",
+				 cr ? cr->nclients : 0, t->cred,
+				 o->cred_clients, o->nclients);
+	}
+	if (!k && c && c->ncalls >= SRV_ONCE_MAX_CALLS) {
+		o->busy++;
+		return rs_seterr(RS_E_BUSY, "exactly-once: client %016" PRIx64
+				 " has %u calls in flight: retry", t->client,
+				 c->ncalls);
+	}
+	if (!records_fit(o, cr, n, false)) {
+		o->busy++;
+		return rs_seterr(RS_E_BUSY, "exactly-once: key %u has %" PRIu64
+				 " records on this node (its share: %" PRIu64
+				 "), the node %" PRIu64 ": retry once its "
+				 "calls are done", t->cred,
+				 cr ? cr->records : 0, o->cred_records,
+				 o->entries);
+	}
 	return 0;
 }
 
-static struct once_client *client_find(struct srv_once *o, uint64_t id)
-{
-	struct once_client *c;
-
-	for (c = o->bucket[bucket_of(id)]; c && c->id != id; c = c->next)
-		;
-	return c;
-}
-
-/* Client id, live (created, or back from forgotten). o->lock held. */
-static int client_of(struct srv_once *o, uint64_t id, uint64_t now,
-		     struct once_client **out)
-{
-	unsigned b = bucket_of(id);
-	struct once_client *c = client_find(o, id);
-	int ret;
-
-	if (c && !c->forgotten) {
-		*out = c;
-		return 0;
-	}
-	if ((ret = client_room(o, now)))
-		return ret;
-	/* the eviction pass may have dropped a forgotten c */
-	if ((c = client_find(o, id))) {
-		c->forgotten = false;
-		o->nforgot--;
-		o->nclients++;
-		*out = c;
-		return 0;
-	}
-	if (!(c = calloc(1, sizeof(*c))))
-		return rs_seterr(-ENOMEM, "exactly-once: out of memory");
-	c->id = id;
-	c->next = o->bucket[b];
-	o->bucket[b] = c;
-	o->nclients++;
-	*out = c;
-	return 0;
-}
+/* ---- tags (o->lock held) ---- */
 
 /* Forget the calls of c below done_below. */
 static void advance(struct srv_once *o, struct once_client *c,
@@ -294,71 +459,73 @@ static void advance(struct srv_once *o, struct once_client *c,
 	c->done_below = done_below;
 	for (unsigned i = 0; i < c->ncalls; i++) {
 		if (c->calls[i].seq < done_below)
-			call_free(o, &c->calls[i]);
+			call_free(o, c, &c->calls[i]);
 		else
 			c->calls[j++] = c->calls[i];
 	}
 	c->ncalls = j;
 }
 
-/* The call (client, seq) into *out, created if missing. o->lock held.
- * 0, or RS_E_BUSY over a bound, -ENOMEM, for a call already forgotten
- * RS_E_INVAL (a client's request) or 1 (a replica's record: obsolete,
- * see srv_once_record), and RS_E_TIMEOUT for a client's request of a
- * call whose records an eviction dropped. */
-static int call_of(struct srv_once *o, uint64_t client, uint64_t seq,
-		   uint64_t done_below, bool replica, struct once_call **out)
+/* c was heard of with tag t: 0, or for a call its client declared done
+ * 1 (a peer's record: obsolete, see srv_once_record) or RS_E_INVAL. */
+static int heard(struct srv_once *o, struct once_client *c,
+		 const struct srv_once_tag *t, uint64_t now, bool peer)
 {
-	uint64_t now = mono_ms(o);
-	struct once_client *c = NULL;
-	struct once_call *k;
+	c->seen_ms = now;
+	if (t->seq > c->hi)
+		c->hi = t->seq;
+	advance(o, c, t->done_below);
+	if (t->seq >= c->done_below)
+		return 0;
+	if (peer)
+		return 1;
+	return rs_seterr(RS_E_INVAL, "exactly-once: call %" PRIu64 " of "
+			 "client %016" PRIx64 " was declared done (done_below "
+			 "%" PRIu64 ")", t->seq, t->client, c->done_below);
+}
+
+/* A client's request against its entry c (NULL: none here): refused
+ * (nothing changed) when its seq runs too far ahead; then heard(); then
+ * RS_E_TIMEOUT for a call whose records an eviction dropped. */
+static int tag_check(struct srv_once *o, struct once_client *c,
+		     const struct srv_once_tag *t, uint64_t now)
+{
 	int ret;
 
-	if ((ret = client_of(o, client, now, &c)))
-		return ret;
-	c->seen_ms = now;
-	advance(o, c, done_below);
-	if (seq < c->done_below && replica)
-		return 1;
-	if (seq < c->done_below)
+	if (!c)
+		return 0;
+	if (t->seq > c->hi && t->seq - c->hi > SRV_ONCE_SEQ_WINDOW) {
+		o->ahead++;
 		return rs_seterr(RS_E_INVAL, "exactly-once: call %" PRIu64
-				 " of client %016" PRIx64 " was declared done "
-				 "(done_below %" PRIu64 ")", seq, client,
-				 c->done_below);
-	if (seq <= c->forgot && !replica) {
-		o->refused++;
-		return rs_seterr(RS_E_TIMEOUT, "exactly-once: call %" PRIu64
-				 " of client %016" PRIx64 ": this node forgot "
-				 "the client's records of calls up to %" PRIu64
-				 " (it was silent for over %u s) and cannot "
-				 "tell whether it applied it: refused, not "
-				 "applied again; its outcome is unknown", seq,
-				 client, c->forgot, SRV_ONCE_IDLE_MS / 1000);
+				 " of client %016" PRIx64 " is more than 2^40 "
+				 "calls ahead of its call %" PRIu64 " here: "
+				 "refused", t->seq, t->client, c->hi);
 	}
-	for (unsigned i = 0; i < c->ncalls; i++)
-		if (c->calls[i].seq == seq) {
-			*out = &c->calls[i];
-			return 0;
-		}
-	if (c->ncalls == SRV_ONCE_MAX_CALLS)
-		return rs_seterr(RS_E_BUSY, "exactly-once: client %016" PRIx64
-				 " has %u calls in flight: retry", client,
-				 c->ncalls);
-	if (c->ncalls == c->cap) {
-		unsigned cap = c->cap ? 2 * c->cap : 4;
-		void *p = realloc(c->calls, cap * sizeof(*c->calls));
-
-		if (!p)
-			return rs_seterr(-ENOMEM, "exactly-once: out of memory");
-		c->calls = p;
-		c->cap = cap;
-	}
-	k = &c->calls[c->ncalls++];
-	memset(k, 0, sizeof(*k));
-	k->seq = seq;
-	*out = k;
-	return 0;
+	if ((ret = heard(o, c, t, now, false)))
+		return ret;
+	if (t->seq > c->forgot)
+		return 0;
+	o->refused++;
+	return rs_seterr(RS_E_TIMEOUT, "exactly-once: call %" PRIu64 " of "
+			 "client %016" PRIx64 ": this node forgot the client's "
+			 "records of calls up to %" PRIu64 " (it was silent "
+			 "for over %u s) and cannot tell whether it applied "
+			 "it: refused, not applied again; its outcome is "
+			 "unknown", t->seq, t->client, c->forgot,
+			 SRV_ONCE_IDLE_MS / 1000);
 }
+
+static struct once_client *client_find(const struct srv_once *o,
+				       uint32_t cred, uint64_t id)
+{
+	struct once_client *c = o->bucket[bucket_of(o, cred, id)];
+
+	while (c && (c->id != id || c->cred->key != cred))
+		c = c->next;
+	return c;
+}
+
+/* ---- records ---- */
 
 static int ent_cmp(const void *a, const void *b)
 {
@@ -374,23 +541,26 @@ static const struct once_ent *find(const struct once_call *k, uint32_t tid,
 {
 	struct once_ent probe = { .key = key, .tid = tid };
 
-	return k->n ? bsearch(&probe, k->e, k->n, sizeof(*k->e), ent_cmp)
-		    : NULL;
+	return k && k->n ? bsearch(&probe, k->e, k->n, sizeof(*k->e),
+				   ent_cmp)
+			 : NULL;
 }
 
 int srv_once_lookup(struct srv_once *o, const struct srv_once_tag *tag,
 		    uint32_t tid, const uint64_t *keys, uint32_t n,
 		    int32_t *st, bool *found)
 {
+	uint64_t now = mono_ms(o);
+	struct once_client *c;
 	struct once_call *k = NULL;
-	uint64_t hits = 0;
+	uint32_t hits = 0;
 	int ret;
 
 	pthread_mutex_lock(&o->lock);
-	ret = call_of(o, tag->client, tag->seq, tag->done_below, false, &k);
-	if (!ret && o->entries + n > SRV_ONCE_MAX_ENTRIES)
-		ret = rs_seterr(RS_E_BUSY, "exactly-once: %" PRIu64 " records "
-				"on this node: retry", o->entries);
+	c = client_find(o, tag->cred, tag->client);
+	ret = tag_check(o, c, tag, now);
+	if (!ret && c)
+		k = call_find(c, tag->seq);
 	for (uint32_t i = 0; !ret && i < n; i++) {
 		const struct once_ent *e = find(k, tid, keys[i]);
 
@@ -400,43 +570,100 @@ int srv_once_lookup(struct srv_once *o, const struct srv_once_tag *tag,
 			hits++;
 		}
 	}
-	o->deduplicated += hits;
+	if (!ret && hits < n)
+		ret = room(o, c, k, tag, n - hits, now);
+	if (!ret)
+		o->deduplicated += hits;
 	pthread_mutex_unlock(&o->lock);
 	return ret;
 }
 
-static int add(struct srv_once *o, const struct srv_once_tag *tag,
-	       uint32_t tid, const uint64_t *keys, const int32_t *st,
-	       uint32_t n, bool replica)
+/* Room for a peer's nrec records of call t (c, cr: its client and
+ * credential, NULL if none here)? */
+static bool peer_room(struct srv_once *o, struct once_client *c,
+		      const struct once_cred *cr,
+		      const struct srv_once_tag *t, uint32_t nrec,
+		      uint64_t now)
 {
-	struct once_call *k = NULL;
-	uint32_t add = 0, j;
-	int ret;
+	if ((!c || c->forgotten) && !client_room(o, cr, true, now))
+		return false;
+	if (c && !call_find(c, t->seq) && c->ncalls >= 2 * SRV_ONCE_MAX_CALLS)
+		return false;
+	return records_fit(o, cr, nrec, true);
+}
 
-	pthread_mutex_lock(&o->lock);
-	ret = call_of(o, tag->client, tag->seq, tag->done_below, replica, &k);
-	if (ret == 1) {
-		o->obsolete++;
-		ret = 0;
-		goto out;
+/* Client t of cr, live: created, or back from forgotten. NULL: out of
+ * memory. */
+static struct once_client *client_live(struct srv_once *o,
+				       struct once_client *c,
+				       struct once_cred *cr,
+				       const struct srv_once_tag *t,
+				       uint64_t now)
+{
+	unsigned b;
+
+	if (c) {
+		c->forgotten = false;
+		o->nforgot--;
+		cr->nforgot--;
+		o->nclients++;
+		cr->nclients++;
+		return c;
 	}
-	if (ret)
-		goto out;
-	for (uint32_t i = 0; i < n; i++)
-		add += st[i] >= 0;
-	if (o->entries + add > SRV_ONCE_MAX_ENTRIES) {
-		ret = rs_seterr(RS_E_BUSY, "exactly-once: %" PRIu64 " records "
-				"on this node: retry", o->entries);
-		goto out;
+	/* every 1024 new clients, forget the ones long gone */
+	if (++o->created % 1024 == 0)
+		evict_idle(o, now);
+	if (!(c = calloc(1, sizeof(*c))))
+		return NULL;
+	c->id = t->client;
+	c->cred = cr;
+	c->seen_ms = now;
+	c->hi = t->seq;
+	c->done_below = t->done_below;
+	b = bucket_of(o, t->cred, t->client);
+	c->next = o->bucket[b];
+	o->bucket[b] = c;
+	o->nclients++;
+	cr->nclients++;
+	return c;
+}
+
+/* The call seq of c, appended if missing; NULL: out of memory. */
+static struct once_call *call_get(struct once_client *c, uint64_t seq)
+{
+	struct once_call *k = call_find(c, seq);
+
+	if (k)
+		return k;
+	if (c->ncalls == c->cap) {
+		unsigned cap = c->cap ? 2 * c->cap : 4;
+		void *p = realloc(c->calls, cap * sizeof(*c->calls));
+
+		if (!p)
+			return NULL;
+		c->calls = p;
+		c->cap = cap;
 	}
-	if (k->n + add > k->cap) {
-		uint32_t cap = k->n + add + 16;
+	k = &c->calls[c->ncalls++];
+	memset(k, 0, sizeof(*k));
+	k->seq = seq;
+	return k;
+}
+
+/* Add the keys with st >= 0 (nrec of them) to call k of c. */
+static int insert(struct srv_once *o, struct once_client *c,
+		  struct once_call *k, uint32_t tid, const uint64_t *keys,
+		  const int32_t *st, uint32_t n, uint32_t nrec)
+{
+	uint32_t kept = 0, j;
+
+	if (k->n + nrec > k->cap) {
+		uint32_t cap = k->n + nrec + 16;
 		void *p = realloc(k->e, (size_t)cap * sizeof(*k->e));
 
-		if (!p) {
-			ret = rs_seterr(-ENOMEM, "exactly-once: out of memory");
-			goto out;
-		}
+		if (!p)
+			return rs_seterr(-ENOMEM, "exactly-once: out of "
+					 "memory");
 		k->e = p;
 		k->cap = cap;
 	}
@@ -448,12 +675,57 @@ static int add(struct srv_once *o, const struct srv_once_tag *tag,
 						       .st = st[i] };
 	/* sort, then drop duplicates within this batch */
 	qsort(k->e, j, sizeof(*k->e), ent_cmp);
-	add = 0;
 	for (uint32_t i = 0; i < j; i++)
-		if (!add || ent_cmp(&k->e[add - 1], &k->e[i]))
-			k->e[add++] = k->e[i];
-	o->entries += add - k->n;
-	k->n = add;
+		if (!kept || ent_cmp(&k->e[kept - 1], &k->e[i]))
+			k->e[kept++] = k->e[i];
+	o->entries += kept - k->n;
+	c->cred->records += kept - k->n;
+	k->n = kept;
+	return 0;
+}
+
+/* srv_once_add (peer false) and srv_once_record (peer true): 0, 1 when
+ * a peer's records were dropped (a bound), or < 0. */
+static int add(struct srv_once *o, const struct srv_once_tag *tag,
+	       uint32_t tid, const uint64_t *keys, const int32_t *st,
+	       uint32_t n, bool peer)
+{
+	uint64_t now = mono_ms(o);
+	struct once_client *c;
+	struct once_cred *cr;
+	struct once_call *k;
+	uint32_t nrec = 0;
+	int ret = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		nrec += st[i] >= 0;
+	pthread_mutex_lock(&o->lock);
+	c = client_find(o, tag->cred, tag->client);
+	if (c && (ret = heard(o, c, tag, now, peer))) {
+		o->obsolete += ret == 1;
+		ret = ret == 1 ? 0 : ret;
+		goto out;
+	}
+	if (!nrec)
+		goto out;	/* nothing recorded: nothing allocated */
+	cr = c ? c->cred : cred_find(o, tag->cred);
+	if (peer && !peer_room(o, c, cr, tag, nrec, now)) {
+		o->dropped += nrec;
+		ret = 1;
+		goto out;
+	}
+	/* a client's request was checked by its lookup */
+	if (!cr && !(cr = cred_get(o, tag->cred)))
+		ret = -ENOMEM;
+	else if ((!c || c->forgotten) &&
+		 !(c = client_live(o, c, cr, tag, now)))
+		ret = -ENOMEM;
+	else if (!(k = call_get(c, tag->seq)))
+		ret = -ENOMEM;
+	else
+		ret = insert(o, c, k, tid, keys, st, n, nrec);
+	if (ret == -ENOMEM)
+		rs_seterr(ret, "exactly-once: out of memory");
 out:
 	pthread_mutex_unlock(&o->lock);
 	return ret;
@@ -486,6 +758,7 @@ int srv_once_each(struct srv_once *o, uint32_t tid, srv_once_fn fn, void *arg)
 				struct srv_once_tag tag = {
 					.client = c->id, .seq = k->seq,
 					.done_below = c->done_below,
+					.cred = c->cred->key,
 				};
 
 				for (uint32_t j = 0; !ret && j < k->n; j++)
@@ -504,7 +777,8 @@ void srv_once_stats(struct srv_once *o, struct srv_once_counts *out)
 		.clients = o->nclients, .records = o->entries,
 		.deduplicated = o->deduplicated, .evicted = o->evicted,
 		.obsolete = o->obsolete, .forgotten = o->nforgot,
-		.refused = o->refused,
+		.refused = o->refused, .creds = o->ncreds, .busy = o->busy,
+		.dropped = o->dropped, .ahead = o->ahead,
 	};
 	pthread_mutex_unlock(&o->lock);
 }

@@ -87,6 +87,7 @@ static void chunk_free(struct srv_chunk *ch)
 	free(ch->sq);
 	free(ch->db);
 	free(ch->st);
+	free(ch->cr);
 	free(ch->kinds);
 	free(ch->rows);
 	free(ch);
@@ -413,7 +414,11 @@ int srv_repl_init(struct rs_server *s)
 	pthread_mutex_init(&rp->order, NULL);
 	pthread_mutex_init(&rp->plock, NULL);
 	pthread_cond_init(&rp->pcv, NULL);
-	return srv_once_init(&rp->once);
+	if (srv_once_init(&rp->once))
+		return -ENOMEM;
+	if (!s->auth_on)
+		srv_once_one_bucket(&rp->once);
+	return 0;
 }
 
 void srv_repl_fini(struct rs_server *s)
@@ -617,12 +622,13 @@ int srv_repl_append(struct srv_repl_req *q, unsigned pi, const char *table,
 			ch->sq = malloc(ch->cap * sizeof(*ch->sq));
 			ch->db = malloc(ch->cap * sizeof(*ch->db));
 			ch->st = malloc(ch->cap * sizeof(*ch->st));
+			ch->cr = malloc(ch->cap * sizeof(*ch->cr));
 			ch->kinds = malloc(ch->cap);
 			ch->rows = malloc((size_t)ch->cap * width *
 					  sizeof(float));
 		}
 		if (!ch || !ch->keys || !ch->cl || !ch->sq || !ch->db ||
-		    !ch->st || !ch->kinds || !ch->rows) {
+		    !ch->st || !ch->cr || !ch->kinds || !ch->rows) {
 			chunk_free(ch);
 			pthread_mutex_unlock(&p->lock);
 			return -ENOMEM;
@@ -638,6 +644,7 @@ int srv_repl_append(struct srv_repl_req *q, unsigned pi, const char *table,
 	ch->sq[ch->n] = tag && tag->client ? tag->seq : 0;
 	ch->db[ch->n] = tag && tag->client ? tag->done_below : 0;
 	ch->st[ch->n] = tag && tag->client ? st : 0;
+	ch->cr[ch->n] = tag && tag->client ? tag->cred : 0;
 	ch->kinds[ch->n] = kind;
 	memcpy(ch->rows + (size_t)ch->n * width, row,
 	       (size_t)width * sizeof(float));
@@ -704,6 +711,7 @@ static int slice_post(struct cli_conn *cc, const struct srv_chunk *ch,
 		.keys = ch->keys + off, .kinds = ch->kinds + off,
 		.clients = ch->cl + off, .seqs = ch->sq + off,
 		.done_below = ch->db + off, .statuses = ch->st + off,
+		.creds = ch->cr + off,
 		.rows = ch->rows + (size_t)off * ch->width,
 	};
 	struct proto_hdr h;

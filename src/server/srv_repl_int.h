@@ -26,6 +26,7 @@ struct srv_chunk {
 	uint64_t *keys;
 	uint64_t *cl, *sq, *db;	/* completion: client, seq, done_below */
 	int32_t *st;		/* the status the client got (completion) */
+	uint32_t *cr;		/* its credential's key id (completion) */
 	uint8_t *kinds;
 	float *rows;		/* n * width */
 };

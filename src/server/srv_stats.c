@@ -549,6 +549,10 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 			TRY(add(l, N, "once.obsolete_records", oc.obsolete));
 			TRY(add(l, N, "once.forgotten_clients", oc.forgotten));
 			TRY(add(l, N, "once.refused_resends", oc.refused));
+			TRY(add(l, N, "once.credentials", oc.creds));
+			TRY(add(l, N, "once.busy_requests", oc.busy));
+			TRY(add(l, N, "once.dropped_records", oc.dropped));
+			TRY(add(l, N, "once.refused_ahead", oc.ahead));
 		}
 	}
 #ifdef RS_DEBUG_LOCKS

@@ -349,16 +349,19 @@ static void corpus_build(struct corpus *c)
 		static const uint64_t db[7] = { 0, 3, 0, 0, 7, 0, 1 };
 		static const int32_t rst[7] = { 0, 0, 0, PROTO_ST_CREATED, 0,
 						0, PROTO_ST_CREATED };
+		static const uint32_t rcr[7] = { 0, 2, 0, 0, UINT32_MAX, 0,
+						 1 };
 		struct proto_repl_req rq = { .epoch = 9, .n = 7, .width = 5,
 					     .keys = keys, .clients = cl,
 					     .seqs = sq, .done_below = db,
-					     .statuses = rst, .kinds = kinds,
-					     .rows = rrows };
+					     .statuses = rst, .creds = rcr,
+					     .kinds = kinds, .rows = rrows };
 
 		snprintf(rq.table, sizeof(rq.table), "ads.user_id");
 		corpus_add(c, "repl_req", proto_enc_repl_req(SLOT, &h, &rq));
 		/* no exactly-once records: NULL arrays, zeros on the wire */
 		rq.clients = rq.seqs = rq.done_below = rq.statuses = NULL;
+		rq.creds = NULL;
 		rq.n = 3;
 		corpus_add(c, "repl_req_plain",
 			   proto_enc_repl_req(SLOT, &h, &rq));
@@ -403,6 +406,7 @@ static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 	static uint64_t seqs[PROTO_MAX_BATCH_KEYS / 64];
 	static uint64_t done[PROTO_MAX_BATCH_KEYS / 64];
 	static int32_t st[PROTO_MAX_BATCH_KEYS / 64];
+	static uint32_t creds[PROTO_MAX_BATCH_KEYS / 64];
 	static uint8_t rows[4 << 20];
 	static struct proto_table_info tabs[256];
 	static struct proto_stat stats[4096];
@@ -456,6 +460,8 @@ static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 			proto_load_u64(seqs, q.seqs, q.n);
 			proto_load_u64(done, q.done_below, q.n);
 			proto_load_i32(st, q.statuses, q.n);
+			for (uint32_t i = 0; i < q.n; i++)
+				creds[i] = proto_u32_at(q.creds, i);
 			if (q.n)
 				memcpy(kinds, q.kinds, q.n);
 			proto_load_f32((float *)rows, q.rows, nel);
@@ -464,6 +470,7 @@ static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 			q.seqs = seqs;
 			q.done_below = done;
 			q.statuses = st;
+			q.creds = creds;
 			q.kinds = kinds;
 			q.rows = rows;
 			return proto_enc_repl_req(buf, cap, h, &q);

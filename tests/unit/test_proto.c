@@ -1652,6 +1652,7 @@ static void repl_roundtrip(void **state)
 		d2[9];
 	static float rows[9 * 4], r2[9 * 4];
 	static int32_t est[9], t2[9];
+	static uint32_t ecr[9];
 	uint8_t kinds[9];
 	struct proto_hdr h = hdr_of(6, 0);
 	struct proto_repl_req q;
@@ -1670,9 +1671,10 @@ static void repl_roundtrip(void **state)
 		sq[i] = cl[i] ? 0x100000000ull * i + 1 : 0;
 		db[i] = cl[i] ? sq[i] - (i & 1) : 0;
 		est[i] = cl[i] && i % 3 == 0 ? PROTO_ST_CREATED : 0;
+		ecr[i] = cl[i] ? 0x80000000u + i : 0;
 	}
 	/* name lengths 1..9 cover every padding of the name, n 0..9 every
-	 * padding of the statuses and kinds */
+	 * padding of the kinds */
 	for (size_t nl = 1; nl <= 9; nl++)
 		for (uint32_t n = 0; n <= 9; n++) {
 			const size_t ko = 32 + 16 + (2 + nl + 7) / 8 * 8;
@@ -1682,6 +1684,7 @@ static void repl_roundtrip(void **state)
 						     .clients = cl, .seqs = sq,
 						     .done_below = db,
 						     .statuses = est,
+						     .creds = ecr,
 						     .kinds = kinds,
 						     .rows = rows };
 			memset(q.table, 'a' + (int)n, nl);
@@ -1702,8 +1705,8 @@ static void repl_roundtrip(void **state)
 					  buf) % 8, 0);
 			assert_int_equal((const uint8_t *)m.u.repl_req.keys -
 						 buf, (int)ko);
-			/* keys, clients, seqs, done_below, statuses, kinds
-			 * back to back (the last two padded to 8) */
+			/* keys, clients, seqs, done_below, statuses, creds,
+			 * kinds back to back (kinds padded to 8) */
 			assert_int_equal((const uint8_t *)m.u.repl_req.clients -
 						 buf, (int)(ko + 8 * n));
 			assert_int_equal((const uint8_t *)m.u.repl_req.seqs -
@@ -1713,9 +1716,10 @@ static void repl_roundtrip(void **state)
 					 (int)(ko + 24 * n));
 			assert_int_equal((const uint8_t *)m.u.repl_req.statuses -
 						 buf, (int)(ko + 32 * n));
+			assert_int_equal((const uint8_t *)m.u.repl_req.creds -
+						 buf, (int)(ko + 36 * n));
 			assert_int_equal((const uint8_t *)m.u.repl_req.kinds -
-						 buf,
-					 (int)(ko + 32 * n + (n + 1) / 2 * 8));
+						 buf, (int)(ko + 40 * n));
 			proto_load_u64(k2, m.u.repl_req.keys, n);
 			assert_memory_equal(k2, keys, n * sizeof(keys[0]));
 			proto_load_u64(c2, m.u.repl_req.clients, n);
@@ -1726,6 +1730,10 @@ static void repl_roundtrip(void **state)
 			assert_memory_equal(d2, db, n * sizeof(db[0]));
 			proto_load_i32(t2, m.u.repl_req.statuses, n);
 			assert_memory_equal(t2, est, n * sizeof(est[0]));
+			for (uint32_t i = 0; i < n; i++)
+				assert_int_equal(proto_u32_at(
+							 m.u.repl_req.creds, i),
+						 ecr[i]);
 			wk = m.u.repl_req.kinds;
 			proto_load_f32(r2, m.u.repl_req.rows, 4 * n);
 			for (uint32_t i = 0; i < n; i++) {
@@ -1782,9 +1790,9 @@ static void repl_roundtrip(void **state)
 			 RS_E_INVAL);
 	/* sizes: values no message carries are 0 */
 	assert_int_equal(proto_repl_req_bytes(2, 3, 2),
-			 32 + 16 + 8 + 4 * 16 + 8 + 8 + 24);
+			 32 + 16 + 8 + 4 * 16 + 8 + 8 + 8 + 24);
 	assert_int_equal(proto_repl_req_bytes(3, 1, 2),
-			 32 + 16 + 8 + 4 * 24 + 16 + 8 + 12);
+			 32 + 16 + 8 + 4 * 24 + 12 + 12 + 8 + 12);
 	assert_int_equal(proto_repl_req_bytes(0, 1, 6), 32 + 16 + 8);
 	assert_int_equal(proto_repl_req_bytes(1, 0, 1), 0);
 	assert_int_equal(proto_repl_req_bytes(1, 3 * PROTO_MAX_DIM + 2, 1), 0);
@@ -1807,19 +1815,20 @@ static void repl_refusals(void **state)
 	static const uint64_t cl[3] = { 5, 0, 6 }, sq[3] = { 2, 0, 1 },
 			      db[3] = { 1, 0, 0 };
 	static const int32_t st[3] = { PROTO_ST_CREATED, 0, 0 };
+	static const uint32_t cr[3] = { 4, 0, 0xffffffffu };
 	/* name "ab": epoch 32, n 40, width 44, name 48, padding 52..55,
 	 * keys 56, clients 80, seqs 104, done_below 128, statuses 152,
-	 * padding 164..167, kinds 168, padding 171..175, rows 176 (row 1
-	 * at 184), end 200 */
+	 * creds 164, kinds 176, padding 179..183, rows 184 (row 1 at 192),
+	 * end 208 */
 	static const struct patch bad[] = {
 		{ 32, 4, 0, RS_E_PROTO, "REPL request: epoch: must be >= 1" },
 		{ 40, 4, 4, RS_E_PROTO,
-		  "4 records of width 2 need 184 bytes after the table name, "
-		  "144 present" },
+		  "4 records of width 2 need 200 bytes after the table name, "
+		  "152 present" },
 		{ 40, 4, PROTO_DEFAULT_BATCH_KEYS + 1, RS_E_TOOBIG,
 		  "n: 65537 records, over the limit 65536" },
 		{ 44, 4, 0, RS_E_PROTO, "width: must be >= 1" },
-		{ 44, 4, 3, RS_E_PROTO, "3 records of width 3 need 156 bytes" },
+		{ 44, 4, 3, RS_E_PROTO, "3 records of width 3 need 164 bytes" },
 		{ 44, 4, 3 * PROTO_DEFAULT_DIM + 2, RS_E_TOOBIG,
 		  "width: 12290 is over the limit 12289" },
 		{ 48, 2, 1, RS_E_PROTO,
@@ -1851,19 +1860,22 @@ static void repl_refusals(void **state)
 		  "statuses[2]: -1 is not 0 or 1" },
 		{ 160, 4, (uint32_t)RS_E_NOTFOUND, RS_E_PROTO,
 		  "statuses[2]: -10002 is not 0 or 1" },
-		{ 164, 1, 1, RS_E_PROTO, "statuses padding: reserved byte 0" },
-		{ 167, 1, 0x80, RS_E_PROTO,
-		  "statuses padding: reserved byte 3 is 0x80" },
-		{ 168, 1, 2, RS_E_PROTO, "kinds[0]: unknown value 2" },
-		{ 170, 1, 0xff, RS_E_PROTO, "kinds[2]: unknown value 255" },
-		{ 171, 1, 1, RS_E_PROTO, "kinds padding: reserved byte 0" },
-		{ 175, 1, 1, RS_E_PROTO, "kinds padding: reserved byte 4" },
-		{ 185, 1, 1, RS_E_PROTO, "rows[1]: a deleted record's row must "
+		/* a credential only with a client */
+		{ 168, 4, 1, RS_E_PROTO,
+		  "REPL request: creds[1] 1: must be 0 when clients[1] is 0" },
+		{ 171, 1, 0x80, RS_E_PROTO, "creds[1] 2147483648: must be 0" },
+		{ 176, 1, 2, RS_E_PROTO, "kinds[0]: unknown value 2" },
+		{ 178, 1, 0xff, RS_E_PROTO, "kinds[2]: unknown value 255" },
+		{ 179, 1, 1, RS_E_PROTO, "kinds padding: reserved byte 0" },
+		{ 183, 1, 1, RS_E_PROTO, "kinds padding: reserved byte 4" },
+		{ 193, 1, 1, RS_E_PROTO, "rows[1]: a deleted record's row must "
 					 "be zero bytes (byte 1 is 0x01)" },
-		{ 191, 1, 0x80, RS_E_PROTO, "rows[1]: a deleted" }, /* -0.0f */
+		{ 199, 1, 0x80, RS_E_PROTO, "rows[1]: a deleted" }, /* -0.0f */
 		/* what a record may be */
-		{ 169, 1, 0, 0, NULL }, /* a row, then: its values are free */
-		{ 176, 4, 0xffffffff, 0, NULL },
+		{ 177, 1, 0, 0, NULL }, /* a row, then: its values are free */
+		{ 184, 4, 0xffffffff, 0, NULL },
+		{ 164, 4, 0, 0, NULL },	 /* any credential with a client */
+		{ 172, 4, 7, 0, NULL },
 		{ 128, 4, 2, 0, NULL },	 /* done_below == seq */
 		{ 152, 4, 0, 0, NULL },	 /* status 0 */
 		{ 160, 4, 1, 0, NULL },	 /* status CREATED */
@@ -1874,7 +1886,8 @@ static void repl_refusals(void **state)
 				    .table = "ab", .keys = keys,
 				    .clients = cl, .seqs = sq,
 				    .done_below = db, .statuses = st,
-				    .kinds = kinds, .rows = rows };
+				    .creds = cr, .kinds = kinds,
+				    .rows = rows };
 	struct proto_hdr h = hdr_of(6, 0);
 	struct proto_limits lim;
 	struct proto_msg m;
@@ -1882,7 +1895,7 @@ static void repl_refusals(void **state)
 	int len, len0;
 
 	len0 = proto_enc_repl_req(buf2, sizeof(buf2), &h, &q);
-	assert_int_equal(len0, 200);
+	assert_int_equal(len0, 208);
 	assert_int_equal(len0, (int)proto_repl_req_bytes(3, 2, 2));
 	expect_patches(buf2, (size_t)len0, bad, RS_ARRAY_SIZE(bad));
 	/* limits: n over max_batch_keys, width over 3 * max_dim + 1 */
@@ -1901,14 +1914,14 @@ static void repl_refusals(void **state)
 	memcpy(buf, buf2, (size_t)len0);
 	put_le(24, (uint32_t)(len0 - 1 - 32), 4);
 	expect_err(buf, (size_t)len0 - 1, NULL, RS_E_PROTO,
-		   "need 144 bytes after the table name, 143 present");
+		   "need 152 bytes after the table name, 151 present");
 	put_le(24, 20, 4);
 	expect_err(buf, 32 + 20, NULL, RS_E_PROTO, "truncated at table padding");
 	memcpy(buf, buf2, (size_t)len0);
 	put_le(24, (uint32_t)(len0 + 1 - 32), 4);
 	buf[len0] = 0;
 	expect_err(buf, (size_t)len0 + 1, NULL, RS_E_PROTO,
-		   "need 144 bytes after the table name, 145 present");
+		   "need 152 bytes after the table name, 153 present");
 
 	/* a deleted record's row is not read: zeros on the wire */
 	len = proto_enc_repl_req(buf, sizeof(buf), &h, &q);
@@ -1926,9 +1939,11 @@ static void repl_refusals(void **state)
 	{
 		static const uint64_t z64[3];
 		static const int32_t z32[3];
+		static const uint32_t zu32[3];
 		struct proto_repl_req z = q;
 
 		z.clients = z.seqs = z.done_below = z.statuses = NULL;
+		z.creds = NULL;
 		len = proto_enc_repl_req(buf, sizeof(buf), &h, &z);
 		assert_int_equal(len, len0);
 		decode_ok(buf, len, &m);
@@ -1939,11 +1954,14 @@ static void repl_refusals(void **state)
 				    0);
 			assert_int_equal(proto_status_at(m.u.repl_req.statuses,
 							 i), 0);
+			assert_int_equal(proto_u32_at(m.u.repl_req.creds, i),
+					 0);
 		}
-		for (int b = 80; b < 168; b++)
+		for (int b = 80; b < 176; b++)
 			assert_int_equal(buf[b], 0);
 		z.clients = z.seqs = z.done_below = z64;
 		z.statuses = z32;
+		z.creds = zu32;
 		assert_int_equal(proto_enc_repl_req(buf2, sizeof(buf2), &h,
 						    &z),
 				 len);
@@ -1982,6 +2000,10 @@ static void repl_refusals(void **state)
 		z.statuses = t1; /* record 1 has no client */
 		REPL_REFUSES(&z, RS_E_INVAL,
 			     "statuses[1] 1: must be 0 when clients[1] is 0");
+		z.statuses = st;
+		z.creds = (const uint32_t[3]){ 0, 9, 0 };
+		REPL_REFUSES(&z, RS_E_INVAL,
+			     "creds[1] 9: must be 0 when clients[1] is 0");
 	}
 	q.epoch = 0;
 	REPL_REFUSES(&q, RS_E_INVAL, "epoch: must be >= 1");
@@ -2008,9 +2030,9 @@ static void repl_refusals(void **state)
 	assert_int_equal(proto_enc_repl_req(buf, 100, &h, &q), RS_E_TOOBIG);
 	for (int b = 100; b < 256; b++)
 		assert_int_equal(buf[b], 0x5a);
-	assert_int_equal(proto_enc_repl_req(buf, 199, &h, &q), RS_E_TOOBIG);
-	assert_int_equal(buf[199], 0x5a);
-	assert_int_equal(proto_enc_repl_req(buf, 200, &h, &q), 200);
+	assert_int_equal(proto_enc_repl_req(buf, 207, &h, &q), RS_E_TOOBIG);
+	assert_int_equal(buf[207], 0x5a);
+	assert_int_equal(proto_enc_repl_req(buf, 208, &h, &q), 208);
 }
 
 /* COPY: a request names the requester, the table, where to go on and
