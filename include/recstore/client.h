@@ -439,6 +439,22 @@ int rs_update_ex(struct rs_table *t, const uint64_t *keys, size_t n,
  * RS_E_INVAL naming the bad field of spec. Since 0.6. */
 int rs_table_init_rows(const struct rs_table_spec *spec, const uint64_t *keys,
 		       size_t n, float *out);
+/* One gradient of a batch that spans tables (a training step's update of
+ * all its tables). grad points at dim floats. A fixed tuple, like
+ * struct rs_key_ref. Since 0.6. */
+struct rs_grad_ref {
+	struct rs_table *table;
+	uint64_t key;
+	const float *grad;
+};
+/* rs_update_ex over keys of any tables of one client, in one exchange:
+ * every node gets its requests of every table before any reply is
+ * awaited (not one round trip per table). A (table, key) that repeats is
+ * summed into one step, as rs_update. opts apply to every key (NULL: none).
+ * Returns the count of keys applied, or an error for the whole call. */
+int rs_update_multi(struct rs_client *c, const struct rs_grad_ref *refs,
+		    size_t n, int *status, unsigned flags,
+		    const struct rs_update_opts *opts);
 /* Write rows (create or overwrite; optimizer state of a new key starts
  * fresh). With duplicate keys the last row wins. */
 int rs_put(struct rs_table *t, const uint64_t *keys, size_t n,

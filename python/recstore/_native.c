@@ -816,52 +816,105 @@ out:
 	return res;
 }
 
+/* Item i's first status in the call's st[] (items in order). */
+static size_t multi_off(const struct multi *mu, Py_ssize_t i)
+{
+	size_t off = 0;
+
+	for (Py_ssize_t j = 0; j < i; j++)
+		off += (size_t)mu->kv[j].len / 8;
+	return off;
+}
+
+static int same_opts(const struct rs_update_opts *a,
+		     const struct rs_update_opts *b)
+{
+	return a->flags == b->flags &&
+	       (!(a->flags & RS_UPDATE_LR) || a->lr == b->lr);
+}
+
+/*
+ * The items whose options equal item `first`'s (and are not done[]) as one
+ * rs_update_multi: refs and status in scratch, statuses copied back to
+ * st[] at each item's place. Runs without the GIL.
+ */
+static int multi_update_group(ClientObject *self, const struct multi *mu,
+			      Py_ssize_t first, char *done,
+			      struct rs_grad_ref *refs, int *tmp, int *st)
+{
+	size_t k = 0;
+	int ret;
+
+	for (Py_ssize_t i = first; i < mu->m; i++) {
+		const uint64_t *kp = mu->kv[i].buf;
+		const float *g = mu->rv[i].buf;
+		size_t n = (size_t)mu->kv[i].len / 8;
+
+		if (done[i] || !same_opts(&mu->uo[i], &mu->uo[first]))
+			continue;
+		for (size_t j = 0; j < n; j++, k++)
+			refs[k] = (struct rs_grad_ref){ mu->t[i]->t, kp[j],
+							g + j * mu->t[i]->dim };
+	}
+	ret = k ? rs_update_multi(self->c, refs, k, tmp, 0, &mu->uo[first])
+		: 0;
+	if (ret < 0)
+		return ret;
+	k = 0;
+	for (Py_ssize_t i = first; i < mu->m; i++) {
+		size_t n = (size_t)mu->kv[i].len / 8;
+
+		if (done[i] || !same_opts(&mu->uo[i], &mu->uo[first]))
+			continue;
+		memcpy(st + multi_off(mu, i), tmp + k, n * sizeof(int));
+		k += n;
+		done[i] = 1;
+	}
+	return 0;
+}
+
 /* update_multi([(table, keys, grads[, lr, create]), ...]) -> [status, ...]:
- * the updates of one training step, sent in one call without the GIL
- * (each table's keys grouped by node, as rs_update_ex()). create=True:
- * RS_UPDATE_CREATE (missing keys by the table's policy). A call that fails
- * as a whole raises, naming the table; the tables before it were updated. */
+ * the updates of one training step: rs_update_multi, one exchange with
+ * every node for all tables (one per distinct lr/create among the items).
+ * create=True: RS_UPDATE_CREATE (missing keys by the table's policy). A
+ * call that fails as a whole raises; items of other option groups may have
+ * been applied. */
 static PyObject *client_update_multi(ClientObject *self, PyObject *args)
 {
 	PyObject *items, *res = NULL;
-	int ret = 0, *st = NULL;
-	Py_ssize_t bad = -1;
+	struct rs_grad_ref *refs = NULL;
+	int ret = 0, *st = NULL, *tmp = NULL;
+	char *done = NULL;
 	struct multi mu;
 
 	if (!client_usable(self) || !PyArg_ParseTuple(args, "O", &items) ||
 	    multi_parse(self, items, &mu, 1))
 		return NULL;
 	st = PyMem_Malloc((mu.total + 1) * sizeof(*st));
-	if (!st) {
+	tmp = PyMem_Malloc((mu.total + 1) * sizeof(*tmp));
+	refs = PyMem_Malloc((mu.total + 1) * sizeof(*refs));
+	done = PyMem_Calloc((size_t)mu.m + 1, 1);
+	if (!st || !tmp || !refs || !done) {
 		PyErr_NoMemory();
 		goto out;
 	}
 	self->busy++;
 	Py_BEGIN_ALLOW_THREADS
-	for (Py_ssize_t i = 0, off = 0; i < mu.m && ret >= 0; i++) {
-		size_t n = (size_t)mu.kv[i].len / 8;
-
-		if (n)
-			ret = rs_update_ex(mu.t[i]->t, mu.kv[i].buf, n,
-					   mu.rv[i].buf, st + off, 0,
-					   &mu.uo[i]);
-		if (ret < 0)
-			bad = i;
-		off += (Py_ssize_t)n;
-	}
+	for (Py_ssize_t i = 0; i < mu.m && ret >= 0; i++)
+		if (!done[i])
+			ret = multi_update_group(self, &mu, i, done, refs, tmp,
+						 st);
 	Py_END_ALLOW_THREADS
 	self->busy--;
-	if (ret < 0) {
-		char what[96];
-
-		snprintf(what, sizeof(what), "update of table '%s'",
-			 rs_table_name(mu.t[bad]->t));
-		raise_rs(ret, what);
-	} else {
+	if (ret < 0)
+		raise_rs(ret, "update_multi");
+	else
 		res = multi_status(&mu, st);
-	}
 out:
 	PyMem_Free(st);
+	PyMem_Free(tmp);
+	PyMem_Free(refs);
+	PyMem_Free(done);
 	multi_free(&mu);
 	return res;
 }

@@ -218,25 +218,101 @@ int cli_update_opts(const struct rs_update_opts *in,
 	return 0;
 }
 
+static int update_ko(const struct rs_update_opts *opts,
+		     struct cli_keyed_opts *ko);
+
 RS_EXPORT int rs_update_ex(struct rs_table *t, const uint64_t *keys,
 			   size_t n, const float *grads, int *status,
 			   unsigned flags, const struct rs_update_opts *opts)
 {
-	struct rs_update_opts o;
-	struct cli_keyed_opts ko = { 0 };
+	struct cli_keyed_opts ko;
 	int ret = check(t, keys, n, grads);
 
-	if (!ret && opts)
-		ret = cli_update_opts(opts, &o);
+	if (!ret)
+		ret = update_ko(opts, &ko);
 	if (ret)
 		return ret;
-	if (opts && (o.flags & RS_UPDATE_LR)) {
-		ko.kflags |= PROTO_KF_LR;
-		ko.lr = o.lr;
-	}
-	if (opts && (o.flags & RS_UPDATE_CREATE))
-		ko.kflags |= PROTO_KF_CREATE;
 	return keyed(t, PROTO_OP_UPDATE, keys, n, grads, NULL, status, &ko);
+}
+
+/* The keyed options of an update (lr, create) from the caller's opts. */
+static int update_ko(const struct rs_update_opts *opts,
+		     struct cli_keyed_opts *ko)
+{
+	struct rs_update_opts o;
+	int ret;
+
+	memset(ko, 0, sizeof(*ko));
+	if (!opts)
+		return 0;
+	ret = cli_update_opts(opts, &o);
+	if (ret)
+		return ret;
+	if (o.flags & RS_UPDATE_LR) {
+		ko->kflags |= PROTO_KF_LR;
+		ko->lr = o.lr;
+	}
+	if (o.flags & RS_UPDATE_CREATE)
+		ko->kflags |= PROTO_KF_CREATE;
+	return 0;
+}
+
+RS_EXPORT int rs_update_multi(struct rs_client *c,
+			      const struct rs_grad_ref *refs, size_t n,
+			      int *status, unsigned flags,
+			      const struct rs_update_opts *opts)
+{
+	uint64_t id = trace_new_id();
+	bool sampled = trace_sampled(id);
+	struct trace_event ev = { .trace_id = id, .stage = "client.op",
+				  .table = "(several)", .batch = (uint32_t)n,
+				  .start_us = trace_start_us(sampled) };
+	struct cli_keyed_opts ko;
+	const float **inp = NULL;
+	struct cli_key *k = NULL;
+	int *st = status, ret;
+
+	(void)flags;
+	if (!c || (n && !refs))
+		return rs_seterr(RS_E_INVAL, "update: NULL argument");
+	if (n > CLI_MAX_CALL_KEYS)
+		return rs_seterr(RS_E_TOOBIG, "%zu keys in one call", n);
+	ret = update_ko(opts, &ko);
+	if (ret || !n)
+		return ret;
+	k = malloc(n * sizeof(*k));
+	inp = malloc(n * sizeof(*inp));
+	if (!st)
+		st = malloc(n * sizeof(*st));
+	if (!k || !inp || !st) {
+		ret = rs_seterr(-ENOMEM, "update: out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!refs[i].table || !refs[i].grad ||
+		    refs[i].table->c != c) {
+			ret = rs_seterr(RS_E_INVAL, "update: key %zu has no "
+					"table of this client or no gradient",
+					i);
+			goto out;
+		}
+		k[i].t = refs[i].table;
+		k[i].key = refs[i].key;
+		k[i].out = NULL;
+		inp[i] = refs[i].grad;
+	}
+	ret = cli_rpc(c, PROTO_OP_UPDATE, k, inp, NULL, n, st, id, sampled,
+		      &ko);
+	if (!ret)
+		ret = count_ok(st, n);
+	if (sampled)
+		trace_end(&ev);
+out:
+	if (st != status)
+		free(st);
+	free(k);
+	free(inp);
+	return ret;
 }
 
 RS_EXPORT int rs_put(struct rs_table *t, const uint64_t *keys, size_t n,

@@ -4,7 +4,9 @@
  * missing keys say so; get-or-init creates from the initializer; a deleted
  * then re-put key is re-resolved (never stale data from the location
  * cache); a batch far above the QP's outstanding-READ bound; fp16 rows
- * come back as fp32; async gets overlap; list, stats, drop.
+ * come back as fp32; async gets overlap; one get and one update over
+ * two tables holding the same keys (rs_get_multi, rs_update_multi with a
+ * repeated key and the create flag); list, stats, drop.
  */
 #include <math.h>
 #include <sched.h>
@@ -280,6 +282,74 @@ static void admin(struct rs_client *c)
 	printf("list/stats/drop: ok\n");
 }
 
+/* Keys 0..M-1 in two tables of different dims; one rs_update_multi over
+ * both (lr 1 on zero rows: a row becomes minus its summed gradient), key 0
+ * of table a twice, and key M (absent) with RS_UPDATE_CREATE; then one
+ * rs_get_multi over both. */
+static void multi_tables(struct rs_client *c)
+{
+	enum { M = 40, D2 = 8 };
+	struct rs_table *a = h_table(c, "multi_a", DIM, "sgd", RS_DTYPE_FP32,
+				     1024);
+	struct rs_table *b = h_table(c, "multi_b", D2, "sgd", RS_DTYPE_FP32,
+				     1024);
+	static float za[M * DIM], zb[M * D2], ga[(M + 2) * DIM], gb[M * D2];
+	static float oa[(M + 1) * DIM], ob[M * D2];
+	struct rs_grad_ref g[2 * M + 2];
+	struct rs_key_ref r[2 * M + 1];
+	struct rs_update_opts o = RS_UPDATE_OPTS_INIT;
+	uint64_t keys[M + 1];
+	int st[2 * M + 2];
+	size_t n = 0;
+
+	for (uint64_t i = 0; i <= M; i++)
+		keys[i] = i;
+	H_CHECK(rs_put(a, keys, M, za, st, 0) == M, "put a");
+	H_CHECK(rs_put(b, keys, M, zb, st, 0) == M, "put b");
+	for (size_t i = 0; i < (M + 2) * DIM; i++)
+		ga[i] = (float)(i % 97) / 8.0f;
+	for (size_t i = 0; i < M * D2; i++)
+		gb[i] = -(float)(i % 89) / 4.0f;
+	for (uint64_t i = 0; i < M; i++) {
+		g[n++] = (struct rs_grad_ref){ a, i, ga + i * DIM };
+		g[n++] = (struct rs_grad_ref){ b, i, gb + i * D2 };
+	}
+	g[n++] = (struct rs_grad_ref){ a, 0, ga + M * DIM };	   /* again */
+	g[n++] = (struct rs_grad_ref){ a, M, ga + (M + 1) * DIM }; /* new */
+	o.flags = RS_UPDATE_LR | RS_UPDATE_CREATE;
+	o.lr = 1.0f;
+	H_CHECK(rs_update_multi(c, g, n, st, 0, &o) == (int)n,
+		"update_multi: %s", rs_errormsg());
+	H_CHECK(st[n - 1] == RS_KEY_CREATED && st[0] == RS_KEY_FOUND,
+		"statuses %d %d", st[n - 1], st[0]);
+	n = 0;
+	for (uint64_t i = 0; i <= M; i++)
+		r[n++] = (struct rs_key_ref){ a, i, oa + i * DIM };
+	for (uint64_t i = 0; i < M; i++)
+		r[n++] = (struct rs_key_ref){ b, i, ob + i * D2 };
+	H_CHECK(rs_get_multi(c, r, n, st, 0) == (int)n, "get_multi");
+	for (uint64_t i = 0; i <= M; i++)
+		for (unsigned e = 0; e < DIM; e++) {
+			float want = -ga[(i == M ? M + 1 : i) * DIM + e] -
+				     (i == 0 ? ga[M * DIM + e] : 0.0f);
+
+			H_CHECK(oa[i * DIM + e] == want, "a key %llu elem %u: "
+				"%g != %g", (unsigned long long)i, e,
+				oa[i * DIM + e], want);
+		}
+	for (uint64_t i = 0; i < M; i++)
+		for (unsigned e = 0; e < D2; e++)
+			H_CHECK(ob[i * D2 + e] == -gb[i * D2 + e],
+				"b key %llu elem %u", (unsigned long long)i, e);
+	H_CHECK(rs_update_multi(c, g, 1, st, 0, NULL) == 1, "no opts");
+	g[0].grad = NULL;
+	H_CHECK(rs_update_multi(c, g, 1, st, 0, NULL) == RS_E_INVAL,
+		"a NULL gradient is refused");
+	H_OK(rs_table_drop(c, "multi_a"));
+	H_OK(rs_table_drop(c, "multi_b"));
+	printf("update_multi and get_multi over two tables: ok\n");
+}
+
 int main(void)
 {
 	struct harness h;
@@ -296,6 +366,7 @@ int main(void)
 	half_precision(c, "halfs", RS_DTYPE_FP16);
 	half_precision(c, "bhalfs", RS_DTYPE_BF16);
 	async_overlap(t);
+	multi_tables(c);
 	recreated_table(&h, c);
 	admin(c);
 	rs_client_close(&c);
