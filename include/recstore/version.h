@@ -25,7 +25,7 @@ extern "C" {
 
 /* CMakeLists.txt reads the project version from these three lines. */
 #define RS_VERSION_MAJOR 0
-#define RS_VERSION_MINOR 3
+#define RS_VERSION_MINOR 6
 #define RS_VERSION_PATCH 0
 
 #define RS_VERSION_ENCODE(major, minor, patch) \
