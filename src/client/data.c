@@ -133,6 +133,30 @@ RS_EXPORT int rs_get(struct rs_table *t, const uint64_t *keys, size_t n,
 	return ret;
 }
 
+/* Send keys k[n] (inp: their rows in, or NULL) as op, traced as ev: the
+ * count of keys that succeeded, or an error for the call. status NULL:
+ * per-key statuses are not wanted. */
+static int keyed_send(struct rs_client *c, uint32_t op,
+		      const struct cli_key *k, const float **inp, size_t n,
+		      int *status, const struct cli_keyed_opts *ko,
+		      struct trace_event *ev, bool sampled)
+{
+	int *st = status ? status : malloc(n * sizeof(*st));
+	int ret;
+
+	if (!st)
+		return rs_seterr(-ENOMEM, "%s: out of memory",
+				 proto_op_name(op));
+	ret = cli_rpc(c, op, k, inp, NULL, n, st, ev->trace_id, sampled, ko);
+	if (!ret)
+		ret = count_ok(st, n);
+	if (sampled)
+		trace_end(ev);
+	if (st != status)
+		free(st);
+	return ret;
+}
+
 /* A keyed RPC on one table. */
 static int keyed(struct rs_table *t, uint32_t op, const uint64_t *keys,
 		 size_t n, const float *in, float *out, int *status,
@@ -145,31 +169,22 @@ static int keyed(struct rs_table *t, uint32_t op, const uint64_t *keys,
 				  .start_us = trace_start_us(sampled) };
 	const float **inp = NULL;
 	struct cli_key *k;
-	int *st = status, ret;
+	int ret;
 
 	if (!n)
 		return 0;
 	k = make_keys(t, keys, n, out);
-	if (!st)
-		st = malloc(n * sizeof(*st));
 	if (in) {
 		inp = malloc(n * sizeof(*inp));
 		for (size_t i = 0; inp && i < n; i++)
 			inp[i] = in + i * (size_t)t->dim;
 	}
-	if (!k || !st || (in && !inp)) {
+	if (!k || (in && !inp))
 		ret = rs_seterr(-ENOMEM, "%s: out of memory",
 				proto_op_name(op));
-		goto out;
-	}
-	ret = cli_rpc(t->c, op, k, inp, NULL, n, st, id, sampled, ko);
-	if (!ret)
-		ret = count_ok(st, n);
-	if (sampled)
-		trace_end(&ev);
-out:
-	if (st != status)
-		free(st);
+	else
+		ret = keyed_send(t->c, op, k, inp, n, status, ko, &ev,
+				 sampled);
 	free(k);
 	free(inp);
 	return ret;
@@ -218,23 +233,6 @@ int cli_update_opts(const struct rs_update_opts *in,
 	return 0;
 }
 
-static int update_ko(const struct rs_update_opts *opts,
-		     struct cli_keyed_opts *ko);
-
-RS_EXPORT int rs_update_ex(struct rs_table *t, const uint64_t *keys,
-			   size_t n, const float *grads, int *status,
-			   unsigned flags, const struct rs_update_opts *opts)
-{
-	struct cli_keyed_opts ko;
-	int ret = check(t, keys, n, grads);
-
-	if (!ret)
-		ret = update_ko(opts, &ko);
-	if (ret)
-		return ret;
-	return keyed(t, PROTO_OP_UPDATE, keys, n, grads, NULL, status, &ko);
-}
-
 /* The keyed options of an update (lr, create) from the caller's opts. */
 static int update_ko(const struct rs_update_opts *opts,
 		     struct cli_keyed_opts *ko)
@@ -257,6 +255,20 @@ static int update_ko(const struct rs_update_opts *opts,
 	return 0;
 }
 
+RS_EXPORT int rs_update_ex(struct rs_table *t, const uint64_t *keys,
+			   size_t n, const float *grads, int *status,
+			   unsigned flags, const struct rs_update_opts *opts)
+{
+	struct cli_keyed_opts ko;
+	int ret = check(t, keys, n, grads);
+
+	if (!ret)
+		ret = update_ko(opts, &ko);
+	if (ret)
+		return ret;
+	return keyed(t, PROTO_OP_UPDATE, keys, n, grads, NULL, status, &ko);
+}
+
 RS_EXPORT int rs_update_multi(struct rs_client *c,
 			      const struct rs_grad_ref *refs, size_t n,
 			      int *status, unsigned flags,
@@ -270,7 +282,7 @@ RS_EXPORT int rs_update_multi(struct rs_client *c,
 	struct cli_keyed_opts ko;
 	const float **inp = NULL;
 	struct cli_key *k = NULL;
-	int *st = status, ret;
+	int ret;
 
 	(void)flags;
 	if (!c || (n && !refs))
@@ -282,9 +294,7 @@ RS_EXPORT int rs_update_multi(struct rs_client *c,
 		return ret;
 	k = malloc(n * sizeof(*k));
 	inp = malloc(n * sizeof(*inp));
-	if (!st)
-		st = malloc(n * sizeof(*st));
-	if (!k || !inp || !st) {
+	if (!k || !inp) {
 		ret = rs_seterr(-ENOMEM, "update: out of memory");
 		goto out;
 	}
@@ -301,15 +311,9 @@ RS_EXPORT int rs_update_multi(struct rs_client *c,
 		k[i].out = NULL;
 		inp[i] = refs[i].grad;
 	}
-	ret = cli_rpc(c, PROTO_OP_UPDATE, k, inp, NULL, n, st, id, sampled,
-		      &ko);
-	if (!ret)
-		ret = count_ok(st, n);
-	if (sampled)
-		trace_end(&ev);
+	ret = keyed_send(c, PROTO_OP_UPDATE, k, inp, n, status, &ko, &ev,
+			 sampled);
 out:
-	if (st != status)
-		free(st);
 	free(k);
 	free(inp);
 	return ret;
