@@ -533,15 +533,10 @@ class EmbeddingBagCollection(torch.nn.Module):
             raise err
 
     def _wait_staleness(self):
-        """Before a lookup: at most `staleness` update batches in flight."""
-        if self.staleness is None:
-            with self._lock:
-                err, self._error = self._error, None
-            if err is not None:
-                raise err
-            return
+        """Before a lookup: at most `staleness` update batches in flight
+        (None: no wait; a failed update still raises)."""
         with self._lock:
-            upto = self._seq - self.staleness
+            upto = 0 if self.staleness is None else self._seq - self.staleness
         self._wait_updates(upto)
 
     def prefetch(self, features):
