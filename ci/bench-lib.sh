@@ -7,6 +7,9 @@
 #   median / least     of numbers on stdin
 #   ratio A B [DIGITS] A / B (n/a when B is not positive)
 #   res KEY FILE       the value of a "result KEY VALUE" line
+#   perf TOOL ARGS...  a perftest pair on $RS_RDMA_DEV (server in the
+#                      background, client to $ip, GID $gid, files in
+#                      $tmp): the result line for the message size $row
 bench_init() {
 	local name=$1
 	shift
@@ -25,3 +28,12 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)
 least() { sort -g | head -1; }
 ratio() { awk -v a="$1" -v b="$2" -v d="${3:-2}" 'BEGIN { if (b > 0) printf "%.*f", d, a / b; else print "n/a" }'; }
 res() { awk -v k="$1" '$1 == "result" && $2 == k { print $3 }' "$2"; }
+perf() {
+	local t=$1; shift
+	"$t" -d "$RS_RDMA_DEV" -x "$gid" "$@" >"$tmp/perf-srv" 2>&1 &
+	local s=$!
+	sleep 1.5
+	"$t" -d "$RS_RDMA_DEV" -x "$gid" "$@" "$ip" >"$tmp/perf" 2>&1 || true
+	wait $s || true
+	awk -v s="$row" '$1 == s' "$tmp/perf" | tail -1
+}

@@ -35,16 +35,6 @@ tool() {
 	else echo "$build/$1"; fi
 }
 
-# perftest pair on the one device: server in the background, then client.
-perf() {
-	local t=$1; shift
-	"$t" -d "$RS_RDMA_DEV" -x "$gid" "$@" >"$tmp/perf-srv" 2>&1 &
-	local s=$!
-	sleep 1.5
-	"$t" -d "$RS_RDMA_DEV" -x "$gid" "$@" "$ip" >"$tmp/perf" 2>&1 || true
-	wait $s || true
-	awk -v s="$row" '$1 == s' "$tmp/perf" | tail -1
-}
 
 log=$tmp/server.log
 "$(tool recstore-server)" --listen "$ip:7471" >"$log" 2>&1 &

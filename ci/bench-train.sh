@@ -32,15 +32,6 @@ py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH}
 
-perf() {
-	local t=$1; shift
-	"$t" -d "$RS_RDMA_DEV" -x "$gid" "$@" >"$tmp/perf-srv" 2>&1 &
-	local s=$!
-	sleep 1.5
-	"$t" -d "$RS_RDMA_DEV" -x "$gid" "$@" "$ip" >"$tmp/perf" 2>&1 || true
-	wait $s || true
-	awk -v s="$row" '$1 == s' "$tmp/perf" | tail -1
-}
 
 say "== ib_read_bw -s $row (rows of dim $dim)"
 mpps=$(perf ib_read_bw -s "$row" -n 20000 | awk '{ print $5 }')
