@@ -208,6 +208,24 @@ struct rs_client_stats {
 	 * failed in the last 2 s (docs/replication.md, "Reads from any
 	 * replica") */
 	uint64_t diverted_keys;
+	/* since 0.6: the row caches of this client's tables
+	 * (rs_table_set_row_cache; docs/client.md, "Row cache") */
+	uint64_t row_cache_hits;	/* keys a get served from a row cache */
+	uint64_t row_cache_stale_hits;	/* of those, used without a probe
+					   (bounded staleness) */
+	uint64_t row_cache_probes;	/* version/checksum READs posted */
+	uint64_t row_cache_probe_misses; /* probes that found the row changed
+					    (the row was READ) */
+	uint64_t row_cache_fills;	/* rows entered, from READs and from
+					   update replies */
+	uint64_t row_cache_update_rows;	/* rows update replies carried */
+	uint64_t row_cache_evictions;	/* rows replaced by hotter ones */
+	uint64_t row_cache_rejects;	/* rows not admitted (colder than the
+					   row they would replace) */
+	uint64_t row_cache_invalidations; /* entries dropped as out of date */
+	uint64_t row_cache_bytes_saved;	/* row bytes not READ thanks to the
+					   caches */
+	uint64_t row_cache_bytes;	/* memory the row caches hold */
 };
 #define RS_CLIENT_STATS_INIT \
 	{ .struct_size = sizeof(struct rs_client_stats) }
@@ -447,6 +465,33 @@ struct rs_grad_ref {
 	uint64_t key;
 	const float *grad;
 };
+/*
+ * A row cache for table t on this client (since 0.6; docs/client.md, "Row
+ * cache"): hot rows kept here, in at most `bytes` of memory (rows,
+ * metadata and the frequency sketch), admitted by frequency. A get of a
+ * cached key proves the copy current with a 16-byte READ of the row's
+ * version and checksum words (exact, the default), or with
+ * RS_ROW_CACHE_STALE uses a copy at most max_stale_steps steps old
+ * (rs_client_step) without any READ. Updates of t ask the node for the
+ * new rows, so rows this client updates stay cached and current. bytes 0
+ * removes t's cache. Not concurrently with data calls on t. RS_E_INVAL
+ * if bytes cannot hold 8 rows.
+ */
+struct rs_row_cache_opts {
+	uint32_t struct_size;	/* set by the caller: RS_ROW_CACHE_OPTS_INIT */
+	uint32_t flags;		/* RS_ROW_CACHE_* */
+	uint64_t bytes;		/* memory budget; 0: no cache */
+	uint32_t max_stale_steps; /* with RS_ROW_CACHE_STALE */
+	uint32_t reserved;	/* 0 */
+};
+#define RS_ROW_CACHE_OPTS_INIT \
+	{ .struct_size = sizeof(struct rs_row_cache_opts) }
+#define RS_ROW_CACHE_STALE 0x1u
+int rs_table_set_row_cache(struct rs_table *t,
+			   const struct rs_row_cache_opts *opts);
+/* Advance this client's step clock (one training step: what bounded
+ * staleness counts); returns the new step. Since 0.6. */
+uint64_t rs_client_step(struct rs_client *c);
 /* rs_update_ex over keys of any tables of one client, in one exchange:
  * every node gets its requests of every table before any reply is
  * awaited (not one round trip per table). A (table, key) that repeats is

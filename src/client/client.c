@@ -84,6 +84,7 @@ static void tables_free(struct rs_client *c)
 
 		c->tables = t->next;
 		pthread_rwlock_destroy(&t->lock);
+		cli_rcache_delete(t->rc);
 		free(t->loc);
 		free(t);
 	}
@@ -212,13 +213,41 @@ static struct rs_rpc_count op_count(const struct rs_client *c, uint32_t op)
 	};
 }
 
-/* 0.2, 0.4 (cluster), 0.4 (replica reads), waits cut, diverted reads */
-static const uint32_t cstats_sizes[] = { 176, 200, 216, 224, 232 };
-_Static_assert(sizeof(struct rs_client_stats) == 232,
+/* 0.2, 0.4 (cluster), 0.4 (replica reads), waits cut, diverted reads,
+ * 0.6 row caches */
+static const uint32_t cstats_sizes[] = { 176, 200, 216, 224, 232, 320 };
+_Static_assert(sizeof(struct rs_client_stats) == 320,
 	       "append to cstats_sizes");
 static const struct rs_abi_type cstats_abi = {
 	"struct rs_client_stats", cstats_sizes, RS_ARRAY_SIZE(cstats_sizes)
 };
+
+/* The row caches' counters: the client's, and each table cache's own
+ * (the table list only grows; the handles live until close). */
+static void row_cache_stats(const struct rs_client *c,
+			    struct rs_client_stats *f)
+{
+	struct rs_client *cm = (struct rs_client *)c;
+
+	f->row_cache_hits = LOAD(rc_hits);
+	f->row_cache_stale_hits = LOAD(rc_stale_hits);
+	f->row_cache_probes = LOAD(rc_probes);
+	f->row_cache_probe_misses = LOAD(rc_probe_misses);
+	f->row_cache_fills = LOAD(rc_fills);
+	f->row_cache_update_rows = LOAD(rc_update_rows);
+	f->row_cache_bytes_saved = LOAD(rc_bytes_saved);
+	pthread_mutex_lock(&cm->tables_lock);
+	for (const struct rs_table *t = c->tables; t; t = t->next) {
+		struct cli_rcache_stats rs;
+
+		cli_rcache_get_stats(t->rc, &rs);
+		f->row_cache_evictions += rs.evictions;
+		f->row_cache_rejects += rs.rejects;
+		f->row_cache_invalidations += rs.invalidations;
+		f->row_cache_bytes += rs.bytes;
+	}
+	pthread_mutex_unlock(&cm->tables_lock);
+}
 
 RS_EXPORT int rs_client_get_stats(const struct rs_client *c,
 				  struct rs_client_stats *out)
@@ -260,6 +289,14 @@ RS_EXPORT int rs_client_get_stats(const struct rs_client *c,
 	cli_lcache_get_stats(c->cache, &cs);
 	f.cache_hits = cs.hits;
 	f.cache_misses = cs.misses;
+	row_cache_stats(c, &f);
 	rs_abi_out(out, &f, sizeof(f));
 	return 0;
+}
+
+RS_EXPORT uint64_t rs_client_step(struct rs_client *c)
+{
+	return c ? atomic_fetch_add_explicit(&c->step, 1,
+					     memory_order_relaxed) + 1
+		 : 0;
 }

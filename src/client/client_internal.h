@@ -38,6 +38,7 @@
 
 #include "client/conn.h"
 #include "client/lcache.h"
+#include "client/rcache.h"
 #include "client/once.h"
 #include "client/ring.h"
 #include "client/route.h"
@@ -94,6 +95,7 @@ struct rs_table {
 	struct cli_tloc *loc;	/* [nloc], under lock */
 	size_t nloc;		/* the client's node count at the last
 				 * refresh; a node beyond it: not valid */
+	struct cli_rcache *rc;	/* row cache (rcache.h), or NULL */
 	struct rs_table *next;
 };
 
@@ -116,6 +118,9 @@ struct cli_counters {
 	atomic_uint_fast64_t config_refreshes, epoch_retries;
 	/* keyed requests sent (their sum is rs_client_stats.rpcs) and keys
 	 * carried, by PROTO_OP_GET..DELETE */
+	/* row caches (rcache.h) */
+	atomic_uint_fast64_t rc_hits, rc_stale_hits, rc_probes,
+		rc_probe_misses, rc_fills, rc_update_rows, rc_bytes_saved;
 	atomic_uint_fast64_t op_rpcs[PROTO_OP_DELETE - PROTO_OP_GET + 1];
 	atomic_uint_fast64_t op_keys[PROTO_OP_DELETE - PROTO_OP_GET + 1];
 };
@@ -214,6 +219,7 @@ struct rs_client {
 	atomic_uint next_uid;
 	struct cli_async *async;
 	struct cli_counters cnt;
+	atomic_uint_fast64_t step;	/* rs_client_step() */
 	bool trace_opened;
 };
 

@@ -25,6 +25,14 @@
  *
  * A location-cache hit starts a key in ROW: a hot key costs one READ.
  *
+ *   PROBE    a key of a table with a row cache (rcache.h) whose entry is
+ *            usable here: the cached row is already in the output; READ
+ *            the slot's version and checksum words (16 bytes): the
+ *            entry's -> FOUND; else -> ROW at that slot (which READs,
+ *            validates and re-caches the row, or re-resolves a moved
+ *            key). Within a bounded-staleness cache's bound the key is
+ *            FOUND at planning, with no READ at all.
+ *
  * Buffers: a round places each key's READ destination in the borrowed
  * context's registered buffer; keys that do not fit wait for the next
  * round (so batches of any size work, in buffer-sized waves).
@@ -40,10 +48,14 @@
 #include <time.h>
 
 #include "client/client_internal.h"
+#include "common/le.h"
 #include "common/rs_internal.h"
 #include "trace/trace.h"
 
-enum gstate { G_BUCKETS, G_ROW, G_RPC, G_DONE };
+enum gstate { G_BUCKETS, G_ROW, G_PROBE, G_RPC, G_DONE };
+
+/* A probe READs the version and checksum words of a cached row. */
+#define PROBE_BYTES 16u
 
 /* Multi-node waits poll every node's CQ for this long after the last
  * completion before sleeping on the completion channels. */
@@ -62,7 +74,8 @@ struct gkey {
 	uint32_t ref;
 	uint32_t off;	   /* READ destination in the node's buffer */
 	struct pet_loc ploc;
-	uint64_t v1[2];
+	uint64_t v1[2];	   /* BUCKETS: versions of the first miss round;
+			      PROBE: the cached row's version, checksum */
 };
 
 struct gnode {
@@ -164,17 +177,18 @@ static int collect_tables(struct gcall *g)
  * reads (rt) the replica cli_route_reader_avoid() picks (CLI_ROUTE_NONE:
  * every replica it may READ at failed lately). */
 static uint32_t place(struct gcall *g, size_t i, const struct cli_ring *ring,
-		      const struct cli_route *rt)
+		      const struct cli_route *rt, unsigned *primary_out)
 {
 	struct rs_client *c = g->c;
 	unsigned node, primary;
 	bool moved;
 
 	if (!rt)
-		return cli_ring_node(ring, g->keys[i].key);
+		return *primary_out = cli_ring_node(ring, g->keys[i].key);
 	node = cli_route_reader_avoid(rt, g->keys[i].key, c->client_id,
 				      c->ready, g->nn, &primary, g->avoid,
 				      g->now, &moved);
+	*primary_out = primary;
 	if (moved)
 		CLI_INC(c, diverted_keys, 1);
 	if (node != primary && node != CLI_ROUTE_NONE) {
@@ -182,6 +196,48 @@ static uint32_t place(struct gcall *g, size_t i, const struct cli_ring *ring,
 		CLI_INC(c, backup_keys, 1);
 	}
 	return node;
+}
+
+/*
+ * Key i of a table with a row cache: 0 if its cache has no entry for it
+ * here; else its row is in the output already and either it is done (a
+ * copy within the staleness bound: 1) or it READs its version and
+ * checksum words (PROBE: 2). An entry seen at the key's primary serves a
+ * key placed at a backup too (the update replies that refresh entries
+ * come from primaries). base: the key's view of node 0.
+ */
+static int row_cached(struct gcall *g, size_t i, struct cli_rcache *rc,
+		      uint32_t base, unsigned primary)
+{
+	struct gkey *k = &g->k[i];
+	struct cli_rentry e;
+	const struct cli_tloc *v;
+	uint32_t max_stale = cli_rcache_max_stale(rc);
+
+	if (cli_rcache_dim(rc) != g->views[base + k->node].rgeom.dim ||
+	    !cli_rcache_get(rc, g->keys[i].key, &e, g->keys[i].out))
+		return 0;
+	if (e.node != k->node && (e.node != primary || e.node >= g->nn))
+		return 0;
+	v = &g->views[base + e.node];
+	if (e.uid != v->uid || !v->onesided || e.slot >= v->rgeom.nrows)
+		return 0;
+	if (max_stale != CLI_RCACHE_EXACT &&
+	    (uint32_t)(atomic_load_explicit(&g->c->step,
+					    memory_order_relaxed) -
+		       e.stamp) <= max_stale) {
+		CLI_INC(g->c, rc_hits, 1);
+		CLI_INC(g->c, rc_stale_hits, 1);
+		CLI_INC(g->c, rc_bytes_saved, v->rgeom.stride);
+		return 1;
+	}
+	k->node = e.node;
+	k->backup = e.node != primary ? k->backup : 0;
+	k->state = G_PROBE;
+	k->ref = e.slot;
+	k->v1[0] = e.version;
+	k->v1[1] = e.csum;
+	return 2;
 }
 
 /* Place keys on nodes (by ring, or rt: see place()), consult the cache,
@@ -195,17 +251,33 @@ static int plan(struct gcall *g, bool use_rpc, const struct cli_ring *ring,
 
 	for (size_t i = 0; i < g->n; i++) {
 		struct gkey *k = &g->k[i];
+		struct cli_rcache *rc;
 		struct cli_tloc *v;
 		struct cli_loc loc;
+		unsigned primary;
+		int hit;
 
 		g->status[i] = RS_KEY_MISSING;
 		if (use_rpc) {
 			k->state = G_RPC;
 			continue;
 		}
-		k->node = place(g, i, ring, rt);
+		k->node = place(g, i, ring, rt, &primary);
 		if (k->node == CLI_ROUTE_NONE) {
 			k->state = G_RPC;
+			continue;
+		}
+		rc = g->keys[i].t->rc;
+		if (rc && !(g->flags & RS_F_NOCACHE) &&
+		    (hit = row_cached(g, i, rc, k->view, primary))) {
+			k->view += k->node;
+			if (hit == 1) {
+				k->state = G_DONE;
+				g->status[i] = RS_KEY_FOUND;
+				continue;
+			}
+			g->nodes[k->node].nkeys++;
+			g->pending++;
 			continue;
 		}
 		k->view += k->node;
@@ -240,7 +312,7 @@ static int plan(struct gcall *g, bool use_rpc, const struct cli_ring *ring,
 	for (size_t i = 0; i < g->n; i++) {
 		struct gnode *gn;
 
-		if (g->k[i].state == G_RPC)
+		if (g->k[i].state == G_RPC || g->k[i].state == G_DONE)
 			continue;
 		gn = &g->nodes[g->k[i].node];
 		gn->keys[gn->nkeys++] = i;
@@ -317,10 +389,12 @@ static int post_node(struct gcall *g, struct gnode *gn)
 		uint32_t need;
 
 		k->inround = 0;
-		if (k->state != G_BUCKETS && k->state != G_ROW)
+		if (k->state != G_BUCKETS && k->state != G_ROW &&
+		    k->state != G_PROBE)
 			continue;
 		need = k->state == G_BUCKETS ? 2 * PET_BUCKET_BYTES
-					     : v->rgeom.stride;
+		       : k->state == G_ROW   ? v->rgeom.stride
+					     : PROBE_BYTES;
 		if (off + need > gn->cc->buf->len)
 			continue; /* next round */
 		k->inround = 1;
@@ -334,7 +408,7 @@ static int post_node(struct gcall *g, struct gnode *gn)
 							       k->ploc.b[b]),
 					v->info.index.rkey);
 		} else {
-			add_req(gn, base, off, v->rgeom.stride,
+			add_req(gn, base, off, need,
 				v->info.rows.addr +
 					row_off(&v->rgeom, k->ref),
 				v->info.rows.rkey);
@@ -416,6 +490,46 @@ static void on_buckets(struct gcall *g, size_t i, const uint8_t *img)
 	k->have_v1 = 1;
 }
 
+/* Offer a row READ and accepted to its table's row cache. */
+static void row_fill(struct gcall *g, struct cli_rcache *rc,
+		     const struct gkey *k, const struct cli_tloc *v,
+		     uint64_t key, const uint8_t *img, uint64_t version)
+{
+	struct cli_rentry e = {
+		.version = version,
+		.csum = le_ld64(img + 8 * ROW_W_CSUM),
+		.slot = k->ref, .node = k->node, .uid = v->uid,
+		.stamp = (uint32_t)atomic_load_explicit(&g->c->step,
+							memory_order_relaxed)
+	};
+
+	cli_rcache_put(rc, key, &e, g->keys[k - g->k].out, false);
+	CLI_INC(g->c, rc_fills, 1);
+}
+
+/* The version and checksum words of a cached row: the same as the
+ * cache's -> the copy (already in the output) is current; else READ the
+ * row (same slot: the row handles a moved key). */
+static void on_probe(struct gcall *g, size_t i, const uint8_t *img)
+{
+	struct gkey *k = &g->k[i];
+
+	CLI_INC(g->c, rc_probes, 1);
+	if (le_ld64(img) == k->v1[0] && le_ld64(img + 8) == k->v1[1]) {
+		g->status[i] = RS_KEY_FOUND;
+		k->state = G_DONE;
+		g->pending--;
+		CLI_INC(g->c, onesided_keys, 1);
+		CLI_INC(g->c, rc_hits, 1);
+		CLI_INC(g->c, rc_bytes_saved,
+			view_of(g, k)->rgeom.stride - PROBE_BYTES);
+		return;
+	}
+	CLI_INC(g->c, rc_probe_misses, 1);
+	k->state = G_ROW;
+	k->cached = 1;
+}
+
 static void on_row(struct gcall *g, size_t i, const uint8_t *img)
 {
 	struct gkey *k = &g->k[i];
@@ -424,12 +538,17 @@ static void on_row(struct gcall *g, size_t i, const uint8_t *img)
 	int ret = row_validate(img, &v->rgeom, k->ref, key, &version);
 
 	if (ret == 0) {
+		struct cli_rcache *rc = g->keys[i].t->rc;
+
 		row_payload_to_f32(&v->rgeom, row_payload(img),
 				   g->keys[i].out);
 		g->status[i] = RS_KEY_FOUND;
 		k->state = G_DONE;
 		g->pending--;
 		CLI_INC(g->c, onesided_keys, 1);
+		if (rc && !(g->flags & RS_F_NOCACHE) &&
+		    cli_rcache_dim(rc) == v->rgeom.dim)
+			row_fill(g, rc, k, v, key, img, version);
 		if (!k->cached && !(g->flags & RS_F_NOCACHE)) {
 			struct cli_loc loc = { .addr = k->ref,
 					       .version = (uint32_t)version,
@@ -440,6 +559,8 @@ static void on_row(struct gcall *g, size_t i, const uint8_t *img)
 		}
 		return;
 	}
+	if (ret == RS_E_STALE && g->keys[i].t->rc)
+		cli_rcache_drop(g->keys[i].t->rc, key, 0);
 	if (ret == RS_E_STALE && k->cached) {
 		/* The cached location is no longer this key's row. */
 		CLI_INC(g->c, stale_locations, 1);
@@ -548,7 +669,8 @@ static int finish_node(struct gcall *g, struct gnode *gn, bool waited)
 		for (size_t j = 0; j < gn->nkeys; j++) {
 			struct gkey *k = &g->k[gn->keys[j]];
 
-			if (k->state == G_BUCKETS || k->state == G_ROW) {
+			if (k->state == G_BUCKETS || k->state == G_ROW ||
+			    k->state == G_PROBE) {
 				to_rpc(g, k);
 				refail(g, k);
 			}
@@ -565,6 +687,8 @@ static int finish_node(struct gcall *g, struct gnode *gn, bool waited)
 			on_buckets(g, i, base + k->off);
 		else if (k->state == G_ROW)
 			on_row(g, i, base + k->off);
+		else if (k->state == G_PROBE)
+			on_probe(g, i, base + k->off);
 	}
 	return 0;
 }

@@ -114,6 +114,8 @@ struct rcall {
 	bool stale;
 	bool busy;	     /* a node paused writes: resend after a wait */
 	bool reroute;	     /* cluster mode: refresh the route, resend */
+	float *crow;	     /* a row for a row cache (dim floats) */
+	size_t crow_cap;
 };
 
 static bool has_rows_in(uint32_t op)
@@ -170,6 +172,13 @@ static void once_refresh(struct rcall *r)
 static bool has_rows_out(uint32_t op)
 {
 	return op == PROTO_OP_GET || op == PROTO_OP_GET_OR_INIT;
+}
+
+/* An UPDATE of a table with a row cache asks for the new rows
+ * (PROTO_KF_ROWS): they refresh the cache without a READ. */
+static bool wants_images(const struct rcall *r, uint32_t tab)
+{
+	return r->op == PROTO_OP_UPDATE && r->tabs[tab]->rc;
 }
 
 static uint64_t mix(uint64_t x)
@@ -370,7 +379,7 @@ static uint32_t req_dtype(const struct rcall *r, const struct cli_tloc *v)
 
 /* Keys per message for table view v on context cc. */
 static int keys_per_msg(struct rcall *r, struct rnode *rn,
-			const struct cli_tloc *v)
+			const struct cli_tloc *v, bool images)
 {
 	uint32_t dim = has_rows_in(r->op) ? in_width(r, v) : v->info.spec.dim;
 	/* the epoch (PROTO_KF_EPOCH) and the call's identity
@@ -382,6 +391,12 @@ static int keys_per_msg(struct rcall *r, struct rnode *rn,
 					     rn->cc->max_batch_keys :
 					     PROTO_DEFAULT_BATCH_KEYS);
 
+	if (kpm > 0 && images) {
+		int ipm = proto_images_per_msg(v->info.spec.dim,
+					       v->info.spec.dtype, CLI_MSG_MAX);
+
+		kpm = ipm < kpm ? ipm : kpm;
+	}
 	if (kpm <= 0)
 		return kpm < 0 ? kpm : RS_E_TOOBIG;
 	if ((size_t)kpm > rn->kpm_cap) {
@@ -439,7 +454,7 @@ static int send_next(struct rcall *r, struct rnode *rn)
 
 	if (!v->valid)
 		return skip_invalid(r, rn, u0->tab);
-	kpm = keys_per_msg(r, rn, v);
+	kpm = keys_per_msg(r, rn, v, wants_images(r, u0->tab));
 	if (kpm < 0)
 		return kpm;
 	width = has_rows_in(r->op) ? in_width(r, v) : 0;
@@ -456,7 +471,8 @@ static int send_next(struct rcall *r, struct rnode *rn)
 	}
 	kr.table_id = v->info.id;
 	kr.table_gen = v->info.generation;
-	kr.flags = r->ko.kflags;
+	kr.flags = r->ko.kflags | (wants_images(r, u0->tab) ? PROTO_KF_ROWS
+							      : 0);
 	kr.lr = r->ko.lr;
 	if (tags_epoch(r)) {
 		kr.flags |= PROTO_KF_EPOCH;
@@ -521,6 +537,59 @@ static void row_out(const struct cli_tloc *v, const uint8_t *wire,
 	}
 }
 
+/*
+ * A write's outcome for key u of a table with a row cache: the row an
+ * UPDATE reply carries (PROTO_KF_ROWS) refreshes or enters the cache;
+ * any other outcome of a write (no row: failed, not admitted, a resend
+ * answered from the node's record, a node that ignores the flag; a PUT,
+ * a DELETE) drops the entry, which the next get then READs. GET_OR_INIT
+ * changes no row that exists.
+ */
+static void row_cache_note(struct rcall *r, const struct rnode *rn,
+			   const struct ukey *u,
+			   const struct proto_keys_reply *rep, uint32_t j,
+			   int32_t st)
+{
+	struct cli_rcache *rc = r->tabs[u->tab]->rc;
+	const struct cli_tloc *v = uview(r, u);
+	uint64_t key = r->keys[u->first].key;
+	uint32_t dim = v->info.spec.dim;
+	struct proto_image im = { 0 };
+	struct cli_rentry e;
+
+	if (r->op == PROTO_OP_GET_OR_INIT)
+		return;
+	if (r->op == PROTO_OP_UPDATE && rep->images && st >= 0)
+		proto_image_at(rep->images, j, &im);
+	if (!im.version || rep->dim != dim || cli_rcache_dim(rc) != dim ||
+	    rep->dtype != v->info.spec.dtype || im.slot >= v->rgeom.nrows) {
+		cli_rcache_drop(rc, key, 0);
+		return;
+	}
+	if (r->crow_cap < dim) {
+		float *b = realloc(r->crow, dim * sizeof(float));
+
+		if (!b) {
+			cli_rcache_drop(rc, key, 0);
+			return;
+		}
+		r->crow = b;
+		r->crow_cap = dim;
+	}
+	row_out(v, (const uint8_t *)rep->rows +
+			   (size_t)j * dim * proto_dtype_size(rep->dtype),
+		rep->dtype, r->crow);
+	e = (struct cli_rentry){
+		.version = im.version, .csum = im.checksum, .slot = im.slot,
+		.node = (uint32_t)(rn - r->nodes), .uid = v->uid,
+		.stamp = (uint32_t)atomic_load_explicit(&r->c->step,
+							memory_order_relaxed)
+	};
+	cli_rcache_put(rc, key, &e, r->crow, false);
+	CLI_INC(r->c, rc_update_rows, 1);
+	CLI_INC(r->c, rc_fills, 1);
+}
+
 /* Receive the next reply of node rn (any of its requests in flight: node
  * workers may answer them out of order) and record its outcomes. */
 static int recv_one(struct rcall *r, struct rnode *rn)
@@ -557,6 +626,9 @@ static int recv_one(struct rcall *r, struct rnode *rn)
 
 			u->status = ret;
 			u->sent_stale = stale || busy || epoch;
+			if (RS_UNLIKELY(r->tabs[u->tab]->rc))
+				cli_rcache_drop(r->tabs[u->tab]->rc,
+						r->keys[u->first].key, 0);
 		}
 		r->stale |= stale;
 		r->busy |= busy;
@@ -578,6 +650,9 @@ static int recv_one(struct rcall *r, struct rnode *rn)
 					     (uint32_t)j);
 
 		u->status = map_status(r->op, st);
+		if (RS_UNLIKELY(r->tabs[u->tab]->rc) && r->op != PROTO_OP_GET)
+			row_cache_note(r, rn, u, &m.u.keys_reply, (uint32_t)j,
+				       st);
 		if (st < 0) {
 			if (st == RS_E_EPOCH && r->epoch) {
 				/* not its primary in our epoch: re-route */
@@ -800,6 +875,7 @@ static void rcall_free(struct rcall *r)
 	free(r->sums);
 	free(r->tabs);
 	free(r->views);
+	free(r->crow);
 }
 
 int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,

@@ -469,6 +469,42 @@ RS_EXPORT int rs_table_open(struct rs_client *c, const char *name,
 	return ret;
 }
 
+static const uint32_t rcopts_sizes[] = { 24 };	/* 0.6 */
+_Static_assert(sizeof(struct rs_row_cache_opts) == 24,
+	       "append to rcopts_sizes");
+static const struct rs_abi_type rcopts_abi = ABI_TYPE(rs_row_cache_opts,
+						      rcopts_sizes);
+
+RS_EXPORT int rs_table_set_row_cache(struct rs_table *t,
+				     const struct rs_row_cache_opts *opts)
+{
+	struct rs_row_cache_opts o;
+	struct cli_rcache *rc = NULL;
+	int ret;
+
+	if (!t)
+		return rs_seterr(RS_E_INVAL, "row cache: NULL table");
+	if ((ret = rs_abi_check(&rcopts_abi, opts)))
+		return ret;
+	rs_abi_in(&o, sizeof(o), opts);
+	if (o.flags & ~RS_ROW_CACHE_STALE)
+		return rs_seterr(RS_E_INVAL, "row cache: unknown flags %#x",
+				 o.flags & ~RS_ROW_CACHE_STALE);
+	if ((o.flags & RS_ROW_CACHE_STALE) &&
+	    o.max_stale_steps >= CLI_RCACHE_EXACT)
+		return rs_seterr(RS_E_INVAL, "row cache: max_stale_steps %u is "
+				 "out of range", o.max_stale_steps);
+	if (o.bytes &&
+	    (ret = cli_rcache_new(&rc, (size_t)o.bytes, t->dim,
+				  o.flags & RS_ROW_CACHE_STALE
+					  ? o.max_stale_steps
+					  : CLI_RCACHE_EXACT)))
+		return ret;
+	cli_rcache_delete(t->rc);
+	t->rc = rc;
+	return 0;
+}
+
 RS_EXPORT uint32_t rs_table_dim(const struct rs_table *t)
 {
 	return t ? t->dim : 0;

@@ -39,6 +39,8 @@
 /* Fixed-part sizes of bodies (docs/protocol.md). */
 #define KEYS_REQ_FIXED 32
 #define KEYS_REPLY_FIXED 16
+/* keys reply byte 9 (after dtype) */
+#define REPLY_FORM_IMAGES 1u
 #define SPEC_FIXED 64
 #define INFO_FIXED 112
 #define HELLO_REQ_FIXED 8
@@ -253,7 +255,7 @@ static uint32_t keys_flags_allowed(uint32_t op)
 	switch (op) {
 	case PROTO_OP_UPDATE:
 		return PROTO_KF_CREATE | PROTO_KF_LR | PROTO_KF_EPOCH |
-		       PROTO_KF_ONCE;
+		       PROTO_KF_ONCE | PROTO_KF_ROWS;
 	case PROTO_OP_GET_OR_INIT:
 	case PROTO_OP_PUT:
 	case PROTO_OP_DELETE:
@@ -490,6 +492,46 @@ size_t proto_keys_req_bytes(uint32_t op, uint32_t n, uint32_t dim,
 	if (!is_keyed(op) || (req_has_rows(op) && !proto_dtype_size(dtype)))
 		return 0;
 	return (size_t)req_bytes(op, n, dim, dtype);
+}
+
+/* An images reply (UPDATE with PROTO_KF_ROWS): statuses, images, rows. */
+static uint64_t images_reply_bytes(uint32_t n, uint32_t dim, uint32_t dtype)
+{
+	return PROTO_HDR_BYTES + KEYS_REPLY_FIXED + status_bytes(n) +
+	       (uint64_t)PROTO_IMAGE_BYTES * n + rows_bytes(n, dim, dtype);
+}
+
+size_t proto_images_reply_bytes(uint32_t n, uint32_t dim, uint32_t dtype)
+{
+	if (!dim || dim > PROTO_MAX_DIM || !proto_dtype_size(dtype) ||
+	    n > PROTO_MAX_BATCH_KEYS)
+		return 0;
+	return (size_t)images_reply_bytes(n, dim, dtype);
+}
+
+int proto_images_per_msg(uint32_t dim, uint32_t dtype, size_t reply_max)
+{
+	uint64_t n, per = 4 + PROTO_IMAGE_BYTES +
+			  (uint64_t)dim * proto_dtype_size(dtype);
+
+	if (!dim || dim > PROTO_MAX_DIM || !proto_dtype_size(dtype))
+		return rs_seterr(RS_E_INVAL, "UPDATE rows: bad row shape %u x "
+				 "dtype %u", dim, dtype);
+	if (reply_max > PROTO_MAX_MESSAGE_BYTES)
+		reply_max = PROTO_MAX_MESSAGE_BYTES;
+	n = reply_max > PROTO_HDR_BYTES + KEYS_REPLY_FIXED
+		    ? (reply_max - PROTO_HDR_BYTES - KEYS_REPLY_FIXED) / per
+		    : 0;
+	if (n > PROTO_MAX_BATCH_KEYS)
+		n = PROTO_MAX_BATCH_KEYS;
+	while (n > 0 && images_reply_bytes((uint32_t)n, dim, dtype) >
+				reply_max)
+		n--;
+	if (n == 0)
+		return rs_seterr(RS_E_TOOBIG, "UPDATE rows: one row of %u x %s "
+				 "does not fit replies of %zu bytes", dim,
+				 dt_name(dtype), reply_max);
+	return (int)n;
 }
 
 size_t proto_keys_reply_bytes(uint32_t op, uint32_t n, uint32_t dim,
@@ -1255,16 +1297,26 @@ static int dec_keys_reply(struct rd *r, uint32_t op,
 			       op == PROTO_OP_PUT || op == PROTO_OP_UPDATE;
 	uint64_t rb;
 
+	uint8_t form;
+
 	m->n = rd_u32(r, "n");
 	m->dim = rd_u32(r, "dim");
 	m->dtype = rd_u8(r, "dtype");
-	rd_zero(r, 7, "reserved");
-	m->status = m->rows = NULL;
+	form = rd_u8(r, "form");
+	rd_zero(r, 6, "reserved");
+	m->status = m->rows = m->images = NULL;
 	if (r->rc)
 		return r->rc;
-	if (rd_keyed_shape(r, lim, reply_has_rows(op), m->n, m->dim,
+	if (form > REPLY_FORM_IMAGES ||
+	    (form == REPLY_FORM_IMAGES && op != PROTO_OP_UPDATE))
+		return rd_fail(r, RS_E_PROTO, "form: %u is not a %s reply form",
+			       form, proto_op_name(op));
+	if (rd_keyed_shape(r, lim, reply_has_rows(op) || form, m->n, m->dim,
 			   m->dtype, lim->max_dim, "statuses",
-			   status_bytes(m->n), &rb))
+			   status_bytes(m->n) +
+				   (form ? (uint64_t)PROTO_IMAGE_BYTES * m->n
+					 : 0),
+			   &rb))
 		return r->rc;
 	m->status = rd_take(r, 4 * (size_t)m->n, "status");
 	for (uint32_t i = 0; i < m->n; i++) {
@@ -1278,9 +1330,30 @@ static int dec_keys_reply(struct rd *r, uint32_t op,
 	}
 	if (m->n & 1)
 		rd_zero(r, 4, "status padding");
+	if (form)
+		m->images = rd_take(r, (size_t)PROTO_IMAGE_BYTES * m->n,
+				    "images");
+	for (uint32_t i = 0; form && !r->rc && i < m->n; i++) {
+		const uint8_t *im = (const uint8_t *)m->images +
+				    (size_t)i * PROTO_IMAGE_BYTES;
+
+		if (le_ld32(im + 20))
+			return rd_fail(r, RS_E_PROTO, "images[%u]: reserved "
+				       "word is not 0", i);
+	}
 	if (rb)
 		m->rows = rd_take(r, (size_t)rb, "rows");
 	return r->rc;
+}
+
+void proto_image_at(const void *images, uint32_t i, struct proto_image *out)
+{
+	const uint8_t *im = (const uint8_t *)images +
+			    (size_t)i * PROTO_IMAGE_BYTES;
+
+	out->version = le_ld64(im);
+	out->checksum = le_ld64(im + 8);
+	out->slot = le_ld32(im + 16);
 }
 
 static int dec_error(struct rd *r, struct proto_error *e)
@@ -2483,6 +2556,47 @@ int proto_keys_reply_begin(void *buf, size_t cap, const struct proto_hdr *h,
 	return rc;
 }
 
+int proto_images_reply_begin(void *buf, size_t cap, const struct proto_hdr *h,
+			     uint32_t n, uint32_t dim, uint32_t dtype,
+			     struct proto_reply_writer *wo)
+{
+	struct wr w;
+	int rc = check_keyed(PROTO_OP_UPDATE, n, dim, dtype, 1, 1);
+
+	memset(wo, 0, sizeof(*wo));
+	if (rc)
+		return rc;
+	wr_begin(&w, buf, cap);
+	wr_u32(&w, n);
+	wr_u32(&w, dim);
+	wr_u8(&w, (uint8_t)dtype);
+	wr_u8(&w, REPLY_FORM_IMAGES);
+	wr_zero(&w, 6);
+	wo->status = wr_take(&w, 4 * (size_t)n);
+	if (n & 1)
+		wr_zero(&w, 4);
+	wo->images = wr_take(&w, (size_t)PROTO_IMAGE_BYTES * n);
+	wo->row_bytes = (size_t)dim * proto_dtype_size(dtype);
+	wo->rows = wr_take(&w, (size_t)n * wo->row_bytes);
+	if ((rc = wr_finish(&w, h, PROTO_OP_UPDATE, 1)) < 0) {
+		memset(wo, 0, sizeof(*wo));
+		return rc;
+	}
+	wo->n = n;
+	return rc;
+}
+
+void proto_image_set(struct proto_reply_writer *w, uint32_t i,
+		     const struct proto_image *im)
+{
+	uint8_t *p = w->images + (size_t)i * PROTO_IMAGE_BYTES;
+
+	le_st64(p, im->version);
+	le_st64(p + 8, im->checksum);
+	le_st32(p + 16, im->slot);
+	le_st32(p + 20, 0);
+}
+
 void proto_reply_set(struct proto_reply_writer *w, uint32_t i, int32_t st)
 {
 	le_st32(w->status + 4 * (size_t)i, (uint32_t)st);
@@ -2493,6 +2607,9 @@ void proto_reply_fail(struct proto_reply_writer *w, uint32_t i, int32_t st)
 	proto_reply_set(w, i, st);
 	if (w->rows)
 		memset(w->rows + i * w->row_bytes, 0, w->row_bytes);
+	if (w->images)
+		memset(w->images + (size_t)i * PROTO_IMAGE_BYTES, 0,
+		       PROTO_IMAGE_BYTES);
 }
 
 int proto_enc_keys_reply(void *buf, size_t cap, const struct proto_hdr *h,

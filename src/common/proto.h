@@ -120,6 +120,14 @@ enum proto_op {
 				done_below follow (the epoch first, if any):
 				PROTO_ONCE_BYTES more */
 #define PROTO_ONCE_BYTES 24u
+#define PROTO_KF_ROWS 0x10u  /* UPDATE: the reply carries every key's row
+				as stored after the step, with its
+				version, checksum and slot (an images
+				reply, PROTO_IMAGE_BYTES per key): what a
+				client's row cache keeps (docs/client.md,
+				"Row cache") */
+#define PROTO_IMAGE_BYTES 24u /* version u64, checksum u64, slot u32,
+				 zero u32; all zero: no image */
 
 /* struct proto_ckpt_req.phase (docs/checkpoint.md) */
 enum proto_ckpt_phase {
@@ -496,7 +504,20 @@ struct proto_keys_reply {
 	uint32_t dtype;
 	const void *status;
 	const void *rows;
+	/* UPDATE with PROTO_KF_ROWS: n images (PROTO_IMAGE_BYTES each,
+	 * proto_image_at()) and rows of dim in dtype (the table's storage
+	 * format; an image of zeros: no row, e.g. a failed key); else
+	 * NULL */
+	const void *images;
 };
+
+/* One key's row image of an images reply. */
+struct proto_image {
+	uint64_t version;  /* the row's version after the step; 0: none */
+	uint64_t checksum; /* its header checksum (row_checksum) */
+	uint32_t slot;	   /* its row slot on the node */
+};
+void proto_image_at(const void *images, uint32_t i, struct proto_image *out);
 
 /* Any reply with hdr.status < 0 carries only a message. */
 struct proto_error {
@@ -698,12 +719,26 @@ int proto_enc_keys_reply(void *buf, size_t cap, const struct proto_hdr *h,
 struct proto_reply_writer {
 	uint8_t *status;  /* n int32, wire */
 	uint8_t *rows;	  /* n * row_bytes; NULL without rows */
+	uint8_t *images;  /* n * PROTO_IMAGE_BYTES; NULL but in an images
+			     reply */
 	size_t row_bytes; /* dim * dtype size; 0 without rows */
 	uint32_t n;
 };
 int proto_keys_reply_begin(void *buf, size_t cap, const struct proto_hdr *h,
 			   uint32_t op, uint32_t n, uint32_t dim,
 			   uint32_t dtype, struct proto_reply_writer *w);
+/* The reply to an UPDATE with PROTO_KF_ROWS: statuses, images and rows
+ * (dim x dtype, the table's). proto_image_set() fills key i's image;
+ * proto_reply_fail() zeroes its image and row. */
+int proto_images_reply_begin(void *buf, size_t cap, const struct proto_hdr *h,
+			     uint32_t n, uint32_t dim, uint32_t dtype,
+			     struct proto_reply_writer *w);
+void proto_image_set(struct proto_reply_writer *w, uint32_t i,
+		     const struct proto_image *im);
+/* Bytes of such a reply for n keys (0: bad shape), and how many keys fit
+ * one of reply_max bytes (RS_E_TOOBIG: not one). */
+size_t proto_images_reply_bytes(uint32_t n, uint32_t dim, uint32_t dtype);
+int proto_images_per_msg(uint32_t dim, uint32_t dtype, size_t reply_max);
 void proto_reply_set(struct proto_reply_writer *w, uint32_t i, int32_t st);
 void proto_reply_fail(struct proto_reply_writer *w, uint32_t i, int32_t st);
 

@@ -909,6 +909,7 @@ static void worker_free(struct srv_worker *w)
 	free(w->once);
 	free(w->reply);
 	free(w->evicted);
+	free(w->images);
 }
 
 static int workers_start(struct rs_server *s)

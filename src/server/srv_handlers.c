@@ -671,7 +671,8 @@ static bool all_finite(const float *v, uint32_t n)
  * request's lr) on key with gradient g; status. */
 static int32_t update_one(struct req *r, struct srv_table *t,
 			  const struct optim_params *op, uint64_t key,
-			  const float *g, bool create)
+			  const float *g, bool create, struct proto_image *im,
+			  uint8_t *row)
 {
 	struct srv_worker *w = r->w;
 	struct slab_wr wr = { .val = w->row,
@@ -713,7 +714,67 @@ static int32_t update_one(struct req *r, struct srv_table *t,
 	ret = slab_write_commit(&wr);
 	if (ret)
 		return ret;
+	if (im) {
+		/* the row as published: what a READ of the slot returns */
+		im->version = wr.new_version;
+		im->checksum = wr.new_csum;
+		im->slot = wr.row;
+		row_payload_from_f32(&t->rgeom, wr.val, row);
+	}
 	return created ? PROTO_ST_CREATED : PROTO_ST_OK;
+}
+
+/* Room for m images and rows of t (PROTO_KF_ROWS); NULL: no memory. */
+static struct proto_image *images_scratch(struct srv_worker *w,
+					  const struct srv_table *t,
+					  uint32_t m, uint8_t **rows)
+{
+	size_t ib = (size_t)m * sizeof(struct proto_image);
+
+	if (srv_scratch(&w->images, &w->images_cap,
+			ib + (size_t)m * t->rgeom.payload_bytes + 8))
+		return NULL;
+	memset(w->images, 0, ib);
+	*rows = (uint8_t *)w->images + ib;
+	return w->images;
+}
+
+/* The reply to an UPDATE with PROTO_KF_ROWS: key i gets the status, image
+ * and row of its distinct key idx[i]; a key without an image (failed,
+ * not admitted) gets zeros. */
+static void reply_images(struct req *r, const struct srv_table *t,
+			 const int32_t *st, uint32_t n, const uint32_t *idx,
+			 const struct proto_image *im, const uint8_t *rows)
+{
+	const size_t rb = t->rgeom.payload_bytes;
+	struct proto_reply_writer pw;
+	void *buf;
+	int cap, len;
+
+	cap = reply_buf(r, &buf);
+	if (cap < 0)
+		return;
+	len = proto_images_reply_begin(buf, (size_t)cap, &r->rh, n,
+				       t->spec.dim, t->spec.dtype, &pw);
+	if (len < 0) {	/* the client sized it: a hostile or broken one */
+		len = enc_error(r, buf, cap, r->op, RS_E_TOOBIG, "the rows do "
+				"not fit the client's receive buffer: split "
+				"the batch");
+		reply_encoded(r, buf, cap, len);
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct proto_image *e = &im[idx[i]];
+
+		if (st[i] < 0 || !e->version) {
+			proto_reply_fail(&pw, i, st[i]);
+			continue;
+		}
+		proto_reply_set(&pw, i, st[i]);
+		proto_image_set(&pw, i, e);
+		memcpy(pw.rows + i * rb, rows + idx[i] * rb, rb);
+	}
+	reply_encoded(r, buf, cap, len);
 }
 
 static void do_update(struct req *r, struct srv_table *t)
@@ -724,6 +785,8 @@ static void do_update(struct req *r, struct srv_table *t)
 	const struct optim_params *op = &t->spec.optim;
 	struct optim_params lr_op;
 	uint32_t n = k->n, m, dim = t->spec.dim;
+	struct proto_image *im = NULL;
+	uint8_t *irows = NULL;
 	int32_t *st, *out;
 	uint64_t *keys, t1;
 	uint32_t *idx;
@@ -737,6 +800,14 @@ static void do_update(struct req *r, struct srv_table *t)
 	    !(g = rows_to_f32(w, k->rows, n, dim, k->dtype)) ||
 	    srv_scratch(&w->status, &w->status_cap, (size_t)n * 8 + 8)) {
 		reply_error(r, r->op, -ENOMEM, "out of memory");
+		return;
+	}
+	if ((k->flags & PROTO_KF_ROWS) &&
+	    proto_images_reply_bytes(n, dim, t->spec.dtype) >
+		    srv_reply_cap(r->c)) {
+		reply_error(r, r->op, RS_E_TOOBIG, "the rows of %u keys do "
+			    "not fit the client's receive buffer (%u bytes): "
+			    "split the batch", n, srv_reply_cap(r->c));
 		return;
 	}
 	if (k->flags & PROTO_KF_LR) {
@@ -753,14 +824,25 @@ static void do_update(struct req *r, struct srv_table *t)
 	proto_load_u64(keys, k->keys, n);
 	t1 = trace_start_us(r->traced);
 	m = optim_coalesce(keys, g, n, dim, keys, g, idx, w->coalesce);
+	if ((k->flags & PROTO_KF_ROWS) &&
+	    !(im = images_scratch(w, t, m, &irows))) {
+		reply_error(r, r->op, -ENOMEM, "out of memory");
+		return;
+	}
 	for (uint32_t j = 0; j < m; j++)
 		st[j] = update_one(r, t, op, keys[j], g + (size_t)j * dim,
-				   create);
+				   create, im ? &im[j] : NULL,
+				   im ? irows + (size_t)j *
+						    t->rgeom.payload_bytes
+				      : NULL);
 	for (uint32_t i = 0; i < n; i++)
 		out[i] = st[idx[i]];
 	trace_stage(r, "server.apply", t1, (uint64_t)n * dim * 4);
 	atomic_fetch_add(&t->cnt.update_keys, n);
-	reply_statuses(r, out, n);
+	if (im)
+		reply_images(r, t, out, n, idx, im, irows);
+	else
+		reply_statuses(r, out, n);
 }
 
 static void do_put(struct req *r, struct srv_table *t)

@@ -742,6 +742,8 @@ struct srv_worker {
 		row_cap, state_cap, tmp_cap, once_cap;
 	void *evicted;	/* keys this write evicted (cluster: shipped) */
 	size_t evicted_cap;
+	void *images;	/* an UPDATE's row images (PROTO_KF_ROWS) */
+	size_t images_cap;
 	void *reply;		/* the reply being built: reply_limit bytes */
 };
 

@@ -241,6 +241,10 @@ struct slab_wr {
 	float *state;	  /* caller buffer: state_floats floats, or NULL */
 	uint64_t version; /* out: row version at begin */
 	uint32_t row;	  /* out: row slot */
+	/* out of slab_write_commit(): the version and checksum the row was
+	 * published with (what a one-sided reader of the slot sees until
+	 * the next write) */
+	uint64_t new_version, new_csum;
 	/* private */
 	struct slab_table *t;
 	uint64_t key;

@@ -242,8 +242,9 @@ static void log_write(struct slab_table *t, uint32_t r, const uint64_t *img,
 
 /* Overwrite live row r (locked) with val (NULL: keep) and state (NULL:
  * keep). */
-static void row_update_locked(struct slab_table *t, uint32_t r, uint64_t key,
-			      const float *val, const float *state)
+static const uint64_t *row_update_locked(struct slab_table *t, uint32_t r,
+					 uint64_t key, const float *val,
+					 const float *state)
 {
 	uint64_t *img = slab_stage(t, slab_stripe_of(r));
 
@@ -262,6 +263,7 @@ static void row_update_locked(struct slab_table *t, uint32_t r, uint64_t key,
 	if (t->ev) /* eviction hook: access and TTL stamp */
 		slab_ev_wrote(t, r, false);
 	atomic_fetch_add_explicit(&t->updates, 1, RELAXED);
+	return img;
 }
 
 /* Lock the row that holds key: 0 and *r (locked), or RS_E_NOTFOUND. */
@@ -474,9 +476,12 @@ int slab_write_begin(struct slab_table *t, uint64_t key, struct slab_wr *w)
 int slab_write_commit(struct slab_wr *w)
 {
 	struct slab_table *t = w->t;
+	const uint64_t *img = row_update_locked(t, w->row, w->key, w->val,
+						t->state_bytes ? w->state
+							       : NULL);
 
-	row_update_locked(t, w->row, w->key, w->val,
-			  t->state_bytes ? w->state : NULL);
+	w->new_version = img[ROW_W_VERSION];
+	w->new_csum = img[ROW_W_CSUM];
 	row_unlock(t, w->row);
 	w->t = NULL;
 	return slab_io_check(t->st);

@@ -622,6 +622,93 @@ static void keyed_replies(void **state)
 	assert_null(w.status);
 }
 
+/* An UPDATE with PROTO_KF_ROWS and its images reply: statuses, images and
+ * rows round-trip; a failed key has zeros; the form is refused on other
+ * ops, a non-zero reserved word and a short body are refused; sizes. */
+static void images_replies(void **state)
+{
+	struct proto_hdr h = hdr_of(9, 0);
+	struct proto_reply_writer w;
+	struct proto_image im = { .version = 6, .checksum = 0xabcdef,
+				  .slot = 77 }, got;
+	struct proto_keys_req kr = { .table_id = 1, .n = 1, .dim = 2,
+				     .dtype = PROTO_DTYPE_FP32,
+				     .flags = PROTO_KF_ROWS };
+	const uint64_t key = 5;
+	const float g[2] = { 1, 2 };
+	struct proto_msg m;
+	uint16_t half[2] = { 0x3c00, 0x4000 };
+	int len;
+
+	(void)state;
+	kr.keys = &key;
+	kr.rows = g;
+	len = proto_enc_keys_req(buf, sizeof(buf), &h, PROTO_OP_UPDATE, &kr);
+	decode_ok(buf, len, &m);
+	assert_int_equal(m.u.keys_req.flags, PROTO_KF_ROWS);
+	/* only an UPDATE asks for rows */
+	len = proto_enc_keys_req(buf, sizeof(buf), &h, PROTO_OP_PUT, &kr);
+	assert_true(len < 0);
+
+	len = proto_images_reply_begin(buf, sizeof(buf), &h, 3, 2,
+				       PROTO_DTYPE_FP16, &w);
+	assert_int_equal(len, (int)proto_images_reply_bytes(3, 2,
+							    PROTO_DTYPE_FP16));
+	assert_int_equal(len, 32 + 16 + 16 + 3 * 24 + 3 * 4);
+	proto_reply_set(&w, 0, PROTO_ST_CREATED);
+	proto_image_set(&w, 0, &im);
+	memcpy(w.rows, half, 4);
+	proto_reply_fail(&w, 1, RS_E_NOTFOUND);
+	proto_reply_set(&w, 2, PROTO_ST_OK);
+	im.version = 8;
+	proto_image_set(&w, 2, &im);
+	memcpy(w.rows + 2 * w.row_bytes, half, 4);
+	decode_ok(buf, len, &m);
+	assert_non_null(m.u.keys_reply.images);
+	assert_int_equal(m.u.keys_reply.dim, 2);
+	assert_int_equal(m.u.keys_reply.dtype, PROTO_DTYPE_FP16);
+	proto_image_at(m.u.keys_reply.images, 0, &got);
+	assert_int_equal(got.version, 6);
+	assert_int_equal(got.checksum, 0xabcdef);
+	assert_int_equal(got.slot, 77);
+	proto_image_at(m.u.keys_reply.images, 1, &got);
+	assert_int_equal(got.version, 0);
+	proto_image_at(m.u.keys_reply.images, 2, &got);
+	assert_int_equal(got.version, 8);
+	assert_memory_equal((const uint8_t *)m.u.keys_reply.rows + 8, half, 4);
+	assert_int_equal(proto_status_at(m.u.keys_reply.status, 1),
+			 RS_E_NOTFOUND);
+	/* the images form belongs to UPDATE replies */
+	buf[5] = PROTO_OP_PUT;
+	expect_err(buf, len, NULL, RS_E_PROTO, "form: 1");
+	buf[5] = PROTO_OP_UPDATE;
+	/* an image's reserved word */
+	buf[32 + 16 + 16 + 24 + 20] = 1;
+	expect_err(buf, len, NULL, RS_E_PROTO, "images[1]: reserved");
+	buf[32 + 16 + 16 + 24 + 20] = 0;
+	/* unknown form */
+	buf[32 + 9] = 2;
+	expect_err(buf, len, NULL, RS_E_PROTO, "form: 2");
+	buf[32 + 9] = 1;
+	/* cut short */
+	expect_err(buf, (size_t)len - 4, NULL, RS_E_PROTO, "body bytes");
+	decode_ok(buf, len, &m);
+	/* sizing */
+	assert_int_equal(proto_images_per_msg(2, PROTO_DTYPE_FP16,
+					      (size_t)len), 3);
+	assert_int_equal(proto_images_per_msg(2, PROTO_DTYPE_FP16,
+					      (size_t)len - 1), 2);
+	assert_int_equal(proto_images_per_msg(2, PROTO_DTYPE_FP16, 60),
+			 RS_E_TOOBIG);
+	assert_int_equal(proto_images_per_msg(0, PROTO_DTYPE_FP16, 4096),
+			 RS_E_INVAL);
+	assert_int_equal(proto_images_reply_bytes(1, 0, PROTO_DTYPE_FP32), 0);
+	assert_int_equal(proto_images_reply_begin(buf, 100, &h, 10, 2,
+						  PROTO_DTYPE_FP32, &w),
+			 RS_E_TOOBIG);
+	assert_null(w.images);
+}
+
 static void error_replies(void **state)
 {
 	struct proto_hdr h = hdr_of(8, 0);
@@ -841,7 +928,7 @@ static const struct mutation mutations[] = {
 	/* CREATE or LR on a GET */
 	{ "get_req", 36, 4, 1, RS_E_PROTO, "flags: unknown bits 0x1" },
 	{ "get_req", 36, 4, 2, RS_E_PROTO, "flags: unknown bits 0x2" },
-	{ "update_req_lr", 36, 4, 0x12, RS_E_PROTO, "flags: unknown bits 0x10" },
+	{ "update_req_lr", 36, 4, 0x22, RS_E_PROTO, "flags: unknown bits 0x20" },
 	/* EPOCH: an epoch must follow (here the first key, 0, is read as
 	 * one); not on LOAD; without the flag, the epoch's 8 bytes are
 	 * one key too many */
@@ -2135,6 +2222,7 @@ int main(void)
 		cmocka_unit_test(stats_pagination),
 		cmocka_unit_test(keyed_requests),
 		cmocka_unit_test(keyed_replies),
+		cmocka_unit_test(images_replies),
 		cmocka_unit_test(error_replies),
 		cmocka_unit_test(wire_layout),
 		cmocka_unit_test(split_helper),
