@@ -114,6 +114,8 @@ struct gcall {
 	uint64_t trace_id;
 	bool sampled;
 	bool spread;		/* keys were placed by replica (r > 1) */
+	uint32_t rc_looked;	/* keys that consulted a row cache */
+	uint32_t rc_served;	/* of those, served by it */
 };
 
 static struct cli_tloc *view_of(struct gcall *g, const struct gkey *k)
@@ -214,6 +216,7 @@ static int row_cached(struct gcall *g, size_t i, struct cli_rcache *rc,
 	const struct cli_tloc *v;
 	uint32_t max_stale = cli_rcache_max_stale(rc);
 
+	g->rc_looked++;
 	if (cli_rcache_dim(rc) != g->views[base + k->node].rgeom.dim ||
 	    !cli_rcache_get(rc, g->keys[i].key, &e, g->keys[i].out))
 		return 0;
@@ -226,6 +229,7 @@ static int row_cached(struct gcall *g, size_t i, struct cli_rcache *rc,
 	    (uint32_t)(atomic_load_explicit(&g->c->step,
 					    memory_order_relaxed) -
 		       e.stamp) <= max_stale) {
+		g->rc_served++;
 		CLI_INC(g->c, rc_hits, 1);
 		CLI_INC(g->c, rc_stale_hits, 1);
 		CLI_INC(g->c, rc_bytes_saved, v->rgeom.stride);
@@ -520,6 +524,7 @@ static void on_probe(struct gcall *g, size_t i, const uint8_t *img)
 		k->state = G_DONE;
 		g->pending--;
 		CLI_INC(g->c, onesided_keys, 1);
+		g->rc_served++;
 		CLI_INC(g->c, rc_hits, 1);
 		CLI_INC(g->c, rc_bytes_saved,
 			view_of(g, k)->rgeom.stride - PROBE_BYTES);
@@ -790,6 +795,19 @@ static int gcall_alloc(struct gcall *g, size_t **keyidx,
 static int get_pass(struct rs_client *c, const struct cli_key *keys,
 		    size_t n, int *status, unsigned flags, bool second);
 
+/* A sampled call that consulted row caches: stage client.rowcache, its
+ * batch the keys they served (stale copies and probes that matched). */
+static void trace_rowcache(const struct gcall *g, uint64_t start_us)
+{
+	struct trace_event ev = { .trace_id = g->trace_id,
+				  .stage = "client.rowcache",
+				  .table = g->keys[0].t->name,
+				  .batch = g->rc_served,
+				  .start_us = start_us };
+
+	trace_end(&ev);
+}
+
 /* The keys whose node failed in this pass (cluster mode, replica reads,
  * r > 1):
  * one more pass READs them where cli_route_reader_avoid() now places them
@@ -856,6 +874,8 @@ static int get_pass(struct rs_client *c, const struct cli_key *keys,
 					reqs);
 	if (!ret)
 		ret = rounds(&g);
+	if (g.sampled && g.rc_looked)
+		trace_rowcache(&g, ev.start_us);
 	/* with other replicas to READ at (r > 1: without, the second pass
 	 * would only wait for the failed node again) */
 	if (!ret && RS_UNLIKELY(g.nrefail) && !second && g.spread)

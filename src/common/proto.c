@@ -2616,8 +2616,23 @@ int proto_enc_keys_reply(void *buf, size_t cap, const struct proto_hdr *h,
 			 uint32_t op, const struct proto_keys_reply *m)
 {
 	struct proto_reply_writer w;
-	int len = proto_keys_reply_begin(buf, cap, h, op, m->n, m->dim,
-					 m->dtype, &w);
+	int len;
+
+	if (m->images) {	/* an images reply (UPDATE with PROTO_KF_ROWS) */
+		if (op != PROTO_OP_UPDATE)
+			return rs_seterr(RS_E_INVAL, "%s reply: images belong "
+					 "to UPDATE replies", proto_op_name(op));
+		len = proto_images_reply_begin(buf, cap, h, m->n, m->dim,
+					       m->dtype, &w);
+		if (len < 0)
+			return len;
+		store_i32s(w.status, m->status, m->n);
+		memcpy(w.images, m->images, (size_t)PROTO_IMAGE_BYTES * m->n);
+		store_rows(w.rows, m->rows, (size_t)m->n * m->dim, m->dtype);
+		return len;
+	}
+	len = proto_keys_reply_begin(buf, cap, h, op, m->n, m->dim, m->dtype,
+				     &w);
 
 	if (len < 0)
 		return len;

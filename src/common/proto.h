@@ -504,10 +504,11 @@ struct proto_keys_reply {
 	uint32_t dtype;
 	const void *status;
 	const void *rows;
-	/* UPDATE with PROTO_KF_ROWS: n images (PROTO_IMAGE_BYTES each,
-	 * proto_image_at()) and rows of dim in dtype (the table's storage
-	 * format; an image of zeros: no row, e.g. a failed key); else
-	 * NULL */
+	/* UPDATE with PROTO_KF_ROWS: n images (PROTO_IMAGE_BYTES each, wire
+	 * format, proto_image_at()) and rows of dim in dtype (the table's
+	 * storage format; an image of zeros: no row, e.g. a failed key);
+	 * else NULL. proto_enc_keys_reply() encodes an images reply when it
+	 * is set. */
 	const void *images;
 };
 

@@ -748,6 +748,7 @@ static void reply_images(struct req *r, const struct srv_table *t,
 {
 	const size_t rb = t->rgeom.payload_bytes;
 	struct proto_reply_writer pw;
+	uint64_t rows_out = 0;
 	void *buf;
 	int cap, len;
 
@@ -773,7 +774,9 @@ static void reply_images(struct req *r, const struct srv_table *t,
 		proto_reply_set(&pw, i, st[i]);
 		proto_image_set(&pw, i, e);
 		memcpy(pw.rows + i * rb, rows + idx[i] * rb, rb);
+		rows_out++;
 	}
+	metrics_counter_add(r->s->m.update_rows, rows_out);
 	reply_encoded(r, buf, cap, len);
 }
 

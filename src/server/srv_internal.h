@@ -696,6 +696,7 @@ struct srv_metrics {
 	struct metrics_histogram *apply[4];	/* per optimizer kind */
 	struct metrics_counter *keys_served;
 	struct metrics_counter *bytes_served;
+	struct metrics_counter *update_rows; /* rows UPDATE replies carried */
 	struct metrics_counter *conns_total;
 	struct metrics_gauge *conns;
 	struct metrics_gauge *queue_depth;

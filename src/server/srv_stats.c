@@ -12,6 +12,8 @@
  *                                    the keys asked for, per type)
  *   rs_keys_served_total             keys found or created by GET requests
  *   rs_bytes_served_total            reply bytes sent
+ *   rs_update_rows_returned_total    rows UPDATE replies carried back
+ *                                    (PROTO_KF_ROWS: clients' row caches)
  *   rs_optimizer_apply_seconds{optimizer} one optimizer step on one row
  *   rs_connections                   clients connected now
  *   rs_rpc_queue_depth               requests being handled now
@@ -258,6 +260,9 @@ static int register_node(struct rs_server *s)
 			    "Keys found or created by GET RPCs", 1, NULL));
 	TRY(metrics_counter(m->reg, &m->bytes_served, RS_M_BYTES_SERVED,
 			    "Reply bytes sent", 1, NULL));
+	TRY(metrics_counter(m->reg, &m->update_rows, RS_M_UPDATE_ROWS,
+			    "Rows returned by UPDATE replies for clients' row "
+			    "caches", 1, NULL));
 	TRY(metrics_gauge_fn(m->reg, &m->conns, RS_M_CONNECTIONS,
 			     "Client connections", rd_conns, s, NULL));
 	TRY(metrics_counter(m->reg, &m->cut[SRV_CUT_NO_CREDIT],
@@ -495,6 +500,8 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 	TRY(add(l, N, "keys_served", metrics_counter_value(m->keys_served)));
 	TRY(add(l, N, "bytes_served",
 		metrics_counter_value(m->bytes_served)));
+	TRY(add(l, N, "update_rows_returned",
+		metrics_counter_value(m->update_rows)));
 	pthread_mutex_lock(&s->conns_lock);	/* both change under it */
 	nconns = s->nconns;
 	conns_total = s->conns_total;

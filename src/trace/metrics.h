@@ -56,6 +56,7 @@
 #define RS_M_REQUEST_DURATION		"rs_request_duration_seconds"
 #define RS_M_KEYS_SERVED		"rs_keys_served_total"
 #define RS_M_BYTES_SERVED		"rs_bytes_served_total"
+#define RS_M_UPDATE_ROWS		"rs_update_rows_returned_total"
 #define RS_M_BATCH_KEYS			"rs_batch_keys"
 #define RS_M_TABLE_ROWS			"rs_table_rows"
 #define RS_M_TABLE_BYTES		"rs_table_bytes"

@@ -14,6 +14,9 @@
  *              READ while it is at most S steps old, then probed
  *   drop       a table dropped and created again never serves old rows
  *   budget     the caches hold no more memory than asked
+ *   observed   the nodes count the rows their UPDATE replies carried; the
+ *              trace has client.rowcache events whose batch is the keys
+ *              the cache served
  */
 #include <math.h>
 
@@ -40,6 +43,24 @@ static struct rs_client_stats stats(struct rs_client *c)
 
 	H_OK(rs_client_get_stats(c, &s));
 	return s;
+}
+
+static int count_rows(void *arg, const char *table, const char *key,
+		      uint64_t value)
+{
+	if (!table && !strcmp(key, "update_rows_returned"))
+		*(uint64_t *)arg += value;
+	return 0;
+}
+
+/* rows the nodes returned in UPDATE replies (both nodes) */
+static uint64_t node_rows(struct rs_client *c)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < rs_client_node_count(c); i++)
+		H_OK(rs_node_stats_foreach(c, i, count_rows, &n));
+	return n;
 }
 
 static void set_cache(struct rs_table *t, uint64_t bytes, uint32_t stale)
@@ -158,6 +179,8 @@ static void own_updates(struct rs_client *c, const char *name,
 	set_cache(t, 1 << 20, UINT32_MAX);
 	same_as_uncached(t, keys, N, name); /* fills */
 	for (int round = 0; round < 3; round++) {
+		uint64_t nr = node_rows(c);
+
 		s0 = stats(c);
 		/* five keys more, created by the update (create flag) */
 		o.flags = RS_UPDATE_CREATE;
@@ -169,6 +192,9 @@ static void own_updates(struct rs_client *c, const char *name,
 			"%s: rows in update replies %llu", name,
 			(unsigned long long)(s1.row_cache_update_rows -
 					     s0.row_cache_update_rows));
+		H_CHECK(node_rows(c) - nr == N + 5, "%s: the nodes count %llu "
+			"rows returned", name,
+			(unsigned long long)(node_rows(c) - nr));
 		s0 = s1;
 		same_as_uncached(t, keys, N + 5, name);
 		s1 = stats(c);
@@ -286,6 +312,46 @@ static void budget(struct rs_client *c, struct rs_table *t)
 		(unsigned long long)(s0.row_cache_bytes - s.row_cache_bytes));
 }
 
+#define TRACE_FILE "rowcache-trace.jsonl"
+
+/* The traced client (every call sampled: tracing is per process and the
+ * first client opens it). */
+static struct rs_client *traced_client(struct harness *h)
+{
+	struct rs_client_config *cfg;
+	struct rs_client *c;
+
+	remove(TRACE_FILE);
+	H_OK(rs_client_config_new(&cfg));
+	H_OK(rs_client_config_set_nodes(cfg, h->list));
+	H_OK(rs_client_config_set_timeout_ms(cfg, 60000));
+	H_OK(rs_client_config_set_trace(cfg, TRACE_FILE, 1.0));
+	H_OK(rs_client_open(&c, cfg));
+	rs_client_config_delete(&cfg);
+	return c;
+}
+
+/* client.rowcache events, and one whose batch is a whole get's N keys
+ * (exact(): the second get, every key a matching probe) */
+static void trace_has_rowcache(void)
+{
+	FILE *f = fopen(TRACE_FILE, "r");
+	char line[1024], want[64];
+	unsigned events = 0, whole = 0;
+
+	H_CHECK(f, "no trace file " TRACE_FILE);
+	snprintf(want, sizeof(want), "\"batch\":%d,", N);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "\"stage\":\"client.rowcache\"")) {
+			events++;
+			whole += strstr(line, want) != NULL;
+		}
+	fclose(f);
+	H_CHECK(events > 0 && whole > 0, "client.rowcache events: %u, with "
+		"batch %d: %u", events, N, whole);
+	remove(TRACE_FILE);
+}
+
 int main(void)
 {
 	struct harness h;
@@ -293,7 +359,7 @@ int main(void)
 	struct rs_table *t, *to;
 
 	h_start(&h, 2);
-	c = h_client(&h);
+	c = traced_client(&h);
 	other = h_client(&h);
 	t = h_table(c, "rc_exact", DIM, "sgd", RS_DTYPE_FP32, 4096);
 	H_OK(rs_table_open(other, "rc_exact", &to));
@@ -305,6 +371,7 @@ int main(void)
 	budget(c, t);
 	rs_client_close(&other);
 	rs_client_close(&c);
+	trace_has_rowcache();
 	h_stop(&h);
 	printf("1 passed, 0 failed\n");
 	return 0;

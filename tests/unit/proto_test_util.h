@@ -219,6 +219,24 @@ static void corpus_build(struct corpus *c)
 	kr = (struct proto_keys_reply){ .n = 7, .status = st };
 	corpus_add(c, "update_reply",
 		   proto_enc_keys_reply(SLOT, &h, PROTO_OP_UPDATE, &kr));
+	{
+		/* the rows an UPDATE with PROTO_KF_ROWS gets back */
+		static uint8_t im[7 * PROTO_IMAGE_BYTES];
+
+		for (unsigned i = 0; i < 7; i++) {
+			im[i * PROTO_IMAGE_BYTES] = (uint8_t)(2 * i + 2);
+			im[i * PROTO_IMAGE_BYTES + 8] = (uint8_t)(0x40 + i);
+			im[i * PROTO_IMAGE_BYTES + 16] = (uint8_t)i;
+		}
+		kr = (struct proto_keys_reply){ .n = 7, .dim = 4,
+						.dtype = PROTO_DTYPE_FP32,
+						.status = st, .rows = rows,
+						.images = im };
+		corpus_add(c, "update_images_reply",
+			   proto_enc_keys_reply(SLOT, &h, PROTO_OP_UPDATE,
+						&kr));
+		kr.images = NULL;
+	}
 	kr.n = 4;
 	corpus_add(c, "delete_reply",
 		   proto_enc_keys_reply(SLOT, &h, PROTO_OP_DELETE, &kr));
@@ -559,6 +577,7 @@ static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 			proto_load_u16((uint16_t *)rows, r.rows, nel);
 		r.status = st;
 		r.rows = rows;
+		/* r.images: the decoded wire images, re-encoded as they are */
 		return proto_enc_keys_reply(buf, cap, h, op, &r);
 	}
 	}
