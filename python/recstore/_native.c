@@ -30,6 +30,7 @@
 #include <numpy/arrayobject.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -595,9 +596,52 @@ static PyObject *client_tables(ClientObject *self, PyObject *unused)
 	return list;
 }
 
+/* Counters of struct rs_client_stats that stats() adds to its dict under
+ * the field's own name (since 0.6: the row caches). */
+#define STAT_FIELD(f) { #f, offsetof(struct rs_client_stats, f) }
+static const struct {
+	const char *name;
+	size_t off;
+} stat_fields[] = {
+	STAT_FIELD(reads_posted),
+	STAT_FIELD(row_cache_hits),
+	STAT_FIELD(row_cache_stale_hits),
+	STAT_FIELD(row_cache_probes),
+	STAT_FIELD(row_cache_probe_misses),
+	STAT_FIELD(row_cache_fills),
+	STAT_FIELD(row_cache_update_rows),
+	STAT_FIELD(row_cache_evictions),
+	STAT_FIELD(row_cache_rejects),
+	STAT_FIELD(row_cache_invalidations),
+	STAT_FIELD(row_cache_bytes_saved),
+	STAT_FIELD(row_cache_bytes),
+};
+#undef STAT_FIELD
+
+static int stats_add_fields(PyObject *d, const struct rs_client_stats *s)
+{
+	for (size_t i = 0; i < sizeof(stat_fields) / sizeof(stat_fields[0]);
+	     i++) {
+		uint64_t v;
+		PyObject *o;
+		int ret;
+
+		memcpy(&v, (const char *)s + stat_fields[i].off, sizeof(v));
+		o = PyLong_FromUnsignedLongLong(v);
+		if (!o)
+			return -1;
+		ret = PyDict_SetItemString(d, stat_fields[i].name, o);
+		Py_DECREF(o);
+		if (ret)
+			return -1;
+	}
+	return 0;
+}
+
 static PyObject *client_stats(ClientObject *self, PyObject *unused)
 {
 	struct rs_client_stats s = RS_CLIENT_STATS_INIT;
+	PyObject *d;
 	int ret;
 
 	(void)unused;
@@ -606,7 +650,7 @@ static PyObject *client_stats(ClientObject *self, PyObject *unused)
 	ret = rs_client_get_stats(self->c, &s);
 	if (ret)
 		return raise_rs(ret, "client stats");
-	return Py_BuildValue(
+	d = Py_BuildValue(
 		"{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
 		"get_keys", (unsigned long long)s.get_keys, "onesided_keys",
 		(unsigned long long)s.onesided_keys, "rpc_keys",
@@ -622,6 +666,19 @@ static PyObject *client_stats(ClientObject *self, PyObject *unused)
 		(unsigned long long)s.rpc_put.keys, "config_refreshes",
 		(unsigned long long)s.config_refreshes, "epoch_retries",
 		(unsigned long long)s.epoch_retries);
+	if (d && stats_add_fields(d, &s))
+		Py_CLEAR(d);
+	return d;
+}
+
+/* step() -> the new step: rs_client_step, one training step on the clock
+ * a row cache's bounded staleness counts. */
+static PyObject *client_step(ClientObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (!client_usable(self))
+		return NULL;
+	return PyLong_FromUnsignedLongLong(rs_client_step(self->c));
 }
 
 /*
@@ -1115,6 +1172,9 @@ static PyMethodDef client_methods[] = {
 	  "The tables the nodes know, as dicts." },
 	{ "stats", (PyCFunction)(void (*)(void))client_stats, METH_NOARGS,
 	  "The client's counters, as a dict." },
+	{ "step", (PyCFunction)(void (*)(void))client_step, METH_NOARGS,
+	  "step() -> int: advance the step clock of row caches with bounded "
+	  "staleness (one training step); the new step" },
 	{ "get_multi", (PyCFunction)(void (*)(void))client_get_multi,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "get_multi([(table, keys, out), ...], *, rpc=False, nocache=False) "
@@ -1368,6 +1428,64 @@ static PyObject *table_init_rows(TableObject *self, PyObject *args)
 	return out;
 }
 
+/* An int argument in 0..max (bool refused) into *out. */
+static int uint_arg(PyObject *o, const char *name, unsigned long long max,
+		    unsigned long long *out)
+{
+	if (!PyLong_Check(o) || PyBool_Check(o)) {
+		PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s",
+			     name, Py_TYPE(o)->tp_name);
+		return -1;
+	}
+	*out = PyLong_AsUnsignedLongLong(o);
+	if ((*out == (unsigned long long)-1 && PyErr_Occurred()) ||
+	    *out > max) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_ValueError, "%s must be in 0..%llu, not %R",
+			     name, max, o);
+		return -1;
+	}
+	return 0;
+}
+
+/* set_row_cache(bytes, max_stale_steps=None): rs_table_set_row_cache.
+ * None: exact (a 16-byte probe proves each hit current); k >= 0: a copy
+ * at most k steps old is used without a READ. bytes 0 removes the cache.
+ * The library wants no data call on the table meanwhile: refused while
+ * calls of this client run in other threads. */
+static PyObject *table_set_row_cache(TableObject *self, PyObject *args,
+				     PyObject *kw)
+{
+	static char *kwlist[] = { "bytes", "max_stale_steps", NULL };
+	struct rs_row_cache_opts o = RS_ROW_CACHE_OPTS_INIT;
+	PyObject *bytes, *stale = Py_None;
+	unsigned long long k;
+	int ret;
+
+	if (!table_usable(self) ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "O|O", kwlist, &bytes,
+					 &stale) ||
+	    uint_arg(bytes, "bytes", UINT64_MAX, &k))
+		return NULL;
+	o.bytes = k;
+	if (stale != Py_None) {
+		if (uint_arg(stale, "max_stale_steps", UINT32_MAX - 1, &k))
+			return NULL;
+		o.flags = RS_ROW_CACHE_STALE;
+		o.max_stale_steps = (uint32_t)k;
+	}
+	if (self->client->busy) {
+		PyErr_Format(PyExc_RuntimeError, "set_row_cache(): %ld call(s) "
+			     "of this client are still running in other "
+			     "threads", self->client->busy);
+		return NULL;
+	}
+	ret = rs_table_set_row_cache(self->t, &o);
+	if (ret)
+		return raise_rs(ret, "row cache");
+	Py_RETURN_NONE;
+}
+
 static PyObject *table_put(TableObject *self, PyObject *args)
 {
 	PyObject *keys, *values;
@@ -1416,6 +1534,11 @@ static PyMethodDef table_methods[] = {
 	  "create, computed locally (nothing written)" },
 	{ "put", (PyCFunction)(void (*)(void))table_put, METH_VARARGS,
 	  "put(keys, values) -> status" },
+	{ "set_row_cache", (PyCFunction)(void (*)(void))table_set_row_cache,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "set_row_cache(bytes, max_stale_steps=None): a row cache of this "
+	  "table on this client (None: exact probes; k: rows at most k steps "
+	  "old used without a READ; bytes 0 removes it)" },
 	{ "delete", (PyCFunction)(void (*)(void))table_delete, METH_VARARGS,
 	  "delete(keys) -> status" },
 	{ NULL, NULL, 0, NULL },

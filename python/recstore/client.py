@@ -130,6 +130,19 @@ class Table:
         written (a forward in evaluation)."""
         return self._t.init_rows(self._keys(keys))
 
+    def set_row_cache(self, nbytes, max_stale_steps=None):
+        """Keep hot rows of this table on this client, in at most nbytes of
+        memory (rows, metadata, frequency sketch), admitted by frequency
+        (docs/client.md, "Row cache"). max_stale_steps None (exact): a get
+        of a cached key READs only the row's 16-byte version and checksum
+        and uses the copy if it is unchanged; k >= 0: a copy at most k
+        steps old (Client.step()) is used without any READ. Updates of the
+        table bring the new rows back, so rows this client updates stay
+        cached and current. nbytes 0 removes the cache. Raises
+        recstore.Error if nbytes cannot hold 8 rows, RuntimeError while
+        calls of the client run in other threads."""
+        self._t.set_row_cache(nbytes, max_stale_steps)
+
     def put(self, keys, values):
         """Write rows (create or overwrite; optimizer state starts fresh)."""
         k = self._keys(keys)
@@ -168,6 +181,11 @@ class Client(_native.Client):
     restores its chain of bases first) (docs/checkpoint.md) and return a dict (id,
     tables, parts, rows, bytes, raw_bytes, paused_s, elapsed_s,
     with_state); progress(dict) is called at most once a second.
+
+    step() advances the step clock that row caches with bounded staleness
+    count (Table.set_row_cache) and returns the new step. stats() returns
+    the library's counters (struct rs_client_stats), among them
+    reads_posted and the row caches' row_cache_* counters.
     """
 
     def table(self, name):
