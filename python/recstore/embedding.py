@@ -40,6 +40,16 @@ read again at forward time. staleness=None accepts any row and never
 waits. An update that fails raises at the next forward, flush() or
 close().
 
+Row cache (cache_bytes, cache_staleness of a table's config; docs/
+python.md, "Row cache"). The collection gives each table with cache_bytes
+a row cache of the client library on opening it (Table.set_row_cache):
+hot rows kept on this trainer, proven current by a 16-byte READ of their
+version and checksum (cache_staleness None), or used without any READ
+while at most cache_staleness steps old. The step clock is the client's
+(Client.step()), advanced once per forward in training mode, prefetched
+batch or not. Updates bring the rows back, so rows this trainer updates
+stay cached and current. cache_stats() reports hits, probes and bytes.
+
 Training loops. update_mode="step" holds the updates of every backward
 until an explicit step() (gradient accumulation); no_sync() holds them
 inside its block (the embedding side of DDP's no_sync()); grad_hook(table,
@@ -99,6 +109,9 @@ class EmbeddingBagConfig:
     init_seed: int = 0
     num_embeddings: int = 0         # rows per node; 0: the node's default
     dtype: str = "fp32"
+    cache_bytes: int = 0            # row cache on this trainer; 0: none
+    cache_staleness: int = None     # None: exact probes; k: rows <= k steps
+                                    # old used without a READ
 
     @classmethod
     def from_torchrec(cls, cfg, **overrides):
@@ -128,6 +141,38 @@ class EmbeddingBagConfig:
                   num_embeddings=n)
         kw.update(overrides)
         return cls(**kw)
+
+
+def _check_cache(cfg):
+    """cache_bytes an int >= 0, cache_staleness None or an int >= 0."""
+    for field, none_ok in (("cache_bytes", False), ("cache_staleness", True)):
+        v = getattr(cfg, field)
+        if v is None and none_ok:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError("table %r: %s must be %san int >= 0, not %r"
+                             % (cfg.name, field,
+                                "None or " if none_ok else "", v))
+
+
+# cache_stats() keys and the client counters (Client.stats()) they come
+# from; all but "bytes" count since the collection opened.
+_CACHE_STATS = (("hits", "row_cache_hits"),
+                ("stale_hits", "row_cache_stale_hits"),
+                ("probes", "row_cache_probes"),
+                ("probe_misses", "row_cache_probe_misses"),
+                ("fills", "row_cache_fills"),
+                ("update_rows", "row_cache_update_rows"),
+                ("evictions", "row_cache_evictions"),
+                ("rejects", "row_cache_rejects"),
+                ("invalidations", "row_cache_invalidations"),
+                ("bytes_saved", "row_cache_bytes_saved"),
+                ("reads_posted", "reads_posted"),
+                ("bytes", "row_cache_bytes"))
+
+
+def _cache_counters(cs):
+    return {k: int(cs.get(c, 0)) for k, c in _CACHE_STATS}
 
 
 def _pooling_name(p):
@@ -297,6 +342,7 @@ class EmbeddingBagCollection(torch.nn.Module):
             if cfg.name in self._configs:
                 raise ValueError("table %r configured twice" % cfg.name)
             cfg.pooling = _pooling_name(cfg.pooling)
+            _check_cache(cfg)
             if not cfg.feature_names:
                 raise ValueError("table %r has no features" % cfg.name)
             for f in cfg.feature_names:
@@ -316,6 +362,8 @@ class EmbeddingBagCollection(torch.nn.Module):
                                                      cfg.embedding_dim))
             if check_spec:
                 self._check_spec(cfg, t.spec())
+            if cfg.cache_bytes:
+                t.set_row_cache(cfg.cache_bytes, cfg.cache_staleness)
             self._tables[name] = t
         self._names = list(self._configs)
         self._features = names
@@ -351,6 +399,9 @@ class EmbeddingBagCollection(torch.nn.Module):
                       "prefetch_dropped": 0, "refetched_keys": 0,
                       "lookup_s": 0.0, "update_s": 0.0,
                       "update_wait_s": 0.0}
+        self._steps = 0             # client.step() calls of this collection
+        self._cache_base = (_cache_counters(client.stats())
+                            if self.cached_tables() else None)
         _COLLECTIONS[id(self)] = self
         self._fx_id = id(self)
 
@@ -389,6 +440,33 @@ class EmbeddingBagCollection(torch.nn.Module):
 
     def table(self, name):
         return self._tables[name]
+
+    def cached_tables(self):
+        """{table: (cache_bytes, cache_staleness)} of the tables with a row
+        cache (cache_staleness None: exact)."""
+        return {n: (c.cache_bytes, c.cache_staleness)
+                for n, c in self._configs.items() if c.cache_bytes}
+
+    def cache_stats(self):
+        """The row caches' figures since this collection opened (the
+        client's counters, Client.stats(): tables of other collections of
+        the same client count too): hits (keys served from a cache),
+        stale_hits (of those, used without a probe), probes (16-byte
+        version READs), probe_misses (probes that found the row changed,
+        then READ), fills, update_rows (rows update replies brought back),
+        evictions, rejects, invalidations, bytes_saved (row bytes not
+        READ), reads_posted (one-sided READ work requests, rows and
+        probes), bytes (memory the caches hold now), steps (training
+        forwards counted on the step clock). All 0 without a cached
+        table."""
+        out = {k: 0 for k, _ in _CACHE_STATS}
+        out["steps"] = self._steps
+        if self._cache_base is None:
+            return out
+        now = _cache_counters(self._client.stats())
+        for k, _ in _CACHE_STATS:
+            out[k] = now[k] - (0 if k == "bytes" else self._cache_base[k])
+        return out
 
     # ---- inputs ----
 
@@ -618,6 +696,9 @@ class EmbeddingBagCollection(torch.nn.Module):
     def _lookup_pooled(self, features):
         jf, device = self._as_features(features)
         training = self.training and torch.is_grad_enabled()
+        if training:    # one step of the row caches' clock per training
+            self._client.step()     # forward, its rows prefetched or not
+            self._steps += 1
         pre = None
         with self._lock:
             for p in self._pending:

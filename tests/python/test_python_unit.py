@@ -35,6 +35,12 @@ class FakeTable:
         self._init = init_rows          # key -> row of a created key
         self.gets = []                  # keys of every get, for the tests
         self.updates = []
+        self.row_cache = None           # (bytes, max_stale_steps) if set
+        self.cached = {}                # key -> step its copy was taken
+
+    def set_row_cache(self, nbytes, max_stale_steps=None):
+        self.row_cache = (nbytes, max_stale_steps) if nbytes else None
+        self.cached = {}
 
     def get(self, keys, init=False):
         keys = np.asarray(keys)
@@ -109,9 +115,58 @@ class FakeTable:
 
 
 class FakeClient:
+    """A client over FakeTables. A table with a row cache counts what the
+    library's cache would (client.h, rs_client_stats.row_cache_*): a key
+    read before is a hit, after a probe (exact) or without one while its
+    copy is at most max_stale_steps steps old; updates refresh copies."""
+
+    ROW_BYTES = 64
+
     def __init__(self, init_rows):
         self.tables = {}
         self.init_rows = init_rows
+        self.steps = 0
+        self.counters = {"onesided_keys": 0, "reads_posted": 0,
+                         "row_cache_hits": 0, "row_cache_stale_hits": 0,
+                         "row_cache_probes": 0, "row_cache_probe_misses": 0,
+                         "row_cache_fills": 0, "row_cache_update_rows": 0,
+                         "row_cache_evictions": 0, "row_cache_rejects": 0,
+                         "row_cache_invalidations": 0,
+                         "row_cache_bytes_saved": 0}
+
+    def step(self):
+        self.steps += 1
+        return self.steps
+
+    def stats(self):
+        d = dict(self.counters)
+        d["row_cache_bytes"] = sum(len(t.cached) * self.ROW_BYTES
+                                   for t in self.tables.values())
+        return d
+
+    def _count_get(self, t, keys, st):
+        c = self.counters
+        for k, s in zip(keys.tolist(), st.tolist()):
+            if s <= 0:
+                continue
+            stamp = t.cached.get(k) if t.row_cache else None
+            if stamp is None:
+                c["onesided_keys"] += 1
+                c["reads_posted"] += 1
+                if t.row_cache:
+                    t.cached[k] = self.steps
+                    c["row_cache_fills"] += 1
+                continue
+            c["row_cache_hits"] += 1
+            stale = t.row_cache[1]
+            if stale is not None and self.steps - stamp <= stale:
+                c["row_cache_stale_hits"] += 1
+                c["row_cache_bytes_saved"] += self.ROW_BYTES
+            else:
+                c["onesided_keys"] += 1
+                c["reads_posted"] += 1
+                c["row_cache_probes"] += 1
+                c["row_cache_bytes_saved"] += self.ROW_BYTES - 16
 
     def create_table(self, name, dim, **kw):
         if name not in self.tables:
@@ -127,11 +182,20 @@ class FakeClient:
         for t, keys, rows in items:
             r, st = t.get_with_status(keys)
             rows[st > 0] = r[st > 0]
+            self._count_get(t, np.asarray(keys), st)
             out.append(st)
         return out
 
     def update_multi(self, items):
-        return [t.update(k, g, lr=lr, create=c) for t, k, g, lr, c in items]
+        out = []
+        for t, k, g, lr, c in items:
+            out.append(t.update(k, g, lr=lr, create=c))
+            if t.row_cache:
+                for key in np.asarray(k).tolist():
+                    t.cached[key] = self.steps
+                self.counters["row_cache_update_rows"] += len(k)
+                self.counters["row_cache_fills"] += len(k)
+        return out
 
     def table(self, name):
         if name not in self.tables:
@@ -336,6 +400,122 @@ class BadInput(unittest.TestCase):
             self.assertEqual(cm.exception.code, recstore.E_CORRUPT)
         with self.assertRaises(TypeError):
             recstore.CheckpointReader(5)
+
+
+def _cached_configs(spec, nbytes, staleness, only=None):
+    cfgs = tc.configs(spec)
+    for cf in cfgs:
+        if only is None or cf.name in only:
+            cf.cache_bytes, cf.cache_staleness = nbytes, staleness
+    return cfgs
+
+
+class RowCache(unittest.TestCase):
+    """The config's cache_bytes/cache_staleness reach each table's handle,
+    the step clock advances once per training forward, cache_stats()
+    reports the client's counters since the collection opened."""
+
+    def setUp(self):
+        self.spec = tc.small_spec()
+        self.fake = FakeClient(tc.ReferenceModel(self.spec, False)
+                               .initial_rows())
+        self.bs = [x[0] for x in tc.batches(self.spec, steps=4,
+                                            weighted=False, seed=9,
+                                            overlap=True)]
+
+    def test_config_reaches_tables(self):
+        ebc = recstore.EmbeddingBagCollection(
+            self.fake, _cached_configs(self.spec, 1 << 20, 2, only={"t0"}))
+        self.assertEqual(self.fake.tables["t0"].row_cache, (1 << 20, 2))
+        self.assertIsNone(self.fake.tables["t1"].row_cache)
+        self.assertEqual(ebc.cached_tables(), {"t0": (1 << 20, 2)})
+        ebc.close()
+        spec, fake, ebc = _fresh()
+        self.assertTrue(all(t.row_cache is None
+                            for t in fake.tables.values()))
+        self.assertEqual(ebc.cached_tables(), {})
+        ebc.close()
+
+    def test_bad_cache_options(self):
+        for field, v in (("cache_bytes", -1), ("cache_bytes", 1.5),
+                         ("cache_bytes", None), ("cache_staleness", -1),
+                         ("cache_staleness", True), ("cache_staleness", "1")):
+            cfgs = tc.configs(self.spec)
+            setattr(cfgs[1], field, v)
+            with self.assertRaisesRegex(ValueError, "t1.*%s" % field):
+                recstore.EmbeddingBagCollection(self.fake, cfgs)
+
+    def test_one_step_per_training_forward(self):
+        ebc = recstore.EmbeddingBagCollection(
+            self.fake, _cached_configs(self.spec, 1 << 20, None))
+        ebc(self.bs[0]).values().sum().backward()
+        self.assertEqual(self.fake.steps, 1)
+        ebc.prefetch(self.bs[1])        # a prefetched batch: one step too
+        ebc(self.bs[1]).values().sum().backward()
+        self.assertEqual(self.fake.steps, 2)
+        ebc.eval()                      # evaluation: no step
+        ebc(self.bs[2])
+        ebc.train()
+        with torch.no_grad():
+            ebc(self.bs[2])
+        self.assertEqual(self.fake.steps, 2)
+        self.assertEqual(ebc.cache_stats()["steps"], 2)
+        ebc.close()
+
+    def test_exact_stats_since_open(self):
+        self.fake.counters["row_cache_hits"] = 100   # an earlier collection
+        self.fake.counters["reads_posted"] = 50
+        ebc = recstore.EmbeddingBagCollection(
+            self.fake, _cached_configs(self.spec, 1 << 20, None))
+        self.assertEqual(ebc.cache_stats()["hits"], 0)
+        self.assertEqual(ebc.cache_stats()["reads_posted"], 0)
+        ebc(self.bs[0]).values().sum().backward()
+        ebc.flush()
+        first = ebc.cache_stats()
+        self.assertEqual(first["hits"], 0)     # first sightings: created
+        self.assertGreater(first["update_rows"], 0)
+        self.assertEqual(first["update_rows"], first["fills"])
+        out = ebc(self.bs[0])
+        cs = ebc.cache_stats()
+        keys = sum(len(np.unique(self.bs[0].feature(f)[0].numpy()))
+                   for f in ("f2",)) + len(np.unique(np.concatenate(
+                       [self.bs[0].feature(f)[0].numpy()
+                        for f in ("f0", "f1")])))
+        self.assertEqual(cs["hits"], keys)          # every key, probed
+        self.assertEqual(cs["probes"], keys)
+        self.assertEqual(cs["stale_hits"], 0)
+        self.assertEqual(cs["bytes_saved"], keys * (FakeClient.ROW_BYTES - 16))
+        self.assertEqual(cs["bytes"], keys * FakeClient.ROW_BYTES)
+        self.assertEqual(cs["reads_posted"], keys)   # the probes
+        # the cache changes no result: a collection without one agrees
+        fresh = recstore.EmbeddingBagCollection(self.fake,
+                                                tc.configs(self.spec))
+        self.assertTrue(torch.equal(out.values().detach(),
+                                    fresh(self.bs[0]).values().detach()))
+        ebc.close()
+        fresh.close()
+
+    def test_staleness_stats(self):
+        ebc = recstore.EmbeddingBagCollection(
+            self.fake, _cached_configs(self.spec, 1 << 20, 1))
+        for b in self.bs:
+            ebc(b).values().sum().backward()
+        ebc.flush()
+        cs = ebc.cache_stats()
+        self.assertGreater(cs["stale_hits"], 0)
+        # a copy older than 1 step is probed (the fake's probes all hit)
+        self.assertEqual(cs["hits"], cs["stale_hits"] + cs["probes"])
+        self.assertLess(cs["reads_posted"], ebc.stats["lookup_keys"])
+        self.assertEqual(cs["steps"], len(self.bs))
+        ebc.close()
+
+    def test_no_cache_stats_are_zero(self):
+        spec, fake, ebc = _fresh()
+        ebc(self.bs[0]).values().sum().backward()
+        cs = ebc.cache_stats()
+        self.assertEqual(cs.pop("steps"), 1)
+        self.assertEqual(cs, {k: 0 for k in cs})
+        ebc.close()
 
 
 def _fresh(spec=None, **kw):
