@@ -72,7 +72,8 @@
  *       every key's row (RPC and READ through the cluster) must lie in
  *       [sum acked, sum acked + sum uncertain] of the stream files OUT...,
  *       and be bit-identical on every node of REPLICAS (addr,addr: an
- *       unfenced GET straight to each node).
+ *       unfenced GET straight to each node; "sets": on every member of
+ *       the key's replica set).
  *
  * SEEDS: addr:port,addr:port. Exit 0, or 1 with a message.
  */
@@ -656,6 +657,55 @@ static int do_bump(const char *seeds, int k, const char *out)
 	return 0;
 }
 
+/* Every key's row on every member of its replica set in the client's
+ * configuration (an unfenced GET straight to each): the problems; *nrep
+ * gets the nodes asked. */
+static int check_sets(struct rs_client *c, const float *row, int *nrep)
+{
+	static unsigned owners[K][PROTO_CONFIG_MAX_R];
+	static float copy[K * DIM];
+	unsigned nown[K];
+	int32_t rst[K];
+	int bad = 0;
+	size_t nn;
+
+	{
+		const struct cli_route *rt = cli_route_hold(c);
+
+		for (int i = 0; i < K; i++)
+			nown[i] = cli_route_replicas(rt, keys[i], owners[i]);
+		nn = rt->nknown;
+		cli_route_drop(c);
+	}
+	for (size_t node = 0; node < nn; node++) {
+		int want = 0;
+
+		for (int i = 0; i < K; i++)
+			for (unsigned j = 0; j < nown[i]; j++)
+				want += owners[i][j] == node;
+		if (!want)
+			continue;
+		raw_get(c, c->nodes[node].name, copy, rst);
+		(*nrep)++;
+		for (int i = 0; i < K; i++)
+			for (unsigned j = 0; j < nown[i]; j++)
+				if (owners[i][j] == node &&
+				    (rst[i] || memcmp(copy + i * DIM,
+						      row + i * DIM,
+						      DIM * sizeof(float)))) {
+					printf("key %d: replica %s has %s%.0f, "
+					       "the primary %.0f\n", i,
+					       c->nodes[node].name,
+					       rst[i] ? "no row, status " : "",
+					       rst[i] ? (double)rst[i]
+						      : copy[i * DIM],
+					       row[i * DIM]);
+					bad++;
+				}
+	}
+	return bad;
+}
+
 static int do_check(const char *seeds, const char *replicas, int nout,
 		    char **outs)
 {
@@ -713,7 +763,10 @@ static int do_check(const char *seeds, const char *replicas, int nout,
 			extra += (uint64_t)(v - (double)acked[i]);
 		}
 	}
-	snprintf(buf, sizeof(buf), "%s", replicas);
+	if (!strcmp(replicas, "sets"))
+		bad += check_sets(c, row, &nrep);
+	snprintf(buf, sizeof(buf), "%s", strcmp(replicas, "sets") ? replicas
+								  : "");
 	for (tok = strtok_r(buf, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save), nrep++) {
 		raw_get(c, tok, copy, rst);
