@@ -116,12 +116,13 @@ etcd_test_begin() {
 # lease 3 s): the caller declares `declare -A pid addr` and sets d, bin,
 # pids and etcd_initial (the first configuration's member count); wait
 # for them with node_await (sh-lib.sh; sh_dir=$d).
-# etcd_node_start I IP [EXTRA JSON FIELDS]: node nI (mem-I), its log nI.log.
+# etcd_node_start I IP [EXTRA JSON FIELDS]: node nI (mem-I), its log nI.log;
+# etcd_workers (default 2): its workers.
 etcd_node_start() {
   local n=n$1
   cat >"$d/$n.json" <<EOT
 {"name": "mem-$1", "listen": {"addr": "$2", "port": 0},
- "workers": 2, "storage": {"size": "32M"}, ${3:-}
+ "workers": ${etcd_workers:-2}, "storage": {"size": "32M"}, ${3:-}
  "coord": {"endpoints": ["$url"], "cluster": "t", "lease_ms": 3000,
            "replicas": 2, "initial_members": $etcd_initial}}
 EOT

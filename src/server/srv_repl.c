@@ -54,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/le.h"
 #include "server/srv_repl_int.h"
@@ -223,6 +224,23 @@ static struct srv_cfg *cfg_new(struct rs_server *s,
 	return g;
 }
 
+/* The test hook RS_TEST_ADOPT_HOLD=FILE: an adoption waits with the
+ * write side of the configuration lock taken while FILE exists (at most
+ * 60 s), as a long purge of rows of gained ranges would (srv_copy_plan):
+ * test_repl_fire asks CONFIG meanwhile. */
+static void adopt_test_hold(uint64_t epoch)
+{
+	const char *f = getenv("RS_TEST_ADOPT_HOLD");
+
+	if (!f || !*f || access(f, F_OK))
+		return;
+	srv_log("repl: epoch %" PRIu64 ": adoption held while %s exists",
+		epoch, f);
+	for (unsigned i = 0; i < 1200 && !access(f, F_OK); i++)
+		usleep(50000);
+	srv_log("repl: epoch %" PRIu64 ": adoption released", epoch);
+}
+
 static void adopt(struct rs_server *s, const struct memb_config *c)
 {
 	struct srv_repl *rp = &s->repl;
@@ -234,6 +252,7 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 		srv_log("repl: epoch %" PRIu64 ": out of memory; writes stay "
 			"refused until the next configuration", c->epoch);
 	pthread_rwlock_wrlock(&rp->lock);
+	adopt_test_hold(c->epoch);
 	old = rp->cur;
 	for (size_t i = 0; g && i < g->c.n; i++) {
 		const struct memb_member *m = &g->c.m[i];

@@ -68,6 +68,18 @@
  *   repl_driver open SEEDS
  *       open through SEEDS (the first may be stopped): the epoch and the
  *       CONFIG asks the client gave up after its wait for one node
+ *   repl_driver fire SEEDS SECS
+ *       two writers (threads, a client each) UPDATE every key (batches
+ *       that span every primary) for SECS seconds against nodes with one
+ *       worker each (test_repl_fire.sh): no call may fail or take 1.5 s
+ *       (a backup's timeout is 2 s), every row must equal its
+ *       acknowledged steps, and every node must have applied REPLs while
+ *       all its workers waited for their own backups
+ *       (repl.repls_all_waiting > 0: the cross wait the step hunts).
+ *   repl_driver cfgprobe SEEDS ADDR
+ *       3 concurrent CONFIG asks straight to the node at ADDR (one
+ *       connection each, from 3 threads), while that node's adoption is
+ *       held (RS_TEST_ADOPT_HOLD): each must be answered within 1 s.
  *   repl_driver check SEEDS REPLICAS OUT...
  *       every key's row (RPC and READ through the cluster) must lie in
  *       [sum acked, sum acked + sum uncertain] of the stream files OUT...,
@@ -79,6 +91,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -1121,6 +1134,209 @@ static int do_open(const char *seeds)
 	return 0;
 }
 
+/* ---- fire: writers whose batches span both primaries ---- */
+
+#define FIRE_WRITERS 2
+#define FIRE_SLOW_MS 1500.0	/* a call this long waited for a timeout */
+
+struct fire_writer {
+	const char *seeds;
+	double secs;
+	uint64_t calls, failed, slow, acked[K];
+	double longest;
+	int lasterr;
+};
+
+static void *fire_main(void *arg)
+{
+	struct fire_writer *fw = arg;
+	struct rs_client *c = open_client(fw->seeds);
+	struct rs_table *t = open_table(c);
+	static const float g1 = -1.0f;
+	float *g = malloc(sizeof(float) * K * DIM);
+	double t0 = now_ms();
+	int st[K];
+
+	if (!g)
+		die("out of memory");
+	for (int i = 0; i < K * DIM; i++)
+		g[i] = g1;
+	while (now_ms() - t0 < fw->secs * 1e3) {
+		double a = now_ms(), took;
+		int ret = rs_update(t, keys, K, g, st, 0);
+		bool all = ret >= 0;
+
+		took = now_ms() - a;
+		fw->longest = took > fw->longest ? took : fw->longest;
+		fw->slow += took >= FIRE_SLOW_MS;
+		fw->calls++;
+		for (int i = 0; i < K; i++) {
+			if (ret >= 0 && st[i] >= 0) {
+				fw->acked[i]++;
+			} else {
+				all = false;
+				fw->lasterr = ret < 0 ? ret : st[i];
+			}
+		}
+		fw->failed += !all;
+	}
+	free(g);
+	rs_client_close(&c);
+	return NULL;
+}
+
+struct fire_stat {
+	uint64_t all_waiting, failed_chunks, failed_writes;
+};
+
+static int fire_stat(void *arg, const char *tab, const char *key,
+		     uint64_t v)
+{
+	struct fire_stat *fs = arg;
+
+	if (tab)
+		return 0;
+	if (!strcmp(key, "repl.repls_all_waiting"))
+		fs->all_waiting = v;
+	else if (!strcmp(key, "repl.chunks_failed"))
+		fs->failed_chunks = v;
+	else if (!strcmp(key, "repl.failed_writes"))
+		fs->failed_writes = v;
+	return 0;
+}
+
+static int do_fire(const char *seeds, double secs)
+{
+	static struct fire_writer fw[FIRE_WRITERS];
+	pthread_t thr[FIRE_WRITERS];
+	struct rs_client *c = open_client(seeds);
+	struct rs_table *t = open_table(c);
+	static float rows[K * DIM];
+	uint64_t calls = 0, failed = 0, slow = 0;
+	double longest = 0;
+	int st[K], bad = 0, lasterr = 0;
+
+	for (int w = 0; w < FIRE_WRITERS; w++) {
+		fw[w].seeds = seeds;
+		fw[w].secs = secs;
+		if (pthread_create(&thr[w], NULL, fire_main, &fw[w]))
+			die("pthread_create");
+	}
+	for (int w = 0; w < FIRE_WRITERS; w++) {
+		pthread_join(thr[w], NULL);
+		calls += fw[w].calls;
+		failed += fw[w].failed;
+		slow += fw[w].slow;
+		longest = fw[w].longest > longest ? fw[w].longest : longest;
+		lasterr = fw[w].lasterr ? fw[w].lasterr : lasterr;
+	}
+	printf("fire: %" PRIu64 " calls of %d keys by %d writers in %.0f s, "
+	       "%" PRIu64 " failed (last error: %s), %" PRIu64 " took %.0f ms "
+	       "or more, the longest %.0f ms\n", calls, K, FIRE_WRITERS, secs,
+	       failed, failed ? rs_strerror(lasterr) : "none", slow,
+	       FIRE_SLOW_MS, longest);
+	if (rs_get(t, keys, K, rows, st, 0) < 0)
+		die("get: %s", rs_errormsg());
+	for (int i = 0; i < K; i++) {
+		uint64_t want = 0;
+
+		for (int w = 0; w < FIRE_WRITERS; w++)
+			want += fw[w].acked[i];
+		/* rows start at 0 (init) or at the steps of an earlier run:
+		 * only failures may leave a row ahead of its acked steps */
+		if (st[i] < 0 || (!failed && rows[i * DIM] != (float)want))
+			bad++;
+	}
+	for (unsigned n = 0; n < rs_client_node_count(c); n++) {
+		struct fire_stat fs = { 0 };
+
+		if (rs_node_stats_foreach(c, n, fire_stat, &fs))
+			die("stats of node %u: %s", n, rs_errormsg());
+		printf("fire: node %u: %" PRIu64 " REPLs applied while all "
+		       "its workers waited for backups, %" PRIu64 " failed "
+		       "chunks, %" PRIu64 " failed writes\n", n,
+		       fs.all_waiting, fs.failed_chunks, fs.failed_writes);
+		if (!fs.all_waiting)
+			bad++;
+		bad += fs.failed_chunks != 0;
+	}
+	rs_client_close(&c);
+	if (failed || slow)
+		die("writers whose batches span both primaries waited for "
+		    "timeouts: %" PRIu64 " failed calls, %" PRIu64 " of %.0f ms "
+		    "or more", failed, slow, FIRE_SLOW_MS);
+	if (bad)
+		die("%d wrong rows or nodes (a row other than its acked "
+		    "steps, a failed chunk, or a node where the cross wait "
+		    "did not happen)", bad);
+	return 0;
+}
+
+/* ---- cfgprobe: CONFIG while an adoption is held ---- */
+
+#define PROBES 3
+
+struct probe {
+	struct rs_client *c;
+	const char *addr;
+	double took;
+	uint64_t epoch;
+	int ret;
+	char why[256];
+};
+
+static void *probe_main(void *arg)
+{
+	struct probe *pr = arg;
+	struct cli_node n;
+	struct cli_config cfg = { 0 };
+	double t0;
+
+	memset(&n, 0, sizeof(n));
+	n.name = (char *)pr->addr;
+	n.dev = pr->c->dev;
+	n.timeout_ms = 5000;
+	if (cli_parse_node(pr->addr, n.host, sizeof(n.host), &n.port) ||
+	    cli_pool_init(&n.pool, 1))
+		die("%s: bad address", pr->addr);
+	t0 = now_ms();
+	pr->ret = cli_wire_config(&n, &cfg, 0);
+	pr->took = now_ms() - t0;
+	if (pr->ret)
+		snprintf(pr->why, sizeof(pr->why), "%s", rs_errormsg());
+	pr->epoch = cfg.epoch;
+	cli_config_free(&cfg);
+	cli_pool_destroy(&n.pool);
+	return NULL;
+}
+
+static int do_cfgprobe(const char *seeds, const char *addr)
+{
+	struct rs_client *c = open_client(seeds);
+	struct probe pr[PROBES];
+	pthread_t thr[PROBES];
+	int bad = 0;
+
+	for (int i = 0; i < PROBES; i++) {
+		pr[i] = (struct probe){ .c = c, .addr = addr };
+		if (pthread_create(&thr[i], NULL, probe_main, &pr[i]))
+			die("pthread_create");
+	}
+	for (int i = 0; i < PROBES; i++) {
+		pthread_join(thr[i], NULL);
+		printf("cfgprobe: CONFIG %d at %s: %s, epoch %" PRIu64 ", "
+		       "%.0f ms%s%s\n", i, addr, pr[i].ret ?
+		       rs_strerror(pr[i].ret) : "answered", pr[i].epoch,
+		       pr[i].took, pr[i].ret ? ": " : "", pr[i].why);
+		bad += pr[i].ret != 0 || pr[i].took >= 1000;
+	}
+	rs_client_close(&c);
+	if (bad)
+		die("%d of %d CONFIG asks not answered within 1 s while the "
+		    "node's adoption waited", bad, PROBES);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	for (int i = 0; i < K; i++)
@@ -1161,6 +1377,10 @@ int main(int argc, char **argv)
 		return do_tdir(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "open"))
 		return do_open(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "fire"))
+		return do_fire(argv[2], strtod(argv[3], NULL));
+	if (argc == 4 && !strcmp(argv[1], "cfgprobe"))
+		return do_cfgprobe(argv[2], argv[3]);
 	if (argc >= 5 && !strcmp(argv[1], "check"))
 		return do_check(argv[2], argv[3], argc - 4, argv + 4);
 	fprintf(stderr, "usage: repl_driver init|stream|read|check ...\n");
