@@ -150,20 +150,63 @@ static void fd_drain(int fd)
 
 /* ---- the receive gate: leader/followers ---- */
 
-/* Become the leader (the one worker receiving); false when stopping. */
-static bool gate_enter(struct rs_server *s)
+/* gate.lock held: the worker threads that receive or handle now (not
+ * waiting for backups, not parked as spares). */
+static unsigned running_locked(const struct srv_gate *g)
+{
+	return g->nthreads - g->nwaiting - g->nparked;
+}
+
+/* gate.lock held: move up to a batch of handed-over messages to w. */
+static void ho_take_locked(struct srv_gate *g, struct srv_worker *w)
+{
+	w->bhead = 0;
+	w->blen = 0;
+	while (g->ho_len && w->blen < SRV_RECV_BATCH) {
+		struct srv_handoff *h = &g->ho[g->ho_head];
+
+		w->batch[w->blen] = h->m;
+		w->admitted[w->blen++] = h->admitted;
+		g->ho_head = (g->ho_head + 1) % g->ho_cap;
+		g->ho_len--;
+	}
+}
+
+enum { GATE_STOP, GATE_RECV, GATE_HANDOFF };
+
+/* What w does next: become the leader (the one worker receiving:
+ * GATE_RECV), handle messages a waiting worker handed over (in w's
+ * batch: GATE_HANDOFF), or leave (GATE_STOP). A thread in excess of the
+ * configured workers (a wait ended) parks here as a spare. */
+static int gate_enter(struct rs_server *s, struct srv_worker *w)
 {
 	struct srv_gate *g = &s->gate;
-	bool ok;
+	int how = GATE_STOP;
 
 	pthread_mutex_lock(&g->lock);
-	while ((g->inside || g->closers) && !atomic_load(&s->stopping))
+	while (!atomic_load(&s->stopping)) {
+		if (running_locked(g) > s->o.workers) {
+			g->nparked++;
+			while (!g->wakes && !atomic_load(&s->stopping))
+				pthread_cond_wait(&g->spare_cv, &g->lock);
+			if (g->wakes)
+				g->wakes--;	/* the waker counted us out */
+			continue;
+		}
+		if (g->ho_len) {
+			ho_take_locked(g, w);
+			how = GATE_HANDOFF;
+			break;
+		}
+		if (!g->inside && !g->closers) {
+			g->inside = 1;
+			how = GATE_RECV;
+			break;
+		}
 		pthread_cond_wait(&g->cond, &g->lock);
-	ok = !atomic_load(&s->stopping);
-	if (ok)
-		g->inside = 1;
+	}
 	pthread_mutex_unlock(&g->lock);
-	return ok;
+	return how;
 }
 
 /* Hand the leadership over (and let a waiting closer in). */
@@ -209,6 +252,147 @@ static void gate_reopen(struct rs_server *s)
 	pthread_mutex_lock(&g->lock);
 	g->closers--;
 	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* ---- waits: a write waiting for its backups never stops receiving ----
+ *
+ * A replicated write (and a COPY served) waits in srv_repl_wait() until
+ * its backups applied its records, and a backup applies them only when
+ * one of its workers receives the REPL. Two nodes whose workers all wait
+ * for each other would receive nothing (the REPLs each waits for sit in
+ * the other's receive queue, or in the rest of a waiting worker's batch)
+ * until a backup's timeout failed the writes (docs/replication.md, "A
+ * waiting write never keeps a node from receiving"). So a worker about
+ * to wait (srv_wait_begin):
+ *   - hands the rest of its batch over (gate.ho, a ring under gate.lock):
+ *     the next worker at the gate handles it before it receives;
+ *   - when no other thread is left to receive or handle (all wait, or
+ *     are parked), wakes a parked spare or starts one.
+ * A wait's end (srv_wait_end) only counts; a thread that finds more
+ * threads running than the configured workers at the gate parks as a
+ * spare. So at most o.workers threads run besides the waiting ones, and
+ * at least one always can receive. REPL and CONFIG never wait for a
+ * backup, so a running thread always makes progress, and so do the
+ * waits. Requests that may wait take a slot first (srv_wait_reserve, at
+ * most SRV_WAITS_MAX; over it RS_E_BUSY before any work): then
+ * o.workers + SRV_WAITS_MAX threads are always enough, and that bounds
+ * the spares. The handover ring holds received messages only, bounded
+ * by the listener's receive buffers.
+ *
+ * Cost: nothing outside a cluster (no write waits); in one, a gate.lock
+ * round per waiting write, and a spare thread's wake-up only when every
+ * worker waits (with one worker: every replicated write).
+ */
+static _Thread_local struct srv_worker *cur_worker;
+
+static void *worker_main(void *arg);
+
+/* gate.lock held: one more worker thread, a spare. */
+static void spare_start_locked(struct rs_server *s)
+{
+	struct srv_gate *g = &s->gate;
+	struct srv_worker *w;
+	int ret;
+
+	if (g->nthreads >= s->o.workers + SRV_WAITS_MAX)
+		return;
+	w = &s->workers[g->nthreads];
+	w->srv = s;
+	w->idx = g->nthreads;
+	if (!w->reply && !(w->reply = malloc(s->reply_limit))) {
+		srv_log("spare worker: out of memory: receiving waits for a "
+			"write's backups");
+		return;
+	}
+	g->nthreads++;
+	ret = pthread_create(&w->thr, NULL, worker_main, w);
+	if (ret) {
+		g->nthreads--;
+		srv_log("spare worker: pthread_create: %s: receiving waits "
+			"for a write's backups", strerror(ret));
+		return;
+	}
+	w->started = true;
+	atomic_fetch_add(&s->spares_started, 1);
+}
+
+/* gate.lock held: hand m over; false when out of memory (it stays). */
+static bool ho_push_locked(struct srv_gate *g, const struct rv_msg *m,
+			   bool admitted)
+{
+	if (g->ho_len == g->ho_cap) {
+		unsigned cap = g->ho_cap ? 2 * g->ho_cap : 4 * SRV_RECV_BATCH;
+		struct srv_handoff *n = malloc(cap * sizeof(*n));
+
+		if (!n)
+			return false;
+		for (unsigned i = 0; i < g->ho_len; i++)
+			n[i] = g->ho[(g->ho_head + i) % g->ho_cap];
+		free(g->ho);
+		g->ho = n;
+		g->ho_head = 0;
+		g->ho_cap = cap;
+	}
+	g->ho[(g->ho_head + g->ho_len++) % g->ho_cap] =
+		(struct srv_handoff){ .m = *m, .admitted = admitted };
+	return true;
+}
+
+bool srv_wait_reserve(struct rs_server *s)
+{
+	if (atomic_fetch_add(&s->waits, 1) < SRV_WAITS_MAX)
+		return true;
+	atomic_fetch_sub(&s->waits, 1);
+	atomic_fetch_add(&s->waits_refused, 1);
+	return false;
+}
+
+void srv_wait_unreserve(struct rs_server *s)
+{
+	atomic_fetch_sub(&s->waits, 1);
+}
+
+void srv_wait_begin(struct rs_server *s)
+{
+	struct srv_worker *w = cur_worker;
+	struct srv_gate *g = &s->gate;
+
+	if (!w || w->srv != s)
+		return;		/* not a worker: it receives nothing */
+	pthread_mutex_lock(&g->lock);
+	atomic_store(&s->waiting, ++g->nwaiting);
+	while (w->blen) {
+		const struct rv_msg *m = &w->batch[w->bhead];
+
+		if (m->conn && !ho_push_locked(g, m, w->admitted[w->bhead]))
+			break;	/* out of memory: handled after the wait */
+		w->bhead = (w->bhead + 1) % SRV_RECV_BATCH;
+		w->blen--;
+	}
+	if (!running_locked(g) && !atomic_load(&s->stopping)) {
+		if (g->nparked) {
+			g->nparked--;
+			g->wakes++;
+			pthread_cond_signal(&g->spare_cv);
+		} else {
+			spare_start_locked(s);
+		}
+	}
+	if (g->ho_len)
+		pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+void srv_wait_end(struct rs_server *s)
+{
+	struct srv_worker *w = cur_worker;
+	struct srv_gate *g = &s->gate;
+
+	if (!w || w->srv != s)
+		return;
+	pthread_mutex_lock(&g->lock);
+	atomic_store(&s->waiting, --g->nwaiting);
 	pthread_mutex_unlock(&g->lock);
 }
 
@@ -829,69 +1013,80 @@ static bool worker_handle(struct srv_worker *w, struct rv_msg *m,
 	return more;
 }
 
-/* Handle a batch; messages taken over from conn queues go to its end,
- * already admitted (their conn's active count includes them). */
-static void worker_batch(struct srv_worker *w, struct rv_msg *q, int n)
+/* Handle w's batch; messages taken over from conn queues go to its end,
+ * already admitted (their conn's active count includes them). A wait
+ * for backups may hand the rest over meanwhile (srv_wait_begin). */
+static void worker_batch(struct srv_worker *w)
 {
-	bool admitted[SRV_RECV_BATCH] = { false };
-	unsigned head = 0, len = (unsigned)n, tail;
 	struct rv_msg m, next;
+	unsigned tail;
 	bool ok;
 
-	while (len) {
-		m = q[head];
-		ok = admitted[head];
-		head = (head + 1) % SRV_RECV_BATCH;
-		len--;
+	while (w->blen) {
+		m = w->batch[w->bhead];
+		ok = w->admitted[w->bhead];
+		w->bhead = (w->bhead + 1) % SRV_RECV_BATCH;
+		w->blen--;
 		if (!m.conn)
 			continue;
 		if (!ok && !conn_admit(rv_conn_user(m.conn), &m))
 			continue;
 		if (worker_handle(w, &m, &next)) {
-			tail = (head + len++) % SRV_RECV_BATCH;
-			q[tail] = next;
-			admitted[tail] = true;
+			tail = (w->bhead + w->blen++) % SRV_RECV_BATCH;
+			w->batch[tail] = next;
+			w->admitted[tail] = true;
 		}
 	}
+}
+
+/* Leader: receive a batch into w (0: none). */
+static int worker_recv(struct srv_worker *w)
+{
+	struct rs_server *s = w->srv;
+	int n = rv_listener_recv(s->l, w->batch, SRV_RECV_BATCH,
+				 atomic_load(&s->wake) ?
+					 SRV_RECV_TIMEOUT_WAKE_MS :
+					 SRV_RECV_TIMEOUT_MS);
+
+	for (int i = 0; i < n; i++) {
+		struct srv_conn *c = conn_of(s, w->batch[i].conn, false);
+
+		w->admitted[i] = false;
+		if (!c) { /* out of memory: drop the message */
+			rv_msg_release(&w->batch[i]);
+			w->batch[i].conn = NULL;
+			continue;
+		}
+		atomic_fetch_add(&c->held, 1);
+	}
+	gate_leave(s);
+	w->bhead = 0;
+	w->blen = n > 0 ? (unsigned)n : 0;
+	if (n < 0 && n != RS_E_TIMEOUT) {
+		srv_log("worker %u: receive failed: %s", w->idx,
+			rs_errormsg());
+		s->fatal = n;
+		rs_server_stop(s);
+		return n;
+	}
+	return 0;
 }
 
 static void *worker_main(void *arg)
 {
 	struct srv_worker *w = arg;
 	struct rs_server *s = w->srv;
-	struct rv_msg msgs[SRV_RECV_BATCH];
 	char name[16];
-	int n;
+	int how;
 
+	cur_worker = w;
 	snprintf(name, sizeof(name), "rs-worker-%u", w->idx);
 	pthread_setname_np(pthread_self(), name);
 	srv_numa_bind_thread(&s->numa);
-	while (gate_enter(s)) {
-		n = rv_listener_recv(s->l, msgs, SRV_RECV_BATCH,
-				     atomic_load(&s->wake) ?
-					     SRV_RECV_TIMEOUT_WAKE_MS :
-					     SRV_RECV_TIMEOUT_MS);
-		for (int i = 0; i < n; i++) {
-			struct srv_conn *c = conn_of(s, msgs[i].conn, false);
-
-			if (!c) { /* out of memory: drop the message */
-				rv_msg_release(&msgs[i]);
-				msgs[i].conn = NULL;
-				continue;
-			}
-			atomic_fetch_add(&c->held, 1);
-		}
-		gate_leave(s);
-		if (n == RS_E_TIMEOUT)
-			continue;
-		if (n < 0) {
-			srv_log("worker %u: receive failed: %s", w->idx,
-				rs_errormsg());
-			s->fatal = n;
-			rs_server_stop(s);
+	while ((how = gate_enter(s, w)) != GATE_STOP) {
+		if (how == GATE_RECV && worker_recv(w))
 			break;
-		}
-		worker_batch(w, msgs, n);
+		worker_batch(w);
 	}
 	return NULL;
 }
@@ -914,7 +1109,8 @@ static void worker_free(struct srv_worker *w)
 
 static int workers_start(struct rs_server *s)
 {
-	s->workers = calloc(s->o.workers, sizeof(*s->workers));
+	s->workers = calloc(s->o.workers + SRV_WAITS_MAX,
+			    sizeof(*s->workers));
 	if (!s->workers)
 		return rs_seterr(-ENOMEM, "workers: out of memory");
 	for (unsigned i = 0; i < s->o.workers; i++) {
@@ -926,7 +1122,12 @@ static int workers_start(struct rs_server *s)
 		w->reply = malloc(s->reply_limit);
 		if (!w->reply)
 			return rs_seterr(-ENOMEM, "worker %u: out of memory", i);
+		pthread_mutex_lock(&s->gate.lock);
+		s->gate.nthreads++;	/* before it runs: see running_locked */
 		ret = pthread_create(&w->thr, NULL, worker_main, w);
+		if (ret)
+			s->gate.nthreads--;
+		pthread_mutex_unlock(&s->gate.lock);
 		if (ret)
 			return rs_seterr(-ret, "starting worker %u: %s", i,
 					 strerror(ret));
@@ -936,13 +1137,41 @@ static int workers_start(struct rs_server *s)
 	return 0;
 }
 
+/* After the workers left: messages still handed over are released. */
+static void handoff_drop(struct rs_server *s)
+{
+	struct srv_gate *g = &s->gate;
+
+	while (g->ho_len) {
+		struct rv_msg m = g->ho[g->ho_head].m;
+		struct srv_conn *c = rv_conn_user(m.conn);
+
+		g->ho_head = (g->ho_head + 1) % g->ho_cap;
+		g->ho_len--;
+		rv_msg_release(&m);
+		conn_release(c);
+	}
+	free(g->ho);
+	g->ho = NULL;
+	g->ho_cap = g->ho_head = 0;
+}
+
 static void workers_stop(struct rs_server *s)
 {
+	unsigned n;
+
 	atomic_store(&s->stopping, true);
 	pthread_mutex_lock(&s->gate.lock);
 	pthread_cond_broadcast(&s->gate.cond);
+	pthread_cond_broadcast(&s->gate.spare_cv);
+	n = s->gate.nthreads;	/* no spare starts once stopping is set */
 	pthread_mutex_unlock(&s->gate.lock);
-	for (unsigned i = 0; s->workers && i < s->o.workers; i++) {
+	for (unsigned i = 0; s->workers && i < s->o.workers + SRV_WAITS_MAX;
+	     i++) {
+		if (i >= n) {
+			worker_free(&s->workers[i]);
+			continue;
+		}
 		struct timespec ts;
 
 		while (s->workers[i].started) {
@@ -954,6 +1183,9 @@ static void workers_stop(struct rs_server *s)
 		}
 		worker_free(&s->workers[i]);
 	}
+	handoff_drop(s);
+	s->gate.nthreads = s->gate.nwaiting = s->gate.nparked = 0;
+	s->gate.wakes = 0;
 	free(s->workers);
 	s->workers = NULL;
 	s->nworkers = 0;
@@ -1191,6 +1423,7 @@ RS_EXPORT int rs_server_open(struct rs_server **out,
 	s->stop_fd = s->poke_fd = -1;
 	pthread_mutex_init(&s->gate.lock, NULL);
 	pthread_cond_init(&s->gate.cond, NULL);
+	pthread_cond_init(&s->gate.spare_cv, NULL);
 	pthread_mutex_init(&s->conns_lock, NULL);
 	srv_ckpt_init(s);
 	srv_repl_init(s);
@@ -1271,6 +1504,7 @@ RS_EXPORT void rs_server_close(struct rs_server **sp)
 	srv_opts_free(&s->o);
 	pthread_mutex_destroy(&s->conns_lock);
 	srv_ckpt_destroy(s);
+	pthread_cond_destroy(&s->gate.spare_cv);
 	pthread_cond_destroy(&s->gate.cond);
 	pthread_mutex_destroy(&s->gate.lock);
 	free(s);

@@ -518,6 +518,11 @@ int srv_copy_serve(struct rs_server *s, const struct proto_copy_req *m,
 	}
 	c.r.n = m->nranges;
 	ranges_norm(&c.r);
+	if (!(q.slot = srv_wait_reserve(s))) {
+		ret = rs_seterr(RS_E_BUSY, "COPY: %u requests of this node "
+				"wait for their backups: retry", SRV_WAITS_MAX);
+		goto out;
+	}
 	out->done = slab_iterate_from(t->st, &cursor, scan_key, &c) == 0;
 	out->cursor = cursor;
 	pthread_mutex_lock(&rp->order);

@@ -1281,6 +1281,12 @@ static void do_keyed_cluster(struct req *r)
 		srv_repl_exit(s, &q);
 		return;
 	}
+	if (!(q.slot = srv_wait_reserve(s))) {
+		reply_error(r, r->op, RS_E_BUSY, "%u requests of this node "
+			    "wait for their backups: retry", SRV_WAITS_MAX);
+		srv_repl_exit(s, &q);
+		return;
+	}
 	r->defer = true;
 	tag.client = k->client;
 	tag.seq = k->seq;
@@ -1528,6 +1534,10 @@ static void do_repl(struct req *r)
 	if (repl_record_once(r, m, t->id, st))
 		goto out;
 	atomic_fetch_add(&s->repl.applied, m->n);
+	/* received although every worker waits for its own backups: the
+	 * cross wait of two nodes that srv_wait_begin() resolves */
+	if (atomic_load(&s->waiting) >= s->o.workers)
+		atomic_fetch_add(&s->repl.repls_all_waiting, 1);
 	reply_statuses(r, st, m->n);
 out:
 	if (entered)

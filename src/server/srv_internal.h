@@ -56,6 +56,11 @@
 
 #define SRV_MAX_WORKERS 256
 #define SRV_RECV_BATCH 16	  /* messages taken per rv_listener_recv */
+/* Requests that may wait for backups at once (replicated writes, COPY
+ * served), and the spare worker threads that take over receiving for
+ * them (server.c, "waits"); a write over the bound is answered
+ * RS_E_BUSY before any work. */
+#define SRV_WAITS_MAX 32u
 #define SRV_RECV_TIMEOUT_MS 1000  /* the leader re-checks "stop" this often */
 #define SRV_RECV_TIMEOUT_WAKE_MS 60000 /* ... when it can be woken */
 #define SRV_WAKE_LEN 16		  /* wake message: magic + node id */
@@ -444,6 +449,7 @@ void srv_once_stats(struct srv_once *o, struct srv_once_counts *out);
 
 
 struct srv_cfg;
+struct srv_cfg_view;
 struct srv_chunk;
 /* Table names (srv_copy.c). */
 #define SRV_TNAMES_MAX (2u * SLAB_MAX_TABLES)
@@ -459,6 +465,17 @@ struct srv_repl {
 					   then hands over configurations */
 	pthread_rwlock_t lock;		/* cur; held by requests (read) */
 	struct srv_cfg *cur;		/* NULL: no configuration yet */
+	/* what CONFIG answers: cur's immutable view, published with cur
+	 * under `lock`'s write side and read under view_lock (held only to
+	 * take a reference), so CONFIG never waits for an adoption */
+	pthread_mutex_t view_lock;
+	struct srv_cfg_view *view;	/* NULL: no configuration yet */
+	atomic_bool adopting;		/* an adoption waits for or holds
+					   `lock`'s write side */
+	_Atomic uint64_t configs_adopting;	/* CONFIGs answered then */
+	_Atomic uint64_t repls_all_waiting;	/* REPLs applied while every
+						   worker of the node waited
+						   for its backups */
 	pthread_mutex_t order;		/* apply + queue of replicated writes */
 	_Atomic uint64_t epoch;		/* cur's, for STATS */
 	_Atomic uint64_t forwarded_writes, failed_writes, refused, applied;
@@ -523,6 +540,7 @@ struct srv_repl {
 struct srv_repl_req {
 	struct srv_cfg *cfg;
 	bool held;
+	bool slot;		/* holds a wait slot (srv_wait_reserve) */
 	unsigned nchunks, cap;
 	struct srv_chunk **chunks;
 	unsigned *chunk_peer;
@@ -532,6 +550,7 @@ struct srv_repl_stats {
 	uint64_t epoch, forwarded_writes, failed_writes, refused, applied;
 	uint64_t synced, copied_rows, copies_done, copy_failures, gained;
 	uint64_t held, parallel, busy_writes;
+	uint64_t configs_adopting, repls_all_waiting;
 	uint64_t tables_created, tables_dropped, freed_rows;
 	uint64_t chunks_shipped, chunks_failed, queued, busy_repls;
 	bool active;
@@ -746,10 +765,31 @@ struct srv_worker {
 	void *images;	/* an UPDATE's row images (PROTO_KF_ROWS) */
 	size_t images_cap;
 	void *reply;		/* the reply being built: reply_limit bytes */
+	/* the batch being handled, a ring (server.c): a worker about to
+	 * wait for backups hands what is left of it over (srv_wait_begin) */
+	struct rv_msg batch[SRV_RECV_BATCH];
+	bool admitted[SRV_RECV_BATCH];
+	unsigned bhead, blen;
+};
+
+/* A received message another worker handles (server.c, "waits"). */
+struct srv_handoff {
+	struct rv_msg m;
+	bool admitted;
 };
 
 /* Grow *buf to at least bytes. 0 or -ENOMEM. */
 int srv_scratch(void **buf, size_t *cap, size_t bytes);
+
+/* Waits for backups (server.c, "waits"). A request that may wait takes
+ * a slot first (false: SRV_WAITS_MAX wait, answer RS_E_BUSY); around the
+ * wait itself, a worker hands the rest of its batch and, when no other
+ * worker is left to receive, the receiving to a spare thread. Both are
+ * no-ops on threads that are not workers. */
+bool srv_wait_reserve(struct rs_server *s);
+void srv_wait_unreserve(struct rs_server *s);
+void srv_wait_begin(struct rs_server *s);
+void srv_wait_end(struct rs_server *s);
 
 /* Handle one received message completely: decode, run, reply. */
 void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
@@ -762,6 +802,12 @@ struct srv_gate {
 	pthread_cond_t cond;
 	unsigned inside;	/* 1: a leader is receiving (and counting) */
 	unsigned closers;	/* run thread closing conns */
+	/* waits (server.c): worker threads started (configured + spares),
+	 * waiting for backups, parked as spares; wakes owed to parked ones */
+	unsigned nthreads, nwaiting, nparked, wakes;
+	pthread_cond_t spare_cv;
+	struct srv_handoff *ho;	/* ring of ho_cap, ho_len from ho_head */
+	unsigned ho_head, ho_len, ho_cap;
 };
 
 /* A thread calling fn(arg) every interval_ms until stopped
@@ -853,8 +899,11 @@ struct rs_server {
 	_Atomic uint64_t dead_releases;
 #endif
 
-	struct srv_worker *workers;
+	struct srv_worker *workers;	/* o.workers + SRV_WAITS_MAX */
 	unsigned nworkers;
+	atomic_uint waits;		/* slots taken (srv_wait_reserve) */
+	atomic_uint waiting;		/* gate.nwaiting, for reading */
+	_Atomic uint64_t spares_started, waits_refused;
 
 	/* wake connection: the node's own client conn to its listener */
 	struct rv_conn *_Atomic wake;

@@ -15,7 +15,12 @@
  * with tryrdlock: while a new configuration waits to be adopted they are
  * answered RS_E_EPOCH at once (the client refreshes and retries), which
  * also breaks the cycle of two nodes each adopting while their writes wait
- * for the other's backup apply.
+ * for the other's backup apply. CONFIG takes no side of `lock`: it answers
+ * from an immutable view published with the configuration ("what CONFIG
+ * answers" below), so it never waits for an adoption. A worker waiting
+ * for its write's backups lets the node go on receiving (srv_wait_begin,
+ * server.c "waits"): two nodes whose writes wait for each other's REPL
+ * apply both still receive the REPLs.
  *
  * The fence. In a cluster every write (GET_OR_INIT, PUT, UPDATE, DELETE)
  * must carry PROTO_KF_EPOCH with the node's epoch, the node must be an
@@ -155,10 +160,78 @@ static void peer_free(struct srv_peer *p)
 	free(p);
 }
 
+/* ---- what CONFIG answers ----
+ *
+ * An immutable view of a configuration, built with it and published
+ * with it (under the write side of `lock`). CONFIG takes a reference
+ * under view_lock, a mutex held only for that and for the swap, never
+ * across a wait: so CONFIG never waits for an adoption, which may hold
+ * or wait for `lock`'s write side for as long as the writes in flight
+ * wait for their backups (or a purge of gained ranges takes), exactly
+ * when clients that got RS_E_EPOCH ask CONFIG. The fields that change
+ * without a new configuration (the read lease's age, readiness) are
+ * read from atomics when the reply is built. */
+struct srv_cfg_view {
+	atomic_uint refs;	/* taken under view_lock only */
+	struct proto_config pc;	/* age_ms, lease_ms, ready: per reply */
+	int self;		/* g->self */
+	struct proto_member mm[];	/* pc.n */
+};
+
+static struct srv_cfg_view *view_new(const struct srv_cfg *g)
+{
+	struct srv_cfg_view *v = calloc(1, sizeof(*v) +
+					g->c.n * sizeof(v->mm[0]));
+
+	if (!v)
+		return NULL;
+	v->refs = 1;
+	v->self = g->self;
+	v->pc.epoch = g->c.epoch;
+	v->pc.r = g->c.r;
+	v->pc.vnodes = g->c.vnodes;
+	v->pc.n = (uint32_t)g->c.n;
+	v->pc.self = g->self >= 0 ? (uint32_t)g->self : PROTO_CONFIG_NO_SELF;
+	for (size_t i = 0; i < g->c.n; i++) {
+		/* clients route to a leaving member as to an active one: it
+		 * serves until it is down */
+		v->mm[i].state = memb_serves(g->c.m[i].state)
+					 ? PROTO_MEMBER_ACTIVE
+					 : (uint32_t)g->c.m[i].state;
+		snprintf(v->mm[i].id, sizeof(v->mm[i].id), "%s",
+			 g->c.m[i].id);
+		snprintf(v->mm[i].addr, sizeof(v->mm[i].addr), "%s",
+			 g->c.m[i].addr);
+	}
+	return v;
+}
+
+static void view_put(struct srv_cfg_view *v)
+{
+	if (v && atomic_fetch_sub(&v->refs, 1) == 1)
+		free(v);
+}
+
+/* Make g's view (NULL: none) the one CONFIG answers; `lock` held for
+ * writing. */
+static void view_publish(struct srv_repl *rp, struct srv_cfg *g)
+{
+	struct srv_cfg_view *old;
+
+	pthread_mutex_lock(&rp->view_lock);
+	old = rp->view;
+	rp->view = g ? g->view : NULL;
+	if (rp->view)
+		atomic_fetch_add(&rp->view->refs, 1);
+	pthread_mutex_unlock(&rp->view_lock);
+	view_put(old);
+}
+
 static void cfg_free(struct srv_cfg *g, bool peers)
 {
 	if (!g)
 		return;
+	view_put(g->view);
 	for (size_t i = 0; peers && g->peer && i < g->c.n; i++)
 		peer_free(g->peer[i]);
 	free(g->peer);
@@ -221,6 +294,10 @@ static struct srv_cfg *cfg_new(struct rs_server *s,
 		if (m->state != MEMB_DOWN)
 			g->tself = (int)i;
 	}
+	if (!(g->view = view_new(g))) {
+		cfg_free(g, false);
+		return NULL;
+	}
 	return g;
 }
 
@@ -251,6 +328,7 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 	if (!g)
 		srv_log("repl: epoch %" PRIu64 ": out of memory; writes stay "
 			"refused until the next configuration", c->epoch);
+	atomic_store(&rp->adopting, true);
 	pthread_rwlock_wrlock(&rp->lock);
 	adopt_test_hold(c->epoch);
 	old = rp->cur;
@@ -284,10 +362,12 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 		g = NULL;
 	}
 	rp->cur = g;
+	view_publish(rp, g);
 	atomic_store(&rp->epoch, g ? g->c.epoch : 0);
 	drained = g && g->tself < 0 && old && old->self >= 0 &&
 		  old->c.m[old->self].state == MEMB_LEAVING;
 	pthread_rwlock_unlock(&rp->lock);
+	atomic_store(&rp->adopting, false);
 	cfg_free(old, true);
 	if (!g)
 		srv_log("repl: epoch %" PRIu64 " not adopted%s%s: writes are "
@@ -431,6 +511,7 @@ int srv_repl_init(struct rs_server *s)
 	pthread_rwlock_init(&rp->lock, &a);
 	pthread_rwlockattr_destroy(&a);
 	pthread_mutex_init(&rp->order, NULL);
+	pthread_mutex_init(&rp->view_lock, NULL);
 	pthread_mutex_init(&rp->plock, NULL);
 	pthread_cond_init(&rp->pcv, NULL);
 	if (srv_once_init(&rp->once))
@@ -450,11 +531,13 @@ void srv_repl_fini(struct rs_server *s)
 		free(rp->pending[rp->npending]);
 	}
 	srv_copy_fini(s);
+	view_publish(rp, NULL);
 	cfg_free(rp->cur, true);
 	rp->cur = NULL;
 	srv_once_fini(&rp->once);
 	pthread_cond_destroy(&rp->pcv);
 	pthread_mutex_destroy(&rp->plock);
+	pthread_mutex_destroy(&rp->view_lock);
 	pthread_mutex_destroy(&rp->order);
 	pthread_rwlock_destroy(&rp->lock);
 }
@@ -585,6 +668,8 @@ void srv_repl_exit(struct rs_server *s, struct srv_repl_req *q)
 	}
 	free(q->chunks);
 	free(q->chunk_peer);
+	if (q->slot)
+		srv_wait_unreserve(s);
 	if (q->held)
 		pthread_rwlock_unlock(&s->repl.lock);
 	memset(q, 0, sizeof(*q));
@@ -992,6 +1077,10 @@ int srv_repl_wait(struct rs_server *s, struct srv_repl_req *q)
 	uint64_t epoch = q->cfg->c.epoch, deadline = 0, busy_since = 0;
 	int first = 0;
 
+	/* on a worker: the node goes on receiving meanwhile (server.c,
+	 * "waits"), so a backup waiting for this node's REPL apply never
+	 * waits for this wait */
+	srv_wait_begin(s);
 	for (;;) {
 		struct repl_post post[REPL_POSTS];
 		unsigned wait, np = claim_idle(q, post, &wait), busy = 0;
@@ -1038,6 +1127,7 @@ int srv_repl_wait(struct rs_server *s, struct srv_repl_req *q)
 		}
 		await_peer(q, wait);
 	}
+	srv_wait_end(s);
 	if (!first)
 		first = chunks_result(q);
 	if (first == RS_E_BUSY)
@@ -1056,54 +1146,39 @@ bool srv_repl_pending(const struct srv_repl_req *q)
 
 /* ---- CONFIG ---- */
 
+/* Served from the published view: never waits for the configuration
+ * lock (see "what CONFIG answers" above). */
 int srv_repl_config(struct rs_server *s, void *buf, size_t cap,
 		    const struct proto_hdr *h)
 {
 	struct srv_repl *rp = &s->repl;
 	struct proto_config pc = { .self = PROTO_CONFIG_NO_SELF };
-	struct proto_member *mm = NULL;
-	struct srv_cfg *g;
+	struct srv_cfg_view *v;
 	int len;
 
-	pthread_rwlock_rdlock(&rp->lock);
-	g = rp->cur;
-	if (g && g->c.n && !(mm = calloc(g->c.n, sizeof(*mm)))) {
-		pthread_rwlock_unlock(&rp->lock);
-		return rs_seterr(-ENOMEM, "CONFIG: out of memory");
-	}
-	if (g) {
+	if (atomic_load(&rp->adopting))
+		atomic_fetch_add(&rp->configs_adopting, 1);
+	pthread_mutex_lock(&rp->view_lock);
+	v = rp->view;
+	if (v)
+		atomic_fetch_add(&v->refs, 1);
+	pthread_mutex_unlock(&rp->view_lock);
+	if (v) {
 		int64_t read = atomic_load(&rp->read_ms);
 		int64_t age = (int64_t)mono_ms() - read;
 
-		pc.epoch = g->c.epoch;
+		pc = v->pc;
 		pc.age_ms = PROTO_CONFIG_AGE_NONE;
-		if (read > 0 && atomic_load(&rp->seen) == g->c.epoch)
+		if (read > 0 && atomic_load(&rp->seen) == pc.epoch)
 			pc.age_ms = age < 0 ? 0 : age >= PROTO_CONFIG_AGE_NONE
 						       ? PROTO_CONFIG_AGE_NONE - 1
 						       : (uint32_t)age;
 		pc.lease_ms = rp->lease_ms;
-		if (g->self >= 0 && atomic_load(&rp->ready) == g->c.epoch)
-			pc.ready = g->c.epoch;
-		pc.r = g->c.r;
-		pc.vnodes = g->c.vnodes;
-		pc.n = (uint32_t)g->c.n;
-		pc.self = g->self >= 0 ? (uint32_t)g->self
-				       : PROTO_CONFIG_NO_SELF;
-		for (size_t i = 0; i < g->c.n; i++) {
-			/* clients route to a leaving member as to an
-			 * active one: it serves until it is down */
-			mm[i].state = memb_serves(g->c.m[i].state)
-					      ? PROTO_MEMBER_ACTIVE
-					      : (uint32_t)g->c.m[i].state;
-			snprintf(mm[i].id, sizeof(mm[i].id), "%s",
-				 g->c.m[i].id);
-			snprintf(mm[i].addr, sizeof(mm[i].addr), "%s",
-				 g->c.m[i].addr);
-		}
+		if (v->self >= 0 && atomic_load(&rp->ready) == pc.epoch)
+			pc.ready = pc.epoch;
 	}
-	pthread_rwlock_unlock(&rp->lock);
-	len = proto_enc_config_reply(buf, cap, h, &pc, mm);
-	free(mm);
+	len = proto_enc_config_reply(buf, cap, h, &pc, v ? v->mm : NULL);
+	view_put(v);
 	return len;
 }
 
@@ -1122,6 +1197,8 @@ void srv_repl_stats(struct rs_server *s, struct srv_repl_stats *st)
 	st->held = atomic_load(&rp->held);
 	st->parallel = atomic_load(&rp->parallel);
 	st->busy_writes = atomic_load(&rp->busy_writes);
+	st->configs_adopting = atomic_load(&rp->configs_adopting);
+	st->repls_all_waiting = atomic_load(&rp->repls_all_waiting);
 	st->copied_rows = atomic_load(&rp->copied_rows);
 	st->copies_done = atomic_load(&rp->copies_done);
 	st->copy_failures = atomic_load(&rp->copy_failures);

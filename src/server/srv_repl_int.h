@@ -85,6 +85,8 @@ struct srv_cfg {
 	struct srv_gain *gain;	/* ranges to copy in (adjacent ones
 				   of one source merged) */
 	size_t ngain;
+	struct srv_cfg_view *view;	/* what CONFIG answers (one
+					   reference) */
 };
 
 static inline const struct memb_placement *srv_cfg_target(

@@ -534,6 +534,9 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		TRY(add(l, N, "repl.parallel_repls", rs.parallel));
 		TRY(add(l, N, "repl.busy_repls", rs.busy_repls));
 		TRY(add(l, N, "repl.busy_writes", rs.busy_writes));
+		TRY(add(l, N, "repl.configs_while_adopting",
+			rs.configs_adopting));
+		TRY(add(l, N, "repl.repls_all_waiting", rs.repls_all_waiting));
 		TRY(add(l, N, "repl.queued_records", rs.queued));
 		TRY(add(l, N, "repl.synced_epoch", rs.synced));
 		TRY(add(l, N, "repl.ranges_to_copy", rs.gained));
@@ -576,6 +579,10 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 	TRY(add(l, N, "auth_accepted", atomic_load(&s->auth.accepted)));
 	TRY(add(l, N, "auth_refused", srv_auth_refused(s)));
 	TRY(add(l, N, "workers", s->nworkers));
+	TRY(add(l, N, "workers_waiting", atomic_load(&s->waiting)));
+	TRY(add(l, N, "spare_workers_started",
+		atomic_load(&s->spares_started)));
+	TRY(add(l, N, "waits_refused", atomic_load(&s->waits_refused)));
 	TRY(add(l, N, "mem_registered",
 		atomic_load(&s->tables.registered_bytes)));
 	TRY(add(l, N, "cpu_user_us", (uint64_t)ru.ru_utime.tv_sec * 1000000 +
