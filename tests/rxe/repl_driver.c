@@ -79,7 +79,9 @@
  *   repl_driver cfgprobe SEEDS ADDR
  *       3 concurrent CONFIG asks straight to the node at ADDR (one
  *       connection each, from 3 threads), while that node's adoption is
- *       held (RS_TEST_ADOPT_HOLD): each must be answered within 1 s.
+ *       held (RS_TEST_ADOPT_HOLD, kept until the asks end): each must
+ *       be answered within its 5 s wait (a CONFIG that waits for the
+ *       adoption never is).
  *   repl_driver check SEEDS REPLICAS OUT...
  *       every key's row (RPC and READ through the cluster) must lie in
  *       [sum acked, sum acked + sum uncertain] of the stream files OUT...,
@@ -1328,12 +1330,12 @@ static int do_cfgprobe(const char *seeds, const char *addr)
 		       "%.0f ms%s%s\n", i, addr, pr[i].ret ?
 		       rs_strerror(pr[i].ret) : "answered", pr[i].epoch,
 		       pr[i].took, pr[i].ret ? ": " : "", pr[i].why);
-		bad += pr[i].ret != 0 || pr[i].took >= 1000;
+		bad += pr[i].ret != 0;
 	}
 	rs_client_close(&c);
 	if (bad)
-		die("%d of %d CONFIG asks not answered within 1 s while the "
-		    "node's adoption waited", bad, PROBES);
+		die("%d of %d CONFIG asks not answered while the node's "
+		    "adoption waited", bad, PROBES);
 	return 0;
 }
 
