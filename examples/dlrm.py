@@ -22,7 +22,14 @@ training data, averaged over a sample's ids), which the model should beat.
 Per-step time is split into lookup (fetching rows from the store),
 forward/backward (torch, without the store calls) and update (sending
 gradients); with --stats-file the trainer writes, every --stats-interval-ms,
-one line per stage with count, p50 and p99 over that window (tail -f it).
+one line per stage with count, p50 and p99 over that window (tail -f it),
+and with a row cache (--row-cache-mb) a line of the cache's hits and
+probes in that window.
+
+--row-cache-mb M gives the 26 tables a row cache on this trainer, M MiB in
+all (docs/python.md, "Row cache"): hot rows whose copy is proven current
+by a 16-byte READ (exact, the default), or with --row-cache-staleness K
+used without a READ while at most K steps old. Off by default.
 """
 
 import argparse
@@ -56,10 +63,20 @@ def parse(argv=None):
     p.add_argument("--stats-file", default=os.environ.get("RS_STAGE_FILE"))
     p.add_argument("--stats-interval-ms", type=int,
                    default=int(os.environ.get("RS_STAGE_INTERVAL_MS", 1000)))
+    p.add_argument("--row-cache-mb", type=float, default=0.0,
+                   help="row cache on this trainer, MiB over all tables "
+                        "(0: none)")
+    p.add_argument("--row-cache-staleness", type=int, default=None,
+                   help="rows at most this many steps old are used "
+                        "without a READ (default: exact probes)")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
     if not a.nodes:
         p.error("--nodes (or RS_NODES) is required")
+    if a.row_cache_mb < 0:
+        p.error("--row-cache-mb must be >= 0")
+    if a.row_cache_staleness is not None and a.row_cache_staleness < 0:
+        p.error("--row-cache-staleness must be >= 0")
     return a
 
 
@@ -110,12 +127,14 @@ def mlp(sizes, last_act=True):
 
 
 class DLRM(torch.nn.Module):
-    def __init__(self, client, dim, lr, prefix):
+    def __init__(self, client, dim, lr, prefix, cache_bytes=0,
+                 cache_staleness=None):
         super().__init__()
         cfgs = [recstore.EmbeddingBagConfig(
             "%sc%d" % (prefix, i), dim, ["c%d" % i], optimizer="adagrad",
             lr=lr, init="uniform", init_a=0.05, init_seed=i,
-            num_embeddings=4096) for i in range(N_SPARSE)]
+            num_embeddings=4096, cache_bytes=cache_bytes,
+            cache_staleness=cache_staleness) for i in range(N_SPARSE)]
         self.ebc = recstore.EmbeddingBagCollection(client, cfgs)
         self.bottom = mlp([N_DENSE, 64, dim])
         n = N_SPARSE + 1
@@ -170,14 +189,20 @@ class FrequencyBaseline:
 
 class Stages:
     """Per-stage durations; every interval, one line per stage with the
-    count, p50 and p99 of that window (ms) to a file."""
+    count, p50 and p99 of that window (ms) to a file; with counters (a
+    callable -> dict, the row cache's), one more line of their growth in
+    that window."""
 
-    def __init__(self, path, interval_ms):
+    CACHE_KEYS = ("hits", "stale_hits", "probes", "probe_misses")
+
+    def __init__(self, path, interval_ms, counters=None):
         self.f = open(path, "a", buffering=1) if path else None
         self.interval = interval_ms / 1000.0
         self.window = {}
         self.total = {}
         self.last = time.monotonic()
+        self.counters = counters
+        self.seen = counters() if counters and self.f else None
 
     def add(self, step):
         """One step's {stage: seconds}."""
@@ -198,6 +223,12 @@ class Stages:
                              "p99_ms=%.3f\n" % (ts, st, len(ms),
                                                 np.percentile(ms, 50),
                                                 np.percentile(ms, 99)))
+            if self.seen is not None:
+                now_c = self.counters()
+                self.f.write("%s trainer cache %s\n" % (ts, " ".join(
+                    "%s=%d" % (k, now_c[k] - self.seen[k])
+                    for k in self.CACHE_KEYS)))
+                self.seen = now_c
         self.window = {}
         self.last = now
 
@@ -226,12 +257,15 @@ def main(argv=None):
     client = recstore.Client(a.nodes, **kw)
     for i in range(N_SPARSE):      # a fresh start: the tables of a past run
         client.drop_table("%sc%d" % (a.prefix, i), missing_ok=True)
-    model = DLRM(client, a.dim, a.lr, a.prefix)
+    cache_bytes = int(a.row_cache_mb * (1 << 20)) // N_SPARSE
+    model = DLRM(client, a.dim, a.lr, a.prefix, cache_bytes,
+                 a.row_cache_staleness)
     opt = torch.optim.Adagrad(list(model.bottom.parameters()) +
                               list(model.top.parameters()), lr=a.lr)
     lossf = torch.nn.BCEWithLogitsLoss()
     base = FrequencyBaseline(a.ids)
-    stages = Stages(a.stats_file, a.stats_interval_ms)
+    stages = Stages(a.stats_file, a.stats_interval_ms,
+                    model.ebc.cache_stats if cache_bytes else None)
     progress = not a.no_progress and sys.stderr.isatty()
     print("DLRM: %d dense + %d sparse features, dim %d, %d ids per feature, "
           "batch %d, %d steps x %d epochs, nodes %s"
@@ -300,12 +334,25 @@ def main(argv=None):
              st["lookups"], st["lookup_keys"], st["update_batches"], n,
              st["update_keys"]), flush=True)
     cs = client.stats()
-    print("lookup keys by path: %d one-sided READ, 0 trainer cache, %d RPC "
-          "(%d first-time creations, %d other GET RPC), %d computed from "
-          "the initializer in evaluation (nothing written)"
-          % (cs["onesided_keys"], cs["get_or_init_keys"] + cs["rpc_keys"],
-             cs["get_or_init_keys"], cs["rpc_keys"], st["init_local_keys"]),
-          flush=True)
+    rc = model.ebc.cache_stats()
+    probed = rc["hits"] - rc["stale_hits"]   # also in onesided_keys
+    print("lookup keys by path: %d trainer cache after a probe, %d trainer "
+          "cache without a probe, %d one-sided READ, %d RPC (%d first-time "
+          "creations, %d other GET RPC), %d computed from the initializer "
+          "in evaluation (nothing written)"
+          % (probed, rc["stale_hits"], cs["onesided_keys"] - probed,
+             cs["get_or_init_keys"] + cs["rpc_keys"], cs["get_or_init_keys"],
+             cs["rpc_keys"], st["init_local_keys"]), flush=True)
+    history[-1]["row_cache"] = rc
+    if cache_bytes:
+        print("row cache: %.1f MiB (%s), %d probes (%d found the row "
+              "changed), %d rows from update replies, %.1f MiB of rows not "
+              "READ, %.1f MiB held"
+              % (a.row_cache_mb, "exact" if a.row_cache_staleness is None
+                 else "staleness %d" % a.row_cache_staleness, rc["probes"],
+                 rc["probe_misses"], rc["update_rows"],
+                 rc["bytes_saved"] / (1 << 20), rc["bytes"] / (1 << 20)),
+              flush=True)
     print("longest step: %.0f ms (epoch %d, step %d); the client followed "
           "%d configuration changes and resent %d keys"
           % (longest[0] * 1e3, longest[1], longest[2],

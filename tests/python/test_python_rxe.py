@@ -17,7 +17,13 @@ tools/recstore-server and checks:
      of both is applied (a counter table, SGD lr 1, unit gradients); two
      DDP ranks accumulating under no_sync();
   4. a client used after fork() raises in the child; examples/dlrm.py,
-     small, lowers its loss and beats the frequency baseline's AUC;
+     small, lowers its loss and beats the frequency baseline's AUC, with
+     and without a row cache;
+  4b. the row cache (RowCache): DLRM-shaped steps with an exact cache give
+     the losses and store rows of an uncached run bit for bit, hit after
+     16-byte probes that never find a row changed (a single trainer's own
+     updates refresh its copies) and save READ bytes; with staleness 1
+     they hit without probes and post fewer READs;
   5. a checkpoint and an export of a table, read back without the store
      (CheckpointReader), restored after a drop bit for bit, and a damaged
      one refused;
@@ -25,7 +31,8 @@ tools/recstore-server and checks:
      missing keys) raises clear exceptions, and after the node is killed a
      call raises recstore.Error instead of crashing.
 
-Usage: test_python_rxe.py BUILD_DIR (exit 77 without an RDMA device).
+Usage: test_python_rxe.py BUILD_DIR [CLASS...] (exit 77 without an RDMA
+device; CLASS: run only those test classes, e.g. RowCache).
 """
 
 import multiprocessing as mp
@@ -301,6 +308,27 @@ class Example(unittest.TestCase):
         self.assertEqual(len(h), 2)
         self.assertLess(h[-1]["train_loss"], h[0]["train_loss"])
         self.assertGreater(h[-1]["auc"], h[-1]["baseline_auc"] + 0.05)
+        self.assertEqual(h[-1]["row_cache"]["hits"], 0)   # off by default
+
+    def test_dlrm_row_cache(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(
+            os.path.abspath(__file__)), "..", "..", "examples"))
+        import dlrm
+        stages = os.path.join(CKPT_ROOT, "dlrm-stages.txt")
+        h = dlrm.main(["--nodes", NODE["addr"], "--device",
+                       os.environ["RS_RDMA_IP"], "--epochs", "1",
+                       "--steps", "8", "--eval", "512", "--no-progress",
+                       "--prefix", "ex_", "--row-cache-mb", "4",
+                       "--stats-file", stages, "--stats-interval-ms", "1"])
+        rc = h[-1]["row_cache"]
+        self.assertGreater(rc["hits"], 0)
+        self.assertGreater(rc["probes"], 0)
+        self.assertEqual(rc["probe_misses"], 0)
+        with open(stages) as f:
+            lines = [ln.split() for ln in f if " trainer cache " in ln]
+        self.assertTrue(lines)
+        self.assertEqual(sum(int(w[3].split("=")[1]) for w in lines),
+                         rc["hits"])
 
 
 class Checkpoints(unittest.TestCase):
@@ -502,6 +530,98 @@ class TrainerPath(unittest.TestCase):
         ebc2.close()
 
 
+def dlrm_shaped_run(prefix, cache_bytes=0, cache_staleness=None, steps=6):
+    """A few DLRM-shaped steps on a client of its own: 4 tables of dim 16,
+    one id per feature and sample, Zipf-like ids, a dense top over the
+    pooled rows, Adagrad on the node; its tables are dropped at the end.
+    Returns (losses, top weights, rows of
+    every id of every table, cache_stats(), client stats)."""
+    n_tab, dim, ids, batch = 4, 16, 300, 128
+    c = client()
+    for t in range(n_tab):
+        c.drop_table("%s%d" % (prefix, t), missing_ok=True)
+    ebc = recstore.EmbeddingBagCollection(c, [recstore.EmbeddingBagConfig(
+        "%s%d" % (prefix, t), dim, ["c%d" % t], optimizer="adagrad",
+        lr=0.05, init="uniform", init_a=0.05, init_seed=t,
+        num_embeddings=1024, cache_bytes=cache_bytes,
+        cache_staleness=cache_staleness) for t in range(n_tab)])
+    torch.manual_seed(3)
+    top = torch.nn.Linear(n_tab * dim, 1)
+    opt = torch.optim.SGD(top.parameters(), lr=0.1)
+    g = np.random.default_rng(4)
+    p = 1.0 / (np.arange(ids) + 5.0)
+    losses = []
+    for _ in range(steps):
+        ranks = g.choice(ids, size=(n_tab, batch), p=p / p.sum())
+        jf = recstore.JaggedFeatures(
+            ["c%d" % t for t in range(n_tab)],
+            torch.from_numpy(ranks.reshape(-1).astype(np.int64)),
+            lengths=torch.ones(n_tab * batch, dtype=torch.int64))
+        y = torch.from_numpy((ranks[0] < ids // 4).astype(np.float32))
+        opt.zero_grad()
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(
+            top(ebc(jf).values()).squeeze(1), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    ebc.flush()
+    keys = np.arange(ids, dtype=np.uint64)
+    rows = []
+    for t in range(n_tab):
+        r, st = c.table("%s%d" % (prefix, t)).get_with_status(keys)
+        rows.append(np.where((st > 0)[:, None], r, np.nan))
+    cache, stats = ebc.cache_stats(), c.stats()
+    ebc.close()
+    for t in range(n_tab):      # a node holds 64 tables: leave none behind
+        c.drop_table("%s%d" % (prefix, t))
+    c.close()
+    return (np.array(losses), top.weight.detach().numpy().copy(),
+            np.stack(rows), cache, stats)
+
+
+class RowCache(unittest.TestCase):
+    """The trainer-side row cache through the collection: exact mode
+    changes no result and saves READ bytes; bounded staleness skips the
+    probes."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.plain = dlrm_shaped_run("rc_plain_")
+        cls.exact = dlrm_shaped_run("rc_exact_", cache_bytes=1 << 20)
+
+    def test_exact_same_result_as_uncached(self):
+        l0, w0, rows0, c0, _ = self.plain
+        l1, w1, rows1, c1, _ = self.exact
+        self.assertEqual(c0["hits"], 0)
+        np.testing.assert_array_equal(l1, l0)       # bit for bit
+        np.testing.assert_array_equal(w1, w0)
+        np.testing.assert_array_equal(rows1, rows0)
+
+    def test_exact_hits_after_probes(self):
+        _, _, _, cs, st = self.exact
+        print("exact: %s" % cs)
+        self.assertGreater(cs["hits"], 0)
+        self.assertGreater(cs["probes"], 0)
+        self.assertEqual(cs["stale_hits"], 0)
+        # one trainer: its own update replies keep every copy current
+        self.assertEqual(cs["probe_misses"], 0)
+        self.assertGreater(cs["update_rows"], 0)
+        self.assertGreater(cs["bytes_saved"], 0)
+        self.assertGreater(cs["bytes"], 0)
+        self.assertEqual(st["row_cache_hits"], cs["hits"])
+
+    def test_staleness_skips_reads(self):
+        l1, _, _, c1, s1 = self.exact
+        l2, _, rows2, c2, s2 = dlrm_shaped_run("rc_stale_", 1 << 20, 1)
+        print("staleness 1: %s" % c2)
+        self.assertGreater(c2["stale_hits"], 0)
+        self.assertLess(s2["reads_posted"], s1["reads_posted"])
+        self.assertGreater(c2["bytes_saved"], c1["bytes_saved"])
+        # every row this trainer updated came back in the reply: the
+        # losses are still those of the exact run
+        np.testing.assert_array_equal(l2, l1)
+
+
 class Misuse(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -594,9 +714,12 @@ if __name__ == "__main__":
     start_node()
     loader = unittest.defaultTestLoader
     # Misuse last: it ends by killing the node
-    suite = unittest.TestSuite([loader.loadTestsFromTestCase(k) for k in
-                                (Equivalence, TrainerPath, TwoTrainers,
-                                 Example, Checkpoints, Misuse)])
+    classes = (Equivalence, TrainerPath, RowCache, TwoTrainers, Example,
+               Checkpoints, Misuse)
+    only = sys.argv[2:]
+    suite = unittest.TestSuite([loader.loadTestsFromTestCase(k)
+                                for k in classes
+                                if not only or k.__name__ in only])
     try:
         result = unittest.TextTestRunner(verbosity=2).run(suite)
     finally:
