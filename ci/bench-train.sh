@@ -9,16 +9,23 @@
 #      each against a fresh node: --mode rpc (per-table GET_OR_INIT and
 #      blocking updates, what the PyTorch collection did before) and
 #      --mode onesided (recstore.EmbeddingBagCollection) with staleness 0
-#      (the default) and 1;
+#      (the default) and 1, and --mode cache: the collection (staleness 0)
+#      with a row cache of RS_BENCH_CACHE_MB per table on the trainer,
+#      exact (16-byte version probes) and with cache staleness 1 (rows at
+#      most 1 step old used without a READ);
 #   3. per step: lookup and update time as the trainer waits for them, the
 #      distinct keys, the time ib_read_bw needs to READ that many rows
 #      (the bound), (lookup + update) / bound, node CPU seconds per million
-#      looked-up keys, keys by path.
+#      looked-up keys, keys by path; for the collection's modes the keys/s
+#      (looked-up keys over lookup + update time) and its ratio to
+#      onesided_s0 (the collection without a cache), READ work requests and
+#      row bytes READ per distinct key, the cache's hit rate.
 # Where no RDMA device exists it re-runs itself through ci/with-rxe.sh.
 # Output: result and ratio lines, also in bench-train.out in the current
 # directory. Environment (RS_* reaches the guest): RS_BENCH_DIM (128),
 # RS_BENCH_BATCH (1024), RS_BENCH_IDS (10000 per table), RS_BENCH_STEPS
-# (20, after 5 warm-up steps), RS_BENCH_ZIPF (0.99). About 2 minutes.
+# (20, after 5 warm-up steps), RS_BENCH_ZIPF (0.99), RS_BENCH_CACHE_MB (8
+# per table). About 6 minutes.
 set -euo pipefail
 # shellcheck source=ci/bench-lib.sh
 . "$(dirname "$0")/bench-lib.sh"
@@ -56,15 +63,27 @@ node() {
 args=(--dim "$dim" --batch "${RS_BENCH_BATCH:-1024}"
 	--ids "${RS_BENCH_IDS:-10000}" --steps "${RS_BENCH_STEPS:-20}"
 	--zipf "${RS_BENCH_ZIPF:-0.99}")
-for run in rpc:0 onesided:0 onesided:1; do
-	m=${run%:*} s=${run#*:}
-	mode=$m
-	[ "$m" = rpc ] || mode=${m}_s$s
+# MODE:STALENESS[:CACHE_STALENESS] (cache: exact or K)
+for run in rpc:0 onesided:0 onesided:1 cache:0:exact cache:0:1; do
+	IFS=: read -r m s k <<<"$run"
+	extra=()
+	case $m in
+	rpc) mode=rpc ;;
+	onesided) mode=${m}_s$s ;;
+	cache)
+		extra=(--cache-mb "${RS_BENCH_CACHE_MB:-8}")
+		if [ "$k" = exact ]; then
+			mode=cache_exact_s$s
+		else
+			mode=cache_k${k}_s$s
+			extra+=(--cache-staleness "$k")
+		fi ;;
+	esac
 	node "$mode"
-	say "== bench_train.py --mode $m --staleness $s ${args[*]}"
+	say "== bench_train.py --mode $m --staleness $s ${extra[*]} ${args[*]}"
 	"$py" "$top/ci/bench_train.py" --mode "$m" --staleness "$s" \
-		--nodes "$addr" --device "$ip" --node-pid "$srv" "${args[@]}" \
-		>"$tmp/$mode" 2>&1 || { cat "$tmp/$mode"; exit 1; }
+		"${extra[@]}" --nodes "$addr" --device "$ip" --node-pid "$srv" \
+		"${args[@]}" >"$tmp/$mode" 2>&1 || { cat "$tmp/$mode"; exit 1; }
 	kill $srv
 	wait $srv 2>/dev/null || true
 	srv=
@@ -75,4 +94,9 @@ for run in rpc:0 onesided:0 onesided:1; do
 	bound=$(awk -v d="$d" -v m="$mpps" 'BEGIN { if (m > 0) printf "%.3f", d / (m * 1e6) * 1e3; else print 0 }')
 	say "result train_${mode}_bound_ms $bound"
 	say "ratio train_${mode}_lookup_plus_update_vs_ib_read_bw $(ratio "$(awk -v a="$l" -v b="$u" 'BEGIN { print a + b }')" "$bound")"
+	kps=$(res "train_${mode}_keys_per_s" "$tmp/$mode")
+	if [ "$mode" = onesided_s0 ]; then ref_kps=$kps; fi
+	if [ -n "${ref_kps:-}" ]; then
+		say "ratio train_${mode}_keys_per_s_vs_onesided_s0 $(ratio "$kps" "$ref_kps")"
+	fi
 done

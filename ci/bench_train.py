@@ -12,7 +12,16 @@ runs in the same guest). Two modes on one node:
             blocking update per table;
   onesided  recstore.EmbeddingBagCollection: one get_multi of one-sided
             READs for all tables, GET_OR_INIT only for first-time ids,
-            updates batched and sent in the background.
+            updates batched and sent in the background;
+  cache     onesided with a row cache of --cache-mb MiB per table on the
+            trainer (docs/python.md, "Row cache"): exact (a 16-byte
+            version READ per cached key) or, with --cache-staleness K,
+            rows at most K steps old used without a READ.
+
+Per mode it also reports the looked-up keys per second, the READ work
+requests per key (reads_posted: rows and probes) and the row bytes READ
+per key (the keys READ by row times the row's stride, less what the
+cache saved: row_cache_bytes_saved), and the cache's hit rate.
 
 Prints "result KEY VALUE" lines for bench-train.sh.
 """
@@ -93,9 +102,12 @@ def run_rpc(a, c, names):
 
 
 def run_onesided(a, c, names):
+    cache = int(a.cache_mb * (1 << 20)) if a.mode == "cache" else 0
     ebc = recstore.EmbeddingBagCollection(c, [
         recstore.EmbeddingBagConfig(n, a.dim, ["f%d" % i], optimizer="adagrad",
-                                    lr=0.01) for i, n in enumerate(names)],
+                                    lr=0.01, cache_bytes=cache,
+                                    cache_staleness=a.cache_staleness)
+        for i, n in enumerate(names)],
         staleness=a.staleness)
     st = ebc.stats
     out = {}
@@ -120,9 +132,34 @@ def run_onesided(a, c, names):
     out["onesided_keys"] = cs["onesided_keys"] - cs0["onesided_keys"]
     out["rpc_keys"] = (cs["rpc_keys"] - cs0["rpc_keys"] +
                        cs["get_or_init_keys"] - cs0["get_or_init_keys"])
-    out["cache_keys"] = 0   # no trainer-side cache yet
+    rc0 = {k: cs0.get("row_cache_" + k, 0) for k in
+           ("hits", "stale_hits", "probes", "probe_misses", "bytes_saved")}
+    for k in rc0:
+        out["cache_" + k] = cs["row_cache_" + k] - rc0[k]
+    out["cache_keys"] = out["cache_hits"]
+    out["cache_bytes"] = cs["row_cache_bytes"]
+    out["reads_posted"] = cs["reads_posted"] - cs0["reads_posted"]
+    # keys READ as a row: one-sided keys less the ones a probe proved
+    read = out["onesided_keys"] - (out["cache_hits"] -
+                                   out["cache_stale_hits"])
+    out["row_bytes_read"] = read * row_stride(a.dim)
     ebc.close()
     return out
+
+
+def row_stride(dim):
+    """A row's bytes in the node's slot (what one-sided READs fetch): a
+    32-byte header and dim fp32, in 64-byte lines (bench-train.sh's row)."""
+    return (32 + dim * 4 + 63) // 64 * 64
+
+
+def mode_name(a):
+    if a.mode == "rpc":
+        return "rpc"
+    if a.mode == "onesided":
+        return "onesided_s%d" % a.staleness
+    return "cache_%s_s%d" % ("exact" if a.cache_staleness is None
+                             else "k%d" % a.cache_staleness, a.staleness)
 
 
 def main():
@@ -130,7 +167,8 @@ def main():
     p.add_argument("--nodes", required=True)
     p.add_argument("--device")
     p.add_argument("--node-pid", type=int, required=True)
-    p.add_argument("--mode", choices=("rpc", "onesided"), required=True)
+    p.add_argument("--mode", choices=("rpc", "onesided", "cache"),
+                   required=True)
     p.add_argument("--tables", type=int, default=26)
     p.add_argument("--dim", type=int, default=128)
     p.add_argument("--batch", type=int, default=1024)
@@ -139,6 +177,11 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--staleness", type=int, default=0)
+    p.add_argument("--cache-mb", type=float, default=8.0,
+                   help="--mode cache: row cache per table, MiB")
+    p.add_argument("--cache-staleness", type=int, default=None,
+                   help="--mode cache: steps a row is used without a READ "
+                        "(default: exact)")
     p.add_argument("--no-populate", action="store_true",
                    help="start from empty tables (first sightings)")
     a = p.parse_args()
@@ -152,16 +195,26 @@ def main():
     if not a.no_populate:
         populate(a, c, names)
     o = (run_rpc if a.mode == "rpc" else run_onesided)(a, c, names)
-    m = a.mode if a.mode == "rpc" else "onesided_s%d" % a.staleness
+    m = mode_name(a)
     s = a.steps
     print("result train_%s_lookup_ms %.3f" % (m, o["lookup"] / s * 1e3))
     print("result train_%s_update_ms %.3f" % (m, o["update"] / s * 1e3))
     print("result train_%s_distinct_keys_per_step %.1f" % (m, o["distinct"] / s))
     print("result train_%s_node_cpu_s_per_mkeys %.3f"
           % (m, o["cpu"] / max(o["keys"], 1) * 1e6))
-    for k in ("onesided_keys", "rpc_keys", "cache_keys"):
+    print("result train_%s_keys_per_s %.1f"
+          % (m, o["keys"] / max(o["lookup"] + o["update"], 1e-9)))
+    for k in ("onesided_keys", "rpc_keys", "cache_keys", "cache_hits",
+              "cache_stale_hits", "cache_probes", "cache_probe_misses",
+              "cache_bytes_saved", "cache_bytes", "reads_posted"):
         if k in o:
             print("result train_%s_%s %d" % (m, k, o[k]))
+    if "reads_posted" in o:
+        d = max(o["distinct"], 1)
+        print("result train_%s_reads_per_key %.3f" % (m, o["reads_posted"] / d))
+        print("result train_%s_bytes_read_per_key %.1f"
+              % (m, (o["row_bytes_read"] + 16 * o["cache_probes"]) / d))
+        print("result train_%s_cache_hit_rate %.3f" % (m, o["cache_hits"] / d))
     if "update_bg" in o:
         print("result train_%s_update_background_ms %.3f"
               % (m, o["update_bg"] / s * 1e3))
