@@ -31,9 +31,11 @@ without exceptions in backward. A second backward of the same graph
 (retain_graph=True) sends nothing again.
 
 Staleness policy (staleness=k, default 0): a lookup never returns a row
-that misses more than k of this trainer's own update batches. With 0 a
-forward waits for the previous batch's update before it reads, so a
-trainer never reads a row older than the last update it sent. Prefetched
+that misses more than k of this trainer's own update batches; with 0 a
+trainer never reads a row older than the last update it sent. A forward
+reads while the update batches are in flight (overlapping them), then
+waits until at most k are, and reads again the ids that more than k of
+the batches in flight at its start updated. Prefetched
 rows (prefetch(next_batch)) are checked against the update batches sent
 after the prefetch was issued; ids touched by more than k of them are
 read again at forward time. staleness=None accepts any row and never
@@ -398,7 +400,7 @@ class EmbeddingBagCollection(torch.nn.Module):
                       "update_created_keys": 0, "prefetched": 0,
                       "prefetch_dropped": 0, "refetched_keys": 0,
                       "lookup_s": 0.0, "update_s": 0.0,
-                      "update_wait_s": 0.0}
+                      "update_wait_s": 0.0, "overlapped_lookups": 0}
         self._steps = 0             # client.step() calls of this collection
         self._cache_base = (_cache_counters(client.stats())
                             if self.cached_tables() else None)
@@ -610,12 +612,40 @@ class EmbeddingBagCollection(torch.nn.Module):
         if err is not None:
             raise err
 
-    def _wait_staleness(self):
-        """Before a lookup: at most `staleness` update batches in flight
-        (None: no wait; a failed update still raises)."""
+    def _read_overlapped(self, uniq, training):
+        """The rows of a lookup, READ while this trainer's update batches
+        are still in flight (the lookup overlaps them). Then, within the
+        staleness policy: wait until at most `staleness` batches are in
+        flight, and READ again the keys that more than `staleness` of the
+        batches in flight at the start updated (their first READ may have
+        missed those steps). staleness None: no wait (a failed update
+        still raises)."""
         with self._lock:
-            upto = 0 if self.staleness is None else self._seq - self.staleness
-        self._wait_updates(upto)
+            since, upto = self._done, self._seq
+        rows = self._read({n: u[0] for n, u in uniq.items()}, training)
+        fetched = {n: (u[0], rows[n], u) for n, u in uniq.items()}
+        if self.staleness is None:
+            self._wait_updates(0)
+            return fetched
+        stale = {}
+        if upto > since:
+            for name, (keys, _, _) in fetched.items():
+                idx = self._stale_keys(name, keys, since)
+                if len(idx):
+                    stale[name] = idx
+        self._wait_updates(max(upto - self.staleness, 0))
+        if stale:
+            again = self._read({n: fetched[n][0][i]
+                                for n, i in stale.items()}, training)
+            for n, i in stale.items():
+                fetched[n][1][i] = again[n]
+            with self._lock:
+                self.stats["refetched_keys"] += sum(
+                    len(i) for i in stale.values())
+        if upto > since:
+            with self._lock:
+                self.stats["overlapped_lookups"] += 1
+        return fetched
 
     def prefetch(self, features):
         """Start fetching the rows of `features` (a coming batch) in the
@@ -664,7 +694,9 @@ class EmbeddingBagCollection(torch.nn.Module):
                 pre.future.cancel()
                 self._pending.remove(pre)
                 self.stats["prefetch_dropped"] += 1
-            keep = min([p.seq for p in self._pending] + [self._seq])
+            # the batches still in flight too: a lookup overlapping them
+            # reads their keys again (_read_overlapped)
+            keep = min([p.seq for p in self._pending] + [self._done])
             self._history = [h for h in self._history if h[0] > keep]
 
     def _fetch_prefetched(self, pre, training):
@@ -711,10 +743,7 @@ class EmbeddingBagCollection(torch.nn.Module):
         else:
             if pre is not None:
                 pre.future.cancel()
-            self._wait_staleness()
-            uniq = self._unique(jf)
-            rows = self._read({n: u[0] for n, u in uniq.items()}, training)
-            fetched = {n: (u[0], rows[n], u) for n, u in uniq.items()}
+            fetched = self._read_overlapped(self._unique(jf), training)
         b = jf.batch_size()
         tensors = [torch.from_numpy(fetched[n][1]) for n in self._names]
         if training:

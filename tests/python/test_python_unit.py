@@ -13,6 +13,7 @@ Run: PYTHONPATH=build/python python3 tests/python/test_python_unit.py
 
 import os
 import sys
+import threading
 import unittest
 
 import numpy as np
@@ -307,6 +308,37 @@ class Prefetch(unittest.TestCase):
             self.assertEqual(len(t.gets), gets_before[name] + 1)
         fresh = recstore.EmbeddingBagCollection(self.fake, tc.configs(self.spec))
         self.assertTrue(torch.equal(out.values(), fresh(self.bs[1]).values()))
+
+    def test_lookup_overlaps_update(self):
+        """A lookup reads while the previous batch's update is in flight,
+        then reads again the keys that update touched: the rows equal a
+        read after the update (staleness 0), and the first read really
+        happened during the update."""
+        gate = threading.Event()
+        during = []
+
+        class Slow(FakeClient):
+            def update_multi(self, items):
+                gate.wait(30)
+                return super().update_multi(items)
+
+            def get_multi(self, items):
+                during.append(not gate.is_set())
+                return super().get_multi(items)
+
+        fake = Slow(tc.ReferenceModel(self.spec, False).initial_rows())
+        ebc = recstore.EmbeddingBagCollection(fake, tc.configs(self.spec))
+        ebc(self.bs[0]).values().sum().backward()  # its update waits
+        threading.Timer(0.3, gate.set).start()
+        out = ebc(self.bs[1])
+        self.assertTrue(during[1], "the lookup waited for the update")
+        self.assertFalse(during[-1], "the keys were not read again after it")
+        self.assertEqual(ebc.stats["overlapped_lookups"], 1)
+        self.assertGreater(ebc.stats["refetched_keys"], 0)
+        ebc.flush()
+        fresh = recstore.EmbeddingBagCollection(fake, tc.configs(self.spec))
+        self.assertTrue(torch.equal(out.values(), fresh(self.bs[1]).values()))
+        ebc.close()
 
     def test_staleness_none_keeps_prefetched_rows(self):
         ebc = recstore.EmbeddingBagCollection(self.fake, tc.configs(self.spec),
