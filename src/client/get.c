@@ -114,6 +114,7 @@ struct gcall {
 	uint64_t trace_id;
 	bool sampled;
 	bool spread;		/* keys were placed by replica (r > 1) */
+	bool any_rc;		/* a table of the call has a row cache */
 	uint32_t rc_looked;	/* keys that consulted a row cache */
 	uint32_t rc_served;	/* of those, served by it */
 };
@@ -157,6 +158,7 @@ static int collect_tables(struct gcall *g)
 				g->tabs_cap = cap;
 			}
 			g->tabs[g->ntabs++] = t;
+			g->any_rc |= t->rc != NULL;
 		}
 		last = t;
 		lastidx = j;
@@ -208,8 +210,9 @@ static uint32_t place(struct gcall *g, size_t i, const struct cli_ring *ring,
  * key placed at a backup too (the update replies that refresh entries
  * come from primaries). base: the key's view of node 0.
  */
-static int row_cached(struct gcall *g, size_t i, struct cli_rcache *rc,
-		      uint32_t base, unsigned primary)
+RS_COLD static int row_cached(struct gcall *g, size_t i,
+			      struct cli_rcache *rc, uint32_t base,
+			      unsigned primary)
 {
 	struct gkey *k = &g->k[i];
 	struct cli_rentry e;
@@ -271,7 +274,7 @@ static int plan(struct gcall *g, bool use_rpc, const struct cli_ring *ring,
 			k->state = G_RPC;
 			continue;
 		}
-		rc = g->keys[i].t->rc;
+		rc = RS_UNLIKELY(g->any_rc) ? g->keys[i].t->rc : NULL;
 		if (rc && !(g->flags & RS_F_NOCACHE) &&
 		    (hit = row_cached(g, i, rc, k->view, primary))) {
 			k->view += k->node;
@@ -495,9 +498,10 @@ static void on_buckets(struct gcall *g, size_t i, const uint8_t *img)
 }
 
 /* Offer a row READ and accepted to its table's row cache. */
-static void row_fill(struct gcall *g, struct cli_rcache *rc,
-		     const struct gkey *k, const struct cli_tloc *v,
-		     uint64_t key, const uint8_t *img, uint64_t version)
+RS_COLD static void row_fill(struct gcall *g, struct cli_rcache *rc,
+			     const struct gkey *k, const struct cli_tloc *v,
+			     uint64_t key, const uint8_t *img,
+			     uint64_t version)
 {
 	struct cli_rentry e = {
 		.version = version,
@@ -514,7 +518,8 @@ static void row_fill(struct gcall *g, struct cli_rcache *rc,
 /* The version and checksum words of a cached row: the same as the
  * cache's -> the copy (already in the output) is current; else READ the
  * row (same slot: the row handles a moved key). */
-static void on_probe(struct gcall *g, size_t i, const uint8_t *img)
+RS_COLD static void on_probe(struct gcall *g, size_t i,
+			     const uint8_t *img)
 {
 	struct gkey *k = &g->k[i];
 
@@ -543,7 +548,8 @@ static void on_row(struct gcall *g, size_t i, const uint8_t *img)
 	int ret = row_validate(img, &v->rgeom, k->ref, key, &version);
 
 	if (ret == 0) {
-		struct cli_rcache *rc = g->keys[i].t->rc;
+		struct cli_rcache *rc = RS_UNLIKELY(g->any_rc) ? g->keys[i].t->rc
+							      : NULL;
 
 		row_payload_to_f32(&v->rgeom, row_payload(img),
 				   g->keys[i].out);
@@ -564,7 +570,7 @@ static void on_row(struct gcall *g, size_t i, const uint8_t *img)
 		}
 		return;
 	}
-	if (ret == RS_E_STALE && g->keys[i].t->rc)
+	if (ret == RS_E_STALE && RS_UNLIKELY(g->any_rc) && g->keys[i].t->rc)
 		cli_rcache_drop(g->keys[i].t->rc, key, 0);
 	if (ret == RS_E_STALE && k->cached) {
 		/* The cached location is no longer this key's row. */
@@ -797,7 +803,8 @@ static int get_pass(struct rs_client *c, const struct cli_key *keys,
 
 /* A sampled call that consulted row caches: stage client.rowcache, its
  * batch the keys they served (stale copies and probes that matched). */
-static void trace_rowcache(const struct gcall *g, uint64_t start_us)
+RS_COLD static void trace_rowcache(const struct gcall *g,
+				   uint64_t start_us)
 {
 	struct trace_event ev = { .trace_id = g->trace_id,
 				  .stage = "client.rowcache",

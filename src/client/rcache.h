@@ -15,11 +15,12 @@
  * stays current without a READ.
  *
  * Bounded in bytes: the budget covers the sets, the rows and the
- * frequency sketch. Sets of CLI_RCACHE_WAYS ways, CLOCK inside a set.
- * Admission by frequency (TinyLFU): every lookup counts a sighting of
- * its key in a small count-min sketch (4-bit-like counters, halved every
- * 10 x capacity sightings); a row offered to a full set replaces the
- * CLOCK victim only if its key was seen more often than the victim's.
+ * frequency sketch. Sets of CLI_RCACHE_WAYS ways. Admission by frequency
+ * (TinyLFU): every lookup counts a sighting of its key in a count-min
+ * sketch (4 counters per key, 16 to 32 per cached row, saturating at 15,
+ * halved every 10 x capacity sightings); a row offered to a full set
+ * replaces the set's least-seen row (ties: CLOCK order) only if its key
+ * was seen more often.
  * Refreshing an entry already cached is always done.
  *
  * Concurrency: thread-safe; a spin lock per set (held for a row copy),

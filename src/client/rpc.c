@@ -545,10 +545,11 @@ static void row_out(const struct cli_tloc *v, const uint8_t *wire,
  * a DELETE) drops the entry, which the next get then READs. GET_OR_INIT
  * changes no row that exists.
  */
-static void row_cache_note(struct rcall *r, const struct rnode *rn,
-			   const struct ukey *u,
-			   const struct proto_keys_reply *rep, uint32_t j,
-			   int32_t st)
+RS_COLD static void row_cache_note(struct rcall *r,
+				   const struct rnode *rn,
+				   const struct ukey *u,
+				   const struct proto_keys_reply *rep,
+				   uint32_t j, int32_t st)
 {
 	struct cli_rcache *rc = r->tabs[u->tab]->rc;
 	const struct cli_tloc *v = uview(r, u);
@@ -597,6 +598,7 @@ static int recv_one(struct rcall *r, struct rnode *rn)
 	struct rmsg *msg = NULL;
 	struct proto_msg m;
 	struct rv_msg raw;
+	bool note;
 	int ret;
 
 	ret = cli_wire_recv(rn->cc, (uint8_t)r->op, 0, &raw, &m);
@@ -644,13 +646,16 @@ static int recv_one(struct rcall *r, struct rnode *rn)
 				     rn->cc->node->name, m.u.keys_reply.n,
 				     msg->count));
 	}
+	/* a message's keys are of one table */
+	note = msg->count && r->op != PROTO_OP_GET &&
+	       r->tabs[r->u[rn->order[msg->start]].tab]->rc;
 	for (size_t j = 0; j < msg->count; j++) {
 		struct ukey *u = &r->u[rn->order[msg->start + j]];
 		int32_t st = proto_status_at(m.u.keys_reply.status,
 					     (uint32_t)j);
 
 		u->status = map_status(r->op, st);
-		if (RS_UNLIKELY(r->tabs[u->tab]->rc) && r->op != PROTO_OP_GET)
+		if (RS_UNLIKELY(note))
 			row_cache_note(r, rn, u, &m.u.keys_reply, (uint32_t)j,
 				       st);
 		if (st < 0) {

@@ -13,6 +13,9 @@
 #define RS_EXPORT __attribute__((visibility("default")))
 #define RS_LIKELY(x) __builtin_expect(!!(x), 1)
 #define RS_UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* A helper off the hot path: kept out of line, so that the loop that
+ * calls it stays as compact as without it. */
+#define RS_COLD __attribute__((cold, noinline))
 #define RS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define RS_CACHELINE 64
 /* The longest client timeout (rs_client_config_set_timeout_ms); nodes
