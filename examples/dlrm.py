@@ -29,7 +29,8 @@ probes in that window.
 --row-cache-mb M gives the 26 tables a row cache on this trainer, M MiB in
 all (docs/python.md, "Row cache"): hot rows whose copy is proven current
 by a 16-byte READ (exact, the default), or with --row-cache-staleness K
-used without a READ while at most K steps old. Off by default.
+used without a READ while at most K steps old. 64 MiB, exact, by
+default (the main job's); --row-cache-mb 0 turns it off.
 """
 
 import argparse
@@ -63,7 +64,7 @@ def parse(argv=None):
     p.add_argument("--stats-file", default=os.environ.get("RS_STAGE_FILE"))
     p.add_argument("--stats-interval-ms", type=int,
                    default=int(os.environ.get("RS_STAGE_INTERVAL_MS", 1000)))
-    p.add_argument("--row-cache-mb", type=float, default=0.0,
+    p.add_argument("--row-cache-mb", type=float, default=64.0,
                    help="row cache on this trainer, MiB over all tables "
                         "(0: none)")
     p.add_argument("--row-cache-staleness", type=int, default=None,

@@ -33,9 +33,9 @@ without exceptions in backward. A second backward of the same graph
 Staleness policy (staleness=k, default 0): a lookup never returns a row
 that misses more than k of this trainer's own update batches; with 0 a
 trainer never reads a row older than the last update it sent. A forward
-reads while the update batches are in flight (overlapping them), then
-waits until at most k are, and reads again the ids that more than k of
-the batches in flight at its start updated. Prefetched
+reads at once the ids that no more than k of the update batches in
+flight touched (overlapping those batches); the others wait until at
+most k batches are in flight and are read then. Prefetched
 rows (prefetch(next_batch)) are checked against the update batches sent
 after the prefetch was issued; ids touched by more than k of them are
 read again at forward time. staleness=None accepts any row and never
@@ -400,7 +400,8 @@ class EmbeddingBagCollection(torch.nn.Module):
                       "update_created_keys": 0, "prefetched": 0,
                       "prefetch_dropped": 0, "refetched_keys": 0,
                       "lookup_s": 0.0, "update_s": 0.0,
-                      "update_wait_s": 0.0, "overlapped_lookups": 0}
+                      "update_wait_s": 0.0, "overlapped_lookups": 0,
+                      "waited_keys": 0, "second_reads": 0}
         self._steps = 0             # client.step() calls of this collection
         self._cache_base = (_cache_counters(client.stats())
                             if self.cached_tables() else None)
@@ -613,39 +614,50 @@ class EmbeddingBagCollection(torch.nn.Module):
             raise err
 
     def _read_overlapped(self, uniq, training):
-        """The rows of a lookup, READ while this trainer's update batches
-        are still in flight (the lookup overlaps them). Then, within the
-        staleness policy: wait until at most `staleness` batches are in
-        flight, and READ again the keys that more than `staleness` of the
-        batches in flight at the start updated (their first READ may have
-        missed those steps). staleness None: no wait (a failed update
-        still raises)."""
+        """The rows of a lookup while this trainer's update batches may be
+        in flight: the ids that more than `staleness` of the batches in
+        flight at the start updated wait for them (until at most
+        `staleness` batches are in flight) and are read then; all the
+        others are read at once, overlapping the updates. With a row
+        cache the waiting ids' rows came back with their updates, so
+        their later read is a probe (or no READ). staleness None: no
+        wait (a failed update still raises)."""
         with self._lock:
             since, upto = self._done, self._seq
-        rows = self._read({n: u[0] for n, u in uniq.items()}, training)
-        fetched = {n: (u[0], rows[n], u) for n, u in uniq.items()}
-        if self.staleness is None:
-            self._wait_updates(0)
-            return fetched
-        stale = {}
-        if upto > since:
-            for name, (keys, _, _) in fetched.items():
-                idx = self._stale_keys(name, keys, since)
+        keys_of = {n: u[0] for n, u in uniq.items()}
+        later = {}
+        if self.staleness is not None and upto > since:
+            for n, keys in keys_of.items():
+                idx = self._stale_keys(n, keys, since)
                 if len(idx):
-                    stale[name] = idx
-        self._wait_updates(max(upto - self.staleness, 0))
-        if stale:
-            again = self._read({n: fetched[n][0][i]
-                                for n, i in stale.items()}, training)
-            for n, i in stale.items():
-                fetched[n][1][i] = again[n]
+                    later[n] = np.zeros(len(keys), dtype=bool)
+                    later[n][idx] = True
+        rows = {}
+        now = {n: (k[~later[n]] if n in later else k)
+               for n, k in keys_of.items()}
+        got = self._read(now, training)
+        for n, keys in keys_of.items():
+            if n not in later:
+                rows[n] = got[n]
+                continue
+            rows[n] = np.empty((len(keys), self._tables[n].dim),
+                               dtype=np.float32)
+            rows[n][~later[n]] = got[n]
+        self._wait_updates(0 if self.staleness is None
+                           else max(upto - self.staleness, 0))
+        if later:
+            again = self._read({n: keys_of[n][m] for n, m in later.items()},
+                               training)
+            for n, m in later.items():
+                rows[n][m] = again[n]
             with self._lock:
-                self.stats["refetched_keys"] += sum(
-                    len(i) for i in stale.values())
+                self.stats["waited_keys"] += sum(
+                    int(m.sum()) for m in later.values())
+                self.stats["second_reads"] += 1
         if upto > since:
             with self._lock:
                 self.stats["overlapped_lookups"] += 1
-        return fetched
+        return {n: (u[0], rows[n], u) for n, u in uniq.items()}
 
     def prefetch(self, features):
         """Start fetching the rows of `features` (a coming batch) in the
@@ -720,6 +732,8 @@ class EmbeddingBagCollection(torch.nn.Module):
                 fetched[n][1][i] = again[n]
                 with self._lock:
                     self.stats["refetched_keys"] += len(i)
+            with self._lock:
+                self.stats["second_reads"] += 1
         return fetched
 
     def forward(self, features):
