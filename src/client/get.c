@@ -52,6 +52,7 @@
 #include "common/rs_internal.h"
 #include "trace/trace.h"
 
+/* (the states that READ come first: state < G_RPC) */
 enum gstate { G_BUCKETS, G_ROW, G_PROBE, G_RPC, G_DONE };
 
 /* A probe READs the version and checksum words of a cached row. */
@@ -319,7 +320,7 @@ static int plan(struct gcall *g, bool use_rpc, const struct cli_ring *ring,
 	for (size_t i = 0; i < g->n; i++) {
 		struct gnode *gn;
 
-		if (g->k[i].state == G_RPC || g->k[i].state == G_DONE)
+		if (g->k[i].state >= G_RPC)
 			continue;
 		gn = &g->nodes[g->k[i].node];
 		gn->keys[gn->nkeys++] = i;
@@ -396,12 +397,11 @@ static int post_node(struct gcall *g, struct gnode *gn)
 		uint32_t need;
 
 		k->inround = 0;
-		if (k->state != G_BUCKETS && k->state != G_ROW &&
-		    k->state != G_PROBE)
+		if (k->state >= G_RPC)
 			continue;
-		need = k->state == G_BUCKETS ? 2 * PET_BUCKET_BYTES
-		       : k->state == G_ROW   ? v->rgeom.stride
-					     : PROBE_BYTES;
+		need = k->state == G_ROW       ? v->rgeom.stride
+		       : k->state == G_BUCKETS ? 2 * PET_BUCKET_BYTES
+					       : PROBE_BYTES;
 		if (off + need > gn->cc->buf->len)
 			continue; /* next round */
 		k->inround = 1;
@@ -694,10 +694,10 @@ static int finish_node(struct gcall *g, struct gnode *gn, bool waited)
 
 		if (!k->inround)
 			continue;
-		if (k->state == G_BUCKETS)
-			on_buckets(g, i, base + k->off);
-		else if (k->state == G_ROW)
+		if (k->state == G_ROW)
 			on_row(g, i, base + k->off);
+		else if (k->state == G_BUCKETS)
+			on_buckets(g, i, base + k->off);
 		else if (k->state == G_PROBE)
 			on_probe(g, i, base + k->off);
 	}

@@ -520,8 +520,12 @@ static int map_status(uint32_t op, int32_t st)
 	return st < 0 ? st : RS_E_PROTO;
 }
 
-static void row_out(const struct cli_tloc *v, const uint8_t *wire,
-		    uint32_t dtype, float *out)
+/* (forced into the reply loop: once row_cache_note() became its second
+ * caller the compiler called it per key, 12 instructions per key more on
+ * the RPC get; docs/benchmarks.md) */
+static inline __attribute__((always_inline)) void
+row_out(const struct cli_tloc *v, const uint8_t *wire, uint32_t dtype,
+	float *out)
 {
 	uint32_t dim = v->info.spec.dim;
 
