@@ -672,6 +672,33 @@ static int do_bump(const char *seeds, int k, const char *out)
 	return 0;
 }
 
+/* Each key's replica set in the client's configuration (owners[i][0..
+ * nown[i])); returns the node slots the configuration knows. */
+static size_t replica_sets(struct rs_client *c,
+			  unsigned owners[K][PROTO_CONFIG_MAX_R],
+			  unsigned *nown)
+{
+	const struct cli_route *rt = cli_route_hold(c);
+	size_t nn = rt->nknown;
+
+	for (int i = 0; i < K; i++)
+		nown[i] = cli_route_replicas(rt, keys[i], owners[i]);
+	cli_route_drop(c);
+	return nn;
+}
+
+/* How many keys have node in their replica set. */
+static int keys_held(unsigned owners[K][PROTO_CONFIG_MAX_R],
+		     const unsigned *nown, size_t node)
+{
+	int want = 0;
+
+	for (int i = 0; i < K; i++)
+		for (unsigned j = 0; j < nown[i]; j++)
+			want += owners[i][j] == node;
+	return want;
+}
+
 /* Every key's row on every member of its replica set in the client's
  * configuration (an unfenced GET straight to each): the problems; *nrep
  * gets the nodes asked. */
@@ -684,20 +711,11 @@ static int check_sets(struct rs_client *c, const float *row, int *nrep)
 	int bad = 0;
 	size_t nn;
 
-	{
-		const struct cli_route *rt = cli_route_hold(c);
-
-		for (int i = 0; i < K; i++)
-			nown[i] = cli_route_replicas(rt, keys[i], owners[i]);
-		nn = rt->nknown;
-		cli_route_drop(c);
-	}
+	nn = replica_sets(c, owners, nown);
 	for (size_t node = 0; node < nn; node++) {
 		int want = 0;
 
-		for (int i = 0; i < K; i++)
-			for (unsigned j = 0; j < nown[i]; j++)
-				want += owners[i][j] == node;
+		want = keys_held(owners, nown, node);
 		if (!want)
 			continue;
 		raw_get(c, c->nodes[node].name, copy, rst);
@@ -1064,20 +1082,11 @@ static int do_tcheck(const char *seeds, float v)
 			       st[i] < 0 ? "missing" : "row", row[i * DIM], v);
 			bad++;
 		}
-	{
-		const struct cli_route *rt = cli_route_hold(c);
-
-		for (int i = 0; i < K; i++)
-			nown[i] = cli_route_replicas(rt, keys[i], owners[i]);
-		nn = rt->nknown;
-		cli_route_drop(c);
-	}
+	nn = replica_sets(c, owners, nown);
 	for (size_t node = 0; node < nn; node++) {
 		int held = 0, want = 0;
 
-		for (int i = 0; i < K; i++)
-			for (unsigned j = 0; j < nown[i]; j++)
-				want += owners[i][j] == node;
+		want = keys_held(owners, nown, node);
 		if (!want)
 			continue;
 		raw_get(c, c->nodes[node].name, copy, rst);
