@@ -39,7 +39,7 @@ drv=$bin/tests/repl_driver
 seed=${RS_NEMESIS_SEED:-20261206}
 faults=${RS_NEMESIS_FAULTS:-3}
 if [ -z "${RS_NEMESIS_FAULTS:-}" ] &&
-  grep -q "fsanitize" "$bin/CMakeCache.txt" 2>/dev/null; then
+  grep -Eq "^RS_SANITIZE:[A-Z]*=(ON|thread)$" "$bin/CMakeCache.txt" 2>/dev/null; then
   # the test command's budget: the kill, pause and rejoin paths run under
   # the sanitizers in test_repl; ci/soak.sh runs the nemesis in any tree
   echo "nemesis: skipped in a sanitizer tree (RS_NEMESIS_FAULTS=N runs it)"
