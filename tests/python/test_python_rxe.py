@@ -107,14 +107,15 @@ class Equivalence(unittest.TestCase):
         cls.c.close()
 
     def run_case(self, optimizer, pooling, weighted=False, steps=5,
-                 prefetch=False, lr_fn=None):
+                 prefetch=False, lr_fn=None, cache=None):
         torch.manual_seed(0)
         spec = tc.small_spec(pooling=pooling, optimizer=optimizer)
-        prefix = "%s_%s_%d_%d_%d_" % (optimizer, pooling, weighted, prefetch,
-                                     lr_fn is not None)
+        prefix = "%s_%s_%d_%d_%d_%d_" % (optimizer, pooling, weighted,
+                                        prefetch, lr_fn is not None,
+                                        cache is not None)
         ref = tc.ReferenceModel(spec, weighted)
         store = tc.StoreModel(spec, self.c, dense_from=ref, weighted=weighted,
-                              prefix=prefix)
+                              prefix=prefix, cache=cache)
         data = tc.batches(spec, steps=steps, weighted=weighted, seed=1)
         l_ref = tc.train(ref, data, ref.optimizers(), lr_fn)
         if prefetch:
@@ -165,6 +166,16 @@ class Equivalence(unittest.TestCase):
     def test_prefetch_same_result(self):
         store = self.run_case("adagrad", "sum", prefetch=True)
         self.assertGreater(store.ebc.stats["prefetched"], 0)
+
+    def test_row_cache_exact(self):
+        # the same steps as torch's with the row cache on (exact probes):
+        # rows came from the cache after probes, none found changed
+        store = self.run_case("adagrad", "sum",
+                              cache={"cache_bytes": 1 << 20})
+        cs = store.ebc.cache_stats()
+        self.assertGreater(cs["hits"], 0)
+        self.assertGreater(cs["probes"], 0)
+        self.assertEqual(cs["probe_misses"], 0)
 
 
 def trainer(addr, dev, rank, steps, q):

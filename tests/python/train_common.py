@@ -27,14 +27,15 @@ def small_spec(pooling="sum", optimizer="sgd"):
     }
 
 
-def configs(spec, prefix=""):
+def configs(spec, prefix="", **cache):
+    """cache: cache_bytes= / cache_staleness= for every table."""
     return [recstore.EmbeddingBagConfig(
         prefix + name, t["dim"], list(t["features"]), pooling=spec["pooling"],
         optimizer=spec["optimizer"], lr=spec["lr"],
         eps=spec["eps"],
         initial_accumulator=(0.0 if spec["optimizer"] in
                              ("adagrad", "rowwise_adagrad") else None),
-        num_embeddings=1024)
+        num_embeddings=1024, **cache)
         for name, t in spec["tables"].items()]
 
 
@@ -162,11 +163,11 @@ class StoreModel(torch.nn.Module):
     same dense layers (copied from the reference)."""
 
     def __init__(self, spec, client, dense_from, weighted, prefix="",
-                 **ebc_kw):
+                 cache=None, **ebc_kw):
         super().__init__()
         self.spec = spec
-        self.ebc = recstore.EmbeddingBagCollection(client, configs(spec, prefix),
-                                                   **ebc_kw)
+        self.ebc = recstore.EmbeddingBagCollection(
+            client, configs(spec, prefix, **(cache or {})), **ebc_kw)
         for name, rows in dense_from.initial_rows().items():
             keys = np.arange(len(rows), dtype=np.uint64)
             self.ebc.table(prefix + name).put(keys, rows)
