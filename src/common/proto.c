@@ -565,7 +565,7 @@ static uint64_t repl_bytes(uint32_t n, uint32_t width, size_t name_len)
 	const uint64_t name = 2 + (uint64_t)name_len;
 
 	return PROTO_HDR_BYTES + REPL_REQ_FIXED + name + pad8(name) +
-	       repl_records_bytes(n, width);
+	       repl_records_bytes(n, width) + PROTO_FROM_BYTES;
 }
 
 size_t proto_repl_req_bytes(uint32_t n, uint32_t width, size_t name_len)
@@ -847,6 +847,8 @@ static int wr_finish(struct wr *w, const struct proto_hdr *h, uint32_t op,
 			    op == PROTO_OP_TABLE_DROP ||
 			    op == PROTO_OP_TABLE_GROW))
 		flags |= (uint16_t)(h->flags & PROTO_F_EPOCH);
+	if (h && !reply && op == PROTO_OP_REPL)
+		flags |= (uint16_t)(h->flags & PROTO_F_FROM);
 	uint8_t *p = w->p;
 
 	if (w->off > w->cap)
@@ -1695,7 +1697,7 @@ static int repl_once_check(uint32_t i, uint64_t client, uint64_t seq,
 }
 
 static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
-			struct proto_repl_req *m)
+			int from, struct proto_repl_req *m)
 {
 	const uint32_t width_max = state_width_max(lim->max_dim);
 	const uint8_t *clients, *seqs, *done, *statuses, *creds, *kinds, *rows;
@@ -1709,6 +1711,7 @@ static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
 	rd_zero(r, (size_t)pad8(r->off), "table padding");
 	m->keys = m->clients = m->seqs = m->done_below = NULL;
 	m->statuses = m->creds = m->kinds = m->rows = NULL;
+	m->from_inc = m->from_seq = 0;
 	if (r->rc)
 		return r->rc;
 	if (m->epoch == 0)
@@ -1723,11 +1726,13 @@ static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
 			       "%u", m->width, width_max);
 	/* n <= 2^24, width <= 3 * 2^16 + 1: no product overflows */
 	row = 4 * (size_t)m->width;
-	need = repl_records_bytes(m->n, m->width);
+	need = repl_records_bytes(m->n, m->width) +
+	       (from ? PROTO_FROM_BYTES : 0);
 	if (r->len - r->off != need)
-		return rd_fail(r, RS_E_PROTO, "%u records of width %u need %"
+		return rd_fail(r, RS_E_PROTO, "%u records of width %u%s need %"
 			       PRIu64 " bytes after the table name, %zu "
-			       "present", m->n, m->width, need,
+			       "present", m->n, m->width,
+			       from ? " and the sender" : "", need,
 			       r->len - r->off);
 	m->keys = rd_take(r, 8 * (size_t)m->n, "keys");
 	clients = rd_take(r, 8 * (size_t)m->n, "clients");
@@ -1756,6 +1761,14 @@ static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
 				       "record's row must be zero bytes (byte "
 				       "%zu is 0x%02x)", i, at,
 				       rows[i * row + at]);
+	if (from) {
+		m->from_inc = rd_u64(r, "from_inc");
+		m->from_seq = rd_u64(r, "from_seq");
+		if (!r->rc && (!m->from_inc || !m->from_seq))
+			return rd_fail(r, RS_E_PROTO, "from_inc %" PRIu64
+				       ", from_seq %" PRIu64 ": must be >= 1",
+				       m->from_inc, m->from_seq);
+	}
 	if (r->rc)
 		return r->rc;
 	m->clients = clients;
@@ -1828,6 +1841,9 @@ static int dec_request(struct rd *r, const struct proto_limits *lim,
 		return rd_fail(r, RS_E_PROTO, "header flag epoch: only "
 			       "TABLE_CREATE, TABLE_DROP and TABLE_GROW "
 			       "requests carry one");
+	if ((m->hdr.flags & PROTO_F_FROM) && m->hdr.opcode != PROTO_OP_REPL)
+		return rd_fail(r, RS_E_PROTO, "header flag from: only REPL "
+			       "requests carry one");
 	switch (m->hdr.opcode) {
 	case PROTO_OP_HELLO:
 		return dec_hello_req(r, &m->u.hello_req);
@@ -1861,7 +1877,8 @@ static int dec_request(struct rd *r, const struct proto_limits *lim,
 	case PROTO_OP_CONFIG:
 		return r->rc; /* empty body: rd_end() checks */
 	case PROTO_OP_REPL:
-		return dec_repl_req(r, lim, &m->u.repl_req);
+		return dec_repl_req(r, lim, (m->hdr.flags & PROTO_F_FROM) != 0,
+				    &m->u.repl_req);
 	case PROTO_OP_COPY:
 		return dec_copy_req(r, &m->u.copy_req);
 	default:
@@ -1874,6 +1891,8 @@ static int dec_reply(struct rd *r, const struct proto_limits *lim,
 {
 	if (m->hdr.flags & PROTO_F_EPOCH)
 		return rd_fail(r, RS_E_PROTO, "header flag epoch in a reply");
+	if (m->hdr.flags & PROTO_F_FROM)
+		return rd_fail(r, RS_E_PROTO, "header flag from in a reply");
 	if (m->hdr.status < 0)
 		return dec_error(r, &m->u.error);
 	switch (m->hdr.opcode) {
@@ -2417,6 +2436,7 @@ int proto_enc_repl_req(void *buf, size_t cap, const struct proto_hdr *h,
 	const uint32_t *creds = m->creds;
 	const uint8_t *kinds = m->kinds;
 	const float *rows = m->rows;
+	struct proto_hdr hh = { 0 };
 	size_t nlen, row;
 	struct wr w;
 	uint8_t *q;
@@ -2425,6 +2445,13 @@ int proto_enc_repl_req(void *buf, size_t cap, const struct proto_hdr *h,
 	if ((rc = enc_name_check("table", m->table, sizeof(m->table), 0,
 				 &nlen)))
 		return prefix_err(rc, "REPL request: ");
+	if (m->from_inc && !m->from_seq)
+		return rs_seterr(RS_E_INVAL, "REPL request: a sender "
+				 "(from_inc) without a sequence number");
+	if (h)
+		hh = *h;
+	hh.flags = (uint16_t)((hh.flags & ~PROTO_F_FROM) |
+			      (m->from_inc ? PROTO_F_FROM : 0));
 	if (m->epoch == 0)
 		return rs_seterr(RS_E_INVAL, "REPL request: epoch: must be "
 				 ">= 1");
@@ -2478,7 +2505,11 @@ int proto_enc_repl_req(void *buf, size_t cap, const struct proto_hdr *h,
 			else
 				memset(q + i * row, 0, row);
 		}
-	return wr_finish(&w, h, PROTO_OP_REPL, 0);
+	if (m->from_inc) {
+		wr_u64(&w, m->from_inc);
+		wr_u64(&w, m->from_seq);
+	}
+	return wr_finish(&w, &hh, PROTO_OP_REPL, 0);
 }
 
 int proto_enc_keys_req(void *buf, size_t cap, const struct proto_hdr *h,

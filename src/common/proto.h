@@ -104,7 +104,13 @@ enum proto_op {
 			      (hdr.epoch, >= 1) ends the body
 			      (PROTO_EPOCH_BYTES): a cluster member takes
 			      the change only in that epoch */
-#define PROTO_F_ALL (PROTO_F_REPLY | PROTO_F_TRACE | PROTO_F_EPOCH)
+#define PROTO_F_FROM 0x8u /* REPL requests only: the sending member's
+			     incarnation and the REPL's sequence number
+			     (repl_req.from_inc, from_seq, both >= 1) end
+			     the body (PROTO_FROM_BYTES) */
+#define PROTO_F_ALL (PROTO_F_REPLY | PROTO_F_TRACE | PROTO_F_EPOCH | \
+		     PROTO_F_FROM)
+#define PROTO_FROM_BYTES 16u
 
 /* struct proto_keys_req.flags */
 #define PROTO_KF_CREATE 0x1u /* UPDATE: initialise missing keys, then
@@ -431,6 +437,12 @@ struct proto_repl_req {
 	const void *statuses, *creds;
 	const void *kinds;
 	const void *rows;
+	/* with PROTO_F_FROM (set by the encoder when from_inc is not 0):
+	 * the sender's incarnation and this REPL's number in the sender's
+	 * sequence (grows with every REPL the node sends): a backup applies
+	 * REPLs of one sender only in that order (docs/replication.md,
+	 * "Stale REPLs") */
+	uint64_t from_inc, from_seq;
 };
 
 /*

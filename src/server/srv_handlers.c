@@ -64,12 +64,14 @@
  * connection's send path (thread-safe in rv).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/le.h"
 #include "server/srv_internal.h"
@@ -1446,6 +1448,32 @@ static uint32_t repl_inserts(struct srv_table *t,
 	return n;
 }
 
+/* The test hook RS_TEST_REPL_HOLD=FILE: the first REPL that arrives
+ * while FILE exists waits, before it is checked, until FILE is removed
+ * (at most 20 s): its sender times out, sends the next REPL on a new
+ * connection, and the held one comes after it (test_repl_fire,
+ * "stale REPL"). Then FILE.done says it went on. */
+static void repl_test_hold(void)
+{
+	static atomic_bool taken;
+	static _Atomic int set;	/* 0: not looked at, 1: no, 2: yes */
+	const char *f;
+	char done[4200];
+
+	if (RS_LIKELY(atomic_load_explicit(&set, memory_order_relaxed) == 1))
+		return;
+	f = getenv("RS_TEST_REPL_HOLD");
+	atomic_store(&set, f && *f ? 2 : 1);
+	if (!f || !*f || access(f, F_OK) || atomic_exchange(&taken, true))
+		return;
+	srv_log("repl: test hold: a REPL waits while %s exists", f);
+	for (unsigned i = 0; i < 400 && !access(f, F_OK); i++)
+		usleep(50000);
+	srv_log("repl: test hold: the REPL goes on");
+	snprintf(done, sizeof(done), "%s.done", f);
+	close(open(done, O_CREAT | O_WRONLY, 0644));
+}
+
 /* REPL: a primary's rows and deletions for this node as their backup.
  * While a table of the node grows the whole REPL is answered RS_E_BUSY
  * (its sender resends it); one whose inserts would pass the fill
@@ -1457,7 +1485,8 @@ static void do_repl(struct req *r)
 	struct rs_server *s = r->s;
 	struct srv_repl_req q;
 	struct srv_table *t = NULL;
-	bool entered = false;
+	struct srv_from *from = NULL;
+	bool entered = false, applied = false;
 	uint32_t ins;
 	int32_t *st;
 	float *v;
@@ -1470,7 +1499,16 @@ static void do_repl(struct req *r)
 			    "of a cluster");
 		return;
 	}
+	if (!m->from_inc) {
+		reply_error(r, r->op, RS_E_PROTO, "REPL without its sender "
+			    "(header flag from): a node of an older build");
+		return;
+	}
+	repl_test_hold();
 	ret = srv_repl_enter(s, &q, m->epoch, m->keys, m->n, true);
+	if (!ret)	/* from the keys' primary, in its order */
+		ret = srv_repl_from_begin(s, &q, m->from_inc, m->from_seq,
+					  &from);
 	if (ret) {
 		reply_error(r, r->op, ret, "%s", rs_errormsg());
 		goto out;
@@ -1531,6 +1569,7 @@ static void do_repl(struct req *r)
 		st[i] = ret ? ret : created ? PROTO_ST_CREATED : PROTO_ST_OK;
 	}
 	slab_ev_replica_mode(false);
+	applied = true;
 	if (repl_record_once(r, m, t->id, st))
 		goto out;
 	atomic_fetch_add(&s->repl.applied, m->n);
@@ -1540,6 +1579,7 @@ static void do_repl(struct req *r)
 		atomic_fetch_add(&s->repl.repls_all_waiting, 1);
 	reply_statuses(r, st, m->n);
 out:
+	srv_repl_from_done(from, m->from_seq, applied);
 	if (entered)
 		srv_write_leave(s);
 	if (t)

@@ -485,6 +485,16 @@ struct srv_repl {
 					   same worker's was in flight */
 	_Atomic uint64_t busy_writes;	/* writes answered RS_E_BUSY: a
 					   backup's table grew too long */
+	/* REPLs this node sent, numbered in sending order (the sequence a
+	 * backup applies them in: "Stale REPLs"); REPLs it refused as a
+	 * backup because a later one of the same sender was applied, or
+	 * because their sender is not the keys' primary */
+	_Atomic uint64_t repl_seq;
+	_Atomic uint64_t stale_repls, foreign_repls;
+	/* records of queued chunks carried into a new configuration:
+	 * re-read from the rows (re-captured) or dropped (the node is no
+	 * longer the key's primary, or the peer no longer its backup) */
+	_Atomic uint64_t recaptured, dropped_records;
 	/* the adopting thread and the configurations it is handed, oldest
 	 * first (each is adopted in turn: a node that skips one cannot
 	 * tell what it gained, see srv_copy.c) */
@@ -544,6 +554,9 @@ struct srv_repl_req {
 	unsigned nchunks, cap;
 	struct srv_chunk **chunks;
 	unsigned *chunk_peer;
+	/* as a backup: the keys' primary (member index), if all of them
+	 * have one; -1 if they have several, -2 before any key */
+	int prim;
 };
 
 struct srv_repl_stats {
@@ -551,6 +564,7 @@ struct srv_repl_stats {
 	uint64_t synced, copied_rows, copies_done, copy_failures, gained;
 	uint64_t held, parallel, busy_writes;
 	uint64_t configs_adopting, repls_all_waiting;
+	uint64_t stale_repls, foreign_repls, recaptured, dropped_records;
 	uint64_t tables_created, tables_dropped, freed_rows;
 	uint64_t chunks_shipped, chunks_failed, queued, busy_repls;
 	bool active;
@@ -582,6 +596,18 @@ void srv_repl_adopt(struct rs_server *s, const struct memb_config *c);
 int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
 		   uint64_t epoch, const void *keys, uint32_t n, bool backup);
 void srv_repl_exit(struct rs_server *s, struct srv_repl_req *q);
+struct srv_from;
+/* For a REPL from the member of
+ * incarnation from_inc, as srv_repl_enter() admitted it as a backup (q):
+ * the sender must be the primary of every key in q's epoch (q->prim). Takes that
+ * sender's lock (released by srv_repl_from_done) and refuses a REPL
+ * numbered at or below one applied already. 0 or an error (set). */
+int srv_repl_from_begin(struct rs_server *s, struct srv_repl_req *q,
+			uint64_t from_inc, uint64_t from_seq,
+			struct srv_from **out);
+/* applied: the REPL's records were applied (its number is the last) */
+void srv_repl_from_done(struct srv_from *f, uint64_t from_seq,
+			bool applied);
 /* For a write after srv_repl_enter(): RS_E_BUSY while the read lease
  * holds writes of a key this node just became the primary of. */
 int srv_repl_hold(struct rs_server *s, struct srv_repl_req *q,

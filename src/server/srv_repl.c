@@ -99,6 +99,12 @@ static void chunk_free(struct srv_chunk *ch)
 	free(ch);
 }
 
+/* What a chunk holds allocated (its capacity). */
+static uint64_t chunk_bytes(const struct srv_chunk *c)
+{
+	return (uint64_t)c->cap * (45u + 4u * c->width) + sizeof(*c);
+}
+
 static void chunk_put_locked(struct srv_chunk *ch)
 {
 	if (--ch->refs == 0)
@@ -232,6 +238,9 @@ static void cfg_free(struct srv_cfg *g, bool peers)
 	if (!g)
 		return;
 	view_put(g->view);
+	for (size_t i = 0; g->from && i < g->c.n; i++)
+		pthread_mutex_destroy(&g->from[i].lock);
+	free(g->from);
 	for (size_t i = 0; peers && g->peer && i < g->c.n; i++)
 		peer_free(g->peer[i]);
 	free(g->peer);
@@ -283,6 +292,19 @@ static struct srv_cfg *cfg_new(struct rs_server *s,
 		cfg_free(g, false);
 		return NULL;
 	}
+	if (!(g->from = calloc(g->c.n + 1, sizeof(*g->from)))) {
+		cfg_free(g, false);
+		return NULL;
+	}
+	for (size_t i = 0; i < g->c.n; i++)
+		if (pthread_mutex_init(&g->from[i].lock, NULL)) {
+			for (size_t j = 0; j < i; j++)
+				pthread_mutex_destroy(&g->from[j].lock);
+			free(g->from);
+			g->from = NULL;
+			cfg_free(g, false);
+			return NULL;
+		}
 	g->self = g->tself = -1;
 	for (size_t i = 0; i < g->c.n; i++) {
 		const struct memb_member *m = &g->c.m[i];
@@ -299,6 +321,96 @@ static struct srv_cfg *cfg_new(struct rs_server *s,
 		return NULL;
 	}
 	return g;
+}
+
+/* Whether key hash h lies in a range g makes this node copy in. */
+static bool in_gain(const struct srv_cfg *g, uint64_t h)
+{
+	for (size_t i = 0; i < g->ngain; i++) {
+		uint64_t lo = g->gain[i].lo, hi = g->gain[i].hi;
+
+		if (lo < hi ? h > lo && h <= hi : h > lo || h <= hi)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Under the write side of `lock` (no request runs), for peer p (member pi
+ * of g) carried over from the configuration before: the records still
+ * queued for it were captured in an earlier epoch, by writes that gave
+ * up waiting (srv_repl_wait's deadline). Shipped as they are in g's
+ * epoch they could overwrite newer rows: the key may have had another
+ * primary since, whose writes the backup took. So each record is made
+ * what the node holds now (docs/replication.md, "Stale REPLs"): kept
+ * only if this node is the key's primary in g, forwards it to p and does
+ * not copy it in, with the row and state read again (a deletion if the
+ * key is gone); dropped otherwise (the key's primary in g forwards its
+ * own writes; copies bring the rest). Records of a chunk p took already
+ * (before h->sent) go too.
+ */
+static void recapture(struct rs_server *s, struct srv_cfg *g, unsigned pi,
+		      struct srv_peer *p)
+{
+	struct srv_chunk **link = &p->head, *ch;
+	uint64_t kept = 0, dropped = 0;
+
+	p->tail = NULL;
+	while ((ch = *link)) {
+		struct srv_table *t = srv_table_get_name(&s->tables, ch->table);
+		uint32_t w = ch->width, out = 0;
+		bool fits = t && w == t->spec.dim + t->state_floats;
+
+		for (uint32_t i = ch->sent; i < ch->n; i++) {
+			uint64_t key = ch->keys[i], h = memb_key_hash(key);
+			unsigned set[MEMB_MAX_R];
+			unsigned cnt = memb_replicas(g->pl, h, set);
+			float *row = ch->rows + (size_t)out * w;
+
+			if (!fits || g->self < 0 || !cnt ||
+			    (int)set[0] != g->self ||
+			    !srv_repl_forwards_to(g, h, pi) || in_gain(g, h)) {
+				dropped++;
+				continue;
+			}
+			ch->keys[out] = key;
+			ch->cl[out] = ch->cl[i];
+			ch->sq[out] = ch->sq[i];
+			ch->db[out] = ch->db[i];
+			ch->st[out] = ch->st[i];
+			ch->cr[out] = ch->cr[i];
+			ch->kinds[out] = PROTO_REPL_ROW;
+			if (slab_read(t->st, key, row, NULL) ||
+			    (t->state_floats &&
+			     slab_read_state(t->st, key, row + t->spec.dim))) {
+				ch->kinds[out] = PROTO_REPL_DELETED;
+				memset(row, 0, (size_t)w * sizeof(float));
+			}
+			out++;
+		}
+		if (t)
+			srv_table_put(t);
+		kept += out;
+		ch->n = out;
+		ch->sent = 0;
+		if (!out) {	/* no request holds it: the queue's only */
+			if (ch->retry)
+				p->kept_bytes -= chunk_bytes(ch);
+			*link = ch->next;
+			chunk_put_locked(ch);
+			continue;
+		}
+		p->tail = ch;
+		link = &ch->next;
+	}
+	if (kept || dropped) {
+		atomic_fetch_add(&s->repl.recaptured, kept);
+		atomic_fetch_add(&s->repl.dropped_records, dropped);
+		srv_log("repl: epoch %" PRIu64 ": backup '%s': %" PRIu64
+			" queued records of earlier epochs read again from "
+			"the rows, %" PRIu64 " dropped (no longer this node's "
+			"to send there)", g->c.epoch, p->id, kept, dropped);
+	}
 }
 
 /* The test hook RS_TEST_ADOPT_HOLD=FILE: an adoption waits with the
@@ -357,6 +469,9 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 	 * go before the first write of the new epoch is forwarded here */
 	if (g && !why[0] && srv_copy_plan(s, g))
 		snprintf(why, sizeof(why), "%s", rs_errormsg());
+	for (size_t i = 0; g && !why[0] && i < g->c.n; i++)
+		if (g->peer[i] && g->peer[i]->head)
+			recapture(s, g, (unsigned)i, g->peer[i]);
 	if (g && why[0]) {
 		cfg_free(g, true);
 		g = NULL;
@@ -552,6 +667,7 @@ int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
 	unsigned set[MEMB_MAX_R];
 
 	memset(q, 0, sizeof(*q));
+	q->prim = -2;
 	if (pthread_rwlock_tryrdlock(&rp->lock)) {
 		atomic_fetch_add(&rp->refused, 1);
 		return rs_seterr(RS_E_EPOCH, "the node is adopting a new "
@@ -580,6 +696,9 @@ int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
 								  g->tself)
 				 : prim;
 
+		if (backup && cnt)	/* one primary for all, or -1 */
+			q->prim = q->prim == -2 || q->prim == (int)set[0]
+					  ? (int)set[0] : -1;
 		if (!ok) {
 			atomic_fetch_add(&rp->refused, 1);
 			return rs_seterr(RS_E_EPOCH, "key %" PRIu64 ": this "
@@ -649,6 +768,59 @@ bool srv_repl_forwards_to(const struct srv_cfg *g, uint64_t h, unsigned mi)
 	 * joining one, or an active one taking a leaving one's place */
 	tcnt = memb_replicas(g->tpl, h, tset);
 	return in_list(tset, tcnt, mi);
+}
+
+int srv_repl_from_begin(struct rs_server *s, struct srv_repl_req *q,
+			uint64_t from_inc, uint64_t from_seq,
+			struct srv_from **out)
+{
+	struct srv_cfg *g = q->cfg;
+	struct srv_from *f;
+	size_t mi = g->c.n;
+
+	*out = NULL;
+	for (size_t i = 0; from_inc && i < g->c.n; i++)
+		if (g->c.m[i].inc == from_inc && (int)i != g->tself) {
+			mi = i;
+			break;
+		}
+	if (mi == g->c.n) {
+		atomic_fetch_add(&s->repl.foreign_repls, 1);
+		return rs_seterr(RS_E_EPOCH, "REPL from incarnation %016"
+				 PRIx64 ": no other member of epoch %" PRIu64
+				 " has it", from_inc, g->c.epoch);
+	}
+	/* srv_repl_enter found the keys' primary (-2: a REPL of no key) */
+	if (q->prim != -2 && q->prim != (int)mi) {
+		atomic_fetch_add(&s->repl.foreign_repls, 1);
+		return rs_seterr(RS_E_EPOCH, "REPL from '%s': it is not the "
+				 "primary of %s its keys in epoch %" PRIu64,
+				 g->c.m[mi].id, q->prim == -1 ? "all" : "any of",
+				 g->c.epoch);
+	}
+	f = &g->from[mi];
+	pthread_mutex_lock(&f->lock);
+	if (from_seq <= f->last_seq) {
+		uint64_t last = f->last_seq;
+
+		pthread_mutex_unlock(&f->lock);
+		atomic_fetch_add(&s->repl.stale_repls, 1);
+		return rs_seterr(RS_E_STALE, "REPL %" PRIu64 " of '%s': its "
+				 "REPL %" PRIu64 " was applied already (this "
+				 "one was overtaken: its sender gave up on it)",
+				 from_seq, g->c.m[mi].id, last);
+	}
+	*out = f;
+	return 0;
+}
+
+void srv_repl_from_done(struct srv_from *f, uint64_t from_seq, bool applied)
+{
+	if (!f)
+		return;
+	if (applied)
+		f->last_seq = from_seq;
+	pthread_mutex_unlock(&f->lock);
 }
 
 void srv_repl_exit(struct rs_server *s, struct srv_repl_req *q)
@@ -806,12 +978,16 @@ static uint32_t slice_keys(const struct cli_conn *cc,
 
 /* Send records [off, off + n) of ch in one REPL on cc; *req_id: the
  * request's, for its reply. */
-static int slice_post(struct cli_conn *cc, const struct srv_chunk *ch,
-		      uint64_t epoch, uint32_t off, uint32_t n,
-		      uint64_t *req_id)
+static int slice_post(struct srv_repl *rp, struct cli_conn *cc,
+		      const struct srv_chunk *ch, uint64_t epoch,
+		      uint32_t off, uint32_t n, uint64_t *req_id)
 {
 	struct proto_repl_req m = {
 		.epoch = epoch, .n = n, .width = ch->width,
+		.from_inc = rp->inc,
+		/* numbered as sent: one REPL in flight per backup, so the
+		 * backup sees them in this order unless one was overtaken */
+		.from_seq = atomic_fetch_add(&rp->repl_seq, 1) + 1,
 		.keys = ch->keys + off, .kinds = ch->kinds + off,
 		.clients = ch->cl + off, .seqs = ch->sq + off,
 		.done_below = ch->db + off, .statuses = ch->st + off,
@@ -879,29 +1055,75 @@ struct repl_post {
 
 #define REPL_POSTS 8u		/* backups posted to at once by a worker */
 
-static void post_start(struct repl_post *po, uint64_t epoch)
+static void post_start(struct srv_repl *rp, struct repl_post *po,
+		       uint64_t epoch)
 {
 	po->ret = cli_conn_get(&po->p->node, &po->cc);
 	if (po->ret) {
 		po->cc = NULL;
 	} else {
 		po->k = slice_keys(po->cc, po->h, po->h->sent);
-		po->ret = slice_post(po->cc, po->h, epoch, po->h->sent, po->k,
-				     &po->req_id);
+		po->ret = slice_post(rp, po->cc, po->h, epoch, po->h->sent,
+				     po->k, &po->req_id);
 	}
 	if (po->ret)
 		snprintf(po->why, sizeof(po->why), "%s", rs_errormsg());
 }
 
-/* Under p->lock: h was shipped with result ret (0 or why it failed). */
-static void peer_shipped(struct srv_peer *p, struct srv_chunk *h, int ret,
-			 const char *why)
+/* Under p->lock: the kept chunks over REPL_KEEP_MAX_BYTES go, oldest
+ * first (never one a shipper holds: h). */
+static void keep_bound(struct rs_server *s, struct srv_peer *p,
+		       const struct srv_chunk *h)
+{
+	uint64_t dropped = 0;
+
+	while (p->kept_bytes > REPL_KEEP_MAX_BYTES && p->head &&
+	       p->head->retry && p->head != h) {
+		struct srv_chunk *d = p->head;
+
+		p->kept_bytes -= chunk_bytes(d);
+		dropped += d->n - d->sent;
+		p->head = d->next;
+		if (!p->head)
+			p->tail = NULL;
+		chunk_put_locked(d);
+	}
+	if (dropped) {
+		atomic_fetch_add(&s->repl.dropped_records, dropped);
+		srv_log_peer("repl: backup '%s': %" PRIu64 " records of failed "
+			     "writes dropped (over %llu MiB kept to send "
+			     "again): its rows of those keys may differ until "
+			     "they are written again, and a resend of those "
+			     "calls after a failover to it may apply twice",
+			     p->id, dropped, REPL_KEEP_MAX_BYTES >> 20);
+	}
+}
+
+/*
+ * Under p->lock: h was shipped with result ret (0 or why it failed).
+ * After a failure h and everything behind it are done with that error
+ * (their writes fail) but stay queued, marked retry: the primary applied
+ * those writes and recorded their completions, and a later REPL of the
+ * same keys would carry their rows without those completions, so that a
+ * resend of such a call after a failover to the backup would apply
+ * again. The next write to the peer sends them first (claim_idle ships
+ * the head), and a new configuration reads them again (recapture).
+ */
+static void peer_shipped(struct rs_server *s, struct srv_peer *p,
+			 struct srv_chunk *h, int ret, const char *why)
 {
 	/* h and, after a failure, everything behind it */
 	for (struct srv_chunk *c = h; c; c = ret ? c->next : NULL) {
 		c->done = true;
 		c->err = ret;
 		c->sealed = true;
+		if (ret && !c->retry) {
+			c->retry = true;
+			p->kept_bytes += chunk_bytes(c);
+		} else if (!ret && c->retry) {
+			c->retry = false;
+			p->kept_bytes -= chunk_bytes(c);
+		}
 	}
 	p->busy_until = 0;
 	p->busy_ms = 0;
@@ -916,8 +1138,8 @@ static void peer_shipped(struct srv_peer *p, struct srv_chunk *h, int ret,
 	} else {
 		p->shipped++;
 	}
-	/* drop the done chunks from the queue */
-	while (p->head && p->head->done) {
+	/* drop the done chunks from the queue (not the kept ones) */
+	while (p->head && p->head->done && !p->head->retry) {
 		struct srv_chunk *d = p->head;
 
 		p->head = d->next;
@@ -925,6 +1147,8 @@ static void peer_shipped(struct srv_peer *p, struct srv_chunk *h, int ret,
 			p->tail = NULL;
 		chunk_put_locked(d);
 	}
+	if (ret)
+		keep_bound(s, p, h);
 	chunk_put_locked(h);
 	p->sending = false;
 	pthread_cond_broadcast(&p->cv);
@@ -954,8 +1178,10 @@ static bool peer_busy(struct srv_peer *p, struct srv_chunk *h)
 
 /* The reply to po's REPL, then the rest of its chunk; p is idle again.
  * Returns the result (RS_E_BUSY: the backup asks for a resend later). */
-static int post_finish(struct repl_post *po, uint64_t epoch)
+static int post_finish(struct rs_server *s, struct repl_post *po,
+		       uint64_t epoch)
 {
+	struct srv_repl *rp = &s->repl;
 	struct srv_chunk *h = po->h;
 	uint32_t off = h->sent, k = po->k;
 	uint64_t id = po->req_id;
@@ -968,7 +1194,7 @@ static int post_finish(struct repl_post *po, uint64_t epoch)
 		if (off >= h->n)
 			break;
 		k = slice_keys(po->cc, h, off);
-		ret = slice_post(po->cc, h, epoch, off, k, &id);
+		ret = slice_post(rp, po->cc, h, epoch, off, k, &id);
 		if (!ret)
 			ret = slice_check(po->cc, h, off, k, id);
 	}
@@ -987,7 +1213,7 @@ static int post_finish(struct repl_post *po, uint64_t epoch)
 				 "table) for more than %u s",
 				 REPL_BUSY_MAX_MS / 1000u);
 		}
-		peer_shipped(po->p, h, ret, po->why);
+		peer_shipped(s, po->p, h, ret, po->why);
 	}
 	pthread_mutex_unlock(&po->p->lock);
 	return ret;
@@ -1087,13 +1313,13 @@ int srv_repl_wait(struct rs_server *s, struct srv_repl_req *q)
 		bool flying = false, stuck;
 
 		for (unsigned k = 0; k < np; k++) {
-			post_start(&post[k], epoch);
+			post_start(&s->repl, &post[k], epoch);
 			if (!post[k].ret && flying)
 				atomic_fetch_add(&s->repl.parallel, 1);
 			flying |= !post[k].ret;
 		}
 		for (unsigned k = 0; k < np; k++)
-			busy += post_finish(&post[k], epoch) == RS_E_BUSY;
+			busy += post_finish(s, &post[k], epoch) == RS_E_BUSY;
 		if (!np && wait == q->nchunks)
 			break;
 		/* only held up by backups that grow a table: bounded, then
@@ -1199,6 +1425,10 @@ void srv_repl_stats(struct rs_server *s, struct srv_repl_stats *st)
 	st->busy_writes = atomic_load(&rp->busy_writes);
 	st->configs_adopting = atomic_load(&rp->configs_adopting);
 	st->repls_all_waiting = atomic_load(&rp->repls_all_waiting);
+	st->stale_repls = atomic_load(&rp->stale_repls);
+	st->foreign_repls = atomic_load(&rp->foreign_repls);
+	st->recaptured = atomic_load(&rp->recaptured);
+	st->dropped_records = atomic_load(&rp->dropped_records);
 	st->copied_rows = atomic_load(&rp->copied_rows);
 	st->copies_done = atomic_load(&rp->copies_done);
 	st->copy_failures = atomic_load(&rp->copy_failures);

@@ -22,6 +22,10 @@ struct srv_chunk {
 				   RS_E_BUSY is resent from there) */
 	bool done;
 	int err;		/* when done: 0 or why it failed */
+	/* failed, and kept at the head of the queue to be sent again before
+	 * anything behind it ("A REPL that failed is sent again" in
+	 * docs/replication.md): the next write to the peer ships it first */
+	bool retry;
 	unsigned refs;		/* the queue's + one per waiting request */
 	uint64_t *keys;
 	uint64_t *cl, *sq, *db;	/* completion: client, seq, done_below */
@@ -47,7 +51,13 @@ struct srv_peer {
 	uint64_t busy_until, busy_since;
 	unsigned busy_ms;
 	uint64_t shipped, failed, busy;	/* chunks; REPLs answered busy */
+	uint64_t kept_bytes;	/* of the chunks kept to be sent again */
 };
+
+/* What the chunks kept for one backup to be sent again may hold; over
+ * it the oldest go (counted, logged: their calls' resends may apply
+ * twice after a failover to that backup). */
+#define REPL_KEEP_MAX_BYTES (64ull << 20)
 
 
 
@@ -87,6 +97,15 @@ struct srv_cfg {
 	size_t ngain;
 	struct srv_cfg_view *view;	/* what CONFIG answers (one
 					   reference) */
+	/* [c.n]: per sender, the REPLs this node applied as a backup in
+	 * this epoch: the lock serialises one sender's REPLs (a sender has
+	 * one in flight per backup, so it never waits but for a stale one),
+	 * last_seq is the highest applied (docs/replication.md, "Stale
+	 * REPLs") */
+	struct srv_from {
+		pthread_mutex_t lock;
+		uint64_t last_seq;
+	} *from;
 };
 
 static inline const struct memb_placement *srv_cfg_target(
@@ -115,5 +134,6 @@ void srv_copy_run(struct rs_server *s);
  * (tables_missing): create it as its members have it and copy its rows. */
 void srv_copy_tables(struct rs_server *s);
 void srv_copy_fini(struct rs_server *s);
+
 
 #endif

@@ -82,6 +82,23 @@
  *       held (RS_TEST_ADOPT_HOLD, kept until the asks end): each must
  *       be answered within its 5 s wait (a CONFIG that waits for the
  *       adoption never is).
+ *   repl_driver replstale SEEDS BACKUP HOLD
+ *       a stale REPL (docs/replication.md, "Stale REPLs"): BACKUP was
+ *       started with RS_TEST_REPL_HOLD=HOLD. For a key whose backup it
+ *       is: create HOLD; an exactly-once UPDATE of the key at its
+ *       primary must fail (the backup holds its REPL past the primary's
+ *       timeout); the next UPDATE must be acknowledged (its REPL goes on
+ *       a new connection and another worker applies it); remove HOLD and
+ *       wait for HOLD.done (the held REPL went on). Then the backup's row
+ *       must equal the primary's: the held REPL, older, must not have
+ *       been applied over the newer one.
+ *   repl_driver onceagain SEEDS KEYIDX
+ *       after replstale and a failover that made its backup the key's
+ *       primary: replstale's failed call (its client, seq 1) resent to
+ *       the key's primary now must be answered from the call's record
+ *       (status 0) and leave the row as it was: the REPL that failed
+ *       was sent again, completion included, before the next write's
+ *       ("A REPL that failed is sent again").
  *   repl_driver check SEEDS REPLICAS OUT...
  *       every key's row (RPC and READ through the cluster) must lie in
  *       [sum acked, sum acked + sum uncertain] of the stream files OUT...,
@@ -91,6 +108,7 @@
  *
  * SEEDS: addr:port,addr:port. Exit 0, or 1 with a message.
  */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -167,22 +185,27 @@ static int do_stream(const char *seeds, const char *stop, const char *out)
 	struct rs_table *t = open_table(c);
 	static float g[K * DIM];
 	static uint64_t acked[K], unsure[K];
-	uint64_t calls = 0, failed = 0, ok = 0;
-	double last_ok = now_ms(), gap = 0;
+	uint64_t calls = 0, failed = 0, ok = 0, missing = 0;
+	double last_ok = now_ms(), gap = 0, longest = 0;
 	int st[K], lasterr = 0;
 	FILE *f;
 
 	for (int i = 0; i < K * DIM; i++)
 		g[i] = -1.0f;
 	while (access(stop, F_OK) != 0) {
+		double t0 = now_ms();
 		int ret = rs_update(t, keys, K, g, st, 0);
 		bool all = ret >= 0;
 
+		if (now_ms() - t0 > longest)
+			longest = now_ms() - t0;
 		calls++;
 		for (int i = 0; i < K; i++) {
-			if (ret >= 0 && st[i] >= 0) {
+			if (ret >= 0 && st[i] == RS_KEY_FOUND) {
 				acked[i]++;
 			} else {
+				/* every key exists: MISSING is a lie */
+				missing += ret >= 0 && st[i] == RS_KEY_MISSING;
 				unsure[i]++;
 				all = false;
 				lasterr = ret < 0 ? ret : st[i];
@@ -213,10 +236,11 @@ static int do_stream(const char *seeds, const char *stop, const char *out)
 		printf("stream: %" PRIu64 " calls of %d keys, %" PRIu64
 		       " failed (last error: %s), longest write gap %.0f ms, "
 		       "%" PRIu64 " configuration refreshes, %" PRIu64
-		       " keys resent\n", calls, K, failed,
+		       " keys resent, longest call %.0f ms, %" PRIu64
+		       " keys answered missing\n", calls, K, failed,
 		       failed ? rs_strerror(lasterr) : "none", gap,
 		       (uint64_t)cs.config_refreshes,
-		       (uint64_t)cs.epoch_retries);
+		       (uint64_t)cs.epoch_retries, longest, missing);
 	}
 	rs_client_close(&c);
 	return 0;
@@ -228,17 +252,24 @@ static int do_read(const char *seeds, const char *stop, const char *out)
 	struct rs_table *t = open_table(c);
 	static float row[K * DIM], seen[K];
 	uint64_t reads = 0, failed = 0, back = 0, ok = 0, inflight_back = 0;
-	double last_ok = now_ms(), gap = 0;
+	uint64_t missing = 0;
+	double last_ok = now_ms(), gap = 0, longest = 0;
 	int st[K];
 	FILE *f;
 
 	while (access(stop, F_OK) != 0) {
+		double t0 = now_ms();
 		int ret = rs_get(t, keys, K, row, st, 0);
 		bool all = ret >= 0;
 
+		if (now_ms() - t0 > longest)
+			longest = now_ms() - t0;
 		reads++;
 		for (int i = 0; all && i < K; i++) {
 			if (st[i] != RS_KEY_FOUND) {
+				/* every key exists: MISSING is a lie */
+				for (int j = i; j < K; j++)
+					missing += st[j] == RS_KEY_MISSING;
 				all = false;
 				break;
 			}
@@ -278,10 +309,11 @@ static int do_read(const char *seeds, const char *stop, const char *out)
 		       " rows went back (%" PRIu64 " by unacknowledged steps "
 		       "only), %" PRIu64 " keys READ at a backup (%" PRIu64
 		       " missing there), %" PRIu64 " keys READ at another "
-		       "replica after a failure\n", reads, K, failed, gap,
-		       back, inflight_back, (uint64_t)cs.backup_keys,
+		       "replica after a failure, longest call %.0f ms, %"
+		       PRIu64 " keys answered missing\n", reads, K, failed,
+		       gap, back, inflight_back, (uint64_t)cs.backup_keys,
 		       (uint64_t)cs.backup_misses,
-		       (uint64_t)cs.diverted_keys);
+		       (uint64_t)cs.diverted_keys, longest, missing);
 	}
 	rs_client_close(&c);
 	return back ? 1 : 0;
@@ -1145,6 +1177,83 @@ static int do_open(const char *seeds)
 	return 0;
 }
 
+/* ---- replstale: a REPL overtaken by the next one ---- */
+
+#define REPLSTALE_CLIENT 0x57a1e5eed0000001ull
+
+static int do_replstale(const char *seeds, const char *backup,
+			const char *hold)
+{
+	static unsigned owners[K][PROTO_CONFIG_MAX_R];
+	static float prow[K * DIM], brow[K * DIM];
+	struct rs_client *c = open_client(seeds);
+	const uint64_t client = REPLSTALE_CLIENT;
+	int32_t s1, s2, pst[K], bst[K];
+	char done[4200];
+	unsigned nown[K];
+	const char *paddr = NULL;
+	int k = -1, waited = 0;
+
+	replica_sets(c, owners, nown);
+	for (int i = 0; i < K && k < 0; i++)
+		if (nown[i] == 2 &&
+		    !strcmp(c->nodes[owners[i][1]].name, backup)) {
+			k = i;
+			paddr = c->nodes[owners[i][0]].name;
+		}
+	if (k < 0)
+		die("replstale: no key has %s as its backup", backup);
+	snprintf(done, sizeof(done), "%s.done", hold);
+	unlink(done);
+	if (close(open(hold, O_CREAT | O_WRONLY, 0644)))
+		die("replstale: %s: cannot create", hold);
+	s1 = raw_update(c, paddr, keys[k], client, 1, 0);
+	s2 = raw_update(c, paddr, keys[k], client, 2, 0);
+	unlink(hold);
+	while (access(done, F_OK) && waited++ < 200)
+		usleep(50000);
+	usleep(500000);		/* the held REPL applies (or is refused) */
+	raw_get(c, paddr, prow, pst);
+	raw_get(c, backup, brow, bst);
+	printf("replstale: key %d, primary %s, backup %s: UPDATE 1 -> %d "
+	       "(held REPL), UPDATE 2 -> %d; held REPL %s; row %.0f at the "
+	       "primary, %.0f at the backup\n", k, paddr, backup, s1, s2,
+	       access(done, F_OK) ? "never went on" : "went on",
+	       prow[k * DIM], brow[k * DIM]);
+	rs_client_close(&c);
+	if (s1 >= 0 || s2 != 0 || access(done, F_OK))
+		die("replstale: the race did not happen (the first UPDATE "
+		    "must fail on the held REPL, the second succeed)");
+	if (pst[k] || bst[k] ||
+	    memcmp(prow + k * DIM, brow + k * DIM, DIM * sizeof(float))) {
+		printf("replstale: FAILED: the backup applied the older REPL "
+		       "over the newer one\n");
+		return 1;
+	}
+	return 0;
+}
+
+static int do_onceagain(const char *seeds, int k)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table *t = open_table(c);
+	const char *addr = rs_client_node_name(c, rs_client_key_node(c,
+								     keys[k]));
+	float v0 = row_of(t, keys[k]), v1;
+	int32_t st = raw_update(c, addr, keys[k], REPLSTALE_CLIENT, 1, 0);
+
+	v1 = row_of(t, keys[k]);
+	printf("onceagain: key %d, primary now %s: the failed call resent "
+	       "-> %d, row %.0f before, %.0f after\n", k, addr, st, v0, v1);
+	rs_client_close(&c);
+	if (st != 0 || v1 != v0) {
+		printf("onceagain: FAILED: the resend must be answered from "
+		       "the call's record, not applied\n");
+		return 1;
+	}
+	return 0;
+}
+
 /* ---- fire: writers whose batches span both primaries ---- */
 
 #define FIRE_WRITERS 2
@@ -1390,6 +1499,10 @@ int main(int argc, char **argv)
 		return do_open(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "fire"))
 		return do_fire(argv[2], strtod(argv[3], NULL));
+	if (argc == 4 && !strcmp(argv[1], "onceagain"))
+		return do_onceagain(argv[2], atoi(argv[3]));
+	if (argc == 5 && !strcmp(argv[1], "replstale"))
+		return do_replstale(argv[2], argv[3], argv[4]);
 	if (argc == 4 && !strcmp(argv[1], "cfgprobe"))
 		return do_cfgprobe(argv[2], argv[3]);
 	if (argc >= 5 && !strcmp(argv[1], "check"))

@@ -133,6 +133,12 @@ wait "$w2_pid" || rc=$?
 wait "$rd_pid" || rc=$?
 [ "$rc" = 0 ] || fail "seed $seed: the reader saw rows go back (exit status $rc)"
 cat "$d/w1.txt" "$d/w2.txt" "$d/reader.txt"
+# a key that exists is never answered missing (a trainer's get-or-init
+# would make a fresh row of it)
+for w in w1 w2 reader; do
+  grep -Eq " 0 keys answered missing$" "$d/$w.txt" ||
+    fail "seed $seed: $w was told that keys that exist are missing"
+done
 # the faults hit the stream: a configuration change made the writers resend
 if [ $((kills + pauses)) -gt 0 ]; then
   for w in w1 w2; do

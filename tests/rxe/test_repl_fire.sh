@@ -19,6 +19,16 @@
 #     each be answered within their 5 s wait while the hold lasts (under
 #     TSan on a loaded host an answer took 1.7 s; a CONFIG that waits for
 #     the adoption is never answered). Then the hold ends and n1 adopts.
+#  3. A stale REPL: n3 (2 workers) holds the REPL of one write of a key
+#     it is the backup of (RS_TEST_REPL_HOLD) past its primary's timeout;
+#     the write fails, the next write of the key goes on a new connection
+#     and n3's other worker applies it; then the held REPL goes on and
+#     must be refused as overtaken: n3's row must equal the primary's
+#     (docs/replication.md, "Stale REPLs"). Then the primary is
+#     SIGKILLed; once n3 is the key's primary, the failed write resent
+#     must be answered from its record, not applied again: the failed
+#     REPL was sent again, completion included, before the next write's
+#     ("A REPL that failed is sent again").
 #
 # Exit 0 pass, 77 no RDMA device, anything else fails (with the logs).
 set -euo pipefail
@@ -52,7 +62,7 @@ echo "step 1: $(elapsed "$t0") s"
 echo "step 2: CONFIG while n1's adoption holds the configuration lock"
 t0=$(date +%s.%N)
 touch "$d/hold"
-etcd_node_start 3 "${ips[2]}"
+RS_TEST_REPL_HOLD=$d/rhold etcd_workers=2 etcd_node_start 3 "${ips[2]}"
 node_await n3
 await "$d/n1.log" "adoption held" 60 "${pid[n1]}" ||
   fail "n1 did not hold an adoption"
@@ -65,7 +75,39 @@ await "$d/n1.log" "adoption released" 30 "${pid[n1]}" ||
 grep "adoption held\|adoption released" "$d/n1.log"
 echo "step 2: $(elapsed "$t0") s"
 
-node_stop n1 n2 n3
+echo "step 3: a REPL overtaken by the next one must not be applied"
+t0=$(date +%s.%N)
+"$bin/recstore-ctl" --etcd "$url" --cluster t cluster --until-active 3 \
+  --timeout 60 >"$d/three.out" 2>&1 || fail "n3 never became active"
+epoch=$(sed -n 's/^cluster t: epoch \([0-9]*\),.*/\1/p' "$d/three.out")
+for n in n1 n2 n3; do
+  await "$d/$n.log" "repl: epoch $epoch adopted" 30 "${pid[$n]}" ||
+    fail "$n did not adopt epoch $epoch"
+done
+"$drv" replstale "$both,${addr[n3]}" "${addr[n3]}" "$d/rhold" \
+  >"$d/stale.txt" 2>&1 || { cat "$d/stale.txt"; fail "replstale (driver)"; }
+cat "$d/stale.txt"
+grep "test hold" "$d/n3.log"
+key=$(sed -n 's/^replstale: key \([0-9]*\), .*/\1/p' "$d/stale.txt")
+paddr=$(sed -n 's/^replstale: key [0-9]*, primary \([^,]*\), .*/\1/p' "$d/stale.txt")
+for n in n1 n2; do [ "${addr[$n]}" = "$paddr" ] && victim=$n; done
+[ -n "${victim:-}" ] || fail "the key's primary $paddr is neither n1 nor n2"
+kill -KILL "${pid[$victim]}"
+wait "${pid[$victim]}" 2>/dev/null || true
+"$bin/recstore-ctl" --etcd "$url" --cluster t cluster --until-epoch \
+  $((epoch + 1)) --timeout 60 >"$d/after.out" 2>&1 ||
+  fail "no configuration after $victim was killed"
+rest=n1; [ "$victim" = n1 ] && rest=n2
+for n in "$rest" n3; do
+  await "$d/$n.log" "repl: epoch $((epoch + 1)) adopted" 30 "${pid[$n]}" ||
+    fail "$n did not adopt epoch $((epoch + 1))"
+done
+"$drv" onceagain "${addr[$rest]},${addr[n3]}" "$key" >"$d/again.txt" 2>&1 ||
+  { cat "$d/again.txt"; fail "onceagain (driver)"; }
+cat "$d/again.txt"
+echo "step 3: $(elapsed "$t0") s"
+
+node_stop "$rest" n3
 pids=
 if grep -l "Sanitizer" "$d"/*.log "$d"/*.txt 2>/dev/null; then
   fail "a sanitizer report (above)"

@@ -910,7 +910,8 @@ static const struct mutation mutations[] = {
 	{ "get_req", 4, 1, 2, RS_E_PROTO, "unsupported protocol version 2" },
 	{ "get_req", 5, 1, 0, RS_E_PROTO, "unknown opcode 0" },
 	{ "get_req", 5, 1, PROTO_OP_COUNT, RS_E_PROTO, "unknown opcode 17" },
-	{ "get_req", 6, 1, 0x8, RS_E_PROTO, "unknown header flags 0x8" },
+	{ "get_req", 6, 1, 0x10, RS_E_PROTO, "unknown header flags 0x10" },
+	{ "get_req", 6, 1, 0x8, RS_E_PROTO, "header flag from: only REPL" },
 	{ "get_req", 6, 1, 0x4, RS_E_PROTO, "only TABLE_CREATE, TABLE_DROP and TABLE_GROW" },
 	{ "get_req", 24, 4, 1000, RS_E_PROTO, "header says 1000 body bytes" },
 	{ "get_req", 28, 4, 5, RS_E_PROTO, "status 5 (must be 0)" },
@@ -1773,7 +1774,9 @@ static void repl_roundtrip(void **state)
 						     .statuses = est,
 						     .creds = ecr,
 						     .kinds = kinds,
-						     .rows = rows };
+						     .rows = rows,
+						     .from_inc = 0xabc0 + n,
+						     .from_seq = 5 + nl };
 			memset(q.table, 'a' + (int)n, nl);
 			len = proto_enc_repl_req(buf, sizeof(buf), &h, &q);
 			assert_int_equal(len,
@@ -1784,6 +1787,9 @@ static void repl_roundtrip(void **state)
 			assert_true(m.u.repl_req.epoch == 1000 + n);
 			assert_int_equal(m.u.repl_req.n, n);
 			assert_int_equal(m.u.repl_req.width, 4);
+			assert_true(m.hdr.flags & PROTO_F_FROM);
+			assert_true(m.u.repl_req.from_inc == 0xabc0 + n);
+			assert_true(m.u.repl_req.from_seq == 5 + nl);
 			assert_string_equal(m.u.repl_req.table, q.table);
 			/* bulk arrays 8-aligned in the message */
 			assert_int_equal(((const uint8_t *)m.u.repl_req.keys -
@@ -1875,12 +1881,13 @@ static void repl_roundtrip(void **state)
 					      &(struct proto_keys_reply){
 						      .n = 0 }),
 			 RS_E_INVAL);
-	/* sizes: values no message carries are 0 */
+	/* sizes (with the sender, as nodes send them): values no message
+	 * carries are 0 */
 	assert_int_equal(proto_repl_req_bytes(2, 3, 2),
-			 32 + 16 + 8 + 4 * 16 + 8 + 8 + 8 + 24);
+			 32 + 16 + 8 + 4 * 16 + 8 + 8 + 8 + 24 + 16);
 	assert_int_equal(proto_repl_req_bytes(3, 1, 2),
-			 32 + 16 + 8 + 4 * 24 + 12 + 12 + 8 + 12);
-	assert_int_equal(proto_repl_req_bytes(0, 1, 6), 32 + 16 + 8);
+			 32 + 16 + 8 + 4 * 24 + 12 + 12 + 8 + 12 + 16);
+	assert_int_equal(proto_repl_req_bytes(0, 1, 6), 32 + 16 + 8 + 16);
 	assert_int_equal(proto_repl_req_bytes(1, 0, 1), 0);
 	assert_int_equal(proto_repl_req_bytes(1, 3 * PROTO_MAX_DIM + 2, 1), 0);
 	assert_int_equal(proto_repl_req_bytes(PROTO_MAX_BATCH_KEYS + 1, 1, 1),
@@ -1906,16 +1913,17 @@ static void repl_refusals(void **state)
 	/* name "ab": epoch 32, n 40, width 44, name 48, padding 52..55,
 	 * keys 56, clients 80, seqs 104, done_below 128, statuses 152,
 	 * creds 164, kinds 176, padding 179..183, rows 184 (row 1 at 192),
-	 * end 208 */
+	 * from_inc 208, from_seq 216, end 224 */
 	static const struct patch bad[] = {
 		{ 32, 4, 0, RS_E_PROTO, "REPL request: epoch: must be >= 1" },
 		{ 40, 4, 4, RS_E_PROTO,
-		  "4 records of width 2 need 200 bytes after the table name, "
-		  "152 present" },
+		  "4 records of width 2 and the sender need 216 bytes after "
+		  "the table name, 168 present" },
 		{ 40, 4, PROTO_DEFAULT_BATCH_KEYS + 1, RS_E_TOOBIG,
 		  "n: 65537 records, over the limit 65536" },
 		{ 44, 4, 0, RS_E_PROTO, "width: must be >= 1" },
-		{ 44, 4, 3, RS_E_PROTO, "3 records of width 3 need 164 bytes" },
+		{ 44, 4, 3, RS_E_PROTO,
+		  "3 records of width 3 and the sender need 180 bytes" },
 		{ 44, 4, 3 * PROTO_DEFAULT_DIM + 2, RS_E_TOOBIG,
 		  "width: 12290 is over the limit 12289" },
 		{ 48, 2, 1, RS_E_PROTO,
@@ -1958,6 +1966,10 @@ static void repl_refusals(void **state)
 		{ 193, 1, 1, RS_E_PROTO, "rows[1]: a deleted record's row must "
 					 "be zero bytes (byte 1 is 0x01)" },
 		{ 199, 1, 0x80, RS_E_PROTO, "rows[1]: a deleted" }, /* -0.0f */
+		/* the sender: incarnation and number >= 1 */
+		{ 208, 4, 0, RS_E_PROTO, "from_inc 0, from_seq 3: must be" },
+		{ 216, 4, 0, RS_E_PROTO, "from_inc 119, from_seq 0: must be" },
+		{ 220, 4, 9, 0, NULL },	/* any number but 0 */
 		/* what a record may be */
 		{ 177, 1, 0, 0, NULL }, /* a row, then: its values are free */
 		{ 184, 4, 0xffffffff, 0, NULL },
@@ -1974,15 +1986,29 @@ static void repl_refusals(void **state)
 				    .clients = cl, .seqs = sq,
 				    .done_below = db, .statuses = st,
 				    .creds = cr, .kinds = kinds,
-				    .rows = rows };
+				    .rows = rows, .from_inc = 0x77,
+				    .from_seq = 3 };
 	struct proto_hdr h = hdr_of(6, 0);
 	struct proto_limits lim;
 	struct proto_msg m;
 	uint8_t k2[3];
 	int len, len0;
 
+	/* without a sender: no flag, no trailer (a node refuses it) */
+	q.from_inc = 0;
+	len = proto_enc_repl_req(buf2, sizeof(buf2), &h, &q);
+	assert_int_equal(len, 208);
+	assert_int_equal(buf2[6] & PROTO_F_FROM, 0);
+	decode_ok(buf2, (size_t)len, &m);
+	assert_true(m.u.repl_req.from_inc == 0 && m.u.repl_req.from_seq == 0);
+	q.from_seq = 0;
+	q.from_inc = 0x77;
+	expect_refused(proto_enc_repl_req(buf2, sizeof(buf2), &h, &q),
+		       RS_E_INVAL, "a sender (from_inc) without a sequence");
+	q.from_seq = 3;
 	len0 = proto_enc_repl_req(buf2, sizeof(buf2), &h, &q);
-	assert_int_equal(len0, 208);
+	assert_int_equal(len0, 224);
+	assert_int_equal(buf2[6] & PROTO_F_FROM, PROTO_F_FROM);
 	assert_int_equal(len0, (int)proto_repl_req_bytes(3, 2, 2));
 	expect_patches(buf2, (size_t)len0, bad, RS_ARRAY_SIZE(bad));
 	/* limits: n over max_batch_keys, width over 3 * max_dim + 1 */
@@ -2001,14 +2027,14 @@ static void repl_refusals(void **state)
 	memcpy(buf, buf2, (size_t)len0);
 	put_le(24, (uint32_t)(len0 - 1 - 32), 4);
 	expect_err(buf, (size_t)len0 - 1, NULL, RS_E_PROTO,
-		   "need 152 bytes after the table name, 151 present");
+		   "need 168 bytes after the table name, 167 present");
 	put_le(24, 20, 4);
 	expect_err(buf, 32 + 20, NULL, RS_E_PROTO, "truncated at table padding");
 	memcpy(buf, buf2, (size_t)len0);
 	put_le(24, (uint32_t)(len0 + 1 - 32), 4);
 	buf[len0] = 0;
 	expect_err(buf, (size_t)len0 + 1, NULL, RS_E_PROTO,
-		   "need 152 bytes after the table name, 153 present");
+		   "need 168 bytes after the table name, 169 present");
 
 	/* a deleted record's row is not read: zeros on the wire */
 	len = proto_enc_repl_req(buf, sizeof(buf), &h, &q);
@@ -2117,9 +2143,9 @@ static void repl_refusals(void **state)
 	assert_int_equal(proto_enc_repl_req(buf, 100, &h, &q), RS_E_TOOBIG);
 	for (int b = 100; b < 256; b++)
 		assert_int_equal(buf[b], 0x5a);
-	assert_int_equal(proto_enc_repl_req(buf, 207, &h, &q), RS_E_TOOBIG);
-	assert_int_equal(buf[207], 0x5a);
-	assert_int_equal(proto_enc_repl_req(buf, 208, &h, &q), 208);
+	assert_int_equal(proto_enc_repl_req(buf, 223, &h, &q), RS_E_TOOBIG);
+	assert_int_equal(buf[223], 0x5a);
+	assert_int_equal(proto_enc_repl_req(buf, 224, &h, &q), 224);
 }
 
 /* COPY: a request names the requester, the table, where to go on and
