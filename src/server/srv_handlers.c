@@ -351,6 +351,8 @@ static void do_drop(struct req *r)
 	if (!table_fence(r, &q))
 		return;
 	ret = srv_table_drop(&r->s->tables, r->m.u.table_drop);
+	if (!ret && q.cfg)
+		srv_repl_table_dropped(r->s, &q, r->m.u.table_drop);
 	srv_repl_exit(r->s, &q);
 	if (ret) {
 		reply_error(r, r->op, ret, "%s", rs_errormsg());
@@ -1451,8 +1453,9 @@ static uint32_t repl_inserts(struct srv_table *t,
 /* The test hook RS_TEST_REPL_HOLD=FILE: the first REPL that arrives
  * while FILE exists waits, before it is checked, until FILE is removed
  * (at most 20 s): its sender times out, sends the next REPL on a new
- * connection, and the held one comes after it (test_repl_fire,
- * "stale REPL"). Then FILE.done says it went on. */
+ * connection, and the held one comes after it (test_repl_fire, steps
+ * 3 and 4). Then FILE.done says it went on; FILE made again holds the
+ * next. */
 static void repl_test_hold(void)
 {
 	static atomic_bool taken;
@@ -1472,6 +1475,7 @@ static void repl_test_hold(void)
 	srv_log("repl: test hold: the REPL goes on");
 	snprintf(done, sizeof(done), "%s.done", f);
 	close(open(done, O_CREAT | O_WRONLY, 0644));
+	atomic_store(&taken, false);	/* FILE again: the next one waits */
 }
 
 /* REPL: a primary's rows and deletions for this node as their backup.

@@ -596,6 +596,12 @@ void srv_repl_adopt(struct rs_server *s, const struct memb_config *c);
 int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
 		   uint64_t epoch, const void *keys, uint32_t n, bool backup);
 void srv_repl_exit(struct rs_server *s, struct srv_repl_req *q);
+/* Table name was dropped here, in the epoch of q (srv_repl_enter held):
+ * its records still queued for backups go, so that none reaches a
+ * table created later under the same name (docs/replication.md, "Stale
+ * REPLs"). */
+void srv_repl_table_dropped(struct rs_server *s, struct srv_repl_req *q,
+			    const char *name);
 struct srv_from;
 /* For a REPL from the member of
  * incarnation from_inc, as srv_repl_enter() admitted it as a backup (q):

@@ -413,6 +413,50 @@ static void recapture(struct rs_server *s, struct srv_cfg *g, unsigned pi,
 	}
 }
 
+void srv_repl_table_dropped(struct rs_server *s, struct srv_repl_req *q,
+			    const char *name)
+{
+	struct srv_cfg *g = q->cfg;
+	uint64_t gone = 0;
+
+	for (size_t i = 0; g && i < g->c.n; i++) {
+		struct srv_peer *p = g->peer[i];
+		struct srv_chunk **link, *ch, *prev = NULL;
+
+		if (!p)
+			continue;
+		pthread_mutex_lock(&p->lock);
+		link = &p->head;
+		while ((ch = *link)) {
+			/* the head a worker ships now is in flight: it goes */
+			if (strcmp(ch->table, name) ||
+			    (ch == p->head && p->sending)) {
+				prev = ch;
+				link = &ch->next;
+				continue;
+			}
+			gone += ch->n - ch->sent;
+			if (ch->retry)
+				p->kept_bytes -= chunk_bytes(ch);
+			ch->retry = false;
+			ch->done = true;	/* its writes' table is gone */
+			ch->err = 0;
+			ch->sealed = true;
+			*link = ch->next;
+			if (p->tail == ch)
+				p->tail = prev;
+			chunk_put_locked(ch);
+		}
+		pthread_cond_broadcast(&p->cv);
+		pthread_mutex_unlock(&p->lock);
+	}
+	if (gone) {
+		atomic_fetch_add(&s->repl.dropped_records, gone);
+		srv_log("repl: table '%s' dropped: %" PRIu64 " of its records "
+			"queued for backups dropped with it", name, gone);
+	}
+}
+
 /* The test hook RS_TEST_ADOPT_HOLD=FILE: an adoption waits with the
  * write side of the configuration lock taken while FILE exists (at most
  * 60 s), as a long purge of rows of gained ranges would (srv_copy_plan):

@@ -99,6 +99,16 @@
  *       (status 0) and leave the row as it was: the REPL that failed
  *       was sent again, completion included, before the next write's
  *       ("A REPL that failed is sent again").
+ *   repl_driver droprecreate SEEDS BACKUP HOLD
+ *       a failed REPL of a table dropped and created again must not
+ *       reach the new table (docs/replication.md, "Stale REPLs"): for
+ *       a key K of table "rt" whose backup is BACKUP (started with
+ *       RS_TEST_REPL_HOLD=HOLD), an UPDATE at its primary fails on a
+ *       held REPL (kept to be sent again); drop "rt", create it again
+ *       and put another key of the same primary and backup (that write
+ *       ships what the primary keeps for the backup first); release
+ *       the hold. K must then be missing from the new "rt" at the
+ *       primary and at BACKUP alike.
  *   repl_driver check SEEDS REPLICAS OUT...
  *       every key's row (RPC and READ through the cluster) must lie in
  *       [sum acked, sum acked + sum uncertain] of the stream files OUT...,
@@ -1254,6 +1264,72 @@ static int do_onceagain(const char *seeds, int k)
 	return 0;
 }
 
+static int do_droprecreate(const char *seeds, const char *backup,
+			   const char *hold)
+{
+	static unsigned owners[K][PROTO_CONFIG_MAX_R];
+	static float rows[K * DIM], prow[K * DIM], brow[K * DIM];
+	struct rs_client *c = open_client(seeds);
+	int32_t s1, pst[K], bst[K];
+	int k = -1, j = -1, waited = 0, st, ret;
+	char paddr[256] = "", done[4200];
+	unsigned nown[K];
+
+	for (int i = 0; i < K * DIM; i++)
+		rows[i] = 5;
+	replica_sets(c, owners, nown);
+	for (int i = 0; i < K && j < 0; i++) {
+		if (nown[i] != 2 || strcmp(c->nodes[owners[i][1]].name, backup))
+			continue;
+		if (k < 0) {
+			k = i;	/* (the client is opened again below) */
+			snprintf(paddr, sizeof(paddr), "%s",
+				 c->nodes[owners[i][0]].name);
+		} else if (!strcmp(c->nodes[owners[i][0]].name, paddr)) {
+			j = i;
+		}
+	}
+	if (j < 0)
+		die("droprecreate: no two keys have %s as their backup", backup);
+	snprintf(done, sizeof(done), "%s.done", hold);
+	unlink(done);
+	if (close(open(hold, O_CREAT | O_WRONLY, 0644)))
+		die("droprecreate: %s: cannot create", hold);
+	s1 = raw_update(c, paddr, keys[k], REPLSTALE_CLIENT + 1, 1, 0);
+	table_op(c, "drop", table);
+	table_op(c, "create", table);
+	rs_client_close(&c);
+	c = open_client(seeds);		/* the new table's directory */
+	ret = rs_put(open_table(c), &keys[j], 1, rows, &st, 0);
+	if (ret < 0 || st < 0)
+		die("droprecreate: put key %d: %s", j,
+		    rs_strerror(ret < 0 ? ret : st));
+	unlink(hold);
+	while (access(done, F_OK) && waited++ < 200)
+		usleep(50000);
+	usleep(500000);		/* the held REPL applies (or is refused) */
+	raw_get(c, paddr, prow, pst);
+	raw_get(c, backup, brow, bst);
+	printf("droprecreate: key %d, primary %s, backup %s: UPDATE of the "
+	       "old table -> %d (held REPL); in the new table: key %d put, "
+	       "key %d status %d at the primary, %d at the backup", k, paddr,
+	       backup, s1, j, k, pst[k], bst[k]);
+	if (!bst[k])
+		printf(" (row %.0f there)", brow[k * DIM]);
+	printf("\n");
+	rs_client_close(&c);
+	if (s1 >= 0 || access(done, F_OK))
+		die("droprecreate: the race did not happen (the UPDATE must "
+		    "fail on the held REPL)");
+	if (pst[k] == 0 || bst[k] != pst[k] || pst[j] || bst[j] ||
+	    memcmp(prow + j * DIM, brow + j * DIM, DIM * sizeof(float))) {
+		printf("droprecreate: FAILED: a record of the dropped table "
+		       "reached the new one\n");
+		return 1;
+	}
+	return 0;
+}
+
 /* ---- fire: writers whose batches span both primaries ---- */
 
 #define FIRE_WRITERS 2
@@ -1499,6 +1575,8 @@ int main(int argc, char **argv)
 		return do_open(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "fire"))
 		return do_fire(argv[2], strtod(argv[3], NULL));
+	if (argc == 5 && !strcmp(argv[1], "droprecreate"))
+		return do_droprecreate(argv[2], argv[3], argv[4]);
 	if (argc == 4 && !strcmp(argv[1], "onceagain"))
 		return do_onceagain(argv[2], atoi(argv[3]));
 	if (argc == 5 && !strcmp(argv[1], "replstale"))
