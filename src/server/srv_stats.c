@@ -303,7 +303,7 @@ static int register_node(struct rs_server *s)
 /* ---- replication series (cluster members only) ---- */
 
 enum { RM_EPOCH, RM_QUEUED, RM_TO_COPY, RM_COPIED, RM_FAILED, RM_HELD,
-       RM_FREED, RM_COUNT };
+       RM_FREED, RM_REGRESSED, RM_COUNT };
 _Static_assert(RM_COUNT == SRV_REPL_METRICS, "one slot per series");
 
 static double rd_repl(void *arg)
@@ -312,7 +312,8 @@ static double rd_repl(void *arg)
 	struct srv_repl_stats rs;
 	const uint64_t *v[RM_COUNT] = { &rs.epoch, &rs.queued, &rs.gained,
 					&rs.copied_rows, &rs.failed_writes,
-					&rs.held, &rs.freed_rows };
+					&rs.held, &rs.freed_rows,
+					&rs.regressed };
 
 	srv_repl_stats(a->s, &rs);
 	return (double)*v[a->which];
@@ -340,6 +341,10 @@ static int register_repl(struct rs_server *s)
 			      "lease of a new primary ran", true },
 		[RM_FREED] = { RS_M_REPL_FREED, "Rows of key ranges this node "
 			       "no longer holds, freed", true },
+		[RM_REGRESSED] = { RS_M_REPL_REGRESSED, "Nonzero: etcd's "
+				   "configuration went back from this epoch "
+				   "(restored?) and the node refuses requests "
+				   "until recstore-ctl repair-epoch", false },
 	};
 	struct srv_metrics *m = &s->m;
 	int ret = 0;
@@ -551,6 +556,7 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		TRY(add(l, N, "repl.tables_dropped", rs.tables_dropped));
 		TRY(add(l, N, "repl.freed_rows", rs.freed_rows));
 		TRY(add(l, N, "repl.held_writes", rs.held));
+		TRY(add(l, N, "repl.epoch_regressed", rs.regressed));
 		{
 			struct srv_once_counts oc;
 

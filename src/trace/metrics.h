@@ -78,6 +78,7 @@
 #define RS_M_REPL_FAILED		"rs_repl_failed_writes_total"
 #define RS_M_REPL_HELD			"rs_repl_held_writes_total"
 #define RS_M_REPL_FREED			"rs_repl_freed_rows_total"
+#define RS_M_REPL_REGRESSED		"rs_repl_epoch_regressed"
 #define RS_M_CLIENT_READS		"rs_client_rdma_reads_total"
 #define RS_M_CLIENT_TORN		"rs_client_torn_reads_total"
 #define RS_M_CLIENT_CACHE_HITS		"rs_client_location_cache_hits_total"

@@ -1338,6 +1338,350 @@ static void initial_members(void **state)
 	coord_close(&c);
 }
 
+/* What one node's agent handed over (on_config): a node that was handed
+ * a configuration in which it does not serve has freed (DOWN) or purged
+ * (JOINING) its rows; handed one in which it serves again, without having
+ * copied (nothing here publishes synced), it would serve ranges it
+ * emptied. */
+struct handed {
+	struct memb_agent *a;
+	const char *id;
+	uint64_t last;		/* the epoch last handed */
+	bool out;		/* handed one where it does not serve */
+	bool revived;		/* then one where it serves */
+	bool backwards;		/* an epoch at or below one handed before */
+	_Atomic uint64_t regressed;	/* the agent's regressed option */
+};
+
+static void record_handed(void *arg, const struct memb_config *c)
+{
+	struct handed *h = arg;
+	bool serves = false;
+
+	for (size_t i = 0; i < c->n; i++)
+		if (!strcmp(c->m[i].id, h->id) && h->a &&
+		    c->m[i].inc == memb_agent_inc(h->a))
+			serves = memb_serves(c->m[i].state);
+	h->backwards |= c->epoch <= h->last;
+	h->last = c->epoch;
+	h->revived |= h->out && serves;
+	h->out |= !serves;
+}
+
+static struct memb_agent *restore_agent(struct coord *c, const char *id,
+					bool decide, struct handed *h)
+{
+	struct memb_agent_opts o = {
+		.cluster = "c1", .id = id, .addr = "10.0.0.1:7471",
+		.lease_s = 3, .decide = decide,
+		.policy = { .r = 2, .vnodes = 16, .first_members = 3 },
+		.log = count_log, .log_arg = (void *)id,
+		.on_config = record_handed, .config_arg = h,
+		.regressed = &h->regressed,
+	};
+	struct memb_agent *a;
+
+	memset(h, 0, sizeof(*h));
+	h->id = id;
+	assert_int_equal(memb_agent_new(&a, c, &o), 0);
+	h->a = a;
+	return a;
+}
+
+/* The registration of id (it must be there). */
+static struct memb_reg reg_of_id(struct coord *c, const char *id)
+{
+	struct memb_reg *g, out = { 0 };
+	size_t n;
+	bool found = false;
+
+	assert_int_equal(memb_read_regs(c, "c1", &g, &n, NULL), 0);
+	for (size_t j = 0; j < n; j++)
+		if (!strcmp(g[j].id, id)) {
+			out = g[j];
+			found = true;
+		}
+	free(g);
+	assert_true(found);
+	return out;
+}
+
+static uint64_t store_epoch(struct coord *c)
+{
+	struct memb_config cfg;
+	uint64_t e;
+
+	config_of(c, &cfg);
+	e = cfg.epoch;
+	memb_config_free(&cfg);
+	return e;
+}
+
+/*
+ * etcd restored from a snapshot (issue 27, fault 9): the configuration
+ * goes back from epoch 3 to epoch 1, its revision with it, while the
+ * agents have followed 3. In 3 node nc is JOINING (it was paused past its
+ * lease: DOWN in 2, its rows freed; back in 3, purging what it gains);
+ * in the restored 1 it is ACTIVE. Then nb dies (a failover the restored
+ * chain decided as 2') and a node comes and goes (3', 4'). Before the
+ * fix the agents ignored 1 and 2' silently (the failover was never
+ * adopted), took 4' and handed nc a configuration where it serves the
+ * ranges it emptied (hc.revived). Now every agent notices at its first
+ * read, refuses (regressed), the decider writes nothing, the nodes report
+ * what they followed, and memb_repair_epoch() writes epoch 4 from their
+ * reports: nc joining, nb (dead) left out.
+ */
+static void restore_regression(void **state)
+{
+	struct handed ha, hb, hc, hd;
+	struct memb_agent *a, *b, *cc, *d;
+	struct coord *c;
+	int64_t t = 0;
+
+	assert_int_equal(coord_mem_new(&c), 0);
+	a = restore_agent(c, "na", true, &ha);
+	b = restore_agent(c, "nb", false, &hb);
+	cc = restore_agent(c, "nc", false, &hc);
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_int_equal(memb_agent_tick(cc, t), 0);
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_int_equal(memb_agent_tick(cc, t), 0);
+	assert_int_equal(memb_agent_epoch(cc), 1);
+	assert_false(hc.out);
+	assert_int_equal(coord_mem_save(c), 0);		/* the snapshot */
+
+	/* nc paused past its lease: DOWN in 2 */
+	for (int i = 0; i < 4; i++) {
+		t += 1000;
+		coord_mem_advance(c, 1000);
+		assert_int_equal(memb_agent_tick(a, t), 0);
+		assert_int_equal(memb_agent_tick(b, t), 0);
+	}
+	assert_int_equal(memb_agent_epoch(a), 2);
+	/* nc resumes: registers again, is handed 2 (down), then 3 */
+	assert_int_equal(memb_agent_tick(cc, t), 0);
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_int_equal(memb_agent_tick(cc, t), 0);
+	assert_int_equal(memb_agent_epoch(a), 3);
+	assert_int_equal(memb_agent_epoch(cc), 3);
+	assert_true(hc.out);
+	assert_false(hc.revived);
+
+	/* the restore: every agent notices at its next read */
+	assert_int_equal(coord_mem_restore(c), 0);
+	assert_int_equal(store_epoch(c), 1);
+	t += 1000;
+	coord_mem_advance(c, 1000);
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_int_equal(memb_agent_tick(cc, t), 0);
+	assert_int_equal(memb_agent_regressed(a), 3);
+	assert_int_equal(memb_agent_regressed(b), 3);
+	assert_int_equal(memb_agent_regressed(cc), 3);
+	assert_int_equal(atomic_load(&ha.regressed), 3);
+	assert_int_equal(atomic_load(&hc.regressed), 3);
+	{
+		struct memb_reg ra = reg_of_id(c, "na"), rc = reg_of_id(c, "nc");
+
+		assert_int_equal(ra.view.epoch, 3);
+		assert_int_equal(ra.view.store, 1);
+		assert_true(ra.view.member);
+		assert_int_equal(ra.view.state, MEMB_ACTIVE);
+		assert_int_equal(ra.view.r, 2);
+		assert_int_equal(rc.view.epoch, 3);
+		assert_int_equal(rc.view.state, MEMB_JOINING);
+		assert_int_equal(rc.view.since, 3);
+	}
+
+	/* nb dies; a node joins and leaves */
+	for (int i = 0; i < 4; i++) {
+		t += 1000;
+		coord_mem_advance(c, 1000);
+		assert_int_equal(memb_agent_tick(a, t), 0);
+		assert_int_equal(memb_agent_tick(cc, t), 0);
+	}
+	d = restore_agent(c, "nd", false, &hd);
+	assert_int_equal(memb_agent_tick(d, t), 0);
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_int_equal(memb_agent_tick(cc, t), 0);
+	memb_agent_free(&d);
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_int_equal(memb_agent_tick(cc, t), 0);
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_int_equal(memb_agent_tick(cc, t), 0);
+
+	/* never: the emptied node handed a configuration where it serves,
+	 * a configuration not derived from what the agents followed */
+	assert_false(hc.revived);
+	assert_false(ha.backwards);
+	assert_int_equal(memb_agent_epoch(a), 3);
+	/* the decider (still holding its key) built nothing on 1 */
+	assert_int_equal(store_epoch(c), 1);
+	assert_int_equal(memb_agent_regressed(a), 3);
+
+	/* the operator's repair: epoch 4 from the reports of 3 */
+	{
+		struct memb_config next, cfg;
+		struct memb_repair rr;
+
+		assert_int_equal(memb_repair_epoch(c, "c1", true, &next, &rr),
+				 0);
+		assert_int_equal(store_epoch(c), 1);	/* a dry run */
+		memb_config_free(&next);
+		assert_int_equal(memb_repair_epoch(c, "c1", false, &next, &rr),
+				 0);
+		assert_int_equal(rr.highest, 3);
+		assert_int_equal(rr.reports, 2);	/* na, nc */
+		assert_int_equal(next.epoch, 4);
+		assert_int_equal(next.repaired, 4);
+		memb_config_free(&next);
+		config_of(c, &cfg);
+		assert_int_equal(cfg.epoch, 4);
+		assert_int_equal(cfg.n, 2);
+		assert_int_equal(find(&cfg, "na")->state, MEMB_ACTIVE);
+		assert_int_equal(find(&cfg, "nc")->state, MEMB_JOINING);
+		assert_null(find(&cfg, "nb"));
+		memb_config_free(&cfg);
+	}
+	assert_int_equal(memb_agent_tick(a, t), 0);	/* adopts 4, decides */
+	assert_int_equal(memb_agent_tick(cc, t), 0);
+	assert_int_equal(memb_agent_regressed(a), 0);
+	assert_int_equal(memb_agent_regressed(cc), 0);
+	assert_int_equal(atomic_load(&hc.regressed), 0);
+	assert_true(memb_agent_epoch(a) >= 4);
+	assert_int_equal(reg_of_id(c, "na").view.epoch, 0); /* report gone */
+	assert_int_equal(reg_of_id(c, "nc").view.epoch, 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(memb_agent_tick(a, t), 0);
+		assert_int_equal(memb_agent_tick(cc, t), 0);
+	}
+	assert_false(hc.revived);
+	assert_false(ha.backwards);
+	assert_false(hc.backwards);
+	assert_int_equal(memb_agent_epoch(cc), memb_agent_epoch(a));
+
+	memb_agent_free(&a);
+	memb_agent_free(&b);
+	memb_agent_free(&cc);
+	coord_close(&c);
+}
+
+/* memb_regression(): what counts as the store going back. */
+static void regression_rules(void **state)
+{
+	struct memb_reg *g = regs_n(3);
+	struct memb_config had, cur, fork, none = { 0 };
+	char *j;
+	size_t len;
+
+	boot(&had, 3, &pol3);		/* epoch 1 */
+	assert_int_equal(memb_regression(&none, 0, &had, 5), MEMB_BACK_NONE);
+	assert_int_equal(memb_regression(&had, 5, &had, 5), MEMB_BACK_NONE);
+	assert_int_equal(memb_regression(&had, 5, &had, 9), MEMB_BACK_NONE);
+	assert_int_equal(memb_regression(&had, 5, &had, 4),
+			 MEMB_BACK_REVISION);
+	assert_int_equal(memb_regression(&had, 5, &none, 9), MEMB_BACK_EPOCH);
+	/* the next one, and another epoch 2 built differently */
+	assert_int_equal(memb_reconfigure(&had, g, 2, &pol3, &cur), 1);
+	assert_int_equal(memb_regression(&had, 5, &cur, 6), MEMB_BACK_NONE);
+	assert_int_equal(memb_regression(&cur, 6, &had, 7), MEMB_BACK_EPOCH);
+	assert_int_equal(memb_reconfigure(&had, g + 1, 2, &pol3, &fork), 1);
+	assert_int_equal(fork.epoch, cur.epoch);
+	assert_int_equal(memb_regression(&cur, 6, &fork, 8), MEMB_BACK_FORK);
+	/* "repaired" travels in the JSON and into the next step */
+	cur.repaired = cur.epoch;
+	assert_int_equal(memb_config_format(&cur, &j, &len), 0);
+	assert_non_null(strstr(j, "\"repaired\":2"));
+	memb_config_free(&fork);
+	assert_int_equal(memb_config_parse(j, len, &fork), 0);
+	assert_true(memb_config_equal(&fork, &cur));
+	free(j);
+	memb_config_free(&fork);
+	assert_int_equal(memb_reconfigure(&cur, g, 3, &pol3, &fork), 1);
+	assert_int_equal(fork.repaired, 2);
+	assert_int_equal(fork.epoch, 3);
+	memb_config_free(&fork);
+	assert_int_equal(memb_config_parse("{\"epoch\":2,\"r\":1,\"vnodes\":1,"
+					   "\"placement\":\"ring-xxh3-v1\","
+					   "\"members\":[],\"repaired\":3}",
+					   81, &fork), RS_E_CORRUPT);
+	memb_config_free(&cur);
+	memb_config_free(&had);
+	free(g);
+}
+
+static void view(struct memb_reg *g, uint64_t e, bool member,
+		 enum memb_state st, uint64_t since)
+{
+	g->view = (struct memb_view){ .epoch = e, .store = 1, .r = 2,
+				      .vnodes = 16, .member = member,
+				      .state = st, .since = since };
+}
+
+/* memb_repair_plan(): the repair's decision, from the nodes' reports. */
+static void repair_plan(void **state)
+{
+	struct memb_reg *g = regs_n(5), back;
+	struct memb_config cur = { 0 }, next;
+	struct memb_repair rr;
+	char *j;
+	size_t len;
+
+	/* nobody reports: nothing to repair */
+	assert_int_equal(memb_repair_plan(&cur, g, 5, &next, &rr),
+			 RS_E_INVAL);
+	/* n0 active and n1 joining in 7, n2 down in 7, n3 behind (6),
+	 * n4 reports nothing (a node that started since) */
+	view(&g[0], 7, true, MEMB_ACTIVE, 2);
+	view(&g[1], 7, true, MEMB_JOINING, 7);
+	view(&g[2], 7, true, MEMB_DOWN, 5);
+	view(&g[3], 6, true, MEMB_ACTIVE, 1);
+	/* the view survives the registration's JSON */
+	assert_int_equal(memb_reg_format(&g[1], &j, &len), 0);
+	assert_int_equal(memb_reg_parse(g[1].id, j, len, &back), 0);
+	free(j);
+	assert_int_equal(back.view.epoch, 7);
+	assert_int_equal(back.view.state, MEMB_JOINING);
+	assert_int_equal(back.view.since, 7);
+	assert_int_equal(back.view.vnodes, 16);
+	boot(&cur, 3, &pol3);		/* the restored store: epoch 1 */
+	assert_int_equal(memb_repair_plan(&cur, g, 5, &next, &rr), 0);
+	assert_int_equal(rr.highest, 7);
+	assert_int_equal(rr.reports, 4);
+	assert_int_equal(rr.behind, 1);
+	assert_int_equal(rr.kept, 2);
+	assert_int_equal(next.epoch, 8);
+	assert_int_equal(next.repaired, 8);
+	assert_int_equal(next.r, 2);
+	assert_int_equal(next.vnodes, 16);
+	assert_int_equal(next.n, 2);
+	assert_string_equal(next.m[0].id, g[0].id);
+	assert_int_equal(next.m[0].state, MEMB_ACTIVE);
+	assert_int_equal(next.m[0].since, 2);
+	assert_int_equal(next.m[0].inc, g[0].inc);
+	assert_int_equal(next.m[1].state, MEMB_JOINING);
+	memb_config_free(&next);
+	/* a chain built on the restored store climbed past 7: above it */
+	cur.epoch = 9;
+	assert_int_equal(memb_repair_plan(&cur, g, 5, &next, &rr), 0);
+	assert_int_equal(next.epoch, 10);
+	memb_config_free(&next);
+	/* reports of 7 that disagree on r: refused */
+	g[1].view.r = 3;
+	assert_int_equal(memb_repair_plan(&cur, g, 5, &next, &rr),
+			 RS_E_INVAL);
+	g[1].view.r = 2;
+	/* nobody that served in 7 is registered: refused */
+	g[0].view.state = MEMB_JOINING;
+	assert_int_equal(memb_repair_plan(&cur, g, 5, &next, &rr),
+			 RS_E_INVAL);
+	memb_config_free(&cur);
+	free(g);
+}
+
 /* The thread: registers within a moment; against a store that is down it
  * logs once, not once per retry; it stops promptly. */
 static void agent_thread(void **state)
@@ -1702,6 +2046,9 @@ int main(void)
 		cmocka_unit_test(agents_fake_clock),
 		cmocka_unit_test(agent_thread),
 		cmocka_unit_test(initial_members),
+		cmocka_unit_test(restore_regression),
+		cmocka_unit_test(regression_rules),
+		cmocka_unit_test(repair_plan),
 		cmocka_unit_test(balance_1000),
 		cmocka_unit_test(restore_spread),
 	};
