@@ -1478,6 +1478,32 @@ static void repl_test_hold(void)
 	atomic_store(&taken, false);	/* FILE again: the next one waits */
 }
 
+/* The test hook RS_TEST_REPL_REFUSE_DELETES=FILE: while FILE exists a
+ * REPL that carries a deletion is refused whole (RS_E_TIMEOUT), as by a
+ * backup that did not take it in time; test_repl_ttl_resend makes the
+ * primaries' expiries fail so with it. */
+static const char *repl_refuse_file;
+static pthread_once_t repl_refuse_once = PTHREAD_ONCE_INIT;
+
+static void repl_refuse_read(void)
+{
+	repl_refuse_file = getenv("RS_TEST_REPL_REFUSE_DELETES");
+}
+
+static bool repl_test_refuse(const struct proto_repl_req *m)
+{
+	const char *f;
+
+	pthread_once(&repl_refuse_once, repl_refuse_read);
+	f = repl_refuse_file;
+	if (!f || !*f || access(f, F_OK))
+		return false;
+	for (uint32_t i = 0; i < m->n; i++)
+		if (((const uint8_t *)m->kinds)[i] == PROTO_REPL_DELETED)
+			return true;
+	return false;
+}
+
 /* REPL: a primary's rows and deletions for this node as their backup.
  * While a table of the node grows the whole REPL is answered RS_E_BUSY
  * (its sender resends it); one whose inserts would pass the fill
@@ -1515,6 +1541,11 @@ static void do_repl(struct req *r)
 					  &from);
 	if (ret) {
 		reply_error(r, r->op, ret, "%s", rs_errormsg());
+		goto out;
+	}
+	if (RS_UNLIKELY(repl_test_refuse(m))) {
+		reply_error(r, r->op, RS_E_TIMEOUT, "deletions refused (test "
+			    "hook RS_TEST_REPL_REFUSE_DELETES)");
 		goto out;
 	}
 	if (!statuses_fit(r, m->n))

@@ -47,6 +47,13 @@
  *       replica, the keys written again stay, with the same rows; the
  *       nodes' evictions.ttl add up to the expired keys (each expired
  *       once, by its primary: backups never expire rows themselves).
+ *   repl_driver ttlput SEEDS
+ *       table "tt" with a TTL of 1 s; put every key
+ *   repl_driver ttlgone SEEDS
+ *       no key of table "tt" is readable through the cluster
+ *   repl_driver evr SEEDS
+ *       the nodes' repl.evict_deletions_{resent,pending,dropped}: some
+ *       resent, none pending, none dropped (test_repl_ttl_resend.sh)
  *   repl_driver tables SEEDS create|grow|drop NAME
  *       create (dim 4, SGD, lr 1, 4096 rows), grow (to 8192 rows) or drop
  *       table NAME
@@ -984,6 +991,89 @@ static int do_ttl(const char *seeds, const char *replicas)
 	return 0;
 }
 
+/* ttlput SEEDS: table "tt" with a TTL of 1 s; put every key, present on
+ * every member of its replica set (test_repl_ttl_resend.sh) */
+static int do_ttlput(const char *seeds)
+{
+	struct rs_client *c = open_client(seeds);
+	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
+	static float rows[K * DIM];
+	struct rs_table *t;
+	int st[K], ret;
+
+	rs_table_spec_init(&spec, "tt", DIM);
+	if (rs_table_spec_set_eviction(&spec, "none", 0, 1, 0))
+		die("spec: %s", rs_errormsg());
+	if ((ret = rs_table_create(c, &spec)))
+		die("create: %s (%s)", rs_strerror(ret), rs_errormsg());
+	if (rs_table_open(c, "tt", &t))
+		die("table: %s", rs_errormsg());
+	for (int i = 0; i < K * DIM; i++)
+		rows[i] = (float)i;
+	ret = rs_put(t, keys, K, rows, st, 0);
+	if (ret != K)
+		die("put: %d (%s)", ret, rs_errormsg());
+	printf("ttlput: %d keys put in table tt (TTL 1 s)\n", K);
+	rs_client_close(&c);
+	return 0;
+}
+
+/* ttlgone SEEDS: no key of table "tt" is readable through the cluster */
+static int do_ttlgone(const char *seeds)
+{
+	struct rs_client *c = open_client(seeds);
+	static float row[K * DIM];
+	struct rs_table *t;
+	int st[K], held = 0;
+
+	if (rs_table_open(c, "tt", &t))
+		die("table: %s", rs_errormsg());
+	if (rs_get(t, keys, K, row, st, RS_F_RPC) < 0)
+		die("get: %s", rs_errormsg());
+	for (int i = 0; i < K; i++)
+		held += st[i] != RS_KEY_MISSING;
+	printf("ttlgone: %d of %d expired keys readable through the "
+	       "cluster\n", held, K);
+	rs_client_close(&c);
+	return held ? 1 : 0;
+}
+
+struct evr_sum {
+	uint64_t pending, resent, dropped;
+};
+
+static int evr_stat(void *arg, const char *tab, const char *key,
+		    uint64_t v)
+{
+	struct evr_sum *e = arg;
+
+	if (tab)
+		return 0;
+	if (!strcmp(key, "repl.evict_deletions_pending"))
+		e->pending += v;
+	else if (!strcmp(key, "repl.evict_deletions_resent"))
+		e->resent += v;
+	else if (!strcmp(key, "repl.evict_deletions_dropped"))
+		e->dropped += v;
+	return 0;
+}
+
+/* evr SEEDS: the nodes' deletions resent, pending and dropped (summed);
+ * fails unless some were resent, none pend and none were dropped */
+static int do_evr(const char *seeds)
+{
+	struct rs_client *c = open_client(seeds);
+	struct evr_sum e = { 0 };
+
+	for (unsigned n = 0; n < rs_client_node_count(c); n++)
+		if (rs_node_stats_foreach(c, n, evr_stat, &e))
+			die("stats of node %u: %s", n, rs_errormsg());
+	printf("evr: deletions resent %" PRIu64 ", pending %" PRIu64
+	       ", dropped %" PRIu64 "\n", e.resent, e.pending, e.dropped);
+	rs_client_close(&c);
+	return e.resent && !e.pending && !e.dropped ? 0 : 1;
+}
+
 /* create (dim 4, SGD, lr 1, 4096 rows), grow (to 8192 rows) or drop table
  * name through c */
 static void table_op(struct rs_client *c, const char *op, const char *name)
@@ -1557,6 +1647,12 @@ int main(int argc, char **argv)
 		return do_once(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "ttl"))
 		return do_ttl(argv[2], argv[3]);
+	if (argc == 3 && !strcmp(argv[1], "ttlput"))
+		return do_ttlput(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "ttlgone"))
+		return do_ttlgone(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "evr"))
+		return do_evr(argv[2]);
 	if (argc == 5 && !strcmp(argv[1], "tables"))
 		return do_tables(argv[2], argv[3], argv[4]);
 	if (argc == 7 && !strcmp(argv[1], "tlate"))
