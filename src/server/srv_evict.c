@@ -132,12 +132,16 @@ static bool sweep_cluster(struct rs_server *s, struct srv_table *t,
 	if (!ret && srv_repl_pending(&q))
 		ret = srv_repl_wait(s, &q);
 	/* gone here either way; a backup that did not take its deletions
-	 * failed its chunk, and the configuration changes */
+	 * failed its chunk: they are sent again until it has them
+	 * (srv_evict_resend.c) */
 	slab_ev_count_ttl(t->st, sink.n);
-	if (ret)
+	if (ret) {
+		srv_evr_add(s, t->id, keys, sink.n);
 		srv_log_peer("eviction: table '%s': %u expired rows: the "
 			     "backups did not acknowledge their deletion "
-			     "(%s)", t->spec.name, sink.n, rs_strerror(ret));
+			     "(%s); resent later", t->spec.name, sink.n,
+			     rs_strerror(ret));
+	}
 	srv_repl_exit(s, &q);
 	free(keys);
 	free(zero);
@@ -150,6 +154,9 @@ static void sweep_all(void *arg)
 	uint64_t epoch = s->repl.on ? atomic_load(&s->repl.epoch) : 0;
 	bool go = !s->repl.on || epoch;
 
+	/* first the deletions that did not reach a backup, so that they go
+	 * out before more of the same kind */
+	srv_evr_tick(s, epoch);
 	for (uint32_t id = 0; id < SLAB_MAX_TABLES; id++) {
 		struct srv_table *t;
 
@@ -196,6 +203,7 @@ int srv_evict_start(struct rs_server *s)
 {
 	int ret = 0;
 
+	srv_evr_init(s);
 	pthread_mutex_lock(&s->tables.admin);
 	s->evict_ready = true;
 	if (s->evict_want)
@@ -207,6 +215,7 @@ int srv_evict_start(struct rs_server *s)
 void srv_evict_stop(struct rs_server *s)
 {
 	srv_ticker_stop(&s->evsweep);
+	srv_evr_fini(s);
 }
 
 void srv_evict_counts(struct srv_table *t, struct srv_evict_counts *c)

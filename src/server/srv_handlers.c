@@ -1327,6 +1327,11 @@ static void do_keyed_cluster(struct req *r)
 		ret = srv_repl_wait(s, &q);
 	}
 	r->defer = false;
+	/* rows this write evicted are gone here whatever its backups did:
+	 * their deletions are sent again until the backups have them (the
+	 * client resends its own keys, nobody else these) */
+	if (ret && r->evicted_n)
+		srv_evr_add(s, k->table_id, r->w->evicted, r->evicted_n);
 	if (ret && r->deferred > 0 && !r->failed)
 		repl_fail_keys(r, ret);
 	if (r->deferred > 0)

@@ -739,7 +739,7 @@ enum srv_cut_reason {
 #define SRV_TRANSPORT_COUNT 10
 
 /* the replication series (srv_stats.c) */
-#define SRV_REPL_METRICS 8
+#define SRV_REPL_METRICS 11
 struct srv_repl_metric {
 	struct rs_server *s;
 	unsigned which;
@@ -894,6 +894,37 @@ void srv_evict_want(struct rs_server *s);
 void srv_evict_stop(struct rs_server *s);
 void srv_evict_counts(struct srv_table *t, struct srv_evict_counts *c);
 
+/* srv_evict_resend.c: deletions the primary made on its own (TTL
+ * expiries, cap victims) whose REPL failed, resent until the backups
+ * took them (docs/eviction.md, "Deletions that did not reach a
+ * backup"). Bounded; add counts and logs what does not fit. */
+struct srv_evr_key {
+	uint32_t table_id;
+	uint64_t key;
+};
+struct srv_evr {
+	pthread_mutex_t lock;	/* v, n, cap */
+	bool init;
+	struct srv_evr_key *v;	/* oldest first */
+	uint32_t n, cap;
+	uint64_t next_ms;	/* the sweep thread's: next round (mono) */
+	unsigned backoff_ms;
+	atomic_uint_fast64_t pending, resent, dropped, abandoned,
+		failed_rounds;
+};
+struct srv_evr_counts {
+	uint64_t pending, resent, dropped, abandoned, failed_rounds;
+};
+void srv_evr_init(struct rs_server *s);
+void srv_evr_fini(struct rs_server *s);
+/* Keys of table table_id deleted here whose deletion a backup did not
+ * acknowledge. */
+void srv_evr_add(struct rs_server *s, uint32_t table_id,
+		 const uint64_t *keys, uint32_t n);
+/* On the sweep thread, each tick (epoch: read at its start). */
+void srv_evr_tick(struct rs_server *s, uint64_t epoch);
+void srv_evr_counts(struct rs_server *s, struct srv_evr_counts *c);
+
 struct rs_server {
 	struct srv_opts o;
 	char listen_addr[300];
@@ -911,6 +942,7 @@ struct rs_server {
 	struct srv_stagelog stagelog;
 	struct srv_ticker evsweep;	/* the TTL sweep (srv_evict.c) */
 	bool evict_want, evict_ready;	/* under tables.admin */
+	struct srv_evr evr;	/* deletions to resend (srv_evict_resend.c) */
 
 	int stop_fd;		/* eventfd: rs_server_stop() */
 	int poke_fd;		/* eventfd: a conn became closable */

@@ -303,18 +303,25 @@ static int register_node(struct rs_server *s)
 /* ---- replication series (cluster members only) ---- */
 
 enum { RM_EPOCH, RM_QUEUED, RM_TO_COPY, RM_COPIED, RM_FAILED, RM_HELD,
-       RM_FREED, RM_REGRESSED, RM_COUNT };
+       RM_FREED, RM_REGRESSED, RM_EVDEL_RESENT, RM_EVDEL_PENDING,
+       RM_EVDEL_DROPPED, RM_COUNT };
 _Static_assert(RM_COUNT == SRV_REPL_METRICS, "one slot per series");
 
 static double rd_repl(void *arg)
 {
 	const struct srv_repl_metric *a = arg;
 	struct srv_repl_stats rs;
+	struct srv_evr_counts ec;
 	const uint64_t *v[RM_COUNT] = { &rs.epoch, &rs.queued, &rs.gained,
 					&rs.copied_rows, &rs.failed_writes,
 					&rs.held, &rs.freed_rows,
-					&rs.regressed };
+					&rs.regressed, &ec.resent,
+					&ec.pending, &ec.dropped };
 
+	if (a->which >= RM_EVDEL_RESENT) {
+		srv_evr_counts(a->s, &ec);
+		return (double)*v[a->which];
+	}
 	srv_repl_stats(a->s, &rs);
 	return (double)*v[a->which];
 }
@@ -345,6 +352,18 @@ static int register_repl(struct rs_server *s)
 				   "configuration went back from this epoch "
 				   "(restored?) and the node refuses requests "
 				   "until recstore-ctl repair-epoch", false },
+		[RM_EVDEL_RESENT] = { RS_M_REPL_EVDEL_RESENT, "Deletions "
+				      "of expired or evicted rows sent to "
+				      "the backups again after a failed "
+				      "REPL", true },
+		[RM_EVDEL_PENDING] = { RS_M_REPL_EVDEL_PENDING, "Deletions "
+				       "of expired or evicted rows a backup "
+				       "did not take yet, to be resent",
+				       false },
+		[RM_EVDEL_DROPPED] = { RS_M_REPL_EVDEL_DROPPED, "Deletions "
+				       "of expired or evicted rows not kept "
+				       "for a resend (the list was full)",
+				       true },
 	};
 	struct srv_metrics *m = &s->m;
 	int ret = 0;
@@ -557,6 +576,21 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		TRY(add(l, N, "repl.freed_rows", rs.freed_rows));
 		TRY(add(l, N, "repl.held_writes", rs.held));
 		TRY(add(l, N, "repl.epoch_regressed", rs.regressed));
+		{
+			struct srv_evr_counts ec;
+
+			srv_evr_counts(s, &ec);
+			TRY(add(l, N, "repl.evict_deletions_pending",
+				ec.pending));
+			TRY(add(l, N, "repl.evict_deletions_resent",
+				ec.resent));
+			TRY(add(l, N, "repl.evict_deletions_dropped",
+				ec.dropped));
+			TRY(add(l, N, "repl.evict_deletions_abandoned",
+				ec.abandoned));
+			TRY(add(l, N, "repl.evict_resend_failures",
+				ec.failed_rounds));
+		}
 		{
 			struct srv_once_counts oc;
 
