@@ -20,7 +20,8 @@
  * the replication order lock and waits for them before it counts the
  * expiries. It stops for the tick when the node is not an active member
  * holding all its ranges (copying, joining), while the read lease holds
- * writes, or when the epoch moved.
+ * writes, or when the epoch moved. Expiries whose wait failed go on the
+ * resend list, which each tick serves first (srv_evict_resend.c).
  */
 #include <errno.h>
 #include <stdlib.h>
