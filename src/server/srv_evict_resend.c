@@ -243,9 +243,8 @@ void srv_evr_tick(struct rs_server *s, uint64_t epoch)
 		}
 		if (ret)
 			break;
-		if (!t) {
+		if (!t)
 			continue;	/* the table went: nothing to delete */
-		}
 		if (!srv_repl_is_primary(&q, b[i].key)) {
 			gone++;
 			continue;
