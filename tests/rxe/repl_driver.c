@@ -89,13 +89,17 @@
  *       held (RS_TEST_ADOPT_HOLD, kept until the asks end): each must
  *       be answered within its 5 s wait (a CONFIG that waits for the
  *       adoption never is).
- *   repl_driver replstale SEEDS BACKUP HOLD
+ *   repl_driver replstale SEEDS BACKUP HOLD [GO]
  *       a stale REPL (docs/replication.md, "Stale REPLs"): BACKUP was
  *       started with RS_TEST_REPL_HOLD=HOLD. For a key whose backup it
  *       is: create HOLD; an exactly-once UPDATE of the key at its
  *       primary must fail (the backup holds its REPL past the primary's
- *       timeout); the next UPDATE must be acknowledged (its REPL goes on
- *       a new connection and another worker applies it); remove HOLD and
+ *       timeout; the primary keeps it to send again); with GO, write
+ *       the primary's address to GO.ready and wait for GO (the test
+ *       changes the configuration meanwhile: the kept REPL is read
+ *       again), then open again; the next UPDATE must be acknowledged
+ *       (its REPL goes on a new connection and another worker applies
+ *       it); remove HOLD and
  *       wait for HOLD.done (the held REPL went on). Then the backup's row
  *       must equal the primary's: the held REPL, older, must not have
  *       been applied over the newer one.
@@ -1282,16 +1286,15 @@ static int do_open(const char *seeds)
 #define REPLSTALE_CLIENT 0x57a1e5eed0000001ull
 
 static int do_replstale(const char *seeds, const char *backup,
-			const char *hold)
+			const char *hold, const char *go)
 {
 	static unsigned owners[K][PROTO_CONFIG_MAX_R];
 	static float prow[K * DIM], brow[K * DIM];
 	struct rs_client *c = open_client(seeds);
 	const uint64_t client = REPLSTALE_CLIENT;
 	int32_t s1, s2, pst[K], bst[K];
-	char done[4200];
+	char done[4200], paddr[256] = "";
 	unsigned nown[K];
-	const char *paddr = NULL;
 	int k = -1, waited = 0;
 
 	replica_sets(c, owners, nown);
@@ -1299,7 +1302,8 @@ static int do_replstale(const char *seeds, const char *backup,
 		if (nown[i] == 2 &&
 		    !strcmp(c->nodes[owners[i][1]].name, backup)) {
 			k = i;
-			paddr = c->nodes[owners[i][0]].name;
+			snprintf(paddr, sizeof(paddr), "%s",
+				 c->nodes[owners[i][0]].name);
 		}
 	if (k < 0)
 		die("replstale: no key has %s as its backup", backup);
@@ -1308,6 +1312,22 @@ static int do_replstale(const char *seeds, const char *backup,
 	if (close(open(hold, O_CREAT | O_WRONLY, 0644)))
 		die("replstale: %s: cannot create", hold);
 	s1 = raw_update(c, paddr, keys[k], client, 1, 0);
+	if (go) {	/* GO.ready names the primary; then wait for GO */
+		char ready[4200];
+		FILE *f;
+
+		snprintf(ready, sizeof(ready), "%s.ready", go);
+		if (!(f = fopen(ready, "w")))
+			die("replstale: %s: cannot write", ready);
+		fprintf(f, "%s\n", paddr);
+		fclose(f);
+		for (int i = 0; access(go, F_OK) && i < 1200; i++)
+			usleep(50000);
+		if (access(go, F_OK))
+			die("replstale: %s never appeared", go);
+		rs_client_close(&c);	/* the configuration now */
+		c = open_client(seeds);
+	}
 	s2 = raw_update(c, paddr, keys[k], client, 2, 0);
 	unlink(hold);
 	while (access(done, F_OK) && waited++ < 200)
@@ -1675,8 +1695,9 @@ int main(int argc, char **argv)
 		return do_droprecreate(argv[2], argv[3], argv[4]);
 	if (argc == 4 && !strcmp(argv[1], "onceagain"))
 		return do_onceagain(argv[2], atoi(argv[3]));
-	if (argc == 5 && !strcmp(argv[1], "replstale"))
-		return do_replstale(argv[2], argv[3], argv[4]);
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "replstale"))
+		return do_replstale(argv[2], argv[3], argv[4],
+				    argc == 6 ? argv[5] : NULL);
 	if (argc == 4 && !strcmp(argv[1], "cfgprobe"))
 		return do_cfgprobe(argv[2], argv[3]);
 	if (argc >= 5 && !strcmp(argv[1], "check"))

@@ -24,8 +24,11 @@
 #     the write fails, the next write of the key goes on a new connection
 #     and n3's other worker applies it; then the held REPL goes on and
 #     must be refused as overtaken: n3's row must equal the primary's
-#     (docs/replication.md, "Stale REPLs"). Then the primary is
-#     SIGKILLed; once n3 is the key's primary, the failed write resent
+#     (docs/replication.md, "Stale REPLs"). Between the two writes n4
+#     joins: the primary adopts a new configuration while it keeps the
+#     failed REPL, and must read its records again from the rows. Then,
+#     once n4 is active, the primary is
+#     SIGKILLed; the failed write resent to the key's primary now
 #     must be answered from its record, not applied again: the failed
 #     REPL was sent again, completion included, before the next write's
 #     ("A REPL that failed is sent again").
@@ -43,7 +46,7 @@ set -euo pipefail
 rxe_test_args "$@"
 drv=$bin/tests/repl_driver
 . "$(dirname "$0")/../../scripts/etcd-lib.sh"
-etcd_test_begin replfire 3
+etcd_test_begin replfire 4
 etcd_initial=2
 etcd_workers=1
 RS_TEST_ADOPT_HOLD=$d/hold etcd_node_start 1 "${ips[0]}"
@@ -90,37 +93,51 @@ for n in n1 n2 n3; do
   await "$d/$n.log" "repl: epoch $epoch adopted" 30 "${pid[$n]}" ||
     fail "$n did not adopt epoch $epoch"
 done
-"$drv" replstale "$both,${addr[n3]}" "${addr[n3]}" "$d/rhold" \
-  >"$d/stale.txt" 2>&1 || { cat "$d/stale.txt"; fail "replstale (driver)"; }
+"$drv" replstale "$both,${addr[n3]}" "${addr[n3]}" "$d/rhold" "$d/go" \
+  >"$d/stale.txt" 2>&1 &
+stale_pid=$!
+await "$d/go.ready" . 60 "$stale_pid" || { cat "$d/stale.txt"; fail "replstale (driver) never failed its write"; }
+paddr=$(cat "$d/go.ready")
+for n in n1 n2; do [ "${addr[$n]}" = "$paddr" ] && victim=$n; done
+[ -n "${victim:-}" ] || fail "the key's primary $paddr is neither n1 nor n2"
+# a new configuration while the primary keeps the failed REPL: n4 joins,
+# and the primary must read the kept records again from its rows
+RS_TEST_REPL_HOLD= etcd_workers=2 etcd_node_start 4 "${ips[3]}"
+node_await n4
+await "$d/$victim.log" "queued records of earlier epochs read again" 60 \
+  "${pid[$victim]}" || fail "$victim did not read its kept REPL again"
+grep "read again" "$d/$victim.log"
+touch "$d/go"
+wait "$stale_pid" || { cat "$d/stale.txt"; fail "replstale (driver)"; }
 cat "$d/stale.txt"
 grep "test hold" "$d/n3.log"
 key=$(sed -n 's/^replstale: key \([0-9]*\), .*/\1/p' "$d/stale.txt")
-paddr=$(sed -n 's/^replstale: key [0-9]*, primary \([^,]*\), .*/\1/p' "$d/stale.txt")
-for n in n1 n2; do [ "${addr[$n]}" = "$paddr" ] && victim=$n; done
-[ -n "${victim:-}" ] || fail "the key's primary $paddr is neither n1 nor n2"
+"$bin/recstore-ctl" --etcd "$url" --cluster t cluster --until-active 4 \
+  --timeout 60 >"$d/four.out" 2>&1 || fail "n4 never became active"
+epoch=$(sed -n 's/^cluster t: epoch \([0-9]*\),.*/\1/p' "$d/four.out")
 kill -KILL "${pid[$victim]}"
 wait "${pid[$victim]}" 2>/dev/null || true
 "$bin/recstore-ctl" --etcd "$url" --cluster t cluster --until-epoch \
   $((epoch + 1)) --timeout 60 >"$d/after.out" 2>&1 ||
   fail "no configuration after $victim was killed"
 rest=n1; [ "$victim" = n1 ] && rest=n2
-for n in "$rest" n3; do
+for n in "$rest" n3 n4; do
   await "$d/$n.log" "repl: epoch $((epoch + 1)) adopted" 30 "${pid[$n]}" ||
     fail "$n did not adopt epoch $((epoch + 1))"
 done
-"$drv" onceagain "${addr[$rest]},${addr[n3]}" "$key" >"$d/again.txt" 2>&1 ||
-  { cat "$d/again.txt"; fail "onceagain (driver)"; }
+"$drv" onceagain "${addr[$rest]},${addr[n3]},${addr[n4]}" "$key" \
+  >"$d/again.txt" 2>&1 || { cat "$d/again.txt"; fail "onceagain (driver)"; }
 cat "$d/again.txt"
 echo "step 3: $(elapsed "$t0") s"
 
 echo "step 4: a kept REPL of a table dropped and created again"
 t0=$(date +%s.%N)
-"$drv" droprecreate "${addr[$rest]},${addr[n3]}" "${addr[n3]}" "$d/rhold" \
+"$drv" droprecreate "${addr[$rest]},${addr[n3]},${addr[n4]}" "${addr[n3]}" "$d/rhold" \
   >"$d/drop.txt" 2>&1 || { cat "$d/drop.txt"; fail "droprecreate (driver)"; }
 cat "$d/drop.txt"
 echo "step 4: $(elapsed "$t0") s"
 
-node_stop "$rest" n3
+node_stop "$rest" n3 n4
 pids=
 if grep -l "Sanitizer" "$d"/*.log "$d"/*.txt 2>/dev/null; then
   fail "a sanitizer report (above)"
