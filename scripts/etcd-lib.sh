@@ -136,6 +136,23 @@ etcd_test_begin() {
   declare -gA pid=() addr=()
 }
 
+# etcd_await_active N NAME...: wait (60 s) until cluster "t" has N
+# active members, set `epoch` to its configuration's, and wait (30 s
+# each) until every node NAME logged that it adopted that epoch; fail
+# otherwise. The recstore-ctl output is in $d/active-N.out.
+etcd_await_active() {
+  local want=$1 n
+  shift
+  "$bin/recstore-ctl" --etcd "$url" --cluster t cluster --until-active \
+    "$want" --timeout 60 >"$d/active-$want.out" 2>&1 ||
+    fail "the cluster never had $want active members"
+  epoch=$(sed -n 's/^cluster t: epoch \([0-9]*\),.*/\1/p' "$d/active-$want.out")
+  for n in "$@"; do
+    await "$d/$n.log" "repl: epoch $epoch adopted" 30 "${pid[$n]}" ||
+      fail "$n did not adopt epoch $epoch"
+  done
+}
+
 # The memory nodes of a test cluster "t" on the etcd of etcd_start (r 2,
 # lease 3 s): the caller declares `declare -A pid addr` and sets d, bin,
 # pids and etcd_initial (the first configuration's member count); wait

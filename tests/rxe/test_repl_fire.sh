@@ -52,13 +52,7 @@ etcd_workers=1
 RS_TEST_ADOPT_HOLD=$d/hold etcd_node_start 1 "${ips[0]}"
 etcd_node_start 2 "${ips[1]}"
 node_await n1 n2
-"$bin/recstore-ctl" --etcd "$url" --cluster t cluster --until-active 2 \
-  --timeout 60 >"$d/two.out" 2>&1 || fail "the two nodes never became active"
-epoch=$(sed -n 's/^cluster t: epoch \([0-9]*\),.*/\1/p' "$d/two.out")
-for n in n1 n2; do
-  await "$d/$n.log" "repl: epoch $epoch adopted" 30 "${pid[$n]}" ||
-    fail "$n did not adopt epoch $epoch"
-done
+etcd_await_active 2 n1 n2
 both="${addr[n1]},${addr[n2]}"
 "$drv" init "$both" >"$d/init.txt" 2>&1 || fail "init (driver)"
 
@@ -86,13 +80,7 @@ echo "step 2: $(elapsed "$t0") s"
 
 echo "step 3: a REPL overtaken by the next one must not be applied"
 t0=$(date +%s.%N)
-"$bin/recstore-ctl" --etcd "$url" --cluster t cluster --until-active 3 \
-  --timeout 60 >"$d/three.out" 2>&1 || fail "n3 never became active"
-epoch=$(sed -n 's/^cluster t: epoch \([0-9]*\),.*/\1/p' "$d/three.out")
-for n in n1 n2 n3; do
-  await "$d/$n.log" "repl: epoch $epoch adopted" 30 "${pid[$n]}" ||
-    fail "$n did not adopt epoch $epoch"
-done
+etcd_await_active 3 n1 n2 n3
 "$drv" replstale "$both,${addr[n3]}" "${addr[n3]}" "$d/rhold" "$d/go" \
   >"$d/stale.txt" 2>&1 &
 stale_pid=$!

@@ -23,13 +23,7 @@ etcd_test_begin replttl 2
 etcd_initial=2
 for i in 1 2; do etcd_node_start $i "${ips[$((i - 1))]}"; done
 node_await n1 n2
-"$bin/recstore-ctl" --etcd "$url" --cluster t cluster --until-active 2 \
-  --timeout 60 >"$d/two.out" 2>&1 || fail "the two nodes never became active"
-epoch=$(sed -n 's/^cluster t: epoch \([0-9]*\),.*/\1/p' "$d/two.out")
-for n in n1 n2; do
-  await "$d/$n.log" "repl: epoch $epoch adopted" 30 "${pid[$n]}" ||
-    fail "$n did not adopt epoch $epoch"
-done
+etcd_await_active 2 n1 n2
 both="${addr[n1]},${addr[n2]}"
 
 t0=$(date +%s.%N)
