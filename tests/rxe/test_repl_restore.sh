@@ -23,15 +23,6 @@ set -euo pipefail
 . "$(dirname "$0")/../../scripts/sh-lib.sh"
 
 rxe_test_args "$@"
-if [ -z "${RS_RESTORE_SANITIZED:-}" ] &&
-  grep -Eq "^RS_SANITIZE:[A-Z]*=(ON|thread)$" "$bin/CMakeCache.txt" 2>/dev/null; then
-  # the test command's budget (45 min on 2 cores): the detection's rules
-  # run under the sanitizers in test_membership (restore_regression,
-  # regression_rules, repair_plan) and the agent's threads in every
-  # cluster test; RS_RESTORE_SANITIZED=1 runs this one in any tree
-  echo "restore: skipped in a sanitizer tree (RS_RESTORE_SANITIZED=1 runs it)"
-  exit 77
-fi
 drv=$bin/tests/repl_driver
 . "$(dirname "$0")/../../scripts/etcd-lib.sh"
 etcd_test_begin replrestore 3
