@@ -23,8 +23,23 @@ etcd_start() {
     port=$((20000 + (RANDOM * 7 + try * 131) % 30000))
     url=$scheme://127.0.0.1:$port
     t0=$(date +%s.%N)
-    etcd_port=$port etcd_sec=("${sec[@]}")
-    etcd_run "$dir/etcd" "$dir/etcd.log" "${cc[@]}" && break
+    "$etcd_bin" --name t --data-dir "$dir/etcd" \
+      --listen-client-urls "$url" --advertise-client-urls "$url" \
+      --listen-peer-urls "http://127.0.0.1:$((port + 1))" \
+      --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
+      --initial-cluster "t=http://127.0.0.1:$((port + 1))" \
+      "${sec[@]}" >"$dir/etcd.log" 2>&1 &
+    etcd_pid=$!
+    ok=
+    for ((i = 0; i < 600; i++)); do
+      if curl -sf --max-time 2 "${cc[@]}" "$url/health" 2>/dev/null | grep -q '"health":"true"'; then
+        ok=1
+        break
+      fi
+      kill -0 "$etcd_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    [ -n "$ok" ] && break
     kill -KILL "$etcd_pid" 2>/dev/null || true
     wait "$etcd_pid" 2>/dev/null || true
     etcd_pid=
@@ -33,45 +48,6 @@ etcd_start() {
   done
   [ -n "$etcd_pid" ] || fail "no free port for etcd"
   echo "etcd $("$etcd_bin" --version | sed -n 's/etcd Version: //p') healthy at $url after $(elapsed "$t0") s"
-}
-
-# etcd_run DATA LOG [CURL TLS ARGS]: etcd on url and etcd_port (with
-# etcd_sec's TLS flags) with its data in DATA, its output to LOG; sets
-# etcd_pid; 0 once healthy, 1 when it died or stayed unhealthy for 60 s.
-etcd_run() {
-  local data=$1 log=$2 i
-  shift 2
-  "$etcd_bin" --name t --data-dir "$data" \
-    --listen-client-urls "$url" --advertise-client-urls "$url" \
-    --listen-peer-urls "http://127.0.0.1:$((etcd_port + 1))" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$((etcd_port + 1))" \
-    --initial-cluster "t=http://127.0.0.1:$((etcd_port + 1))" \
-    "${etcd_sec[@]}" >"$log" 2>&1 &
-  etcd_pid=$!
-  for ((i = 0; i < 600; i++)); do
-    if curl -sf --max-time 2 "$@" "$url/health" 2>/dev/null | grep -q '"health":"true"'; then
-      return 0
-    fi
-    kill -0 "$etcd_pid" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
-}
-
-# etcd_stop: SIGTERM the etcd of etcd_start and wait for it to exit.
-etcd_stop() {
-  kill -TERM "$etcd_pid" 2>/dev/null || true
-  wait "$etcd_pid" 2>/dev/null || true
-  etcd_pid=
-}
-
-# etcd_restart DATA: stop the etcd of etcd_start (plain http) and start it
-# again on the same url with its data in DATA (a copy of an earlier data
-# directory: etcd back in time, as restored from a snapshot); its output
-# to DATA.log.
-etcd_restart() {
-  etcd_stop
-  etcd_run "$1" "$1.log" || fail "etcd did not start again on $1"
 }
 
 # etcd_certs DIR: a CA and, signed by it, the certificates etcd_start and

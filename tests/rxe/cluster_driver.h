@@ -3,8 +3,8 @@
  * (repl_driver.c, repl_grow_driver.c, ckpt_cluster_driver.c) share:
  * dying with a message, a client of a cluster found through its seed
  * nodes, its tables. Define DRIVER_NAME and DRIVER_TIMEOUT_MS (the
- * client's, per call; the environment's RS_DRIVER_TIMEOUT_MS overrides
- * it) before including, and DRIVER_TABLE for open_table().
+ * client's, per call) before including, and DRIVER_TABLE for
+ * open_table().
  */
 #ifndef RS_TESTS_CLUSTER_DRIVER_H
 #define RS_TESTS_CLUSTER_DRIVER_H
@@ -57,10 +57,7 @@ static inline struct rs_client *open_client(const char *seeds)
 	     tok = strtok_r(NULL, ",", &save))
 		if (rs_client_config_add_node(cfg, tok))
 			die("node %s: %s", tok, rs_errormsg());
-	rs_client_config_set_timeout_ms(cfg,
-		getenv("RS_DRIVER_TIMEOUT_MS")
-			? (unsigned)atoi(getenv("RS_DRIVER_TIMEOUT_MS"))
-			: DRIVER_TIMEOUT_MS);
+	rs_client_config_set_timeout_ms(cfg, DRIVER_TIMEOUT_MS);
 	ret = rs_client_open(&c, cfg);
 	rs_client_config_delete(&cfg);
 	if (ret)
