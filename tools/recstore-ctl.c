@@ -23,8 +23,6 @@
  *                [--ranges] [--decide] [--replicas R]
  *   recstore-ctl --etcd URL[,URL...] --cluster NAME [ETCD SECURITY] drain ID
  *                [--cancel] [--force] [--no-wait] [--timeout S]
- *   recstore-ctl --etcd URL[,URL...] --cluster NAME [ETCD SECURITY]
- *                repair-epoch [--dry-run]
  *
  * ETCD SECURITY: --etcd-ca F (https: the CA of the members' certificates),
  * --etcd-cert F --etcd-key F (a client certificate), --etcd-user U
@@ -45,14 +43,6 @@
  * pass that floor. An etcd that does not answer in time or cannot be
  * reached is tried again every 250 ms until the timeout (a request that
  * took effect is found asked).
- *
- * repair-epoch ends the refusal that follows etcd going back (restored from
- * a snapshot, or wiped: docs/replication.md, "Restoring etcd from a
- * snapshot"): from what
- * the registered nodes report they followed, it writes a configuration
- * above every epoch any of them adopted (memb_repair_epoch(), a
- * compare-and-swap), prints it and what it left out; --dry-run prints
- * it only.
  *
  * cluster prints what etcd holds for a cluster of memory nodes
  * (docs/replication.md): the configuration's epoch, r and members with
@@ -136,8 +126,6 @@ static void usage(FILE *f)
 		"         [--until-active N] [--until-epoch N] [--timeout S]\n"
 		"         [--ranges] [--decide] [--replicas R]\n"
 		"  drain ID [--cancel] [--force] [--no-wait] [--timeout S]\n"
-		"  repair-epoch [--dry-run]   (after etcd was restored from a "
-		"snapshot)\n"
 		"  checkpoint DIR [--table NAME]... [--export] "
 		"[--freeze-ms N]\n"
 		"  checkpoint DIR --incremental BASE_DIR [--freeze-ms N]\n"
@@ -794,14 +782,6 @@ static int print_cluster(struct coord *c, const char *cluster,
 			       "configuration yet\n", regs[j].id,
 			       regs[j].addr);
 	}
-	for (size_t j = 0; j < nregs; j++)
-		if (regs[j].view.epoch)
-			printf("  %-20s REFUSING: followed epoch %" PRIu64
-			       " (%s), found epoch %" PRIu64 " here: etcd went "
-			       "back; run repair-epoch\n", regs[j].id,
-			       regs[j].view.epoch, regs[j].view.member
-			       ? memb_state_name(regs[j].view.state)
-			       : "not a member", regs[j].view.store);
 	if (nbad)
 		printf("unreadable registrations: %zu\n", nbad);
 	print_placement(cfg, ranges);
@@ -979,51 +959,6 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 	return ret < 0 ? 1 : 0;
 }
 
-static int cmd_repair(const char *etcd, const char *cluster, int argc,
-		      char **argv)
-{
-	bool dry = argc == 2 && !strcmp(argv[1], "--dry-run");
-	struct memb_config next;
-	struct memb_repair rr;
-	struct coord *c;
-	int ret;
-
-	if (argc > 2 || (argc == 2 && !dry)) {
-		usage(stderr);
-		return 2;
-	}
-	if ((ret = memb_check_id("--cluster", cluster)) ||
-	    (ret = etcd_open(&c, etcd))) {
-		fprintf(stderr, "recstore-ctl: %s\n", rs_errormsg());
-		return 1;
-	}
-	ret = memb_repair_epoch(c, cluster, dry, &next, &rr);
-	if (!ret) {
-		printf("repair-epoch: %zu registered node(s) report the store "
-		       "went back; the highest epoch followed is %" PRIu64
-		       "; %zu report(s) of an older epoch left out\n",
-		       rr.reports, rr.highest, rr.behind);
-		printf("repair-epoch: %s epoch %" PRIu64 " (r %u, vnodes %u), "
-		       "%zu member%s:\n", dry ? "would write" : "wrote",
-		       next.epoch, next.r, next.vnodes, next.n,
-		       next.n == 1 ? "" : "s");
-		for (size_t i = 0; i < next.n; i++)
-			printf("  %-20s %-22s %-8s since epoch %" PRIu64 "\n",
-			       next.m[i].id, next.m[i].addr,
-			       memb_state_name(next.m[i].state),
-			       next.m[i].since);
-		printf("registered nodes left out join again as new members "
-		       "(the decider's next step); nodes not registered are "
-		       "gone, as after a failure\n");
-		memb_config_free(&next);
-	} else {
-		fprintf(stderr, "recstore-ctl: repair-epoch %s: %s\n", cluster,
-			rs_errormsg());
-	}
-	coord_close(&c);
-	return ret ? 1 : 0;
-}
-
 /* ---- checkpoint / restore ---- */
 
 static void show_progress(void *arg, const struct cli_ckpt_progress *p)
@@ -1185,13 +1120,6 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		return cmd_drain(etcd, cluster, argc - i, argv + i);
-	}
-	if (i < argc && !strcmp(argv[i], "repair-epoch")) {
-		if (!etcd || !cluster) {
-			usage(stderr);
-			return 2;
-		}
-		return cmd_repair(etcd, cluster, argc - i, argv + i);
 	}
 	if (!nodes || i >= argc) {
 		usage(stderr);

@@ -16,21 +16,6 @@
  * Liveness is etcd's lease, not our own heartbeat: the decider never
  * judges a node by anything but the presence of its registration.
  *
- * The store going back (docs/replication.md, "Restoring etcd from a
- * snapshot"). The agent keeps the configuration it follows and the
- * highest store revision it saw; at every read it asks memb_regression() whether the store lost
- * what it followed (an older epoch, another configuration of the same
- * epoch, an older revision: etcd restored from a snapshot or wiped).
- * Ignoring that would stop failover (no epoch of the restored chain at or
- * below the one followed would be adopted) and later hand the node a
- * configuration built from the old one, in which a node that freed its
- * rows may serve again. So from then on the agent adopts nothing, decides
- * nothing, no longer vouches for reads (read_ms stays), sets *regressed
- * (the node refuses requests), publishes what it followed in its
- * registration ("view", for memb_repair_epoch()) and logs it once, then
- * once a minute; it returns to normal only with a configuration repaired
- * above the epoch it followed.
- *
  * Concurrency: tick state (lease, registered, ka_ms) belongs to whoever
  * calls tick: the thread once started, else the caller (unit tests).
  * decider, epoch and rev are atomics that other threads read.
@@ -67,7 +52,6 @@ struct memb_agent {
 	void *config_arg;
 	_Atomic uint64_t *synced;
 	_Atomic int64_t *read_ms;
-	_Atomic uint64_t *regressed_out;
 
 	int64_t lease;		/* 0: none */
 	int64_t ka_ms;		/* last grant or keepalive */
@@ -75,13 +59,6 @@ struct memb_agent {
 	atomic_bool decider;
 	_Atomic uint64_t epoch;
 	_Atomic int64_t rev;
-	/* the tick's: the configuration followed (epoch 0: none), the
-	 * highest store revision seen; while the store is behind it, the
-	 * epoch followed (0: not) and the time of the last log line */
-	struct memb_config had;
-	int64_t max_rev;
-	_Atomic uint64_t regressed;
-	int64_t back_log_ms;
 
 	pthread_t thr;
 	bool started;
@@ -159,7 +136,6 @@ int memb_agent_new(struct memb_agent **out, struct coord *c,
 	a->config_arg = o->config_arg;
 	a->synced = o->synced;
 	a->read_ms = o->read_ms;
-	a->regressed_out = o->regressed;
 	a->c = c;
 	c->cancel = &a->stop;
 	pthread_mutex_init(&a->lock, NULL);
@@ -216,11 +192,7 @@ static int ensure_registered(struct memb_agent *a)
 	if (ret)
 		return ret;
 	a->registered = true;
-	if (a->self.view.epoch)
-		say(a, "'%s' reports epoch %" PRIu64 " in its registration "
-		    "for recstore-ctl repair-epoch", a->self.id,
-		    a->self.view.epoch);
-	else if (a->self.synced)
+	if (a->self.synced)
 		say(a, "'%s' copied its ranges in epoch %" PRIu64, a->self.id,
 		    a->self.synced);
 	else
@@ -257,134 +229,10 @@ static int ensure_decider(struct memb_agent *a)
 	return 0;
 }
 
-/* What the node followed, for its registration while the store is
- * behind. */
-static void view_of(struct memb_agent *a, uint64_t store)
-{
-	struct memb_view *v = &a->self.view;
-
-	memset(v, 0, sizeof(*v));
-	v->epoch = a->had.epoch;
-	v->store = store;
-	v->r = a->had.r;
-	v->vnodes = a->had.vnodes;
-	for (size_t i = 0; i < a->had.n; i++) {
-		const struct memb_member *m = &a->had.m[i];
-
-		if (!strcmp(m->id, a->self.id) && m->inc == a->self.inc) {
-			v->member = true;
-			v->state = m->state;
-			v->since = m->since;
-		}
-	}
-}
-
-static void set_regressed(struct memb_agent *a, uint64_t v)
-{
-	atomic_store(&a->regressed, v);
-	if (a->regressed_out)
-		atomic_store(a->regressed_out, v);
-}
-
-/* The store lost what the node followed: stop (above). */
-static void went_back(struct memb_agent *a, enum memb_back why,
-		      const struct memb_config *cfg, int64_t rev,
-		      int64_t now)
-{
-	set_regressed(a, a->had.epoch);
-	view_of(a, cfg->epoch);
-	a->registered = false;	/* publish the view */
-	a->back_log_ms = now;
-	say(a, "the store went back (%s: epoch %" PRIu64 " there, revision %"
-	    PRId64 "; this node followed epoch %" PRIu64 " and saw revision %"
-	    PRId64 "): etcd restored from a snapshot or wiped? The node "
-	    "refuses requests and adopts no configuration until an operator "
-	    "runs 'recstore-ctl --etcd URL --cluster %s repair-epoch' "
-	    "(docs/replication.md, \"Restoring etcd from a snapshot\")",
-	    memb_back_name(why), cfg->epoch, rev, a->had.epoch, a->max_rev,
-	    a->cluster);
-}
-
-/* Adopt cfg (a higher epoch than the one followed). */
-static int adopt(struct memb_agent *a, const struct memb_config *cfg)
-{
-	struct memb_config copy;
-
-	if (memb_config_copy(&copy, cfg))
-		return rs_seterr(-ENOMEM, "coord: out of memory");
-	if (a->on_config)
-		a->on_config(a->config_arg, cfg);
-	memb_config_free(&a->had);
-	a->had = copy;
-	atomic_store(&a->epoch, cfg->epoch);
-	return 0;
-}
-
-/* While the store is behind: a configuration repaired above the epoch
- * followed ends it (adopted); anything else is refused, said once a
- * minute. 1: still behind. */
-static int still_back(struct memb_agent *a, const struct memb_config *cfg,
-		      int64_t rev, int64_t now)
-{
-	uint64_t had = atomic_load(&a->regressed);
-	int ret;
-
-	if (cfg->epoch > had && cfg->repaired > had) {
-		if ((ret = adopt(a, cfg)))
-			return ret;
-		set_regressed(a, 0);
-		memset(&a->self.view, 0, sizeof(a->self.view));
-		a->registered = false;
-		a->max_rev = rev;
-		say(a, "configuration repaired at epoch %" PRIu64 " (this node "
-		    "had followed %" PRIu64 "): serving again", cfg->epoch,
-		    had);
-		return 0;
-	}
-	if (now - a->back_log_ms >= AGENT_FAIL_LOG_MS) {
-		say(a, "still refusing: the store holds epoch %" PRIu64 ", this "
-		    "node followed %" PRIu64 "; run 'recstore-ctl --etcd URL "
-		    "--cluster %s repair-epoch'", cfg->epoch, had, a->cluster);
-		a->back_log_ms = now;
-	}
-	return 1;
-}
-
-/* Read the configuration and follow it: 0 followed (or nothing new),
- * 1 the store is behind, < 0 an error. */
-static int follow(struct memb_agent *a, int64_t now)
-{
-	struct memb_config cfg;
-	enum memb_back why;
-	int64_t mod_rev, rev, sent = mono_ms();
-	int ret;
-
-	if ((ret = memb_read_config(a->c, a->cluster, &cfg, &mod_rev, &rev)))
-		return ret;
-	atomic_store(&a->rev, rev);
-	if (atomic_load(&a->regressed)) {
-		ret = still_back(a, &cfg, rev, now);
-	} else if ((why = memb_regression(&a->had, a->max_rev, &cfg, rev))) {
-		went_back(a, why, &cfg, rev, now);
-		ret = 1;
-	} else {
-		/* every node follows the configuration's epoch (fencing
-		 * builds on it: docs/replication.md) */
-		if (cfg.epoch > a->had.epoch)
-			ret = adopt(a, &cfg);
-		if (rev > a->max_rev)
-			a->max_rev = rev;
-	}
-	/* after on_config: a node vouches for a configuration only once it
-	 * follows it, and never while the store is behind it */
-	if (!ret && a->read_ms)
-		atomic_store(a->read_ms, sent);
-	memb_config_free(&cfg);
-	return ret;
-}
-
 int memb_agent_tick(struct memb_agent *a, int64_t now_ms)
 {
+	struct memb_config cfg;
+	int64_t mod_rev, rev, sent;
 	uint64_t epoch;
 	int ret;
 
@@ -392,22 +240,30 @@ int memb_agent_tick(struct memb_agent *a, int64_t now_ms)
 		return ret;
 	if (a->decide && (ret = ensure_decider(a)))
 		return ret;
-	/* follow first: a decider never builds on a configuration older
-	 * than the one it follows */
-	if ((ret = follow(a, now_ms)) < 0)
+	if (atomic_load(&a->decider)) {
+		ret = memb_decide(a->c, a->cluster, &a->policy, &epoch);
+		if (ret < 0)
+			return ret;
+		if (ret == 1)
+			say(a, "configuration epoch %" PRIu64 " written",
+			    epoch);
+	}
+	/* every node follows the configuration's epoch (fencing builds on
+	 * it: docs/replication.md) */
+	sent = mono_ms();
+	if ((ret = memb_read_config(a->c, a->cluster, &cfg, &mod_rev, &rev)))
 		return ret;
-	if (ret == 1)	/* behind: publish the view, decide nothing */
-		return ensure_registered(a);
-	if (!a->registered && (ret = ensure_registered(a)))
-		return ret;	/* repaired: the view goes */
-	if (!atomic_load(&a->decider))
-		return 0;
-	ret = memb_decide_from(a->c, a->cluster, &a->policy, &a->had, &epoch);
-	if (ret <= 0)
-		return ret;
-	say(a, "configuration epoch %" PRIu64 " written", epoch);
-	ret = follow(a, now_ms);
-	return ret == 1 ? ensure_registered(a) : ret;
+	if (cfg.epoch > atomic_load(&a->epoch) && a->on_config)
+		a->on_config(a->config_arg, &cfg);
+	if (cfg.epoch > atomic_load(&a->epoch))
+		atomic_store(&a->epoch, cfg.epoch);
+	/* after on_config: a node vouches for a configuration only once it
+	 * follows it */
+	if (a->read_ms)
+		atomic_store(a->read_ms, sent);
+	atomic_store(&a->rev, rev);
+	memb_config_free(&cfg);
+	return 0;
 }
 
 int64_t memb_agent_rev(const struct memb_agent *a)
@@ -423,11 +279,6 @@ bool memb_agent_is_decider(const struct memb_agent *a)
 uint64_t memb_agent_epoch(const struct memb_agent *a)
 {
 	return atomic_load(&a->epoch);
-}
-
-uint64_t memb_agent_regressed(const struct memb_agent *a)
-{
-	return atomic_load(&a->regressed);
 }
 
 uint64_t memb_agent_inc(const struct memb_agent *a)
@@ -529,7 +380,6 @@ void memb_agent_free(struct memb_agent **ap)
 	if (a->lease && coord_lease_revoke(a->c, a->lease) == 0)
 		say(a, "left cluster '%s' (lease revoked)", a->cluster);
 	a->c->cancel = NULL;
-	memb_config_free(&a->had);
 	pthread_cond_destroy(&a->cv);
 	pthread_mutex_destroy(&a->lock);
 	free(a);

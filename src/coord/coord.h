@@ -165,12 +165,6 @@ void coord_mem_advance(struct coord *c, int64_t ms);
 /* While down, every operation fails with -ECONNREFUSED (an etcd outage);
  * leases still expire with the clock. */
 void coord_mem_set_down(struct coord *c, bool down);
-/* An etcd snapshot and its restore (coord_mem.c): save keeps one copy of
- * the store; restore puts it back, revision included (the revision goes
- * back, as after `etcdutl snapshot restore`), its leases with a full TTL
- * from now. 0, -ENOMEM, RS_E_INVAL (restore: nothing saved). */
-int coord_mem_save(struct coord *c);
-int coord_mem_restore(struct coord *c);
 
 void coord_close(struct coord **c);
 void coord_kvs_free(struct coord_kvs *k);

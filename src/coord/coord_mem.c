@@ -13,15 +13,6 @@
  * revision each, as etcd does), so a test controls exactly when a node's
  * registration disappears.
  *
- * Snapshots (coord_mem_save / coord_mem_restore): one saved copy of the
- * keys, the revision and the leases, put back the way `etcdutl snapshot
- * restore` puts back an etcd: the revision goes back to the saved one,
- * the saved leases return with a full TTL (etcd's new leader extends
- * them), leases granted since are gone, and the changes made since drop
- * out of the history (a wait after a revision the store has not reached
- * again waits, as an etcd watch does). Lease ids keep counting up, as
- * etcd's differ from any the old cluster handed out.
- *
  * Concurrency: one mutex over everything; wait() sleeps on a condition
  * variable (CLOCK_MONOTONIC, real time) that every change broadcasts.
  */
@@ -64,13 +55,6 @@ struct coord_mem {
 	int64_t next_lease;
 	int64_t now_ms;
 	bool down;
-	struct {		/* coord_mem_save(); n_kv 0 and rev 0: none */
-		struct coord_kv *kv;
-		size_t n;
-		struct mem_lease *leases;
-		size_t nleases;
-		int64_t rev;
-	} snap;
 };
 
 static struct coord_mem *mem_of(struct coord *c)
@@ -493,21 +477,9 @@ static int mem_wait(struct coord *c, const char *prefix, int64_t after,
 	return ret;
 }
 
-static void kvs_free_n(struct coord_kv *kv, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(kv[i].key);
-		free(kv[i].value);
-	}
-	free(kv);
-}
-
 static void mem_destroy(struct coord *c)
 {
 	struct coord_mem *m = mem_of(c);
-
-	kvs_free_n(m->snap.kv, m->snap.n);
-	free(m->snap.leases);
 
 	for (size_t i = 0; i < m->n; i++) {
 		free(m->kv[i].key);
@@ -573,90 +545,4 @@ void coord_mem_set_down(struct coord *c, bool down)
 	m->down = down;
 	pthread_cond_broadcast(&m->changed);
 	pthread_mutex_unlock(&m->lock);
-}
-
-int coord_mem_save(struct coord *c)
-{
-	struct coord_mem *m = mem_of(c);
-	struct coord_kv *kv = NULL;
-	struct mem_lease *ls = NULL;
-	size_t n = 0;
-	int ret = 0;
-
-	pthread_mutex_lock(&m->lock);
-	expire_locked(m);
-	if ((m->n && !(kv = calloc(m->n, sizeof(*kv)))) ||
-	    (m->nleases && !(ls = malloc(m->nleases * sizeof(*ls))))) {
-		ret = rs_seterr(-ENOMEM, "coord_mem: out of memory");
-		goto out;
-	}
-	for (; n < m->n; n++)
-		if ((ret = copy_kv(&kv[n], &m->kv[n])))
-			goto out;
-	if (m->nleases)
-		memcpy(ls, m->leases, m->nleases * sizeof(*ls));
-	kvs_free_n(m->snap.kv, m->snap.n);
-	free(m->snap.leases);
-	m->snap.kv = kv;
-	m->snap.n = n;
-	m->snap.leases = ls;
-	m->snap.nleases = m->nleases;
-	m->snap.rev = m->rev;
-	kv = NULL;
-	ls = NULL;
-	n = 0;
-out:
-	pthread_mutex_unlock(&m->lock);
-	kvs_free_n(kv, n);
-	free(ls);
-	return ret;
-}
-
-int coord_mem_restore(struct coord *c)
-{
-	struct coord_mem *m = mem_of(c);
-	struct coord_kv *kv = NULL;
-	struct mem_lease *ls = NULL;
-	size_t n = 0;
-	int ret = 0;
-
-	pthread_mutex_lock(&m->lock);
-	if (!m->snap.rev) {
-		ret = rs_seterr(RS_E_INVAL, "coord_mem: no snapshot saved");
-		goto out;
-	}
-	if ((m->snap.n && !(kv = calloc(m->snap.n, sizeof(*kv)))) ||
-	    (m->snap.nleases &&
-	     !(ls = malloc(m->snap.nleases * sizeof(*ls))))) {
-		ret = rs_seterr(-ENOMEM, "coord_mem: out of memory");
-		goto out;
-	}
-	for (; n < m->snap.n; n++)
-		if ((ret = copy_kv(&kv[n], &m->snap.kv[n])))
-			goto out;
-	for (size_t l = 0; l < m->snap.nleases; l++) {
-		ls[l] = m->snap.leases[l];
-		ls[l].deadline_ms = m->now_ms + ls[l].ttl_s * 1000;
-	}
-	kvs_free_n(m->kv, m->n);
-	free(m->leases);
-	m->kv = kv;
-	m->n = m->cap = n;
-	m->leases = ls;
-	m->nleases = m->snap.nleases;
-	m->rev = m->snap.rev;
-	for (size_t i = 0; i < MEM_HIST; i++)
-		if (m->hist[i].key && m->hist[i].rev > m->rev) {
-			free(m->hist[i].key);
-			m->hist[i].key = NULL;
-		}
-	kv = NULL;
-	ls = NULL;
-	n = 0;
-	pthread_cond_broadcast(&m->changed);
-out:
-	pthread_mutex_unlock(&m->lock);
-	kvs_free_n(kv, n);
-	free(ls);
-	return ret;
 }

@@ -8,10 +8,8 @@
  *    "members": [{"id": "n1", "addr": "10.0.0.1:7471",
  *                 "inc": "00c0ffee00c0ffee", "state": "active",
  *                 "since": 1}, ...]}
- * members sorted by id; "repaired": N after a repair (memb_repair_epoch(),
- * docs/replication.md, "Restoring etcd from a snapshot"), absent before.
- * The parser is strict (every field, its type and range, ids in order):
- * a configuration that does not parse is never
+ * members sorted by id. The parser is strict (every field, its type and
+ * range, ids in order): a configuration that does not parse is never
  * replaced by a decider that could not read it (RS_E_CORRUPT; an
  * operator repairs it), rather than guessed at.
  *
@@ -99,10 +97,6 @@ int memb_config_format(const struct memb_config *c, char **out, size_t *len)
 			 "placement", MEMB_PLACEMENT);
 	arr = json_array();
 	if (!root || !arr || json_object_set(root, "members", arr))
-		goto nomem;
-	if (c->repaired &&
-	    json_object_set_new(root, "repaired",
-				json_integer((json_int_t)c->repaired)))
 		goto nomem;
 	for (size_t i = 0; i < c->n; i++) {
 		const struct memb_member *m = &c->m[i];
@@ -224,10 +218,7 @@ int memb_config_parse(const char *json, size_t len, struct memb_config *out)
 		ret = bad("placement", "not " MEMB_PLACEMENT);
 		goto fail;
 	}
-	if (json_object_get(root, "repaired") &&
-	    (ret = get_u64(root, "repaired", 1, out->epoch, &out->repaired)))
-		goto fail;
-	if (json_object_size(root) != 5u + (out->repaired != 0)) {
+	if (json_object_size(root) != 5) {
 		ret = bad("(root)", "unknown fields");
 		goto fail;
 	}
@@ -260,54 +251,6 @@ fail:
 	return ret;
 }
 
-/* {"epoch": E, "store": S, "r": R, "vnodes": V[, "state": "...",
- *  "since": N]} (state and since when a member of E) */
-static json_t *view_json(const struct memb_view *v)
-{
-	json_t *o = json_pack("{s:I,s:I,s:I,s:I}", "epoch",
-			      (json_int_t)v->epoch, "store",
-			      (json_int_t)v->store, "r", (json_int_t)v->r,
-			      "vnodes", (json_int_t)v->vnodes);
-
-	if (o && v->member &&
-	    (json_object_set_new(o, "state",
-				 json_string(memb_state_name(v->state))) ||
-	     json_object_set_new(o, "since",
-				 json_integer((json_int_t)v->since)))) {
-		json_decref(o);
-		o = NULL;
-	}
-	return o;
-}
-
-static int parse_view(json_t *o, struct memb_view *v)
-{
-	const char *st = json_string_value(json_object_get(o, "state"));
-	uint64_t r, vn;
-	int ret;
-
-	memset(v, 0, sizeof(*v));
-	if (!json_is_object(o))
-		return bad("view", "not an object");
-	if ((ret = get_u64(o, "epoch", 1, INT64_MAX, &v->epoch)) ||
-	    (ret = get_u64(o, "store", 0, INT64_MAX, &v->store)) ||
-	    (ret = get_u64(o, "r", 1, MEMB_MAX_R, &r)) ||
-	    (ret = get_u64(o, "vnodes", 1, MEMB_MAX_VNODES, &vn)))
-		return ret;
-	v->r = (unsigned)r;
-	v->vnodes = (unsigned)vn;
-	if (!st)
-		return 0;
-	for (unsigned s = 0; s < RS_ARRAY_SIZE(state_names); s++)
-		if (!strcmp(st, state_names[s])) {
-			v->member = true;
-			v->state = (enum memb_state)s;
-		}
-	if (!v->member)
-		return bad("view.state", "unknown state");
-	return get_u64(o, "since", 1, v->epoch, &v->since);
-}
-
 int memb_reg_format(const struct memb_reg *r, char **out, size_t *len)
 {
 	char inc[17];
@@ -318,11 +261,6 @@ int memb_reg_format(const struct memb_reg *r, char **out, size_t *len)
 	if (o && r->synced &&
 	    json_object_set_new(o, "synced", json_integer((json_int_t)
 							  r->synced))) {
-		json_decref(o);
-		o = NULL;
-	}
-	if (o && r->view.epoch &&
-	    json_object_set_new(o, "view", view_json(&r->view))) {
 		json_decref(o);
 		o = NULL;
 	}
@@ -358,8 +296,6 @@ int memb_reg_parse(const char *id, const char *json, size_t len,
 		else
 			out->synced = (uint64_t)json_integer_value(v);
 	}
-	if (!ret && json_object_get(o, "view"))
-		ret = parse_view(json_object_get(o, "view"), &out->view);
 out:
 	json_decref(o);
 	return ret;
@@ -377,18 +313,6 @@ static bool member_eq(const struct memb_member *a, const struct memb_member *b)
 {
 	return !strcmp(a->id, b->id) && !strcmp(a->addr, b->addr) &&
 	       a->inc == b->inc && a->state == b->state && a->since == b->since;
-}
-
-bool memb_config_equal(const struct memb_config *a,
-		       const struct memb_config *b)
-{
-	if (a->epoch != b->epoch || a->repaired != b->repaired ||
-	    a->r != b->r || a->vnodes != b->vnodes || a->n != b->n)
-		return false;
-	for (size_t i = 0; i < a->n; i++)
-		if (!member_eq(&a->m[i], &b->m[i]))
-			return false;
-	return true;
 }
 
 static void join(struct memb_member *m, const struct memb_reg *g,
@@ -530,7 +454,6 @@ int memb_reconfigure(const struct memb_config *cur,
 	if ((ret = check_regs(g, nregs)))
 		goto out;
 	next->epoch = cur->epoch;
-	next->repaired = cur->repaired;
 	next->r = first ? p->r : cur->r;
 	next->vnodes = first ? p->vnodes : cur->vnodes;
 	next->m = calloc(cur->n + nregs + 1, sizeof(*next->m));
@@ -1009,13 +932,6 @@ int memb_drain_request(struct coord *c, const char *cluster, const char *id,
 int memb_decide(struct coord *c, const char *cluster,
 		const struct memb_policy *p, uint64_t *epoch)
 {
-	return memb_decide_from(c, cluster, p, NULL, epoch);
-}
-
-int memb_decide_from(struct coord *c, const char *cluster,
-		     const struct memb_policy *p, const struct memb_config *had,
-		     uint64_t *epoch)
-{
 	struct memb_config cur, next;
 	char key[COORD_KEY_MAX + 1];
 	struct memb_reg *regs;
@@ -1029,11 +945,8 @@ int memb_decide_from(struct coord *c, const char *cluster,
 		return ret;
 	if ((ret = memb_read_config(c, cluster, &cur, &mod_rev, NULL)))
 		goto free_regs;
-	if ((had && memb_regression(had, 0, &cur, 0)) ||
-	    (cur.epoch == 0 && nregs < p->first_members)) {
-		/* the store went back from what the caller follows: it
-		 * decides nothing (agent.c); or an initial cluster forms
-		 * once its nodes are all there */
+	if (cur.epoch == 0 && nregs < p->first_members) {
+		/* an initial cluster forms once its nodes are all there */
 		memb_config_free(&cur);
 		ret = 0;
 		goto free_regs;
@@ -1093,167 +1006,4 @@ bool memb_set_kept(const struct memb_placement *prev, const int *map,
 			return false;
 	}
 	return true;
-}
-
-/* ---- the store going back ---- */
-
-const char *memb_back_name(enum memb_back b)
-{
-	static const char *const names[] = {
-		[MEMB_BACK_NONE] = "none",
-		[MEMB_BACK_EPOCH] = "its configuration's epoch went back",
-		[MEMB_BACK_FORK] = "it holds another configuration of the "
-				   "same epoch",
-		[MEMB_BACK_REVISION] = "its revision went back",
-	};
-
-	return (unsigned)b < RS_ARRAY_SIZE(names) ? names[b] : "?";
-}
-
-enum memb_back memb_regression(const struct memb_config *had,
-			       int64_t max_rev,
-			       const struct memb_config *cur, int64_t rev)
-{
-	if (!had->epoch)
-		return MEMB_BACK_NONE;	/* followed nothing: nothing lost */
-	if (cur->epoch < had->epoch)
-		return MEMB_BACK_EPOCH;
-	if (cur->epoch == had->epoch && !memb_config_equal(cur, had))
-		return MEMB_BACK_FORK;
-	if (rev < max_rev)
-		return MEMB_BACK_REVISION;
-	return MEMB_BACK_NONE;
-}
-
-/* The reports of the highest epoch, checked: *e, *r, *vn. */
-static int repair_highest(const struct memb_reg *regs, size_t nregs,
-			  struct memb_repair *out, unsigned *r, unsigned *vn)
-{
-	for (size_t j = 0; j < nregs; j++) {
-		const struct memb_view *v = &regs[j].view;
-
-		if (!v->epoch)
-			continue;
-		out->reports++;
-		if (v->epoch > out->highest) {
-			out->highest = v->epoch;
-			*r = v->r;
-			*vn = v->vnodes;
-		}
-	}
-	if (!out->reports)
-		return rs_seterr(RS_E_INVAL, "repair: no registered node "
-				 "reports a configuration the store lost "
-				 "(nothing to repair, or the nodes have not "
-				 "read the store since it went back: retry "
-				 "in a few seconds)");
-	for (size_t j = 0; j < nregs; j++) {
-		const struct memb_view *v = &regs[j].view;
-
-		if (v->epoch == out->highest && (v->r != *r ||
-						 v->vnodes != *vn))
-			return rs_seterr(RS_E_INVAL, "repair: the nodes that "
-					 "followed epoch %" PRIu64 " disagree "
-					 "on r or vnodes ('%s': %u, %u; others "
-					 "%u, %u)", out->highest, regs[j].id,
-					 v->r, v->vnodes, *r, *vn);
-		if (v->epoch && v->epoch < out->highest)
-			out->behind++;
-	}
-	return 0;
-}
-
-int memb_repair_plan(const struct memb_config *cur,
-		     const struct memb_reg *regs, size_t nregs,
-		     struct memb_config *next, struct memb_repair *out)
-{
-	struct memb_reg *g = NULL;
-	size_t serving = 0;
-	unsigned r = 0, vn = 0;
-	int ret;
-
-	memset(next, 0, sizeof(*next));
-	memset(out, 0, sizeof(*out));
-	if ((ret = repair_highest(regs, nregs, out, &r, &vn)))
-		return ret;
-	if (!(g = malloc(nregs * sizeof(*g))) ||
-	    !(next->m = calloc(nregs, sizeof(*next->m)))) {
-		free(g);
-		return rs_seterr(-ENOMEM, "membership: out of memory");
-	}
-	memcpy(g, regs, nregs * sizeof(*g));
-	qsort(g, nregs, sizeof(*g), reg_cmp);
-	if ((ret = check_regs(g, nregs)))
-		goto out;
-	next->epoch = (out->highest > cur->epoch ? out->highest : cur->epoch)
-		      + 1;
-	next->repaired = next->epoch;
-	next->r = r;
-	next->vnodes = vn;
-	for (size_t j = 0; j < nregs; j++) {
-		const struct memb_view *v = &g[j].view;
-		struct memb_member *m = &next->m[next->n];
-
-		if (v->epoch != out->highest || !v->member ||
-		    v->state == MEMB_DOWN)
-			continue;
-		join(m, &g[j], v->state, v->since);
-		serving += memb_serves(v->state);
-		next->n++;
-	}
-	out->kept = next->n;
-	if (!serving)
-		ret = rs_seterr(RS_E_INVAL, "repair: no registered node "
-				"reports serving in epoch %" PRIu64 ", the "
-				"highest any followed: its rows would be found "
-				"nowhere (are its nodes running and "
-				"registered?)", out->highest);
-out:
-	free(g);
-	if (ret)
-		memb_config_free(next);
-	return ret;
-}
-
-int memb_repair_epoch(struct coord *c, const char *cluster, bool dry_run,
-		      struct memb_config *next, struct memb_repair *out)
-{
-	char key[COORD_KEY_MAX + 1];
-	struct memb_config cur;
-	struct memb_reg *regs;
-	int64_t mod_rev;
-	size_t nregs, len;
-	char *json;
-	int ret;
-
-	memset(next, 0, sizeof(*next));
-	if ((ret = memb_key(key, cluster, "config")))
-		return ret;
-	for (int i = 0; i < MEMB_DRAIN_TRIES; i++) {
-		if ((ret = memb_read_config(c, cluster, &cur, &mod_rev, NULL)))
-			return ret;
-		if ((ret = read_regs(c, cluster, &regs, &nregs, NULL))) {
-			memb_config_free(&cur);
-			return ret;
-		}
-		ret = memb_repair_plan(&cur, regs, nregs, next, out);
-		free(regs);
-		memb_config_free(&cur);
-		if (ret || dry_run)
-			return ret;
-		if ((ret = memb_config_format(next, &json, &len)))
-			break;
-		ret = coord_cas(c, key, mod_rev, json, len, 0, NULL);
-		free(json);
-		if (ret)
-			break;
-		memb_config_free(next);	/* another writer: decide again */
-	}
-	if (ret == 1)
-		return 0;
-	memb_config_free(next);
-	return ret < 0 ? ret : rs_seterr(RS_E_BUSY, "repair: the configuration "
-					 "of cluster %s changed %d times while "
-					 "the repair was decided", cluster,
-					 MEMB_DRAIN_TRIES);
 }

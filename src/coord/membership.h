@@ -86,29 +86,10 @@ struct memb_member {
 
 struct memb_config {
 	uint64_t epoch;		/* 0: none yet */
-	/* The epoch of the last repair after the store lost configurations
-	 * (memb_repair_epoch(); "repaired" in the JSON, absent when 0):
-	 * copied into every configuration derived from it. An agent that
-	 * found the store behind what it followed adopts only one repaired
-	 * above that. */
-	uint64_t repaired;
 	unsigned r;		/* replicas per key */
 	unsigned vnodes;	/* ring points per member */
 	size_t n;
 	struct memb_member *m;	/* n, sorted by id, ids distinct */
-};
-
-/* What a node reports while it refuses the store's configuration because
- * the store went back (etcd restored from a snapshot): the highest epoch
- * it followed and its own place in it, for memb_repair_epoch(). "view" in
- * the registration, absent otherwise (epoch 0). */
-struct memb_view {
-	uint64_t epoch;		/* the highest epoch it followed; 0: none */
-	uint64_t store;		/* the epoch it found in the store */
-	bool member;		/* a member of that epoch (this incarnation) */
-	enum memb_state state;	/* if so, its state there */
-	uint64_t since;		/* and since when */
-	unsigned r, vnodes;	/* that configuration's */
 };
 
 /* A live registration (nodes/<id>). */
@@ -124,9 +105,6 @@ struct memb_reg {
 	/* An operator asked to drain this incarnation (the key drains
 	 * names its inc under its id; memb_read_regs() sets it). */
 	bool drain;
-	/* What it followed while it refuses the store's configuration
-	 * (epoch 0: it does not). */
-	struct memb_view view;
 };
 
 struct memb_policy {
@@ -149,9 +127,6 @@ int memb_check_id(const char *what, const char *id);
 
 void memb_config_free(struct memb_config *c);
 int memb_config_copy(struct memb_config *dst, const struct memb_config *src);
-/* Same epoch, repair mark, r, vnodes and members (every field). */
-bool memb_config_equal(const struct memb_config *a,
-		       const struct memb_config *b);
 /* JSON text; *out is malloc'ed, NUL-terminated. */
 int memb_config_format(const struct memb_config *c, char **out, size_t *len);
 /* Strict: RS_E_CORRUPT with the field for anything unexpected. */
@@ -278,74 +253,6 @@ int memb_drain_request(struct coord *c, const char *cluster, const char *id,
  */
 int memb_decide(struct coord *c, const char *cluster,
 		const struct memb_policy *p, uint64_t *epoch);
-/* The same for a caller that follows configuration had (NULL: none): 0
- * without a decision when the store's configuration is not had or a
- * successor of it (memb_regression()). */
-int memb_decide_from(struct coord *c, const char *cluster,
-		     const struct memb_policy *p, const struct memb_config *had,
-		     uint64_t *epoch);
-
-/* ---- the store going back (docs/replication.md, "Restoring etcd from a
- * snapshot") ---- */
-
-/*
- * Whether the store lost configurations a node followed: `had` is the
- * configuration it follows (epoch 0: none yet), max_rev the highest store
- * revision it saw; cur and rev what it reads now. A regression is
- *   MEMB_BACK_EPOCH     cur's epoch below had's (etcd restored from an
- *                       older snapshot, or wiped);
- *   MEMB_BACK_FORK      the same epoch with another content (a decider
- *                       built a second chain from the restored one);
- *   MEMB_BACK_REVISION  the store's revision below one it saw (history
- *                       lost: a configuration this node had not read yet
- *                       may be gone and rewritten differently).
- * A configuration below had's that the store now shows is never the
- * truth: configurations are one chain, written by compare-and-swap with
- * the epoch one higher each time.
- */
-enum memb_back {
-	MEMB_BACK_NONE = 0,
-	MEMB_BACK_EPOCH,
-	MEMB_BACK_FORK,
-	MEMB_BACK_REVISION,
-};
-enum memb_back memb_regression(const struct memb_config *had,
-			       int64_t max_rev,
-			       const struct memb_config *cur, int64_t rev);
-const char *memb_back_name(enum memb_back b);
-
-/*
- * The repair after a regression (pure: no I/O): cur the store's
- * configuration (epoch 0: none), regs the live registrations. From the
- * registrations that report a view (struct memb_view), those of the
- * highest epoch E any reports: each that was a serving or joining member
- * of E keeps its state and since there, with its registration's address;
- * every other node is left out (the next decision makes it join anew,
- * copying what it holds; a node gone is simply not there, as after a
- * failure). *next: epoch and repaired max(E, cur's epoch) + 1 (above
- * every configuration any node adopted, from either chain), r and vnodes
- * of E. 0, or RS_E_INVAL with the reason: no registration reports a view
- * (nothing to repair, or the nodes did not notice yet), the reports of E
- * disagree on r or vnodes, or no member of E that serves is registered
- * (its rows would be found nowhere: restart nothing, find the nodes).
- */
-struct memb_repair {
-	uint64_t highest;	/* E */
-	size_t reports;		/* registrations that report a view */
-	size_t kept;		/* members of next */
-	size_t behind;		/* reports of an epoch below E: left out */
-};
-int memb_repair_plan(const struct memb_config *cur,
-		     const struct memb_reg *regs, size_t nregs,
-		     struct memb_config *next, struct memb_repair *out);
-/*
- * Read, plan and (unless dry_run) write the repair by compare-and-swap on
- * the configuration's mod_revision, redone on a conflict up to
- * MEMB_DRAIN_TRIES times (then RS_E_BUSY). *next: what was (or would be)
- * written; the caller frees it. 0 or < 0.
- */
-int memb_repair_epoch(struct coord *c, const char *cluster, bool dry_run,
-		      struct memb_config *next, struct memb_repair *out);
 
 /* ---- the node's agent ---- */
 
@@ -372,11 +279,6 @@ struct memb_agent_opts {
 	 * (CLOCK_MONOTONIC) just before the read was sent (the read lease,
 	 * docs/replication.md; caller-owned like synced). NULL: none. */
 	_Atomic int64_t *read_ms;
-	/* Set to the highest epoch the agent followed while it refuses the
-	 * store's configuration because the store went back
-	 * (memb_regression()), 0 otherwise: the node must then serve
-	 * nothing (caller-owned like synced). NULL: none. */
-	_Atomic uint64_t *regressed;
 };
 
 struct memb_agent;
@@ -389,19 +291,13 @@ int memb_agent_new(struct memb_agent **out, struct coord *c,
  * One round at time now_ms (monotonic): grant a lease if there is none,
  * keep it alive once a third of its TTL has passed (a lost lease: grant a
  * new one and register again), register, take the decider key if free,
- * read and follow the configuration (or find the store behind it:
- * memb_agent_regressed()), and if deciding run memb_decide_from().
- * Returns 0 or the round's error.
+ * and if deciding run memb_decide(). Returns 0 or the round's error.
  */
 int memb_agent_tick(struct memb_agent *a, int64_t now_ms);
 /* The revision to wait for changes after (the last one seen). */
 int64_t memb_agent_rev(const struct memb_agent *a);
 bool memb_agent_is_decider(const struct memb_agent *a);
 uint64_t memb_agent_epoch(const struct memb_agent *a);
-/* While the store's configuration went back: the highest epoch the agent
- * followed (it adopts nothing and decides nothing until a configuration
- * repaired above it appears, memb_repair_epoch()); 0 otherwise. */
-uint64_t memb_agent_regressed(const struct memb_agent *a);
 /* This process's incarnation (its registration's "inc"): a member entry
  * with the agent's id is this node only if its inc is this one. */
 uint64_t memb_agent_inc(const struct memb_agent *a);

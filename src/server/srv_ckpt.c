@@ -146,8 +146,6 @@ static int ckpt_epoch_check(struct rs_server *s, uint64_t epoch,
 		return rs_seterr(RS_E_EPOCH, "this node is a member of a "
 				 "replicated cluster: a checkpoint names the "
 				 "configuration epoch (an older client?)");
-	if ((rc = srv_repl_regressed(s, "checkpoint")))
-		return rc;
 	if (pthread_rwlock_tryrdlock(&rp->lock))
 		return rs_seterr(RS_E_EPOCH, "checkpoint of epoch %" PRIu64
 				 ": the node is adopting a new configuration",

@@ -485,8 +485,6 @@ int srv_copy_serve(struct rs_server *s, const struct proto_copy_req *m,
 	if (!rp->on)
 		return rs_seterr(RS_E_EPOCH, "COPY: this node is not a member "
 				 "of a cluster");
-	if ((ret = srv_repl_regressed(s, "COPY")))
-		return ret;
 	if (pthread_rwlock_tryrdlock(&rp->lock))
 		return rs_seterr(RS_E_EPOCH, "COPY: the node is adopting a "
 				 "new configuration: retry");

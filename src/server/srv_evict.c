@@ -102,8 +102,7 @@ static bool sweep_cluster(struct rs_server *s, struct srv_table *t,
 	int ret = 0;
 
 	/* as srv_repl_enter, without counting refusals: nobody asked */
-	if (atomic_load(&s->repl.regressed) ||
-	    pthread_rwlock_tryrdlock(&s->repl.lock))
+	if (pthread_rwlock_tryrdlock(&s->repl.lock))
 		return false;
 	q.held = true;
 	q.cfg = s->repl.cur;

@@ -520,12 +520,6 @@ struct srv_repl {
 	_Atomic int64_t read_ms;	/* the agent's last read of the
 					   configuration (monotonic ms) */
 	_Atomic uint64_t seen;		/* the highest epoch it handed over */
-	/* the agent found etcd's configuration behind the one the node
-	 * follows (docs/replication.md, "Restoring etcd from a
-	 * snapshot"): that epoch, and
-	 * the node refuses every request of the cluster until a repair;
-	 * 0: not */
-	_Atomic uint64_t regressed;
 	uint32_t lease_ms;		/* V: how long a read vouches */
 	_Atomic uint64_t copied_rows, copies_done, copy_failures;
 	/* tables it missed (srv_copy.c, "Tables"): a REPL named a table it
@@ -573,7 +567,6 @@ struct srv_repl_stats {
 	uint64_t stale_repls, foreign_repls, recaptured, dropped_records;
 	uint64_t tables_created, tables_dropped, freed_rows;
 	uint64_t chunks_shipped, chunks_failed, queued, busy_repls;
-	uint64_t regressed;
 	bool active;
 };
 
@@ -621,9 +614,6 @@ int srv_repl_from_begin(struct rs_server *s, struct srv_repl_req *q,
 /* applied: the REPL's records were applied (its number is the last) */
 void srv_repl_from_done(struct srv_from *f, uint64_t from_seq,
 			bool applied);
-/* RS_E_EPOCH with the reason while the store's configuration went back
- * (srv_repl.regressed; what: the request, for the message), else 0. */
-int srv_repl_regressed(struct rs_server *s, const char *what);
 /* For a write after srv_repl_enter(): RS_E_BUSY while the read lease
  * holds writes of a key this node just became the primary of. */
 int srv_repl_hold(struct rs_server *s, struct srv_repl_req *q,
@@ -739,7 +729,7 @@ enum srv_cut_reason {
 #define SRV_TRANSPORT_COUNT 10
 
 /* the replication series (srv_stats.c) */
-#define SRV_REPL_METRICS 11
+#define SRV_REPL_METRICS 10
 struct srv_repl_metric {
 	struct rs_server *s;
 	unsigned which;

@@ -27,10 +27,6 @@
  * ACTIVE member of it under its own incarnation, and it must be the
  * primary of every key (whole-request RS_E_EPOCH otherwise). A REPL must
  * carry the node's epoch and the node must be a backup of every key.
- * While the agent finds etcd's configuration behind the one the node
- * follows (repl.regressed: etcd restored from a snapshot, docs/
- * replication.md), every request of the cluster is refused, before the
- * lock (srv_repl_regressed()), and CONFIG vouches for no read.
  *
  * Forwarding. A write runs under `order` (one mutex per node) from the
  * first optimizer step to the moment its results are queued for the
@@ -707,34 +703,15 @@ void srv_repl_fini(struct rs_server *s)
 
 /* ---- requests ---- */
 
-int srv_repl_regressed(struct rs_server *s, const char *what)
-{
-	uint64_t e = atomic_load(&s->repl.regressed);
-
-	if (RS_LIKELY(!e))
-		return 0;
-	return rs_seterr(RS_E_EPOCH, "%s refused: etcd no longer holds the "
-			 "configuration this node follows (epoch %" PRIu64 "; "
-			 "restored from a snapshot?): the cluster serves "
-			 "nothing until an operator runs recstore-ctl "
-			 "repair-epoch (docs/replication.md, \"Restoring "
-			 "etcd from a snapshot\")", what, e);
-}
-
 int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
 		   uint64_t epoch, const void *keys, uint32_t n, bool backup)
 {
 	struct srv_repl *rp = &s->repl;
 	struct srv_cfg *g;
 	unsigned set[MEMB_MAX_R];
-	int ret;
 
 	memset(q, 0, sizeof(*q));
 	q->prim = -2;
-	if ((ret = srv_repl_regressed(s, backup ? "REPL" : "request"))) {
-		atomic_fetch_add(&rp->refused, 1);
-		return ret;
-	}
 	if (pthread_rwlock_tryrdlock(&rp->lock)) {
 		atomic_fetch_add(&rp->refused, 1);
 		return rs_seterr(RS_E_EPOCH, "the node is adopting a new "
@@ -1469,12 +1446,6 @@ int srv_repl_config(struct rs_server *s, void *buf, size_t cap,
 		pc.lease_ms = rp->lease_ms;
 		if (v->self >= 0 && atomic_load(&rp->ready) == pc.epoch)
 			pc.ready = pc.epoch;
-		if (atomic_load(&rp->regressed)) {
-			/* vouch for nothing: clients then read through the
-			 * RPC, which is refused (srv_repl_enter) */
-			pc.age_ms = PROTO_CONFIG_AGE_NONE;
-			pc.ready = 0;
-		}
 	}
 	len = proto_enc_config_reply(buf, cap, h, &pc, v ? v->mm : NULL);
 	view_put(v);
@@ -1491,7 +1462,6 @@ void srv_repl_stats(struct rs_server *s, struct srv_repl_stats *st)
 	st->forwarded_writes = atomic_load(&rp->forwarded_writes);
 	st->failed_writes = atomic_load(&rp->failed_writes);
 	st->refused = atomic_load(&rp->refused);
-	st->regressed = atomic_load(&rp->regressed);
 	st->applied = atomic_load(&rp->applied);
 	st->synced = atomic_load(&rp->synced);
 	st->held = atomic_load(&rp->held);

@@ -303,8 +303,8 @@ static int register_node(struct rs_server *s)
 /* ---- replication series (cluster members only) ---- */
 
 enum { RM_EPOCH, RM_QUEUED, RM_TO_COPY, RM_COPIED, RM_FAILED, RM_HELD,
-       RM_FREED, RM_REGRESSED, RM_EVDEL_RESENT, RM_EVDEL_PENDING,
-       RM_EVDEL_DROPPED, RM_COUNT };
+       RM_FREED, RM_EVDEL_RESENT, RM_EVDEL_PENDING, RM_EVDEL_DROPPED,
+       RM_COUNT };
 _Static_assert(RM_COUNT == SRV_REPL_METRICS, "one slot per series");
 
 static double rd_repl(void *arg)
@@ -314,8 +314,7 @@ static double rd_repl(void *arg)
 	struct srv_evr_counts ec;
 	const uint64_t *v[RM_COUNT] = { &rs.epoch, &rs.queued, &rs.gained,
 					&rs.copied_rows, &rs.failed_writes,
-					&rs.held, &rs.freed_rows,
-					&rs.regressed, &ec.resent,
+					&rs.held, &rs.freed_rows, &ec.resent,
 					&ec.pending, &ec.dropped };
 
 	if (a->which >= RM_EVDEL_RESENT) {
@@ -348,10 +347,6 @@ static int register_repl(struct rs_server *s)
 			      "lease of a new primary ran", true },
 		[RM_FREED] = { RS_M_REPL_FREED, "Rows of key ranges this node "
 			       "no longer holds, freed", true },
-		[RM_REGRESSED] = { RS_M_REPL_REGRESSED, "Nonzero: etcd's "
-				   "configuration went back from this epoch "
-				   "(restored?) and the node refuses requests "
-				   "until recstore-ctl repair-epoch", false },
 		[RM_EVDEL_RESENT] = { RS_M_REPL_EVDEL_RESENT, "Deletions "
 				      "of expired or evicted rows sent to "
 				      "the backups again after a failed "
@@ -575,7 +570,6 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		TRY(add(l, N, "repl.tables_dropped", rs.tables_dropped));
 		TRY(add(l, N, "repl.freed_rows", rs.freed_rows));
 		TRY(add(l, N, "repl.held_writes", rs.held));
-		TRY(add(l, N, "repl.epoch_regressed", rs.regressed));
 		{
 			struct srv_evr_counts ec;
 

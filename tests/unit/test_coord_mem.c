@@ -1,8 +1,7 @@
 /*
  * test_coord_mem.c - the in-memory coordination backend: the conformance
  * cases every backend passes (coord_cases.h), and what needs its fake
- * clock: lease expiry, keepalive, an outage, a compacted history, a
- * snapshot restored.
+ * clock: lease expiry, keepalive, an outage, a compacted history.
  */
 #include <stdlib.h>
 
@@ -104,45 +103,6 @@ static void compacted(void **state)
 	coord_close(&c);
 }
 
-/* coord_mem_restore() as etcdutl snapshot restore: keys and revision go
- * back, the saved leases return with a full TTL, later ones are gone, a
- * wait after a revision the store no longer reached waits. */
-static void snapshot_restore(void **state)
-{
-	struct coord *c = open_store();
-	struct coord_kvs r;
-	int64_t old, young, saved, rev, got = 0;
-
-	assert_non_null(c);
-	assert_int_equal(coord_mem_restore(c), RS_E_INVAL);	/* none */
-	assert_int_equal(coord_lease_grant(c, 3, &old), 0);
-	assert_int_equal(coord_put(c, "/s/a", "1", 1, old, &saved), 0);
-	assert_int_equal(coord_mem_save(c), 0);
-	assert_int_equal(coord_lease_grant(c, 3, &young), 0);
-	assert_int_equal(coord_put(c, "/s/a", "2", 1, 0, NULL), 0);
-	assert_int_equal(coord_put(c, "/s/b", "3", 1, young, &rev), 0);
-	coord_mem_advance(c, 2500);
-	assert_int_equal(coord_mem_restore(c), 0);
-	assert_int_equal(coord_range(c, "/s/", true, &r), 0);
-	assert_int_equal(r.rev, saved);
-	assert_int_equal(r.n, 1);
-	assert_string_equal(r.kv[0].value, "1");
-	assert_int_equal(r.kv[0].mod_rev, saved);
-	coord_kvs_free(&r);
-	assert_int_equal(coord_lease_keepalive(c, young, NULL), RS_E_NOTFOUND);
-	coord_mem_advance(c, 2500);	/* 5 s after the grant, 2.5 s after */
-	assert_int_equal(coord_range(c, "/s/a", false, &r), 0);
-	assert_int_equal(r.n, 1);
-	coord_kvs_free(&r);
-	assert_int_equal(coord_wait(c, "/s/", rev, 10, &got), 0);
-	coord_mem_advance(c, 500);	/* the old lease ends: /s/a goes */
-	assert_int_equal(coord_range(c, "/s/a", false, &r), 0);
-	assert_int_equal(r.n, 0);
-	assert_int_equal(r.rev, saved + 1);
-	coord_kvs_free(&r);
-	coord_close(&c);
-}
-
 static void prefix_end(void **state)
 {
 	char out[COORD_KEY_MAX + 1];
@@ -162,7 +122,6 @@ int main(void)
 		cmocka_unit_test(expiry),
 		cmocka_unit_test(outage),
 		cmocka_unit_test(compacted),
-		cmocka_unit_test(snapshot_restore),
 		cmocka_unit_test(prefix_end),
 	};
 
