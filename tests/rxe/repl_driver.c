@@ -1328,7 +1328,32 @@ static int do_replstale(const char *seeds, const char *backup,
 		rs_client_close(&c);	/* the configuration now */
 		c = open_client(seeds);
 	}
-	s2 = raw_update(c, paddr, keys[k], client, 2, 0);
+	/* the configuration may move on between the open and the UPDATE
+	 * (n4's join takes two epochs): a key answered RS_E_EPOCH is what
+	 * a client refreshes and resends, same seq (a resend of an applied
+	 * call is answered from its record and shipped again) */
+	for (int i = 0;
+	     (s2 = raw_update(c, paddr, keys[k], client, 2, 0)) == RS_E_EPOCH;
+	     i++) {
+		char now[256];
+
+		if (i == 20)
+			die("replstale: UPDATE 2 answered RS_E_EPOCH 20 times");
+		printf("replstale: UPDATE 2 -> RS_E_EPOCH in epoch %" PRIu64
+		       ": refresh and resend\n",
+		       (uint64_t)atomic_load(&c->epoch));
+		usleep(200000);
+		rs_client_close(&c);
+		c = open_client(seeds);
+		replica_sets(c, owners, nown);
+		snprintf(now, sizeof(now), "%s", nown[k] == 2 &&
+			 !strcmp(c->nodes[owners[k][1]].name, backup) ?
+			 c->nodes[owners[k][0]].name : "");
+		if (strcmp(now, paddr))
+			die("replstale: key %d moved off (%s, %s) in epoch %"
+			    PRIu64, k, paddr, backup,
+			    (uint64_t)atomic_load(&c->epoch));
+	}
 	unlink(hold);
 	while (access(done, F_OK) && waited++ < 200)
 		usleep(50000);
