@@ -104,12 +104,33 @@ etcd_test_begin() {
   trap cleanup EXIT
   ulimit -l unlimited 2>/dev/null || true
   etcd_start "$d"
+  # a hang shows its logs 30 s before ctest's timeout would kill it mute
+  if [ "${RS_TEST_TIMEOUT:-0}" -gt 60 ]; then
+    declare -F watchdog_hook >/dev/null || watchdog_hook() { etcd_hang_report; }
+    sh_watchdog $((RS_TEST_TIMEOUT - 30))
+  fi
   ips=($RS_RDMA_IP ${RS_RDMA_IPS:-})
   if [ ${#ips[@]} -lt "$2" ]; then
     ips=()
     for ((i = 0; i < $2; i++)); do ips+=("$RS_RDMA_IP"); done
   fi
   declare -gA pid=() addr=()
+}
+
+# etcd_hang_report: what a hung cluster test was waiting on (the
+# watchdog's default hook; it runs in a process forked at the start, so
+# it finds the nodes from their logs): the configuration, and each
+# node's replication and copy counters.
+etcd_hang_report() {
+  local f a
+  "$bin/recstore-ctl" --etcd "$url" --cluster t cluster 2>&1 | head -n 40
+  for f in "$d"/n*.log; do
+    a=$(sed -n 's/^recstore-server: listening on //p' "$f" 2>/dev/null | tail -n 1)
+    [ -n "$a" ] || continue
+    echo "--- $(basename "$f" .log) ($a): counters"
+    timeout 10 "$bin/recstore-ctl" -s "$a" stats 2>&1 |
+      grep -E "epoch|repl|copy|wait|busy|refused" | head -n 40 || true
+  done
 }
 
 # etcd_await_active N NAME...: wait (60 s) until cluster "t" has N

@@ -16,6 +16,9 @@
 #                   still runs)
 #   fail_hook       a function fail calls with its message after the logs,
 #                   when the caller defines one
+#   watchdog_hook   a function sh_watchdog calls before it stops the
+#                   processes, when the caller defines one (print what
+#                   tells where it hangs: the cluster's state, counters)
 #
 # rxe_test_args "$@" (the rxe tests' command line, BUILD_DIR): exit 77 (skip)
 # where there is no RDMA device, 2 on a wrong call; sets bin, the build
@@ -45,6 +48,59 @@ fail() {
   exit 1
 }
 
+# sh_watchdog SECONDS: a test that hangs is stopped before its ctest
+# timeout with what it was waiting for, instead of being killed silently
+# (ctest then shows no log). After SECONDS a background watcher prints
+# that the test hangs, runs watchdog_hook, then SIGKILLs every process
+# the test's shell started, children's children included (nodes,
+# drivers, etcd): the command the test waits on fails, and the test's
+# own fail prints the logs. If the shell still runs 30 s later, it is
+# stopped too. cleanup stops the watcher (sh_watchdog_pid).
+# etcd_test_begin arms it from RS_TEST_TIMEOUT (tests/CMakeLists.txt
+# gives every shell test its ctest timeout there).
+sh_watchdog() {
+  local secs=$1 main=$$
+  (
+    trap - EXIT
+    for ((i = 0; i < secs; i++)); do sleep 1; done
+    echo "${sh_fail_prefix-FAIL: }watchdog: the test still runs after $secs s: stopping every process it started"
+    if declare -F watchdog_hook >/dev/null; then
+      watchdog_hook || true
+    fi
+    local me=$BASHPID p
+    for p in $(sh_descendants "$main" "$me"); do
+      kill -KILL "$p" 2>/dev/null || true
+    done
+    for ((i = 0; i < 30; i++)); do sleep 1; done
+    kill -TERM "$main" 2>/dev/null
+  ) &
+  sh_watchdog_pid=$!
+}
+
+# sh_descendants PID [SKIP]: the pids of PID's descendants (not SKIP's
+# subtree), parents before children, from /proc.
+sh_descendants() {
+  local f line pp p
+  local -A kids=()
+  for f in /proc/[0-9]*/stat; do
+    { read -r line <"$f"; } 2>/dev/null || continue
+    line=${line##*) } # state ppid ...
+    read -r _ pp _ <<<"$line"
+    p=${f#/proc/}
+    kids[$pp]+=" ${p%/stat}"
+  done
+  local -a todo=($1)
+  while [ ${#todo[@]} -gt 0 ]; do
+    p=${todo[0]}
+    todo=("${todo[@]:1}")
+    for f in ${kids[$p]:-}; do
+      [ "$f" = "${2:-}" ] && continue
+      echo "$f"
+      todo+=("$f")
+    done
+  done
+}
+
 # sh_stop SIGNAL VAR...: send SIGNAL to the pids listed in the variables
 # named, wait for them, and empty the variables. (Its own variables are
 # named so as not to hide the caller's.)
@@ -65,6 +121,10 @@ sh_stop() {
 # cleanup: the EXIT trap.
 cleanup() {
   local sh_v_
+  if [ -n "${sh_watchdog_pid:-}" ]; then
+    kill -KILL "$sh_watchdog_pid" 2>/dev/null || true
+    wait "$sh_watchdog_pid" 2>/dev/null || true
+  fi
   for sh_v_ in ${sh_pids:-}; do
     sh_stop "${sh_sig:-KILL}" "$sh_v_"
   done
