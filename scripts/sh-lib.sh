@@ -62,7 +62,10 @@ sh_watchdog() {
   local secs=$1 main=$$
   (
     trap - EXIT
-    for ((i = 0; i < secs; i++)); do sleep 1; done
+    # a deadline, not a count of sleeps: each sleep is a fork and exec,
+    # seconds late on a loaded host
+    local end=$((EPOCHSECONDS + secs))
+    while [ "$EPOCHSECONDS" -lt "$end" ]; do sleep 1; done
     echo "${sh_fail_prefix-FAIL: }watchdog: the test still runs after $secs s: stopping every process it started"
     if declare -F watchdog_hook >/dev/null; then
       watchdog_hook || true
@@ -71,7 +74,8 @@ sh_watchdog() {
     for p in $(sh_descendants "$main" "$me"); do
       kill -KILL "$p" 2>/dev/null || true
     done
-    for ((i = 0; i < 30; i++)); do sleep 1; done
+    end=$((EPOCHSECONDS + 30))
+    while [ "$EPOCHSECONDS" -lt "$end" ]; do sleep 1; done
     kill -TERM "$main" 2>/dev/null
   ) &
   sh_watchdog_pid=$!
