@@ -23,22 +23,16 @@ etcd_start() {
     port=$((20000 + (RANDOM * 7 + try * 131) % 30000))
     url=$scheme://127.0.0.1:$port
     t0=$(date +%s.%N)
-    "$etcd_bin" --name t --data-dir "$dir/etcd" \
-      --listen-client-urls "$url" --advertise-client-urls "$url" \
-      --listen-peer-urls "http://127.0.0.1:$((port + 1))" \
-      --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
-      --initial-cluster "t=http://127.0.0.1:$((port + 1))" \
-      "${sec[@]}" >"$dir/etcd.log" 2>&1 &
+    etcd_args=(--name t --data-dir "$dir/etcd"
+      --listen-client-urls "$url" --advertise-client-urls "$url"
+      --listen-peer-urls "http://127.0.0.1:$((port + 1))"
+      --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))"
+      --initial-cluster "t=http://127.0.0.1:$((port + 1))" "${sec[@]}")
+    etcd_cc=("${cc[@]}") etcd_dir=$dir
+    "$etcd_bin" "${etcd_args[@]}" >"$dir/etcd.log" 2>&1 &
     etcd_pid=$!
     ok=
-    for ((i = 0; i < 600; i++)); do
-      if curl -sf --max-time 2 "${cc[@]}" "$url/health" 2>/dev/null | grep -q '"health":"true"'; then
-        ok=1
-        break
-      fi
-      kill -0 "$etcd_pid" 2>/dev/null || break
-      sleep 0.1
-    done
+    etcd_healthy && ok=1
     [ -n "$ok" ] && break
     kill -KILL "$etcd_pid" 2>/dev/null || true
     wait "$etcd_pid" 2>/dev/null || true
@@ -48,6 +42,34 @@ etcd_start() {
   done
   [ -n "$etcd_pid" ] || fail "no free port for etcd"
   echo "etcd $("$etcd_bin" --version | sed -n 's/etcd Version: //p') healthy at $url after $(elapsed "$t0") s"
+}
+
+# etcd_healthy: wait (60 s) until the etcd of etcd_start (etcd_pid)
+# answers healthy; 1 if it does not or exits.
+etcd_healthy() {
+  local i
+  for ((i = 0; i < 600; i++)); do
+    if curl -sf --max-time 2 "${etcd_cc[@]}" "$url/health" 2>/dev/null | grep -q '"health":"true"'; then
+      return 0
+    fi
+    kill -0 "$etcd_pid" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+# etcd_restart [SECONDS]: SIGKILL the etcd of etcd_start, leave it down
+# SECONDS (0), start it again on the same data and port (its keys,
+# revisions and leases as it last wrote them: a crash and a restart, not
+# a restore), wait until it is healthy; fail otherwise. Its log goes on
+# in DIR/etcd.log.
+etcd_restart() {
+  kill -KILL "$etcd_pid" 2>/dev/null || true
+  wait "$etcd_pid" 2>/dev/null || true
+  sleep "${1:-0}"
+  "$etcd_bin" "${etcd_args[@]}" >>"$etcd_dir/etcd.log" 2>&1 &
+  etcd_pid=$!
+  etcd_healthy || fail "etcd did not come back after a restart"
 }
 
 # etcd_certs DIR: a CA and, signed by it, the certificates etcd_start and
@@ -107,7 +129,7 @@ etcd_test_begin() {
   # a hang shows its logs 30 s before ctest's timeout would kill it mute
   if [ "${RS_TEST_TIMEOUT:-0}" -gt 60 ]; then
     declare -F watchdog_hook >/dev/null || watchdog_hook() { etcd_hang_report; }
-    sh_watchdog $((RS_TEST_TIMEOUT - 30))
+    sh_watchdog $((RS_TEST_TIMEOUT - 30 - SECONDS)) # SECONDS: since the test began
   fi
   ips=($RS_RDMA_IP ${RS_RDMA_IPS:-})
   if [ ${#ips[@]} -lt "$2" ]; then
