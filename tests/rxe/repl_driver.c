@@ -200,6 +200,18 @@ static int do_init(const char *seeds)
 	return 0;
 }
 
+/* The time of day, HH:MM:SS (the test's fault lines carry the same). */
+static const char *clock_now(void)
+{
+	static char buf[16];
+	time_t t = time(NULL);
+	struct tm tm;
+
+	localtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%H:%M:%S", &tm);
+	return buf;
+}
+
 static int do_stream(const char *seeds, const char *stop, const char *out)
 {
 	struct rs_client *c = open_client(seeds);
@@ -225,8 +237,19 @@ static int do_stream(const char *seeds, const char *stop, const char *out)
 			if (ret >= 0 && st[i] == RS_KEY_FOUND) {
 				acked[i]++;
 			} else {
-				/* every key exists: MISSING is a lie */
-				missing += ret >= 0 && st[i] == RS_KEY_MISSING;
+				/* every key exists: MISSING is a lie; the
+				 * first ones say when and where */
+				if (ret >= 0 && st[i] == RS_KEY_MISSING &&
+				    missing++ < 5)
+					printf("stream: key %d answered missing "
+					       "at %s, call %" PRIu64 ", "
+					       "epoch %" PRIu64 ", routed to "
+					       "%s\n", i, clock_now(),
+					       calls, (uint64_t)atomic_load(
+						       &c->epoch),
+					       rs_client_node_name(c,
+						       rs_client_key_node(
+							       c, keys[i])));
 				unsure[i]++;
 				all = false;
 				lasterr = ret < 0 ? ret : st[i];

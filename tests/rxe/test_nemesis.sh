@@ -99,6 +99,7 @@ for ((f = 1; f <= faults; f++)); do
   kind=${kinds[$((RANDOM % ${#kinds[@]}))]}
   e=$(epoch_now)
   t0=$(date +%s.%N)
+  echo "fault $f: $kind at $(date +%T)"
   case $kind in
   kill)
     echo "fault $f: kill $n (epoch $e)"
@@ -149,7 +150,7 @@ for ((f = 1; f <= faults; f++)); do
     ;;
   esac
   all_active "fault $f"
-  echo "fault $f: all three active in epoch $(epoch_now) after $(elapsed "$t0") s"
+  echo "fault $f: all three active in epoch $(epoch_now) after $(elapsed "$t0") s, at $(date +%T)"
   sleep 1 # the stream goes on in the new configuration
 done
 
