@@ -637,21 +637,13 @@ static unsigned count_active(const struct memb_config *c)
 	return n;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Read the configuration; with a condition, watch until it holds. */
 static int read_until(struct coord *c, const char *cluster,
 		      const struct cluster_args *a, struct memb_config *cfg,
 		      int64_t *mod_rev)
 {
 	char prefix[COORD_KEY_MAX + 1];
-	uint64_t deadline = now_ms() + (uint64_t)a->timeout_s * 1000;
+	uint64_t deadline = rs_mono_ms() + (uint64_t)a->timeout_s * 1000;
 	int64_t rev;
 	int ret;
 
@@ -665,7 +657,7 @@ static int read_until(struct coord *c, const char *cluster,
 		if (count_active(cfg) >= a->until_active &&
 		    cfg->epoch >= a->until_epoch)
 			return 0;
-		now = now_ms();
+		now = rs_mono_ms();
 		if (now >= deadline)
 			return rs_seterr(RS_E_TIMEOUT, "after %u s: epoch "
 					 "%llu, %u active (waited for epoch >= "
@@ -852,7 +844,7 @@ static bool store_transient(int ret)
  * so on stderr once per command. */
 static bool store_retry(uint64_t deadline, bool *said)
 {
-	if (now_ms() + 250 >= deadline)
+	if (rs_mono_ms() + 250 >= deadline)
 		return false;
 	if (!*said)
 		fprintf(stderr, "recstore-ctl: etcd: %s; trying again\n",
@@ -909,7 +901,7 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 		fprintf(stderr, "recstore-ctl: %s\n", rs_errormsg());
 		return 1;
 	}
-	t0 = now_ms();
+	t0 = rs_mono_ms();
 	deadline = t0 + (uint64_t)timeout_s * 1000;
 	while (store_transient(ret = memb_drain_request(c, cluster, id, cancel,
 							force)) &&
@@ -934,12 +926,12 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 				printf("%s: %s in epoch %" PRIu64 " (%.1f s)\n",
 				       id, st < 0 ? "not a member"
 				       : memb_state_name((enum memb_state)st),
-				       cfg.epoch, (double)(now_ms() - t0) / 1e3);
+				       cfg.epoch, (double)(rs_mono_ms() - t0) / 1e3);
 				memb_config_free(&cfg);
 				break;
 			}
 			memb_config_free(&cfg);
-			if (now_ms() >= deadline) {
+			if (rs_mono_ms() >= deadline) {
 				ret = rs_seterr(RS_E_TIMEOUT, "after %lu s "
 						"'%s' is still %s", timeout_s,
 						id, memb_state_name(
@@ -947,7 +939,7 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 				break;
 			}
 			ret = coord_wait(c, prefix, rev,
-					 (int)(deadline - now_ms()), NULL);
+					 (int)(deadline - rs_mono_ms()), NULL);
 			if (ret < 0 && !(store_transient(ret) &&
 					 store_retry(deadline, &said)))
 				break;

@@ -195,7 +195,7 @@ struct rs_client {
 	pthread_rwlock_t route_lock;
 	pthread_mutex_t refresh_lock;
 	atomic_uint_fast64_t epoch;	/* route->epoch */
-	/* one-sided reads by the route until then (cli_mono_ms; read
+	/* one-sided reads by the route until then (rs_mono_ms; read
 	 * lease, docs/replication.md), else GETs go to the RPC path */
 	_Atomic int64_t read_until;
 	atomic_uint_fast64_t refresh_rounds;
@@ -204,7 +204,7 @@ struct rs_client {
 	 * it holds all its ranges of it); gets READ at a backup only then */
 	_Atomic uint64_t *ready;
 	/* [CLI_MAX_NODES]: gets READ elsewhere while avoid[slot] >
-	 * cli_mono_ms() (a READ or connection of the node failed: get.c);
+	 * rs_mono_ms() (a READ or connection of the node failed: get.c);
 	 * avoid_max: the largest of them (0: none set), so that a get
 	 * without failures reads no clock for it */
 	_Atomic int64_t *avoid;
@@ -222,14 +222,6 @@ struct rs_client {
 	atomic_uint_fast64_t step;	/* rs_client_step() */
 	bool trace_opened;
 };
-
-static inline int64_t cli_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 #define CLI_INC(c, field, n) \
 	atomic_fetch_add_explicit(&(c)->cnt.field, (n), memory_order_relaxed)

@@ -379,7 +379,7 @@ void cli_node_avoid(struct rs_client *c, size_t slot)
 
 	if (!c->avoid || slot >= CLI_MAX_NODES)
 		return;
-	until = cli_mono_ms() + CLI_AVOID_MS;
+	until = (int64_t)rs_mono_ms() + CLI_AVOID_MS;
 	atomic_store_explicit(&c->avoid[slot], until, memory_order_relaxed);
 	max = atomic_load_explicit(&c->avoid_max, memory_order_relaxed);
 	while (max < until &&
@@ -462,10 +462,10 @@ static int config_round(struct rs_client *c, size_t avoid)
 
 bool cli_cluster_can_read(struct rs_client *c)
 {
-	if (cli_mono_ms() < atomic_load(&c->read_until))
+	if ((int64_t)rs_mono_ms() < atomic_load(&c->read_until))
 		return true;
 	(void)cli_cluster_refresh(c, atomic_load(&c->epoch), SIZE_MAX);
-	return cli_mono_ms() < atomic_load(&c->read_until);
+	return (int64_t)rs_mono_ms() < atomic_load(&c->read_until);
 }
 
 int cli_cluster_refresh(struct rs_client *c, uint64_t seen, size_t avoid)

@@ -166,7 +166,7 @@ int cli_conn_get_within(struct cli_node *n, struct cli_conn **out,
 		pthread_cond_wait(&p->cond, &p->lock);
 	while (p->free) {
 		struct cli_conn *c = p->free;
-		uint64_t now = (uint64_t)cli_mono_ms();
+		uint64_t now = rs_mono_ms();
 
 		p->free = c->next;
 		/* A context that idled a while may have lost its peer: look
@@ -209,7 +209,7 @@ void cli_conn_put(struct cli_conn *c)
 	if (!c)
 		return;
 	p = &c->node->pool;
-	c->last_used = (uint64_t)cli_mono_ms();
+	c->last_used = rs_mono_ms();
 	if (c->failed) {
 		conn_close(c);
 		pthread_mutex_lock(&p->lock);

@@ -353,7 +353,7 @@ static int plan_cluster(struct gcall *g, bool use_rpc, size_t *keyidx,
 	int ret;
 
 	if (until) {
-		g->now = cli_mono_ms();
+		g->now = (int64_t)rs_mono_ms();
 		if (g->now < until)
 			g->avoid = c->avoid;
 		else	/* all expired: later gets skip the clock */

@@ -123,7 +123,7 @@ unsigned cli_route_reader(const struct cli_route *rt, uint64_t key,
 
 /*
  * The same, away from the nodes a get should not READ at now: avoid[slot]
- * > now (cli_mono_ms) for a node whose READs or connection failed lately
+ * > now (rs_mono_ms) for a node whose READs or connection failed lately
  * (get.c). When the replica chosen above is one of them, the next member
  * of the key's set (in set order from it) that may be READ (the primary,
  * or a ready backup) and is not avoided, with *moved set; CLI_ROUTE_NONE

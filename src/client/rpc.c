@@ -847,11 +847,11 @@ static int reroute(struct rcall *r)
  * passes; then they keep the last error. */
 static int resend(struct rcall *r)
 {
-	int64_t deadline = cli_mono_ms() + r->c->cfg.timeout_ms;
+	int64_t deadline = (int64_t)rs_mono_ms() + r->c->cfg.timeout_ms;
 	useconds_t wait_us = 1000;
 	int ret;
 
-	while ((r->busy || r->reroute) && cli_mono_ms() < deadline) {
+	while ((r->busy || r->reroute) && (int64_t)rs_mono_ms() < deadline) {
 		usleep(wait_us);
 		if (wait_us < 64000)
 			wait_us *= 2;

@@ -301,7 +301,7 @@ static int table_refresh_once(struct rs_table *t, size_t *failed);
 static bool retry_pause(struct rs_client *c, int ret, uint64_t seen,
 			size_t failed, uint64_t *deadline, unsigned *wait_ms)
 {
-	uint64_t now = (uint64_t)cli_mono_ms();
+	uint64_t now = rs_mono_ms();
 
 	if (!c->cluster || (ret != RS_E_EPOCH && !cli_conn_error(ret)))
 		return false;

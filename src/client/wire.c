@@ -242,7 +242,7 @@ int cli_wire_config(struct cli_node *n, struct cli_config *out,
 		return ret;
 	cli_hdr_init(&h, 0, false);
 	len = proto_enc_config_req(cc->msg, cc->msg_max, &h);
-	sent = cli_mono_ms();
+	sent = (int64_t)rs_mono_ms();
 	if (wait_ms && wait_ms < n->timeout_ms)
 		cc->recv_timeout_ms = wait_ms;
 	ret = len < 0 ? len : cli_wire_call(cc, (size_t)len, &raw, &m);

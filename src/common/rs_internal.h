@@ -50,6 +50,26 @@ void rs_lock_assert_held(int owner, const char *what, const char *file,
 #define RS_ASSERT_HELD(m) ((void)0)
 #endif
 
+/* CLOCK_MONOTONIC in milliseconds: the one clock every module measures
+ * leases, timeouts, backoffs and ages with (never set back, so deadlines
+ * and differences of two readings hold across wall-clock changes). */
+static inline uint64_t rs_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The same clock in nanoseconds, for durations (stage times, waits). */
+static inline uint64_t rs_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* *dl = the clock's time now + ms: a deadline for pthread_cond_timedwait
  * on a condition variable of that clock. */
 static inline void rs_deadline_ms(clockid_t clock, int64_t ms,

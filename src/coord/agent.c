@@ -87,14 +87,6 @@ static void say(struct memb_agent *a, const char *fmt, ...)
 		fprintf(stderr, "coord: %s\n", line);
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int memb_agent_new(struct memb_agent **out, struct coord *c,
 		   const struct memb_agent_opts *o)
 {
@@ -117,7 +109,7 @@ int memb_agent_new(struct memb_agent **out, struct coord *c,
 	snprintf(a->self.addr, sizeof(a->self.addr), "%s", o->addr);
 	if (getrandom(&a->self.inc, sizeof(a->self.inc), 0) !=
 	    (ssize_t)sizeof(a->self.inc))
-		a->self.inc = (uint64_t)mono_ms() ^ (uint64_t)(uintptr_t)a;
+		a->self.inc = (uint64_t)rs_mono_ms() ^ (uint64_t)(uintptr_t)a;
 	if ((ret = memb_key(a->prefix, o->cluster, "")) ||
 	    (ret = memb_key(a->decider_key, o->cluster, "decider")) ||
 	    (ret = memb_key(a->reg_key, o->cluster, "nodes/")) ||
@@ -250,7 +242,7 @@ int memb_agent_tick(struct memb_agent *a, int64_t now_ms)
 	}
 	/* every node follows the configuration's epoch (fencing builds on
 	 * it: docs/replication.md) */
-	sent = mono_ms();
+	sent = (int64_t)rs_mono_ms();
 	if ((ret = memb_read_config(a->c, a->cluster, &cfg, &mod_rev, &rev)))
 		return ret;
 	if (cfg.epoch > atomic_load(&a->epoch) && a->on_config)
@@ -334,18 +326,19 @@ static void *agent_main(void *arg)
 	struct memb_agent *a = arg;
 
 	while (!atomic_load(&a->stop)) {
-		int64_t now = mono_ms(), due;
+		int64_t now = (int64_t)rs_mono_ms(), due;
 		int ret = memb_agent_tick(a, now);
 
 		if (!ret) {
-			due = a->ka_ms + a->lease_s * 1000 / 3 - mono_ms();
+			due = a->ka_ms + a->lease_s * 1000 / 3 -
+			      (int64_t)rs_mono_ms();
 			if (due < 100)
 				due = 100;
 			ret = coord_wait(a->c, a->prefix, memb_agent_rev(a),
 					 (int)due, NULL);
 			ret = ret > 0 ? 0 : ret;
 		}
-		report(a, ret, mono_ms());
+		report(a, ret, (int64_t)rs_mono_ms());
 		if (ret)
 			sleep_ms(a, retry_ms(a));
 	}

@@ -609,14 +609,6 @@ struct srv_parked {
 	uint8_t data[];
 };
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 uint32_t srv_reply_cap(const struct srv_conn *c)
 {
 	uint32_t cap = rv_conn_msg_max(c->rc);
@@ -672,7 +664,7 @@ static int parked_flush_locked(struct srv_conn *c)
 			return ret;
 		metrics_counter_add(c->srv->m.bytes_served, c->parked->len);
 		parked_drop_one(c);
-		c->parked_since_ns = mono_ns();
+		c->parked_since_ns = rs_mono_ns();
 	}
 	return 0;
 }
@@ -695,7 +687,7 @@ static int park_locked(struct srv_conn *c, const void *buf, size_t len)
 	*c->parked_tail = p;
 	c->parked_tail = &p->next;
 	if (atomic_fetch_add(&c->nparked, 1) == 0) {
-		c->parked_since_ns = mono_ns();
+		c->parked_since_ns = rs_mono_ns();
 		if (atomic_fetch_add(&s->parked_conns, 1) == 0)
 			fd_poke(s->poke_fd);	/* start the run thread's tick */
 	}
@@ -729,7 +721,7 @@ static void parked_tick(struct rs_server *s)
 
 	if (!atomic_load(&s->parked_conns))
 		return;
-	now = mono_ns();
+	now = rs_mono_ns();
 	pthread_mutex_lock(&s->conns_lock);
 	for (c = s->conns; c; c = c->next) {
 		if (!atomic_load(&c->nparked) || atomic_load(&c->dead) ||

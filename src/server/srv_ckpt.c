@@ -44,14 +44,6 @@
 #include "server/srv_repl_int.h"
 #include "value/slab_ckpt.h"
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void srv_ckpt_init(struct rs_server *s)
 {
 	pthread_mutex_init(&s->ckpt.lock, NULL);
@@ -72,7 +64,7 @@ static uint64_t thaw_now(struct rs_server *s, const char *why)
 	if (!(atomic_fetch_and(&k->frozen, ~SRV_FROZEN_CKPT) &
 	      SRV_FROZEN_CKPT))
 		return 0;
-	us = (mono_ns() - atomic_load(&k->since_ns)) / 1000u;
+	us = (rs_mono_ns() - atomic_load(&k->since_ns)) / 1000u;
 	atomic_fetch_add(&k->paused_us, us);
 	srv_log("checkpoint: writes resume after %.3f s (%s)", (double)us / 1e6,
 		why);
@@ -87,13 +79,13 @@ bool srv_write_enter(struct rs_server *s)
 	if (RS_LIKELY(!atomic_load(&k->frozen)))
 		return true;
 	atomic_fetch_sub(&k->writers, 1);
-	if (mono_ns() >= atomic_load(&k->until_ns)) {
+	if (rs_mono_ns() >= atomic_load(&k->until_ns)) {
 		bool thawed = false;
 
 		/* under the lock: a DUMP registers under it too, so a part
 		 * never runs into a thaw that had not seen it */
 		pthread_mutex_lock(&k->lock);
-		if (mono_ns() >= atomic_load(&k->until_ns) &&
+		if (rs_mono_ns() >= atomic_load(&k->until_ns) &&
 		    !atomic_load(&k->dumping))
 			thawed = thaw_now(s, "the freeze timed out: no THAW "
 					     "came") || !atomic_load(&k->frozen);
@@ -177,7 +169,7 @@ static void ckpt_track_tag(uint8_t out[CKPT_ID_BYTES],
 int srv_ckpt_freeze(struct rs_server *s, uint32_t timeout_ms, uint64_t epoch)
 {
 	struct srv_ckpt *k = &s->ckpt;
-	uint64_t now = mono_ns();
+	uint64_t now = rs_mono_ns();
 	bool froze = false;
 	int rc;
 
@@ -203,7 +195,7 @@ int srv_ckpt_freeze(struct rs_server *s, uint32_t timeout_ms, uint64_t epoch)
 	       (atomic_load(&k->frozen) & SRV_FROZEN_GROW))
 		usleep(50);
 	/* the deadline counts from the pause's start of effect */
-	atomic_store(&k->until_ns, mono_ns() + (uint64_t)timeout_ms * 1000000u);
+	atomic_store(&k->until_ns, rs_mono_ns() + (uint64_t)timeout_ms * 1000000u);
 	/* and they were all of epoch `epoch`: none is in flight */
 	if ((rc = ckpt_epoch_check(s, epoch, NULL)) && froze) {
 		char keep[RS_ERRMSG_MAX];
@@ -339,7 +331,7 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 		out->raw_bytes = sum.raw_bytes;
 		out->bytes = sum.bytes;
 		out->xxh64 = sum.xxh64;
-		out->paused_us = (mono_ns() - atomic_load(&s->ckpt.since_ns)) /
+		out->paused_us = (rs_mono_ns() - atomic_load(&s->ckpt.since_ns)) /
 				 1000u;
 		srv_log("checkpoint: table '%s': %" PRIu64 " rows, %" PRIu64
 			" deleted, %" PRIu64 " bytes to %s%s%s", t->spec.name,

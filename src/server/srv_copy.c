@@ -48,14 +48,6 @@
 #define COPY_RETRY_MS 1000u
 #define COPY_WAIT_MS (4u * SRV_REPL_TIMEOUT_MS + 2000u)
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* ---- ranges ---- */
 
 struct ranges {
@@ -973,7 +965,7 @@ void srv_copy_run(struct rs_server *s)
 {
 	struct srv_repl *rp = &s->repl;
 	struct srv_cfg *g = rp->cur;	/* only this thread replaces it */
-	uint64_t t0 = mono_ms(), rows = 0, logged = 0;
+	uint64_t t0 = rs_mono_ms(), rows = 0, logged = 0;
 	uint64_t applied0 = atomic_load(&rp->applied), applied;
 	unsigned attempt = 0;
 
@@ -996,12 +988,12 @@ void srv_copy_run(struct rs_server *s)
 		if (newer_waits(rp))
 			return;	/* the next configuration plans again */
 		atomic_fetch_add(&rp->copy_failures, 1);
-		if (!attempt++ || mono_ms() - logged >= 60000u) {
+		if (!attempt++ || rs_mono_ms() - logged >= 60000u) {
 			srv_log("repl: epoch %" PRIu64 ": copying ranges in "
 				"failed (%s; %s), retrying every %u ms",
 				g->c.epoch, rs_errormsg(), rs_strerror(ret),
 				COPY_RETRY_MS);
-			logged = mono_ms();
+			logged = rs_mono_ms();
 		}
 		retry_wait(rp);
 		rows = 0;
@@ -1017,7 +1009,7 @@ void srv_copy_run(struct rs_server *s)
 	applied = atomic_load(&rp->applied) - applied0;
 	srv_log("repl: epoch %" PRIu64 ": ranges copied in: %" PRIu64 " rows "
 		"in %.1f s, %" PRIu64 " forwarded writes applied meanwhile",
-		g->c.epoch, rows, (double)(mono_ms() - t0) / 1e3,
+		g->c.epoch, rows, (double)(rs_mono_ms() - t0) / 1e3,
 		applied > rows ? applied - rows : 0);
 }
 

@@ -62,14 +62,6 @@ int srv_evict_attach(struct slab_table *st, const struct proto_table_spec *s)
 	return 0;
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* May a cluster member sweep in epoch (q entered it)? It must be an
  * active member that holds all its ranges of that epoch (not copying
  * them in) and past the read lease's hold. */
@@ -79,7 +71,7 @@ static bool may_sweep(struct rs_server *s, const struct srv_repl_req *q,
 	const struct srv_cfg *g = q->cfg;
 
 	return atomic_load(&s->repl.ready) == epoch && !g->ngain &&
-	       (!g->hold_until || mono_ms() >= g->hold_until);
+	       (!g->hold_until || rs_mono_ms() >= g->hold_until);
 }
 
 /*

@@ -76,14 +76,6 @@
 #define SRV_EVR_BACKOFF_MIN_MS 100u
 #define SRV_EVR_BACKOFF_MAX_MS 5000u
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 void srv_evr_init(struct rs_server *s)
 {
 	struct srv_evr *e = &s->evr;
@@ -159,7 +151,7 @@ static bool may_resend(struct rs_server *s, const struct srv_repl_req *q,
 	const struct srv_cfg *g = q->cfg;
 
 	return atomic_load(&s->repl.ready) == epoch && !g->ngain &&
-	       (!g->hold_until || mono_ms() >= g->hold_until);
+	       (!g->hold_until || rs_mono_ms() >= g->hold_until);
 }
 
 /* Take the first m entries out (the resend owns them; entries are only
@@ -188,7 +180,7 @@ void srv_evr_tick(struct rs_server *s, uint64_t epoch)
 	struct srv_repl_req q = { 0 };
 	struct srv_evr_key *b;
 	struct srv_table *t = NULL;
-	uint64_t now = mono_ms(), sent = 0, gone = 0;
+	uint64_t now = rs_mono_ms(), sent = 0, gone = 0;
 	uint32_t m, width = 0;
 	float *zero = NULL;
 	size_t zcap = 0;

@@ -55,14 +55,6 @@
 /* How long a growth waits for the writes inside to leave (writes_pause) */
 #define SRV_GROW_DRAIN_MS 1000u
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t grow_limit(const struct proto_table_spec *s)
 {
 	if (!s->grow_log2)
@@ -81,7 +73,7 @@ bool srv_grow_due(const struct srv_table *t, uint32_t n)
 
 	return lim > cap &&
 	       over_fill(slab_table_live(t->st) + n, cap) &&
-	       mono_ns() >= atomic_load_explicit(&t->grow_after_ns,
+	       rs_mono_ns() >= atomic_load_explicit(&t->grow_after_ns,
 						 memory_order_relaxed);
 }
 
@@ -119,9 +111,9 @@ int srv_writes_pause(struct rs_server *s, unsigned wait_ms)
 	}
 	atomic_fetch_or(&s->ckpt.frozen, SRV_FROZEN_GROW);
 	pthread_mutex_unlock(&s->ckpt.lock);
-	end = mono_ns() + (uint64_t)wait_ms * 1000000u;
+	end = rs_mono_ns() + (uint64_t)wait_ms * 1000000u;
 	while (atomic_load(&s->ckpt.writers)) {
-		if (mono_ns() >= end) {
+		if (rs_mono_ns() >= end) {
 			unsigned n = (unsigned)atomic_load(&s->ckpt.writers);
 
 			srv_writes_resume(s);
@@ -157,7 +149,7 @@ void srv_tables_reap(struct srv_tables *r, bool wait)
 	RS_ASSERT_HELD(&r->admin);
 	for (unsigned i = 0; i < r->nretired; i++) {
 		struct srv_retired *q = &r->retired[i];
-		uint64_t now = mono_ns();
+		uint64_t now = rs_mono_ns();
 
 		if (now < q->until_ns && !wait) {
 			r->retired[k++] = *q;
@@ -218,7 +210,7 @@ static int grow_locked(struct srv_tables *r, struct srv_table *t,
 	struct srv_table *nt = NULL;
 	struct slab_table *nst;
 	struct proto_table_spec spec = t->spec;
-	uint64_t t0 = mono_ns(), us;
+	uint64_t t0 = rs_mono_ns(), us;
 	int ret, mem;
 
 	if (r->nretired == SLAB_MAX_TABLES)
@@ -260,9 +252,9 @@ static int grow_locked(struct srv_tables *r, struct srv_table *t,
 	counters_move(&t->cnt, &nt->cnt);
 	slab_table_retire(t->st);
 	r->retired[r->nretired].t = t;
-	r->retired[r->nretired++].until_ns = mono_ns() +
+	r->retired[r->nretired++].until_ns = rs_mono_ns() +
 					     SRV_GROW_GRACE_MS * 1000000ull;
-	us = (mono_ns() - t0) / 1000u;
+	us = (rs_mono_ns() - t0) / 1000u;
 	atomic_fetch_add(&r->grows, 1);
 	atomic_fetch_add(&r->grow_rows, slab_table_live(nst));
 	atomic_fetch_add(&r->grow_us, us);
@@ -323,7 +315,7 @@ int srv_table_grow(struct srv_tables *r, const char *name, uint64_t capacity,
 		 * not tried again for a while: meanwhile inserts past the
 		 * capacity get RS_E_FULL per key, as without growth */
 		atomic_store(&t->grow_after_ns,
-			     mono_ns() + SRV_GROW_RETRY_MS * 1000000ull);
+			     rs_mono_ns() + SRV_GROW_RETRY_MS * 1000000ull);
 		atomic_fetch_add(&r->grow_refusals, 1);
 		srv_log_peer("table '%s': growth to %" PRIu64 " rows failed: "
 			     "%s", name, target, rs_errormsg());

@@ -162,11 +162,7 @@ struct once_client {
 
 static uint64_t mono_ms(const struct srv_once *o)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u +
-	       o->clock_ofs_ms;
+	return rs_mono_ms() + o->clock_ofs_ms;
 }
 
 static unsigned bucket_of(const struct srv_once *o, uint32_t cred,

@@ -74,14 +74,6 @@
  * that does not answer, and the configuration moves on without it. */
 #define REPL_BUSY_MAX_MS 300000u
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* ---- peers ---- */
 
 static void chunk_free(struct srv_chunk *ch)
@@ -501,7 +493,7 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 				 "set up", m->id, m->addr);
 	}
 	if (g && old && g->self >= 0 && rp->lease_ms) {
-		g->hold_until = mono_ms() + rp->lease_ms;
+		g->hold_until = rs_mono_ms() + rp->lease_ms;
 		if (old->self >= 0 && old->c.epoch + 1 == g->c.epoch &&
 		    !memb_member_map(&old->c, &g->c, &g->prev_map)) {
 			g->prev_pl = old->pl;	/* moved */
@@ -771,7 +763,7 @@ int srv_repl_hold(struct rs_server *s, struct srv_repl_req *q,
 
 	if (RS_LIKELY(!g->hold_until))
 		return 0;
-	now = mono_ms();
+	now = rs_mono_ms();
 	if (now >= g->hold_until)
 		return 0;
 	for (uint32_t i = 0; i < n; i++) {
@@ -1203,7 +1195,7 @@ static void peer_shipped(struct rs_server *s, struct srv_peer *p,
  * busy for too long (REPL_BUSY_MAX_MS); nothing done. */
 static bool peer_busy(struct srv_peer *p, struct srv_chunk *h)
 {
-	uint64_t now = mono_ms();
+	uint64_t now = rs_mono_ms();
 
 	if (!p->busy_ms)
 		p->busy_since = now;
@@ -1269,7 +1261,7 @@ static int post_finish(struct rs_server *s, struct repl_post *po,
 static unsigned claim_idle(struct srv_repl_req *q, struct repl_post *post,
 			   unsigned *wait)
 {
-	uint64_t now = mono_ms();
+	uint64_t now = rs_mono_ms();
 	unsigned np = 0;
 
 	*wait = q->nchunks;
@@ -1297,7 +1289,7 @@ static unsigned claim_idle(struct srv_repl_req *q, struct repl_post *post,
 static void await_peer(struct srv_repl_req *q, unsigned i)
 {
 	struct srv_peer *p = q->cfg->peer[q->chunk_peer[i]];
-	uint64_t now = mono_ms(), ms = 50;
+	uint64_t now = rs_mono_ms(), ms = 50;
 	struct timespec dl;
 
 	pthread_mutex_lock(&p->lock);
@@ -1372,8 +1364,8 @@ int srv_repl_wait(struct rs_server *s, struct srv_repl_req *q)
 		if (!stuck) {
 			busy_since = 0;
 		} else if (!busy_since) {
-			busy_since = mono_ms();
-		} else if (mono_ms() - busy_since >= REPL_BUSY_WAIT_MS) {
+			busy_since = rs_mono_ms();
+		} else if (rs_mono_ms() - busy_since >= REPL_BUSY_WAIT_MS) {
 			first = rs_seterr(RS_E_BUSY, "a backup of the keys "
 					  "('%s') grows a table: retry",
 					  np ? post[0].p->id
@@ -1386,8 +1378,9 @@ int srv_repl_wait(struct rs_server *s, struct srv_repl_req *q)
 			continue;
 		}
 		if (!deadline) {
-			deadline = mono_ms() + 2u * SRV_REPL_TIMEOUT_MS + 1000u;
-		} else if (mono_ms() >= deadline) {
+			deadline = rs_mono_ms() + 2u * SRV_REPL_TIMEOUT_MS +
+				   1000u;
+		} else if (rs_mono_ms() >= deadline) {
 			/* a sender stuck beyond its own timeouts: give up on
 			 * this request; its chunks stay queued */
 			first = rs_seterr(RS_E_TIMEOUT, "backup '%s': no "
@@ -1435,7 +1428,7 @@ int srv_repl_config(struct rs_server *s, void *buf, size_t cap,
 	pthread_mutex_unlock(&rp->view_lock);
 	if (v) {
 		int64_t read = atomic_load(&rp->read_ms);
-		int64_t age = (int64_t)mono_ms() - read;
+		int64_t age = (int64_t)rs_mono_ms() - read;
 
 		pc = v->pc;
 		pc.age_ms = PROTO_CONFIG_AGE_NONE;

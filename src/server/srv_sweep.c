@@ -32,14 +32,6 @@
 #define SWEEP_SCAN 4096u	/* rows looked at per slice */
 #define SWEEP_PAUSE_MS 10u
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 int64_t srv_sweep_next_ms(struct rs_server *s)
 {
 	struct srv_repl *rp = &s->repl;
@@ -48,7 +40,7 @@ int64_t srv_sweep_next_ms(struct rs_server *s)
 
 	if (!g || g->ngain)
 		return -1;	/* no configuration, or its copy is not done */
-	now = mono_ms();
+	now = rs_mono_ms();
 	if (rp->sweep.epoch != g->c.epoch) {
 		memset(&rp->sweep, 0, sizeof(rp->sweep));
 		rp->sweep.epoch = g->c.epoch;
@@ -108,7 +100,7 @@ void srv_sweep_slice(struct rs_server *s)
 			rp->sweep.cursor = 0;
 		}
 	}
-	rp->sweep.last = mono_ms();
+	rp->sweep.last = rs_mono_ms();
 	rp->sweep.freed += w.freed;
 	atomic_fetch_add(&rp->freed_rows, w.freed);
 	if (rp->sweep.table < SLAB_MAX_TABLES)

@@ -398,7 +398,7 @@ static void post_drain(struct rv_conn *c)
 	wr.opcode = IBV_WR_SEND;
 	wr.send_flags = IBV_SEND_SIGNALED;
 	c->drain_posted = true;
-	c->drain_deadline = rv_now_ns() + RV_DRAIN_MS * 1000000ull;
+	c->drain_deadline = rs_mono_ns() + RV_DRAIN_MS * 1000000ull;
 	if (!c->qp || ibv_post_send(c->qp, &wr, &bad))
 		retire_all(c, atomic_load(&c->fail));
 }
@@ -410,7 +410,7 @@ static void finish_failed(struct rv_conn *c, int code)
 		return;
 	if (!c->drain_posted)
 		post_drain(c);
-	else if (rv_now_ns() > c->drain_deadline)
+	else if (rs_mono_ns() > c->drain_deadline)
 		retire_all(c, code);
 }
 
@@ -555,7 +555,7 @@ void rv_conn_tick_locked(struct rv_conn *c)
 	RS_ASSERT_HELD(&c->lock);
 	if (!c->ech || ++c->cm_tick % RV_CM_TICK)
 		return;
-	now = rv_now_ns();
+	now = rs_mono_ns();
 	if (now - c->cm_checked < RV_CM_CHECK_MS * 1000000ull)
 		return;
 	c->cm_checked = now;
@@ -654,10 +654,10 @@ void rv_conn_kick(struct rv_conn *c)
 		return;
 }
 
-/* c->cv runs on CLOCK_MONOTONIC, like rv_now_ns(). */
+/* c->cv runs on CLOCK_MONOTONIC, like rs_mono_ns(). */
 static void follow_until(struct timespec *ts, uint64_t deadline)
 {
-	uint64_t cap = rv_now_ns() + RV_FOLLOW_MS * 1000000ull;
+	uint64_t cap = rs_mono_ns() + RV_FOLLOW_MS * 1000000ull;
 
 	if (deadline > cap)
 		deadline = cap;
@@ -669,7 +669,7 @@ static int poll_as_leader(struct rv_conn *c, struct conn_wait *cw,
 			  uint64_t deadline)
 {
 	struct rv_wait w;
-	uint64_t now = rv_now_ns();
+	uint64_t now = rs_mono_ns();
 	int ms;
 
 	memset(&w, 0, sizeof(w));
@@ -701,7 +701,7 @@ int rv_conn_wait(struct rv_conn *c, int (*check)(void *), void *arg,
 				.rx = c->l && rx,
 				.lockless = check == rv_batch_check };
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX :
-			    rv_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+			    rs_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
 	struct timespec ts;
 	int ret = 0;
 
@@ -710,7 +710,7 @@ int rv_conn_wait(struct rv_conn *c, int (*check)(void *), void *arg,
 	for (;;) {
 		if (check(arg))
 			break;
-		if (rv_now_ns() >= deadline && c->polling) {
+		if (rs_mono_ns() >= deadline && c->polling) {
 			ret = rs_seterr(RS_E_TIMEOUT, "timed out after %d ms",
 					timeout_ms);
 			break;
@@ -793,7 +793,7 @@ static int cm_expect(struct rv_conn *c, enum rdma_cm_event_type want,
 	int n, ret;
 
 	for (;;) {
-		now = rv_now_ns();
+		now = rs_mono_ns();
 		if (now >= deadline)
 			return rs_seterr(RS_E_TIMEOUT, "connecting to %s:%u: "
 					 "no %s in time", ip, port,
@@ -822,7 +822,7 @@ static int client_connect(struct rv_conn *c, const struct rv_conn_attr *a,
 			  const char *ip, uint16_t port)
 {
 	struct rv_dev *d = c->dev;
-	uint64_t deadline = rv_now_ns() +
+	uint64_t deadline = rs_mono_ns() +
 			    (uint64_t)a->connect_timeout_ms * 1000000ull;
 	struct sockaddr_storage dst;
 	struct rdma_conn_param cp;
@@ -1059,7 +1059,7 @@ int rv_conn_status(struct rv_conn *c)
 	if (c->ech) {
 		pthread_mutex_lock(&c->lock);
 		rv_conn_cm_events_locked(c);
-		client_keepalive_locked(c, rv_now_ns());
+		client_keepalive_locked(c, rs_mono_ns());
 		pthread_mutex_unlock(&c->lock);
 	}
 	return rv_conn_err(c);

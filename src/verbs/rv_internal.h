@@ -38,14 +38,6 @@
 #define RV_PROBE_MAX 1		/* keepalive probes in flight */
 #define RV_DRAIN_MS 1000	/* bound on waiting for a flush to finish */
 
-static inline uint64_t rv_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static inline void rv_stat_add(uint64_t *p, uint64_t v)
 {
 	__atomic_fetch_add(p, v, __ATOMIC_RELAXED);

@@ -399,7 +399,7 @@ int rv_listener_recv(struct rv_listener *l, struct rv_msg *msgs, int max,
 		     int timeout_ms)
 {
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX :
-			    rv_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+			    rs_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
 	struct rv_wait w;
 	uint64_t now;
 	int n, ret;
@@ -427,7 +427,7 @@ int rv_listener_recv(struct rv_listener *l, struct rv_msg *msgs, int max,
 			rearm_for_others(l, 0);
 			return n;
 		}
-		now = rv_now_ns();
+		now = rs_mono_ns();
 		if (deadline != UINT64_MAX && now >= deadline)
 			return rs_seterr(RS_E_TIMEOUT, "no message within %d ms",
 					 timeout_ms);
@@ -864,7 +864,7 @@ int rv_listener_event(struct rv_listener *l, struct rv_event *ev,
 		      int timeout_ms)
 {
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX :
-			    rv_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+			    rs_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
 	struct pollfd pf = { .fd = l->ep_fd, .events = POLLIN };
 	uint64_t now;
 	int r, ms;
@@ -880,7 +880,7 @@ int rv_listener_event(struct rv_listener *l, struct rv_event *ev,
 			continue;
 		if (r != -EAGAIN)
 			return r;
-		now = rv_now_ns();
+		now = rs_mono_ns();
 		if (now >= deadline)
 			return rs_seterr(RS_E_TIMEOUT, "no connection event "
 					 "within %d ms", timeout_ms);

@@ -253,7 +253,7 @@ static int send_check(void *p)	/* c->lock held */
 int rv_msg_get_buf(struct rv_conn *c, void **buf, int timeout_ms)
 {
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX :
-			    rv_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+			    rs_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
 	uint64_t now;
 	int ret, left;
 
@@ -276,7 +276,7 @@ int rv_msg_get_buf(struct rv_conn *c, void **buf, int timeout_ms)
 							   : c->s_size);
 		}
 		pthread_mutex_unlock(&c->lock);
-		now = rv_now_ns();
+		now = rs_mono_ns();
 		if (deadline != UINT64_MAX && now >= deadline && timeout_ms)
 			return rs_seterr(RS_E_TIMEOUT, "no send slot or credit "
 					 "within %d ms", timeout_ms);
@@ -395,7 +395,7 @@ int rv_msg_recv(struct rv_conn *c, struct rv_msg *msgs, int max,
 		int timeout_ms)
 {
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX :
-			    rv_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+			    rs_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
 	uint64_t now;
 	int n, ret, left;
 
@@ -416,7 +416,7 @@ int rv_msg_recv(struct rv_conn *c, struct rv_msg *msgs, int max,
 			return n;
 		if (atomic_load(&c->fail))
 			return rv_conn_err(c);
-		now = rv_now_ns();
+		now = rs_mono_ns();
 		if (deadline != UINT64_MAX && now >= deadline)
 			return rs_seterr(RS_E_TIMEOUT, "no message within %d ms",
 					 timeout_ms);

@@ -166,7 +166,7 @@ static void handle_fds(const struct rv_wait *w, const struct pollfd *pf)
 
 int rv_wait_run(const struct rv_wait *w, int timeout_ms)
 {
-	uint64_t t0 = rv_now_ns(), spin_from = t0, last = t0, t;
+	uint64_t t0 = rs_mono_ns(), spin_from = t0, last = t0, t;
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX :
 			    t0 + (uint64_t)timeout_ms * 1000000ull;
 	struct pollfd pf[RS_ARRAY_SIZE(w->fds)];
@@ -177,7 +177,7 @@ int rv_wait_run(const struct rv_wait *w, int timeout_ms)
 		r = w->check(w->arg);
 		if (r)
 			break;
-		t = rv_now_ns();
+		t = rs_mono_ns();
 		if (n > 0)
 			last = t;
 		if (t >= deadline) {
@@ -195,7 +195,7 @@ int rv_wait_run(const struct rv_wait *w, int timeout_ms)
 		r = w->check(w->arg);
 		if (r)
 			break;
-		t = rv_now_ns();
+		t = rs_mono_ns();
 		if (n > 0) {
 			last = t;
 			continue;
@@ -208,7 +208,7 @@ int rv_wait_run(const struct rv_wait *w, int timeout_ms)
 		}
 		ms = sleep_ms(w, t, deadline);
 		n = poll(pf, (nfds_t)w->nfds, ms);
-		spin_from = rv_now_ns();
+		spin_from = rs_mono_ns();
 		rv_stat_add(&w->st->block_ns, spin_from - t);
 		rv_stat_add(&w->st->wakeups, 1);
 		if (n < 0 && errno != EINTR)
@@ -219,7 +219,7 @@ int rv_wait_run(const struct rv_wait *w, int timeout_ms)
 		if (n > 0)
 			handle_fds(w, pf);
 	}
-	rv_stat_add(&w->st->spin_ns, rv_now_ns() - spin_from);
+	rv_stat_add(&w->st->spin_ns, rs_mono_ns() - spin_from);
 	if (r == RS_E_TIMEOUT)
 		return rs_seterr(RS_E_TIMEOUT, "timed out after %d ms",
 				 timeout_ms);
