@@ -58,7 +58,6 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,52 +69,6 @@
 
 #include "server/srv_internal.h"
 #include "trace/trace.h"
-
-void srv_log(const char *fmt, ...)
-{
-	char line[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "recstore-server: %s\n", line);
-}
-
-void srv_log_limited(struct rs_ratelimit *rl, const char *fmt, ...)
-{
-	char line[1024];
-	struct timespec ts;
-	unsigned sup = 0;
-	va_list ap;
-
-	/* the coarse clock is a vDSO read: no system call for a dropped
-	 * line */
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	if (!rs_ratelimit_ok(rl, SRV_LOG_BURST, SRV_LOG_INTERVAL_NS,
-			     (uint64_t)ts.tv_sec * 1000000000ull +
-				     (uint64_t)ts.tv_nsec, &sup))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	if (sup)
-		fprintf(stderr, "recstore-server: %s (%u similar lines "
-			"suppressed)\n", line, sup);
-	else
-		fprintf(stderr, "recstore-server: %s\n", line);
-}
-
-int srv_err(int code, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return rs_seterr(code, "%s", msg);
-}
 
 int srv_scratch(void **buf, size_t *cap, size_t bytes)
 {
