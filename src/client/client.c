@@ -108,7 +108,7 @@ RS_EXPORT void rs_client_close(struct rs_client **cp)
 	pthread_mutex_destroy(&c->refresh_lock);
 	cli_once_destroy(&c->once);
 	cli_lcache_delete(&c->cache);
-	cli_ring_delete(&c->ring);
+	place_ring_delete(&c->ring);
 	rv_dev_close(&c->dev);
 	if (c->trace_opened)
 		trace_close();
@@ -147,8 +147,8 @@ RS_EXPORT int rs_client_open(struct rs_client **out,
 	ret = cli_config_copy(&c->cfg, cfg);
 	if (ret)
 		goto close_client;
-	ret = cli_ring_new(&c->ring, (const char *const *)c->cfg.nodes,
-			   c->cfg.nnodes, c->cfg.vnodes);
+	ret = place_ring_new(&c->ring, (const char *const *)c->cfg.nodes,
+			     c->cfg.nnodes, c->cfg.vnodes);
 	if (!ret)
 		ret = cli_lcache_new(&c->cache, c->cfg.cache_entries);
 	if (!ret)
@@ -197,8 +197,8 @@ RS_EXPORT unsigned rs_client_key_node(const struct rs_client *c, uint64_t key)
 	unsigned node;
 
 	if (!c->cluster)
-		return cli_ring_node(c->ring, key);
-	node = cli_ring_node(cli_route_hold(w)->ring, key);
+		return place_ring_node(c->ring, key);
+	node = place_ring_node(cli_route_hold(w)->ring, key);
 	cli_route_drop(w);
 	return node;
 }

@@ -40,11 +40,11 @@
 #include "client/lcache.h"
 #include "client/rcache.h"
 #include "client/once.h"
-#include "client/ring.h"
 #include "client/route.h"
 #include "ckpt/ckpt.h"
 #include "common/proto.h"
 #include "index/pet_format.h"
+#include "place/ring.h"
 #include "recstore/client.h"
 #include "value/row_format.h"
 
@@ -184,7 +184,7 @@ struct cli_counters {
  */
 struct rs_client {
 	struct rs_client_config cfg;
-	struct cli_ring *ring;		/* static mode */
+	struct place_ring *ring;	/* static mode */
 	struct cli_lcache *cache;
 	struct rv_dev *dev;
 	atomic_size_t nnodes;		/* published node slots */

@@ -251,7 +251,7 @@ static int cluster_init(struct rs_client *c, const struct cli_config *cfg)
 	c->nodes = NULL;
 	c->nnodes = 0;
 	c->cluster = true; /* from here close frees names and seeds */
-	cli_ring_delete(&c->ring); /* the static ring: unused now */
+	place_ring_delete(&c->ring); /* the static ring: unused now */
 	ret = seeds_park(c);
 	if (ret)
 		return ret;

@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "client/client_internal.h"
-#include "client/ring.h"
 #include "common/rs_internal.h"
+#include "place/ring.h"
 
 RS_EXPORT int rs_client_config_new(struct rs_client_config **out)
 {
@@ -31,7 +31,7 @@ RS_EXPORT int rs_client_config_new(struct rs_client_config **out)
 		*out = NULL;
 		return rs_seterr(-ENOMEM, "config: out of memory");
 	}
-	cfg->vnodes = CLI_RING_DEFAULT_VNODES;
+	cfg->vnodes = PLACE_RING_DEFAULT_VNODES;
 	cfg->cache_entries = CLI_DEFAULT_CACHE_ENTRIES;
 	cfg->conns_per_node = CLI_DEFAULT_CONNS;
 	cfg->torn_retries = CLI_DEFAULT_TORN_RETRIES;
@@ -108,9 +108,9 @@ RS_EXPORT int rs_client_config_add_node(struct rs_client_config *cfg,
 		if (!strcmp(cfg->nodes[i], node))
 			return rs_seterr(RS_E_EXISTS, "node '%s' listed twice",
 					 node);
-	if (cfg->nnodes >= CLI_RING_MAX_NODES)
+	if (cfg->nnodes >= PLACE_RING_MAX_NODES)
 		return rs_seterr(RS_E_TOOBIG, "more than %d nodes",
-				 CLI_RING_MAX_NODES);
+				 PLACE_RING_MAX_NODES);
 	copy = strdup(node);
 	if (!copy)
 		return rs_seterr(-ENOMEM, "config: out of memory");
@@ -178,7 +178,7 @@ static int in_range(const struct rs_client_config *cfg, const char *what,
 		return ret;                                             \
 	}
 
-RANGE_SETTER(vnodes, unsigned, vnodes, "vnodes", 1, CLI_RING_MAX_VNODES)
+RANGE_SETTER(vnodes, unsigned, vnodes, "vnodes", 1, PLACE_RING_MAX_VNODES)
 RANGE_SETTER(cache_entries, size_t, cache_entries, "cache entries", 0,
 	     (size_t)1 << 32)
 RANGE_SETTER(conns_per_node, unsigned, conns_per_node,

@@ -181,7 +181,7 @@ static int collect_tables(struct gcall *g)
 /* The node key i is READ at: its primary on the ring, or with replica
  * reads (rt) the replica cli_route_reader_avoid() picks (CLI_ROUTE_NONE:
  * every replica it may READ at failed lately). */
-static uint32_t place(struct gcall *g, size_t i, const struct cli_ring *ring,
+static uint32_t place(struct gcall *g, size_t i, const struct place_ring *ring,
 		      const struct cli_route *rt, unsigned *primary_out)
 {
 	struct rs_client *c = g->c;
@@ -189,7 +189,7 @@ static uint32_t place(struct gcall *g, size_t i, const struct cli_ring *ring,
 	bool moved;
 
 	if (!rt)
-		return *primary_out = cli_ring_node(ring, g->keys[i].key);
+		return *primary_out = place_ring_node(ring, g->keys[i].key);
 	node = cli_route_reader_avoid(rt, g->keys[i].key, c->client_id,
 				      c->ready, g->nn, &primary, g->avoid,
 				      g->now, &moved);
@@ -251,7 +251,7 @@ RS_COLD static int row_cached(struct gcall *g, size_t i,
 /* Place keys on nodes (by ring, or rt: see place()), consult the cache,
  * group per node. Keys of use_rpc calls are not placed: the RPC path
  * places them. */
-static int plan(struct gcall *g, bool use_rpc, const struct cli_ring *ring,
+static int plan(struct gcall *g, bool use_rpc, const struct place_ring *ring,
 		const struct cli_route *rt, size_t *keyidx,
 		struct rv_read_req *reqs)
 {

@@ -32,7 +32,7 @@ void cli_route_free(struct cli_route **rt)
 {
 	if (!rt || !*rt)
 		return;
-	cli_ring_delete(&(*rt)->ring);
+	place_ring_delete(&(*rt)->ring);
 	free((*rt)->active);
 	free((*rt)->joining);
 	free((*rt)->unknown);
@@ -51,11 +51,11 @@ static int check_config(const struct cli_config *cfg)
 		return rs_seterr(RS_E_PROTO, "configuration %llu: r %u not in "
 				 "1..%u", (unsigned long long)cfg->epoch,
 				 cfg->r, PROTO_CONFIG_MAX_R);
-	if (cfg->vnodes < 1 || cfg->vnodes > CLI_RING_MAX_VNODES)
+	if (cfg->vnodes < 1 || cfg->vnodes > PLACE_RING_MAX_VNODES)
 		return rs_seterr(RS_E_PROTO, "configuration %llu: vnodes %u "
 				 "not in 1..%u", (unsigned long long)cfg->epoch,
-				 cfg->vnodes, CLI_RING_MAX_VNODES);
-	if (cfg->n > PROTO_CONFIG_MAX_MEMBERS || cfg->n > CLI_RING_MAX_NODES)
+				 cfg->vnodes, PLACE_RING_MAX_VNODES);
+	if (cfg->n > PROTO_CONFIG_MAX_MEMBERS || cfg->n > PLACE_RING_MAX_NODES)
 		return rs_seterr(RS_E_PROTO, "configuration %llu: %zu members",
 				 (unsigned long long)cfg->epoch, cfg->n);
 	for (size_t i = 1; i < cfg->n; i++)
@@ -153,7 +153,7 @@ int cli_route_new(struct cli_route **out, const struct cli_config *cfg,
 				(unsigned long long)cfg->epoch);
 		goto out;
 	}
-	ret = cli_ring_new_owned(&rt->ring, names, owner, nact, cfg->vnodes);
+	ret = place_ring_new_owned(&rt->ring, names, owner, nact, cfg->vnodes);
 	if (ret == RS_E_INVAL)
 		ret = RS_E_PROTO; /* the message says what */
 out:
@@ -168,8 +168,8 @@ out:
 unsigned cli_route_replicas(const struct cli_route *rt, uint64_t key,
 			    unsigned *out)
 {
-	return cli_ring_successors(rt->ring, cli_ring_key_hash(key), out,
-				   rt->r);
+	return place_ring_successors(rt->ring, place_ring_key_hash(key), out,
+				     rt->r);
 }
 
 /* Whether a get may READ key's set member b (at index i of the set). */

@@ -4,10 +4,10 @@
  * A node in a cluster answers CONFIG with the configuration it follows
  * (docs/replication.md): an epoch, r, vnodes and the members (id, addr,
  * state), sorted by id. A route is what a client needs of it to place
- * keys: the ring of src/client/ring.c over the ids of the ACTIVE members
+ * keys: the ring of src/place/ring.c over the ids of the ACTIVE members
  * with the configuration's vnodes, whose owners are the client's node
  * indexes, so that the replica set of a key is
- * cli_ring_successors(ring, cli_ring_key_hash(key), out, r) in client node
+ * place_ring_successors(ring, place_ring_key_hash(key), out, r) in client node
  * indexes, primary first: exactly memb_replicas() of
  * src/coord/membership.c mapped through the member list
  * (tests/unit/test_client_route.c checks it).
@@ -38,8 +38,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "client/ring.h"
 #include "common/proto.h"
+#include "place/ring.h"
 
 /* A configuration as the client keeps it (members malloc'ed). */
 struct cli_config {
@@ -62,7 +62,7 @@ struct cli_route {
 	uint64_t epoch;
 	unsigned r;		/* replicas per key, 1..PROTO_CONFIG_MAX_R */
 	size_t nknown;		/* the client's nodes */
-	struct cli_ring *ring;	/* over the ACTIVE members' ids */
+	struct place_ring *ring;	/* over the ACTIVE members' ids */
 	bool *active;		/* [nknown]: the node is an ACTIVE member */
 	size_t nactive;		/* of the known nodes */
 	/* ACTIVE members without a slot (all taken): owner nknown + i */

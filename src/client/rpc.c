@@ -105,7 +105,7 @@ struct rcall {
 			      * (static) or its route's nknown (cluster) */
 	uint64_t trace_id;
 	struct cli_keyed_opts ko;
-	const struct cli_ring *ring; /* keys -> nodes (fold) */
+	const struct place_ring *ring; /* keys -> nodes (fold) */
 	uint64_t epoch;	     /* cluster mode: the route's; 0: static */
 	struct cli_once_slot once; /* seq != 0: an exactly-once write */
 	uint64_t done_below; /* with once.seq: as last read */
@@ -234,7 +234,7 @@ static int fold(struct rcall *r, const size_t *sel, size_t m)
 
 			slot[h] = r->nu++;
 			u->first = i;
-			u->node = cli_ring_node(r->ring, k->key);
+			u->node = place_ring_node(r->ring, k->key);
 			u->tab = (uint32_t)tab_index(r, k->t);
 			u->row = r->in ? r->in[i] : NULL;
 		} else if (r->op == PROTO_OP_PUT) {
@@ -798,7 +798,7 @@ static int remap(struct rcall *r)
 
 		if (!u->sent_stale)
 			continue;
-		node = cli_ring_node(rt->ring, r->keys[u->first].key);
+		node = place_ring_node(rt->ring, r->keys[u->first].key);
 		if (node >= rt->nknown) {
 			u->status = cli_route_unknown(rt, node);
 			u->sent_stale = false;

@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/ring.h"
 #include "common/rs_internal.h"
 #include "coord/membership.h"
+#include "place/ring.h"
 
 #define MEMB_PLACEMENT "ring-xxh3-v1"
 
@@ -522,7 +522,7 @@ out:
 /* ---- placement ---- */
 
 struct memb_placement {
-	struct cli_ring *ring;	/* NULL: no active member */
+	struct place_ring *ring;	/* NULL: no active member */
 	unsigned *map;		/* ring node -> member index */
 	unsigned r;
 };
@@ -553,7 +553,7 @@ static int placement(struct memb_placement **out, const struct memb_config *c,
 			names[n++] = c->m[i].id;
 		}
 	if (n)
-		ret = cli_ring_new(&p->ring, names, n, c->vnodes);
+		ret = place_ring_new(&p->ring, names, n, c->vnodes);
 out:
 	free(names);
 	if (ret)
@@ -578,7 +578,7 @@ void memb_placement_free(struct memb_placement **p)
 {
 	if (!p || !*p)
 		return;
-	cli_ring_delete(&(*p)->ring);
+	place_ring_delete(&(*p)->ring);
 	free((*p)->map);
 	free(*p);
 	*p = NULL;
@@ -586,7 +586,7 @@ void memb_placement_free(struct memb_placement **p)
 
 uint64_t memb_key_hash(uint64_t key)
 {
-	return cli_ring_key_hash(key);
+	return place_ring_key_hash(key);
 }
 
 unsigned memb_replicas(const struct memb_placement *p, uint64_t hash,
@@ -596,8 +596,8 @@ unsigned memb_replicas(const struct memb_placement *p, uint64_t hash,
 
 	if (!p->ring)
 		return 0;
-	n = cli_ring_successors(p->ring, hash, out,
-				p->r < MEMB_MAX_R ? p->r : MEMB_MAX_R);
+	n = place_ring_successors(p->ring, hash, out,
+				  p->r < MEMB_MAX_R ? p->r : MEMB_MAX_R);
 	for (unsigned i = 0; i < n; i++)
 		out[i] = p->map[out[i]];
 	return n;
@@ -622,17 +622,17 @@ bool memb_keeps(const struct memb_placement *act,
 
 size_t memb_ranges(const struct memb_placement *p)
 {
-	return p->ring ? cli_ring_points(p->ring) : 0;
+	return p->ring ? place_ring_points(p->ring) : 0;
 }
 
 unsigned memb_range(const struct memb_placement *p, size_t i,
 		    uint64_t *start, uint64_t *end, unsigned *out)
 {
-	size_t n = cli_ring_points(p->ring);
+	size_t n = place_ring_points(p->ring);
 	unsigned node;
 
-	cli_ring_point(p->ring, i ? i - 1 : n - 1, start, &node);
-	cli_ring_point(p->ring, i, end, &node);
+	place_ring_point(p->ring, i ? i - 1 : n - 1, start, &node);
+	place_ring_point(p->ring, i, end, &node);
 	return memb_replicas(p, *end, out);
 }
 

@@ -19,9 +19,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "client/ring.h"
 #include "client/route.h"
 #include "coord/membership.h"
+#include "place/ring.h"
 #include "recstore/error.h"
 
 #define KEYS 10000
@@ -89,7 +89,7 @@ static void agrees_with_membership(void **state)
 			assert_int_equal(rt->nunknown, 0);
 			for (size_t i = 0; i < n; i++)
 				assert_int_equal(rt->active[i], st[i] == A);
-			assert_int_equal(cli_ring_points(rt->ring),
+			assert_int_equal(place_ring_points(rt->ring),
 					 6 * vn[v]);
 			for (unsigned i = 0; i < KEYS; i++) {
 				uint64_t k = key_at(i);
@@ -104,7 +104,7 @@ static void agrees_with_membership(void **state)
 					assert_true(rt->active[got[j]]);
 				}
 				/* the primary is what calls route by */
-				assert_int_equal(cli_ring_node(rt->ring, k),
+				assert_int_equal(place_ring_node(rt->ring, k),
 						 got[0]);
 				primaries[got[0]]++;
 			}
@@ -116,7 +116,7 @@ static void agrees_with_membership(void **state)
 			assert_null(rt);
 			memb_placement_free(&p);
 		}
-	assert_int_equal(memb_key_hash(12345), cli_ring_key_hash(12345));
+	assert_int_equal(memb_key_hash(12345), place_ring_key_hash(12345));
 }
 
 /* Members "node-00".. of states st (members()), their configuration at
@@ -413,7 +413,7 @@ static void bad_configurations(void **state)
 	c = ok;
 	c.vnodes = 0;
 	assert_int_equal(cli_route_new(&rt, &c, m, 3), RS_E_PROTO);
-	c.vnodes = CLI_RING_MAX_VNODES + 1;
+	c.vnodes = PLACE_RING_MAX_VNODES + 1;
 	assert_int_equal(cli_route_new(&rt, &c, m, 3), RS_E_PROTO);
 	c = ok;
 	c.n = PROTO_CONFIG_MAX_MEMBERS + 1;
@@ -485,29 +485,27 @@ static void ring_owners(void **state)
 	const char *names[] = { "a", "b", "c", "d" };
 	const unsigned owner[] = { 40, 7, 12, 3 };
 	const unsigned twice[] = { 1, 2, 1, 3 };
-	struct cli_ring *plain, *owned;
+	struct place_ring *plain, *owned;
 	unsigned sp[4], so[4];
 
 	(void)state;
-	assert_int_equal(cli_ring_new(&plain, names, 4, 50), 0);
-	assert_int_equal(cli_ring_new_owned(&owned, names, owner, 4, 50), 0);
+	assert_int_equal(place_ring_new(&plain, names, 4, 50), 0);
+	assert_int_equal(place_ring_new_owned(&owned, names, owner, 4, 50), 0);
 	for (unsigned i = 0; i < KEYS; i++) {
-		uint64_t k = key_at(i);
-		unsigned n1 = cli_ring_successors(plain, cli_ring_key_hash(k),
-						  sp, 4);
-		unsigned n2 = cli_ring_successors(owned, cli_ring_key_hash(k),
-						  so, 4);
+		uint64_t k = key_at(i), h = place_ring_key_hash(k);
+		unsigned n1 = place_ring_successors(plain, h, sp, 4);
+		unsigned n2 = place_ring_successors(owned, h, so, 4);
 
 		assert_int_equal(n1, 4);
 		assert_int_equal(n2, 4);
 		for (unsigned j = 0; j < 4; j++)
 			assert_int_equal(so[j], owner[sp[j]]);
-		assert_int_equal(cli_ring_node(owned, k),
-				 owner[cli_ring_node(plain, k)]);
+		assert_int_equal(place_ring_node(owned, k),
+				 owner[place_ring_node(plain, k)]);
 	}
-	cli_ring_delete(&plain);
-	cli_ring_delete(&owned);
-	assert_int_equal(cli_ring_new_owned(&owned, names, twice, 4, 50),
+	place_ring_delete(&plain);
+	place_ring_delete(&owned);
+	assert_int_equal(place_ring_new_owned(&owned, names, twice, 4, 50),
 			 RS_E_INVAL);
 	assert_null(owned);
 }
@@ -568,7 +566,7 @@ static void reader_choice(void **state)
 	for (unsigned i = 0; i < 100; i++) {
 		got = cli_route_reader(rt, key_at(i), 77, ready, 3, &prim);
 		assert_int_equal(got, prim);
-		assert_int_equal(got, cli_ring_node(rt->ring, key_at(i)));
+		assert_int_equal(got, place_ring_node(rt->ring, key_at(i)));
 	}
 	cli_route_free(&rt);
 }

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "client/ring.h"
+#include "place/ring.h"
 #include "common/rs_internal.h"
 
 #define KEY_SEED 0x9e3779b97f4a7c15ull
@@ -27,7 +27,7 @@ struct ring_point {
 			   was padding) */
 };
 
-struct cli_ring {
+struct place_ring {
 	size_t nnodes;
 	size_t npoints;
 	char **names;
@@ -79,25 +79,25 @@ static int check_owners(const unsigned *owner, size_t n)
 	return 0;
 }
 
-int cli_ring_new(struct cli_ring **out, const char *const *names, size_t n,
-		 unsigned vnodes)
+int place_ring_new(struct place_ring **out, const char *const *names, size_t n,
+		   unsigned vnodes)
 {
-	return cli_ring_new_owned(out, names, NULL, n, vnodes);
+	return place_ring_new_owned(out, names, NULL, n, vnodes);
 }
 
-int cli_ring_new_owned(struct cli_ring **out, const char *const *names,
-		       const unsigned *owner, size_t n, unsigned vnodes)
+int place_ring_new_owned(struct place_ring **out, const char *const *names,
+			 const unsigned *owner, size_t n, unsigned vnodes)
 {
-	struct cli_ring *r;
+	struct place_ring *r;
 	int ret;
 
 	*out = NULL;
-	if (n == 0 || n > CLI_RING_MAX_NODES)
+	if (n == 0 || n > PLACE_RING_MAX_NODES)
 		return rs_seterr(RS_E_INVAL, "ring: %zu nodes (1..%d)", n,
-				 CLI_RING_MAX_NODES);
-	if (vnodes == 0 || vnodes > CLI_RING_MAX_VNODES)
+				 PLACE_RING_MAX_NODES);
+	if (vnodes == 0 || vnodes > PLACE_RING_MAX_VNODES)
 		return rs_seterr(RS_E_INVAL, "ring: %u vnodes (1..%d)", vnodes,
-				 CLI_RING_MAX_VNODES);
+				 PLACE_RING_MAX_VNODES);
 	ret = check_names(names, n);
 	if (!ret)
 		ret = check_owners(owner, n);
@@ -141,7 +141,7 @@ free_ring:
 	return rs_seterr(-ENOMEM, "ring: out of memory");
 }
 
-void cli_ring_delete(struct cli_ring **ring)
+void place_ring_delete(struct place_ring **ring)
 {
 	if (!ring || !*ring)
 		return;
@@ -151,7 +151,7 @@ void cli_ring_delete(struct cli_ring **ring)
 	*ring = NULL;
 }
 
-uint64_t cli_ring_key_hash(uint64_t key)
+uint64_t place_ring_key_hash(uint64_t key)
 {
 	unsigned char b[8];
 
@@ -161,7 +161,7 @@ uint64_t cli_ring_key_hash(uint64_t key)
 }
 
 /* Index of the first point with hash >= h (wrapping to 0). */
-static size_t first_at(const struct cli_ring *ring, uint64_t h)
+static size_t first_at(const struct place_ring *ring, uint64_t h)
 {
 	size_t lo = 0, hi = ring->npoints;
 
@@ -176,8 +176,8 @@ static size_t first_at(const struct cli_ring *ring, uint64_t h)
 	return lo == ring->npoints ? 0 : lo;
 }
 
-unsigned cli_ring_successors(const struct cli_ring *ring, uint64_t h,
-			     unsigned *out, unsigned r)
+unsigned place_ring_successors(const struct place_ring *ring, uint64_t h,
+			       unsigned *out, unsigned r)
 {
 	size_t i = first_at(ring, h);
 	unsigned n = 0;
@@ -198,38 +198,24 @@ unsigned cli_ring_successors(const struct cli_ring *ring, uint64_t h,
 	return n;
 }
 
-void cli_ring_point(const struct cli_ring *ring, size_t i, uint64_t *hash,
-		    unsigned *node)
+void place_ring_point(const struct place_ring *ring, size_t i, uint64_t *hash,
+		      unsigned *node)
 {
 	*hash = ring->points[i].hash;
 	*node = ring->points[i].node;
 }
 
-unsigned cli_ring_node(const struct cli_ring *ring, uint64_t key)
+unsigned place_ring_node(const struct place_ring *ring, uint64_t key)
 {
-	uint64_t h = cli_ring_key_hash(key);
-	size_t lo = 0, hi = ring->npoints;
-
-	/* First point with hash >= h. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (ring->points[mid].hash < h)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == ring->npoints)
-		lo = 0;
-	return ring->points[lo].node;
+	return ring->points[first_at(ring, place_ring_key_hash(key))].node;
 }
 
-size_t cli_ring_nodes(const struct cli_ring *ring)
+size_t place_ring_nodes(const struct place_ring *ring)
 {
 	return ring->nnodes;
 }
 
-size_t cli_ring_points(const struct cli_ring *ring)
+size_t place_ring_points(const struct place_ring *ring)
 {
 	return ring->npoints;
 }
