@@ -42,7 +42,7 @@
 #include "ckpt/ckpt.h"
 #include "common/le.h"
 #include "server/srv_repl_int.h"
-#include "value/slab_ckpt.h"
+#include "server/srv_slab_ckpt.h"
 
 void srv_ckpt_init(struct rs_server *s)
 {

@@ -75,9 +75,9 @@
 
 #include "common/le.h"
 #include "server/srv_internal.h"
+#include "server/srv_slab_ckpt.h"
 #include "trace/trace.h"
 #include "value/row_format.h"
-#include "value/slab_ckpt.h"
 #include "value/slab_evict.h"
 
 struct req {

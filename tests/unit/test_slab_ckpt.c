@@ -1,6 +1,6 @@
 /*
- * test_slab_ckpt.c - tables into checkpoint parts and back (src/value/
- * slab_ckpt.c): every key's payload (each dtype) and optimizer state
+ * test_slab_ckpt.c - tables into checkpoint parts and back (src/server/
+ * srv_slab_ckpt.c): every key's payload (each dtype) and optimizer state
  * restored bit for bit into a table of another store, across parts of
  * different partitions; an incremental part (changed rows, deleted keys)
  * applied over a restored base; an export (no state) keeps the state of
@@ -22,10 +22,10 @@
 
 #include "ckpt/ckpt.h"
 #include "common/rs_internal.h"
+#include "server/srv_slab_ckpt.h"
 #include "value/optimizer.h"
 #include "value/row_format.h"
 #include "value/slab.h"
-#include "value/slab_ckpt.h"
 
 #define NKEYS 2000
 #define DIM 12

@@ -1,6 +1,7 @@
 /*
- * slab_ckpt.c - a table's keys into a checkpoint part, and a part's
- * records into a table (docs/checkpoint-format.md).
+ * srv_slab_ckpt.c - a table's keys into a checkpoint part, and a part's
+ * records into a table (docs/checkpoint-format.md; why in the node:
+ * srv_slab_ckpt.h).
  *
  * A row and its optimizer state are taken together under the row's write
  * lock (slab_write_begin, then abort: nothing changes), so each record is
@@ -12,8 +13,8 @@
 #include <string.h>
 
 #include "common/rs_internal.h"
+#include "server/srv_slab_ckpt.h"
 #include "value/slab.h"
-#include "value/slab_ckpt.h"
 
 /* The part's geometry is the table's (dtype, dim, state). */
 static int geom_matches(struct slab_table *t, const struct ckpt_part_desc *d,

@@ -1,9 +1,14 @@
 /*
- * slab_ckpt.h - tables to checkpoint parts and back (node code; the
- * format: src/ckpt/ckpt.h, docs/checkpoint-format.md).
+ * srv_slab_ckpt.h - tables to checkpoint parts and back (the format:
+ * src/ckpt/ckpt.h, docs/checkpoint-format.md). The glue between the slab
+ * store and the checkpoint format lives in the node, above both: the
+ * format reads rows (src/value/row_format.h), so a store that included
+ * the format would make the two folders depend on each other. The
+ * functions keep the slab_ prefix: they work on a table through the
+ * store's own interface (value/slab.h) only.
  */
-#ifndef RS_VALUE_SLAB_CKPT_H
-#define RS_VALUE_SLAB_CKPT_H
+#ifndef RS_SERVER_SRV_SLAB_CKPT_H
+#define RS_SERVER_SRV_SLAB_CKPT_H
 
 #include <stdbool.h>
 #include <stdint.h>
