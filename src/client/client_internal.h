@@ -40,6 +40,7 @@
 #include "client/lcache.h"
 #include "client/rcache.h"
 #include "client/once.h"
+#include "client/peer.h"
 #include "client/route.h"
 #include "ckpt/ckpt.h"
 #include "common/proto.h"
@@ -227,8 +228,6 @@ struct rs_client {
 	atomic_fetch_add_explicit(&(c)->cnt.field, (n), memory_order_relaxed)
 
 /* config.c */
-int cli_parse_node(const char *node, char *host, size_t hostlen,
-		   uint16_t *port);
 int cli_config_copy(struct rs_client_config *dst,
 		    const struct rs_client_config *src);
 void cli_config_release(struct rs_client_config *cfg);
@@ -257,8 +256,6 @@ int cli_cluster_refresh(struct rs_client *c, uint64_t seen, size_t avoid);
  * holds (renewed by a CONFIG round when it ran out). false: read through
  * the RPC, which the primary checks against its epoch. */
 bool cli_cluster_can_read(struct rs_client *c);
-/* A code that says the node is unreachable or its connection broke. */
-bool cli_conn_error(int code);
 /* The client's node count (acquire: nodes[0..count) are initialised). */
 static inline size_t cli_nnodes(const struct rs_client *c)
 {
@@ -289,27 +286,12 @@ static inline void cli_route_drop(struct rs_client *c)
 
 /* wire.c: request/reply exchange on a borrowed context */
 int cli_wire_hello(struct cli_conn *cc);
-/* Send one request built in cc->msg (len bytes) and wait for its reply;
- * *m is the decoded reply (valid until rv_msg_release(raw)). A reply with
- * hdr.status < 0 is returned as that status with its message set. */
-int cli_wire_call(struct cli_conn *cc, size_t len, struct rv_msg *raw,
-		  struct proto_msg *m);
-/* Receive the reply to a request sent earlier with cli_conn_send()
- * (req_id 0: the reply to any request of opcode op; replies to pipelined
- * requests may come in any order, since node workers run in parallel).
- * m->hdr stays valid also when a whole-request error is returned. */
-int cli_wire_recv(struct cli_conn *cc, uint8_t op, uint64_t req_id,
-		  struct rv_msg *raw, struct proto_msg *m);
-void cli_hdr_init(struct proto_hdr *h, uint64_t trace_id, bool sampled);
 /* Ask node n for its configuration (members malloc'ed in *out). A node
  * that answers that it does not know CONFIG (an older node: RS_E_PROTO or
  * RS_E_UNSUPPORTED in an error reply) is not in a cluster: epoch 0.
  * wait_ms: how long to wait for the reply (0: the node's timeout). */
 int cli_wire_config(struct cli_node *n, struct cli_config *out,
 		    unsigned wait_ms);
-/* Fetch the whole directory of node n into a malloc'ed array. */
-int cli_wire_dir(struct cli_node *n, struct proto_table_info **out,
-		 uint32_t *count, uint64_t *generation);
 
 /* table.c */
 int cli_table_refresh(struct rs_table *t);

@@ -7,7 +7,7 @@
 
 #include <stdatomic.h>
 
-#include "client/client_internal.h"
+#include "client/peer.h"
 #include "coord/membership.h"
 #include "server/srv_internal.h"
 
