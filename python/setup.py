@@ -4,21 +4,22 @@
 
 What pyproject.toml cannot say is here: the version and the C extension.
 
-The version comes from one place, include/recstore/version.h of this
-source tree (RS_VERSION_MAJOR/_MINOR/_PATCH, the lines the top
-CMakeLists.txt reads for the project version). The build writes it into
-the package as recstore/_version.py (recstore.__version__), as
-python/CMakeLists.txt does for build/python.
+The version comes from one place, the project(recstore VERSION x.y.z)
+line of this source tree's top CMakeLists.txt (which also generates
+recstore/version.h from it). The build writes it into the package as
+recstore/_version.py (recstore.__version__), as python/CMakeLists.txt
+does for build/python.
 
 The extension recstore._native (recstore/_native.c) links the client
 library librecstore-client, found
   1. in the CMake build tree named by RECSTORE_BUILD_DIR, when it is set:
      that tree's librecstore-client.so, the headers of the source tree it
-     was configured from (its CMakeCache.txt says which), and an rpath to
-     the tree; or else
+     was configured from (its CMakeCache.txt says which) and the tree's
+     generated include/, and an rpath to the tree; or else
   2. installed (cmake --install): pkg-config recstore-client gives its
-     includedir and libdir (PKG_CONFIG_PATH for a prefix pkg-config does
-     not search); an rpath to libdir unless it is a system one.
+     include directories and libdir (PKG_CONFIG_PATH for a prefix
+     pkg-config does not search); an rpath to libdir unless it is a
+     system one.
 Neither: the build stops and says how to give one. The library's headers
 must be of this version's major and at least its minor (docs/client.md,
 "ABI rules").
@@ -33,34 +34,48 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE_INCLUDE = os.path.join(os.path.dirname(HERE), "include")
-VERSION_PY = ("# Generated from include/recstore/version.h when the package "
-              "is built.\n__version__ = \"%s\"\n")
+TOP_CMAKE = os.path.join(os.path.dirname(HERE), "CMakeLists.txt")
+VERSION_PY = ("# Generated from the project version when the package is "
+              "built.\n__version__ = \"%s\"\n")
 
 
 def fail(msg):
     raise SystemExit("error: recstore: " + msg)
 
 
-def header_version(include):
-    """(major, minor, patch) of include/recstore/version.h."""
-    path = os.path.join(include, "recstore", "version.h")
+def project_version(path):
+    """(major, minor, patch) of the project(recstore VERSION ...) line."""
     try:
         with open(path) as f:
             text = f.read()
     except OSError as e:
         fail("cannot read %s (%s): build the package from the RecStore "
              "source tree" % (path, e.strerror))
-    parts = []
-    for part in ("MAJOR", "MINOR", "PATCH"):
-        m = re.search(r"^#define RS_VERSION_%s ([0-9]+)$" % part, text, re.M)
-        if not m:
-            fail("%s has no line '#define RS_VERSION_%s N'" % (path, part))
-        parts.append(int(m.group(1)))
-    return tuple(parts)
+    m = re.search(r"^project\(recstore VERSION ([0-9]+)\.([0-9]+)\.([0-9]+)"
+                  r"[ )]", text, re.M)
+    if not m:
+        fail("%s has no line 'project(recstore VERSION X.Y.Z ...'" % path)
+    return tuple(int(g) for g in m.groups())
 
 
-VERSION = header_version(SOURCE_INCLUDE)
+def header_version(includes):
+    """(major, minor, patch) of the first recstore/version.h in includes."""
+    for include in includes:
+        path = os.path.join(include, "recstore", "version.h")
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            continue
+        parts = [re.search(r"^#define RS_VERSION_%s ([0-9]+)$" % part, text,
+                           re.M) for part in ("MAJOR", "MINOR", "PATCH")]
+        if not all(parts):
+            fail("%s has no lines '#define RS_VERSION_* N'" % path)
+        return tuple(int(m.group(1)) for m in parts)
+    fail("no recstore/version.h in %s" % " ".join(includes))
+
+
+VERSION = project_version(TOP_CMAKE)
 
 
 def cmake_cache(build_dir, key):
@@ -74,7 +89,7 @@ def cmake_cache(build_dir, key):
 
 
 def from_build_tree(build_dir):
-    """(include dir, lib dir, rpath dirs) of a CMake build tree."""
+    """(include dirs, lib dir, rpath dirs) of a CMake build tree."""
     d = os.path.abspath(os.path.expanduser(build_dir))
     where = "RECSTORE_BUILD_DIR=%s" % build_dir
     if not os.path.isfile(os.path.join(d, "CMakeCache.txt")):
@@ -86,7 +101,7 @@ def from_build_tree(build_dir):
            or cmake_cache(d, "CMAKE_HOME_DIRECTORY"))
     if not src:
         fail("%s: its CMakeCache.txt does not name the source tree" % where)
-    return os.path.join(src, "include"), d, [d]
+    return [os.path.join(d, "include"), os.path.join(src, "include")], d, [d]
 
 
 def pkg_config(*args):
@@ -119,19 +134,24 @@ def from_pkg_config():
              "pkgconfig) or name a CMake build tree:\n"
              "  RECSTORE_BUILD_DIR=/path/to/build python3 -m pip install "
              "--no-build-isolation ./python" % why)
+    # the build tree's .pc adds its generated include/; pkg-config drops
+    # system directories from --cflags, hence includedir after them
+    cflags, _ = pkg_config("--cflags-only-I")
+    includes = [f[2:] for f in (cflags or "").split() if f.startswith("-I")]
     system = re.match(r"^/(usr/)?lib(32|64)?(/[^/]*-linux-[^/]*)?/?$",
                       os.path.realpath(libdir))
-    return include, libdir, [] if system else [libdir]
+    return includes + [include], libdir, [] if system else [libdir]
 
 
 class BuildExt(build_ext):
     def build_extensions(self):
         build_dir = os.environ.get("RECSTORE_BUILD_DIR")
         if build_dir:
-            include, libdir, rpath = from_build_tree(build_dir)
+            includes, libdir, rpath = from_build_tree(build_dir)
         else:
-            include, libdir, rpath = from_pkg_config()
-        have = header_version(include)
+            includes, libdir, rpath = from_pkg_config()
+        have = header_version(includes)
+        include = " ".join(includes)
         if have[0] != VERSION[0] or have[1] < VERSION[1]:
             fail("the client library in %s has headers of version %d.%d.%d "
                  "(%s); this package is %d.%d.%d and needs a library of "
@@ -147,7 +167,7 @@ class BuildExt(build_ext):
                                     "RECSTORE_BUILD_DIR" if build_dir
                                     else "pkg-config"))
         for ext in self.extensions:
-            ext.include_dirs += [include, numpy.get_include()]
+            ext.include_dirs += includes + [numpy.get_include()]
             ext.library_dirs.append(libdir)
             ext.runtime_library_dirs += rpath
         super().build_extensions()

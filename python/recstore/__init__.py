@@ -16,8 +16,8 @@ library: rows move through numpy views of torch CPU tensors without copies,
 and the GIL is released while a call waits for the network. See
 docs/python.md.
 
-recstore.__version__ is the project's version (include/recstore/version.h
-of the tree the package was built from); recstore.version() is the
+recstore.__version__ is the project's version (the top CMakeLists.txt of
+the tree the package was built from); recstore.version() is the
 version of the client library loaded at run time. The core (Client, Table,
 CheckpointReader, the error codes) needs numpy only; the torch modules
 (JaggedFeatures, EmbeddingBagCollection, ...) are imported on first use.

@@ -62,12 +62,6 @@ RS_EXPORT const char *rs_version(void)
 	return RS_VERSION_STRING;
 }
 
-/* The build's version (CMakeLists.txt reads it from recstore/version.h). */
-_Static_assert(RS_VERSION_MAJOR == RS_BUILD_MAJOR &&
-	       RS_VERSION_MINOR == RS_BUILD_MINOR &&
-	       RS_VERSION_PATCH == RS_BUILD_PATCH,
-	       "recstore/version.h and the build disagree on the version");
-
 RS_EXPORT int rs_check_version(unsigned major, unsigned minor)
 {
 	if (major != RS_VERSION_MAJOR || minor > RS_VERSION_MINOR ||

@@ -1,8 +1,8 @@
 """The recstore package built and installed by pip, and used without torch.
 
-No RDMA device. A copy of the source tree's python/ and include/ (so that
-setuptools' build/ and egg-info do not land in the source tree) is
-installed with Debian's pip and setuptools, offline:
+No RDMA device. A copy of the source tree's python/, include/ and top
+CMakeLists.txt (so that setuptools' build/ and egg-info do not land in the
+source tree) is installed with Debian's pip and setuptools, offline:
 
     pip install --no-build-isolation --no-deps --no-index --target DIR .
 
@@ -10,8 +10,8 @@ once against the CMake build tree (RECSTORE_BUILD_DIR) and once through
 pkg-config (the build tree's pkgconfig-build/recstore-client.pc, whose
 libdir is the tree: the same rpath case as an installed library outside
 the system directories). Each is imported from DIR in a fresh interpreter:
-recstore.__version__ is include/recstore/version.h's version and the
-distribution's. Without a library the build stops with a message that says
+recstore.__version__ is the project version of the top CMakeLists.txt and
+the distribution's. Without a library the build stops with a message that says
 how to give one. In an interpreter where `import torch` raises ImportError
 the core imports and works, and the torch names raise an ImportError that
 names torch.
@@ -46,12 +46,11 @@ sys.meta_path.insert(0, _NoTorch())
 """
 
 
-def header_version():
-    with open(os.path.join(SOURCE, "include", "recstore", "version.h")) as f:
+def project_version():
+    with open(os.path.join(SOURCE, "CMakeLists.txt")) as f:
         text = f.read()
-    return ".".join(re.search(r"^#define RS_VERSION_%s ([0-9]+)$" % p, text,
-                              re.M).group(1)
-                    for p in ("MAJOR", "MINOR", "PATCH"))
+    return re.search(r"^project\(recstore VERSION ([0-9.]+)[ )]", text,
+                     re.M).group(1)
 
 
 class Packaging(unittest.TestCase):
@@ -65,8 +64,9 @@ class Packaging(unittest.TestCase):
                         os.path.join(src, "python"), ignore=skip)
         shutil.copytree(os.path.join(SOURCE, "include"),
                         os.path.join(src, "include"))
+        shutil.copy(os.path.join(SOURCE, "CMakeLists.txt"), src)
         cls.pkg = os.path.join(src, "python")
-        cls.version = header_version()
+        cls.version = project_version()
         cls.site = os.path.join(cls.tmp, "site-build-tree")
         out = cls.pip(cls.site, RECSTORE_BUILD_DIR=BUILD)
         assert "Successfully installed recstore-" + cls.version in out, out
@@ -118,7 +118,7 @@ class Packaging(unittest.TestCase):
             assert isinstance(recstore.__version__, str)
             assert recstore.__version__ == %r, recstore.__version__
             assert importlib.metadata.version("recstore") == %r
-            # the library this build tree made, of the same version.h
+            # the library this build tree made, of the same version
             assert recstore.version() == recstore.__version__
             # with torch, the torch names resolve (imported on first use)
             assert recstore.EmbeddingBagCollection is \\
