@@ -13,6 +13,7 @@
 #ifndef RECSTORE_ERROR_H
 #define RECSTORE_ERROR_H
 
+#include "recstore/log.h"
 #include "recstore/version.h"
 
 #ifdef __cplusplus

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "client/client_internal.h"
+#include "common/log.h"
 #include "common/rs_internal.h"
 #include "place/ring.h"
 
@@ -287,8 +288,8 @@ RS_EXPORT int rs_client_config_set_credentials_file(
 	if (ret)
 		return ret;
 	if (world)
-		fprintf(stderr, "recstore: warning: secret file %s may be "
-			"read by other users (chmod 600 it)\n", path);
+		rs_log(RS_LOG_WARNING, "warning: secret file %s may be read "
+		       "by other users (chmod 600 it)", path);
 	ret = rs_client_config_set_credentials(cfg, key_id, secret, len);
 	sodium_memzero(secret, sizeof(secret));
 	return ret;

@@ -30,6 +30,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "common/log.h"
 #include "common/rs_internal.h"
 #include "coord/membership.h"
 
@@ -84,7 +85,7 @@ static void say(struct memb_agent *a, const char *fmt, ...)
 	if (a->log)
 		a->log(a->log_arg, line);
 	else
-		fprintf(stderr, "coord: %s\n", line);
+		rs_log_from("coord", RS_LOG_NOTICE, "%s", line);
 }
 
 int memb_agent_new(struct memb_agent **out, struct coord *c,

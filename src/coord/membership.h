@@ -263,7 +263,8 @@ struct memb_agent_opts {
 	int64_t lease_s;	/* registration TTL */
 	bool decide;		/* may become the decider */
 	struct memb_policy policy;
-	/* log lines (already rate-limited by the agent); NULL: stderr */
+	/* log lines (already rate-limited by the agent); NULL: the
+	 * library's log (common/log.h, prefix "coord") */
 	void (*log)(void *arg, const char *line);
 	void *log_arg;
 	/* Called from the agent's thread (or tick's caller) with every

@@ -254,7 +254,7 @@ static void spare_start_locked(struct rs_server *s)
 	w->srv = s;
 	w->idx = g->nthreads;
 	if (!w->reply && !(w->reply = malloc(s->reply_limit))) {
-		srv_log("spare worker: out of memory: receiving waits for a "
+		srv_warn("spare worker: out of memory: receiving waits for a "
 			"write's backups");
 		return;
 	}
@@ -262,7 +262,7 @@ static void spare_start_locked(struct rs_server *s)
 	ret = pthread_create(&w->thr, NULL, worker_main, w);
 	if (ret) {
 		g->nthreads--;
-		srv_log("spare worker: pthread_create: %s: receiving waits "
+		srv_warn("spare worker: pthread_create: %s: receiving waits "
 			"for a write's backups", strerror(ret));
 		return;
 	}
@@ -439,9 +439,9 @@ static void srv_debug_handling(struct srv_conn *c, int d)
 	unsigned n = atomic_fetch_add(&c->handling, (unsigned)d) + (unsigned)d;
 
 	if (d > 0 && n > c->srv->conn_cap) {
-		fprintf(stderr, "recstore-node: %u messages of connection %"
-			PRIu64 " handled at once, over the cap of %u\n", n,
-			c->id, c->srv->conn_cap);
+		rs_log_from("recstore-node", RS_LOG_FATAL, "%u messages of "
+			    "connection %" PRIu64 " handled at once, over "
+			    "the cap of %u", n, c->id, c->srv->conn_cap);
 		abort();
 	}
 }
@@ -746,7 +746,7 @@ static void on_event(struct rs_server *s, const struct rv_event *ev)
 	case RV_EV_CONNECTED:
 		c = conn_of(s, ev->conn, true);
 		if (!c) {
-			srv_log_peer("out of memory: closing a new "
+			srv_warn_peer("out of memory: closing a new "
 				     "connection");
 			rv_conn_close(&(struct rv_conn *){ ev->conn });
 		}
@@ -1008,7 +1008,7 @@ static int worker_recv(struct srv_worker *w)
 	w->bhead = 0;
 	w->blen = n > 0 ? (unsigned)n : 0;
 	if (n < 0 && n != RS_E_TIMEOUT) {
-		srv_log("worker %u: receive failed: %s", w->idx,
+		srv_log_at(RS_LOG_ERROR, "worker %u: receive failed: %s", w->idx,
 			rs_errormsg());
 		s->fatal = n;
 		rs_server_stop(s);
@@ -1155,7 +1155,8 @@ static int run_loop(struct rs_server *s, int ep)
 		while ((ret = rv_listener_event(s->l, &ev, 0)) == 0)
 			on_event(s, &ev);
 		if (ret != RS_E_TIMEOUT) {
-			srv_log("listener failed: %s", rs_errormsg());
+			srv_log_at(RS_LOG_ERROR, "listener failed: %s",
+				   rs_errormsg());
 			return ret;
 		}
 		parked_tick(s);
@@ -1326,7 +1327,7 @@ static int open_all(struct rs_server *s)
 		return ret;
 	ret = srv_numa_init(&s->numa, s->caps.name, NULL, NULL);
 	if (ret)
-		srv_log("warning: %s", rs_errormsg());
+		srv_warn("warning: %s", rs_errormsg());
 	else if (s->numa.nnodes > 1)
 		srv_log("numa: %s", s->numa.why);
 	if ((ret = srv_metrics_init(s)))

@@ -93,7 +93,7 @@ void srv_auth_announce(struct rs_server *s)
 	unsigned n[AUTH_ROLE_ADMIN + 1] = { 0 };
 
 	if (!s->auth_on) {
-		srv_log("no credentials configured: any peer that reaches %s "
+		srv_warn("no credentials configured: any peer that reaches %s "
 			"is admin; use only on a trusted network",
 			s->listen_addr);
 		return;
@@ -134,7 +134,7 @@ static void log_refusal(unsigned why, const void *priv, size_t len)
 	    len == AUTH_REQ_LEN)
 		snprintf(key, sizeof(key), " of key %u",
 			 le_ld32((const uint8_t *)priv + 4));
-	srv_log("connect request refused: credentials%s %s (%" PRIu64 " more "
+	srv_warn("connect request refused: credentials%s %s (%" PRIu64 " more "
 		"refusals not logged)", key, auth_why_name(why), skipped);
 	skipped = 0;
 }

@@ -64,7 +64,7 @@ int srv_coord_start(struct rs_server *s)
 	if (ret)
 		return srv_err(ret, "coord: %s", rs_errormsg());
 	if (world)
-		srv_log("warning: coord.password_file %s may be read by other "
+		srv_warn("warning: coord.password_file %s may be read by other "
 			"users (chmod 600 it)", o->coord_sec.password_file);
 	ret = memb_agent_new(&s->agent, s->coord, &ao);
 	if (!ret) {

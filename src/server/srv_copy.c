@@ -989,7 +989,7 @@ void srv_copy_run(struct rs_server *s)
 			return;	/* the next configuration plans again */
 		atomic_fetch_add(&rp->copy_failures, 1);
 		if (!attempt++ || rs_mono_ms() - logged >= 60000u) {
-			srv_log("repl: epoch %" PRIu64 ": copying ranges in "
+			srv_warn("repl: epoch %" PRIu64 ": copying ranges in "
 				"failed (%s; %s), retrying every %u ms",
 				g->c.epoch, rs_errormsg(), rs_strerror(ret),
 				COPY_RETRY_MS);
@@ -1038,7 +1038,7 @@ void srv_copy_tables(struct rs_server *s)
 	if (ret && !newer_waits(rp)) {
 		/* the next REPL of the table asks again; not before a while */
 		atomic_fetch_add(&rp->copy_failures, 1);
-		srv_log_peer("repl: epoch %" PRIu64 ": tables missing here: "
+		srv_warn_peer("repl: epoch %" PRIu64 ": tables missing here: "
 			     "copying them failed (%s; %s)", g->c.epoch,
 			     rs_errormsg(), rs_strerror(ret));
 		retry_wait(rp);

@@ -129,7 +129,7 @@ static bool sweep_cluster(struct rs_server *s, struct srv_table *t,
 	slab_ev_count_ttl(t->st, sink.n);
 	if (ret) {
 		srv_evr_add(s, t->id, keys, sink.n);
-		srv_log_peer("eviction: table '%s': %u expired rows: the "
+		srv_warn_peer("eviction: table '%s': %u expired rows: the "
 			     "backups did not acknowledge their deletion "
 			     "(%s); resent later", t->spec.name, sink.n,
 			     rs_strerror(ret));
@@ -187,7 +187,7 @@ void srv_evict_want(struct rs_server *s)
 {
 	s->evict_want = true;
 	if (s->evict_ready && sweep_start(s))
-		srv_log("warning: eviction: %s (TTLs and the access clock "
+		srv_warn("warning: eviction: %s (TTLs and the access clock "
 			"stand still)", rs_errormsg());
 }
 

@@ -136,7 +136,7 @@ void srv_evr_add(struct rs_server *s, uint32_t table_id,
 	pthread_mutex_unlock(&e->lock);
 	if (lost) {
 		atomic_fetch_add(&e->dropped, lost);
-		srv_log_peer("eviction: %u deletions that did not reach a "
+		srv_warn_peer("eviction: %u deletions that did not reach a "
 			     "backup cannot be kept for a resend (%u pending "
 			     "at most): those rows may come back at a backup "
 			     "that becomes their primary", lost, SRV_EVR_MAX);
@@ -259,7 +259,7 @@ void srv_evr_tick(struct rs_server *s, uint64_t epoch)
 	if (ret) {
 		atomic_fetch_add(&e->failed_rounds, 1);
 		evr_backoff(e, now);
-		srv_log_peer("eviction: resending %u deletions to the backups "
+		srv_warn_peer("eviction: resending %u deletions to the backups "
 			     "failed (%s); retrying in %u ms", m,
 			     rs_strerror(ret), e->backoff_ms);
 		return;
@@ -270,7 +270,7 @@ void srv_evr_tick(struct rs_server *s, uint64_t epoch)
 	atomic_fetch_add(&e->abandoned, gone);
 	evr_consume(e, m);
 	if (gone)
-		srv_log_peer("eviction: %" PRIu64 " deletions not resent: "
+		srv_warn_peer("eviction: %" PRIu64 " deletions not resent: "
 			     "this node is no longer the keys' primary",
 			     gone);
 }

@@ -317,7 +317,7 @@ int srv_table_grow(struct srv_tables *r, const char *name, uint64_t capacity,
 		atomic_store(&t->grow_after_ns,
 			     rs_mono_ns() + SRV_GROW_RETRY_MS * 1000000ull);
 		atomic_fetch_add(&r->grow_refusals, 1);
-		srv_log_peer("table '%s': growth to %" PRIu64 " rows failed: "
+		srv_warn_peer("table '%s': growth to %" PRIu64 " rows failed: "
 			     "%s", name, target, rs_errormsg());
 	}
 	if (!ret) {

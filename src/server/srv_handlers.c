@@ -1210,7 +1210,7 @@ static void once_body(struct req *r, const struct srv_once_tag *tag)
 	}
 	ret = srv_once_add(&s->repl.once, tag, tid, keys, st, n);
 	if (ret)	/* out of memory only: the bounds were checked */
-		srv_log_peer("exactly-once: %s: resends of this call may be "
+		srv_warn_peer("exactly-once: %s: resends of this call may be "
 			     "applied again", rs_errormsg());
 }
 
@@ -1667,7 +1667,7 @@ static void grow_now(struct req *r)
 	memcpy(name, t->spec.name, sizeof(name));
 	srv_table_put(t);
 	if (srv_table_grow(&r->s->tables, name, r->nkeys, r->grow_gen, NULL))
-		srv_log_peer("table '%s': automatic growth: %s", name,
+		srv_warn_peer("table '%s': automatic growth: %s", name,
 			     rs_errormsg());
 }
 

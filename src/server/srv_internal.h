@@ -44,6 +44,7 @@
 #include <hwloc.h>
 
 #include "common/auth.h"
+#include "common/log.h"
 #include "common/proto.h"
 #include "common/ratelimit.h"
 #include "common/rs_internal.h"
@@ -986,8 +987,17 @@ struct rs_server {
 int srv_err(int code, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* Log a line to stderr: "recstore-server: ..." */
-void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * The node's log lines (src/common/log.h): "recstore-server: ..." on
+ * stderr unless the program installed a log function. srv_log is a
+ * notice (what happened: a table created, an epoch adopted), srv_warn a
+ * warning (what needs a look); srv_log_at names the level (RS_LOG_ERROR
+ * for a part of the node that stopped).
+ */
+#define SRV_LOG_PREFIX "recstore-server"
+#define srv_log_at(level, ...) rs_log_from(SRV_LOG_PREFIX, level, __VA_ARGS__)
+#define srv_log(...) srv_log_at(RS_LOG_NOTICE, __VA_ARGS__)
+#define srv_warn(...) srv_log_at(RS_LOG_WARNING, __VA_ARGS__)
 
 /* Lines a peer can cause (bad requests, dropped connections, protocol
  * violations, table changes it asks for) go through a limiter of their
@@ -995,7 +1005,18 @@ void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * "(K similar lines suppressed)" on the next line let through. */
 #define SRV_LOG_BURST 10
 #define SRV_LOG_INTERVAL_NS (10ull * 1000000000ull)
-struct rs_ratelimit;
+#define srv_log_limited_at(rl, level, ...)                                \
+	rs_log_limited_from(rl, SRV_LOG_BURST, SRV_LOG_INTERVAL_NS,         \
+			    SRV_LOG_PREFIX, level, __VA_ARGS__)
+#define srv_log_limited(rl, ...)                                          \
+	srv_log_limited_at(rl, RS_LOG_NOTICE, __VA_ARGS__)
+#define srv_log_peer_at(level, ...)                                       \
+	do {                                                              \
+		static struct rs_ratelimit srv_rl_;                       \
+		srv_log_limited_at(&srv_rl_, level, __VA_ARGS__);         \
+	} while (0)
+#define srv_log_peer(...) srv_log_peer_at(RS_LOG_NOTICE, __VA_ARGS__)
+#define srv_warn_peer(...) srv_log_peer_at(RS_LOG_WARNING, __VA_ARGS__)
 
 /* Membership (srv_coord.c): with coord_endpoints set, register the node
  * in etcd and keep it registered from a thread of its own; a no-op
@@ -1003,12 +1024,5 @@ struct rs_ratelimit;
  * retries). srv_coord_stop leaves the cluster (revokes the lease). */
 int srv_coord_start(struct rs_server *s);
 void srv_coord_stop(struct rs_server *s);
-void srv_log_limited(struct rs_ratelimit *rl, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-#define srv_log_peer(...)                                                 \
-	do {                                                              \
-		static struct rs_ratelimit srv_rl_;                       \
-		srv_log_limited(&srv_rl_, __VA_ARGS__);                   \
-	} while (0)
 
 #endif

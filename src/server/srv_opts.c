@@ -248,7 +248,7 @@ int srv_opts_add_key_file(struct srv_opts *o, const char *field,
 		return srv_err(ret == RS_E_INVAL ? ret : RS_E_INVAL,
 			       "%s.secret_file: %s", field, rs_errormsg());
 	if (world)
-		srv_log("warning: %s.secret_file %s may be read by other "
+		srv_warn("warning: %s.secret_file %s may be read by other "
 			"users (chmod 600 it)", field, path);
 	ret = srv_opts_add_key(o, field, id, role, secret, len);
 	sodium_memzero(secret, sizeof(secret));

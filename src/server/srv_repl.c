@@ -474,8 +474,9 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 	bool drained;
 
 	if (!g)
-		srv_log("repl: epoch %" PRIu64 ": out of memory; writes stay "
-			"refused until the next configuration", c->epoch);
+		srv_log_at(RS_LOG_ERROR, "repl: epoch %" PRIu64 ": out of "
+			   "memory; writes stay refused until the next "
+			   "configuration", c->epoch);
 	atomic_store(&rp->adopting, true);
 	pthread_rwlock_wrlock(&rp->lock);
 	adopt_test_hold(c->epoch);
@@ -521,7 +522,7 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 	atomic_store(&rp->adopting, false);
 	cfg_free(old, true);
 	if (!g)
-		srv_log("repl: epoch %" PRIu64 " not adopted%s%s: writes are "
+		srv_warn("repl: epoch %" PRIu64 " not adopted%s%s: writes are "
 			"refused", c->epoch, why[0] ? ": " : "", why);
 	else
 		srv_log("repl: epoch %" PRIu64 " adopted: %zu members, r %u, "
@@ -605,7 +606,8 @@ void srv_repl_adopt(struct rs_server *s, const struct memb_config *c)
 	atomic_store(&rp->seen, c->epoch);
 	if (!copy || memb_config_copy(copy, c)) {
 		free(copy);
-		srv_log("repl: epoch %" PRIu64 ": out of memory", c->epoch);
+		srv_log_at(RS_LOG_ERROR, "repl: epoch %" PRIu64 ": out of "
+			   "memory", c->epoch);
 		return;
 	}
 	pthread_mutex_lock(&rp->plock);
@@ -1126,7 +1128,7 @@ static void keep_bound(struct rs_server *s, struct srv_peer *p,
 	}
 	if (dropped) {
 		atomic_fetch_add(&s->repl.dropped_records, dropped);
-		srv_log_peer("repl: backup '%s': %" PRIu64 " records of failed "
+		srv_warn_peer("repl: backup '%s': %" PRIu64 " records of failed "
 			     "writes dropped (over %llu MiB kept to send "
 			     "again): its rows of those keys may differ until "
 			     "they are written again, and a resend of those "
@@ -1165,7 +1167,7 @@ static void peer_shipped(struct rs_server *s, struct srv_peer *p,
 	p->busy_ms = 0;
 	if (ret) {
 		p->failed++;
-		srv_log_peer("repl: backup '%s': %s (%s); %s", p->id, why,
+		srv_warn_peer("repl: backup '%s': %s (%s); %s", p->id, why,
 			     rs_strerror(ret), ret == RS_E_FULL
 			     ? "the writes of its keys that need a new row there "
 			       "fail with RS_E_FULL until it has room"

@@ -439,7 +439,7 @@ void srv_metrics_table_add(struct rs_server *s, struct srv_table *t)
 			       "Rows a table evicted, by cause",
 			       rd_table_ev_ttl, t, "table", t->spec.name,
 			       "cause", "ttl", NULL))))
-		srv_log_peer("warning: metrics of table '%s': %s",
+		srv_warn_peer("warning: metrics of table '%s': %s",
 			     t->spec.name, rs_errormsg());
 }
 

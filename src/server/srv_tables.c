@@ -477,13 +477,13 @@ static int spec_from_record(struct srv_tables *r, struct slab_table *st,
 		return 0;
 	if (srv_spec_decode(rec, (size_t)len, s) ||
 	    strcmp(s->name, slab_table_name(st))) {
-		srv_log("warning: table '%s' in the pool %s: its catalog "
+		srv_warn("warning: table '%s' in the pool %s: its catalog "
 			"record is not a table spec", slab_table_name(st),
 			pool);
 		return 0;
 	}
 	if (shape_check(st, s, "catalog record", pool)) {
-		srv_log("warning: %s", rs_errormsg());
+		srv_warn("warning: %s", rs_errormsg());
 		return 0;
 	}
 	return 1;
@@ -533,10 +533,10 @@ static int spec_resolve(struct srv_tables *r, const struct srv_opts *o,
 				 "serve it", slab_table_name(st), pool);
 	} else {
 		if (k >= 0)
-			srv_log("warning: %s; using the pool's shape",
+			srv_warn("warning: %s; using the pool's shape",
 				rs_errormsg());
 		spec_guess(st, spec);
-		srv_log("warning: table '%s' in the pool %s has no catalog "
+		srv_warn("warning: table '%s' in the pool %s has no catalog "
 			"entry: serving it with optimizer %s and default "
 			"parameters", spec->name, pool,
 			optim_kind_name(spec->optim.kind));
