@@ -23,6 +23,12 @@
  *    child's garbage collection leaves the parent's resources alone.
  *  - close() refuses while calls run in other threads; a closed client's
  *    tables raise.
+ *  - The library's log lines (recstore/log.h) go to the logger "recstore"
+ *    of Python's logging, from whichever thread wrote them: the function
+ *    takes the GIL (PyGILState_Ensure), which is safe because every call
+ *    that waits for a library thread releases it. At interpreter exit
+ *    (atexit, before threads and modules are torn down) the library goes
+ *    back to stderr.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -37,6 +43,7 @@
 
 #include "recstore/client.h"
 #include "recstore/error.h"
+#include "recstore/log.h"
 
 static PyObject *RsError;
 
@@ -1809,6 +1816,108 @@ static struct PyModuleDef moddef = {
 	mod_methods, NULL, NULL, NULL, NULL,
 };
 
+/* ---- The library's log lines, to logging.getLogger("recstore") ---- */
+
+static PyObject *py_logger;	/* strong reference, for the module's life */
+
+static int log_py_level(enum rs_log_level level)
+{
+	/* logging has no NOTICE: a node's notices are what INFO means */
+	static const int map[] = {
+		[RS_LOG_FATAL] = 50, [RS_LOG_ERROR] = 40,
+		[RS_LOG_WARNING] = 30, [RS_LOG_NOTICE] = 20,
+		[RS_LOG_INFO] = 20, [RS_LOG_DEBUG] = 10,
+	};
+
+	return (unsigned)level < sizeof(map) / sizeof(map[0]) ? map[level]
+							     : 40;
+}
+
+static int py_finalizing(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return Py_IsFinalizing();
+#else
+	return _Py_IsFinalizing();
+#endif
+}
+
+/* logger.log(level, "%s", msg, extra={rs_file, rs_line, rs_func}); an
+ * exception of the caller's stays pending, one of logging's is reported
+ * as unraisable (a log line cannot fail the call that wrote it). */
+static void log_call(int level, const char *file, int line, const char *func,
+		     const char *msg)
+{
+	PyObject *type, *value, *tb, *r = NULL;
+	PyObject *extra = Py_BuildValue("{s:s,s:i,s:s}", "rs_file", file,
+					"rs_line", line, "rs_func", func);
+	PyObject *kw = extra ? Py_BuildValue("{s:O}", "extra", extra) : NULL;
+	PyObject *args = Py_BuildValue("(iss)", level, "%s", msg);
+	PyObject *meth = PyObject_GetAttrString(py_logger, "log");
+
+	PyErr_Fetch(&type, &value, &tb);
+	if (kw && args && meth)
+		r = PyObject_Call(meth, args, kw);
+	if (!r)
+		PyErr_WriteUnraisable(py_logger);
+	Py_XDECREF(r);
+	Py_XDECREF(meth);
+	Py_XDECREF(args);
+	Py_XDECREF(kw);
+	Py_XDECREF(extra);
+	PyErr_Restore(type, value, tb);
+}
+
+static void log_to_python(enum rs_log_level level, const char *file,
+			  int line, const char *func, const char *msg)
+{
+	PyGILState_STATE g;
+
+	/* a line racing the interpreter's end is dropped: PyGILState_Ensure
+	 * must not be called then */
+	if (!py_logger || py_finalizing())
+		return;
+	g = PyGILState_Ensure();
+	log_call(log_py_level(level), file, line, func, msg);
+	PyGILState_Release(g);
+}
+
+static PyObject *mod_log_detach(PyObject *m, PyObject *unused)
+{
+	(void)m;
+	(void)unused;
+	rs_set_log_function(NULL);
+	Py_RETURN_NONE;
+}
+
+static PyMethodDef log_detach_def = {
+	"_log_detach", mod_log_detach, METH_NOARGS,
+	"the library's log lines back to stderr",
+};
+
+/* Installs log_to_python and, at exit, its removal. */
+static int log_attach(void)
+{
+	PyObject *logging = PyImport_ImportModule("logging");
+	PyObject *atexit = logging ? PyImport_ImportModule("atexit") : NULL;
+	PyObject *detach = PyCFunction_New(&log_detach_def, NULL);
+	PyObject *r = NULL;
+
+	if (atexit && detach)
+		r = PyObject_CallMethod(atexit, "register", "O", detach);
+	if (r)
+		py_logger = PyObject_CallMethod(logging, "getLogger", "s",
+						"recstore");
+	Py_XDECREF(r);
+	Py_XDECREF(detach);
+	Py_XDECREF(atexit);
+	Py_XDECREF(logging);
+	if (!py_logger)
+		return -1;
+	rs_set_log_function(log_to_python);
+	return 0;
+}
+
 static int add_codes(PyObject *m)
 {
 	static const struct {
@@ -1864,7 +1973,7 @@ PyMODINIT_FUNC PyInit__native(void)
 		"code) and .message.",
 		PyExc_RuntimeError, NULL);
 	if (!RsError || PyModule_AddObject(m, "Error", RsError) ||
-	    add_codes(m))
+	    add_codes(m) || log_attach())
 		goto fail;
 	Py_INCREF(RsError);
 	Py_INCREF(&ClientType);

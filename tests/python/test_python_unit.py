@@ -11,8 +11,10 @@ against a memory node over Soft-RoCE.
 Run: PYTHONPATH=build/python python3 tests/python/test_python_unit.py
 """
 
+import logging
 import os
 import sys
+import tempfile
 import threading
 import unittest
 
@@ -442,6 +444,32 @@ def _cached_configs(spec, nbytes, staleness, only=None):
         if only is None or cf.name in only:
             cf.cache_bytes, cf.cache_staleness = nbytes, staleness
     return cfgs
+
+
+class LogLines(unittest.TestCase):
+    """The library's log lines reach logging's "recstore" logger."""
+
+    def test_library_warning_reaches_logging(self):
+        # a secret file others can read: the client config warns about it
+        # before the connect fails (here: no device, no node)
+        fd, path = tempfile.mkstemp(prefix="rs-py-secret-")
+        try:
+            os.write(fd, b"0123456789abcdef0123\n")
+            os.close(fd)
+            os.chmod(path, 0o644)
+            with self.assertLogs("recstore", level="WARNING") as cm:
+                with self.assertRaises(recstore.Error):
+                    recstore.Client("127.0.0.1:1", key_id=1,
+                                    secret_file=path, timeout_ms=100)
+        finally:
+            os.unlink(path)
+        self.assertEqual(len(cm.records), 1)
+        r = cm.records[0]
+        self.assertEqual(r.levelno, logging.WARNING)
+        self.assertEqual(r.getMessage(), "warning: secret file %s may be "
+                         "read by other users (chmod 600 it)" % path)
+        self.assertTrue(r.rs_file.endswith("src/client/config.c"), r.rs_file)
+        self.assertEqual(r.rs_func, "rs_client_config_set_credentials_file")
 
 
 class RowCache(unittest.TestCase):
