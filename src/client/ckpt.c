@@ -550,7 +550,8 @@ static int restore_part(struct rs_client *c, const char *dir,
 
 	snprintf(path, sizeof(path), "%s/%s", dir, e->parts[pi].file);
 	ckpt_part_desc_for(m, t, pi, &d);
-	rc = row_geom_init(&g, dim, e->spec.dtype + 1, 0, 0);
+	rc = row_geom_init(&g, dim, row_dtype_from_proto(e->spec.dtype), 0,
+			   0);
 	rows.keys = calloc(RESTORE_BATCH, sizeof(*rows.keys));
 	rows.in = calloc(RESTORE_BATCH, sizeof(*rows.in));
 	rows.rows = malloc((size_t)RESTORE_BATCH * rows.width * sizeof(float));

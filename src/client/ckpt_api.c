@@ -229,7 +229,9 @@ RS_EXPORT int rs_ckpt_reader_open(struct rs_ckpt_reader **out,
 	}
 	for (uint32_t i = 0; !ret && i < r->m->ntables; i++)
 		ret = row_geom_init(&r->t[i].g, r->m->tables[i].spec.dim,
-				    r->m->tables[i].spec.dtype + 1, 0, 0);
+				    row_dtype_from_proto(
+					    r->m->tables[i].spec.dtype),
+				    0, 0);
 	if (ret) {
 		rs_ckpt_reader_close(&r);
 		return ret;

@@ -24,14 +24,16 @@ static int geom_matches(struct slab_table *t, const struct ckpt_part_desc *d,
 
 	slab_table_geom(t, &tg);
 	*g = tg.rows;
-	if (d->dim != g->dim || d->dtype + 1 != g->dtype ||
+	if (d->dim != g->dim ||
+	    row_dtype_from_proto(d->dtype) != g->dtype ||
 	    (d->with_state && d->state_floats != slab_table_state_floats(t)))
 		return rs_seterr(RS_E_DIM, "%s: table '%s' holds dim %u %s "
 				 "with %u state floats, the part dim %u %s "
 				 "with %u", what, slab_table_name(t), g->dim,
 				 row_dtype_name(g->dtype),
 				 slab_table_state_floats(t), d->dim,
-				 row_dtype_name(d->dtype + 1),
+				 row_dtype_name(
+					 row_dtype_from_proto(d->dtype)),
 				 d->state_floats);
 	return 0;
 }

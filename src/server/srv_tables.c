@@ -49,13 +49,10 @@
 #include "index/pet_format.h"
 #include "server/config.h"
 #include "server/srv_internal.h"
+#include "value/optimizer.h"
+#include "value/row_format.h"
 #include "value/slab_evict.h"
 
-
-static unsigned row_dtype_of(uint32_t proto_dtype)
-{
-	return proto_dtype + 1; /* PROTO_DTYPE_FP32 (0) -> ROW_F32 (1) ... */
-}
 
 static void table_info_fill(struct srv_table *t)
 {
@@ -214,7 +211,7 @@ static int spec_to_cfg(const struct srv_tables *r,
 	memset(c, 0, sizeof(*c));
 	c->name = s->name;
 	c->dim = s->dim;
-	c->dtype = row_dtype_of(s->dtype);
+	c->dtype = row_dtype_from_proto(s->dtype);
 	c->capacity = s->capacity;
 	c->state_floats = (uint32_t)optim_state_floats(s->optim.kind, s->dim);
 	c->index_load = r->index_load;
@@ -410,7 +407,7 @@ static void spec_guess(struct slab_table *st, struct proto_table_spec *s)
 	memset(s, 0, sizeof(*s));
 	snprintf(s->name, sizeof(s->name), "%s", slab_table_name(st));
 	s->dim = g.rows.dim;
-	s->dtype = g.rows.dtype - 1;
+	s->dtype = row_dtype_to_proto(g.rows.dtype);
 	s->capacity = g.rows.nrows;
 	for (uint32_t k = 0; k < OPTIM_KIND_COUNT; k++)
 		if (optim_state_floats(k, s->dim) == sf) {
@@ -434,7 +431,7 @@ static int shape_check(struct slab_table *st, const struct proto_table_spec *s,
 		return rs_seterr(RS_E_INVAL, "%s.dim: %u does not match table "
 				 "'%s' in the pool %s (dim %u)", what, s->dim,
 				 s->name, pool, g.rows.dim);
-	if (g.rows.dtype != row_dtype_of(s->dtype))
+	if (g.rows.dtype != row_dtype_from_proto(s->dtype))
 		return rs_seterr(RS_E_INVAL, "%s.dtype: %s does not match "
 				 "table '%s' in the pool %s (%s)", what,
 				 proto_dtype_name(s->dtype), s->name, pool,

@@ -40,6 +40,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/proto.h"
+
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the row layout is little-endian"
 #endif
@@ -59,6 +61,21 @@
 #define ROW_W_META 3
 
 enum row_dtype { ROW_F32 = 1, ROW_F16 = 2, ROW_BF16 = 3 };
+/* The row header's dtype is the wire's (enum proto_dtype, = enum rs_dtype)
+ * plus one, so that 0 in a slab_table_cfg means "the default"; these two
+ * are the only conversions. */
+_Static_assert(ROW_F32 == PROTO_DTYPE_FP32 + 1 &&
+		       ROW_F16 == PROTO_DTYPE_FP16 + 1 &&
+		       ROW_BF16 == PROTO_DTYPE_BF16 + 1,
+	       "enum row_dtype is enum proto_dtype + 1");
+static inline unsigned row_dtype_from_proto(uint32_t proto_dtype)
+{
+	return proto_dtype + 1;
+}
+static inline uint32_t row_dtype_to_proto(unsigned row_dtype)
+{
+	return row_dtype - 1;
+}
 /* ROW_PENDING: written by an insert whose index slot does not exist yet;
  * no reader accepts it (it becomes LIVE only once the index points at it,
  * or a tombstone if the insert loses). */

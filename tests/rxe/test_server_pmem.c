@@ -45,6 +45,8 @@
 
 #include "server/srv_catalog.h"
 #include "server_harness.h"
+#include "value/initializer.h"
+#include "value/optimizer.h"
 #include "value/slab_int.h"
 
 #define DIM 16
@@ -374,7 +376,8 @@ static void legacy_pool(const struct proto_table_spec *s, bool layout2)
 	struct slab_store_cfg sc = {.path = g_pool, .size = 64ull << 20,
 				    .flags = SLAB_F_SPARSE};
 	struct slab_table_cfg tc = {
-		.name = s->name, .dim = s->dim, .dtype = s->dtype + 1,
+		.name = s->name, .dim = s->dim,
+		.dtype = row_dtype_from_proto(s->dtype),
 		.capacity = s->capacity,
 		.state_floats = (uint32_t)optim_state_floats(s->optim.kind,
 							     s->dim)};

@@ -166,7 +166,7 @@ static void desc_of(struct slab_table *t, const uint8_t id[CKPT_ID_BYTES],
 	memcpy(d->id, id, CKPT_ID_BYTES);
 	d->part = part;
 	d->dim = DIM;
-	d->dtype = g.rows.dtype - 1;
+	d->dtype = row_dtype_to_proto(g.rows.dtype);
 	d->optim_kind = slab_table_state_floats(t) == 2 * DIM + 1 ?
 				OPTIM_ADAM :
 			slab_table_state_floats(t) == DIM ? OPTIM_ADAGRAD :
