@@ -24,7 +24,7 @@
 
 #include "ckpt/ckpt_int.h"
 #include "common/rs_internal.h"
-#include "value/initializer.h"
+#include "common/spec_json.h"
 #include "value/optimizer.h"
 #include "value/row_format.h"
 
@@ -106,24 +106,34 @@ static json_t *hex64(uint64_t v)
 	return json_string(b);
 }
 
+/* An optimizer or initializer object: "type", then the field table's
+ * members (common/spec_json.h). */
+static json_t *params_json(enum spec_group g, const char *type,
+			   const void *params)
+{
+	json_t *o = json_pack("{s:s}", SPEC_JSON_KIND, type);
+
+	if (o && spec_params_to_json(o, g, params)) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 static json_t *spec_json(const struct ckpt_table_entry *e)
 {
 	const struct proto_table_spec *s = &e->spec;
 
 	return json_pack(
-		"{s:s, s:i, s:s, s:I, s:{s:s, s:i, s:f, s:f, s:f, s:f, s:f, "
-		"s:f}, s:{s:s, s:f, s:f, s:f, s:o}, s:i}",
-		"name", s->name, "dim", (int)s->dim, "dtype",
-		proto_dtype_name(s->dtype), "capacity", (json_int_t)s->capacity,
-		"optimizer", "type", optim_kind_name(s->optim.kind), "flags",
-		(int)s->optim.flags, "lr", (double)s->optim.lr, "eps",
-		(double)s->optim.eps, "beta1", (double)s->optim.beta1, "beta2",
-		(double)s->optim.beta2, "weight_decay",
-		(double)s->optim.weight_decay, "initial_accumulator",
-		(double)s->optim.initial_accumulator, "initializer", "type",
-		init_kind_name(s->init.kind), "value", (double)s->init.value,
-		"a", (double)s->init.a, "std", (double)s->init.std, "seed",
-		hex64(s->init.seed), "state_floats", (int)e->state_floats);
+		"{s:s, s:i, s:s, s:I, s:o, s:o, s:i}", "name", s->name, "dim",
+		(int)s->dim, "dtype", proto_dtype_name(s->dtype), "capacity",
+		(json_int_t)s->capacity, "optimizer",
+		params_json(SPEC_G_OPTIM, optim_kind_name(s->optim.kind),
+			    &s->optim),
+		"initializer",
+		params_json(SPEC_G_INIT, init_kind_name(s->init.kind),
+			    &s->init),
+		"state_floats", (int)e->state_floats);
 }
 
 /* Does the table have settings of manifest version 2 (growth, eviction)? */
@@ -308,7 +318,7 @@ static int bad(struct mctx *c, const char *where, const char *what)
 static void bad_field(struct mctx *c, const char *where, const char *key,
 		      const char *what)
 {
-	char w[160];
+	char w[256];
 
 	snprintf(w, sizeof(w), "%s.%s", where, key);
 	bad(c, w, what);
@@ -323,17 +333,6 @@ static uint64_t get_u64(struct mctx *c, json_t *o, const char *key,
 	    (uint64_t)json_integer_value(v) <= max)
 		return (uint64_t)json_integer_value(v);
 	bad_field(c, where, key, "missing, or not an integer in range");
-	return 0;
-}
-
-static float get_f32(struct mctx *c, json_t *o, const char *key,
-		     const char *where)
-{
-	json_t *v = json_object_get(o, key);
-
-	if (json_is_number(v))
-		return (float)json_number_value(v);
-	bad_field(c, where, key, "missing, or not a number");
 	return 0;
 }
 
@@ -429,6 +428,29 @@ static void v2_from_json(struct mctx *c, json_t *jt,
 	}
 }
 
+/* The optimizer (g SPEC_G_OPTIM) or initializer object o of table
+ * `where`: its type (or the catalog's "kind"), then the field table's
+ * members. */
+static void params_from_json(struct mctx *c, json_t *o, enum spec_group g,
+			     void *params, const char *where)
+{
+	const char *sect = g == SPEC_G_OPTIM ? "optimizer" : "initializer";
+	const char *type = spec_kind_from_json(o), *key;
+	char w[160];
+	int k;
+
+	snprintf(w, sizeof(w), "%s.%s", where, sect);
+	if (!type)
+		bad_field(c, w, SPEC_JSON_KIND, "missing, or not a string");
+	k = g == SPEC_G_OPTIM ? optim_kind_parse(type) : init_kind_parse(type);
+	if (type && k < 0)
+		bad(c, w, "unknown type");
+	if (spec_params_from_json(o, g, params, &key))
+		bad_field(c, w, key, "missing, or of the wrong type");
+	/* the kind is the struct's first member in both groups */
+	*(uint32_t *)params = k < 0 ? 0 : (uint32_t)k;
+}
+
 static void table_from_json(struct mctx *c, json_t *jt,
 			    struct ckpt_table_entry *e, const char *where)
 {
@@ -439,6 +461,9 @@ static void table_from_json(struct mctx *c, json_t *jt,
 	const char *name = get_str(c, jt, "name", where);
 	char w[160];
 	int k;
+
+	if (!ji) /* the catalog's spelling, accepted as an alias */
+		ji = json_object_get(jt, "init");
 
 	if (strlen(name) > PROTO_NAME_MAX ||
 	    proto_name_check("name", name, strlen(name)))
@@ -457,28 +482,8 @@ static void table_from_json(struct mctx *c, json_t *jt,
 		bad(c, where, "optimizer or initializer missing");
 		return;
 	}
-	snprintf(w, sizeof(w), "%s.optimizer", where);
-	k = optim_kind_parse(get_str(c, jo, "type", w));
-	if (k < 0)
-		bad(c, w, "unknown type");
-	s->optim.kind = k < 0 ? 0 : (uint32_t)k;
-	s->optim.flags = (uint32_t)get_u64(c, jo, "flags", UINT32_MAX, w);
-	s->optim.lr = get_f32(c, jo, "lr", w);
-	s->optim.eps = get_f32(c, jo, "eps", w);
-	s->optim.beta1 = get_f32(c, jo, "beta1", w);
-	s->optim.beta2 = get_f32(c, jo, "beta2", w);
-	s->optim.weight_decay = get_f32(c, jo, "weight_decay", w);
-	s->optim.initial_accumulator =
-		get_f32(c, jo, "initial_accumulator", w);
-	snprintf(w, sizeof(w), "%s.initializer", where);
-	k = init_kind_parse(get_str(c, ji, "type", w));
-	if (k < 0)
-		bad(c, w, "unknown type");
-	s->init.kind = k < 0 ? 0 : (uint32_t)k;
-	s->init.value = get_f32(c, ji, "value", w);
-	s->init.a = get_f32(c, ji, "a", w);
-	s->init.std = get_f32(c, ji, "std", w);
-	s->init.seed = get_hex64(c, ji, "seed", w);
+	params_from_json(c, jo, SPEC_G_OPTIM, &s->optim, where);
+	params_from_json(c, ji, SPEC_G_INIT, &s->init, where);
 	e->state_floats = (uint32_t)get_u64(c, jt, "state_floats",
 					    2u * ROW_MAX_DIM + 1, where);
 	if (!c->rc &&

@@ -26,6 +26,8 @@
 #include "client/client_internal.h"
 #include "common/abi.h"
 #include "common/rs_internal.h"
+#include "common/spec_fields.h"
+#include "value/initializer.h"
 #include "value/row_format.h"
 
 /* ---- growable structs (common/abi.h): every size each has had ---- */
@@ -50,19 +52,21 @@ static const struct rs_abi_type nstats_abi = ABI_TYPE(rs_node_stats,
 
 /*
  * The fields that struct rs_table_spec (public), struct proto_table_spec
- * (wire) and struct optim_params (kernels) share by name, listed once:
- * FIELDS(X, dst, src) expands to X(dst, src, field) for each.
+ * (wire) and struct optim_params (kernels) share by name: the
+ * hyper-parameters from the spec's field table (common/spec_fields.h),
+ * the rest listed here. FIELDS(X, dst, src) expands to X(dst, src, field)
+ * for each.
  */
 #define COPY_FIELD(dst, src, f) (dst)->f = (src)->f;
+#define COPY_ROW(ds, f, ...) SPEC_CALL(COPY_FIELD, SPEC_UNPAREN ds, f)
 #define OPTIM_FIELDS(X, dst, src)                                      \
-	X(dst, src, kind) X(dst, src, flags) X(dst, src, lr)           \
-	X(dst, src, eps) X(dst, src, beta1) X(dst, src, beta2)         \
-	X(dst, src, weight_decay) X(dst, src, initial_accumulator)
+	X(dst, src, kind) SPEC_OPTIM_PARAMS(COPY_ROW, (dst, src))
+#define INIT_FIELDS(X, dst, src)                                       \
+	X(dst, src, kind) SPEC_INIT_PARAMS(COPY_ROW, (dst, src))
 #define SPEC_FIELDS(X, dst, src)                                       \
 	X(dst, src, dim) X(dst, src, dtype) X(dst, src, capacity)      \
 	OPTIM_FIELDS(X, &(dst)->optim, &(src)->optim)                  \
-	X(dst, src, init.kind) X(dst, src, init.value)                 \
-	X(dst, src, init.a) X(dst, src, init.std) X(dst, src, init.seed) \
+	INIT_FIELDS(X, &(dst)->init, &(src)->init)                     \
 	X(dst, src, evict.policy) X(dst, src, evict.admit_after)         \
 	X(dst, src, evict.max_rows) X(dst, src, evict.ttl_s)
 
@@ -255,7 +259,7 @@ static int tloc_fill(struct cli_tloc *l, const struct proto_table_info *in)
 		      in->index.slots == PET_SLOTS &&
 		      in->index.nbuckets >= 2 && in->rows.row_bytes &&
 		      row_geom_init(&l->rgeom, in->spec.dim,
-				    in->spec.dtype + 1,
+				    row_dtype_from_proto(in->spec.dtype),
 				    in->rows.bytes / in->rows.row_bytes,
 				    (uint16_t)in->id) == 0 &&
 		      l->rgeom.stride == in->rows.row_bytes;

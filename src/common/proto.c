@@ -29,6 +29,7 @@
 #include "common/le.h"
 #include "common/proto.h"
 #include "common/rs_internal.h"
+#include "common/spec_fields.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define HOST_LE 1
@@ -917,7 +918,9 @@ static int enc_spec_check(const struct proto_table_spec *s, size_t *nlen)
  * The fixed parts of a table spec and a table info, in wire order, each
  * written once: F(type, member, name) is a field of that wire type, Z(n,
  * name) n reserved zero bytes. The encoder and the decoder below expand
- * the same list, so they cannot disagree on order or width.
+ * the same list, so they cannot disagree on order or width. The
+ * hyper-parameters come from the spec's field table, whose rows are in
+ * wire order.
  */
 #define SPEC_FIELDS(F, Z)                                              \
 	F(u32, dim, "dim")                                             \
@@ -926,17 +929,12 @@ static int enc_spec_check(const struct proto_table_spec *s, size_t *nlen)
 	F(u8, init.kind, "initializer.type")                           \
 	F(u8, wire_flags, "spec flags")                                \
 	F(u64, capacity, "capacity")                                   \
-	F(u32, optim.flags, "optimizer.flags")                         \
-	F(f32, optim.lr, "optimizer.lr")                               \
-	F(f32, optim.eps, "optimizer.eps")                             \
-	F(f32, optim.beta1, "optimizer.beta1")                         \
-	F(f32, optim.beta2, "optimizer.beta2")                         \
-	F(f32, optim.weight_decay, "optimizer.weight_decay")           \
-	F(f32, optim.initial_accumulator, "optimizer.initial_accumulator") \
-	F(f32, init.value, "initializer.value")                        \
-	F(f32, init.a, "initializer.a")                                \
-	F(f32, init.std, "initializer.std")                            \
-	F(u64, init.seed, "initializer.seed")
+	SPEC_OPTIM_PARAMS(SPEC_WIRE_OPTIM, F)                          \
+	SPEC_INIT_PARAMS(SPEC_WIRE_INIT, F)
+
+/* a row of the field table (common/spec_fields.h) as a wire field */
+#define SPEC_WIRE_OPTIM(F, n, type, ...) F(type, optim.n, "optimizer." #n)
+#define SPEC_WIRE_INIT(F, n, type, ...) F(type, init.n, "initializer." #n)
 
 #define INFO_FIELDS(F, Z)                                              \
 	F(u32, id, "id")                                               \

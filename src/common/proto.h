@@ -48,8 +48,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "value/initializer.h"
-#include "value/optimizer.h"
+#include "common/spec.h"
 
 #define PROTO_MAGIC 0x31505352u /* bytes 'R' 'S' 'P' '1' */
 #define PROTO_VERSION 1

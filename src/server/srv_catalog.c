@@ -33,30 +33,21 @@
 
 #include <jansson.h>
 
+#include "common/spec_json.h"
 #include "server/srv_catalog.h"
 
-static json_t *optim_to_json(const struct optim_params *p)
+/* An optimizer or initializer object: its kind under the catalog's
+ * "kind" (older nodes read only that), then the field table's members. */
+static json_t *params_to_json(enum spec_group g, const char *kind,
+			      const void *params)
 {
-	const char *kind = optim_kind_name(p->kind);
+	json_t *o = json_pack("{s:s}", SPEC_JSON_KIND_OLD, kind ? kind : "?");
 
-	return json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f}",
-			 "kind", kind ? kind : "?", "flags",
-			 (json_int_t)p->flags, "lr", (double)p->lr, "eps",
-			 (double)p->eps, "beta1", (double)p->beta1, "beta2",
-			 (double)p->beta2, "weight_decay",
-			 (double)p->weight_decay, "initial_accumulator",
-			 (double)p->initial_accumulator);
-}
-
-static json_t *init_to_json(const struct init_params *p)
-{
-	const char *kind = init_kind_name(p->kind);
-	char seed[24];
-
-	snprintf(seed, sizeof(seed), "%016" PRIx64, p->seed);
-	return json_pack("{s:s, s:f, s:f, s:f, s:s}", "kind",
-			 kind ? kind : "?", "value", (double)p->value, "a",
-			 (double)p->a, "std", (double)p->std, "seed", seed);
+	if (o && spec_params_to_json(o, g, params)) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 json_t *srv_spec_to_json(const struct proto_table_spec *s)
@@ -68,8 +59,11 @@ json_t *srv_spec_to_json(const struct proto_table_spec *s)
 	j = json_pack("{s:s, s:I, s:s, s:I, s:o, s:o}", "name", s->name,
 		      "dim", (json_int_t)s->dim, "dtype", dt ? dt : "?",
 		      "capacity", (json_int_t)s->capacity, "optimizer",
-		      optim_to_json(&s->optim), "init",
-		      init_to_json(&s->init));
+		      params_to_json(SPEC_G_OPTIM,
+				     optim_kind_name(s->optim.kind), &s->optim),
+		      "init", params_to_json(SPEC_G_INIT,
+					     init_kind_name(s->init.kind),
+					     &s->init));
 	if ((j && s->grow_log2 &&
 	     json_object_set_new(j, "grow_log2",
 				 json_integer((json_int_t)s->grow_log2))) ||
@@ -118,28 +112,39 @@ static int hex64(const char *s, uint64_t *out)
 	return errno || *end ? -1 : 0;
 }
 
-/* Read a number field as float (json real or integer). */
-static int num_field(json_t *o, const char *key, float *out)
+/* The "optimizer" and "init" objects (the config's spellings "type" and
+ * "initializer" are read too). 0 or -1. */
+static int params_from_json(json_t *j, struct proto_table_spec *s)
 {
-	json_t *v = json_object_get(o, key);
+	json_t *opt = json_object_get(j, "optimizer");
+	json_t *ini = json_object_get(j, "init");
+	const char *bad;
+	int ko, ki;
 
-	if (!json_is_number(v))
+	if (!ini)
+		ini = json_object_get(j, "initializer");
+	if (!json_is_object(opt) || !json_is_object(ini))
 		return -1;
-	*out = (float)json_number_value(v);
+	ko = optim_kind_parse(spec_kind_from_json(opt));
+	ki = init_kind_parse(spec_kind_from_json(ini));
+	if (ko < 0 || ki < 0 ||
+	    spec_params_from_json(opt, SPEC_G_OPTIM, &s->optim, &bad) ||
+	    spec_params_from_json(ini, SPEC_G_INIT, &s->init, &bad))
+		return -1;
+	s->optim.kind = (uint32_t)ko;
+	s->init.kind = (uint32_t)ki;
 	return 0;
 }
 
 int srv_spec_from_json(json_t *j, struct proto_table_spec *s)
 {
-	json_t *opt, *ini;
-	const char *name, *dtype, *okind, *ikind, *seed;
-	json_int_t dim, cap, flags;
+	const char *name, *dtype;
+	json_int_t dim, cap;
 	int k;
 
 	memset(s, 0, sizeof(*s));
-	if (json_unpack(j, "{s:s, s:I, s:s, s:I, s:o, s:o}", "name", &name,
-			"dim", &dim, "dtype", &dtype, "capacity", &cap,
-			"optimizer", &opt, "init", &ini))
+	if (json_unpack(j, "{s:s, s:I, s:s, s:I}", "name", &name, "dim", &dim,
+			"dtype", &dtype, "capacity", &cap))
 		return -1;
 	if (strlen(name) > PROTO_NAME_MAX || dim < 1 || dim > PROTO_MAX_DIM ||
 	    cap < 1)
@@ -156,34 +161,9 @@ int srv_spec_from_json(json_t *j, struct proto_table_spec *s)
 		s->grow_log2 = (uint8_t)json_integer_value(g);
 	}
 	k = proto_dtype_parse(dtype);
-	if (k < 0)
+	if (k < 0 || params_from_json(j, s))
 		return -1;
 	s->dtype = (uint32_t)k;
-	if (json_unpack(opt, "{s:s, s:I}", "kind", &okind, "flags", &flags))
-		return -1;
-	k = optim_kind_parse(okind);
-	if (k < 0)
-		return -1;
-	s->optim.kind = (uint32_t)k;
-	s->optim.flags = (uint32_t)flags;
-	if (num_field(opt, "lr", &s->optim.lr) ||
-	    num_field(opt, "eps", &s->optim.eps) ||
-	    num_field(opt, "beta1", &s->optim.beta1) ||
-	    num_field(opt, "beta2", &s->optim.beta2) ||
-	    num_field(opt, "weight_decay", &s->optim.weight_decay) ||
-	    num_field(opt, "initial_accumulator",
-		      &s->optim.initial_accumulator))
-		return -1;
-	if (json_unpack(ini, "{s:s, s:s}", "kind", &ikind, "seed", &seed))
-		return -1;
-	k = init_kind_parse(ikind);
-	if (k < 0 || hex64(seed, &s->init.seed))
-		return -1;
-	s->init.kind = (uint32_t)k;
-	if (num_field(ini, "value", &s->init.value) ||
-	    num_field(ini, "a", &s->init.a) ||
-	    num_field(ini, "std", &s->init.std))
-		return -1;
 	return evict_from_json(json_object_get(j, "eviction"), &s->evict);
 }
 

@@ -77,6 +77,8 @@
 #include "server/srv_internal.h"
 #include "server/srv_slab_ckpt.h"
 #include "trace/trace.h"
+#include "value/initializer.h"
+#include "value/optimizer.h"
 #include "value/row_format.h"
 #include "value/slab_evict.h"
 

@@ -23,55 +23,6 @@
 
 #define GOLDEN 0x9e3779b97f4a7c15ull
 
-static const char *const kind_names[INIT_KIND_COUNT] = {
-	[INIT_ZEROS] = "zeros",
-	[INIT_CONSTANT] = "constant",
-	[INIT_UNIFORM] = "uniform",
-	[INIT_NORMAL] = "normal",
-};
-
-const char *init_kind_name(uint32_t kind)
-{
-	return kind < INIT_KIND_COUNT ? kind_names[kind] : NULL;
-}
-
-int init_kind_parse(const char *name)
-{
-	for (uint32_t k = 0; name && k < INIT_KIND_COUNT; k++)
-		if (strcmp(name, kind_names[k]) == 0)
-			return (int)k;
-	return rs_seterr(RS_E_INVAL, "unknown initializer '%s' (expected "
-			 "zeros, constant, uniform or normal)",
-			 name ? name : "(null)");
-}
-
-int init_params_default(struct init_params *p, uint32_t kind)
-{
-	if (kind >= INIT_KIND_COUNT)
-		return rs_seterr(RS_E_INVAL, "unknown initializer kind %u",
-				 kind);
-	*p = (struct init_params){
-		.kind = kind, .value = 0.0f, .a = 0.01f, .std = 0.01f,
-		.seed = 0,
-	};
-	return 0;
-}
-
-int init_params_validate(const struct init_params *p)
-{
-	if (p->kind >= INIT_KIND_COUNT)
-		return rs_seterr(RS_E_INVAL,
-				 "type: unknown initializer kind %u", p->kind);
-	if (!isfinite(p->value))
-		return rs_seterr(RS_E_INVAL, "value: must be a finite number");
-	if (!isfinite(p->a) || p->a < 0)
-		return rs_seterr(RS_E_INVAL, "a: must be a finite number >= 0");
-	if (!isfinite(p->std) || p->std < 0)
-		return rs_seterr(RS_E_INVAL,
-				 "std: must be a finite number >= 0");
-	return 0;
-}
-
 static inline uint64_t splitmix(uint64_t base, uint32_t i)
 {
 	uint64_t z = base + ((uint64_t)i + 1) * GOLDEN;

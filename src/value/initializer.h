@@ -20,32 +20,7 @@
 
 #include <stdint.h>
 
-enum init_kind {
-	INIT_ZEROS = 0,
-	INIT_CONSTANT = 1,
-	INIT_UNIFORM = 2,
-	INIT_NORMAL = 3,
-	INIT_KIND_COUNT
-};
-
-struct init_params {
-	uint32_t kind; /* enum init_kind */
-	float value;   /* INIT_CONSTANT: every element, finite */
-	float a;       /* INIT_UNIFORM: bound, elements in [-a, a], a >= 0 */
-	float std;     /* INIT_NORMAL: standard deviation (mean 0), >= 0 */
-	uint64_t seed; /* INIT_UNIFORM / INIT_NORMAL: table seed */
-};
-
-/* "zeros", "constant", "uniform", "normal"; NULL if unknown.
- * init_kind_parse(): kind, or RS_E_INVAL with a message. */
-const char *init_kind_name(uint32_t kind);
-int init_kind_parse(const char *name);
-
-/* Defaults for kind: value 0, a 0.01, std 0.01, seed 0. 0 or RS_E_INVAL. */
-int init_params_default(struct init_params *p, uint32_t kind);
-
-/* 0, or RS_E_INVAL with a message naming the field ("a: must be ..."). */
-int init_params_validate(const struct init_params *p);
+#include "common/spec.h" /* enum init_kind, struct init_params */
 
 /* Write the initial value of key's row into row[dim]. p must have passed
  * init_params_validate() (an unknown kind writes zeros). */

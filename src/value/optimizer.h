@@ -35,45 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum optim_kind {
-	OPTIM_SGD = 0,
-	OPTIM_ADAGRAD = 1,
-	OPTIM_ROWWISE_ADAGRAD = 2,
-	OPTIM_ADAM = 3,
-	OPTIM_KIND_COUNT
-};
-
-/* optim_params.flags */
-#define OPTIM_F_DECOUPLED 0x1u /* decoupled weight decay (AdamW style) */
-#define OPTIM_F_ALL OPTIM_F_DECOUPLED
-
-/*
- * Hyper-parameters of one table. Fields a kind does not use are ignored
- * by the kernels (but still validated, so that defaults stay sane).
- */
-struct optim_params {
-	uint32_t kind;		   /* enum optim_kind */
-	uint32_t flags;		   /* OPTIM_F_* */
-	float lr;		   /* learning rate, > 0 */
-	float eps;		   /* denominator term, > 0 */
-	float beta1;		   /* Adam first moment decay, [0, 1) */
-	float beta2;		   /* Adam second moment decay, [0, 1) */
-	float weight_decay;	   /* >= 0; see the head comment */
-	float initial_accumulator; /* Adagrad / row-wise G0, >= 0 */
-};
-
-/* Name of a kind ("sgd", "adagrad", "rowwise_adagrad", "adam"); NULL if
- * unknown. optim_kind_parse() is its inverse: kind or RS_E_INVAL. */
-const char *optim_kind_name(uint32_t kind);
-int optim_kind_parse(const char *name);
-
-/* Fill *p with the documented defaults of `kind` (docs/optimizers.md).
- * Returns 0 or RS_E_INVAL for an unknown kind. */
-int optim_params_default(struct optim_params *p, uint32_t kind);
-
-/* 0 if every field is in range, else RS_E_INVAL with a message naming the
- * field (e.g. "lr: must be a finite number > 0"). */
-int optim_params_validate(const struct optim_params *p);
+#include "common/spec.h" /* enum optim_kind, struct optim_params */
 
 /* 4-byte slots of optimizer state per row of dimension dim (0 for SGD and
  * for unknown kinds). */
