@@ -37,6 +37,8 @@
 
 #include "common/auth.h"
 #include "common/rs_internal.h"
+#include "common/spec.h"
+#include "common/spec_fields.h"
 #include "server/config.h"
 
 struct ctx {
@@ -429,28 +431,67 @@ static int get_seed(struct ctx *c, json_t *obj, const char *key,
 
 /* ---- tables ---- */
 
-/* optimizer fields, and which kinds use them (bit per kind) */
-#define OPT_BIT(k) (1u << (k))
-#define OPT_ALL ((1u << OPTIM_KIND_COUNT) - 1)
-#define OPT_ADAGRADS \
-	(OPT_BIT(OPTIM_ADAGRAD) | OPT_BIT(OPTIM_ROWWISE_ADAGRAD))
-static const struct {
-	const char *name;
-	unsigned kinds;
-} optim_fields[] = {
-	{ "type", OPT_ALL },
-	{ "lr", OPT_ALL },
-	{ "weight_decay", OPT_ALL },
-	{ "decoupled_weight_decay", OPT_ALL },
-	{ "eps", OPT_ADAGRADS | OPT_BIT(OPTIM_ADAM) },
-	{ "initial_accumulator", OPT_ADAGRADS },
-	{ "beta1", OPT_BIT(OPTIM_ADAM) },
-	{ "beta2", OPT_BIT(OPTIM_ADAM) },
-};
-static const char *const optim_keys[] = {
-	"type", "lr", "weight_decay", "decoupled_weight_decay", "eps",
-	"initial_accumulator", "beta1", "beta2", NULL,
-};
+/*
+ * An optimizer or initializer object: "type", the rows of its group in
+ * the spec's field table (common/spec_fields.h) but the optimizer's
+ * flags, which the config spells as the boolean decoupled_weight_decay.
+ * A field that the kind does not use is refused (a typo or a forgotten
+ * change of type).
+ */
+#define KEYS_MAX 16
+static void group_keys(enum spec_group g, const char **keys)
+{
+	size_t n = 0;
+
+	keys[n++] = SPEC_JSON_KIND;
+	for (unsigned i = 0; i < spec_nfields; i++)
+		if (spec_fields[i].group == g &&
+		    spec_fields[i].type != SPEC_T_u32 && n < KEYS_MAX - 2)
+			keys[n++] = spec_fields[i].name;
+	if (g == SPEC_G_OPTIM)
+		keys[n++] = "decoupled_weight_decay";
+	keys[n] = NULL;
+}
+
+static int check_group_keys(struct ctx *c, json_t *o, enum spec_group g)
+{
+	const char *keys[KEYS_MAX];
+
+	group_keys(g, keys);
+	return check_keys(c, o, keys);
+}
+
+static int check_unused(struct ctx *c, json_t *o, enum spec_group g,
+			int kind, const char *what, const char *type)
+{
+	for (unsigned i = 0; i < spec_nfields; i++) {
+		const struct spec_field *f = &spec_fields[i];
+
+		if (f->group == g && json_object_get(o, f->name) &&
+		    !(f->users & SPEC_BIT(kind)))
+			return fail_at(c, f->name, "not used by %s '%s'",
+				       what, type);
+	}
+	return 0;
+}
+
+/* The group's fields present in o into params (absent: unchanged). */
+static int get_params(struct ctx *c, json_t *o, enum spec_group g,
+		      void *params)
+{
+	int rc = 0;
+
+	for (unsigned i = 0; !rc && i < spec_nfields; i++) {
+		const struct spec_field *f = &spec_fields[i];
+		void *v = spec_field_ptr(f, params);
+
+		if (f->group != g || f->type == SPEC_T_u32)
+			continue;
+		rc = f->type == SPEC_T_f32 ? get_float(c, o, f->name, v)
+					   : get_seed(c, o, f->name, v);
+	}
+	return rc;
+}
 
 static int parse_optimizer(struct ctx *c, json_t *o, struct optim_params *p)
 {
@@ -459,7 +500,7 @@ static int parse_optimizer(struct ctx *c, json_t *o, struct optim_params *p)
 
 	if (!json_is_object(o))
 		return fail(c, "must be an object");
-	if ((rc = check_keys(c, o, optim_keys)) ||
+	if ((rc = check_group_keys(c, o, SPEC_G_OPTIM)) ||
 	    (rc = get_str(c, o, "type", 0, &type)))
 		return rc;
 	if (!type)
@@ -473,22 +514,13 @@ static int parse_optimizer(struct ctx *c, json_t *o, struct optim_params *p)
 			       "sgd, adagrad, rowwise_adagrad, adam or adamw)",
 			       type);
 	}
-	for (size_t i = 0; i < RS_ARRAY_SIZE(optim_fields); i++)
-		if (json_object_get(o, optim_fields[i].name) &&
-		    !(optim_fields[i].kinds & OPT_BIT(kind)))
-			return fail_at(c, optim_fields[i].name,
-				       "not used by optimizer '%s'", type);
+	if ((rc = check_unused(c, o, SPEC_G_OPTIM, kind, "optimizer", type)))
+		return rc;
 	optim_params_default(p, (uint32_t)kind);
 	if (adamw)
 		p->weight_decay = 0.01f; /* as torch.optim.AdamW */
 	decoupled = adamw;
-	if ((rc = get_float(c, o, "lr", &p->lr)) ||
-	    (rc = get_float(c, o, "eps", &p->eps)) ||
-	    (rc = get_float(c, o, "beta1", &p->beta1)) ||
-	    (rc = get_float(c, o, "beta2", &p->beta2)) ||
-	    (rc = get_float(c, o, "weight_decay", &p->weight_decay)) ||
-	    (rc = get_float(c, o, "initial_accumulator",
-			    &p->initial_accumulator)) ||
+	if ((rc = get_params(c, o, SPEC_G_OPTIM, p)) ||
 	    (rc = get_bool(c, o, "decoupled_weight_decay", &decoupled)))
 		return rc;
 	p->flags = decoupled ? OPTIM_F_DECOUPLED : 0;
@@ -497,20 +529,6 @@ static int parse_optimizer(struct ctx *c, json_t *o, struct optim_params *p)
 	return 0;
 }
 
-#define INI_BIT(k) (1u << (k))
-static const struct {
-	const char *name;
-	unsigned kinds;
-} init_fields[] = {
-	{ "type", (1u << INIT_KIND_COUNT) - 1 },
-	{ "value", INI_BIT(INIT_CONSTANT) },
-	{ "a", INI_BIT(INIT_UNIFORM) },
-	{ "std", INI_BIT(INIT_NORMAL) },
-	{ "seed", INI_BIT(INIT_UNIFORM) | INI_BIT(INIT_NORMAL) },
-};
-static const char *const init_keys[] = { "type", "value", "a", "std", "seed",
-					 NULL };
-
 static int parse_initializer(struct ctx *c, json_t *o, struct init_params *p)
 {
 	const char *type;
@@ -518,7 +536,7 @@ static int parse_initializer(struct ctx *c, json_t *o, struct init_params *p)
 
 	if (!json_is_object(o))
 		return fail(c, "must be an object");
-	if ((rc = check_keys(c, o, init_keys)) ||
+	if ((rc = check_group_keys(c, o, SPEC_G_INIT)) ||
 	    (rc = get_str(c, o, "type", 0, &type)))
 		return rc;
 	if (!type)
@@ -526,19 +544,13 @@ static int parse_initializer(struct ctx *c, json_t *o, struct init_params *p)
 			       "or normal)");
 	if ((kind = init_kind_parse(type)) < 0)
 		return fail_inner(c, "type");
-	for (size_t i = 0; i < RS_ARRAY_SIZE(init_fields); i++)
-		if (json_object_get(o, init_fields[i].name) &&
-		    !(init_fields[i].kinds & INI_BIT(kind)))
-			return fail_at(c, init_fields[i].name,
-				       "not used by initializer '%s'", type);
+	if ((rc = check_unused(c, o, SPEC_G_INIT, kind, "initializer", type)))
+		return rc;
 	if (kind == INIT_CONSTANT && !json_object_get(o, "value"))
 		return fail_at(c, "value",
 			       "required by initializer 'constant'");
 	init_params_default(p, (uint32_t)kind);
-	if ((rc = get_float(c, o, "value", &p->value)) ||
-	    (rc = get_float(c, o, "a", &p->a)) ||
-	    (rc = get_float(c, o, "std", &p->std)) ||
-	    (rc = get_seed(c, o, "seed", &p->seed)))
+	if ((rc = get_params(c, o, SPEC_G_INIT, p)))
 		return rc;
 	if (init_params_validate(p))
 		return fail_below(c);
