@@ -9,11 +9,11 @@
  *     create NAME --dim D [--capacity N] [--max-capacity M]
  *            [--dtype fp32|fp16|bf16]
  *            [--evict lru|lfu] [--max-rows N] [--ttl S] [--admit-after K]
- *            [--optimizer sgd|adagrad|rowwise_adagrad|adam] [--lr X]
- *            [--eps X] [--beta1 X] [--beta2 X] [--weight-decay X]
- *            [--decoupled] [--initial-accumulator X]
- *            [--init zeros|constant|uniform|normal] [--init-value X]
- *            [--init-a X] [--init-std X] [--seed N]
+ *            [--optimizer sgd|adagrad|rowwise_adagrad|adam] [--decoupled]
+ *            [--init zeros|constant|uniform|normal]
+ *            [--HYPER-PARAMETER X]... (one per row of the spec's field
+ *            table, common/spec_fields.h: --lr, --beta1, --init-a,
+ *            --init-seed (also --seed) ...)
  *     list
  *     drop NAME
  *     grow NAME [--capacity N]
@@ -91,14 +91,14 @@
 #include "ckpt/ckpt.h"
 #include "client/client_internal.h"
 #include "common/rs_internal.h"
+#include "common/spec.h"
 #include "coord/membership.h"
 #include "recstore/client.h"
 
-static const char *const dtypes[] = { "fp32", "fp16", "bf16" };
-static const char *const inits[] = { "zeros", "constant", "uniform",
-				     "normal" };
-static const char *const optims[] = { "sgd", "adagrad", "rowwise_adagrad",
-				      "adam" };
+/* Name of a kind, "?" if unknown (the names: common/spec.h, proto.h). */
+#define NAME_OR(n) ((n) ? (n) : "?")
+
+static void field_usage(FILE *f);
 
 static void usage(FILE *f)
 {
@@ -110,13 +110,10 @@ static void usage(FILE *f)
 		"         [--evict none|lru|lfu] [--max-rows N] [--ttl S] "
 		"[--admit-after K]\n"
 		"         [--optimizer sgd|adagrad|rowwise_adagrad|adam] "
-		"[--lr X] [--eps X]\n"
-		"         [--beta1 X] [--beta2 X] [--weight-decay X] "
 		"[--decoupled]\n"
-		"         [--initial-accumulator X] "
-		"[--init zeros|constant|uniform|normal]\n"
-		"         [--init-value X] [--init-a X] [--init-std X] "
-		"[--seed N]\n"
+		"         [--init zeros|constant|uniform|normal]\n");
+	field_usage(f);
+	fprintf(f,
 		"  list\n"
 		"  drop NAME\n"
 		"  grow NAME [--capacity N]\n"
@@ -150,14 +147,6 @@ static int bad(const char *what, const char *v)
 {
 	fprintf(stderr, "recstore-ctl: %s: bad value '%s'\n", what, v);
 	return 2;
-}
-
-static int pick(const char *const *names, int n, const char *v)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(names[i], v))
-			return i;
-	return -1;
 }
 
 static int parse_float(const char *v, float *out)
@@ -199,16 +188,79 @@ static int fail(const char *what, int ret)
 /* ---- create ---- */
 
 enum {
-	O_DIM = 1, O_CAP, O_DTYPE, O_OPT, O_LR, O_EPS, O_B1, O_B2, O_WD,
-	O_DEC, O_ACC, O_INIT, O_IVAL, O_IA, O_ISTD, O_SEED, O_MAXCAP, O_EVICT,
-	O_MAXROWS, O_TTL, O_ADMIT
+	O_DIM = 1, O_CAP, O_DTYPE, O_OPT, O_DEC, O_INIT, O_SEED, O_MAXCAP,
+	O_EVICT, O_MAXROWS, O_TTL, O_ADMIT,
+	O_FIELD = 0x100 /* + row of spec_fields[] (common/spec_fields.h) */
 };
+
+/*
+ * The hyper-parameter options come from the spec's field table: row
+ * "weight_decay" of the optimizer is --weight-decay, row "a" of the
+ * initializer --init-a. The optimizer's flags are --decoupled; the
+ * initializer's seed is --init-seed, and --seed as before.
+ */
+#define FIELD_OPT_MAX 32
+static char field_opt_names[FIELD_OPT_MAX][40];
+
+static const char *field_opt_name(unsigned i)
+{
+	const struct spec_field *f = &spec_fields[i];
+	char *n = field_opt_names[i];
+
+	snprintf(n, sizeof(field_opt_names[i]), "%s%s",
+		 f->group == SPEC_G_INIT ? "init-" : "", f->name);
+	for (; *n; n++)
+		if (*n == '_')
+			*n = '-';
+	return field_opt_names[i];
+}
+
+/* Append the table's options to opts[*n..] (room for FIELD_OPT_MAX). */
+static void field_opts(struct option *opts, size_t *n)
+{
+	for (unsigned i = 0; i < spec_nfields && i < FIELD_OPT_MAX; i++)
+		if (spec_fields[i].type != SPEC_T_u32)
+			opts[(*n)++] = (struct option){
+				field_opt_name(i), required_argument, NULL,
+				O_FIELD + (int)i };
+}
+
+static void field_usage(FILE *f)
+{
+	int col = 9;
+
+	fprintf(f, "        ");
+	for (unsigned i = 0; i < spec_nfields && i < FIELD_OPT_MAX; i++) {
+		if (spec_fields[i].type == SPEC_T_u32)
+			continue;
+		if (col + (int)strlen(field_opt_name(i)) + 6 > 78) {
+			fprintf(f, "\n        ");
+			col = 9;
+		}
+		col += fprintf(f, " [--%s X]", field_opt_name(i));
+	}
+	fprintf(f, "\n");
+}
+
+/* A table row's option: its value into the spec. 0 or an exit status. */
+static int field_opt(struct rs_table_spec *s, unsigned i, const char *v)
+{
+	const struct spec_field *f = &spec_fields[i];
+	void *params = f->group == SPEC_G_OPTIM ? (void *)&s->optim
+						: (void *)&s->init;
+	char what[48];
+
+	snprintf(what, sizeof(what), "--%s", field_opt_name(i));
+	if (f->type == SPEC_T_f32 ? parse_float(v, spec_field_ptr(f, params))
+				  : parse_u64(v, spec_field_ptr(f, params)))
+		return bad(what, v);
+	return 0;
+}
 
 /* Apply one create option to spec; 0 or an exit status. */
 static int create_opt(struct rs_table_spec *s, int o, const char *v)
 {
 	uint64_t u;
-	float *f = NULL;
 	int k;
 
 	switch (o) {
@@ -229,19 +281,19 @@ static int create_opt(struct rs_table_spec *s, int o, const char *v)
 		s->max_capacity = u;
 		return 0;
 	case O_DTYPE:
-		if ((k = pick(dtypes, 3, v)) < 0)
+		if ((k = proto_dtype_parse(v)) < 0)
 			return bad("--dtype", v);
 		s->dtype = (uint32_t)k;
 		return 0;
 	case O_OPT:
-		if (pick(optims, 4, v) < 0 || rs_table_spec_set_optimizer(s, v))
+		if (rs_table_spec_set_optimizer(s, v))
 			return bad("--optimizer", v);
 		return 0;
 	case O_DEC:
 		s->optim.flags |= 1;
 		return 0;
 	case O_INIT:
-		if ((k = pick(inits, 4, v)) < 0)
+		if ((k = init_kind_parse(v)) < 0)
 			return bad("--init", v);
 		s->init.kind = (uint32_t)k;
 		return 0;
@@ -270,19 +322,10 @@ static int create_opt(struct rs_table_spec *s, int o, const char *v)
 			return bad("--admit-after", v);
 		s->evict.admit_after = (uint32_t)u;
 		return 0;
-	case O_LR: f = &s->optim.lr; break;
-	case O_EPS: f = &s->optim.eps; break;
-	case O_B1: f = &s->optim.beta1; break;
-	case O_B2: f = &s->optim.beta2; break;
-	case O_WD: f = &s->optim.weight_decay; break;
-	case O_ACC: f = &s->optim.initial_accumulator; break;
-	case O_IVAL: f = &s->init.value; break;
-	case O_IA: f = &s->init.a; break;
-	case O_ISTD: f = &s->init.std; break;
 	}
-	if (!f || parse_float(v, f))
-		return bad("option", v);
-	return 0;
+	if (o >= O_FIELD && o < O_FIELD + (int)spec_nfields)
+		return field_opt(s, (unsigned)(o - O_FIELD), v);
+	return bad("option", v);
 }
 
 /* The tables of the nodes into *out (free it); their number or < 0. */
@@ -331,30 +374,22 @@ static uint64_t capacity_of(struct rs_client *c, const char *name)
  * applied first; the other options in command-line order. */
 static int cmd_create(struct rs_client *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
+	static const struct option fixed[] = {
 		{ "dim", required_argument, NULL, O_DIM },
 		{ "capacity", required_argument, NULL, O_CAP },
 		{ "max-capacity", required_argument, NULL, O_MAXCAP },
 		{ "dtype", required_argument, NULL, O_DTYPE },
 		{ "optimizer", required_argument, NULL, O_OPT },
-		{ "lr", required_argument, NULL, O_LR },
-		{ "eps", required_argument, NULL, O_EPS },
-		{ "beta1", required_argument, NULL, O_B1 },
-		{ "beta2", required_argument, NULL, O_B2 },
-		{ "weight-decay", required_argument, NULL, O_WD },
 		{ "decoupled", no_argument, NULL, O_DEC },
-		{ "initial-accumulator", required_argument, NULL, O_ACC },
 		{ "init", required_argument, NULL, O_INIT },
-		{ "init-value", required_argument, NULL, O_IVAL },
-		{ "init-a", required_argument, NULL, O_IA },
-		{ "init-std", required_argument, NULL, O_ISTD },
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "evict", required_argument, NULL, O_EVICT },
 		{ "max-rows", required_argument, NULL, O_MAXROWS },
 		{ "ttl", required_argument, NULL, O_TTL },
 		{ "admit-after", required_argument, NULL, O_ADMIT },
-		{ NULL, 0, NULL, 0 },
 	};
+	struct option opts[RS_ARRAY_SIZE(fixed) + FIELD_OPT_MAX + 1];
+	size_t nopts = RS_ARRAY_SIZE(fixed);
 	struct { int o; const char *v; } seen[64];
 	struct rs_table_spec s = RS_TABLE_SPEC_INIT;
 	int n = 0, o, ret;
@@ -363,6 +398,9 @@ static int cmd_create(struct rs_client *c, int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	memcpy(opts, fixed, sizeof(fixed));
+	field_opts(opts, &nopts);
+	opts[nopts] = (struct option){ NULL, 0, NULL, 0 };
 	if (rs_table_spec_init(&s, argv[1], 1))
 		return fail("create", RS_E_INVAL);
 	s.dim = 0;
@@ -400,9 +438,10 @@ static int cmd_create(struct rs_client *c, int argc, char **argv)
 		return fail("create", ret);
 	printf("created table '%s': dim %u, %s, capacity %" PRIu64
 	       "%s, optimizer %s (lr %g), init %s\n", s.name, s.dim,
-	       dtypes[s.dtype], s.capacity ? s.capacity : capacity_of(c, s.name),
+	       NAME_OR(proto_dtype_name(s.dtype)), s.capacity ? s.capacity : capacity_of(c, s.name),
 	       s.capacity ? " per node" : " (the nodes' default, in all)",
-	       optims[s.optim.kind], (double)s.optim.lr, inits[s.init.kind]);
+	       NAME_OR(optim_kind_name(s.optim.kind)), (double)s.optim.lr,
+	       NAME_OR(init_kind_name(s.init.kind)));
 	return 0;
 }
 
@@ -420,9 +459,9 @@ static int cmd_list(struct rs_client *c)
 	for (int i = 0; i < n; i++)
 		printf("%-24s %6u %5s %16" PRIu64 " %12" PRIu64 " %-16s %g\n",
 		       t[i].name, t[i].dim,
-		       t[i].dtype < 3 ? dtypes[t[i].dtype] : "?",
+		       NAME_OR(proto_dtype_name(t[i].dtype)),
 		       t[i].rows, t[i].capacity,
-		       t[i].optimizer < 4 ? optims[t[i].optimizer] : "?",
+		       NAME_OR(optim_kind_name(t[i].optimizer)),
 		       (double)t[i].lr);
 	free(t);
 	return 0;
