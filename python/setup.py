@@ -34,6 +34,7 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_SRC = os.path.join(os.path.dirname(HERE), "src")
 TOP_CMAKE = os.path.join(os.path.dirname(HERE), "CMakeLists.txt")
 VERSION_PY = ("# Generated from the project version when the package is "
               "built.\n__version__ = \"%s\"\n")
@@ -167,7 +168,9 @@ class BuildExt(build_ext):
                                     "RECSTORE_BUILD_DIR" if build_dir
                                     else "pkg-config"))
         for ext in self.extensions:
-            ext.include_dirs += includes + [numpy.get_include()]
+            # SOURCE_SRC: src/common/spec_fields.h (the spec's field
+            # table, a header-only macro) of this source tree
+            ext.include_dirs += includes + [SOURCE_SRC, numpy.get_include()]
             ext.library_dirs.append(libdir)
             ext.runtime_library_dirs += rpath
         super().build_extensions()

@@ -44,6 +44,10 @@
 #include "recstore/client.h"
 #include "recstore/error.h"
 #include "recstore/log.h"
+/* header only: the spec's field table (a macro) and the kinds it names;
+ * the extension links nothing of src/ */
+#include "common/spec.h"
+#include "common/spec_fields.h"
 
 static PyObject *RsError;
 
@@ -353,32 +357,6 @@ static const char *enum_name(const char *const *names, size_t n, uint32_t v)
 }
 #define ENUM_NAME(arr, v) enum_name(arr, sizeof(arr) / sizeof(arr[0]), v)
 
-/* A table spec as the dict of create_table()'s keyword names. */
-static PyObject *spec_dict(const struct rs_table_spec *sp)
-{
-	return Py_BuildValue(
-		"{s:s,s:I,s:s,s:K,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:O,s:s,s:f,"
-		"s:f,s:f,s:K,s:K,s:s,s:K,s:I,s:I}",
-		"name", sp->name, "dim", sp->dim, "dtype",
-		ENUM_NAME(dtype_names, sp->dtype), "capacity",
-		(unsigned long long)sp->capacity, "optimizer",
-		ENUM_NAME(optim_names, sp->optim.kind), "lr",
-		(double)sp->optim.lr, "eps", (double)sp->optim.eps, "beta1",
-		(double)sp->optim.beta1, "beta2", (double)sp->optim.beta2,
-		"weight_decay", (double)sp->optim.weight_decay,
-		"initial_accumulator", (double)sp->optim.initial_accumulator,
-		"decoupled_weight_decay",
-		(sp->optim.flags & 1u) ? Py_True : Py_False, "init",
-		ENUM_NAME(init_names, sp->init.kind), "init_value",
-		(double)sp->init.value, "init_a", (double)sp->init.a,
-		"init_std", (double)sp->init.std, "init_seed",
-		(unsigned long long)sp->init.seed, "max_capacity",
-		(unsigned long long)sp->max_capacity, "evict",
-		ENUM_NAME(evict_names, sp->evict.policy), "max_rows",
-		(unsigned long long)sp->evict.max_rows, "ttl_s",
-		sp->evict.ttl_s, "admit_after", sp->evict.admit_after);
-}
-
 /* A float keyword that may be None (keep the optimizer's default). */
 static int opt_float(PyObject *o, float *dst, const char *name)
 {
@@ -398,80 +376,276 @@ static int opt_float(PyObject *o, float *dst, const char *name)
 	return 0;
 }
 
+/*
+ * The hyper-parameter keywords of create_table(), one per row of the
+ * spec's field table (common/spec_fields.h) but the optimizer's flags
+ * (the keyword decoupled_weight_decay): the row's name, prefixed "init_"
+ * for the initializer's. struct rs_table_spec's optim and init are laid
+ * out as struct optim_params and init_params (common/spec.c asserts it).
+ */
+struct kw_field {
+	const char *kw;
+	int group;	/* enum spec_group */
+	int type;	/* enum spec_type */
+	size_t off;
+	double lo, hi;
+	double def[4];
+	unsigned users;
+};
+#define KW_ROW(pre, G, S, n, t, lo_, lo_o, hi_, hi_o, d, u)               \
+	{ pre #n, G, SPEC_T_##t, offsetof(S, n), lo_, hi_,                  \
+	  { SPEC_UNPAREN d }, u },
+#define KW_OPTIM(A, n, t, ...)                                              \
+	KW_ROW("", SPEC_G_OPTIM, struct optim_params, n, t, __VA_ARGS__)
+#define KW_INIT(A, n, t, ...)                                               \
+	KW_ROW("init_", SPEC_G_INIT, struct init_params, n, t, __VA_ARGS__)
+static const struct kw_field kw_fields[] = {
+	SPEC_OPTIM_PARAMS(KW_OPTIM, 0)
+	SPEC_INIT_PARAMS(KW_INIT, 0)
+};
+#define KW_N (sizeof(kw_fields) / sizeof(kw_fields[0]))
+
+static void *kw_ptr(const struct kw_field *f, struct rs_table_spec *sp)
+{
+	char *base = f->group == SPEC_G_OPTIM ? (char *)&sp->optim
+					      : (char *)&sp->init;
+
+	return base + f->off;
+}
+
+static PyObject *kw_value(const struct kw_field *f,
+			  const struct rs_table_spec *sp)
+{
+	const void *v = kw_ptr(f, (struct rs_table_spec *)sp);
+
+	if (f->type == SPEC_T_f32)
+		return PyFloat_FromDouble((double)*(const float *)v);
+	return PyLong_FromUnsignedLongLong(*(const uint64_t *)v);
+}
+
+/* (kinds of group g whose bit is in users) as a tuple of names */
+static PyObject *kw_users(const struct kw_field *f)
+{
+	const char *const *names = f->group == SPEC_G_OPTIM ? optim_names
+							    : init_names;
+	PyObject *t = PyTuple_New(0);
+
+	for (unsigned k = 0; t && k < 4; k++) {
+		PyObject *n;
+
+		if (!(f->users & SPEC_BIT(k)))
+			continue;
+		n = Py_BuildValue("(s)", names[k]);
+		Py_SETREF(t, n ? PySequence_Concat(t, n) : NULL);
+		Py_XDECREF(n);
+	}
+	return t;
+}
+
+/* One row for Python: (keyword, type, defaults by kind, lo, hi, kinds
+ * that use it); type "float" or "int"; lo/hi None when unbounded. */
+static PyObject *kw_row(const struct kw_field *f)
+{
+	const char *const *names = f->group == SPEC_G_OPTIM ? optim_names
+							    : init_names;
+	PyObject *users = kw_users(f), *lo, *hi, *row;
+	int fl = f->type == SPEC_T_f32;
+
+	if (!users)
+		return NULL;
+	lo = fl && isfinite(f->lo) ? PyFloat_FromDouble(f->lo) : Py_None;
+	hi = fl && isfinite(f->hi) ? PyFloat_FromDouble(f->hi) : Py_None;
+	if (lo == Py_None)
+		Py_INCREF(lo);
+	if (hi == Py_None)
+		Py_INCREF(hi);
+	row = fl ? Py_BuildValue("(ss{s:d,s:d,s:d,s:d}NNN)", f->kw, "float",
+				 names[0], f->def[0], names[1], f->def[1],
+				 names[2], f->def[2], names[3], f->def[3],
+				 lo, hi, users)
+		 : Py_BuildValue("(ss{s:K,s:K,s:K,s:K}NNN)", f->kw, "int",
+				 names[0], (unsigned long long)f->def[0],
+				 names[1], (unsigned long long)f->def[1],
+				 names[2], (unsigned long long)f->def[2],
+				 names[3], (unsigned long long)f->def[3],
+				 lo, hi, users);
+	return row;
+}
+
+/* _native.SPEC_FIELDS: the rows that are keywords, in table order. */
+static PyObject *kw_table(void)
+{
+	PyObject *t = PyList_New(0), *r;
+
+	for (size_t i = 0; t && i < KW_N; i++) {
+		if (kw_fields[i].type == SPEC_T_u32)
+			continue;
+		r = kw_row(&kw_fields[i]);
+		if (!r || PyList_Append(t, r)) {
+			Py_XDECREF(r);
+			Py_CLEAR(t);
+			break;
+		}
+		Py_DECREF(r);
+	}
+	if (!t)
+		return NULL;
+	Py_SETREF(t, PyList_AsTuple(t));
+	return t;
+}
+
+/* Move the table's keywords from kw to tbl. 0 or -1. */
+static int kw_split(PyObject *kw, PyObject *tbl)
+{
+	for (size_t i = 0; i < KW_N; i++) {
+		const struct kw_field *f = &kw_fields[i];
+		PyObject *v = PyDict_GetItemString(kw, f->kw);
+
+		if (!v || f->type == SPEC_T_u32)
+			continue;
+		if (PyDict_SetItemString(tbl, f->kw, v) ||
+		    PyDict_DelItemString(kw, f->kw))
+			return -1;
+	}
+	return 0;
+}
+
+/* The table's keywords in tbl into sp (None: keep the default). */
+static int kw_take(PyObject *tbl, struct rs_table_spec *sp)
+{
+	for (size_t i = 0; i < KW_N; i++) {
+		const struct kw_field *f = &kw_fields[i];
+		PyObject *v = PyDict_GetItemString(tbl, f->kw);
+		unsigned long long u;
+
+		if (!v || v == Py_None)
+			continue;
+		if (f->type == SPEC_T_f32) {
+			if (opt_float(v, kw_ptr(f, sp), f->kw))
+				return -1;
+			continue;
+		}
+		u = PyLong_AsUnsignedLongLongMask(v); /* as "K" did */
+		if (u == (unsigned long long)-1 && PyErr_Occurred())
+			return -1;
+		*(uint64_t *)kw_ptr(f, sp) = u;
+	}
+	return 0;
+}
+
+/* A table spec as the dict of create_table()'s keyword names. */
+static PyObject *spec_dict(const struct rs_table_spec *sp)
+{
+	PyObject *d = Py_BuildValue(
+		"{s:s,s:I,s:s,s:K,s:s,s:O,s:s,s:K,s:s,s:K,s:I,s:I}", "name",
+		sp->name, "dim", sp->dim, "dtype",
+		ENUM_NAME(dtype_names, sp->dtype), "capacity",
+		(unsigned long long)sp->capacity, "optimizer",
+		ENUM_NAME(optim_names, sp->optim.kind),
+		"decoupled_weight_decay",
+		(sp->optim.flags & OPTIM_F_DECOUPLED) ? Py_True : Py_False,
+		"init", ENUM_NAME(init_names, sp->init.kind), "max_capacity",
+		(unsigned long long)sp->max_capacity, "evict",
+		ENUM_NAME(evict_names, sp->evict.policy), "max_rows",
+		(unsigned long long)sp->evict.max_rows, "ttl_s",
+		sp->evict.ttl_s, "admit_after", sp->evict.admit_after);
+
+	for (size_t i = 0; d && i < KW_N; i++) {
+		const struct kw_field *f = &kw_fields[i];
+		PyObject *v;
+
+		if (f->type == SPEC_T_u32)
+			continue;
+		v = kw_value(f, sp);
+		if (!v || PyDict_SetItemString(d, f->kw, v))
+			Py_CLEAR(d);
+		Py_XDECREF(v);
+	}
+	return d;
+}
+
+/* The parts of create_table() around the field table's keywords: the
+ * fixed keywords' values, then the spec they give. */
+struct create_args {
+	const char *name, *optim, *init, *dtype, *evict;
+	unsigned int dim, ttl_s, admit_after;
+	unsigned long long capacity, max_capacity, max_rows;
+	int decoupled, exist_ok;
+};
+
+static int create_parse(PyObject *args, PyObject *kw, struct create_args *a)
+{
+	static char *kwlist[] = {
+		"name", "dim", "optimizer", "decoupled_weight_decay", "init",
+		"capacity", "dtype", "exist_ok", "max_capacity", "evict",
+		"max_rows", "ttl_s", "admit_after", NULL
+	};
+
+	*a = (struct create_args){ .optim = "sgd", .init = "zeros",
+				   .dtype = "fp32", .evict = "none" };
+	return PyArg_ParseTupleAndKeywords(
+		       args, kw, "sI|$spsKspKsKII", kwlist, &a->name, &a->dim,
+		       &a->optim, &a->decoupled, &a->init, &a->capacity,
+		       &a->dtype, &a->exist_ok, &a->max_capacity, &a->evict,
+		       &a->max_rows, &a->ttl_s, &a->admit_after)
+		       ? 0 : -1;
+}
+
+/* The spec of a (the optimizer's defaults), then the table's keywords
+ * in tbl over them. 0, or -1 with a Python exception. */
+static int create_spec(const struct create_args *a, PyObject *tbl,
+		       struct rs_table_spec *spec)
+{
+	int ret, kind, dt;
+
+	ret = rs_table_spec_init(spec, a->name, a->dim);
+	if (!ret)
+		ret = rs_table_spec_set_optimizer(spec, a->optim);
+	if (ret)
+		return raise_rs(ret, "table spec"), -1;
+	if ((kind = init_kind(a->init)) < 0)
+		return PyErr_Format(PyExc_ValueError, "init must be 'zeros', "
+				    "'constant', 'uniform' or 'normal', not "
+				    "'%s'", a->init), -1;
+	if ((dt = dtype_kind(a->dtype)) < 0)
+		return PyErr_Format(PyExc_ValueError, "dtype must be 'fp32', "
+				    "'fp16' or 'bf16', not '%s'", a->dtype), -1;
+	if (kw_take(tbl, spec))
+		return -1;
+	spec->optim.flags = a->decoupled ? OPTIM_F_DECOUPLED : 0u;
+	spec->init.kind = (uint32_t)kind;
+	spec->dtype = (uint32_t)dt;
+	if (a->capacity)	/* 0: rs_table_spec_init()'s default */
+		spec->capacity = a->capacity;
+	spec->max_capacity = a->max_capacity; /* 0: the table does not grow */
+	/* eviction and admission (docs/eviction.md) */
+	ret = rs_table_spec_set_eviction(spec, a->evict, a->max_rows,
+					 a->ttl_s, a->admit_after);
+	return ret ? (raise_rs(ret, "table spec"), -1) : 0;
+}
+
 static PyObject *client_create_table(ClientObject *self, PyObject *args,
 				     PyObject *kw)
 {
-	static char *kwlist[] = {
-		"name", "dim", "optimizer", "lr", "eps", "beta1", "beta2",
-		"weight_decay", "initial_accumulator",
-		"decoupled_weight_decay", "init", "init_value", "init_a",
-		"init_std", "init_seed", "capacity", "dtype", "exist_ok",
-		"max_capacity", "evict", "max_rows", "ttl_s", "admit_after", NULL
-	};
-	const char *name, *optim = "sgd", *init = "zeros", *dtype = "fp32",
-		   *evict = "none";
-	unsigned long long max_rows = 0;
-	unsigned int ttl_s = 0, admit_after = 0;
-	unsigned int dim;
-	PyObject *lr = NULL, *eps = NULL, *b1 = NULL, *b2 = NULL, *wd = NULL,
-		 *acc = NULL, *ival = NULL, *ia = NULL, *istd = NULL;
-	int decoupled = 0, exist_ok = 0, kind, dt;
-	unsigned long long seed = 0, capacity = 0, max_capacity = 0;
 	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
-	int ret;
+	PyObject *rest = kw ? PyDict_Copy(kw) : PyDict_New();
+	PyObject *tbl = PyDict_New();
+	struct create_args a;
+	int ret = -1;
 
-	if (!client_usable(self))
-		return NULL;
-	if (!PyArg_ParseTupleAndKeywords(
-		    args, kw, "sI|$sOOOOOOpsOOOKKspKsKII", kwlist, &name,
-		    &dim, &optim, &lr, &eps, &b1, &b2, &wd, &acc, &decoupled,
-		    &init, &ival, &ia, &istd, &seed, &capacity, &dtype,
-		    &exist_ok, &max_capacity, &evict, &max_rows, &ttl_s,
-		    &admit_after))
-		return NULL;
-	ret = rs_table_spec_init(&spec, name, dim);
-	if (!ret)
-		ret = rs_table_spec_set_optimizer(&spec, optim);
+	if (client_usable(self) && rest && tbl && !kw_split(rest, tbl) &&
+	    !create_parse(args, rest, &a))
+		ret = create_spec(&a, tbl, &spec);
+	Py_XDECREF(rest);
+	Py_XDECREF(tbl);
 	if (ret)
-		return raise_rs(ret, "table spec");
-	kind = init_kind(init);
-	if (kind < 0)
-		return PyErr_Format(PyExc_ValueError, "init must be 'zeros', "
-				    "'constant', 'uniform' or 'normal', not "
-				    "'%s'", init);
-	dt = dtype_kind(dtype);
-	if (dt < 0)
-		return PyErr_Format(PyExc_ValueError, "dtype must be 'fp32', "
-				    "'fp16' or 'bf16', not '%s'", dtype);
-	if (opt_float(lr, &spec.optim.lr, "lr") ||
-	    opt_float(eps, &spec.optim.eps, "eps") ||
-	    opt_float(b1, &spec.optim.beta1, "beta1") ||
-	    opt_float(b2, &spec.optim.beta2, "beta2") ||
-	    opt_float(wd, &spec.optim.weight_decay, "weight_decay") ||
-	    opt_float(acc, &spec.optim.initial_accumulator,
-		      "initial_accumulator") ||
-	    opt_float(ival, &spec.init.value, "init_value") ||
-	    opt_float(ia, &spec.init.a, "init_a") ||
-	    opt_float(istd, &spec.init.std, "init_std"))
 		return NULL;
-	spec.optim.flags = decoupled ? 1u : 0u;
-	spec.init.kind = (uint32_t)kind;
-	spec.init.seed = seed;
-	spec.dtype = (uint32_t)dt;
-	if (capacity)		/* 0: rs_table_spec_init()'s default */
-		spec.capacity = capacity;
-	spec.max_capacity = max_capacity; /* 0: the table does not grow */
-	/* eviction and admission (docs/eviction.md) */
-	ret = rs_table_spec_set_eviction(&spec, evict, max_rows, ttl_s,
-					 admit_after);
-	if (ret)
-		return raise_rs(ret, "table spec");
 	self->busy++;
 	Py_BEGIN_ALLOW_THREADS
 	ret = rs_table_create(self->c, &spec);
 	Py_END_ALLOW_THREADS
 	self->busy--;
-	if (ret == RS_E_EXISTS && exist_ok)
+	if (ret == RS_E_EXISTS && a.exist_ok)
 		ret = 0;
 	if (ret)
 		return raise_rs(ret, "create table");
@@ -1955,6 +2129,19 @@ static int add_codes(PyObject *m)
 	return 0;
 }
 
+/* SPEC_FIELDS: the table spec's hyper-parameter keywords (kw_table()),
+ * which recstore.embedding reads instead of a list of its own. */
+static int add_spec_fields(PyObject *m)
+{
+	PyObject *t = kw_table();
+
+	if (!t || PyModule_AddObject(m, "SPEC_FIELDS", t)) {
+		Py_XDECREF(t);
+		return -1;
+	}
+	return 0;
+}
+
 PyMODINIT_FUNC PyInit__native(void);
 PyMODINIT_FUNC PyInit__native(void)
 {
@@ -1991,6 +2178,8 @@ PyMODINIT_FUNC PyInit__native(void)
 		Py_DECREF(&ReaderType);
 		goto fail;
 	}
+	if (add_spec_fields(m))
+		goto fail;
 	return m;
 fail:
 	Py_DECREF(m);

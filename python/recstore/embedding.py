@@ -78,6 +78,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import _native
 from .client import KeyFailure
 from .jagged import JaggedFeatures
 
@@ -187,12 +188,24 @@ def _pooling_name(p):
                      "PoolingType.SUM/MEAN), not %r" % (p,))
 
 
-# Spec fields a config may set, as (config field, spec key); compared with
-# the stored spec when the config sets them (None: keep the store's).
-_SPEC_FLOATS = ("lr", "eps", "beta1", "beta2", "weight_decay",
-                "initial_accumulator")
-_INIT_FIELDS = {"constant": ("init_value",), "uniform": ("init_a",),
-                "normal": ("init_std",), "zeros": ()}
+# The spec's float hyper-parameters a config may set, named as
+# create_table()'s keywords and its spec dicts, from the library's field
+# table (_native.SPEC_FIELDS: keyword, type, defaults, lo, hi, kinds that
+# use it); compared with the stored spec when the config sets them (None:
+# keep the store's). An initializer's are compared only under its kinds.
+_SPEC_ROWS = [r for r in _native.SPEC_FIELDS if r[1] == "float"]
+_INIT_KINDS = ("zeros", "constant", "uniform", "normal")
+_SPEC_FLOATS = tuple(r[0] for r in _SPEC_ROWS
+                     if not r[0].startswith("init_"))
+_INIT_FLOATS = tuple(r[0] for r in _SPEC_ROWS if r[0].startswith("init_"))
+_INIT_FIELDS = {k: tuple(r[0] for r in _SPEC_ROWS
+                         if r[0].startswith("init_") and k in r[5])
+                for k in _INIT_KINDS}
+_missing = [f for f in _SPEC_FLOATS + _INIT_FLOATS
+            if f not in EmbeddingBagConfig.__dataclass_fields__]
+if _missing:  # a field added to the table needs its config field too
+    raise ImportError("EmbeddingBagConfig lacks the spec fields %s"
+                      % ", ".join(_missing))
 
 
 def _spec_mismatch(cfg, spec):
@@ -415,7 +428,7 @@ class EmbeddingBagCollection(torch.nn.Module):
                       dtype=cfg.dtype,
                       decoupled_weight_decay=cfg.decoupled_weight_decay,
                       exist_ok=True)
-            for k in _SPEC_FLOATS + ("init_value", "init_a", "init_std"):
+            for k in _SPEC_FLOATS + _INIT_FLOATS:
                 v = getattr(cfg, k)
                 if v is not None:
                     kw[k] = v

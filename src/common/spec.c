@@ -42,6 +42,18 @@ _Static_assert(SAME(RS_DTYPE_FP32, PROTO_DTYPE_FP32) &&
 	       "enum rs_dtype and enum proto_dtype (enum row_dtype: "
 	       "value/row_format.h)");
 
+/* recstore-ctl and the Python extension reach a row's member of struct
+ * rs_table_spec's optim and init through the row's offset in struct
+ * optim_params and init_params: the layouts must agree. */
+#define SAME_OFF(M, S, n)                                                    \
+	_Static_assert(offsetof(struct rs_table_spec, M.n) -                  \
+			       offsetof(struct rs_table_spec, M) ==           \
+		       offsetof(S, n), "rs_table_spec." #M "." #n);
+#define OFF_OPTIM(A, n, ...) SAME_OFF(optim, struct optim_params, n)
+#define OFF_INIT(A, n, ...) SAME_OFF(init, struct init_params, n)
+SPEC_OPTIM_PARAMS(OFF_OPTIM, 0)
+SPEC_INIT_PARAMS(OFF_INIT, 0)
+
 #define FIELD_ROW(G, S, n, t, lo_, lo_o, hi_, hi_o, d, u)                   \
 	{ .name = #n, .group = G, .type = SPEC_T_##t, .lo_open = lo_o,       \
 	  .hi_open = hi_o, .off = offsetof(S, n), .lo = lo_, .hi = hi_,      \

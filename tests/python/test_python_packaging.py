@@ -1,8 +1,9 @@
 """The recstore package built and installed by pip, and used without torch.
 
-No RDMA device. A copy of the source tree's python/, include/ and top
-CMakeLists.txt (so that setuptools' build/ and egg-info do not land in the
-source tree) is installed with Debian's pip and setuptools, offline:
+No RDMA device. A copy of the source tree's python/, include/, top
+CMakeLists.txt and the headers of src/common (the spec's field table, which
+_native.c expands), made so that setuptools' build/ and egg-info do not land
+in the source tree, is installed with Debian's pip and setuptools, offline:
 
     pip install --no-build-isolation --no-deps --no-index --target DIR .
 
@@ -65,6 +66,10 @@ class Packaging(unittest.TestCase):
         shutil.copytree(os.path.join(SOURCE, "include"),
                         os.path.join(src, "include"))
         shutil.copy(os.path.join(SOURCE, "CMakeLists.txt"), src)
+        # the spec's field table, a header _native.c expands
+        shutil.copytree(os.path.join(SOURCE, "src", "common"),
+                        os.path.join(src, "src", "common"),
+                        ignore=shutil.ignore_patterns("*.c"))
         cls.pkg = os.path.join(src, "python")
         cls.version = project_version()
         cls.site = os.path.join(cls.tmp, "site-build-tree")
