@@ -86,6 +86,7 @@ int init_params_validate(const struct init_params *p);
 /* ---- the field table as data ---- */
 
 enum spec_group { SPEC_G_OPTIM, SPEC_G_INIT };
+#define SPEC_BIT(kind) (1u << (kind)) /* spec_field.users */
 enum spec_type { SPEC_T_f32, SPEC_T_u32, SPEC_T_u64 };
 
 struct spec_field {

@@ -35,7 +35,10 @@
 #ifndef RS_COMMON_SPEC_FIELDS_H
 #define RS_COMMON_SPEC_FIELDS_H
 
-#define SPEC_BIT(k) (1u << (k))
+#include <math.h> /* INFINITY */
+
+#include "common/spec.h" /* the kinds, SPEC_BIT */
+
 #define SPEC_OPT_ALL 0xfu
 #define SPEC_OPT_ADAGRADS (SPEC_BIT(OPTIM_ADAGRAD) | \
 			   SPEC_BIT(OPTIM_ROWWISE_ADAGRAD))
