@@ -16,7 +16,11 @@
  *                 "seed": 7}}}]}
  * uid is the slab table's incarnation id (hex; "" for an entry written
  * before its table existed). Floats are stored as doubles, which round-
- * trip every float exactly.
+ * trip every float exactly. The members of "optimizer" and "init" after
+ * "kind" are the rows of the spec's field table (common/spec_fields.h,
+ * common/spec_json.h). Records keep the keys "kind" and "init" although
+ * the one spelling elsewhere is "type" and "initializer": an older node
+ * opening this pool reads only these. Either spelling is read.
  *
  * The file's entries were written before their table and removed after
  * its drop, so an entry may name a table the pool does not have: only an
