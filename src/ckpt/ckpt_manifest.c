@@ -106,20 +106,6 @@ static json_t *hex64(uint64_t v)
 	return json_string(b);
 }
 
-/* An optimizer or initializer object: "type", then the field table's
- * members (common/spec_json.h). */
-static json_t *params_json(enum spec_group g, const char *type,
-			   const void *params)
-{
-	json_t *o = json_pack("{s:s}", SPEC_JSON_KIND, type);
-
-	if (o && spec_params_to_json(o, g, params)) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
 static json_t *spec_json(const struct ckpt_table_entry *e)
 {
 	const struct proto_table_spec *s = &e->spec;
@@ -128,11 +114,9 @@ static json_t *spec_json(const struct ckpt_table_entry *e)
 		"{s:s, s:i, s:s, s:I, s:o, s:o, s:i}", "name", s->name, "dim",
 		(int)s->dim, "dtype", proto_dtype_name(s->dtype), "capacity",
 		(json_int_t)s->capacity, "optimizer",
-		params_json(SPEC_G_OPTIM, optim_kind_name(s->optim.kind),
-			    &s->optim),
+		spec_params_object(SPEC_G_OPTIM, SPEC_JSON_KIND, &s->optim),
 		"initializer",
-		params_json(SPEC_G_INIT, init_kind_name(s->init.kind),
-			    &s->init),
+		spec_params_object(SPEC_G_INIT, SPEC_JSON_KIND, &s->init),
 		"state_floats", (int)e->state_floats);
 }
 

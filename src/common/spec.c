@@ -85,6 +85,17 @@ static const char *const init_names[INIT_KIND_COUNT] = {
 	[INIT_NORMAL] = "normal",
 };
 
+/* Index of name in names[n], or RS_E_INVAL naming what and the choices. */
+static int kind_parse(const char *const *names, uint32_t n, const char *name,
+		      const char *what, const char *choices)
+{
+	for (uint32_t k = 0; name && k < n; k++)
+		if (strcmp(name, names[k]) == 0)
+			return (int)k;
+	return rs_seterr(RS_E_INVAL, "unknown %s '%s' (expected %s)", what,
+			 name ? name : "(null)", choices);
+}
+
 const char *optim_kind_name(uint32_t kind)
 {
 	return kind < OPTIM_KIND_COUNT ? optim_names[kind] : NULL;
@@ -92,12 +103,8 @@ const char *optim_kind_name(uint32_t kind)
 
 int optim_kind_parse(const char *name)
 {
-	for (uint32_t k = 0; name && k < OPTIM_KIND_COUNT; k++)
-		if (strcmp(name, optim_names[k]) == 0)
-			return (int)k;
-	return rs_seterr(RS_E_INVAL, "unknown optimizer '%s' (expected sgd, "
-			 "adagrad, rowwise_adagrad or adam)",
-			 name ? name : "(null)");
+	return kind_parse(optim_names, OPTIM_KIND_COUNT, name, "optimizer",
+			  "sgd, adagrad, rowwise_adagrad or adam");
 }
 
 const char *init_kind_name(uint32_t kind)
@@ -107,12 +114,8 @@ const char *init_kind_name(uint32_t kind)
 
 int init_kind_parse(const char *name)
 {
-	for (uint32_t k = 0; name && k < INIT_KIND_COUNT; k++)
-		if (strcmp(name, init_names[k]) == 0)
-			return (int)k;
-	return rs_seterr(RS_E_INVAL, "unknown initializer '%s' (expected "
-			 "zeros, constant, uniform or normal)",
-			 name ? name : "(null)");
+	return kind_parse(init_names, INIT_KIND_COUNT, name, "initializer",
+			  "zeros, constant, uniform or normal");
 }
 
 /* ---- defaults and ranges ---- */
@@ -247,6 +250,21 @@ int spec_params_to_json(json_t *o, enum spec_group g, const void *params)
 						      params)))
 			return -1;
 	return 0;
+}
+
+json_t *spec_params_object(enum spec_group g, const char *kind_key,
+			   const void *params)
+{
+	uint32_t kind = *(const uint32_t *)params;
+	const char *name = g == SPEC_G_OPTIM ? optim_kind_name(kind)
+					     : init_kind_name(kind);
+	json_t *o = json_pack("{s:s}", kind_key, name ? name : "?");
+
+	if (o && spec_params_to_json(o, g, params)) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 static int hex64(const char *s, uint64_t *out)

@@ -17,6 +17,13 @@
  * memory). */
 int spec_params_to_json(json_t *o, enum spec_group g, const void *params);
 
+/* A new object: the kind's name ("?" if unknown) under kind_key
+ * (SPEC_JSON_KIND, or the catalog's SPEC_JSON_KIND_OLD), then every field
+ * of group g. params is a struct optim_params or init_params, whose first
+ * member is the kind. NULL: out of memory. */
+json_t *spec_params_object(enum spec_group g, const char *kind_key,
+			   const void *params);
+
 /* Read every field of group g from o into params (no range check: the
  * caller validates). 0, or -1 with *bad the first key that is missing or
  * of the wrong type. A u64 string may have 1 to 16 hex digits. */

@@ -40,20 +40,6 @@
 #include "common/spec_json.h"
 #include "server/srv_catalog.h"
 
-/* An optimizer or initializer object: its kind under the catalog's
- * "kind" (older nodes read only that), then the field table's members. */
-static json_t *params_to_json(enum spec_group g, const char *kind,
-			      const void *params)
-{
-	json_t *o = json_pack("{s:s}", SPEC_JSON_KIND_OLD, kind ? kind : "?");
-
-	if (o && spec_params_to_json(o, g, params)) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
 json_t *srv_spec_to_json(const struct proto_table_spec *s)
 {
 	const char *dt = proto_dtype_name(s->dtype);
@@ -63,11 +49,10 @@ json_t *srv_spec_to_json(const struct proto_table_spec *s)
 	j = json_pack("{s:s, s:I, s:s, s:I, s:o, s:o}", "name", s->name,
 		      "dim", (json_int_t)s->dim, "dtype", dt ? dt : "?",
 		      "capacity", (json_int_t)s->capacity, "optimizer",
-		      params_to_json(SPEC_G_OPTIM,
-				     optim_kind_name(s->optim.kind), &s->optim),
-		      "init", params_to_json(SPEC_G_INIT,
-					     init_kind_name(s->init.kind),
-					     &s->init));
+		      spec_params_object(SPEC_G_OPTIM, SPEC_JSON_KIND_OLD,
+					 &s->optim),
+		      "init", spec_params_object(SPEC_G_INIT,
+						 SPEC_JSON_KIND_OLD, &s->init));
 	if ((j && s->grow_log2 &&
 	     json_object_set_new(j, "grow_log2",
 				 json_integer((json_int_t)s->grow_log2))) ||
