@@ -246,6 +246,45 @@ class Training(unittest.TestCase):
         self.run_case("adagrad", "sum", False, lr_fn=lambda i: 0.1 / (1 + i))
 
 
+class SpecFields(unittest.TestCase):
+    """create_table's hyper-parameter keywords are the rows of the
+    library's field table (recstore._native.SPEC_FIELDS), and a config
+    hands every one of them to create_table."""
+
+    def test_rows(self):
+        rows = recstore._native.SPEC_FIELDS
+        names = [r[0] for r in rows]
+        for n in ("lr", "eps", "beta1", "beta2", "weight_decay",
+                  "initial_accumulator", "init_value", "init_a",
+                  "init_std", "init_seed"):
+            self.assertIn(n, names)
+        fields = recstore.EmbeddingBagConfig.__dataclass_fields__
+        for name, typ, defaults, lo, hi, kinds in rows:
+            self.assertIn(name, fields)
+            self.assertIn(typ, ("float", "int"))
+            self.assertEqual(len(defaults), 4)
+            self.assertTrue(kinds)
+            if lo is not None and hi is not None:
+                self.assertLess(lo, hi)
+        lr = [r for r in rows if r[0] == "lr"][0]
+        self.assertAlmostEqual(lr[2]["adam"], 0.001, places=6)
+        self.assertEqual(lr[3], 0.0)    # lr > 0
+        self.assertIsNone(lr[4])
+
+    def test_config_passes_every_float(self):
+        spec = tc.small_spec()
+        fake = FakeClient(tc.ReferenceModel(spec, False).initial_rows())
+        floats = [r[0] for r in recstore._native.SPEC_FIELDS
+                  if r[1] == "float"]
+        cfg = tc.configs(spec)[0]
+        for i, n in enumerate(floats):
+            setattr(cfg, n, 0.125 * (i + 1))
+        recstore.EmbeddingBagCollection(fake, [cfg])
+        kw = fake.tables[cfg.name].kw
+        for i, n in enumerate(floats):
+            self.assertEqual(kw.get(n), 0.125 * (i + 1), n)
+
+
 class Layout(unittest.TestCase):
     def test_layout_and_shared_table(self):
         spec = tc.small_spec()
