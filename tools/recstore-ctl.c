@@ -438,7 +438,8 @@ static int cmd_create(struct rs_client *c, int argc, char **argv)
 		return fail("create", ret);
 	printf("created table '%s': dim %u, %s, capacity %" PRIu64
 	       "%s, optimizer %s (lr %g), init %s\n", s.name, s.dim,
-	       NAME_OR(proto_dtype_name(s.dtype)), s.capacity ? s.capacity : capacity_of(c, s.name),
+	       NAME_OR(proto_dtype_name(s.dtype)),
+	       s.capacity ? s.capacity : capacity_of(c, s.name),
 	       s.capacity ? " per node" : " (the nodes' default, in all)",
 	       NAME_OR(optim_kind_name(s.optim.kind)), (double)s.optim.lr,
 	       NAME_OR(init_kind_name(s.init.kind)));

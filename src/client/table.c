@@ -63,7 +63,7 @@ static const struct rs_abi_type nstats_abi = ABI_TYPE(rs_node_stats,
 	X(dst, src, kind) SPEC_OPTIM_PARAMS(COPY_ROW, (dst, src))
 #define INIT_FIELDS(X, dst, src)                                       \
 	X(dst, src, kind) SPEC_INIT_PARAMS(COPY_ROW, (dst, src))
-#define SPEC_FIELDS(X, dst, src)                                       \
+#define COPY_FIELDS(X, dst, src)                                       \
 	X(dst, src, dim) X(dst, src, dtype) X(dst, src, capacity)      \
 	OPTIM_FIELDS(X, &(dst)->optim, &(src)->optim)                  \
 	INIT_FIELDS(X, &(dst)->init, &(src)->init)                     \
@@ -164,7 +164,7 @@ static void spec_to_proto(const struct rs_table_spec *s,
 	memset(p, 0, sizeof(*p));
 	memcpy(p->name, s->name, sizeof(p->name));
 	p->name[PROTO_NAME_MAX] = '\0';
-	SPEC_FIELDS(COPY_FIELD, p, s)
+	COPY_FIELDS(COPY_FIELD, p, s)
 	p->grow_log2 = s->max_capacity ?
 			       (uint8_t)(63 - __builtin_clzll(s->max_capacity))
 				     : 0;
@@ -175,7 +175,7 @@ static void spec_from_proto(const struct proto_table_spec *p,
 {
 	memset(s, 0, sizeof(*s));
 	memcpy(s->name, p->name, sizeof(s->name));
-	SPEC_FIELDS(COPY_FIELD, s, p)
+	COPY_FIELDS(COPY_FIELD, s, p)
 	s->max_capacity = p->grow_log2 ? 1ULL << p->grow_log2 : 0;
 }
 

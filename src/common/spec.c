@@ -33,7 +33,8 @@ _Static_assert(SAME(RS_OPT_SGD, OPTIM_SGD) &&
 _Static_assert(SAME(RS_INIT_ZEROS, INIT_ZEROS) &&
 		       SAME(RS_INIT_CONSTANT, INIT_CONSTANT) &&
 		       SAME(RS_INIT_UNIFORM, INIT_UNIFORM) &&
-		       SAME(RS_INIT_NORMAL, INIT_NORMAL) && INIT_KIND_COUNT == 4,
+		       SAME(RS_INIT_NORMAL, INIT_NORMAL) &&
+		       INIT_KIND_COUNT == 4,
 	       "enum rs_init and enum init_kind");
 _Static_assert(SAME(RS_DTYPE_FP32, PROTO_DTYPE_FP32) &&
 		       SAME(RS_DTYPE_FP16, PROTO_DTYPE_FP16) &&
