@@ -365,7 +365,7 @@ struct proto_keys_req {
  */
 #define PROTO_CONFIG_MAX_MEMBERS 1024u	/* MEMB_MAX_NODES */
 #define PROTO_CONFIG_MAX_R 5u		/* MEMB_MAX_R */
-#define PROTO_CONFIG_MAX_VNODES 4096u	/* CLI_RING_MAX_VNODES */
+#define PROTO_CONFIG_MAX_VNODES 4096u	/* PLACE_RING_MAX_VNODES */
 #define PROTO_ADDR_MAX 127		/* "ip:port" of a member */
 #define PROTO_CONFIG_NO_SELF 0xffffffffu
 #define PROTO_CONFIG_AGE_NONE 0xffffffffu
