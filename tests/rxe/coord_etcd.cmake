@@ -5,7 +5,4 @@ set_tests_properties(${name} PROPERTIES TIMEOUT 300)
 # needs the etcd the script starts).
 add_executable(coord_etcd_conformance
   ${CMAKE_CURRENT_SOURCE_DIR}/rxe/coord_etcd_conformance.c)
-target_include_directories(coord_etcd_conformance PRIVATE
-  ${CMAKE_CURRENT_SOURCE_DIR}/unit)
-target_link_libraries(coord_etcd_conformance PRIVATE recstore_static
-  PkgConfig::CMOCKA)
+target_link_libraries(coord_etcd_conformance PRIVATE rs_testlib)

@@ -23,11 +23,12 @@
 
 #include "coord/coord.h"
 #include "recstore/error.h"
+#include "coord_cases.h"
 
 static const char *endpoints;
 static struct coord_etcd_files sec;	/* from the environment */
 
-static struct coord *open_store(void)
+struct coord *open_store(void)
 {
 	struct coord *c = NULL;
 	bool world;
@@ -38,8 +39,6 @@ static struct coord *open_store(void)
 	}
 	return c;
 }
-
-#include "coord_cases.h"
 
 /* Nothing listens on port 1: refused at once, with the URL in the text. */
 static void unreachable(void **state)

@@ -153,6 +153,7 @@
 #define DRIVER_NAME "repl_driver"
 #define DRIVER_TIMEOUT_MS 20000
 #include "cluster_driver.h"
+#include "stats.h"
 
 static uint64_t keys[K];
 static const char *table = TABLE;	/* the table the commands use */
@@ -262,7 +263,7 @@ static int do_stream(const char *seeds, const char *stop, const char *out)
 				gap = now - last_ok;
 			last_ok = now;
 			if (++ok == 3)
-				ready(out);
+				cd_ready(out);
 		} else {
 			failed++;
 		}
@@ -334,7 +335,7 @@ static int do_read(const char *seeds, const char *stop, const char *out)
 				gap = now - last_ok;
 			last_ok = now;
 			if (++ok == 3)
-				ready(out);
+				cd_ready(out);
 		} else {
 			failed++;
 		}
@@ -899,14 +900,6 @@ static int do_check(const char *seeds, const char *replicas, int nout,
 	return bad ? 1 : 0;
 }
 
-static int ttl_stat(void *arg, const char *tab, const char *key,
-		    uint64_t v)
-{
-	if (tab && !strcmp(tab, table) && !strcmp(key, "evictions.ttl"))
-		*(uint64_t *)arg += v;
-	return 0;
-}
-
 /* Keys of keys[] (a: the even ones, b: the odd ones) present on every
  * replica; dies on a status other than found or missing. */
 static void ttl_census(struct rs_client *c, const char *replicas, int *a,
@@ -944,7 +937,8 @@ static int do_ttl(const char *seeds, const char *replicas)
 	static uint64_t bkeys[K / 2];
 	int st[K], nrep = 1, a, b, ret;
 	double t0, tb, gone_at = 0, gap = 0;
-	uint64_t ev = 0;
+	struct tl_stat ev[] = { { "tt", "evictions.ttl", 0, 0 }, { 0 } };
+	unsigned bad;
 	struct rs_table *t;
 
 	for (const char *p = replicas; *p; p++)
@@ -1001,19 +995,19 @@ static int do_ttl(const char *seeds, const char *replicas)
 	if (gone_at < 1000)
 		die("expired keys gone after %.0f ms, before their TTL",
 		    gone_at);
-	for (unsigned n = 0; n < rs_client_node_count(c); n++)
-		if (rs_node_stats_foreach(c, n, ttl_stat, &ev))
-			die("stats of node %u: %s", n, rs_errormsg());
+	if (tl_stats_sum(c, ev, &bad))
+		die("stats of node %u: %s", bad, rs_errormsg());
 	/* each expired key counted once, by its primary; a key written
 	 * again may only have gone too if the writes were more than its
 	 * TTL apart (a slow guest) */
-	if (ev < K / 2 || (gap < 1000 && ev != K / 2))
+	if (ev[0].v < K / 2 || (gap < 1000 && ev[0].v != K / 2))
 		die("evictions.ttl over the nodes: %" PRIu64 ", %d keys "
-		    "expired (writes again at most %.0f ms apart)", ev,
+		    "expired (writes again at most %.0f ms apart)", ev[0].v,
 		    K / 2, gap);
 	printf("ttl: %d keys expired from %d replicas after %.2f s, %d "
 	       "written again (at most %.0f ms apart) kept; evictions.ttl "
-	       "%" PRIu64 "\n", K / 2, nrep, gone_at / 1e3, K / 2, gap, ev);
+	       "%" PRIu64 "\n", K / 2, nrep, gone_at / 1e3, K / 2, gap,
+	       ev[0].v);
 	rs_client_close(&c);
 	return 0;
 }
@@ -1065,40 +1059,25 @@ static int do_ttlgone(const char *seeds)
 	return held ? 1 : 0;
 }
 
-struct evr_sum {
-	uint64_t pending, resent, dropped;
-};
-
-static int evr_stat(void *arg, const char *tab, const char *key,
-		    uint64_t v)
-{
-	struct evr_sum *e = arg;
-
-	if (tab)
-		return 0;
-	if (!strcmp(key, "repl.evict_deletions_pending"))
-		e->pending += v;
-	else if (!strcmp(key, "repl.evict_deletions_resent"))
-		e->resent += v;
-	else if (!strcmp(key, "repl.evict_deletions_dropped"))
-		e->dropped += v;
-	return 0;
-}
-
 /* evr SEEDS: the nodes' deletions resent, pending and dropped (summed);
  * fails unless some were resent, none pend and none were dropped */
 static int do_evr(const char *seeds)
 {
 	struct rs_client *c = open_client(seeds);
-	struct evr_sum e = { 0 };
+	struct tl_stat e[] = {
+		{ NULL, "repl.evict_deletions_pending", 0, 0 },
+		{ NULL, "repl.evict_deletions_resent", 0, 0 },
+		{ NULL, "repl.evict_deletions_dropped", 0, 0 },
+		{ 0 },
+	};
+	unsigned bad;
 
-	for (unsigned n = 0; n < rs_client_node_count(c); n++)
-		if (rs_node_stats_foreach(c, n, evr_stat, &e))
-			die("stats of node %u: %s", n, rs_errormsg());
+	if (tl_stats_sum(c, e, &bad))
+		die("stats of node %u: %s", bad, rs_errormsg());
 	printf("evr: deletions resent %" PRIu64 ", pending %" PRIu64
-	       ", dropped %" PRIu64 "\n", e.resent, e.pending, e.dropped);
+	       ", dropped %" PRIu64 "\n", e[1].v, e[0].v, e[2].v);
 	rs_client_close(&c);
-	return e.resent && !e.pending && !e.dropped ? 0 : 1;
+	return e[1].v && !e[0].v && !e[2].v ? 0 : 1;
 }
 
 /* create (dim 4, SGD, lr 1, 4096 rows), grow (to 8192 rows) or drop table
@@ -1539,26 +1518,6 @@ static void *fire_main(void *arg)
 	return NULL;
 }
 
-struct fire_stat {
-	uint64_t all_waiting, failed_chunks, failed_writes;
-};
-
-static int fire_stat(void *arg, const char *tab, const char *key,
-		     uint64_t v)
-{
-	struct fire_stat *fs = arg;
-
-	if (tab)
-		return 0;
-	if (!strcmp(key, "repl.repls_all_waiting"))
-		fs->all_waiting = v;
-	else if (!strcmp(key, "repl.chunks_failed"))
-		fs->failed_chunks = v;
-	else if (!strcmp(key, "repl.failed_writes"))
-		fs->failed_writes = v;
-	return 0;
-}
-
 static int do_fire(const char *seeds, double secs)
 {
 	static struct fire_writer fw[FIRE_WRITERS];
@@ -1602,17 +1561,22 @@ static int do_fire(const char *seeds, double secs)
 			bad++;
 	}
 	for (unsigned n = 0; n < rs_client_node_count(c); n++) {
-		struct fire_stat fs = { 0 };
+		struct tl_stat fs[] = {
+			{ NULL, "repl.repls_all_waiting", 0, 0 },
+			{ NULL, "repl.chunks_failed", 0, 0 },
+			{ NULL, "repl.failed_writes", 0, 0 },
+			{ 0 },
+		};
 
-		if (rs_node_stats_foreach(c, n, fire_stat, &fs))
+		if (tl_stats_read(c, n, fs))
 			die("stats of node %u: %s", n, rs_errormsg());
 		printf("fire: node %u: %" PRIu64 " REPLs applied while all "
 		       "its workers waited for backups, %" PRIu64 " failed "
 		       "chunks, %" PRIu64 " failed writes\n", n,
-		       fs.all_waiting, fs.failed_chunks, fs.failed_writes);
-		if (!fs.all_waiting)
+		       fs[0].v, fs[1].v, fs[2].v);
+		if (!fs[0].v)
 			bad++;
-		bad += fs.failed_chunks != 0;
+		bad += fs[1].v != 0;
 	}
 	rs_client_close(&c);
 	if (failed || slow)

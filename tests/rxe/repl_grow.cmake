@@ -3,4 +3,4 @@
 # grown by command on every member.
 set_tests_properties(${name} PROPERTIES TIMEOUT 300)
 add_executable(repl_grow_driver ${CMAKE_CURRENT_SOURCE_DIR}/rxe/repl_grow_driver.c)
-target_link_libraries(repl_grow_driver PRIVATE recstore_static)
+target_link_libraries(repl_grow_driver PRIVATE rs_testlib)

@@ -134,7 +134,7 @@ static int do_stream(const char *seeds, int w, const char *out)
 		if (ret < 0)
 			lasterr = ret;
 		if (++batches == 1)
-			ready(out);
+			cd_ready(out);
 	}
 	fclose(f);
 	{
@@ -186,7 +186,7 @@ static int do_read(const char *seeds, const char *stop, const char *out)
 		}
 		failed += !all;
 		if (reads == 3)
-			ready(out);
+			cd_ready(out);
 	}
 	if (!(f = fopen(out, "w")))
 		die("%s: cannot write", out);

@@ -67,6 +67,7 @@
 #include "recstore/client.h"
 #include "recstore/error.h"
 #include "adversary_raw.h"
+#include "stats.h"
 
 #if defined(__SANITIZE_THREAD__)
 /*
@@ -670,29 +671,14 @@ static void attack_handshake(struct result *r)
 /* ---- attack: garbage and lying messages ---- */
 
 
-struct stat_want {
-	const char *key;
-	long long v;
-};
-
-static int stat_fn(void *arg, const char *table, const char *key,
-		   uint64_t value)
-{
-	struct stat_want *w = arg;
-
-	if (!table && !strcmp(key, w->key))
-		w->v = (long long)value;
-	return 0;
-}
-
 /* One node-wide STATS entry (-1 if it cannot be read). */
 static long long node_stat(const char *key)
 {
-	struct stat_want w = { key, -1 };
+	struct tl_stat w[] = { { NULL, key, 0, 0 }, { 0 } };
 
-	if (rs_node_stats_foreach(good.c, 0, stat_fn, &w) < 0)
+	if (tl_stats_read(good.c, 0, w) < 0 || !w[0].seen)
 		return -1;
-	return w.v;
+	return (long long)w[0].v;
 }
 
 static long long node_conns(void)

@@ -31,6 +31,7 @@
 #include "ckpt/ckpt.h"
 #include "client/client_internal.h"
 #include "ckpt_nodes.h"
+#include "stats.h"
 
 #define NKEYS 6000
 #define DIM 8
@@ -92,28 +93,12 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-struct find {
-	const char *key;
-	uint64_t v;
-};
-
-static int find_stat(void *arg, const char *table, const char *key,
-		     uint64_t v)
-{
-	struct find *f = arg;
-
-	if (!table && !strcmp(key, f->key))
-		f->v += v;
-	return 0;
-}
-
 static uint64_t stat_sum(struct rs_client *c, const char *key)
 {
-	struct find f = { key, 0 };
+	struct tl_stat w[] = { { NULL, key, 0, 0 }, { 0 } };
 
-	for (unsigned i = 0; i < rs_client_node_count(c); i++)
-		H_OK(rs_node_stats_foreach(c, i, find_stat, &f));
-	return f.v;
+	H_OK(tl_stats_sum(c, w, NULL));
+	return w[0].v;
 }
 
 /* every record of a checkpoint's table, by key: payload + state bytes */
@@ -166,7 +151,7 @@ static void on_progress(void *arg, const struct rs_ckpt_progress *p)
 int main(void)
 {
 	const char *ip = getenv("RS_RDMA_IP");
-	struct ckpt_node a, b, c1;
+	struct sv_node a, b, c1;
 	struct rs_client *cl, *adm, *cl1;
 	struct tabs t;
 	struct rs_ckpt_opts o = RS_CKPT_OPTS_INIT;
@@ -183,8 +168,8 @@ int main(void)
 	ckpt_node_start(&a, ip, root);
 	ckpt_node_start(&b, ip, root);
 	snprintf(nodes, sizeof(nodes), "%s,%s", a.addr, b.addr);
-	cl = ckpt_client(nodes);
-	adm = ckpt_client(nodes);
+	cl = sv_client(nodes, 60000);
+	adm = sv_client(nodes, 60000);
 	{
 		struct rs_table_spec sp = RS_TABLE_SPEC_INIT;
 
@@ -254,7 +239,7 @@ int main(void)
 
 	/* restore onto one node, checkpoint it again: the same records */
 	ckpt_node_start(&c1, ip, root);
-	cl1 = ckpt_client(c1.addr);
+	cl1 = sv_client(c1.addr, 60000);
 	H_OK(rs_restore(cl1, path, &o, &rep));
 	printf("restored onto 1 node: %" PRIu64 " rows in %.2f s\n",
 	       rep.rows, (double)rep.elapsed_us / 1e6);
@@ -339,7 +324,7 @@ int main(void)
 			"restore took a damaged checkpoint");
 		printf("damaged: %s\n", rs_errormsg());
 		H_CHECK(strstr(rs_errormsg(), "ada-n1.rsck"), "no file name");
-		cl2 = ckpt_client(c1.addr);
+		cl2 = sv_client(c1.addr, 60000);
 		H_CHECK(rs_table_get_spec(cl2, "count", &sp) == RS_E_NOTFOUND,
 			"restore wrote before verifying");
 		rs_client_close(&cl2);
@@ -347,6 +332,6 @@ int main(void)
 	rs_client_close(&cl1);
 	rs_client_close(&cl);
 	rs_client_close(&adm);
-	ckpt_test_end((struct ckpt_node *const[]){ &c1, &a, &b }, 3, root);
+	ckpt_test_end((struct sv_node *const[]){ &c1, &a, &b }, 3, root);
 	return 0;
 }

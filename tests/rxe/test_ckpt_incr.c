@@ -138,7 +138,7 @@ static void verify_counts(const char *dir, uint64_t rows, uint64_t deleted)
 int main(void)
 {
 	const char *ip = getenv("RS_RDMA_IP");
-	struct ckpt_node a, b, c1;
+	struct sv_node a, b, c1;
 	struct rs_client *cl, *cl1;
 	struct rs_table *t;
 	struct rs_ckpt_opts o = RS_CKPT_OPTS_INIT, io = RS_CKPT_OPTS_INIT;
@@ -158,7 +158,7 @@ int main(void)
 	ckpt_node_start(&a, ip, root);
 	ckpt_node_start(&b, ip, root);
 	snprintf(nodes, sizeof(nodes), "%s,%s", a.addr, b.addr);
-	cl = ckpt_client(nodes);
+	cl = sv_client(nodes, 60000);
 	t = h_table(cl, "ada", DIM, "adagrad", RS_DTYPE_FP32, 16384);
 	put(t, KEY0, NKEYS);
 	update(t, KEY0, NKEYS, 0.1f);
@@ -211,7 +211,7 @@ int main(void)
 
 	/* the chain onto one node, checkpointed again: the reference */
 	ckpt_node_start(&c1, ip, root);
-	cl1 = ckpt_client(c1.addr);
+	cl1 = sv_client(c1.addr, 60000);
 	H_OK(rs_restore(cl1, inc2, &o, &rep));
 	printf("restored the chain onto 1 node: %" PRIu64 " rows in %.2f s\n",
 	       rep.rows, (double)rep.elapsed_us / 1e6);
@@ -255,6 +255,6 @@ int main(void)
 
 	rs_client_close(&cl1);
 	rs_client_close(&cl);
-	ckpt_test_end((struct ckpt_node *const[]){ &c1, &a, &b }, 3, root);
+	ckpt_test_end((struct sv_node *const[]){ &c1, &a, &b }, 3, root);
 	return 0;
 }

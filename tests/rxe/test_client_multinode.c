@@ -37,9 +37,7 @@ static void node_down(struct harness *h, struct rs_client *c,
 	static int st[N];
 	unsigned dead = NODES - 1;
 
-	rs_server_stop(h->srv[dead]);
-	pthread_join(h->th[dead], NULL);
-	rs_server_close(&h->srv[dead]);
+	sv_node_close(&h->node[dead]);
 	h->n = dead; /* h_stop() leaves it alone */
 	for (int f = 0; f < 2; f++) {
 		size_t ok = 0, failed = 0;

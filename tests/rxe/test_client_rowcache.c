@@ -21,6 +21,7 @@
 #include <math.h>
 
 #include "client_harness.h"
+#include "stats.h"
 
 #define DIM 16
 #define N 200
@@ -45,22 +46,13 @@ static struct rs_client_stats stats(struct rs_client *c)
 	return s;
 }
 
-static int count_rows(void *arg, const char *table, const char *key,
-		      uint64_t value)
-{
-	if (!table && !strcmp(key, "update_rows_returned"))
-		*(uint64_t *)arg += value;
-	return 0;
-}
-
 /* rows the nodes returned in UPDATE replies (both nodes) */
 static uint64_t node_rows(struct rs_client *c)
 {
-	uint64_t n = 0;
+	struct tl_stat w[] = { { NULL, "update_rows_returned", 0, 0 }, { 0 } };
 
-	for (unsigned i = 0; i < rs_client_node_count(c); i++)
-		H_OK(rs_node_stats_foreach(c, i, count_rows, &n));
-	return n;
+	H_OK(tl_stats_sum(c, w, NULL));
+	return w[0].v;
 }
 
 static void set_cache(struct rs_table *t, uint64_t bytes, uint32_t stale)

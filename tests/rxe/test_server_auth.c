@@ -29,6 +29,7 @@
 #include "common/auth.h"
 #include "recstore/client.h"
 #include "server_harness.h"
+#include "stats.h"
 
 static const char SA[] = "admin-secret-0123456789abcdef";
 static const char SD[] = "data-secret-0123456789abcdef";
@@ -109,21 +110,13 @@ static void expect_auth_refused(const char *addr, uint32_t id,
 	fprintf(stderr, "  %s: refused: %s\n", why, rs_errormsg());
 }
 
-static int count_stat(void *arg, const char *table, const char *key,
-		      uint64_t v)
-{
-	if (!table && !strcmp(key, "auth_refused"))
-		*(uint64_t *)arg = v;
-	return 0;
-}
-
 static uint64_t refused_count(struct rs_client *admin)
 {
-	uint64_t v = UINT64_MAX;
+	struct tl_stat w[] = { { NULL, "auth_refused", 0, 0 }, { 0 } };
 
-	SV_OK(rs_node_stats_foreach(admin, 0, count_stat, &v));
-	SV_CHECK(v != UINT64_MAX, "no auth_refused in STATS");
-	return v;
+	SV_OK(tl_stats_read(admin, 0, w));
+	SV_CHECK(w[0].seen, "no auth_refused in STATS");
+	return w[0].v;
 }
 
 /* ---- raw connects (the replay) ---- */
@@ -132,17 +125,13 @@ static int raw_connect(struct rv_dev *d, const struct sv_node *n,
 		       const void *priv, size_t len, uint8_t *rej,
 		       struct rv_conn **out)
 {
-	struct rv_conn_attr a;
+	struct sv_conn_opts o = {
+		.msg_max = PROTO_MIN_MESSAGE_BYTES, .slots = 3,
+		.priv = priv, .priv_len = len,
+		.rej = rej, .rej_cap = AUTH_REJ_LEN,
+	};
 
-	rv_conn_attr_init(&a);
-	a.msg_max = PROTO_MIN_MESSAGE_BYTES;
-	a.credits = 3;
-	a.send_slots = 3;
-	a.priv = priv;
-	a.priv_len = len;
-	a.reject_buf = rej;
-	a.reject_cap = AUTH_REJ_LEN;
-	return rv_connect(d, n->ip, n->port, &a, out);
+	return sv_connect(d, n->ip, n->port, &o, out);
 }
 
 static void replay(const struct sv_node *n)
@@ -266,7 +255,7 @@ static void read_role(const char *addr, int rpc_reads)
 	struct rs_table_spec spec = RS_TABLE_SPEC_INIT;
 	struct rs_table_info info[4] = { RS_TABLE_INFO_INIT };
 	struct rs_table *t;
-	uint64_t keys[NK], v;
+	uint64_t keys[NK];
 	float rows[NK * DIM], out[NK * DIM], junk[NK * DIM];
 	int st[NK], ret;
 
@@ -295,7 +284,8 @@ static void read_role(const char *addr, int rpc_reads)
 	fill(keys, out, 0);
 	SV_CHECK(rs_get(t, keys, NK, out, st, 0) == NK &&
 		 !memcmp(out, rows, sizeof(rows)), "read: rows changed");
-	SV_OK(rs_node_stats_foreach(c, 0, count_stat, &v));
+	SV_OK(tl_stats_read(c, 0, (struct tl_stat[]){
+		{ NULL, "auth_refused", 0, 0 }, { 0 } }));
 	SV_OK(rs_table_spec_init(&spec, "read_made", DIM));
 	ret = rs_table_create(c, &spec);
 	SV_CHECK(ret == RS_E_PERM, "read create: %d (%s)", ret,

@@ -27,6 +27,7 @@
 
 #include "recstore/client.h"
 #include "server_harness.h"
+#include "stats.h"
 #include "value/optimizer.h"
 #include "value/slab_int.h" /* SLAB_DATA_OFF */
 
@@ -81,31 +82,19 @@ struct storage_stats {
 	uint64_t bytes, free, extent;
 };
 
-static int stat_fn(void *arg, const char *table, const char *key,
-		   uint64_t v)
-{
-	struct storage_stats *q = arg;
-
-	if (table)
-		return 0;
-	if (!strcmp(key, "storage_bytes"))
-		q->bytes = v;
-	else if (!strcmp(key, "storage_free_bytes"))
-		q->free = v;
-	else if (!strcmp(key, "storage_free_extent"))
-		q->extent = v;
-	return 0;
-}
-
 static struct storage_stats node_storage(struct rs_client *c)
 {
-	struct storage_stats q = { UINT64_MAX, UINT64_MAX, UINT64_MAX };
+	struct tl_stat w[] = {
+		{ NULL, "storage_bytes", 0, 0 },
+		{ NULL, "storage_free_bytes", 0, 0 },
+		{ NULL, "storage_free_extent", 0, 0 },
+		{ 0 },
+	};
 
-	SV_OK(rs_node_stats_foreach(c, 0, stat_fn, &q));
-	SV_CHECK(q.bytes != UINT64_MAX && q.free != UINT64_MAX &&
-			 q.extent != UINT64_MAX,
+	SV_OK(tl_stats_read(c, 0, w));
+	SV_CHECK(w[0].seen && w[1].seen && w[2].seen,
 		 "STATS lacks the storage counters");
-	return q;
+	return (struct storage_stats){ w[0].v, w[1].v, w[2].v };
 }
 
 /* Keys and rows of batch `base` in a table of dim. */

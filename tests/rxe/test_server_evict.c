@@ -29,8 +29,9 @@
 
 #include "recstore/client.h"
 #include "server_harness.h"
+#include "stats.h"
 #include "value/initializer.h"
-#include "../unit/evict_sim.h"
+#include "evict_sim.h"
 
 #define DIM 8
 #define CAP 80u
@@ -82,33 +83,14 @@ static bool is_init_row(uint64_t key, const float *row)
 }
 
 /* One counter of a table (or of the node: table NULL) from STATS. */
-struct one_stat {
-	const char *table, *key;
-	uint64_t v;
-	bool seen;
-};
-
-static int stat_fn(void *arg, const char *table, const char *key,
-		   uint64_t v)
-{
-	struct one_stat *q = arg;
-
-	if (((!table && !q->table) ||
-	     (table && q->table && !strcmp(table, q->table))) &&
-	    !strcmp(key, q->key)) {
-		q->v = v;
-		q->seen = true;
-	}
-	return 0;
-}
-
 static uint64_t stat(struct rs_client *c, const char *table, const char *key)
 {
-	struct one_stat q = { table, key, 0, false };
+	struct tl_stat q[] = { { table, key, 0, 0 }, { 0 } };
 
-	SV_OK(rs_node_stats_foreach(c, 0, stat_fn, &q));
-	SV_CHECK(q.seen, "STATS has no %s of %s", key, table ? table : "node");
-	return q.v;
+	SV_OK(tl_stats_read(c, 0, q));
+	SV_CHECK(q[0].seen, "STATS has no %s of %s", key,
+		 table ? table : "node");
+	return q[0].v;
 }
 
 static void specs(struct rs_client *c)
@@ -376,22 +358,15 @@ int main(void)
 	struct rs_server_config *cfg;
 	struct sv_node n;
 	struct rs_client *c;
-	char root[] = "/tmp/rs-evict-ck-XXXXXX", cpath[] =
-		"/tmp/rs-evict-cfg-XXXXXX";
-	FILE *f;
-	int fd;
+	char root[] = "/tmp/rs-evict-ck-XXXXXX";
 	double t0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	sv_memlock();
 	t0 = sv_now();
 	SV_CHECK(mkdtemp(root), "mkdtemp");
-	fd = mkstemp(cpath);
-	SV_CHECK(fd >= 0 && (f = fdopen(fd, "w")), "mkstemp");
-	fprintf(f, "{ \"workers\": 2, \"checkpoint_dir\": \"%s\" }\n", root);
-	fclose(f);
-	SV_OK(rs_server_config_load(&cfg, cpath));
-	unlink(cpath);
+	cfg = sv_config("{ \"workers\": 2, \"checkpoint_dir\": \"%s\" }\n",
+			root);
 	sv_node_start(&n, ip, cfg);
 	rs_server_config_delete(&cfg);
 	c = sv_client_of(&n);

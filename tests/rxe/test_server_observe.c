@@ -169,15 +169,7 @@ int main(void)
 		rs_server_config_delete(&cfg);
 	}
 	SV_CHECK(mport, "no metrics port");
-	/* the harness' start, with our open node */
-	snprintf(node.addr, sizeof(node.addr), "%s",
-		 rs_server_listen_addr(node.s));
-	*strrchr(node.addr, ':') = '\0';
-	snprintf(node.ip, sizeof(node.ip), "%.63s", node.addr);
-	node.port = (uint16_t)atoi(strrchr(rs_server_listen_addr(node.s),
-					   ':') + 1);
-	if (pthread_create(&node.th, NULL, sv_node_main, &node))
-		sv_die("pthread_create");
+	sv_node_run(&node);
 	printf("node on %s, metrics on port %u\n",
 	       rs_server_listen_addr(node.s), mport);
 

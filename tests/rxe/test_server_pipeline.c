@@ -19,20 +19,6 @@
 
 static struct sv_node node;
 
-static struct rs_server_config *config(void)
-{
-	char path[] = "/tmp/rs-pipe-XXXXXX";
-	struct rs_server_config *cfg = NULL;
-	int fd = mkstemp(path);
-	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-
-	SV_CHECK(f, "mkstemp");
-	fputs("{ \"workers\": 3, \"send_timeout_ms\": 10 }\n", f);
-	fclose(f);
-	SV_OK(rs_server_config_load(&cfg, path));
-	unlink(path);
-	return cfg;
-}
 
 static uint64_t send_keys(struct sv_cli *k, const struct proto_table_info *t,
 			  uint32_t op, const uint64_t *keys, uint32_t n)
@@ -62,7 +48,7 @@ int main(void)
 	ip = sv_ip();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	sv_memlock();
-	cfg = config();
+	cfg = sv_config("{ \"workers\": 3, \"send_timeout_ms\": 10 }\n");
 	sv_node_start(&node, ip, cfg);
 	rs_server_config_delete(&cfg);
 	sv_cli_open(&k, node.ip, node.port);

@@ -39,20 +39,6 @@ static void send_dirs(struct sv_cli *k, int n, int timeout_ms)
 	}
 }
 
-static struct rs_server_config *config(void)
-{
-	char path[] = "/tmp/rs-stall-XXXXXX";
-	struct rs_server_config *cfg = NULL;
-	int fd = mkstemp(path);
-	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-
-	SV_CHECK(f, "mkstemp");
-	fputs("{ \"workers\": 1, \"send_timeout_ms\": 60000 }\n", f);
-	fclose(f);
-	SV_OK(rs_server_config_load(&cfg, path));
-	unlink(path);
-	return cfg;
-}
 
 int main(void)
 {
@@ -65,7 +51,7 @@ int main(void)
 	ip = sv_ip();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	sv_memlock();
-	cfg = config();
+	cfg = sv_config("{ \"workers\": 1, \"send_timeout_ms\": 60000 }\n");
 	sv_node_start(&node, ip, cfg);
 	rs_server_config_delete(&cfg);
 	printf("node on %s (1 worker, send timeout 60 s)\n", node.addr);

@@ -39,6 +39,7 @@
 #include "recstore/client.h"
 #include "server/srv_internal.h" /* FREEZE / THAW of the node in-process */
 #include "server_harness.h"
+#include "stats.h"
 
 #ifndef RS_CTL_BIN
 #error "RS_CTL_BIN: path of recstore-ctl (table_grow.cmake)"
@@ -71,41 +72,13 @@ static uint64_t key_of(unsigned i)
 	return 0x5bd1e995ull * i + 11;
 }
 
-static struct rs_client *client_of(const char *addr)
-{
-	struct rs_client_config *cfg;
-	struct rs_client *c;
-
-	SV_OK(rs_client_config_new(&cfg));
-	SV_OK(rs_client_config_set_nodes(cfg, addr));
-	SV_OK(rs_client_config_set_timeout_ms(cfg, 60000));
-	SV_OK(rs_client_open(&c, cfg));
-	rs_client_config_delete(&cfg);
-	return c;
-}
-
-
-struct node_stat {
-	const char *key;
-	uint64_t v;
-};
-
-static int stat_fn(void *arg, const char *table, const char *key,
-		   uint64_t v)
-{
-	struct node_stat *q = arg;
-
-	if (!table && !strcmp(key, q->key))
-		q->v = v;
-	return 0;
-}
 
 static uint64_t node_stat(struct rs_client *c, const char *key)
 {
-	struct node_stat q = { key, 0 };
+	struct tl_stat q[] = { { NULL, key, 0, 0 }, { 0 } };
 
-	SV_OK(rs_node_stats_foreach(c, 0, stat_fn, &q));
-	return q.v;
+	SV_OK(tl_stats_read(c, 0, q));
+	return q[0].v;
 }
 
 /* Write keys [from, to) with their values; every status OK or CREATED. */
@@ -168,7 +141,7 @@ static _Atomic uint64_t verified_gets; /* all readers */
 static void *reader_main(void *arg)
 {
 	struct reader *r = arg;
-	struct rs_client *c = client_of(r->addr);
+	struct rs_client *c = sv_client(r->addr, 60000);
 	struct rs_table *t;
 	uint64_t keys[RBATCH], x = 0x9E3779B97F4A7C15ull * (r->id + 1);
 	float rows[RBATCH * DIM];
@@ -381,7 +354,7 @@ struct grow_arg {
 static void *grow_main(void *arg)
 {
 	struct grow_arg *g = arg;
-	struct rs_client *c = client_of(g->addr);
+	struct rs_client *c = sv_client(g->addr, 60000);
 
 	g->ret = rs_table_grow(c, "gc", 2 * CAP0);
 	rs_client_close(&c);
@@ -478,7 +451,7 @@ static void growth_without_room(const char *ip)
 	SV_OK(rs_server_config_set_storage(cfg, NULL, 6 * MiB));
 	sv_node_start(&n, ip, cfg);
 	rs_server_config_delete(&cfg);
-	c = client_of(n.addr);
+	c = sv_client(n.addr, 60000);
 	SV_OK(rs_table_spec_init(&s, "t", 64));
 	s.capacity = 1024;
 	s.max_capacity = 65536;
@@ -550,7 +523,7 @@ static void grows_in_a_file_pool(const char *ip)
 	SV_CHECK(mkdtemp(dir), "mkdtemp %s", dir);
 	snprintf(pool, sizeof(pool), "%s/pool", dir);
 	file_node(&n, ip, pool);
-	c = client_of(n.addr);
+	c = sv_client(n.addr, 60000);
 	SV_OK(rs_table_spec_init(&s, "g", DIM));
 	SV_OK(rs_table_spec_set_optimizer(&s, "adagrad"));
 	s.capacity = 512;
@@ -568,7 +541,7 @@ static void grows_in_a_file_pool(const char *ip)
 	step("file node: grown three times, stopped");
 
 	file_node(&n, ip, pool);
-	c = client_of(n.addr);
+	c = sv_client(n.addr, 60000);
 	SV_OK(rs_table_get_spec(c, "g", &ts));
 	SV_CHECK(ts.capacity == 4096 && ts.max_capacity == 4096 &&
 			 ts.optim.kind == RS_OPT_ADAGRAD,
@@ -602,7 +575,7 @@ int main(void)
 	SV_OK(rs_server_config_set_storage(cfg, NULL, 64 * MiB));
 	sv_node_start(&n, sv_ip(), cfg);
 	rs_server_config_delete(&cfg);
-	c = client_of(n.addr);
+	c = sv_client(n.addr, 60000);
 	step("node up");
 	grows_under_readers(&n, c);
 	grows_by_command(&n, c);

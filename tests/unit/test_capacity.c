@@ -29,7 +29,7 @@
 #include "common/rs_internal.h"
 #include "index/pet_sync.h"
 #include "value/optimizer.h"
-#include "pool_path.h"
+#include "pool.h"
 #include "value/slab_int.h" /* white-box: directory entries */
 
 #define MiB (1ULL << 20)
@@ -38,19 +38,6 @@
 #define FILE_FLAGS (SLAB_F_SPARSE | SLAB_F_NOSYNC)
 
 POOL_PATH_FIXTURES("capacity")
-
-static struct slab_store *pool_open(const char *path, uint64_t size,
-				    unsigned flags)
-{
-	struct slab_store_cfg cfg = {.path = path, .size = size,
-				     .flags = flags};
-	struct slab_store *st;
-	int rc = slab_store_open(&st, &cfg);
-
-	if (rc)
-		fail_msg("open %s: %s", path ? path : "(dram)", rs_errormsg());
-	return st;
-}
 
 static struct slab_store_info info_of(struct slab_store *st)
 {
@@ -162,7 +149,7 @@ static uint64_t num_after(const char *msg, const char *tag)
 
 static void full_says_needed_and_free(void **state)
 {
-	struct slab_store *st = pool_open(NULL, 32 * MiB, 0);
+	struct slab_store *st = tl_pool_open(NULL, 32 * MiB, 0);
 	struct slab_table_cfg big = cfg_of("big", 16, OPTIM_ADAM, 1ULL << 20);
 	struct slab_table_cfg a = cfg_of("a", 16, OPTIM_SGD, 1000);
 	struct slab_table *t;
@@ -239,7 +226,7 @@ static struct slab_table_cfg big_cfg(const char *name, unsigned r, bool fb,
 
 static void dram_cycles(void **state)
 {
-	struct slab_store *st = pool_open(NULL, 48 * MiB, 0);
+	struct slab_store *st = tl_pool_open(NULL, 48 * MiB, 0);
 	struct slab_table_cfg small = cfg_of("small", 8, OPTIM_SGD, 100);
 	struct slab_table *s, *t;
 	uint64_t free0;
@@ -289,7 +276,7 @@ static uint64_t readable_dirty(struct slab_table *t)
  */
 static void dram_recreate_exposes_nothing(void **state)
 {
-	struct slab_store *st = pool_open(NULL, 16 * MiB, 0);
+	struct slab_store *st = tl_pool_open(NULL, 16 * MiB, 0);
 	struct slab_table_cfg a = cfg_of("old", 40, OPTIM_ADAM, 20000);
 	struct slab_table_cfg b = cfg_of("new", 16, OPTIM_SGD, 3000);
 	struct slab_table *t;
@@ -318,7 +305,7 @@ static void dram_recreate_exposes_nothing(void **state)
 static void file_cycles_across_reopens(void **state)
 {
 	const uint64_t size = 40 * MiB, data = size - SLAB_DATA_OFF;
-	struct slab_store *st = pool_open(pool_path, size, FILE_FLAGS);
+	struct slab_store *st = tl_pool_open(pool_path, size, FILE_FLAGS);
 	struct slab_table *t;
 
 	(void)state;
@@ -329,13 +316,14 @@ static void file_cycles_across_reopens(void **state)
 		assert_int_equal(slab_table_create(st, &c, &t), 0);
 		put_rows(t, 100 * r, 20);
 		slab_store_close(&st);
-		st = pool_open(pool_path, 0, SLAB_F_NOSYNC);
+		st = tl_pool_open(pool_path, 0, SLAB_F_NOSYNC);
 		t = slab_table_get(st, "big");
 		assert_non_null(t);
 		check_rows(t, 100 * r, 20);
 		assert_int_equal(slab_table_drop(st, "big"), 0);
 		slab_store_close(&st);
-		st = pool_open(pool_path, 0, SLAB_F_NOSYNC); /* drop, restart, create */
+		/* drop, restart, create */
+		st = tl_pool_open(pool_path, 0, SLAB_F_NOSYNC);
 		assert_null(slab_table_get(st, "big"));
 		assert_int_equal(info_of(st).ntables, 0);
 	}
@@ -352,7 +340,7 @@ static void file_cycles_across_reopens(void **state)
 static void torn_entries_free_their_space(void **state)
 {
 	const uint64_t size = 24 * MiB, data = size - SLAB_DATA_OFF;
-	struct slab_store *st = pool_open(pool_path, size, FILE_FLAGS);
+	struct slab_store *st = tl_pool_open(pool_path, size, FILE_FLAGS);
 	struct slab_table_cfg c = big_cfg("big", 0, true, data);
 	struct slab_table *t;
 	struct slab_dirent *e;
@@ -370,7 +358,7 @@ static void torn_entries_free_their_space(void **state)
 			pet_st(&e->checksum, 0); /* drop's first store */
 		slab_persist(st, e, sizeof(*e));
 		slab_store_close(&st);
-		st = pool_open(pool_path, 0, SLAB_F_NOSYNC);
+		st = tl_pool_open(pool_path, 0, SLAB_F_NOSYNC);
 		assert_null(slab_table_get(st, "big"));
 		assert_int_equal(info_of(st).free_total, data);
 	}
@@ -395,7 +383,7 @@ struct kill_log {
  * a few rows, forever. */
 static void kill_child(struct kill_log *lg, uint64_t quarter)
 {
-	struct slab_store *st = pool_open(pool_path, 0, SLAB_F_NOSYNC);
+	struct slab_store *st = tl_pool_open(pool_path, 0, SLAB_F_NOSYNC);
 	unsigned x = (unsigned)getpid();
 
 	for (;;) {
@@ -434,7 +422,7 @@ static void kill_during_cycles(void **state)
 	int rounds = env ? atoi(env) : KILL_ROUNDS_DEFAULT;
 	struct kill_log *lg = mmap(NULL, sizeof(*lg), PROT_READ | PROT_WRITE,
 				   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	struct slab_store *st = pool_open(pool_path, size, FILE_FLAGS);
+	struct slab_store *st = tl_pool_open(pool_path, size, FILE_FLAGS);
 	uint64_t total_acked = 0;
 
 	(void)state;
@@ -465,7 +453,7 @@ static void kill_during_cycles(void **state)
 			fail_msg("round %d: the child failed (exit %d)", r,
 				 WEXITSTATUS(status));
 		fl = atomic_load(&lg->inflight);
-		st = pool_open(pool_path, 0, SLAB_F_NOSYNC);
+		st = tl_pool_open(pool_path, 0, SLAB_F_NOSYNC);
 		for (unsigned i = 0; i < KILL_TABLES; i++) {
 			char name[8];
 			struct slab_table *t;
@@ -500,7 +488,7 @@ static void kill_during_cycles(void **state)
 		      rounds, (unsigned long long)total_acked);
 	assert_true(total_acked >= (uint64_t)rounds);
 	/* after it all, the whole pool is one table's again */
-	st = pool_open(pool_path, 0, SLAB_F_NOSYNC);
+	st = tl_pool_open(pool_path, 0, SLAB_F_NOSYNC);
 	for (unsigned i = 0; i < KILL_TABLES; i++) {
 		char name[8];
 

@@ -6,15 +6,14 @@
 #include <stdlib.h>
 
 #include "coord/coord.h"
+#include "coord_cases.h"
 
-static struct coord *open_store(void)
+struct coord *open_store(void)
 {
 	struct coord *c = NULL;
 
 	return coord_mem_new(&c) ? NULL : c;
 }
-
-#include "coord_cases.h"
 
 static void expiry(void **state)
 {

@@ -25,7 +25,7 @@
 #include "common/rs_internal.h"
 #include "index/pet_format.h"
 #include "value/optimizer.h"
-#include "pool_path.h"
+#include "pool.h"
 #include "value/slab_int.h" /* white-box: handles, regions */
 
 #define MiB (1ULL << 20)
@@ -35,17 +35,6 @@
 #define CAP0 1000u
 
 POOL_PATH_FIXTURES("grow")
-
-static struct slab_store *pool_open(const char *path, uint64_t size)
-{
-	struct slab_store_cfg cfg = {.path = path, .size = size,
-				     .flags = path ? FILE_FLAGS : 0};
-	struct slab_store *st;
-
-	if (slab_store_open(&st, &cfg))
-		fail_msg("open: %s", rs_errormsg());
-	return st;
-}
 
 static struct slab_table_cfg cfg_of(uint64_t cap)
 {
@@ -154,7 +143,7 @@ static int collect(void *arg, uint64_t key, uint32_t row)
 
 static void grow_keeps_rows_and_rejects_old(void **state)
 {
-	struct slab_store *st = pool_open(NULL, 64 * MiB);
+	struct slab_store *st = tl_pool_open(NULL, 64 * MiB, 0);
 	struct slab_table_cfg c = cfg_of(CAP0);
 	struct slab_table *t, *nt;
 	struct slab_table_geom og, ng;
@@ -263,7 +252,7 @@ static void grow_keeps_rows_and_rejects_old(void **state)
 
 static void grow_that_does_not_fit_is_refused(void **state)
 {
-	struct slab_store *st = pool_open(NULL, 8 * MiB);
+	struct slab_store *st = tl_pool_open(NULL, 8 * MiB, 0);
 	struct slab_table_cfg c = cfg_of(CAP0);
 	struct slab_table *t, *nt = NULL;
 	const char *m;
@@ -307,7 +296,7 @@ static void make_file_table(void)
 	struct slab_table *t;
 
 	unlink(pool_path);
-	st = pool_open(pool_path, 32 * MiB);
+	st = tl_pool_open(pool_path, 32 * MiB, FILE_FLAGS);
 	c.catalog = catalog_rec;
 	c.catalog_len = sizeof(catalog_rec);
 	assert_int_equal(slab_table_create(st, &c, &t), 0);
@@ -320,7 +309,7 @@ static void make_file_table(void)
  * capacity. */
 static uint64_t check_after_crash(void)
 {
-	struct slab_store *st = pool_open(pool_path, 0);
+	struct slab_store *st = tl_pool_open(pool_path, 0, FILE_FLAGS);
 	struct slab_table *t = slab_table_get(st, "g");
 	struct slab_store_info si;
 	uint64_t cap;
@@ -344,7 +333,7 @@ static uint64_t check_after_crash(void)
 
 static void grow_child(uint64_t cap)
 {
-	struct slab_store *st = pool_open(pool_path, 0);
+	struct slab_store *st = tl_pool_open(pool_path, 0, FILE_FLAGS);
 
 	slab_grow_test_hook = cut;
 	if (slab_table_grow(st, "g", cap, 0, NULL))
@@ -440,7 +429,7 @@ static uint64_t mono_ns(void)
  * 50000 keys of dim 8 with Adam state, DRAM, grown from 2^16 to 2^17. */
 static void growth_cost(void **state)
 {
-	struct slab_store *st = pool_open(NULL, 128 * MiB);
+	struct slab_store *st = tl_pool_open(NULL, 128 * MiB, 0);
 	struct slab_table_cfg c = cfg_of(1u << 16);
 	struct slab_table *t, *nt;
 	float v[DIM] = { 1, 2, 3 };

@@ -31,21 +31,11 @@
 
 #include "common/rs_internal.h"
 #include "value/slab_int.h"
-#include "pool_path.h"
+#include "pool.h"
 
 #define MiB (1ULL << 20)
 
 POOL_PATH_FIXTURES("pcat")
-
-static struct slab_store *pool_open(unsigned flags)
-{
-	struct slab_store_cfg cfg = {.path = pool_path, .size = 16 * MiB,
-				     .flags = flags | SLAB_F_SPARSE};
-	struct slab_store *st = NULL;
-
-	assert_int_equal(slab_store_open(&st, &cfg), 0);
-	return st;
-}
 
 static struct slab_table *mktable(struct slab_store *st, const char *name,
 				  const char *rec)
@@ -80,7 +70,8 @@ static void round_trip(void **state)
 {
 	char big[SLAB_CATALOG_MAX + 1], small[4];
 	struct slab_store_info si;
-	struct slab_store *st = pool_open(0);
+	struct slab_store *st =
+		tl_pool_open(pool_path, 16 * MiB, SLAB_F_SPARSE);
 	struct slab_table_cfg tc = {.name = "x", .dim = 8, .capacity = 10};
 
 	(void)state;
@@ -99,7 +90,7 @@ static void round_trip(void **state)
 			 RS_E_INVAL);
 	slab_store_close(&st);
 
-	st = pool_open(0);
+	st = tl_pool_open(pool_path, 16 * MiB, SLAB_F_SPARSE);
 	slab_store_info(st, &si);
 	assert_int_equal(si.layout, 3);
 	assert_false(si.device);
@@ -111,7 +102,8 @@ static void round_trip(void **state)
 
 static void torn_record_ignored(void **state)
 {
-	struct slab_store *st = pool_open(0);
+	struct slab_store *st =
+		tl_pool_open(pool_path, 16 * MiB, SLAB_F_SPARSE);
 	struct slab_table *t = mktable(st, "a", "{\"spec\": 2}");
 	struct slab_catrec *r = (struct slab_catrec *)(st->cat +
 		(uint64_t)slab_table_id(t) * SLAB_CAT_BYTES);
@@ -120,7 +112,7 @@ static void torn_record_ignored(void **state)
 	mktable(st, "b", "{\"spec\": 3}");
 	r->data[3] ^= 0x20; /* a torn byte in the payload */
 	slab_store_close(&st);
-	st = pool_open(0);
+	st = tl_pool_open(pool_path, 16 * MiB, SLAB_F_SPARSE);
 	assert_null(rec_of(st, "a"));
 	assert_string_equal(rec_of(st, "b"), "{\"spec\": 3}");
 	/* a length beyond the record: not read past it */
@@ -134,7 +126,8 @@ static void torn_record_ignored(void **state)
 
 static void crash_order(void **state)
 {
-	struct slab_store *st = pool_open(0);
+	struct slab_store *st =
+		tl_pool_open(pool_path, 16 * MiB, SLAB_F_SPARSE);
 	struct slab_catrec *r;
 	struct slab_table *t;
 	unsigned id;
@@ -147,7 +140,7 @@ static void crash_order(void **state)
 	r = (struct slab_catrec *)(st->cat + (uint64_t)id * SLAB_CAT_BYTES);
 	memset(&st->dir[id], 0, sizeof(st->dir[id]));
 	slab_store_close(&st);
-	st = pool_open(0);
+	st = tl_pool_open(pool_path, 16 * MiB, SLAB_F_SPARSE);
 	assert_null(slab_table_get(st, "gone"));
 	/* the slot's next table, created without a record, must not show
 	 * the stale one (a record of the same bytes but another uid) */
@@ -169,7 +162,8 @@ static void crash_order(void **state)
 
 static void written_once(void **state)
 {
-	struct slab_store *st = pool_open(0);
+	struct slab_store *st =
+		tl_pool_open(pool_path, 16 * MiB, SLAB_F_SPARSE);
 	struct slab_table *a = mktable(st, "a", "{\"spec\": 6}");
 	struct slab_table *b = mktable(st, "b", NULL);
 
@@ -182,7 +176,7 @@ static void written_once(void **state)
 	assert_int_equal(slab_table_set_catalog(st, b, "{\"spec\": 7}", 11),
 			 0);
 	slab_store_close(&st);
-	st = pool_open(0);
+	st = tl_pool_open(pool_path, 16 * MiB, SLAB_F_SPARSE);
 	assert_string_equal(rec_of(st, "a"), "{\"spec\": 6}");
 	assert_string_equal(rec_of(st, "b"), "{\"spec\": 7}");
 	slab_store_close(&st);
@@ -199,13 +193,14 @@ static void make_layout2(struct slab_store *st)
 static void layout2_opens_and_migrates(void **state)
 {
 	struct slab_store_info si;
-	struct slab_store *st = pool_open(0);
+	struct slab_store *st =
+		tl_pool_open(pool_path, 16 * MiB, SLAB_F_SPARSE);
 
 	(void)state;
 	mktable(st, "old", NULL);
 	make_layout2(st);
 	slab_store_close(&st);
-	st = pool_open(0);
+	st = tl_pool_open(pool_path, 16 * MiB, SLAB_F_SPARSE);
 	slab_store_info(st, &si);
 	assert_int_equal(si.layout, 2);
 	assert_null(rec_of(st, "old"));
@@ -213,7 +208,7 @@ static void layout2_opens_and_migrates(void **state)
 						"{\"spec\": 8}", 11),
 			 0);
 	slab_store_close(&st);
-	st = pool_open(0);
+	st = tl_pool_open(pool_path, 16 * MiB, SLAB_F_SPARSE);
 	slab_store_info(st, &si);
 	assert_int_equal(si.layout, 2); /* the superblock is not rewritten */
 	assert_string_equal(rec_of(st, "old"), "{\"spec\": 8}");

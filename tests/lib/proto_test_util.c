@@ -1,33 +1,10 @@
 /*
- * proto_test_util.h - shared by test_proto.c and test_proto_garbage.c:
- * a corpus of valid messages (every opcode, both directions) and
- * reencode(), which encodes a decoded message again through the public
- * encoders. The encoding is canonical (reserved bytes zero, no slack), so
- * any message that decodes must re-encode to the same bytes; the tests use
- * that as their strongest check. Header-only, static functions.
+ * proto_test_util.c - the bodies of the helpers declared in
+ * proto_test_util.h, which says what they are for.
  */
-#ifndef PROTO_TEST_UTIL_H
-#define PROTO_TEST_UTIL_H
+#include "proto_test_util.h"
 
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "common/proto.h"
-#include "common/rs_internal.h"
-
-#define SEED_CAP 8192
-#define MAX_SEEDS 64
-
-struct corpus {
-	uint8_t msg[MAX_SEEDS][SEED_CAP];
-	size_t len[MAX_SEEDS];
-	const char *name[MAX_SEEDS];
-	size_t n;
-};
-
-static struct proto_hdr hdr_of(uint64_t req_id, int traced)
+struct proto_hdr hdr_of(uint64_t req_id, int traced)
 {
 	return (struct proto_hdr){
 		.req_id = req_id,
@@ -36,7 +13,7 @@ static struct proto_hdr hdr_of(uint64_t req_id, int traced)
 	};
 }
 
-static struct proto_table_spec sample_spec(const char *name, uint32_t kind)
+struct proto_table_spec sample_spec(const char *name, uint32_t kind)
 {
 	struct proto_table_spec s;
 
@@ -53,7 +30,7 @@ static struct proto_table_spec sample_spec(const char *name, uint32_t kind)
 	return s;
 }
 
-static struct proto_table_info sample_info(const char *name, uint32_t id)
+struct proto_table_info sample_info(const char *name, uint32_t id)
 {
 	struct proto_table_info t;
 
@@ -95,8 +72,7 @@ static void corpus_add(struct corpus *c, const char *name, int len)
 	c->n++;
 }
 
-/* every message kind, both directions, several shapes */
-static void corpus_build(struct corpus *c)
+void corpus_build(struct corpus *c)
 {
 	static const uint64_t keys[7] = { 0, 1, 42, UINT64_MAX, 7, 7,
 					  0x8000000000000000ull };
@@ -416,8 +392,7 @@ static void corpus_build(struct corpus *c)
 #undef SLOT
 }
 
-/* Encode a decoded message again. Returns the length or a negative code. */
-static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
+int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 {
 	static uint64_t keys[PROTO_MAX_BATCH_KEYS / 64];
 	static uint64_t clients[PROTO_MAX_BATCH_KEYS / 64];
@@ -582,5 +557,3 @@ static int reencode(const struct proto_msg *m, uint8_t *buf, size_t cap)
 	}
 	}
 }
-
-#endif

@@ -1,40 +1,14 @@
 /*
- * coord_cases.h - conformance cases of the coordination interface
- * (src/coord/coord.h), run against every backend: tests/unit/
- * test_coord_mem.c (in memory) and tests/rxe/coord_etcd_conformance.c
- * (a real etcd). Only what needs no fake clock is here; lease expiry by
- * the clock is in test_coord_mem.c.
- *
- * The including file defines `static struct coord *open_store(void)`
- * before including this. Each case works under its own key prefix
- * (/t/<pid>/<n>/), so the cases may share one etcd.
+ * coord_cases.c - the bodies of the helpers declared in coord_cases.h, which
+ * says what they are for.
  */
-#ifndef COORD_CASES_H
-#define COORD_CASES_H
+#include "coord_cases.h"
 
-#include <errno.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <stdio.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
-#include <cmocka.h>
+#include <stdlib.h>
 
-#include "coord/coord.h"
-#include "recstore/error.h"
+#define K(t, k) k_((t), (k), (char[160]){ 0 }, 160)
 
-static struct coord *open_store(void);
-
-struct cc {
-	struct coord *c;
-	char ns[64];
-};
-
-static int cc_setup(void **state)
+int cc_setup(void **state)
 {
 	static int n;
 	struct cc *t = calloc(1, sizeof(*t));
@@ -46,7 +20,7 @@ static int cc_setup(void **state)
 	return 0;
 }
 
-static int cc_teardown(void **state)
+int cc_teardown(void **state)
 {
 	struct cc *t = *state;
 
@@ -61,14 +35,13 @@ static const char *k_(struct cc *t, const char *k, char *buf, size_t n)
 	snprintf(buf, n, "%s%s", t->ns, k);
 	return buf;
 }
-#define K(t, k) k_((t), (k), (char[160]){ 0 }, 160)
 
 static void put_s(struct cc *t, const char *k, const char *v, int64_t *rev)
 {
 	assert_int_equal(coord_put(t->c, K(t, k), v, strlen(v), 0, rev), 0);
 }
 
-static void cc_put_get(void **state)
+void cc_put_get(void **state)
 {
 	struct cc *t = *state;
 	struct coord_kvs r;
@@ -116,7 +89,7 @@ static void cc_put_get(void **state)
 	coord_kvs_free(&r);
 }
 
-static void cc_prefix(void **state)
+void cc_prefix(void **state)
 {
 	struct cc *t = *state;
 	struct coord_kvs r;
@@ -150,7 +123,7 @@ static void cc_prefix(void **state)
 	coord_kvs_free(&r);
 }
 
-static void cc_cas(void **state)
+void cc_cas(void **state)
 {
 	struct cc *t = *state;
 	struct coord_kvs r;
@@ -186,7 +159,7 @@ static void cc_cas(void **state)
 	assert_int_equal(coord_cas(t->c, k, 0, "v2", 2, 0, NULL), 1);
 }
 
-static void cc_lease(void **state)
+void cc_lease(void **state)
 {
 	struct cc *t = *state;
 	struct coord_kvs r;
@@ -239,7 +212,7 @@ static void *cc_put_later(void *arg)
 	return NULL;
 }
 
-static void cc_wait(void **state)
+void cc_wait(void **state)
 {
 	struct cc *t = *state;
 	struct cc_putter p = { .t = t, .delay_ms = 200 };
@@ -279,8 +252,7 @@ static void *cc_cancel_later(void *arg)
 	return NULL;
 }
 
-/* A set cancel flag ends a wait early (about a second at most). */
-static void cc_cancel(void **state)
+void cc_cancel(void **state)
 {
 	struct cc *t = *state;
 	atomic_bool stop = false;
@@ -304,7 +276,7 @@ static void cc_cancel(void **state)
 	assert_true(s < 5.0);
 }
 
-static void cc_bad_args(void **state)
+void cc_bad_args(void **state)
 {
 	struct cc *t = *state;
 	static char big[COORD_VALUE_MAX + 1];
@@ -331,10 +303,3 @@ static void cc_bad_args(void **state)
 	assert_int_equal(r.kv[0].value_len, COORD_VALUE_MAX);
 	coord_kvs_free(&r);
 }
-
-#define CC(f) cmocka_unit_test_setup_teardown(f, cc_setup, cc_teardown)
-#define COORD_CASES                                                       \
-	CC(cc_put_get), CC(cc_prefix), CC(cc_cas), CC(cc_lease), CC(cc_wait), \
-		CC(cc_cancel), CC(cc_bad_args)
-
-#endif

@@ -1,40 +1,12 @@
 /*
- * verbs_common.h - helpers for the rxe tests of src/verbs: the environment
- * (skip when there is no device), a server that runs in threads of the test
- * process (listener + accept loop + optional echo workers) over a region it
- * exports through the handshake, and small measurement helpers.
- * Header-only; each test includes it once.
+ * verbs_common.c - the bodies of the helpers declared in verbs_common.h, which
+ * says what they are for.
  */
-#ifndef VERBS_COMMON_H
-#define VERBS_COMMON_H
+#include "verbs_common.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/resource.h>
-#include <time.h>
-#include <unistd.h>
+const char *vt_dev_name, *vt_ip;
 
-#include "recstore/error.h"
-#include "verbs/rv.h"
-
-#define VT_CHECK(expr)							\
-	do {								\
-		int vt_rc_ = (expr);					\
-		if (vt_rc_ < 0)						\
-			fail_msg("%s = %d (%s): %s", #expr, vt_rc_,	\
-				 rs_strerror(vt_rc_), rs_errormsg());	\
-	} while (0)
-
-static const char *vt_dev_name, *vt_ip;
-
-/* Exit 77 (skipped) when the rxe environment is missing. */
-static inline void vt_env(void)
+void vt_env(void)
 {
 	vt_dev_name = getenv("RS_RDMA_DEV");
 	vt_ip = getenv("RS_RDMA_IP");
@@ -45,7 +17,7 @@ static inline void vt_env(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 }
 
-static inline double vt_now(void)
+double vt_now(void)
 {
 	struct timespec ts;
 
@@ -53,7 +25,7 @@ static inline double vt_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static inline double vt_cpu_s(void)
+double vt_cpu_s(void)
 {
 	struct rusage ru;
 
@@ -62,7 +34,7 @@ static inline double vt_cpu_s(void)
 	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
 }
 
-static inline int vt_count_fds(void)
+int vt_count_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *e;
@@ -75,7 +47,7 @@ static inline int vt_count_fds(void)
 	return n - 1;	/* the DIR's own fd */
 }
 
-static inline long vt_rss_kb(void)
+long vt_rss_kb(void)
 {
 	FILE *f = fopen("/proc/self/statm", "r");
 	long size = 0, rss = 0;
@@ -88,8 +60,7 @@ static inline long vt_rss_kb(void)
 	return rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-/* Deterministic content of the exported region. */
-static inline uint8_t vt_byte(uint64_t off)
+uint8_t vt_byte(uint64_t off)
 {
 	uint64_t x = (off >> 3) * 0x9e3779b97f4a7c15ull;
 
@@ -97,39 +68,13 @@ static inline uint8_t vt_byte(uint64_t off)
 	return (uint8_t)(x >> ((off & 7) * 8));
 }
 
-static inline void vt_fill(uint8_t *p, size_t len)
+void vt_fill(uint8_t *p, size_t len)
 {
 	for (size_t i = 0; i < len; i++)
 		p[i] = vt_byte(i);
 }
 
-/* What the server tells clients in its handshake reply. */
-struct vt_region {
-	uint64_t addr;
-	uint64_t len;
-	uint32_t rkey;
-} __attribute__((packed));
-
-#define VT_MAX_CONNS 64
-
-struct vt_srv {
-	struct rv_dev *dev;
-	struct rv_listener *l;
-	struct rv_mr *region;
-	struct vt_region info;
-	pthread_t acc, echo[4];
-	int n_echo;
-	bool close_on_disconnect;
-	_Atomic int idle_ms;	/* how long the threads sleep between checks */
-	atomic_bool stop;
-	atomic_int live;	/* connected, not closed */
-	atomic_long connected;	/* CONNECTED events so far */
-	atomic_long echoed;
-	pthread_mutex_t lock;
-	struct rv_conn *conns[VT_MAX_CONNS];
-};
-
-static inline void vt_srv_add(struct vt_srv *s, struct rv_conn *c)
+static void vt_srv_add(struct vt_srv *s, struct rv_conn *c)
 {
 	pthread_mutex_lock(&s->lock);
 	for (int i = 0; i < VT_MAX_CONNS; i++)
@@ -140,7 +85,7 @@ static inline void vt_srv_add(struct vt_srv *s, struct rv_conn *c)
 	pthread_mutex_unlock(&s->lock);
 }
 
-static inline void vt_srv_del(struct vt_srv *s, struct rv_conn *c)
+static void vt_srv_del(struct vt_srv *s, struct rv_conn *c)
 {
 	pthread_mutex_lock(&s->lock);
 	for (int i = 0; i < VT_MAX_CONNS; i++)
@@ -149,7 +94,7 @@ static inline void vt_srv_del(struct vt_srv *s, struct rv_conn *c)
 	pthread_mutex_unlock(&s->lock);
 }
 
-static inline void *vt_accept_main(void *arg)
+static void *vt_accept_main(void *arg)
 {
 	struct vt_srv *s = arg;
 	struct rv_event ev;
@@ -172,7 +117,7 @@ static inline void *vt_accept_main(void *arg)
 }
 
 /* Echo every message back to its sender. */
-static inline void *vt_echo_main(void *arg)
+static void *vt_echo_main(void *arg)
 {
 	struct vt_srv *s = arg;
 	struct rv_msg m[8];
@@ -199,9 +144,9 @@ static inline void *vt_echo_main(void *arg)
 	return NULL;
 }
 
-static inline void vt_srv_start(struct vt_srv *s, struct rv_dev *d,
-			 size_t region_len, int n_echo,
-			 const struct rv_listener_attr *la_in)
+void vt_srv_start(struct vt_srv *s, struct rv_dev *d,
+		  size_t region_len, int n_echo,
+		  const struct rv_listener_attr *la_in)
 {
 	struct rv_listener_attr la;
 
@@ -230,7 +175,7 @@ static inline void vt_srv_start(struct vt_srv *s, struct rv_dev *d,
 		pthread_create(&s->echo[i], NULL, vt_echo_main, s);
 }
 
-static inline void vt_srv_stop(struct vt_srv *s)
+void vt_srv_stop(struct vt_srv *s)
 {
 	atomic_store(&s->stop, true);
 	pthread_join(s->acc, NULL);
@@ -243,9 +188,9 @@ static inline void vt_srv_stop(struct vt_srv *s)
 	pthread_mutex_destroy(&s->lock);
 }
 
-static inline struct rv_conn *vt_connect(struct rv_dev *d, uint16_t port,
-				  struct rv_conn_attr *a_in,
-				  struct vt_region *info)
+struct rv_conn *vt_connect(struct rv_dev *d, uint16_t port,
+			   struct rv_conn_attr *a_in,
+			   struct vt_region *info)
 {
 	struct rv_conn_attr a;
 	struct rv_conn *c = NULL;
@@ -265,5 +210,3 @@ static inline struct rv_conn *vt_connect(struct rv_dev *d, uint16_t port,
 	}
 	return c;
 }
-
-#endif

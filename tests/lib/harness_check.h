@@ -13,16 +13,7 @@
 
 #include "recstore/error.h"
 
-static inline void hc_die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, " [%s]\n", rs_errormsg());
-	exit(1);
-}
+void hc_die(const char *fmt, ...);
 
 #define HC_OK(expr)                                                       \
 	do {                                                              \

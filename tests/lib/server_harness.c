@@ -1,43 +1,10 @@
 /*
- * server_harness.h - shared pieces of the memory node's rxe tests
- * (tests/rxe/test_server_*.c): a node run in-process on a thread, and a
- * RAW client that speaks the wire protocol through src/verbs directly, so
- * that tests can send anything (garbage, lies, floods) and see exactly what
- * the node answers.
- *
- * Every helper aborts the test (exit 1) with a message on an unexpected
- * error; sv_skip_without_device() exits 77 when RS_RDMA_DEV is unset.
+ * server_harness.c - the bodies of the helpers declared in
+ * server_harness.h, which says what they are for.
  */
-#ifndef SERVER_HARNESS_H
-#define SERVER_HARNESS_H
+#include "server_harness.h"
 
-#include <errno.h>
-#include <inttypes.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "common/proto.h"
-#include "common/rs_internal.h"
-#include "recstore/client.h"
-#include "recstore/server.h"
-#include "harness_check.h"
-#include "verbs/rv.h"
-
-#define SV_MSG_MAX (256u << 10)
-#define SV_TIMEOUT_MS 30000
-
-#define sv_die hc_die
-#define SV_OK HC_OK
-#define SV_CHECK HC_CHECK
-
-static inline double sv_now(void)
+double sv_now(void)
 {
 	struct timespec ts;
 
@@ -45,7 +12,7 @@ static inline double sv_now(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static inline const char *sv_ip(void)
+const char *sv_ip(void)
 {
 	const char *dev = getenv("RS_RDMA_DEV"), *ip = getenv("RS_RDMA_IP");
 
@@ -56,23 +23,12 @@ static inline const char *sv_ip(void)
 	return ip;
 }
 
-static inline void sv_memlock(void)
+void sv_memlock(void)
 {
 	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
 
 	setrlimit(RLIMIT_MEMLOCK, &rl);
 }
-
-/* ---- a node in a thread ---- */
-
-struct sv_node {
-	struct rs_server *s;
-	pthread_t th;
-	char addr[96];
-	char ip[64];
-	uint16_t port;
-	int run_ret;
-};
 
 static void *sv_node_main(void *arg)
 {
@@ -80,28 +36,15 @@ static void *sv_node_main(void *arg)
 
 	n->run_ret = rs_server_run(n->s);
 	if (n->run_ret < 0)
-		fprintf(stderr, "node: run failed: %s\n", rs_errormsg());
+		fprintf(stderr, "node %s: run failed: %s (%s)\n", n->addr,
+			rs_strerror(n->run_ret), rs_errormsg());
 	return NULL;
 }
 
-/* Start a node on ip:0 (cfg NULL: defaults with 2 workers). */
-static inline void sv_node_start(struct sv_node *n, const char *ip,
-				 struct rs_server_config *cfg)
+void sv_node_run(struct sv_node *n)
 {
-	struct rs_server_config *own = NULL;
-	char listen[80];
 	const char *colon;
 
-	memset(n, 0, sizeof(*n));
-	if (!cfg) {
-		SV_OK(rs_server_config_new(&own));
-		SV_OK(rs_server_config_set_workers(own, 2));
-		cfg = own;
-	}
-	snprintf(listen, sizeof(listen), "%s:0", ip);
-	SV_OK(rs_server_config_set_listen(cfg, listen));
-	SV_OK(rs_server_open(&n->s, cfg));
-	rs_server_config_delete(&own);
 	snprintf(n->addr, sizeof(n->addr), "%s", rs_server_listen_addr(n->s));
 	colon = strrchr(n->addr, ':');
 	snprintf(n->ip, sizeof(n->ip), "%.*s", (int)(colon - n->addr),
@@ -111,20 +54,65 @@ static inline void sv_node_start(struct sv_node *n, const char *ip,
 		sv_die("pthread_create");
 }
 
-static inline void sv_node_stop(struct sv_node *n)
+void sv_node_open(struct sv_node *n, const struct rs_server_config *cfg)
+{
+	memset(n, 0, sizeof(*n));
+	SV_OK(rs_server_open(&n->s, cfg));
+	sv_node_run(n);
+}
+
+int sv_node_close(struct sv_node *n)
 {
 	rs_server_stop(n->s);
 	pthread_join(n->th, NULL);
 	rs_server_close(&n->s);
-	SV_CHECK(n->run_ret == 0, "run returned %d", n->run_ret);
+	return n->run_ret;
 }
 
-/* ---- a tool run as a process ---- */
+struct rs_server_config *sv_config(const char *fmt, ...)
+{
+	char path[] = "/tmp/rs-test-cfg-XXXXXX";
+	struct rs_server_config *cfg = NULL;
+	int fd = mkstemp(path);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	va_list ap;
 
-/* Run bin with args (up to 14) and environment env; its exit status (128
- * if it did not exit), its stdout and stderr into out. */
-static inline int sv_run(const char *bin, const char *const *args,
-			 char *const *env, char *out, size_t len)
+	SV_CHECK(f, "mkstemp");
+	va_start(ap, fmt);
+	vfprintf(f, fmt, ap);
+	va_end(ap);
+	fclose(f);
+	SV_OK(rs_server_config_load(&cfg, path));
+	unlink(path);
+	return cfg;
+}
+
+void sv_node_start(struct sv_node *n, const char *ip,
+		   struct rs_server_config *cfg)
+{
+	struct rs_server_config *own = NULL;
+	char listen[80];
+
+	if (!cfg) {
+		SV_OK(rs_server_config_new(&own));
+		SV_OK(rs_server_config_set_workers(own, 2));
+		cfg = own;
+	}
+	snprintf(listen, sizeof(listen), "%s:0", ip);
+	SV_OK(rs_server_config_set_listen(cfg, listen));
+	sv_node_open(n, cfg);
+	rs_server_config_delete(&own);
+}
+
+void sv_node_stop(struct sv_node *n)
+{
+	int ret = sv_node_close(n);
+
+	SV_CHECK(ret == 0, "run returned %d", ret);
+}
+
+int sv_run(const char *bin, const char *const *args,
+	   char *const *env, char *out, size_t len)
 {
 	const char *argv[16] = { bin };
 	int p[2], n = 1, status;
@@ -156,10 +144,8 @@ static inline int sv_run(const char *bin, const char *const *args,
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-/* Run bin (recstore-ctl) with args, no environment; expect exit status
- * code and both needles in its output (n2 may be NULL). */
-static inline void sv_ctl_expect(const char *bin, const char *const *args,
-				 int code, const char *n1, const char *n2)
+void sv_ctl_expect(const char *bin, const char *const *args,
+		   int code, const char *n1, const char *n2)
 {
 	char out[4096], *env[] = { NULL };
 	int st = sv_run(bin, args, env, out, sizeof(out));
@@ -170,8 +156,7 @@ static inline void sv_ctl_expect(const char *bin, const char *const *args,
 		 "output lacks '%s' or '%s': %s", n1, n2 ? n2 : "", out);
 }
 
-/* The capacity rs_table_list gives for table name (not listed: 0). */
-static inline uint64_t sv_capacity(struct rs_client *c, const char *name)
+uint64_t sv_capacity(struct rs_client *c, const char *name)
 {
 	struct rs_table_info t[8] = { RS_TABLE_INFO_INIT };
 	int n = rs_table_list(c, t, 8);
@@ -183,43 +168,48 @@ static inline uint64_t sv_capacity(struct rs_client *c, const char *name)
 	return 0;
 }
 
-/* A client of node n only (30 s timeout). */
-static inline struct rs_client *sv_client_of(const struct sv_node *n)
+struct rs_client *sv_client(const char *nodes, unsigned timeout_ms)
 {
 	struct rs_client_config *cfg;
 	struct rs_client *c;
 
 	SV_OK(rs_client_config_new(&cfg));
-	SV_OK(rs_client_config_set_nodes(cfg, n->addr));
-	SV_OK(rs_client_config_set_timeout_ms(cfg, 30000));
+	SV_OK(rs_client_config_set_nodes(cfg, nodes));
+	SV_OK(rs_client_config_set_timeout_ms(cfg, timeout_ms));
 	SV_OK(rs_client_open(&c, cfg));
 	rs_client_config_delete(&cfg);
 	return c;
 }
 
-/* ---- a raw client ---- */
+struct rs_client *sv_client_of(const struct sv_node *n)
+{
+	return sv_client(n->addr, 30000);
+}
 
-struct sv_cli {
-	struct rv_dev *dev;
-	struct rv_conn *c;
-	uint8_t *buf;		/* request under construction */
-	uint32_t cap;		/* what the node accepts */
-	uint64_t next_id;
-	struct proto_limits lim;
-};
-
-static inline void sv_cli_open(struct sv_cli *k, const char *ip,
-			       uint16_t port)
+int sv_connect(struct rv_dev *d, const char *ip, uint16_t port,
+	       const struct sv_conn_opts *o, struct rv_conn **out)
 {
 	struct rv_conn_attr a;
 
+	rv_conn_attr_init(&a);
+	a.msg_max = o->msg_max;
+	a.credits = o->slots;
+	a.send_slots = o->slots;
+	a.priv = o->priv;
+	a.priv_len = o->priv_len;
+	a.reject_buf = o->rej;
+	a.reject_cap = o->rej_cap;
+	return rv_connect(d, ip, port, &a, out);
+}
+
+void sv_cli_open(struct sv_cli *k, const char *ip,
+		 uint16_t port)
+{
+	struct sv_conn_opts o = { .msg_max = SV_MSG_MAX, .slots = 16 };
+
 	memset(k, 0, sizeof(*k));
 	SV_OK(rv_dev_open(&k->dev, ip));
-	rv_conn_attr_init(&a);
-	a.msg_max = SV_MSG_MAX;
-	a.credits = 16;
-	a.send_slots = 16;
-	SV_OK(rv_connect(k->dev, ip, port, &a, &k->c));
+	SV_OK(sv_connect(k->dev, ip, port, &o, &k->c));
 	k->cap = rv_conn_msg_max(k->c);
 	k->buf = calloc(1, k->cap > SV_MSG_MAX ? k->cap : SV_MSG_MAX);
 	SV_CHECK(k->buf, "calloc");
@@ -230,7 +220,7 @@ static inline void sv_cli_open(struct sv_cli *k, const char *ip,
 	k->lim.max_dim = PROTO_MAX_DIM;
 }
 
-static inline void sv_cli_close(struct sv_cli *k)
+void sv_cli_close(struct sv_cli *k)
 {
 	rv_conn_close(&k->c);
 	rv_dev_close(&k->dev);
@@ -238,21 +228,19 @@ static inline void sv_cli_close(struct sv_cli *k)
 	k->buf = NULL;
 }
 
-static inline void sv_hdr(struct sv_cli *k, struct proto_hdr *h)
+void sv_hdr(struct sv_cli *k, struct proto_hdr *h)
 {
 	memset(h, 0, sizeof(*h));
 	h->req_id = k->next_id++;
 }
 
-static inline int sv_send(struct sv_cli *k, const void *b, size_t len)
+int sv_send(struct sv_cli *k, const void *b, size_t len)
 {
 	return rv_msg_send(k->c, b, len, SV_TIMEOUT_MS);
 }
 
-/* Receive one message and decode it as a reply; raw stays held (release
- * with rv_msg_release). Returns proto_decode's result. */
-static inline int sv_recv(struct sv_cli *k, struct rv_msg *raw,
-			  struct proto_msg *m)
+int sv_recv(struct sv_cli *k, struct rv_msg *raw,
+	    struct proto_msg *m)
 {
 	int n = rv_msg_recv(k->c, raw, 1, SV_TIMEOUT_MS);
 
@@ -260,10 +248,7 @@ static inline int sv_recv(struct sv_cli *k, struct rv_msg *raw,
 	return proto_decode(raw->data, raw->len, &k->lim, m);
 }
 
-/* Send len bytes, wait for the reply; *m decoded (error replies too).
- * Returns the reply's status (0 or negative). The raw message is released
- * (so pointers into it are invalid): for keyed replies use sv_call_raw. */
-static inline int sv_call(struct sv_cli *k, size_t len, struct proto_msg *m)
+int sv_call(struct sv_cli *k, size_t len, struct proto_msg *m)
 {
 	struct rv_msg raw;
 	int ret;
@@ -276,8 +261,8 @@ static inline int sv_call(struct sv_cli *k, size_t len, struct proto_msg *m)
 	return m->hdr.status;
 }
 
-static inline int sv_call_raw(struct sv_cli *k, size_t len,
-			      struct proto_msg *m, struct rv_msg *raw)
+int sv_call_raw(struct sv_cli *k, size_t len,
+		struct proto_msg *m, struct rv_msg *raw)
 {
 	int ret;
 
@@ -287,8 +272,8 @@ static inline int sv_call_raw(struct sv_cli *k, size_t len,
 	return m->hdr.status;
 }
 
-static inline void sv_spec(struct proto_table_spec *s, const char *name,
-			   uint32_t dim, uint32_t kind)
+void sv_spec(struct proto_table_spec *s, const char *name,
+	     uint32_t dim, uint32_t kind)
 {
 	memset(s, 0, sizeof(*s));
 	snprintf(s->name, sizeof(s->name), "%s", name);
@@ -299,10 +284,9 @@ static inline void sv_spec(struct proto_table_spec *s, const char *name,
 	init_params_default(&s->init, INIT_ZEROS);
 }
 
-/* Create a table; its directory entry into *info. */
-static inline int sv_create(struct sv_cli *k,
-			    const struct proto_table_spec *s,
-			    struct proto_table_info *info)
+int sv_create(struct sv_cli *k,
+	      const struct proto_table_spec *s,
+	      struct proto_table_info *info)
 {
 	struct proto_hdr h;
 	struct proto_msg m;
@@ -317,7 +301,7 @@ static inline int sv_create(struct sv_cli *k,
 	return st;
 }
 
-static inline int sv_drop(struct sv_cli *k, const char *name)
+int sv_drop(struct sv_cli *k, const char *name)
 {
 	struct proto_hdr h;
 	struct proto_msg m;
@@ -329,13 +313,10 @@ static inline int sv_drop(struct sv_cli *k, const char *name)
 	return sv_call(k, (size_t)len, &m);
 }
 
-/* Keyed request on table t with n keys and (PUT / UPDATE) rows; statuses
- * into st[n] and (GET / GET_OR_INIT) rows into out[n * dim]. Returns the
- * reply status (< 0: an error reply, message in rs_errormsg()). */
-static inline int sv_keys(struct sv_cli *k, uint32_t op,
-			  const struct proto_table_info *t,
-			  const uint64_t *keys, uint32_t n, const float *rows,
-			  uint32_t flags, int32_t *st, float *out)
+int sv_keys(struct sv_cli *k, uint32_t op,
+	    const struct proto_table_info *t,
+	    const uint64_t *keys, uint32_t n, const float *rows,
+	    uint32_t flags, int32_t *st, float *out)
 {
 	struct proto_keys_req q = {
 		.table_id = t->id, .flags = flags, .table_gen = t->generation,
@@ -374,10 +355,8 @@ static inline int sv_keys(struct sv_cli *k, uint32_t op,
 	return ret;
 }
 
-/* STATS: the value of node counter `key` (table_id PROTO_NO_TABLE, or a
- * table's id). */
-static inline uint64_t sv_stat(struct sv_cli *k, uint32_t table,
-			       const char *key)
+uint64_t sv_stat(struct sv_cli *k, uint32_t table,
+		 const char *key)
 {
 	uint32_t start = 0, total = 1;
 	uint64_t v = UINT64_MAX;
@@ -406,24 +385,6 @@ static inline uint64_t sv_stat(struct sv_cli *k, uint32_t table,
 	SV_CHECK(v != UINT64_MAX, "no stat %s", key);
 	return v;
 }
-
-/*
- * The well-behaved client that runs beside a hostile or dying one: on its
- * own connection it creates table "good" (dim floats, SGD) and, round
- * after round until stopped, PUTs nkeys rows (keys cycle over `span`
- * rounds' worth), GETs them back and checks every status and row.
- * `rounds` counts the verified rounds.
- */
-#define SV_GOOD_MAX_KEYS 32
-#define SV_GOOD_MAX_DIM 8
-
-struct sv_good {
-	struct sv_node *node;
-	unsigned nkeys, dim, span;
-	_Atomic int stop;
-	_Atomic unsigned long rounds;	/* read by the main thread */
-	pthread_t th;
-};
 
 static void *sv_good_main(void *arg)
 {
@@ -466,7 +427,7 @@ static void *sv_good_main(void *arg)
 	return NULL;
 }
 
-static inline void sv_good_start(struct sv_good *g)
+void sv_good_start(struct sv_good *g)
 {
 	SV_CHECK(g->nkeys <= SV_GOOD_MAX_KEYS && g->dim <= SV_GOOD_MAX_DIM &&
 		 g->span > 0, "sv_good: bad shape");
@@ -474,12 +435,9 @@ static inline void sv_good_start(struct sv_good *g)
 		sv_die("pthread_create");
 }
 
-/* Stop the good client; its verified rounds. */
-static inline unsigned long sv_good_stop(struct sv_good *g)
+unsigned long sv_good_stop(struct sv_good *g)
 {
 	g->stop = 1;
 	pthread_join(g->th, NULL);
 	return g->rounds;
 }
-
-#endif

@@ -1,21 +1,10 @@
 /*
- * evict_sim.h - for the eviction tests (tests/unit/test_evict.c,
- * tests/rxe/test_server_evict.c): a Zipf key trace and an exact
- * simulation of the LRU and LFU policies of value/slab_evict.c (full scan
- * for the victim instead of a sample), or of random eviction, on a trace
- * and a cap: the "ideal" a sampled policy's hit rate is held against.
- * Test code: aborts on allocation failure.
+ * evict_sim.c - the bodies of the helpers declared in evict_sim.h, which
+ * says what they are for.
  */
-#ifndef RS_TESTS_EVICT_SIM_H
-#define RS_TESTS_EVICT_SIM_H
+#include "evict_sim.h"
 
-#include <math.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-static inline uint64_t es_xs(uint64_t *s)
+uint64_t es_xs(uint64_t *s)
 {
 	*s ^= *s << 13;
 	*s ^= *s >> 7;
@@ -23,7 +12,7 @@ static inline uint64_t es_xs(uint64_t *s)
 	return *s;
 }
 
-static inline void *es_alloc(size_t n)
+static void *es_alloc(size_t n)
 {
 	void *p = malloc(n);
 
@@ -32,9 +21,8 @@ static inline void *es_alloc(size_t n)
 	return p;
 }
 
-/* n accesses of keys 0..universe-1, key i with weight 1 / (i + 1)^s. */
-static inline uint32_t *es_zipf_trace(uint32_t universe, uint32_t n, double s,
-				      uint64_t seed)
+uint32_t *es_zipf_trace(uint32_t universe, uint32_t n, double s,
+			uint64_t seed)
 {
 	double *cdf = es_alloc(universe * sizeof(*cdf)), sum = 0;
 	uint32_t *tr = es_alloc(n * sizeof(*tr));
@@ -60,7 +48,7 @@ static inline uint32_t *es_zipf_trace(uint32_t universe, uint32_t n, double s,
 	return tr;
 }
 
-static inline unsigned es_log2_up(uint64_t x)
+static unsigned es_log2_up(uint64_t x)
 {
 	unsigned s = 0;
 
@@ -72,8 +60,8 @@ static inline unsigned es_log2_up(uint64_t x)
 /* The policies' access words as slab_evict.c keeps them: LRU the clock of
  * the last access; LFU a count halved every 2^shift accesses (16 bits) over
  * that clock (48 bits), so ties go to the least recent. */
-static inline uint64_t es_score(bool lfu, uint64_t acc, uint64_t clk,
-				unsigned shift)
+static uint64_t es_score(bool lfu, uint64_t acc, uint64_t clk,
+			 unsigned shift)
 {
 	uint64_t d, m = (1ull << 48) - 1;
 
@@ -83,8 +71,8 @@ static inline uint64_t es_score(bool lfu, uint64_t acc, uint64_t clk,
 	return (d >= 16 ? 0 : (acc >> 48) >> d) << 48 | (acc & m);
 }
 
-static inline uint64_t es_touch(bool lfu, uint64_t acc, uint64_t c,
-				unsigned shift)
+static uint64_t es_touch(bool lfu, uint64_t acc, uint64_t c,
+			 unsigned shift)
 {
 	uint64_t m = (1ull << 48) - 1, cnt = acc >> 48, d;
 
@@ -96,12 +84,9 @@ static inline uint64_t es_touch(bool lfu, uint64_t acc, uint64_t c,
 	return cnt << 48 | (c & m);
 }
 
-/* Hits of the exact policy (full scan for the victim) over the trace with
- * `cap` rows, or of random eviction when random != 0 (its seed). Every
- * access advances the clock once, as a read or an insert does. */
-static inline uint64_t es_simulate(const uint32_t *tr, uint32_t n,
-				   uint32_t universe, uint32_t cap, bool lfu,
-				   uint64_t random)
+uint64_t es_simulate(const uint32_t *tr, uint32_t n,
+		     uint32_t universe, uint32_t cap, bool lfu,
+		     uint64_t random)
 {
 	int32_t *slot_of = es_alloc(universe * sizeof(*slot_of));
 	uint32_t *keys = es_alloc(cap * sizeof(*keys)), used = 0;
@@ -147,5 +132,3 @@ static inline uint64_t es_simulate(const uint32_t *tr, uint32_t n,
 	free(acc);
 	return hits;
 }
-
-#endif

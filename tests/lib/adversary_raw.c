@@ -1,152 +1,12 @@
 /*
- * adversary_raw.h - a raw RC client for the adversarial test
- * (test_adversary.c), written on libibverbs + librdmacm directly and on
- * purpose NOT on src/verbs: it must be able to say and do what the verbs
- * layer never would (lie in the rdma_cm handshake, ignore credits, send
- * without immediate data, write into regions it was only allowed to read).
- *
- * What it knows of the verbs layer's wire contract (src/verbs/rv_logic.h):
- *   - the handshake header in the rdma_cm private data, 12 bytes little
- *     endian: u16 magic 0x5652, u8 version 1, u8 caller bytes, u16 receive
- *     buffers kept for the conn ("slots": data credits + 1), u16 READ depth,
- *     u32 largest message received (msg_max);
- *   - every message is one SEND_WITH_IMM whose immediate is
- *     type << 24 | ack << 23 | credits returned (type 1 data, 2 credit-only).
- * Messages themselves are src/common/proto.h requests, built with its
- * encoders (the wire format, not the verbs layer).
- *
- * One struct raw_conn is one rdma_cm id with its own event channel, PD, CQ,
- * QP and one registered buffer: `nrecv` receive buffers of `rsize` bytes,
- * then a send buffer of `ssize` bytes. Single-threaded: a conn belongs to
- * the thread that opened it. Functions return 0 / a count, or a negative
- * errno; nothing here exits.
+ * adversary_raw.c - the bodies of the helpers declared in
+ * adversary_raw.h, which says what they are for.
  */
-#ifndef ADVERSARY_RAW_H
-#define ADVERSARY_RAW_H
-
-#include <arpa/inet.h>
-#include <errno.h>
-#include <poll.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#include <infiniband/verbs.h>
-#include <rdma/rdma_cma.h>
-
-#define RAW_HELLO_MAGIC 0x5652
-#define RAW_HELLO_LEN 12
-#define RAW_IMM_DATA 1u
-#define RAW_IMM_CREDIT 2u
-#define RAW_REJECTED 1	/* raw_connect: the node said no */
-#define RAW_WRID_RECV (1ull << 63)
-
-static inline uint32_t raw_imm(unsigned type, uint32_t credits, int ack)
-{
-	return (uint32_t)type << 24 | (ack ? 1u << 23 : 0) |
-	       (credits & 0x7fffffu);
-}
-
-/* The handshake header (caller bytes count 0) into buf[12]. */
-static inline void raw_hello(uint8_t *buf, uint16_t magic, uint8_t version,
-			     uint8_t user_len, uint16_t slots,
-			     uint16_t rd_depth, uint32_t msg_max)
-{
-	buf[0] = (uint8_t)magic;
-	buf[1] = (uint8_t)(magic >> 8);
-	buf[2] = version;
-	buf[3] = user_len;
-	buf[4] = (uint8_t)slots;
-	buf[5] = (uint8_t)(slots >> 8);
-	buf[6] = (uint8_t)rd_depth;
-	buf[7] = (uint8_t)(rd_depth >> 8);
-	for (int i = 0; i < 4; i++)
-		buf[8 + i] = (uint8_t)(msg_max >> (8 * i));
-}
-
-static inline double raw_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static inline int raw_sockaddr(const char *ip, uint16_t port,
-			       struct sockaddr_in *sa)
-{
-	memset(sa, 0, sizeof(*sa));
-	sa->sin_family = AF_INET;
-	sa->sin_port = htons(port);
-	return inet_pton(AF_INET, ip, &sa->sin_addr) == 1 ? 0 : -EINVAL;
-}
-
-struct raw_opts {
-	const char *src;	/* source address (NULL: any) */
-	const char *dst;
-	uint16_t port;
-	const void *priv;	/* rdma_cm private data (the handshake) */
-	uint8_t priv_len;
-	uint32_t nrecv;		/* receive buffers posted (0: none) */
-	uint32_t rsize;		/* bytes each */
-	uint32_t ssize;		/* send buffer bytes */
-	uint32_t sq;		/* send queue depth */
-	uint8_t retry, rnr_retry;
-	int timeout_ms;
-};
-
-struct raw_conn {
-	struct rdma_event_channel *ech;
-	struct rdma_cm_id *id;
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
-	struct ibv_mr *mr;
-	uint8_t *mem, *sbuf;
-	struct raw_opts o;
-	/* the node's handshake answer */
-	int hello_ok;
-	uint16_t peer_slots;
-	uint32_t peer_msg_max;
-	/* flow control as a well-behaved peer would do it */
-	uint32_t owed;		/* receive buffers re-posted, untold */
-	int ack;		/* a credit-only message to acknowledge */
-};
-
-static inline void raw_opts_init(struct raw_opts *o, const char *src,
-				 const char *dst, uint16_t port)
-{
-	memset(o, 0, sizeof(*o));
-	o->src = src;
-	o->dst = dst;
-	o->port = port;
-	o->nrecv = 8;
-	o->rsize = 64 << 10;
-	o->ssize = 64 << 10;
-	o->sq = 64;
-	o->retry = 3;
-	o->rnr_retry = 3;
-	o->timeout_ms = 5000;
-}
-
-/* Next cm event within ms (0 with *ev, or -ETIMEDOUT / -errno). */
-static inline int raw_cm_wait(struct rdma_event_channel *ech, int ms,
-			      struct rdma_cm_event **ev)
-{
-	struct pollfd p = { .fd = ech->fd, .events = POLLIN };
-	int r = poll(&p, 1, ms);
-
-	if (r == 0)
-		return -ETIMEDOUT;
-	if (r < 0)
-		return -errno;
-	return rdma_get_cm_event(ech, ev) ? -errno : 0;
-}
+#include "adversary_raw.h"
 
 /* Wait for `want`; *status of a REJECTED (else 0). */
-static inline int raw_cm_expect(struct raw_conn *c, enum rdma_cm_event_type
-				want, struct rdma_cm_event **out)
+static int raw_cm_expect(struct raw_conn *c, enum rdma_cm_event_type want,
+			 struct rdma_cm_event **out)
 {
 	struct rdma_cm_event *ev;
 	int r = raw_cm_wait(c->ech, c->o.timeout_ms, &ev);
@@ -162,7 +22,75 @@ static inline int raw_cm_expect(struct raw_conn *c, enum rdma_cm_event_type
 	return r;
 }
 
-static inline int raw_post_recv(struct raw_conn *c, uint32_t slot)
+uint32_t raw_imm(unsigned type, uint32_t credits, int ack)
+{
+	return (uint32_t)type << 24 | (ack ? 1u << 23 : 0) |
+	       (credits & 0x7fffffu);
+}
+
+void raw_hello(uint8_t *buf, uint16_t magic, uint8_t version,
+	       uint8_t user_len, uint16_t slots,
+	       uint16_t rd_depth, uint32_t msg_max)
+{
+	buf[0] = (uint8_t)magic;
+	buf[1] = (uint8_t)(magic >> 8);
+	buf[2] = version;
+	buf[3] = user_len;
+	buf[4] = (uint8_t)slots;
+	buf[5] = (uint8_t)(slots >> 8);
+	buf[6] = (uint8_t)rd_depth;
+	buf[7] = (uint8_t)(rd_depth >> 8);
+	for (int i = 0; i < 4; i++)
+		buf[8 + i] = (uint8_t)(msg_max >> (8 * i));
+}
+
+double raw_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int raw_sockaddr(const char *ip, uint16_t port,
+		 struct sockaddr_in *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons(port);
+	return inet_pton(AF_INET, ip, &sa->sin_addr) == 1 ? 0 : -EINVAL;
+}
+
+void raw_opts_init(struct raw_opts *o, const char *src,
+		   const char *dst, uint16_t port)
+{
+	memset(o, 0, sizeof(*o));
+	o->src = src;
+	o->dst = dst;
+	o->port = port;
+	o->nrecv = 8;
+	o->rsize = 64 << 10;
+	o->ssize = 64 << 10;
+	o->sq = 64;
+	o->retry = 3;
+	o->rnr_retry = 3;
+	o->timeout_ms = 5000;
+}
+
+int raw_cm_wait(struct rdma_event_channel *ech, int ms,
+		struct rdma_cm_event **ev)
+{
+	struct pollfd p = { .fd = ech->fd, .events = POLLIN };
+	int r = poll(&p, 1, ms);
+
+	if (r == 0)
+		return -ETIMEDOUT;
+	if (r < 0)
+		return -errno;
+	return rdma_get_cm_event(ech, ev) ? -errno : 0;
+}
+
+int raw_post_recv(struct raw_conn *c, uint32_t slot)
 {
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)(c->mem + (size_t)slot * c->o.rsize),
@@ -173,7 +101,7 @@ static inline int raw_post_recv(struct raw_conn *c, uint32_t slot)
 	return -ibv_post_recv(c->qp, &wr, &bad);
 }
 
-static inline int raw_setup_qp(struct raw_conn *c)
+static int raw_setup_qp(struct raw_conn *c)
 {
 	struct ibv_qp_init_attr qa;
 	size_t bytes = (size_t)c->o.nrecv * c->o.rsize + c->o.ssize;
@@ -207,8 +135,8 @@ static inline int raw_setup_qp(struct raw_conn *c)
 	return 0;
 }
 
-static inline void raw_peer_hello(struct raw_conn *c, const uint8_t *p,
-				  uint8_t len)
+static void raw_peer_hello(struct raw_conn *c, const uint8_t *p,
+			   uint8_t len)
 {
 	if (!p || len < RAW_HELLO_LEN ||
 	    (p[0] | p[1] << 8) != RAW_HELLO_MAGIC)
@@ -219,7 +147,7 @@ static inline void raw_peer_hello(struct raw_conn *c, const uint8_t *p,
 			  (uint32_t)p[10] << 16 | (uint32_t)p[11] << 24;
 }
 
-static inline void raw_close(struct raw_conn *c)
+void raw_close(struct raw_conn *c)
 {
 	if (c->id && c->qp)
 		rdma_disconnect(c->id);
@@ -239,8 +167,7 @@ static inline void raw_close(struct raw_conn *c)
 	memset(c, 0, sizeof(*c));
 }
 
-/* Connect; 0 established, RAW_REJECTED, or -errno (c closed unless 0). */
-static inline int raw_connect(struct raw_conn *c, const struct raw_opts *o)
+int raw_connect(struct raw_conn *c, const struct raw_opts *o)
 {
 	struct sockaddr_in src, dst;
 	struct rdma_conn_param cp;
@@ -294,8 +221,7 @@ fail:
 	return r;
 }
 
-/* Connect with a well-formed handshake (slots receive buffers offered). */
-static inline int raw_connect_ok(struct raw_conn *c, struct raw_opts *o)
+int raw_connect_ok(struct raw_conn *c, struct raw_opts *o)
 {
 	uint8_t h[RAW_HELLO_LEN];
 
@@ -314,8 +240,7 @@ static inline int raw_connect_ok(struct raw_conn *c, struct raw_opts *o)
 	return r;
 }
 
-/* 1 if a DISCONNECTED (or any terminal cm event) arrived, else 0. */
-static inline int raw_dropped(struct raw_conn *c, int ms)
+int raw_dropped(struct raw_conn *c, int ms)
 {
 	struct rdma_cm_event *ev;
 	int r = raw_cm_wait(c->ech, ms, &ev);
@@ -329,10 +254,9 @@ static inline int raw_dropped(struct raw_conn *c, int ms)
 	return r;
 }
 
-/* Post one WR of opcode on the send buffer (len bytes, signaled). */
-static inline int raw_post(struct raw_conn *c, enum ibv_wr_opcode op,
-			   uint32_t len, uint32_t imm, uint64_t raddr,
-			   uint32_t rkey, uint64_t wr_id, int signaled)
+int raw_post(struct raw_conn *c, enum ibv_wr_opcode op,
+	     uint32_t len, uint32_t imm, uint64_t raddr,
+	     uint32_t rkey, uint64_t wr_id, int signaled)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)c->sbuf, .length = len,
 			       .lkey = c->mr->lkey };
@@ -360,8 +284,7 @@ static inline int raw_post(struct raw_conn *c, enum ibv_wr_opcode op,
 	return -ibv_post_send(c->qp, &wr, &bad);
 }
 
-/* Poll one completion within ms: 1 and *wc, 0 on timeout. */
-static inline int raw_poll(struct raw_conn *c, int ms, struct ibv_wc *wc)
+int raw_poll(struct raw_conn *c, int ms, struct ibv_wc *wc)
 {
 	double end = raw_now() + ms / 1e3;
 
@@ -378,8 +301,7 @@ static inline int raw_poll(struct raw_conn *c, int ms, struct ibv_wc *wc)
 	return 0;
 }
 
-/* Send len bytes of sbuf as a data message returning what we owe. */
-static inline int raw_send(struct raw_conn *c, uint32_t len)
+int raw_send(struct raw_conn *c, uint32_t len)
 {
 	uint32_t imm = raw_imm(RAW_IMM_DATA, c->owed, c->ack);
 
@@ -388,14 +310,8 @@ static inline int raw_send(struct raw_conn *c, uint32_t len)
 	return raw_post(c, IBV_WR_SEND_WITH_IMM, len, imm, 0, 0, 1, 1);
 }
 
-/*
- * Wait for the next data message within ms (re-posting credit-only
- * messages and send completions on the way): its length, with *data in
- * the receive buffer and *slot to raw_release(); 0 on timeout; -EIO when
- * a completion failed (*wc_status set).
- */
-static inline int raw_recv(struct raw_conn *c, int ms, const uint8_t **data,
-			   uint32_t *slot, int *wc_status)
+int raw_recv(struct raw_conn *c, int ms, const uint8_t **data,
+	     uint32_t *slot, int *wc_status)
 {
 	double end = raw_now() + ms / 1e3;
 	struct ibv_wc wc;
@@ -423,10 +339,8 @@ static inline int raw_recv(struct raw_conn *c, int ms, const uint8_t **data,
 	return 0;
 }
 
-static inline void raw_release(struct raw_conn *c, uint32_t slot)
+void raw_release(struct raw_conn *c, uint32_t slot)
 {
 	if (!raw_post_recv(c, slot))
 		c->owed++;
 }
-
-#endif
