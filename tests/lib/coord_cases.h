@@ -5,8 +5,8 @@
  * (a real etcd). Only what needs no fake clock is here; lease expiry by
  * the clock is in test_coord_mem.c.
  *
- * The including file defines `static struct coord *open_store(void)`
- * before including this. Each case works under its own key prefix
+ * The program that runs them defines `struct coord *open_store(void)`
+ * (the library calls it). Each case works under its own key prefix
  * (/t/<pid>/<n>/), so the cases may share one etcd.
  */
 #ifndef COORD_CASES_H

@@ -1,6 +1,6 @@
 /*
  * coord_etcd_conformance.c - the conformance cases of the coordination
- * interface (tests/unit/coord_cases.h, the same ones the in-memory
+ * interface (tests/lib/coord_cases.c, the same ones the in-memory
  * backend passes) against a real etcd through its JSON gateway.
  *
  * Usage: coord_etcd_conformance URL[,URL...]. Run by

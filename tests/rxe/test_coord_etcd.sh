@@ -5,7 +5,7 @@
 #  1. One etcd (Debian's etcd-server) on tmpfs; the time to a healthy
 #     member is printed.
 #  2. The etcd backend passes the conformance cases of the coordination
-#     interface (tests/unit/coord_cases.h, the same the in-memory backend
+#     interface (tests/lib/coord_cases.c, the same the in-memory backend
 #     passes: tests/rxe/coord_etcd_conformance.c).
 #  3. Two memory nodes with a "coord" section (lease 3 s, r 2) register;
 #     `recstore-ctl cluster` shows both active in one configuration.
