@@ -13,7 +13,9 @@
 
 #include "recstore/error.h"
 
-void hc_die(const char *fmt, ...);
+/* Print the message, then rs_errormsg(), to stderr and exit 1. */
+void hc_die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
+						 noreturn));
 
 #define HC_OK(expr)                                                       \
 	do {                                                              \
