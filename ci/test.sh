@@ -62,8 +62,9 @@ fi
 log "rxe tests (build, build-asan, build-tsan) over Soft-RoCE"
 # rxe-tests.sh runs each tree's tests one at a time: the device is never
 # used by two tests at once
-# (one guest for the three trees: about 35 minutes of tests under TCG on a
-# 2-core host; the guest's own limit leaves room above that)
+# (one guest for the three trees: about 40 minutes of tests under TCG on a
+# 2-core host, 2,380 s in the last full run; the guest's own limit leaves
+# room above that)
 RS_VM_PMEM=${RS_VM_PMEM-build/rxe-pmem.img:256M} \
 RS_VM_TIMEOUT=${RS_VM_TIMEOUT:-3600} \
 	bash ci/with-rxe.sh bash ci/rxe-tests.sh build build-asan build-tsan
