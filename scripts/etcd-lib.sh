@@ -8,7 +8,7 @@
 # bcrypt cost for the test users' passwords (each authenticate hashes one;
 # the default cost 10 takes seconds under the guest's emulation).
 etcd_start() {
-  local dir=$1 tls=${2:-} try port i ok t0 scheme=http
+  local dir=$1 tls=${2:-} try port t0 scheme=http
   local -a sec=() cc=()
   etcd_bin=$(command -v etcd || true)
   [ -n "$etcd_bin" ] || fail "no etcd (scripts/install-deps.sh installs etcd-server)"
@@ -29,11 +29,8 @@ etcd_start() {
       --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))"
       --initial-cluster "t=http://127.0.0.1:$((port + 1))" "${sec[@]}")
     etcd_cc=("${cc[@]}") etcd_dir=$dir
-    "$etcd_bin" "${etcd_args[@]}" >"$dir/etcd.log" 2>&1 &
-    etcd_pid=$!
-    ok=
-    etcd_healthy && ok=1
-    [ -n "$ok" ] && break
+    : >"$dir/etcd.log"
+    etcd_run && break
     kill -KILL "$etcd_pid" 2>/dev/null || true
     wait "$etcd_pid" 2>/dev/null || true
     etcd_pid=
@@ -44,10 +41,13 @@ etcd_start() {
   echo "etcd $("$etcd_bin" --version | sed -n 's/etcd Version: //p') healthy at $url after $(elapsed "$t0") s"
 }
 
-# etcd_healthy: wait (60 s) until the etcd of etcd_start (etcd_pid)
-# answers healthy; 1 if it does not or exits.
-etcd_healthy() {
+# etcd_run: etcd as etcd_start set it up (etcd_args, its output added to
+# DIR/etcd.log); sets etcd_pid; 0 once it answers healthy, 1 when it
+# exits or stays unhealthy for 60 s.
+etcd_run() {
   local i
+  "$etcd_bin" "${etcd_args[@]}" >>"$etcd_dir/etcd.log" 2>&1 &
+  etcd_pid=$!
   for ((i = 0; i < 600; i++)); do
     if curl -sf --max-time 2 "${etcd_cc[@]}" "$url/health" 2>/dev/null | grep -q '"health":"true"'; then
       return 0
@@ -67,9 +67,7 @@ etcd_restart() {
   kill -KILL "$etcd_pid" 2>/dev/null || true
   wait "$etcd_pid" 2>/dev/null || true
   sleep "${1:-0}"
-  "$etcd_bin" "${etcd_args[@]}" >>"$etcd_dir/etcd.log" 2>&1 &
-  etcd_pid=$!
-  etcd_healthy || fail "etcd did not come back after a restart"
+  etcd_run || fail "etcd did not come back after a restart"
 }
 
 # etcd_certs DIR: a CA and, signed by it, the certificates etcd_start and
