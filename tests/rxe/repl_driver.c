@@ -1287,6 +1287,18 @@ static int do_open(const char *seeds)
 
 #define REPLSTALE_CLIENT 0x57a1e5eed0000001ull
 
+/* Key k's primary when its replica set (replica_sets) is (primary,
+ * backup), else NULL. */
+static const char *primary_before(struct rs_client *c,
+				  unsigned owners[][PROTO_CONFIG_MAX_R],
+				  const unsigned *nown, int k,
+				  const char *backup)
+{
+	if (nown[k] != 2 || strcmp(c->nodes[owners[k][1]].name, backup))
+		return NULL;
+	return c->nodes[owners[k][0]].name;
+}
+
 static int do_replstale(const char *seeds, const char *backup,
 			const char *hold, const char *go)
 {
@@ -1296,18 +1308,17 @@ static int do_replstale(const char *seeds, const char *backup,
 	const uint64_t client = REPLSTALE_CLIENT;
 	int32_t s1, s2, pst[K], bst[K];
 	char done[4200], paddr[256] = "";
+	const char *p = NULL;
 	unsigned nown[K];
-	int k = -1, waited = 0;
+	int k, waited = 0;
 
 	replica_sets(c, owners, nown);
-	for (int i = 0; i < K && k < 0; i++)
-		if (nown[i] == 2 &&
-		    !strcmp(c->nodes[owners[i][1]].name, backup)) {
-			k = i;
-			snprintf(paddr, sizeof(paddr), "%s",
-				 c->nodes[owners[i][0]].name);
-		}
-	if (k < 0)
+	for (k = 0; k < K && !(p = primary_before(c, owners, nown, k,
+						 backup)); k++)
+		;
+	if (p)
+		snprintf(paddr, sizeof(paddr), "%s", p);
+	else
 		die("replstale: no key has %s as its backup", backup);
 	snprintf(done, sizeof(done), "%s.done", hold);
 	unlink(done);
@@ -1337,8 +1348,6 @@ static int do_replstale(const char *seeds, const char *backup,
 	for (int i = 0;
 	     (s2 = raw_update(c, paddr, keys[k], client, 2, 0)) == RS_E_EPOCH;
 	     i++) {
-		char now[256];
-
 		if (i == 20)
 			die("replstale: UPDATE 2 answered RS_E_EPOCH 20 times");
 		printf("replstale: UPDATE 2 -> RS_E_EPOCH in epoch %" PRIu64
@@ -1348,10 +1357,8 @@ static int do_replstale(const char *seeds, const char *backup,
 		rs_client_close(&c);
 		c = open_client(seeds);
 		replica_sets(c, owners, nown);
-		snprintf(now, sizeof(now), "%s", nown[k] == 2 &&
-			 !strcmp(c->nodes[owners[k][1]].name, backup) ?
-			 c->nodes[owners[k][0]].name : "");
-		if (strcmp(now, paddr))
+		p = primary_before(c, owners, nown, k, backup);
+		if (!p || strcmp(p, paddr))
 			die("replstale: key %d moved off (%s, %s) in epoch %"
 			    PRIu64, k, paddr, backup,
 			    (uint64_t)atomic_load(&c->epoch));
