@@ -22,11 +22,14 @@
  * write of the new epoch has reached the node yet, and none of an older
  * one will be applied any more (the fence).
  *
- * The node knows what it holds only relative to the configuration before:
- * `have`, the target ring of the last epoch whose ranges it held
- * completely. When the new epoch is not the next one after it (the node
- * missed a configuration, or never held anything), it copies all its
- * ranges but those it is the primary of.
+ * The node knows what it holds relative to the configuration before:
+ * `have`, the ranges it held completely in the epoch it adopted last.
+ * Adopting the next one it keeps those it is still in a replica set of
+ * (it received every write of them), whether or not the copy of the
+ * epoch before finished, and gains the others of its target sets. When
+ * the new epoch is not the next one after `have` (the node missed a
+ * configuration, or never held anything), it copies all its ranges but
+ * those it is the primary of.
  *
  * When every gained range is in, the node holds its target ranges
  * completely: it publishes the epoch in its registration (synced), and the
@@ -50,14 +53,14 @@
 
 /* ---- ranges ---- */
 
-struct ranges {
+struct srv_ranges {
 	struct srv_gain *v;	/* (lo, hi], lo < hi, sorted by lo */
 	size_t n;
 	bool low;		/* also [0, low_hi] (a range that wraps) */
 	uint64_t low_hi;
 };
 
-static bool ranges_has(const struct ranges *r, uint64_t h)
+static bool ranges_has(const struct srv_ranges *r, uint64_t h)
 {
 	size_t a = 0, b = r->n;
 
@@ -82,7 +85,7 @@ static int gain_cmp(const void *a, const void *b)
 }
 
 /* Split wrapping ranges and sort; r->v must hold n + 1. */
-static void ranges_norm(struct ranges *r)
+static void ranges_norm(struct srv_ranges *r)
 {
 	size_t n = r->n;
 
@@ -131,39 +134,12 @@ static bool in_set(const struct memb_placement *p, uint64_t h, int who)
 
 /* ---- planning (adopting thread, configuration write lock held) ---- */
 
-static void have_set(struct srv_repl *rp, const struct srv_cfg *g)
+static void ranges_free(struct srv_ranges **r)
 {
-	struct memb_placement *p = NULL;
-	bool leaving = false, me_leaving;
-
-	memb_placement_free(&rp->have);
-	rp->have_epoch = 0;
-	rp->have_self = -1;
-	if (g->tself < 0) {
-		atomic_store(&rp->synced, 0);
-		return;
-	}
-	/* what it holds completely: the ranges of its target sets, or of its
-	 * active sets while it leaves (it is in no target set then, and
-	 * keeps receiving every write of its ranges until it is down); the
-	 * ring is built again, g's goes with g */
-	me_leaving = g->c.m[g->tself].state == MEMB_LEAVING;
-	if ((me_leaving ? memb_placement_new(&p, &g->c)
-			: memb_placement_target(&p, &g->c)))
-		return;		/* out of memory: the next epoch copies all */
-	rp->have = p;
-	rp->have_self = g->tself;
-	rp->have_epoch = g->c.epoch;
-	if (g->self >= 0)
-		atomic_store(&rp->ready, g->c.epoch);
-	/* what the decider waits for to make a joining node active, and,
-	 * while a member leaves, to let it go (docs/replication.md,
-	 * "Removing a node"); otherwise an active node has nothing to
-	 * announce */
-	for (size_t i = 0; i < g->c.n; i++)
-		leaving |= g->c.m[i].state == MEMB_LEAVING;
-	if (g->self < 0 || leaving)
-		atomic_store(&rp->synced, g->c.epoch);
+	if (*r)
+		free((*r)->v);
+	free(*r);
+	*r = NULL;
 }
 
 static int gain_add(struct srv_gain **v, size_t *n, size_t *cap, uint64_t lo,
@@ -188,39 +164,159 @@ static int gain_add(struct srv_gain **v, size_t *n, size_t *cap, uint64_t lo,
 	return 0;
 }
 
-/*
- * The elementary ranges of g's target ring that this node is in and
- * another member leads (their source), less those it held in `have` (the
- * target ring of the epoch before, index have_self there; NULL: none
- * known), into *v / *nv (appended; room for one more, ranges_norm).
- */
-static int plan_ranges(const struct srv_cfg *g, const struct memb_placement *have,
-		       int have_self, struct srv_gain **v, size_t *nv)
+/* A new, empty set of ranges (NULL when out of memory). */
+static struct srv_ranges *ranges_new(void)
 {
-	const struct memb_placement *t = srv_cfg_target(g);
-	uint64_t *pts;
-	size_t n = 0, cap = *nv;
+	return calloc(1, sizeof(struct srv_ranges));
+}
+
+/* The ranges of ring p whose replica set has member `who`, into *out. */
+static int ranges_of(const struct memb_placement *p, int who,
+		     struct srv_ranges **out)
+{
+	struct srv_ranges *r = ranges_new();
+	size_t cap = 0;
 	int ret = 0;
 
-	pts = malloc((memb_ranges(t) + memb_ranges(g->pl) +
-		      (have ? memb_ranges(have) : 0) + 1) * sizeof(*pts));
+	if (!r)
+		return rs_seterr(-ENOMEM, "copy: out of memory");
+	for (size_t i = 0; !ret && i < memb_ranges(p); i++) {
+		unsigned set[MEMB_MAX_R], cnt;
+		uint64_t lo, hi;
+
+		cnt = memb_range(p, i, &lo, &hi, set);
+		for (unsigned j = 0; !ret && j < cnt; j++)
+			if ((int)set[j] == who)
+				ret = gain_add(&r->v, &r->n, &cap, lo, hi, 0);
+	}
+	if (!ret && !r->v)
+		r->v = malloc(sizeof(*r->v));	/* room for ranges_norm */
+	if (ret || !r->v) {
+		ranges_free(&r);
+		return ret ? ret : rs_seterr(-ENOMEM, "copy: out of memory");
+	}
+	ranges_norm(r);
+	*out = r;
+	return 0;
+}
+
+/*
+ * The ranges the node holds completely once it has all of g's: those of
+ * its target sets, or of its active sets while it leaves (it is in no
+ * target set then, and keeps receiving every write of its ranges until it
+ * is down). Ready for reads, and synced for the decider.
+ */
+static void have_set(struct srv_repl *rp, const struct srv_cfg *g)
+{
+	struct memb_placement *p = NULL;
+	bool leaving = false, me_leaving;
+
+	ranges_free(&rp->have);
+	rp->have_epoch = 0;
+	if (g->tself < 0) {
+		atomic_store(&rp->synced, 0);
+		return;
+	}
+	/* (the ring is built again, g's goes with g) */
+	me_leaving = g->c.m[g->tself].state == MEMB_LEAVING;
+	if ((me_leaving ? memb_placement_new(&p, &g->c)
+			: memb_placement_target(&p, &g->c)))
+		return;		/* out of memory: the next epoch copies all */
+	if (ranges_of(p, g->tself, &rp->have)) {
+		memb_placement_free(&p);
+		return;		/* the same */
+	}
+	memb_placement_free(&p);
+	rp->have_epoch = g->c.epoch;
+	if (g->self >= 0)
+		atomic_store(&rp->ready, g->c.epoch);
+	/* what the decider waits for to make a joining node active, and,
+	 * while a member leaves, to let it go (docs/replication.md,
+	 * "Removing a node"); otherwise an active node has nothing to
+	 * announce */
+	for (size_t i = 0; i < g->c.n; i++)
+		leaving |= g->c.m[i].state == MEMB_LEAVING;
+	if (g->self < 0 || leaving)
+		atomic_store(&rp->synced, g->c.epoch);
+}
+
+/* Append r's end points to pts. */
+static void add_range_points(const struct srv_ranges *r, uint64_t *pts,
+			     size_t *n)
+{
+	for (size_t i = 0; r && i < r->n; i++) {
+		pts[(*n)++] = r->v[i].lo;
+		pts[(*n)++] = r->v[i].hi;
+	}
+	if (r && r->low)
+		pts[(*n)++] = r->low_hi;
+}
+
+/* What plan_ranges found besides the ranges to copy. */
+struct plan {
+	const struct srv_ranges *have;	/* held completely (NULL: unknown) */
+	struct srv_ranges *keep;	/* of those, still held in g: in a
+					   replica set of g's active or
+					   target ring (NULL: not wanted) */
+	size_t keep_cap;
+	uint64_t unheld;		/* ranges of g's target ring the node
+					   leads without holding them */
+};
+
+/* One elementary range (lo, hi] of plan_ranges: what the node keeps of
+ * it, and whether it gains it (0), or the error. */
+static int plan_one(const struct srv_cfg *g, struct plan *pl, uint64_t lo,
+		    uint64_t hi, struct srv_gain **v, size_t *nv, size_t *cap)
+{
+	const struct memb_placement *t = srv_cfg_target(g);
+	bool held = pl->have && ranges_has(pl->have, hi);
+	bool in_t = in_set(t, hi, g->tself);
+	unsigned set[MEMB_MAX_R], cnt;
+	int ret = 0;
+
+	if (pl->keep && held && (in_t || in_set(g->pl, hi, g->self)))
+		ret = gain_add(&pl->keep->v, &pl->keep->n, &pl->keep_cap, lo,
+			       hi, 0);
+	if (ret || !in_t || held)
+		return ret;
+	cnt = memb_replicas(g->pl, hi, set);
+	if (cnt && (int)set[0] != g->self)
+		return gain_add(v, nv, cap, lo, hi, set[0]);
+	/* no one else holds it: nothing to copy. With what it held known,
+	 * a range it leads and lacks lost its other holders while it
+	 * copied it */
+	pl->unheld += pl->have && cnt;
+	return 0;
+}
+
+/*
+ * The elementary ranges of g's target ring that this node is in and
+ * another member leads (their source), less those it holds completely
+ * (pl->have; NULL: none known), into *v / *nv (appended; room for one
+ * more, ranges_norm); what it keeps of pl->have into pl->keep.
+ */
+static int plan_ranges(const struct srv_cfg *g, struct plan *pl,
+		       struct srv_gain **v, size_t *nv)
+{
+	const struct memb_placement *t = srv_cfg_target(g);
+	size_t n = 0, cap = *nv;
+	uint64_t *pts;
+	int ret = 0;
+
+	pts = malloc((memb_ranges(t) + memb_ranges(g->pl) + 1 +
+		      (pl->have ? 2 * pl->have->n + 1 : 0)) * sizeof(*pts));
 	if (!pts)
 		return rs_seterr(-ENOMEM, "copy: out of memory");
 	add_points(t, pts, &n);
 	add_points(g->pl, pts, &n);
-	add_points(have, pts, &n);
+	add_range_points(pl->have, pts, &n);
 	qsort(pts, n, sizeof(*pts), u64_cmp);
 	for (size_t i = 0; !ret && i < n; i++) {
 		uint64_t lo = pts[i ? i - 1 : n - 1], hi = pts[i];
-		unsigned set[MEMB_MAX_R];
 
 		if (i && lo == hi)
 			continue;
-		if (!in_set(t, hi, g->tself) || in_set(have, hi, have_self))
-			continue;
-		if (!memb_replicas(g->pl, hi, set) || (int)set[0] == g->self)
-			continue; /* no one else holds it: nothing to copy */
-		ret = gain_add(v, nv, &cap, lo, hi, set[0]);
+		ret = plan_one(g, pl, lo, hi, v, nv, &cap);
 	}
 	free(pts);
 	return ret;
@@ -247,7 +343,7 @@ static void *room_for_one(void *a, size_t n, size_t *cap, size_t first,
 }
 
 struct purge {
-	struct ranges r;
+	struct srv_ranges r;
 	struct slab_table *st;
 	uint64_t *keys;
 	size_t n, cap;
@@ -308,7 +404,8 @@ int srv_copy_plan(struct rs_server *s, struct srv_cfg *g)
 {
 	struct srv_repl *rp = &s->repl;
 	const struct memb_member *me;
-	bool known, fresh;
+	struct plan pl = { 0 };
+	bool fresh;
 	int ret;
 
 	atomic_store(&rp->ready, 0);	/* until it holds g's ranges */
@@ -325,10 +422,39 @@ int srv_copy_plan(struct rs_server *s, struct srv_cfg *g)
 		have_set(rp, g);
 		return 0;
 	}
-	known = rp->have && rp->have_epoch + 1 == g->c.epoch;
-	ret = plan_ranges(g, known ? rp->have : NULL, rp->have_self, &g->gain,
-			  &g->ngain);
-	if (!ret && g->ngain)
+	if (rp->have && rp->have_epoch + 1 == g->c.epoch) {
+		pl.have = rp->have;
+		if (!(pl.keep = ranges_new()))
+			return rs_seterr(-ENOMEM, "copy: out of memory");
+	}
+	ret = plan_ranges(g, &pl, &g->gain, &g->ngain);
+	if (!ret && pl.keep && !(pl.keep->v = pl.keep->v ? pl.keep->v
+					: malloc(sizeof(*pl.keep->v))))
+		ret = rs_seterr(-ENOMEM, "copy: out of memory");
+	if (ret) {
+		ranges_free(&pl.keep);
+		return ret;
+	}
+	/* what it holds of g's ranges before it copies: kept from the
+	 * epoch before, whether or not that epoch's copy finished (after a
+	 * skipped epoch, nothing known: have stays behind, and the next
+	 * epoch copies all too) */
+	if (pl.keep) {
+		ranges_free(&rp->have);
+		ranges_norm(pl.keep);
+		rp->have = pl.keep;
+		rp->have_epoch = g->c.epoch;
+	}
+	if (pl.unheld) {
+		atomic_fetch_add(&rp->unheld_ranges, pl.unheld);
+		srv_warn("repl: epoch %" PRIu64 ": this node leads %" PRIu64
+			 " range%s it does not hold completely: every other "
+			 "member that held them failed before its copy of them "
+			 "finished, and keys written there before may be "
+			 "missing", g->c.epoch, pl.unheld,
+			 pl.unheld == 1 ? "" : "s");
+	}
+	if (g->ngain)
 		ret = purge_gained(s, g);
 	if (!ret && !g->ngain)
 		have_set(rp, g);
@@ -337,14 +463,14 @@ int srv_copy_plan(struct rs_server *s, struct srv_cfg *g)
 
 void srv_copy_fini(struct rs_server *s)
 {
-	memb_placement_free(&s->repl.have);
+	ranges_free(&s->repl.have);
 }
 
 /* ---- the primary's side: COPY ---- */
 
 struct scan {
 	const struct srv_cfg *g;
-	struct ranges r;
+	struct srv_ranges r;
 	unsigned to;
 	uint64_t *keys;
 	uint32_t n, max;
@@ -892,43 +1018,52 @@ static void drop_gone(struct crun *r)
 	}
 }
 
-/* The test hook RS_TEST_COPY_HOLD=FILE: after each round the copy waits
- * while FILE exists (ending the wait for the next round when a REPL
- * named a missing table): true when it stopped waiting for a round. */
-static bool test_hold(struct crun *r)
+/* The test hooks RS_TEST_COPY_HOLD=FILE and RS_TEST_COPY_HOLD_FIRST=FILE:
+ * after each round (before the first one) the copy waits while FILE
+ * exists: 1 when it stopped waiting for a round (a REPL named a missing
+ * table), RS_E_EPOCH when a configuration arrived meanwhile (the copy is
+ * cut short, as one that takes longer than its epoch is), else 0. */
+static int test_hold(struct crun *r, const char *hook)
 {
 	struct srv_repl *rp = &r->s->repl;
-	const char *f = getenv("RS_TEST_COPY_HOLD");
+	const char *f = getenv(hook);
 	bool said = false;
 
 	if (!r->hold || !f || !*f)
-		return false;
-	while (!access(f, F_OK) && !newer_waits(rp)) {
+		return 0;
+	while (!access(f, F_OK)) {
+		if (newer_waits(rp))
+			return RS_E_EPOCH;
 		if (atomic_load(&rp->tables_missing))
-			return true;
+			return 1;
 		if (!said)
 			srv_log("repl: copy held while %s exists", f);
 		said = true;
 		usleep(50000);
 	}
-	return false;
+	return 0;
 }
 
 /* Rounds until one copies no table (0), or the error. */
 static int copy_rounds(struct crun *r)
 {
+	struct plan pl = { 0 };
 	unsigned copied;
 	bool first = true;
-	int ret;
+	int ret, held;
 
-	if ((ret = plan_ranges(r->g, NULL, -1, &r->all, &r->nall)))
+	if ((ret = plan_ranges(r->g, &pl, &r->all, &r->nall)))
 		return ret;
+	if ((held = test_hold(r, "RS_TEST_COPY_HOLD_FIRST")) < 0 || held > 1)
+		return held;
 	for (;;) {
 		ret = copy_round(r, &copied);
 		if (ret < 0 || ret > 1)
 			return ret;
-		if (test_hold(r))
+		if ((held = test_hold(r, "RS_TEST_COPY_HOLD")) == 1)
 			continue;
+		if (held)
+			return held;
 		if (!ret && !copied && !first)
 			break;
 		first = false;

@@ -452,6 +452,7 @@ void srv_once_stats(struct srv_once *o, struct srv_once_counts *out);
 struct srv_cfg;
 struct srv_cfg_view;
 struct srv_chunk;
+struct srv_ranges;
 /* Table names (srv_copy.c). */
 #define SRV_TNAMES_MAX (2u * SLAB_MAX_TABLES)
 struct srv_tnames {
@@ -507,10 +508,9 @@ struct srv_repl {
 	unsigned npending;
 	struct srv_once once;		/* exactly-once records */
 	/* copying ranges in (srv_copy.c; the adopting thread's) */
-	struct memb_placement *have;	/* the target ring of the last
-					   epoch whose ranges the node holds
-					   completely, NULL: none */
-	int have_self;			/* its index there */
+	struct srv_ranges *have;	/* the key-hash ranges the node
+					   holds completely as of have_epoch
+					   (NULL: none known) */
 	uint64_t have_epoch;
 	_Atomic uint64_t synced;	/* that epoch, for the registration */
 	/* that epoch if this node is an ACTIVE member of it (0: copying,
@@ -523,6 +523,9 @@ struct srv_repl {
 	_Atomic uint64_t seen;		/* the highest epoch it handed over */
 	uint32_t lease_ms;		/* V: how long a read vouches */
 	_Atomic uint64_t copied_rows, copies_done, copy_failures;
+	/* ranges it came to lead without holding them completely: every
+	 * other holder failed while it copied them (srv_copy.c) */
+	_Atomic uint64_t unheld_ranges;
 	/* tables it missed (srv_copy.c, "Tables"): a REPL named a table it
 	 * lacks; the tables it created from a member's directory whose rows
 	 * are not all copied yet; how many it created and dropped so */
@@ -563,6 +566,7 @@ struct srv_repl_req {
 struct srv_repl_stats {
 	uint64_t epoch, forwarded_writes, failed_writes, refused, applied;
 	uint64_t synced, copied_rows, copies_done, copy_failures, gained;
+	uint64_t unheld_ranges;
 	uint64_t held, parallel, busy_writes;
 	uint64_t configs_adopting, repls_all_waiting;
 	uint64_t stale_repls, foreign_repls, recaptured, dropped_records;

@@ -566,6 +566,7 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		TRY(add(l, N, "repl.copied_rows", rs.copied_rows));
 		TRY(add(l, N, "repl.copies_done", rs.copies_done));
 		TRY(add(l, N, "repl.copy_failures", rs.copy_failures));
+		TRY(add(l, N, "repl.unheld_ranges", rs.unheld_ranges));
 		TRY(add(l, N, "repl.tables_created", rs.tables_created));
 		TRY(add(l, N, "repl.tables_dropped", rs.tables_dropped));
 		TRY(add(l, N, "repl.freed_rows", rs.freed_rows));
