@@ -127,6 +127,7 @@ static int params_from_json(json_t *j, struct proto_table_spec *s)
 
 int srv_spec_from_json(json_t *j, struct proto_table_spec *s)
 {
+	struct proto_limits lim;
 	const char *name, *dtype;
 	json_int_t dim, cap;
 	int k;
@@ -153,7 +154,15 @@ int srv_spec_from_json(json_t *j, struct proto_table_spec *s)
 	if (k < 0 || params_from_json(j, s))
 		return -1;
 	s->dtype = (uint32_t)k;
-	return evict_from_json(json_object_get(j, "eviction"), &s->evict);
+	if (evict_from_json(json_object_get(j, "eviction"), &s->evict))
+		return -1;
+	/* what a node accepts in a TABLE_CREATE or its config: a damaged
+	 * record must not give a table an infinite learning rate (a JSON
+	 * number past the float range reads as inf) or a name, capacity or
+	 * eviction no node would have written */
+	proto_limits_default(&lim);
+	lim.max_dim = PROTO_MAX_DIM;
+	return proto_table_spec_validate(s, &lim) ? -1 : 0;
 }
 
 void srv_catalog_init(struct srv_catalog *c, const char *pool_path)
@@ -188,26 +197,18 @@ int srv_catalog_set(struct srv_catalog *c, const struct proto_table_spec *s,
 	return 0;
 }
 
-int srv_catalog_load(struct srv_catalog *c)
+/* The parsed file root (consumed) into c; path: its name in messages. */
+static int catalog_from_json(struct srv_catalog *c, json_t *root,
+			     const char *path)
 {
-	json_error_t jerr;
-	json_t *root, *tabs, *e;
+	json_t *tabs, *e;
 	size_t i;
 
-	c->n = 0;
-	if (!c->path[0])
-		return 0;
-	if (access(c->path, F_OK) && errno == ENOENT)
-		return 0;
-	root = json_load_file(c->path, 0, &jerr);
-	if (!root)
-		return rs_seterr(RS_E_CORRUPT, "catalog %s: line %d: %s",
-				 c->path, jerr.line, jerr.text);
 	tabs = json_object_get(root, "tables");
 	if (!json_is_array(tabs)) {
 		json_decref(root);
 		return rs_seterr(RS_E_CORRUPT, "catalog %s: no \"tables\" "
-				 "array", c->path);
+				 "array", path);
 	}
 	json_array_foreach(tabs, i, e) {
 		struct proto_table_spec s;
@@ -219,11 +220,42 @@ int srv_catalog_load(struct srv_catalog *c)
 		    srv_catalog_set(c, &s, u)) {
 			json_decref(root);
 			return rs_seterr(RS_E_CORRUPT, "catalog %s: entry %zu "
-					 "is malformed", c->path, i);
+					 "is malformed", path, i);
 		}
 	}
 	json_decref(root);
 	return 0;
+}
+
+int srv_catalog_load(struct srv_catalog *c)
+{
+	json_error_t jerr;
+	json_t *root;
+
+	c->n = 0;
+	if (!c->path[0])
+		return 0;
+	if (access(c->path, F_OK) && errno == ENOENT)
+		return 0;
+	root = json_load_file(c->path, 0, &jerr);
+	if (!root)
+		return rs_seterr(RS_E_CORRUPT, "catalog %s: line %d: %s",
+				 c->path, jerr.line, jerr.text);
+	return catalog_from_json(c, root, c->path);
+}
+
+int srv_catalog_parse(struct srv_catalog *c, const char *text, size_t len)
+{
+	const char *path = c->path[0] ? c->path : "(text)";
+	json_error_t jerr;
+	json_t *root;
+
+	c->n = 0;
+	root = json_loadb(text, len, 0, &jerr);
+	if (!root)
+		return rs_seterr(RS_E_CORRUPT, "catalog %s: line %d: %s",
+				 path, jerr.line, jerr.text);
+	return catalog_from_json(c, root, path);
 }
 
 int srv_spec_encode(const struct proto_table_spec *s, char *buf, size_t cap)

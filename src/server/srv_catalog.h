@@ -29,13 +29,17 @@ struct srv_catalog {
 void srv_catalog_init(struct srv_catalog *c, const char *pool_path);
 /* 0 (a missing file is an empty catalog), RS_E_CORRUPT, -errno. */
 int srv_catalog_load(struct srv_catalog *c);
+/* The same from the file's text in memory (len bytes, no NUL needed;
+ * c->path, if set, names it in messages): 0 or RS_E_CORRUPT. */
+int srv_catalog_parse(struct srv_catalog *c, const char *text, size_t len);
 /* Index of the entry for name, or -1. */
 int srv_catalog_find(const struct srv_catalog *c, const char *name);
 int srv_catalog_set(struct srv_catalog *c, const struct proto_table_spec *s,
 		    uint64_t uid);
 
-/* A spec as JSON (new reference) and back (0 or -1). Also used by
- * recstore-ctl-style tooling and the tests. */
+/* A spec as JSON (new reference) and back: 0, or -1 if j is not a spec
+ * or one that proto_table_spec_validate() refuses (dims up to
+ * PROTO_MAX_DIM). Also used by recstore-ctl-style tooling and the tests. */
 json_t *srv_spec_to_json(const struct proto_table_spec *s);
 int srv_spec_from_json(json_t *j, struct proto_table_spec *s);
 

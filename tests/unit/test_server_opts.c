@@ -522,6 +522,20 @@ static void catalog_record_round_trip(void **state)
 	s.init.seed = UINT64_MAX;
 	len = srv_spec_encode(&s, rec, sizeof(rec));
 	assert_true(len > 0 && len <= (int)sizeof(rec));
+	/* (negative rates and unknown flags: no node serves them) */
+	assert_int_equal(srv_spec_decode(rec, (size_t)len, &back), -1);
+	/* the widest that are valid */
+	s.optim.lr = 1.17549435e-38f;
+	s.optim.eps = 3.40282347e38f;
+	s.optim.beta1 = 1.4e-45f;
+	s.optim.beta2 = 0.1f / 3.0f;
+	s.optim.weight_decay = 1.17549435e-38f;
+	s.optim.initial_accumulator = 3.40282347e38f;
+	s.optim.flags = OPTIM_F_ALL;
+	s.init.a = 1.17549435e-38f;
+	s.init.std = 3.40282347e38f;
+	len = srv_spec_encode(&s, rec, sizeof(rec));
+	assert_true(len > 0 && len <= (int)sizeof(rec));
 	assert_int_equal(srv_spec_decode(rec, (size_t)len, &back), 0);
 	assert_memory_equal(&back, &s, sizeof(s));
 
@@ -534,6 +548,65 @@ static void catalog_record_round_trip(void **state)
 	assert_int_equal(srv_spec_decode("{\"name\": \"x\"}", 13, &back),
 			 -1);
 	assert_int_equal(srv_spec_decode("", 0, &back), -1);
+}
+
+/* Found by tests/fuzz/fuzz_catalog: a number past the float range read
+ * as an infinite learning rate, and a record that a node would never
+ * have written (a bad name, a capacity over the limit) was served. A
+ * record or catalog file entry is checked as a TABLE_CREATE is. */
+static void catalog_refuses_out_of_range(void **state)
+{
+	static const char *const bad[] = {
+		"\"lr\":1e300", "\"lr\":-0.5", "\"beta1\":1.5",
+		"\"std\":-1e300", "\"value\":1e39", "\"flags\":4096",
+	};
+	static struct srv_catalog c;
+	struct proto_table_spec s, back;
+	char rec[SLAB_CATALOG_MAX], text[2048];
+	int len;
+
+	(void)state;
+	spec_fill(&s, "one");
+	len = srv_spec_encode(&s, rec, sizeof(rec) - 1);
+	assert_true(len > 0);
+	rec[len] = '\0';
+	assert_int_equal(srv_spec_decode(rec, (size_t)len, &back), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char key[32];
+		const char *at, *end;
+
+		/* rec with the member that bad[i] names replaced */
+		snprintf(key, sizeof(key), "%.*s", (int)(strchr(bad[i], ':') -
+							bad[i] + 1), bad[i]);
+		at = strstr(rec, key);
+		assert_non_null(at);
+		end = at + strcspn(at, ",}");
+		snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - rec), rec,
+			 bad[i], end);
+		assert_int_equal(srv_spec_decode(text, strlen(text), &back),
+				 -1);
+	}
+	snprintf(text, sizeof(text), "%s", rec);
+	memcpy(strstr(text, "\"one\""), "\"o/e\"", 5);
+	assert_int_equal(srv_spec_decode(text, strlen(text), &back), -1);
+	s.capacity = PROTO_MAX_CAPACITY + 1;
+	len = srv_spec_encode(&s, rec, sizeof(rec));
+	assert_int_equal(srv_spec_decode(rec, (size_t)len, &back), -1);
+
+	/* and the same in a catalog file, read from memory */
+	snprintf(text, sizeof(text), "{\"tables\": [{\"uid\": \"\", "
+		 "\"spec\": %.*s}]}", len, rec);
+	srv_catalog_init(&c, NULL);
+	assert_int_equal(srv_catalog_parse(&c, text, strlen(text)),
+			 RS_E_CORRUPT);
+	assert_non_null(strstr(rs_errormsg(), "entry 0 is malformed"));
+	s.capacity = 100;
+	len = srv_spec_encode(&s, rec, sizeof(rec));
+	snprintf(text, sizeof(text), "{\"tables\": [{\"uid\": \"\", "
+		 "\"spec\": %.*s}]}", len, rec);
+	assert_int_equal(srv_catalog_parse(&c, text, strlen(text)), 0);
+	assert_int_equal(c.n, 1);
+	assert_memory_equal(&c.ent[0].spec, &s, sizeof(s));
 }
 
 static void catalog_refuses_garbage(void **state)
@@ -568,6 +641,7 @@ int main(void)
 		cmocka_unit_test(opts_copy_is_deep),
 		cmocka_unit_test(catalog_round_trip),
 		cmocka_unit_test(catalog_record_round_trip),
+		cmocka_unit_test(catalog_refuses_out_of_range),
 		cmocka_unit_test(catalog_refuses_garbage),
 	};
 
