@@ -148,6 +148,10 @@ void ckpt_part_desc_for(const struct ckpt_manifest *m, uint32_t t,
 int ckpt_manifest_save(const char *dir, const struct ckpt_manifest *m);
 /* Read and check dir/MANIFEST; *out is freed with ckpt_manifest_free. */
 int ckpt_manifest_load(const char *dir, struct ckpt_manifest **out);
+/* The same check of a MANIFEST's len bytes in memory, buf[len] being a
+ * NUL; path names it in messages. */
+int ckpt_manifest_parse(const char *path, const char *buf, size_t len,
+			struct ckpt_manifest **out);
 void ckpt_manifest_free(struct ckpt_manifest *m);
 
 /* Check a whole checkpoint: the manifest's checksum, every part present

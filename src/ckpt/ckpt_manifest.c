@@ -553,22 +553,34 @@ static int read_file(const char *path, char **out, size_t *len)
 
 int ckpt_manifest_load(const char *dir, struct ckpt_manifest **out)
 {
-	char path[PATH_MAX], *buf = NULL, *body, w[64], head[64];
-	struct ckpt_manifest *m = NULL;
-	struct mctx c = { .path = path };
-	json_t *o = NULL, *tables;
-	unsigned version;
-	uint64_t sum;
+	char path[PATH_MAX], *buf = NULL;
 	size_t len = 0;
-	const char *s;
-	int n = 0;
+	int rc;
 
 	*out = NULL;
 	if ((size_t)snprintf(path, sizeof(path), "%s/" CKPT_MANIFEST, dir) >=
 	    sizeof(path))
 		return rs_seterr(RS_E_INVAL, "checkpoint: path too long");
-	if ((c.rc = read_file(path, &buf, &len)))
-		return c.rc;
+	if ((rc = read_file(path, &buf, &len)))
+		return rc;
+	rc = ckpt_manifest_parse(path, buf, len, out);
+	free(buf);
+	return rc;
+}
+
+int ckpt_manifest_parse(const char *path, const char *buf, size_t len,
+			struct ckpt_manifest **out)
+{
+	char w[64], head[64];
+	struct ckpt_manifest *m = NULL;
+	struct mctx c = { .path = path };
+	json_t *o = NULL, *tables;
+	const char *body, *s;
+	unsigned version;
+	uint64_t sum;
+	int n = 0;
+
+	*out = NULL;
 	/* the first line, in its one canonical spelling */
 	if (sscanf(buf, MAGIC_LINE " %u xxh64=%16" SCNx64 "%n", &version,
 		   &sum, &n) != 2 || buf[n] != '\n' ||
@@ -642,7 +654,6 @@ int ckpt_manifest_load(const char *dir, struct ckpt_manifest **out)
 	}
 out:
 	json_decref(o);
-	free(buf);
 	if (c.rc) {
 		ckpt_manifest_free(m);
 		return c.rc;
