@@ -11,6 +11,10 @@
  * our one request and returns one {"result": ...}), /v3/lease/revoke and
  * /v3/watch (see wait below).
  *
+ * Replies are read by coord_etcd_reply.c (no curl there, so that a
+ * fuzzer reaches it): the JSON and its error, each call's fields, the
+ * watch stream.
+ *
  * Requests: libcurl easy handles. Unary calls share one handle under
  * `lock` (it keeps the HTTP connection open between calls); each wait()
  * uses a handle of its own, so a thread blocked in wait does not hold up
@@ -61,19 +65,16 @@
 #include "common/auth.h"
 #include "common/rs_internal.h"
 #include "coord/coord.h"
+#include "coord/coord_etcd_reply.h"
 
 #define ETCD_MAX_ENDPOINTS 8
 #define ETCD_URL_MAX 256
-#define ETCD_REPLY_MAX (4u << 20)
 #define ETCD_MIN_TIMEOUT_MS 10
 #define ETCD_MAX_TIMEOUT_MS 600000
 #define ETCD_CONNECT_TIMEOUT_MS 1000
 #define ETCD_PATH_MAX 4096
 #define ETCD_NAME_MAX 128	/* user names */
 #define ETCD_PASS_MAX AUTH_SECRET_MAX
-#define ETCD_TOKEN_MAX 512
-/* parse_reply(): etcd said Unauthenticated (the message is set) */
-#define ETCD_UNAUTHENTICATED 1
 
 struct coord_etcd {
 	struct coord c;
@@ -94,40 +95,11 @@ static struct coord_etcd *etcd_of(struct coord *c)
 	return (struct coord_etcd *)c;
 }
 
-/* ---- bounded reply buffer ---- */
-
-struct reply {
-	char *p;
-	size_t len, cap;
-	bool over;		/* more than ETCD_REPLY_MAX arrived */
-};
-
-static bool reply_add(struct reply *r, const char *d, size_t n)
-{
-	if (n > ETCD_REPLY_MAX - r->len) {
-		r->over = true;
-		return false;
-	}
-	if (r->len + n + 1 > r->cap) {
-		size_t cap = r->cap ? r->cap : 4096;
-		char *p;
-
-		while (cap < r->len + n + 1)
-			cap *= 2;
-		if (!(p = realloc(r->p, cap)))
-			return false;
-		r->p = p;
-		r->cap = cap;
-	}
-	memcpy(r->p + r->len, d, n);
-	r->len += n;
-	r->p[r->len] = '\0';
-	return true;
-}
+/* ---- the reply buffer (coord_etcd_reply.h) ---- */
 
 static size_t on_body(char *d, size_t sz, size_t n, void *arg)
 {
-	return reply_add(arg, d, sz * n) ? sz * n : 0;
+	return coord_etcd_buf_add(arg, d, sz * n) ? sz * n : 0;
 }
 
 /* ---- JSON helpers ---- */
@@ -147,77 +119,12 @@ static json_t *b64_json(const void *p, size_t len)
 	return j;
 }
 
-/* The base64 string v (absent: empty) into a new NUL-terminated buffer of
- * at most max bytes. */
-static int b64_take(json_t *v, size_t max, char **out, size_t *len)
-{
-	const char *s = v ? json_string_value(v) : "";
-	size_t n, cap;
-
-	*out = NULL;
-	if (!s)
-		return rs_seterr(RS_E_PROTO, "etcd: base64 field is not a "
-				 "string");
-	n = strlen(s);
-	if (n / 4 * 3 > max + 3)
-		return rs_seterr(RS_E_TOOBIG, "etcd: a field of %zu base64 "
-				 "bytes (max %zu decoded)", n, max);
-	cap = n / 4 * 3 + 1;
-	if (!(*out = malloc(cap)))
-		return rs_seterr(-ENOMEM, "etcd: out of memory");
-	if (sodium_base642bin((unsigned char *)*out, cap, s, n, NULL, len,
-			      NULL, sodium_base64_VARIANT_ORIGINAL) ||
-	    *len > max) {
-		free(*out);
-		*out = NULL;
-		return rs_seterr(RS_E_PROTO, "etcd: bad base64 field");
-	}
-	(*out)[*len] = '\0';
-	return 0;
-}
-
-/* An int64 field: a decimal string (the gateway's form), or a JSON
- * integer; absent: 0. */
-static int get_i64(json_t *o, const char *k, int64_t *out)
-{
-	json_t *v = json_object_get(o, k);
-	const char *s;
-	char *end;
-
-	*out = 0;
-	if (!v)
-		return 0;
-	if (json_is_integer(v)) {
-		*out = json_integer_value(v);
-		return 0;
-	}
-	s = json_string_value(v);
-	if (!s || !*s)
-		return rs_seterr(RS_E_PROTO, "etcd: field %s is not a number",
-				 k);
-	errno = 0;
-	*out = strtoll(s, &end, 10);
-	if (errno || *end)
-		return rs_seterr(RS_E_PROTO, "etcd: field %s: '%.32s' is not "
-				 "an int64", k, s);
-	return 0;
-}
-
 static json_t *i64_json(int64_t v)
 {
 	char s[24];
 
 	snprintf(s, sizeof(s), "%" PRId64, v);
 	return json_string(s);
-}
-
-static int header_rev(json_t *o, int64_t *rev)
-{
-	json_t *h = json_object_get(o, "header");
-
-	if (!json_is_object(h))
-		return rs_seterr(RS_E_PROTO, "etcd: reply without header");
-	return get_i64(h, "revision", rev);
 }
 
 /* key (and the end of its prefix) into a request object */
@@ -238,30 +145,6 @@ static int set_key(json_t *req, const char *key, bool prefix)
 }
 
 /* ---- requests ---- */
-
-/* gRPC status code of an etcd error reply to ours. */
-static int map_grpc(int64_t code)
-{
-	switch (code) {
-	case 3: /* InvalidArgument */
-	case 9: /* FailedPrecondition */
-		return RS_E_INVAL;
-	case 1: /* Canceled: the member is shutting down */
-		return -ECONNRESET;
-	case 4: /* DeadlineExceeded */
-	case 14: /* Unavailable */
-		return RS_E_TIMEOUT;
-	case 5: /* NotFound */
-		return RS_E_NOTFOUND;
-	case 8: /* ResourceExhausted */
-		return RS_E_TOOBIG;
-	case 7: /* PermissionDenied */
-	case 16: /* Unauthenticated */
-		return RS_E_PERM;
-	default:
-		return RS_E_PROTO;
-	}
-}
 
 /* Did the request reach a member? A reused connection has no connect
  * time, but it has a pre-transfer time; a failed connect has neither. */
@@ -362,17 +245,14 @@ static struct curl_slist *headers(const char *token)
 	return t;
 }
 
-static int parse_reply(struct coord_etcd *e, unsigned used, const char *path,
-		       struct reply *r, long http, json_t **out);
-
 /* A token for e->user (e->lock held): e->token and e->hdrs. */
 static int authenticate(struct coord_etcd *e)
 {
 	const char *path = "/v3/auth/authenticate";
-	struct reply r = { 0 };
+	struct coord_etcd_buf r = { 0 };
 	struct curl_slist *base = headers(""), *nh;
 	json_t *req = json_pack("{s:s,s:s}", "name", e->user, "password",
-				e->pass), *rep = NULL, *tok;
+				e->pass), *rep = NULL;
 	char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	unsigned used = 0;
 	long http = 0;
@@ -393,15 +273,12 @@ static int authenticate(struct coord_etcd *e)
 	curl_slist_free_all(base);
 	ret = rc != CURLE_OK ? curl_error(e, rc, used, path, r.over,
 					  e->timeout_ms)
-			     : parse_reply(e, used, path, &r, http, &rep);
-	tok = rep ? json_object_get(rep, "token") : NULL;
-	if (!ret && (!json_is_string(tok) || !json_string_length(tok) ||
-		     json_string_length(tok) > ETCD_TOKEN_MAX))
-		ret = rs_seterr(RS_E_PROTO, "etcd %s%s: no token in the reply",
-				e->ep[used], path);
+			     : coord_etcd_parse(e->ep[used], path, &r, http,
+						&rep);
+	if (!ret)
+		ret = coord_etcd_token_reply(rep, e->ep[used], path, e->token,
+					     sizeof(e->token));
 	if (!ret) {
-		snprintf(e->token, sizeof(e->token), "%s",
-			 json_string_value(tok));
 		if ((nh = headers(e->token))) {
 			curl_slist_free_all(e->hdrs);
 			e->hdrs = nh;
@@ -419,53 +296,11 @@ static int authenticate(struct coord_etcd *e)
 	return ret;
 }
 
-/* The reply in r (HTTP status http) as an object, or the error it holds. */
-static int parse_reply(struct coord_etcd *e, unsigned used, const char *path,
-		       struct reply *r, long http, json_t **out)
-{
-	json_error_t je;
-
-	*out = r->p ? json_loadb(r->p, r->len, 0, &je) : NULL;
-	if (!json_is_object(*out)) {
-		json_decref(*out);
-		*out = NULL;
-		return rs_seterr(RS_E_PROTO, "etcd %s%s: HTTP %ld, reply is "
-				 "not a JSON object", e->ep[used], path, http);
-	}
-	if (http != 200 || json_object_get(*out, "error")) {
-		json_t *msg = json_object_get(*out, "message");
-		int64_t code = 0;
-		int ret;
-
-		if (!msg)
-			msg = json_object_get(*out, "error");
-		get_i64(*out, "code", &code);
-		/* etcd answers a request without a token, when
-		 * authentication is on, with InvalidArgument */
-		if (json_is_string(msg) && strstr(json_string_value(msg),
-						  "user name is empty"))
-			ret = rs_seterr(RS_E_PERM, "etcd %s%s: authentication "
-					"is on and no user was given (coord.user "
-					"and coord.password_file)",
-					e->ep[used], path);
-		else
-			ret = rs_seterr(map_grpc(code), "etcd %s%s: HTTP %ld: "
-					"%s", e->ep[used], path, http,
-					json_is_string(msg) ?
-						json_string_value(msg) :
-						"(no message)");
-		json_decref(*out);
-		*out = NULL;
-		return code == 16 ? ETCD_UNAUTHENTICATED : ret;
-	}
-	return 0;
-}
-
 /* One unary call: req (consumed) to path; *out the parsed reply object. */
 static int call(struct coord_etcd *e, const char *path, json_t *req,
 		json_t **out)
 {
-	struct reply r = { 0 };
+	struct coord_etcd_buf r = { 0 };
 	unsigned used = 0;
 	long http = 0;
 	CURLcode rc;
@@ -495,7 +330,7 @@ static int call(struct coord_etcd *e, const char *path, json_t *req,
 					 e->timeout_ms);
 			break;
 		}
-		ret = parse_reply(e, used, path, &r, http, out);
+		ret = coord_etcd_parse(e->ep[used], path, &r, http, out);
 		if (ret != ETCD_UNAUTHENTICATED)
 			break;
 		/* the token expired or was revoked: refused before it was
@@ -507,7 +342,7 @@ static int call(struct coord_etcd *e, const char *path, json_t *req,
 		e->token[0] = '\0';
 		pthread_mutex_unlock(&e->lock);
 		free(r.p);
-		r = (struct reply){ 0 };
+		r = (struct coord_etcd_buf){ 0 };
 		ret = 0;
 	}
 	free(body);
@@ -517,33 +352,11 @@ static int call(struct coord_etcd *e, const char *path, json_t *req,
 
 /* ---- kv ---- */
 
-static int take_kv(json_t *o, struct coord_kv *kv)
-{
-	int ret;
-
-	memset(kv, 0, sizeof(*kv));
-	if (!json_is_object(o))
-		return rs_seterr(RS_E_PROTO, "etcd: kv is not an object");
-	if ((ret = b64_take(json_object_get(o, "key"), COORD_KEY_MAX,
-			    &kv->key, &(size_t){ 0 })) ||
-	    (ret = b64_take(json_object_get(o, "value"), COORD_VALUE_MAX,
-			    &kv->value, &kv->value_len)) ||
-	    (ret = get_i64(o, "create_revision", &kv->create_rev)) ||
-	    (ret = get_i64(o, "mod_revision", &kv->mod_rev)) ||
-	    (ret = get_i64(o, "lease", &kv->lease))) {
-		free(kv->key);
-		free(kv->value);
-		memset(kv, 0, sizeof(*kv));
-	}
-	return ret;
-}
-
 static int etcd_range(struct coord *c, const char *key, bool prefix,
 		      struct coord_kvs *out)
 {
 	struct coord_etcd *e = etcd_of(c);
-	json_t *req, *rep = NULL, *kvs, *more;
-	size_t n;
+	json_t *req, *rep = NULL;
 	int ret;
 
 	memset(out, 0, sizeof(*out));
@@ -554,34 +367,8 @@ static int etcd_range(struct coord *c, const char *key, bool prefix,
 		json_decref(req);
 		return ret ? ret : rs_seterr(-ENOMEM, "etcd: out of memory");
 	}
-	if ((ret = call(e, "/v3/kv/range", req, &rep)) ||
-	    (ret = header_rev(rep, &out->rev)))
-		goto out;
-	more = json_object_get(rep, "more");
-	if (json_is_true(more)) {
-		ret = rs_seterr(RS_E_TOOBIG, "etcd: more than %d keys under "
-				"'%s'", COORD_RANGE_MAX, key);
-		goto out;
-	}
-	kvs = json_object_get(rep, "kvs");
-	n = json_array_size(kvs);
-	if (n > COORD_RANGE_MAX) {
-		ret = rs_seterr(RS_E_PROTO, "etcd: %zu keys over the limit",
-				n);
-		goto out;
-	}
-	if (n && !(out->kv = calloc(n, sizeof(*out->kv)))) {
-		ret = rs_seterr(-ENOMEM, "etcd: out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if ((ret = take_kv(json_array_get(kvs, i), &out->kv[i]))) {
-			coord_kvs_free(out);
-			goto out;
-		}
-		out->n++;
-	}
-out:
+	if (!(ret = call(e, "/v3/kv/range", req, &rep)))
+		ret = coord_etcd_range_reply(rep, key, out);
 	json_decref(rep);
 	return ret;
 }
@@ -613,7 +400,7 @@ static int etcd_put(struct coord *c, const char *key, const void *val,
 		return rs_seterr(-ENOMEM, "etcd: out of memory");
 	if ((ret = call(etcd_of(c), "/v3/kv/put", req, &rep)))
 		return ret;
-	ret = header_rev(rep, &r);
+	ret = coord_etcd_header_rev(rep, &r);
 	if (!ret && rev)
 		*rev = r;
 	json_decref(rep);
@@ -624,7 +411,6 @@ static int etcd_del(struct coord *c, const char *key, bool prefix,
 		    int64_t *rev)
 {
 	json_t *req, *rep;
-	int64_t r, n = 0;
 	int ret;
 
 	if ((ret = coord_check_key(key)))
@@ -635,13 +421,9 @@ static int etcd_del(struct coord *c, const char *key, bool prefix,
 	}
 	if ((ret = call(etcd_of(c), "/v3/kv/deleterange", req, &rep)))
 		return ret;
-	if (!(ret = header_rev(rep, &r)) && !(ret = get_i64(rep, "deleted", &n))
-	    && rev)
-		*rev = r;
+	ret = coord_etcd_del_reply(rep, rev);
 	json_decref(rep);
-	if (!ret && (n < 0 || n > INT32_MAX))
-		ret = rs_seterr(RS_E_PROTO, "etcd: deleted %" PRId64, n);
-	return ret ? ret : (int)n;
+	return ret;
 }
 
 /* {"compare": [{MOD(key) == expect}], "success": [put or delete]} */
@@ -683,7 +465,6 @@ static int etcd_cas(struct coord *c, const char *key, int64_t expect,
 		    const void *val, size_t len, int64_t lease, int64_t *rev)
 {
 	json_t *req, *rep;
-	int64_t r;
 	int ret;
 
 	if ((ret = coord_check_key(key)) || (ret = coord_check_value(val, len)))
@@ -695,11 +476,7 @@ static int etcd_cas(struct coord *c, const char *key, int64_t expect,
 		return rs_seterr(-ENOMEM, "etcd: out of memory");
 	if ((ret = call(etcd_of(c), "/v3/kv/txn", req, &rep)))
 		return ret;
-	ret = header_rev(rep, &r);
-	if (!ret && rev)
-		*rev = r;
-	if (!ret)
-		ret = json_is_true(json_object_get(rep, "succeeded")) ? 1 : 0;
+	ret = coord_etcd_txn_reply(rep, rev);
 	json_decref(rep);
 	return ret;
 }
@@ -717,17 +494,14 @@ static int etcd_lease_grant(struct coord *c, int64_t ttl_s, int64_t *id)
 		return rs_seterr(-ENOMEM, "etcd: out of memory");
 	if ((ret = call(etcd_of(c), "/v3/lease/grant", req, &rep)))
 		return ret;
-	ret = get_i64(rep, "ID", id);
-	if (!ret && *id == 0)
-		ret = rs_seterr(RS_E_PROTO, "etcd: lease grant without an ID");
+	ret = coord_etcd_grant_reply(rep, id);
 	json_decref(rep);
 	return ret;
 }
 
 static int etcd_lease_keepalive(struct coord *c, int64_t id, int64_t *ttl_s)
 {
-	json_t *req, *rep, *res;
-	int64_t ttl = 0;
+	json_t *req, *rep;
 	int ret;
 
 	if (!(req = json_object()) ||
@@ -737,15 +511,7 @@ static int etcd_lease_keepalive(struct coord *c, int64_t id, int64_t *ttl_s)
 	}
 	if ((ret = call(etcd_of(c), "/v3/lease/keepalive", req, &rep)))
 		return ret;
-	res = json_object_get(rep, "result");
-	if (!json_is_object(res))
-		ret = rs_seterr(RS_E_PROTO, "etcd: keepalive reply without "
-				"a result");
-	else if (!(ret = get_i64(res, "TTL", &ttl)) && ttl <= 0)
-		ret = rs_seterr(RS_E_NOTFOUND, "etcd: lease %" PRId64
-				" expired or unknown", id);
-	if (!ret && ttl_s)
-		*ttl_s = ttl;
+	ret = coord_etcd_keepalive_reply(rep, id, ttl_s);
 	json_decref(rep);
 	return ret;
 }
@@ -768,84 +534,9 @@ static int etcd_lease_revoke(struct coord *c, int64_t id)
 
 /* ---- wait: one watch, ended at the first batch of events ---- */
 
-struct watch {
-	const atomic_bool *cancel;
-	struct reply line;	/* the line being received */
-	int64_t rev;		/* > 0: a change was seen */
-	int err;		/* an error the stream reported */
-	bool created;
-	bool unauth;		/* that error: Unauthenticated (the token) */
-};
-
-/* One complete line of the stream. true: stop the transfer. */
-static bool watch_line(struct watch *w, const char *s, size_t n)
-{
-	json_t *o = json_loadb(s, n, 0, NULL), *res, *ev;
-	bool stop = false;
-
-	if (!o) /* blank line or partial garbage: the reply's end decides */
-		return false;
-	res = json_object_get(o, "result");
-	if (json_object_get(o, "error") || !json_is_object(res)) {
-		json_t *m = json_object_get(o, "error");
-		int64_t code = 0;
-
-		if (json_is_object(m)) {
-			get_i64(m, "code", &code);
-			w->unauth = code == 16;
-			m = json_object_get(m, "message");
-		}
-		w->err = rs_seterr(RS_E_PROTO, "etcd watch: %s",
-				   json_is_string(m) ? json_string_value(m) :
-						       "unexpected reply");
-		stop = true;
-	} else if (json_is_true(json_object_get(res, "canceled"))) {
-		/* compacted (or refused): the caller re-reads */
-		get_i64(res, "compact_revision", &w->rev);
-		if (w->rev <= 0)
-			header_rev(res, &w->rev);
-		if (w->rev <= 0)
-			w->rev = 1;
-		stop = true;
-	} else if (json_array_size(ev = json_object_get(res, "events"))) {
-		json_t *kv = json_object_get(json_array_get(ev, 0), "kv");
-
-		get_i64(kv, "mod_revision", &w->rev);
-		if (w->rev <= 0)
-			header_rev(res, &w->rev);
-		if (w->rev <= 0)
-			w->rev = 1;
-		stop = true;
-	} else if (json_is_true(json_object_get(res, "created"))) {
-		w->created = true;
-	}
-	json_decref(o);
-	return stop;
-}
-
 static size_t on_watch(char *d, size_t sz, size_t n, void *arg)
 {
-	struct watch *w = arg;
-	size_t len = sz * n, i = 0;
-
-	while (i < len) {
-		const char *nl = memchr(d + i, '\n', len - i);
-		size_t part = nl ? (size_t)(nl - (d + i)) : len - i;
-
-		if (!reply_add(&w->line, d + i, part)) {
-			/* an oversized batch: certainly a change */
-			w->rev = w->rev > 0 ? w->rev : 1;
-			return 0;
-		}
-		i += part;
-		if (nl) {
-			i++;
-			if (watch_line(w, w->line.p, w->line.len))
-				return 0;
-			w->line.len = 0;
-		}
-	}
-	return len;
+	return coord_etcd_watch_feed(arg, d, sz * n) ? sz * n : 0;
 }
 
 /* libcurl calls this about once a second at least: a set cancel flag ends
@@ -853,7 +544,7 @@ static size_t on_watch(char *d, size_t sz, size_t n, void *arg)
 static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut,
 		       curl_off_t un)
 {
-	const struct watch *w = arg;
+	const struct coord_etcd_watch *w = arg;
 
 	return w->cancel && atomic_load(w->cancel);
 }
@@ -863,7 +554,7 @@ static int etcd_wait(struct coord *c, const char *prefix, int64_t after,
 {
 	struct coord_etcd *e = etcd_of(c);
 	json_t *req, *cr;
-	struct watch w = { 0 };
+	struct coord_etcd_watch w = { 0 };
 	unsigned used = 0;
 	long http = 0;
 	CURLcode rc;
