@@ -286,7 +286,11 @@ static int authenticate(struct coord_etcd *e)
 			ret = rs_seterr(-ENOMEM, "etcd: out of memory");
 		}
 	}
-	if (ret == RS_E_PERM || ret == RS_E_INVAL)
+	/* (Unauthenticated here too: no token to renew, a refusal; not
+	 * the positive ETCD_UNAUTHENTICATED, which callers would take for
+	 * a success) */
+	if (ret == RS_E_PERM || ret == RS_E_INVAL ||
+	    ret == ETCD_UNAUTHENTICATED)
 		ret = rs_seterr(RS_E_PERM, "etcd: user '%s' could not "
 				"authenticate: %s", e->user, rs_errormsg());
 	json_decref(rep);
