@@ -28,7 +28,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "client/client_internal.h"
 #include "common/rs_internal.h"
@@ -218,20 +217,7 @@ static int seeds_park(struct rs_client *c)
  * key their completion records by it; a reopened client is a new one). */
 static int client_id_new(struct rs_client *c)
 {
-	uint64_t id = 0;
-
-	while (!id) {
-		ssize_t got = getrandom(&id, sizeof(id), 0);
-		int err = errno;
-
-		if (got < 0 && err != EINTR)
-			return rs_seterr(-err, "client: getrandom: %s",
-					 rs_strerror(-err));
-		if (got != (ssize_t)sizeof(id))
-			id = 0;
-	}
-	c->client_id = id;
-	return 0;
+	return rs_random_id(&c->client_id);
 }
 
 static int cluster_init(struct rs_client *c, const struct cli_config *cfg)

@@ -685,9 +685,16 @@ static int table_change(struct rs_client *c, uint32_t op, const void *arg,
 int cli_table_create_proto(struct rs_client *c,
 			   const struct proto_table_spec *ps, size_t *existed)
 {
+	struct proto_table_spec with = *ps;
 	bool all;
-	int ret = table_change(c, PROTO_OP_TABLE_CREATE, ps, RS_E_EXISTS,
-			       &all);
+	int ret;
+
+	/* one identity for every member, redos included, and another for
+	 * every create (docs/replication.md, "Stale REPLs") */
+	if ((ret = rs_random_id(&with.ident)))
+		return ret;
+	ret = table_change(c, PROTO_OP_TABLE_CREATE, &with, RS_E_EXISTS,
+			   &all);
 
 	*existed = !ret && all ? SIZE_MAX : 0; /* every node had it */
 	return ret;

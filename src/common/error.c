@@ -6,9 +6,12 @@
  * arguments may include rs_errormsg() (a message wrapping the previous
  * one).
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/types.h>
 
 #include "recstore/error.h"
 #include "common/rs_internal.h"
@@ -103,4 +106,22 @@ void rs_errrestore(const char buf[RS_ERRMSG_MAX])
 void rs_clearerr(void)
 {
 	errmsg[0] = '\0';
+}
+
+int rs_random_id(uint64_t *out)
+{
+	uint64_t id = 0;
+
+	while (!id) {
+		ssize_t got = getrandom(&id, sizeof(id), 0);
+		int err = errno;
+
+		if (got < 0 && err != EINTR)
+			return rs_seterr(-err, "getrandom: %s",
+					 rs_strerror(-err));
+		if (got != (ssize_t)sizeof(id))
+			id = 0;
+	}
+	*out = id;
+	return 0;
 }

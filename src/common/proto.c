@@ -983,6 +983,13 @@ typedef float wire_f32;
 	F(u8, grow_log2, "grow_log2")                                  \
 	Z(7, "growth reserved")
 
+/* The identity block after it (spec flag PROTO_SPEC_F_IDENT). */
+#define IDENT_FIELDS(F, Z)                                             \
+	F(u64, ident, "ident")
+
+#define SPEC_F_KNOWN (PROTO_SPEC_F_EVICT | PROTO_SPEC_F_GROW |         \
+		      PROTO_SPEC_F_IDENT)
+
 static void wr_spec(struct wr *w, const struct proto_table_spec *spec,
 		    size_t nlen)
 {
@@ -991,7 +998,8 @@ static void wr_spec(struct wr *w, const struct proto_table_spec *spec,
 
 	c.wire_flags = (proto_evict_active(&c.evict) ? PROTO_SPEC_F_EVICT
 						     : 0) |
-		       (c.grow_log2 ? PROTO_SPEC_F_GROW : 0);
+		       (c.grow_log2 ? PROTO_SPEC_F_GROW : 0) |
+		       (c.ident ? PROTO_SPEC_F_IDENT : 0);
 	SPEC_FIELDS(WR_FIELD, WR_ZERO)
 	wr_str(w, s->name, nlen);
 	if (c.wire_flags & PROTO_SPEC_F_EVICT) {
@@ -999,6 +1007,9 @@ static void wr_spec(struct wr *w, const struct proto_table_spec *spec,
 	}
 	if (c.wire_flags & PROTO_SPEC_F_GROW) {
 		GROW_FIELDS(WR_FIELD, WR_ZERO)
+	}
+	if (c.wire_flags & PROTO_SPEC_F_IDENT) {
+		IDENT_FIELDS(WR_FIELD, WR_ZERO)
 	}
 }
 
@@ -1010,10 +1021,9 @@ static void rd_spec(struct rd *r, struct proto_table_spec *s)
 	rd_str(r, "name", STR_NAME, s->name, sizeof(s->name));
 	if (r->rc)
 		return;
-	if (s->wire_flags & ~(PROTO_SPEC_F_EVICT | PROTO_SPEC_F_GROW)) {
+	if (s->wire_flags & ~SPEC_F_KNOWN) {
 		rd_fail(r, RS_E_PROTO, "spec flags: unknown bits 0x%02x",
-			s->wire_flags &
-				~(PROTO_SPEC_F_EVICT | PROTO_SPEC_F_GROW));
+			s->wire_flags & ~SPEC_F_KNOWN);
 		return;
 	}
 	if (s->wire_flags & PROTO_SPEC_F_EVICT) {
@@ -1025,6 +1035,16 @@ static void rd_spec(struct rd *r, struct proto_table_spec *s)
 		GROW_FIELDS(RD_FIELD, RD_ZERO)
 		if (r->rc)
 			return;
+	}
+	if (s->wire_flags & PROTO_SPEC_F_IDENT) {
+		IDENT_FIELDS(RD_FIELD, RD_ZERO)
+		if (r->rc)
+			return;
+		if (!s->ident) {
+			rd_fail(r, RS_E_PROTO, "ident: an identity block "
+				"with identity 0");
+			return;
+		}
 	}
 	s->wire_flags = 0; /* an encoding detail: specs compare equal */
 	if (s->dtype >= PROTO_DTYPE_COUNT)
@@ -1709,7 +1729,7 @@ static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
 	rd_zero(r, (size_t)pad8(r->off), "table padding");
 	m->keys = m->clients = m->seqs = m->done_below = NULL;
 	m->statuses = m->creds = m->kinds = m->rows = NULL;
-	m->from_inc = m->from_seq = 0;
+	m->from_inc = m->from_seq = m->table_ident = 0;
 	if (r->rc)
 		return r->rc;
 	if (m->epoch == 0)
@@ -1762,6 +1782,7 @@ static int dec_repl_req(struct rd *r, const struct proto_limits *lim,
 	if (from) {
 		m->from_inc = rd_u64(r, "from_inc");
 		m->from_seq = rd_u64(r, "from_seq");
+		m->table_ident = rd_u64(r, "table_ident");
 		if (!r->rc && (!m->from_inc || !m->from_seq))
 			return rd_fail(r, RS_E_PROTO, "from_inc %" PRIu64
 				       ", from_seq %" PRIu64 ": must be >= 1",
@@ -2506,6 +2527,7 @@ int proto_enc_repl_req(void *buf, size_t cap, const struct proto_hdr *h,
 	if (m->from_inc) {
 		wr_u64(&w, m->from_inc);
 		wr_u64(&w, m->from_seq);
+		wr_u64(&w, m->table_ident);
 	}
 	return wr_finish(&w, &hh, PROTO_OP_REPL, 0);
 }

@@ -105,11 +105,12 @@ enum proto_op {
 			      the change only in that epoch */
 #define PROTO_F_FROM 0x8u /* REPL requests only: the sending member's
 			     incarnation and the REPL's sequence number
-			     (repl_req.from_inc, from_seq, both >= 1) end
-			     the body (PROTO_FROM_BYTES) */
+			     (repl_req.from_inc, from_seq, both >= 1) and
+			     the table's identity (table_ident, 0: none)
+			     end the body (PROTO_FROM_BYTES) */
 #define PROTO_F_ALL (PROTO_F_REPLY | PROTO_F_TRACE | PROTO_F_EPOCH | \
 		     PROTO_F_FROM)
-#define PROTO_FROM_BYTES 16u
+#define PROTO_FROM_BYTES 24u
 
 /* struct proto_keys_req.flags */
 #define PROTO_KF_CREATE 0x1u /* UPDATE: initialise missing keys, then
@@ -202,6 +203,7 @@ enum proto_evict_policy {
 };
 #define PROTO_SPEC_F_EVICT 0x1u
 #define PROTO_SPEC_F_GROW 0x2u	/* a growth block follows (grow_log2) */
+#define PROTO_SPEC_F_IDENT 0x4u	/* an identity block follows (ident) */
 #define PROTO_EVICT_TTL_MAX (3650u * 86400u) /* seconds: 10 years */
 #define PROTO_EVICT_ADMIT_MAX 255u
 
@@ -231,6 +233,14 @@ struct proto_table_spec {
 	struct proto_evict evict;
 	uint8_t wire_flags;	       /* PROTO_SPEC_F_*: the encoder's (0 in
 					  a decoded spec) */
+	uint64_t ident;		       /* the table's identity across a
+					  cluster: drawn at random by the
+					  client that creates it, the same at
+					  every member, another after a drop
+					  and a create (0: none, a table of
+					  an older build: never compared;
+					  docs/replication.md, "Stale
+					  REPLs") */
 };
 
 /* Does e ask for anything (a policy, a TTL or admission)? */
@@ -440,8 +450,10 @@ struct proto_repl_req {
 	 * the sender's incarnation and this REPL's number in the sender's
 	 * sequence (grows with every REPL the node sends): a backup applies
 	 * REPLs of one sender only in that order (docs/replication.md,
-	 * "Stale REPLs") */
-	uint64_t from_inc, from_seq;
+	 * "Stale REPLs"); and the identity of the sender's table (its
+	 * spec's ident, 0: none): a backup whose table of that name has
+	 * another refuses the REPL */
+	uint64_t from_inc, from_seq, table_ident;
 };
 
 /*

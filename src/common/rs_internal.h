@@ -50,6 +50,10 @@ void rs_lock_assert_held(int owner, const char *what, const char *file,
 #define RS_ASSERT_HELD(m) ((void)0)
 #endif
 
+/* *out = a random non-zero 64-bit id (getrandom): 0, or -errno with the
+ * error set. src/common/error.c. */
+int rs_random_id(uint64_t *out);
+
 /* CLOCK_MONOTONIC in milliseconds: the one clock every module measures
  * leases, timeouts, backoffs and ages with (never set back, so deadlines
  * and differences of two readings hold across wall-clock changes). */

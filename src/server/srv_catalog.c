@@ -53,6 +53,15 @@ json_t *srv_spec_to_json(const struct proto_table_spec *s)
 					 &s->optim),
 		      "init", spec_params_object(SPEC_G_INIT,
 						 SPEC_JSON_KIND_OLD, &s->init));
+	if (j && s->ident) {
+		char id[17];
+
+		snprintf(id, sizeof(id), "%016" PRIx64, s->ident);
+		if (json_object_set_new(j, "ident", json_string(id))) {
+			json_decref(j);
+			return NULL;
+		}
+	}
 	if ((j && s->grow_log2 &&
 	     json_object_set_new(j, "grow_log2",
 				 json_integer((json_int_t)s->grow_log2))) ||
@@ -149,6 +158,12 @@ int srv_spec_from_json(json_t *j, struct proto_table_spec *s)
 		    json_integer_value(g) > PROTO_MAX_GROW_LOG2)
 			return -1;
 		s->grow_log2 = (uint8_t)json_integer_value(g);
+	}
+	if (json_object_get(j, "ident")) { /* identity: absent is none */
+		const char *id = json_string_value(json_object_get(j, "ident"));
+
+		if (!id || hex64(id, &s->ident) || !s->ident)
+			return -1;
 	}
 	k = proto_dtype_parse(dtype);
 	if (k < 0 || params_from_json(j, s))

@@ -569,14 +569,14 @@ static int queue_rows(struct rs_server *s, struct srv_repl_req *q,
 	for (uint32_t i = 0; !ret && i < c->n; i++) {
 		if (read_row(t, c->keys[i], buf, width))
 			continue;	/* deleted since: that went ahead */
-		ret = srv_repl_append(q, c->to, t->spec.name, width,
+		ret = srv_repl_append(q, c->to, &t->spec, width,
 				      c->keys[i], PROTO_REPL_ROW, buf, NULL, 0);
 		*copied += !ret;
 	}
 	for (size_t i = 0; !ret && d && i < d->n; i++) {
 		bool gone = read_row(t, d->v[i].key, buf, width);
 
-		ret = srv_repl_append(q, c->to, t->spec.name, width,
+		ret = srv_repl_append(q, c->to, &t->spec, width,
 				      d->v[i].key, gone ? PROTO_REPL_DELETED
 							: PROTO_REPL_ROW,
 				      buf, &d->v[i].tag, d->v[i].st);
@@ -814,9 +814,20 @@ static int dir_from(struct crun *r, unsigned src)
 		struct proto_table_info info;
 
 		if (t) {
+			uint64_t here = t->spec.ident;
+
 			tn_add(&r->seen, sp->name);
 			srv_table_put(t);
-			continue;
+			/* a joiner's table that a client created while the
+			 * members had one already: the members' goes on */
+			if (r->g->self >= 0 || !here || !sp->ident ||
+			    here == sp->ident || srv_table_drop(&s->tables,
+								sp->name))
+				continue;
+			srv_log("repl: table '%s' was another here (identity "
+				"%016" PRIx64 ", '%s' has %016" PRIx64 "): "
+				"dropped, created as there", sp->name, here,
+				n->name, sp->ident);
 		}
 		/* an active member: a drop or create in progress, which
 		 * the client's call completes here (see "Tables") */

@@ -118,7 +118,7 @@ static bool sweep_cluster(struct rs_server *s, struct srv_table *t,
 	(void)slab_ev_sweep(t->st, SRV_EV_SWEEP_SLOTS);
 	slab_ev_sink_set(NULL);
 	for (uint32_t i = 0; !ret && i < sink.n; i++)
-		ret = srv_repl_record(s, &q, t->spec.name, width, keys[i],
+		ret = srv_repl_record(s, &q, &t->spec, width, keys[i],
 				      true, zero, NULL, PROTO_ST_OK);
 	pthread_mutex_unlock(&s->repl.order);
 	if (!ret && srv_repl_pending(&q))

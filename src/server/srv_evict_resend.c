@@ -243,7 +243,7 @@ void srv_evr_tick(struct rs_server *s, uint64_t epoch)
 		}
 		if (slab_lookup(t->st, b[i].key, &row) != RS_E_NOTFOUND)
 			continue;	/* written again: its record rules */
-		ret = srv_repl_record(s, &q, t->spec.name, width, b[i].key,
+		ret = srv_repl_record(s, &q, &t->spec, width, b[i].key,
 				      true, zero, NULL, PROTO_ST_OK);
 		sent++;
 	}

@@ -1070,7 +1070,7 @@ static int repl_capture(struct req *r, struct srv_repl_req *q,
 		uint32_t row;
 
 		if (slab_lookup(t->st, key, &row) == RS_E_NOTFOUND)
-			ret = srv_repl_record(r->s, q, t->spec.name, width,
+			ret = srv_repl_record(r->s, q, &t->spec, width,
 					      key, true, buf, NULL,
 					      PROTO_ST_OK);
 	}
@@ -1090,7 +1090,7 @@ static int repl_capture(struct req *r, struct srv_repl_req *q,
 			del = true;
 			memset(buf, 0, (size_t)width * 4);
 		}
-		ret = srv_repl_record(r->s, q, t->spec.name, width, key, del,
+		ret = srv_repl_record(r->s, q, &t->spec, width, key, del,
 				      buf, tag, st);
 	}
 	srv_table_put(t);
@@ -1561,6 +1561,19 @@ static void do_repl(struct req *r)
 		srv_repl_table_missing(s); /* a create it missed: fetch it */
 		reply_error(r, r->op, RS_E_NOTFOUND, "table '%s': no such "
 			    "table on this node", m->table);
+		goto out;
+	}
+	if (m->table_ident && t->spec.ident &&
+	    m->table_ident != t->spec.ident) {
+		/* sent for a table dropped since, or one this node created
+		 * from a client while it joined: a joiner takes its members'
+		 * (srv_copy.c, dir_from) */
+		atomic_fetch_add(&s->repl.other_table_repls, 1);
+		srv_repl_table_missing(s);	/* (an active node: nothing) */
+		reply_error(r, r->op, RS_E_STALE, "table '%s': the REPL is "
+			    "for the table of identity %016" PRIx64 ", this "
+			    "node's is %016" PRIx64 " (dropped and created "
+			    "again)", m->table, m->table_ident, t->spec.ident);
 		goto out;
 	}
 	if (m->width != t->spec.dim + t->state_floats) {

@@ -493,6 +493,9 @@ struct srv_repl {
 	 * because their sender is not the keys' primary */
 	_Atomic uint64_t repl_seq;
 	_Atomic uint64_t stale_repls, foreign_repls;
+	/* REPLs refused as a backup because they were for another table of
+	 * the same name (its identity differs: dropped and created again) */
+	_Atomic uint64_t other_table_repls;
 	/* records of queued chunks carried into a new configuration:
 	 * re-read from the rows (re-captured) or dropped (the node is no
 	 * longer the key's primary, or the peer no longer its backup) */
@@ -570,6 +573,7 @@ struct srv_repl_stats {
 	uint64_t held, parallel, busy_writes;
 	uint64_t configs_adopting, repls_all_waiting;
 	uint64_t stale_repls, foreign_repls, recaptured, dropped_records;
+	uint64_t other_table_repls;
 	uint64_t tables_created, tables_dropped, freed_rows;
 	uint64_t chunks_shipped, chunks_failed, queued, busy_repls;
 	bool active;
@@ -629,7 +633,8 @@ bool srv_repl_is_primary(void *q, uint64_t key);
 /* Queue key's new row and state (width floats) or its deletion for the
  * key's backups (under s->repl.order). 0 or -ENOMEM. */
 int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
-		    const char *table, uint32_t width, uint64_t key,
+		    const struct proto_table_spec *table, uint32_t width,
+		    uint64_t key,
 		    bool deleted, const float *row,
 		    const struct srv_once_tag *tag, int32_t st);
 /* Ship and wait until every backup acknowledged q's records: 0 or the

@@ -351,7 +351,9 @@ static void recapture(struct rs_server *s, struct srv_cfg *g, unsigned pi,
 	while ((ch = *link)) {
 		struct srv_table *t = srv_table_get_name(&s->tables, ch->table);
 		uint32_t w = ch->width, out = 0;
-		bool fits = t && w == t->spec.dim + t->state_floats;
+		/* the same table, not one created again under its name */
+		bool fits = t && w == t->spec.dim + t->state_floats &&
+			    t->spec.ident == ch->ident;
 
 		for (uint32_t i = ch->sent; i < ch->n; i++) {
 			uint64_t key = ch->keys[i], h = memb_key_hash(key);
@@ -912,7 +914,8 @@ static int hold_chunk(struct srv_repl_req *q, struct srv_chunk *ch,
 	return 0;
 }
 
-int srv_repl_append(struct srv_repl_req *q, unsigned pi, const char *table,
+int srv_repl_append(struct srv_repl_req *q, unsigned pi,
+		    const struct proto_table_spec *ts,
 		    uint32_t width, uint64_t key, uint8_t kind,
 		    const float *row, const struct srv_once_tag *tag,
 		    int32_t st)
@@ -924,13 +927,15 @@ int srv_repl_append(struct srv_repl_req *q, unsigned pi, const char *table,
 	pthread_mutex_lock(&p->lock);
 	ch = p->tail;
 	if (!ch || ch->sealed || ch->n == ch->cap || ch->width != width ||
-	    strcmp(ch->table, table)) {
+	    ch->ident != ts->ident || strcmp(ch->table, ts->name)) {
 		ch = calloc(1, sizeof(*ch));
 		if (ch) {
 			ch->cap = REPL_CHUNK_KEYS;
 			ch->width = width;
 			ch->refs = 1;
-			snprintf(ch->table, sizeof(ch->table), "%s", table);
+			snprintf(ch->table, sizeof(ch->table), "%s",
+				 ts->name);
+			ch->ident = ts->ident;
 			ch->keys = malloc(ch->cap * sizeof(*ch->keys));
 			ch->cl = malloc(ch->cap * sizeof(*ch->cl));
 			ch->sq = malloc(ch->cap * sizeof(*ch->sq));
@@ -969,7 +974,8 @@ int srv_repl_append(struct srv_repl_req *q, unsigned pi, const char *table,
 }
 
 int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
-		    const char *table, uint32_t width, uint64_t key,
+		    const struct proto_table_spec *table, uint32_t width,
+		    uint64_t key,
 		    bool deleted, const float *row,
 		    const struct srv_once_tag *tag, int32_t st)
 {
@@ -1026,6 +1032,7 @@ static int slice_post(struct srv_repl *rp, struct cli_conn *cc,
 		/* numbered as sent: one REPL in flight per backup, so the
 		 * backup sees them in this order unless one was overtaken */
 		.from_seq = atomic_fetch_add(&rp->repl_seq, 1) + 1,
+		.table_ident = ch->ident,
 		.keys = ch->keys + off, .kinds = ch->kinds + off,
 		.clients = ch->cl + off, .seqs = ch->sq + off,
 		.done_below = ch->db + off, .statuses = ch->st + off,
@@ -1150,18 +1157,27 @@ static void keep_bound(struct rs_server *s, struct srv_peer *p,
 static void peer_shipped(struct rs_server *s, struct srv_peer *p,
 			 struct srv_chunk *h, int ret, const char *why)
 {
-	/* h and, after a failure, everything behind it */
+	/* h and, after a failure, everything behind it; but h goes if the
+	 * backup refused it as stale: for a table it no longer has (another
+	 * of the same name, dropped and created again), where sending it
+	 * again cannot help (a REPL overtaken by a later one never gets
+	 * here: its sender gave up on it) */
 	for (struct srv_chunk *c = h; c; c = ret ? c->next : NULL) {
+		bool keep = ret && !(c == h && ret == RS_E_STALE);
+
 		c->done = true;
 		c->err = ret;
 		c->sealed = true;
-		if (ret && !c->retry) {
+		if (keep && !c->retry) {
 			c->retry = true;
 			p->kept_bytes += chunk_bytes(c);
-		} else if (!ret && c->retry) {
+		} else if (!keep && c->retry) {
 			c->retry = false;
 			p->kept_bytes -= chunk_bytes(c);
 		}
+		if (ret && !keep)
+			atomic_fetch_add(&s->repl.dropped_records,
+					 c->n - c->sent);
 	}
 	p->busy_until = 0;
 	p->busy_ms = 0;
@@ -1466,6 +1482,7 @@ void srv_repl_stats(struct rs_server *s, struct srv_repl_stats *st)
 	st->repls_all_waiting = atomic_load(&rp->repls_all_waiting);
 	st->stale_repls = atomic_load(&rp->stale_repls);
 	st->foreign_repls = atomic_load(&rp->foreign_repls);
+	st->other_table_repls = atomic_load(&rp->other_table_repls);
 	st->recaptured = atomic_load(&rp->recaptured);
 	st->dropped_records = atomic_load(&rp->dropped_records);
 	st->copied_rows = atomic_load(&rp->copied_rows);

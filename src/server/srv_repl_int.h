@@ -16,6 +16,7 @@
 struct srv_chunk {
 	struct srv_chunk *next;
 	char table[PROTO_NAME_MAX + 1];
+	uint64_t ident;		/* the table's identity (its spec's) */
 	uint32_t width, n, cap;
 	bool sealed;		/* being shipped: no more appends */
 	uint32_t sent;		/* records the backup took (a REPL answered
@@ -118,7 +119,8 @@ static inline const struct memb_placement *srv_cfg_target(
  * active or target replica set, the primary excluded). */
 bool srv_repl_forwards_to(const struct srv_cfg *g, uint64_t h, unsigned mi);
 /* Append one record to peer pi's queue (caller holds `order`). */
-int srv_repl_append(struct srv_repl_req *q, unsigned pi, const char *table,
+int srv_repl_append(struct srv_repl_req *q, unsigned pi,
+		    const struct proto_table_spec *ts,
 		    uint32_t width, uint64_t key, uint8_t kind,
 		    const float *row, const struct srv_once_tag *tag,
 		    int32_t st);

@@ -558,6 +558,8 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		TRY(add(l, N, "repl.repls_all_waiting", rs.repls_all_waiting));
 		TRY(add(l, N, "repl.stale_repls", rs.stale_repls));
 		TRY(add(l, N, "repl.foreign_repls", rs.foreign_repls));
+		TRY(add(l, N, "repl.other_table_repls",
+			rs.other_table_repls));
 		TRY(add(l, N, "repl.recaptured_records", rs.recaptured));
 		TRY(add(l, N, "repl.dropped_records", rs.dropped_records));
 		TRY(add(l, N, "repl.queued_records", rs.queued));

@@ -120,6 +120,12 @@
  *       ships what the primary keeps for the backup first); release
  *       the hold. K must then be missing from the new "rt" at the
  *       primary and at BACKUP alike.
+ *   repl_driver droprecreate SEEDS BACKUP HOLD wire
+ *       the same with K put first (the held REPL carries its row) and
+ *       no put after the create: the held REPL, of the dropped table,
+ *       is then the last its sender sent, and reaches BACKUP after "rt"
+ *       was created again there. It must be refused (the tables'
+ *       identities differ): K missing at the primary and at BACKUP.
  *   repl_driver check SEEDS REPLICAS OUT...
  *       every key's row (RPC and READ through the cluster) must lie in
  *       [sum acked, sum acked + sum uncertain] of the stream files OUT...,
@@ -1409,7 +1415,7 @@ static int do_onceagain(const char *seeds, int k)
 }
 
 static int do_droprecreate(const char *seeds, const char *backup,
-			   const char *hold)
+			   const char *hold, bool wire)
 {
 	static unsigned owners[K][PROTO_CONFIG_MAX_R];
 	static float rows[K * DIM], prow[K * DIM], brow[K * DIM];
@@ -1437,27 +1443,37 @@ static int do_droprecreate(const char *seeds, const char *backup,
 		die("droprecreate: no two keys have %s as their backup", backup);
 	snprintf(done, sizeof(done), "%s.done", hold);
 	unlink(done);
+	if (wire) {	/* the held REPL then carries a row, not a deletion */
+		ret = rs_put(open_table(c), &keys[k], 1, rows, &st, 0);
+		if (ret < 0 || st < 0)
+			die("droprecreate: put key %d: %s", k,
+			    rs_strerror(ret < 0 ? ret : st));
+	}
 	if (close(open(hold, O_CREAT | O_WRONLY, 0644)))
 		die("droprecreate: %s: cannot create", hold);
-	s1 = raw_update(c, paddr, keys[k], REPLSTALE_CLIENT + 1, 1, 0);
+	s1 = raw_update(c, paddr, keys[k], REPLSTALE_CLIENT + (wire ? 2 : 1),
+			1, 0);
 	table_op(c, "drop", table);
 	table_op(c, "create", table);
 	rs_client_close(&c);
 	c = open_client(seeds);		/* the new table's directory */
-	ret = rs_put(open_table(c), &keys[j], 1, rows, &st, 0);
-	if (ret < 0 || st < 0)
-		die("droprecreate: put key %d: %s", j,
-		    rs_strerror(ret < 0 ? ret : st));
+	if (!wire) {
+		ret = rs_put(open_table(c), &keys[j], 1, rows, &st, 0);
+		if (ret < 0 || st < 0)
+			die("droprecreate: put key %d: %s", j,
+			    rs_strerror(ret < 0 ? ret : st));
+	}
 	unlink(hold);
 	while (access(done, F_OK) && waited++ < 200)
 		usleep(50000);
 	usleep(500000);		/* the held REPL applies (or is refused) */
 	raw_get(c, paddr, prow, pst);
 	raw_get(c, backup, brow, bst);
-	printf("droprecreate: key %d, primary %s, backup %s: UPDATE of the "
-	       "old table -> %d (held REPL); in the new table: key %d put, "
-	       "key %d status %d at the primary, %d at the backup", k, paddr,
-	       backup, s1, j, k, pst[k], bst[k]);
+	printf("droprecreate%s: key %d, primary %s, backup %s: UPDATE of the "
+	       "old table -> %d (held REPL); in the new table: key %d %s, "
+	       "key %d status %d at the primary, %d at the backup",
+	       wire ? " wire" : "", k, paddr, backup, s1, j,
+	       wire ? "not put" : "put", k, pst[k], bst[k]);
 	if (!bst[k])
 		printf(" (row %.0f there)", brow[k * DIM]);
 	printf("\n");
@@ -1465,8 +1481,10 @@ static int do_droprecreate(const char *seeds, const char *backup,
 	if (s1 >= 0 || access(done, F_OK))
 		die("droprecreate: the race did not happen (the UPDATE must "
 		    "fail on the held REPL)");
-	if (pst[k] == 0 || bst[k] != pst[k] || pst[j] || bst[j] ||
-	    memcmp(prow + j * DIM, brow + j * DIM, DIM * sizeof(float))) {
+	if (pst[k] == 0 || bst[k] != pst[k] ||
+	    (!wire && (pst[j] || bst[j] || memcmp(prow + j * DIM,
+						  brow + j * DIM,
+						  DIM * sizeof(float))))) {
 		printf("droprecreate: FAILED: a record of the dropped table "
 		       "reached the new one\n");
 		return 1;
@@ -1710,8 +1728,9 @@ int main(int argc, char **argv)
 		return do_open(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "fire"))
 		return do_fire(argv[2], strtod(argv[3], NULL));
-	if (argc == 5 && !strcmp(argv[1], "droprecreate"))
-		return do_droprecreate(argv[2], argv[3], argv[4]);
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "droprecreate"))
+		return do_droprecreate(argv[2], argv[3], argv[4],
+				       argc == 6 && !strcmp(argv[5], "wire"));
 	if (argc == 4 && !strcmp(argv[1], "onceagain"))
 		return do_onceagain(argv[2], atoi(argv[3]));
 	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "replstale"))

@@ -38,6 +38,12 @@
 #     kept for n3 first: the key of the failed write must be missing
 #     from the new rt at n3 as at its primary (issue 27, fault 3, for
 #     the records a primary still holds).
+#  5. The same with the REPL on the wire: the key is put first (the held
+#     REPL carries its row) and no other write follows, so the held REPL
+#     of the dropped rt is the last its sender sent and reaches n3 after
+#     rt was created again there; it must be refused (the two
+#     tables' identities differ, repl.other_table_repls) and the key be
+#     missing from the new rt at n3 as at its primary (fault 3, the rest).
 #
 # Exit 0 pass, 77 no RDMA device, anything else fails (with the logs).
 set -euo pipefail
@@ -124,6 +130,20 @@ t0=$(date +%s.%N)
   >"$d/drop.txt" 2>&1 || { cat "$d/drop.txt"; fail "droprecreate (driver)"; }
 cat "$d/drop.txt"
 echo "step 4: $(elapsed "$t0") s"
+
+echo "step 5: a REPL on the wire of a table dropped and created again"
+t0=$(date +%s.%N)
+"$drv" droprecreate "${addr[$rest]},${addr[n3]},${addr[n4]}" "${addr[n3]}" "$d/rhold" wire \
+  >"$d/dropwire.txt" 2>&1 || { cat "$d/dropwire.txt"; fail "droprecreate wire (driver)"; }
+cat "$d/dropwire.txt"
+# (the killed member is still listed: its section fails)
+"$bin/recstore-ctl" -s "${addr[n3]}" stats >"$d/stats-n3.txt" 2>&1 || true
+awk -v a="${addr[n3]}" '/^node /{on = index($0, a) > 0} on' "$d/stats-n3.txt" |
+  grep -E "^node|repl\.(stale|other_table|foreign)_repls" || cat "$d/stats-n3.txt"
+awk -v a="${addr[n3]}" '/^node /{on = index($0, a) > 0} on' "$d/stats-n3.txt" |
+  grep -Eq "repl\.other_table_repls [1-9]" ||
+  fail "n3 did not count the REPL of the other table it refused"
+echo "step 5: $(elapsed "$t0") s"
 
 node_stop "$rest" n3 n4
 pids=

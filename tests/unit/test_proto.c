@@ -318,6 +318,18 @@ static void table_fields(void **state)
 		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
 		expect_err(buf, len, NULL, RS_E_INVAL, "grow_log2: 33 is over 32");
 		s.grow_log2 = 0;
+		/* identity: its own block, after the others; 0 in it is
+		 * refused (an encoder writes no block for 0) */
+		s.ident = 0x0123456789abcdefull;
+		len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+		assert_int_equal((size_t)len, plain + 8);
+		assert_int_equal(buf[32 + 7], PROTO_SPEC_F_IDENT);
+		decode_ok(buf, len, &m);
+		assert_memory_equal(&m.u.table_create, &s, sizeof(s));
+		memset(buf + len - 8, 0, 8);
+		expect_err(buf, len, NULL, RS_E_PROTO,
+			   "ident: an identity block with identity 0");
+		s.ident = 0;
 	}
 
 	/* geometry a client could be misled by */
@@ -999,7 +1011,7 @@ static const struct mutation mutations[] = {
 	{ "create_req", 32 + 5, 1, OPTIM_KIND_COUNT, RS_E_PROTO,
 	  "optimizer.type: unknown" },
 	{ "create_req", 32 + 6, 1, 9, RS_E_PROTO, "initializer.type: unknown" },
-	{ "create_req", 32 + 7, 1, 4, RS_E_PROTO, "spec flags: unknown bits" },
+	{ "create_req", 32 + 7, 1, 8, RS_E_PROTO, "spec flags: unknown bits" },
 	{ "create_req", 32 + 7, 1, 1, RS_E_PROTO,
 	  "truncated at eviction.policy" },
 	{ "create_req", 32 + 7, 1, 2, RS_E_PROTO, "truncated at grow_log2" },
@@ -1776,7 +1788,9 @@ static void repl_roundtrip(void **state)
 						     .kinds = kinds,
 						     .rows = rows,
 						     .from_inc = 0xabc0 + n,
-						     .from_seq = 5 + nl };
+						     .from_seq = 5 + nl,
+						     .table_ident = n ? 0x1d + n
+								      : 0 };
 			memset(q.table, 'a' + (int)n, nl);
 			len = proto_enc_repl_req(buf, sizeof(buf), &h, &q);
 			assert_int_equal(len,
@@ -1790,6 +1804,8 @@ static void repl_roundtrip(void **state)
 			assert_true(m.hdr.flags & PROTO_F_FROM);
 			assert_true(m.u.repl_req.from_inc == 0xabc0 + n);
 			assert_true(m.u.repl_req.from_seq == 5 + nl);
+			assert_true(m.u.repl_req.table_ident ==
+				    q.table_ident);
 			assert_string_equal(m.u.repl_req.table, q.table);
 			/* bulk arrays 8-aligned in the message */
 			assert_int_equal(((const uint8_t *)m.u.repl_req.keys -
@@ -1884,10 +1900,10 @@ static void repl_roundtrip(void **state)
 	/* sizes (with the sender, as nodes send them): values no message
 	 * carries are 0 */
 	assert_int_equal(proto_repl_req_bytes(2, 3, 2),
-			 32 + 16 + 8 + 4 * 16 + 8 + 8 + 8 + 24 + 16);
+			 32 + 16 + 8 + 4 * 16 + 8 + 8 + 8 + 24 + 24);
 	assert_int_equal(proto_repl_req_bytes(3, 1, 2),
-			 32 + 16 + 8 + 4 * 24 + 12 + 12 + 8 + 12 + 16);
-	assert_int_equal(proto_repl_req_bytes(0, 1, 6), 32 + 16 + 8 + 16);
+			 32 + 16 + 8 + 4 * 24 + 12 + 12 + 8 + 12 + 24);
+	assert_int_equal(proto_repl_req_bytes(0, 1, 6), 32 + 16 + 8 + 24);
 	assert_int_equal(proto_repl_req_bytes(1, 0, 1), 0);
 	assert_int_equal(proto_repl_req_bytes(1, 3 * PROTO_MAX_DIM + 2, 1), 0);
 	assert_int_equal(proto_repl_req_bytes(PROTO_MAX_BATCH_KEYS + 1, 1, 1),
@@ -1913,17 +1929,17 @@ static void repl_refusals(void **state)
 	/* name "ab": epoch 32, n 40, width 44, name 48, padding 52..55,
 	 * keys 56, clients 80, seqs 104, done_below 128, statuses 152,
 	 * creds 164, kinds 176, padding 179..183, rows 184 (row 1 at 192),
-	 * from_inc 208, from_seq 216, end 224 */
+	 * from_inc 208, from_seq 216, table_ident 224, end 232 */
 	static const struct patch bad[] = {
 		{ 32, 4, 0, RS_E_PROTO, "REPL request: epoch: must be >= 1" },
 		{ 40, 4, 4, RS_E_PROTO,
-		  "4 records of width 2 and the sender need 216 bytes after "
-		  "the table name, 168 present" },
+		  "4 records of width 2 and the sender need 224 bytes after "
+		  "the table name, 176 present" },
 		{ 40, 4, PROTO_DEFAULT_BATCH_KEYS + 1, RS_E_TOOBIG,
 		  "n: 65537 records, over the limit 65536" },
 		{ 44, 4, 0, RS_E_PROTO, "width: must be >= 1" },
 		{ 44, 4, 3, RS_E_PROTO,
-		  "3 records of width 3 and the sender need 180 bytes" },
+		  "3 records of width 3 and the sender need 188 bytes" },
 		{ 44, 4, 3 * PROTO_DEFAULT_DIM + 2, RS_E_TOOBIG,
 		  "width: 12290 is over the limit 12289" },
 		{ 48, 2, 1, RS_E_PROTO,
@@ -1970,6 +1986,7 @@ static void repl_refusals(void **state)
 		{ 208, 4, 0, RS_E_PROTO, "from_inc 0, from_seq 3: must be" },
 		{ 216, 4, 0, RS_E_PROTO, "from_inc 119, from_seq 0: must be" },
 		{ 220, 4, 9, 0, NULL },	/* any number but 0 */
+		{ 224, 4, 0x1d, 0, NULL }, /* the table's identity: any */
 		/* what a record may be */
 		{ 177, 1, 0, 0, NULL }, /* a row, then: its values are free */
 		{ 184, 4, 0xffffffff, 0, NULL },
@@ -2007,7 +2024,7 @@ static void repl_refusals(void **state)
 		       RS_E_INVAL, "a sender (from_inc) without a sequence");
 	q.from_seq = 3;
 	len0 = proto_enc_repl_req(buf2, sizeof(buf2), &h, &q);
-	assert_int_equal(len0, 224);
+	assert_int_equal(len0, 232);
 	assert_int_equal(buf2[6] & PROTO_F_FROM, PROTO_F_FROM);
 	assert_int_equal(len0, (int)proto_repl_req_bytes(3, 2, 2));
 	expect_patches(buf2, (size_t)len0, bad, RS_ARRAY_SIZE(bad));
@@ -2027,14 +2044,14 @@ static void repl_refusals(void **state)
 	memcpy(buf, buf2, (size_t)len0);
 	put_le(24, (uint32_t)(len0 - 1 - 32), 4);
 	expect_err(buf, (size_t)len0 - 1, NULL, RS_E_PROTO,
-		   "need 168 bytes after the table name, 167 present");
+		   "need 176 bytes after the table name, 175 present");
 	put_le(24, 20, 4);
 	expect_err(buf, 32 + 20, NULL, RS_E_PROTO, "truncated at table padding");
 	memcpy(buf, buf2, (size_t)len0);
 	put_le(24, (uint32_t)(len0 + 1 - 32), 4);
 	buf[len0] = 0;
 	expect_err(buf, (size_t)len0 + 1, NULL, RS_E_PROTO,
-		   "need 168 bytes after the table name, 169 present");
+		   "need 176 bytes after the table name, 177 present");
 
 	/* a deleted record's row is not read: zeros on the wire */
 	len = proto_enc_repl_req(buf, sizeof(buf), &h, &q);
@@ -2143,9 +2160,9 @@ static void repl_refusals(void **state)
 	assert_int_equal(proto_enc_repl_req(buf, 100, &h, &q), RS_E_TOOBIG);
 	for (int b = 100; b < 256; b++)
 		assert_int_equal(buf[b], 0x5a);
-	assert_int_equal(proto_enc_repl_req(buf, 223, &h, &q), RS_E_TOOBIG);
-	assert_int_equal(buf[223], 0x5a);
-	assert_int_equal(proto_enc_repl_req(buf, 224, &h, &q), 224);
+	assert_int_equal(proto_enc_repl_req(buf, 231, &h, &q), RS_E_TOOBIG);
+	assert_int_equal(buf[231], 0x5a);
+	assert_int_equal(proto_enc_repl_req(buf, 232, &h, &q), 232);
 }
 
 /* COPY: a request names the requester, the table, where to go on and

@@ -534,10 +534,29 @@ static void catalog_record_round_trip(void **state)
 	s.optim.flags = OPTIM_F_ALL;
 	s.init.a = 1.17549435e-38f;
 	s.init.std = 3.40282347e38f;
+	s.ident = UINT64_MAX;	/* the table's identity, kept */
 	len = srv_spec_encode(&s, rec, sizeof(rec));
 	assert_true(len > 0 && len <= (int)sizeof(rec));
 	assert_int_equal(srv_spec_decode(rec, (size_t)len, &back), 0);
 	assert_memory_equal(&back, &s, sizeof(s));
+	/* an identity of 0 or not hex is no record a node wrote */
+	{
+		char *id;
+
+		assert_true(len < (int)sizeof(rec));
+		rec[len] = '\0';
+		id = strstr(rec, "\"ident\":\"ffffffffffffffff\"");
+
+		assert_non_null(id);
+		id += 9;
+		memset(id, '0', 16);
+		assert_int_equal(srv_spec_decode(rec, (size_t)len, &back), -1);
+		id[3] = 'x';
+		assert_int_equal(srv_spec_decode(rec, (size_t)len, &back), -1);
+		memcpy(id, "000000000000001d", 16);
+		assert_int_equal(srv_spec_decode(rec, (size_t)len, &back), 0);
+		assert_true(back.ident == 0x1d);
+	}
 
 	/* too small a buffer: refused, not cut */
 	assert_int_equal(srv_spec_encode(&s, rec, 64), RS_E_INVAL);
