@@ -51,7 +51,8 @@
  * lists every range with its ordered replica set). --until-active N and
  * --until-epoch N first wait (watching etcd, up to --timeout S, default
  * 30) until the configuration has N active members / epoch >= N; exit 1
- * on timeout. --decide runs one reconfigure step first (as the decider
+ * on timeout (an etcd call that fails meanwhile is tried again every
+ * 500 ms, said on stderr once per 10 s). --decide runs one reconfigure step first (as the decider
  * node does; safe next to it: the write is a compare-and-swap), with r
  * from --replicas (default 3) when there is no configuration yet.
  *
@@ -514,17 +515,21 @@ static int print_stat(void *arg, const char *table, const char *key,
 	return 0;
 }
 
+/* Every node's counters; a node that does not answer is said and the
+ * others still printed (exit 1 then). */
 static int cmd_stats(struct rs_client *c)
 {
+	int rc = 0;
+
 	for (unsigned k = 0; k < rs_client_node_count(c); k++) {
 		int ret;
 
 		printf("node %s\n", rs_client_node_name(c, k));
 		ret = rs_node_stats_foreach(c, k, print_stat, NULL);
 		if (ret)
-			return fail("stats", ret);
+			rc = fail("stats", ret);
 	}
-	return 0;
+	return rc;
 }
 
 /* ---- main ---- */
@@ -677,6 +682,26 @@ static unsigned count_active(const struct memb_config *c)
 	return n;
 }
 
+/* With a condition, an etcd call that failed (etcd slow or restarting:
+ * an authentication under load can take longer than a call's 5 s) is
+ * tried again every 500 ms until the deadline; true when it is. */
+static bool retry_read(const struct cluster_args *a, uint64_t deadline,
+		       int ret)
+{
+	static uint64_t said;
+
+	if ((!a->until_active && !a->until_epoch) ||
+	    rs_mono_ms() + 500 >= deadline)
+		return false;
+	if (!said || rs_mono_ms() - said >= 10000) {
+		fprintf(stderr, "recstore-ctl: %s (%s); trying again\n",
+			rs_errormsg(), rs_strerror(ret));
+		said = rs_mono_ms();
+	}
+	usleep(500000);
+	return true;
+}
+
 /* Read the configuration; with a condition, watch until it holds. */
 static int read_until(struct coord *c, const char *cluster,
 		      const struct cluster_args *a, struct memb_config *cfg,
@@ -692,8 +717,11 @@ static int read_until(struct coord *c, const char *cluster,
 	for (;;) {
 		uint64_t now;
 
-		if ((ret = memb_read_config(c, cluster, cfg, mod_rev, &rev)))
+		if ((ret = memb_read_config(c, cluster, cfg, mod_rev, &rev))) {
+			if (retry_read(a, deadline, ret))
+				continue;
 			return ret;
+		}
 		if (count_active(cfg) >= a->until_active &&
 		    cfg->epoch >= a->until_epoch)
 			return 0;
@@ -708,7 +736,7 @@ static int read_until(struct coord *c, const char *cluster,
 					 a->until_active);
 		memb_config_free(cfg);
 		ret = coord_wait(c, prefix, rev, (int)(deadline - now), NULL);
-		if (ret < 0)
+		if (ret < 0 && !retry_read(a, deadline, ret))
 			return ret;
 	}
 }

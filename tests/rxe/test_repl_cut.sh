@@ -56,6 +56,13 @@ planned() {
   sed -n "s/^.*repl: epoch $1 adopted: .*, \([0-9]*\) ranges\{0,1\} to copy in.*/\1/p" \
     "$d/$2.log" | tail -n 1
 }
+# kill3 E: SIGKILL n3 (epoch E) and wait for the configuration after it
+kill3() {
+  kill -KILL "${pid[n3]}"
+  wait "${pid[n3]}" 2>/dev/null || true
+  ctl --until-epoch $(($1 + 1)) --timeout 60 >"$d/down-$1.out" 2>&1 ||
+    fail "no configuration after n3 was killed in epoch $1"
+}
 # copied E N: wait until node N's copy of epoch E (if any) is in
 copied() {
   [ "$(planned "$1" "$2")" != 0 ] || return 0
@@ -66,10 +73,7 @@ copied() {
 # ---- 2. n3 killed: n2's copy held through three configurations ------------------
 touch "$d/hold"
 e0=$epoch
-kill -KILL "${pid[n3]}"
-wait "${pid[n3]}" 2>/dev/null || true
-ctl --until-epoch $((e0 + 1)) --timeout 60 >"$d/down.out" 2>&1 ||
-  fail "no configuration after n3 was killed"
+kill3 $e0
 e1=$((e0 + 1))
 adopted $e1 n2
 [ "$(planned $e1 n2)" -gt 0 ] || fail "n2 gained no range when n3 died (epoch $e1)"
@@ -90,10 +94,7 @@ grep -h "rows of ranges this node held earlier removed" "$d/n2.log" || true
 # ---- 3. n3 killed again before n2's copy finished --------------------------------
 ! grep -q "ranges copied in" "$d/n2.log" ||
   fail "n2's copy finished while held: the test did not cut it short"
-kill -KILL "${pid[n3]}"
-wait "${pid[n3]}" 2>/dev/null || true
-ctl --until-epoch $((e3 + 1)) --timeout 60 >"$d/down2.out" 2>&1 ||
-  fail "no configuration after n3 was killed again"
+kill3 $e3
 e4=$((e3 + 1))
 adopted $e4 n1
 adopted $e4 n2
