@@ -84,7 +84,7 @@ static int gain_cmp(const void *a, const void *b)
 	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* Split wrapping ranges and sort; r->v must hold n + 1. */
+/* Split wrapping ranges and sort (r->v may be NULL when r->n is 0). */
 static void ranges_norm(struct srv_ranges *r)
 {
 	size_t n = r->n;
@@ -96,7 +96,8 @@ static void ranges_norm(struct srv_ranges *r)
 			r->low = true;
 			r->v[i].hi = UINT64_MAX;
 		}
-	qsort(r->v, r->n, sizeof(*r->v), gain_cmp);
+	if (n > 1)
+		qsort(r->v, n, sizeof(*r->v), gain_cmp);
 }
 
 static int u64_cmp(const void *a, const void *b)
@@ -189,11 +190,9 @@ static int ranges_of(const struct memb_placement *p, int who,
 			if ((int)set[j] == who)
 				ret = gain_add(&r->v, &r->n, &cap, lo, hi, 0);
 	}
-	if (!ret && !r->v)
-		r->v = malloc(sizeof(*r->v));	/* room for ranges_norm */
-	if (ret || !r->v) {
+	if (ret) {
 		ranges_free(&r);
-		return ret ? ret : rs_seterr(-ENOMEM, "copy: out of memory");
+		return ret;
 	}
 	ranges_norm(r);
 	*out = r;
@@ -428,9 +427,6 @@ int srv_copy_plan(struct rs_server *s, struct srv_cfg *g)
 			return rs_seterr(-ENOMEM, "copy: out of memory");
 	}
 	ret = plan_ranges(g, &pl, &g->gain, &g->ngain);
-	if (!ret && pl.keep && !(pl.keep->v = pl.keep->v ? pl.keep->v
-					: malloc(sizeof(*pl.keep->v))))
-		ret = rs_seterr(-ENOMEM, "copy: out of memory");
 	if (ret) {
 		ranges_free(&pl.keep);
 		return ret;
