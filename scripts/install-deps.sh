@@ -9,7 +9,7 @@ pkgs=(
   rdmacm-utils perftest
   libpmem-dev libhwloc-dev libcmocka-dev libjansson-dev libxxhash-dev
   libmicrohttpd-dev libsodium-dev libcurl4-openssl-dev libzstd-dev
-  etcd-server
+  etcd-server etcd-client
   qemu-system-x86 busybox-static cpio iproute2 kmod ndctl
   valgrind curl openssl procps python3
   python3-dev python3-numpy python3-torch

@@ -23,6 +23,8 @@
  *                [--ranges] [--decide] [--replicas R]
  *   recstore-ctl --etcd URL[,URL...] --cluster NAME [ETCD SECURITY] drain ID
  *                [--cancel] [--force] [--no-wait] [--timeout S]
+ *   recstore-ctl --etcd URL[,URL...] --cluster NAME [ETCD SECURITY] recover
+ *                [--timeout S]
  *
  * ETCD SECURITY: --etcd-ca F (https: the CA of the members' certificates),
  * --etcd-cert F --etcd-key F (a client certificate), --etcd-user U
@@ -43,6 +45,14 @@
  * pass that floor. An etcd that does not answer in time or cannot be
  * reached is tried again every 250 ms until the timeout (a request that
  * took effect is found asked).
+ *
+ * recover, after etcd was restored from an older snapshot (the nodes then
+ * log that its configuration went back and follow none of it): writes
+ * the newest configuration a live node follows back into etcd, one epoch
+ * above any it saw, so that every node follows it and failover resumes;
+ * then waits (up to --timeout S, default 30) until every registered node
+ * follows it. Nothing to do is no error (docs/replication.md, "A store
+ * restored from a snapshot").
  *
  * cluster prints what etcd holds for a cluster of memory nodes
  * (docs/replication.md): the configuration's epoch, r and members with
@@ -124,6 +134,8 @@ static void usage(FILE *f)
 		"         [--until-active N] [--until-epoch N] [--timeout S]\n"
 		"         [--ranges] [--decide] [--replicas R]\n"
 		"  drain ID [--cancel] [--force] [--no-wait] [--timeout S]\n"
+		"  recover [--timeout S]   after etcd was restored from an "
+		"older snapshot\n"
 		"  checkpoint DIR [--table NAME]... [--export] "
 		"[--freeze-ms N]\n"
 		"  checkpoint DIR --incremental BASE_DIR [--freeze-ms N]\n"
@@ -844,6 +856,13 @@ static int print_cluster(struct coord *c, const char *cluster,
 	}
 	if (nbad)
 		printf("unreadable registrations: %zu\n", nbad);
+	for (size_t j = 0; j < nregs; j++)
+		if (regs[j].seen)
+			printf("WARNING: %s follows epoch %" PRIu64 ", newer "
+			       "than this configuration: etcd was restored "
+			       "from an older snapshot, failover is stopped; "
+			       "run 'recstore-ctl ... recover'\n", regs[j].id,
+			       regs[j].seen);
 	print_placement(cfg, ranges);
 	coord_kvs_free(&d);
 	free(regs);
@@ -875,6 +894,10 @@ static int cmd_cluster(const char *etcd, const char *cluster, int argc,
 		if (ret == 1)
 			printf("decided: configuration epoch %" PRIu64
 			       " written\n", epoch);
+		else if (ret == MEMB_DECIDE_REGRESSED)
+			printf("decided: nothing: a node follows epoch %"
+			       PRIu64 ", newer than etcd's (recover)\n",
+			       epoch);
 		else if (ret == 0)
 			printf("decided: no change\n");
 	}
@@ -1015,6 +1038,101 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 	if (ret < 0)
 		fprintf(stderr, "recstore-ctl: drain %s: %s\n", id,
 			rs_errormsg());
+	coord_close(&c);
+	return ret < 0 ? 1 : 0;
+}
+
+/* Registrations that still say their node follows no configuration
+ * (seen: it saw the store go back and has not followed a recovery). */
+static size_t regs_waiting(struct coord *c, const char *cluster, int *ret)
+{
+	struct memb_reg *regs;
+	size_t n, waiting = 0;
+
+	if ((*ret = memb_read_regs(c, cluster, &regs, &n, NULL)))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		waiting += regs[i].seen != 0;
+	free(regs);
+	return waiting;
+}
+
+/* recover: after etcd was restored from an older snapshot
+ * (docs/replication.md, "A store restored from a snapshot"). */
+static int cmd_recover(const char *etcd, const char *cluster, int argc,
+		       char **argv)
+{
+	static const struct option opts[] = {
+		{ "timeout", required_argument, NULL, 't' },
+		{ NULL, 0, NULL, 0 },
+	};
+	unsigned long timeout_s = 30;
+	char prefix[COORD_KEY_MAX + 1], *end;
+	struct memb_config cfg;
+	uint64_t t0, deadline;
+	bool said = false;
+	struct coord *c;
+	size_t waiting;
+	int o, ret;
+
+	optind = 1;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (o != 't')
+			return 2;
+		errno = 0;
+		timeout_s = strtoul(optarg, &end, 10);
+		if (errno || *end || !*optarg || !timeout_s ||
+		    timeout_s > 86400)
+			return bad("timeout", optarg);
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	if ((ret = memb_check_id("--cluster", cluster)) ||
+	    (ret = memb_key(prefix, cluster, "")) ||
+	    (ret = etcd_open(&c, etcd))) {
+		fprintf(stderr, "recstore-ctl: %s\n", rs_errormsg());
+		return 1;
+	}
+	t0 = rs_mono_ms();
+	deadline = t0 + (uint64_t)timeout_s * 1000;
+	/* a node publishes what it follows within a round of its agent:
+	 * BUSY until then; a decider or another recover racing: STALE */
+	while (((ret = memb_recover(c, cluster, &cfg)) == RS_E_BUSY ||
+		ret == RS_E_STALE || store_transient(ret)) &&
+	       store_retry(deadline, &said))
+		;
+	if (ret == 0) {
+		printf("recover: nothing to recover: no node follows a newer "
+		       "configuration than epoch %" PRIu64 "\n", cfg.epoch);
+		memb_config_free(&cfg);
+	} else if (ret == 1) {
+		printf("recover: configuration epoch %" PRIu64 " written: the "
+		       "newest a live node followed (epoch %" PRIu64 ", %zu "
+		       "members)\n", cfg.epoch, cfg.recovered, cfg.n);
+		memb_config_free(&cfg);
+		/* every node follows it once its registration drops seen */
+		while ((waiting = regs_waiting(c, cluster, &ret)) ||
+		       store_transient(ret)) {
+			if (rs_mono_ms() >= deadline) {
+				ret = rs_seterr(RS_E_TIMEOUT, "after %lu s %zu "
+						"node(s) still wait for a "
+						"recovery", timeout_s, waiting);
+				break;
+			}
+			if (store_transient(ret))
+				store_retry(deadline, &said);
+			else
+				usleep(100000);
+		}
+		if (!ret)
+			printf("recover: every registered node follows it "
+			       "(%.1f s)\n",
+			       (double)(rs_mono_ms() - t0) / 1e3);
+	}
+	if (ret < 0)
+		fprintf(stderr, "recstore-ctl: recover: %s\n", rs_errormsg());
 	coord_close(&c);
 	return ret < 0 ? 1 : 0;
 }
@@ -1180,6 +1298,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		return cmd_drain(etcd, cluster, argc - i, argv + i);
+	}
+	if (i < argc && !strcmp(argv[i], "recover")) {
+		if (!etcd || !cluster) {
+			usage(stderr);
+			return 2;
+		}
+		return cmd_recover(etcd, cluster, argc - i, argv + i);
 	}
 	if (!nodes || i >= argc) {
 		usage(stderr);

@@ -53,10 +53,21 @@ struct memb_agent {
 	void *config_arg;
 	_Atomic uint64_t *synced;
 	_Atomic int64_t *read_ms;
+	_Atomic uint64_t *regressed_out;
+	char recovery_key[COORD_KEY_MAX + 1];
 
 	int64_t lease;		/* 0: none */
 	int64_t ka_ms;		/* last grant or keepalive */
 	bool registered;
+	/* the last configuration passed to on_config (epoch 0: none) */
+	struct memb_config followed;
+	/* The store's configuration was found older than followed (a
+	 * restore from a snapshot): its epoch then, 0 when not. While set,
+	 * no configuration is followed but one memb_recover() wrote, none
+	 * is decided, and followed is published (recovery/<id>, and seen in
+	 * the registration). */
+	_Atomic uint64_t regressed;
+	bool published;		/* recovery/<id> written on this lease */
 	atomic_bool decider;
 	_Atomic uint64_t epoch;
 	_Atomic int64_t rev;
@@ -114,12 +125,15 @@ int memb_agent_new(struct memb_agent **out, struct coord *c,
 	if ((ret = memb_key(a->prefix, o->cluster, "")) ||
 	    (ret = memb_key(a->decider_key, o->cluster, "decider")) ||
 	    (ret = memb_key(a->reg_key, o->cluster, "nodes/")) ||
-	    strlen(a->reg_key) + strlen(o->id) > COORD_KEY_MAX) {
+	    (ret = memb_key(a->recovery_key, o->cluster, "recovery/")) ||
+	    strlen(a->reg_key) + strlen(o->id) > COORD_KEY_MAX ||
+	    strlen(a->recovery_key) + strlen(o->id) > COORD_KEY_MAX) {
 		free(a);
 		return ret ? ret : rs_seterr(RS_E_TOOBIG, "coord: key too "
 					     "long");
 	}
 	strcat(a->reg_key, o->id);
+	strcat(a->recovery_key, o->id);
 	a->lease_s = o->lease_s;
 	a->decide = o->decide;
 	a->policy = o->policy;
@@ -129,6 +143,7 @@ int memb_agent_new(struct memb_agent **out, struct coord *c,
 	a->config_arg = o->config_arg;
 	a->synced = o->synced;
 	a->read_ms = o->read_ms;
+	a->regressed_out = o->regressed;
 	a->c = c;
 	c->cancel = &a->stop;
 	pthread_mutex_init(&a->lock, NULL);
@@ -158,6 +173,7 @@ static int ensure_lease(struct memb_agent *a, int64_t now)
 	}
 	if (!a->lease) {
 		a->registered = false;
+		a->published = false;
 		atomic_store(&a->decider, false);
 		if ((ret = coord_lease_grant(a->c, a->lease_s, &a->lease)))
 			return ret;
@@ -178,6 +194,17 @@ static int ensure_registered(struct memb_agent *a)
 	}
 	if (a->registered)
 		return 0;
+	if (atomic_load(&a->regressed) && !a->published) {
+		/* the configuration followed, for memb_recover(): first, so
+		 * that a registration with seen always has it published */
+		if ((ret = memb_config_format(&a->followed, &v, &len)))
+			return ret;
+		ret = coord_put(a->c, a->recovery_key, v, len, a->lease, NULL);
+		free(v);
+		if (ret)
+			return ret;
+		a->published = true;
+	}
 	if ((ret = memb_reg_format(&a->self, &v, &len)))
 		return ret;
 	ret = coord_put(a->c, a->reg_key, v, len, a->lease, NULL);
@@ -222,6 +249,63 @@ static int ensure_decider(struct memb_agent *a)
 	return 0;
 }
 
+/* The store's configuration cfg is older than the one followed: stop
+ * following and deciding, publish the one followed, tell the operator. */
+static void regressed(struct memb_agent *a, const struct memb_config *cfg)
+{
+	atomic_store(&a->regressed, cfg->epoch ? cfg->epoch : 1);
+	if (a->regressed_out)
+		atomic_store(a->regressed_out, atomic_load(&a->regressed));
+	a->self.seen = a->followed.epoch;
+	a->registered = false;	/* publish it */
+	a->published = false;
+	say(a, "the configuration of cluster '%s' went back from epoch %"
+	    PRIu64 " to %" PRIu64 "%s: its store was restored from an older "
+	    "snapshot. This node keeps serving epoch %" PRIu64 ", follows "
+	    "and decides no configuration until an operator runs "
+	    "'recstore-ctl --etcd URL --cluster %s recover' "
+	    "(docs/replication.md, \"A store restored from a snapshot\")",
+	    a->cluster, a->followed.epoch, cfg->epoch,
+	    cfg->epoch == a->followed.epoch ? " (written again otherwise)"
+					    : "",
+	    a->followed.epoch, a->cluster);
+}
+
+/* A configuration memb_recover() wrote for every node that saw the store
+ * go back: follow it again, unpublish. */
+static int recovered(struct memb_agent *a, const struct memb_config *cfg)
+{
+	int ret = coord_del(a->c, a->recovery_key, false, NULL);
+
+	if (ret < 0)
+		return ret;
+	say(a, "configuration epoch %" PRIu64 " recovers epoch %" PRIu64
+	    ": following the store again", cfg->epoch, cfg->recovered);
+	atomic_store(&a->regressed, 0);
+	if (a->regressed_out)
+		atomic_store(a->regressed_out, 0);
+	a->self.seen = 0;
+	a->registered = false;
+	a->published = false;
+	return 0;
+}
+
+/* Pass cfg to on_config and keep it as the one followed. */
+static int follow(struct memb_agent *a, const struct memb_config *cfg)
+{
+	struct memb_config copy;
+	int ret = memb_config_copy(&copy, cfg);
+
+	if (ret)
+		return ret;
+	if (a->on_config)
+		a->on_config(a->config_arg, cfg);
+	memb_config_free(&a->followed);
+	a->followed = copy;
+	atomic_store(&a->epoch, cfg->epoch);
+	return 0;
+}
+
 int memb_agent_tick(struct memb_agent *a, int64_t now_ms)
 {
 	struct memb_config cfg;
@@ -233,8 +317,9 @@ int memb_agent_tick(struct memb_agent *a, int64_t now_ms)
 		return ret;
 	if (a->decide && (ret = ensure_decider(a)))
 		return ret;
-	if (atomic_load(&a->decider)) {
-		ret = memb_decide(a->c, a->cluster, &a->policy, &epoch);
+	if (atomic_load(&a->decider) && !atomic_load(&a->regressed)) {
+		ret = memb_decide_from(a->c, a->cluster, &a->policy,
+				       &a->followed, &epoch);
 		if (ret < 0)
 			return ret;
 		if (ret == 1)
@@ -246,17 +331,28 @@ int memb_agent_tick(struct memb_agent *a, int64_t now_ms)
 	sent = (int64_t)rs_mono_ms();
 	if ((ret = memb_read_config(a->c, a->cluster, &cfg, &mod_rev, &rev)))
 		return ret;
-	if (cfg.epoch > atomic_load(&a->epoch) && a->on_config)
-		a->on_config(a->config_arg, &cfg);
-	if (cfg.epoch > atomic_load(&a->epoch))
-		atomic_store(&a->epoch, cfg.epoch);
-	/* after on_config: a node vouches for a configuration only once it
+	if (atomic_load(&a->regressed)) {
+		if (cfg.recovered >= a->followed.epoch &&
+		    cfg.epoch > a->followed.epoch &&
+		    !(ret = recovered(a, &cfg)))
+			ret = follow(a, &cfg);
+	} else if (memb_config_regressed(&cfg, &a->followed)) {
+		regressed(a, &cfg);
+	} else if (cfg.epoch > a->followed.epoch) {
+		ret = follow(a, &cfg);
+	}
+	/* after following: a node vouches for a configuration only once it
 	 * follows it */
-	if (a->read_ms)
+	if (!ret && a->read_ms)
 		atomic_store(a->read_ms, sent);
 	atomic_store(&a->rev, rev);
 	memb_config_free(&cfg);
-	return 0;
+	return ret;
+}
+
+uint64_t memb_agent_regressed(const struct memb_agent *a)
+{
+	return atomic_load(&a->regressed);
 }
 
 int64_t memb_agent_rev(const struct memb_agent *a)
@@ -374,6 +470,7 @@ void memb_agent_free(struct memb_agent **ap)
 	if (a->lease && coord_lease_revoke(a->c, a->lease) == 0)
 		say(a, "left cluster '%s' (lease revoked)", a->cluster);
 	a->c->cancel = NULL;
+	memb_config_free(&a->followed);
 	pthread_cond_destroy(&a->cv);
 	pthread_mutex_destroy(&a->lock);
 	free(a);

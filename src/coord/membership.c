@@ -84,6 +84,31 @@ int memb_config_copy(struct memb_config *dst, const struct memb_config *src)
 	return 0;
 }
 
+static bool member_eq(const struct memb_member *a,
+		      const struct memb_member *b);
+
+bool memb_config_same(const struct memb_config *a,
+		      const struct memb_config *b)
+{
+	if (a->epoch != b->epoch || a->r != b->r || a->vnodes != b->vnodes ||
+	    a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++)
+		if (!member_eq(&a->m[i], &b->m[i]))
+			return false;
+	return true;
+}
+
+bool memb_config_regressed(const struct memb_config *cur,
+			   const struct memb_config *followed)
+{
+	if (!followed || !followed->epoch)
+		return false;
+	return cur->epoch < followed->epoch ||
+	       (cur->epoch == followed->epoch &&
+		!memb_config_same(cur, followed));
+}
+
 /* ---- JSON ---- */
 
 int memb_config_format(const struct memb_config *c, char **out, size_t *len)
@@ -97,6 +122,10 @@ int memb_config_format(const struct memb_config *c, char **out, size_t *len)
 			 "placement", MEMB_PLACEMENT);
 	arr = json_array();
 	if (!root || !arr || json_object_set(root, "members", arr))
+		goto nomem;
+	if (c->recovered &&
+	    json_object_set_new(root, "recovered",
+				json_integer((json_int_t)c->recovered)))
 		goto nomem;
 	for (size_t i = 0; i < c->n; i++) {
 		const struct memb_member *m = &c->m[i];
@@ -218,7 +247,11 @@ int memb_config_parse(const char *json, size_t len, struct memb_config *out)
 		ret = bad("placement", "not " MEMB_PLACEMENT);
 		goto fail;
 	}
-	if (json_object_size(root) != 5) {
+	if (json_object_get(root, "recovered") &&
+	    (ret = get_u64(root, "recovered", 1, out->epoch - 1,
+			   &out->recovered)))
+		goto fail;
+	if (json_object_size(root) != 5 + !!out->recovered) {
 		ret = bad("(root)", "unknown fields");
 		goto fail;
 	}
@@ -258,9 +291,12 @@ int memb_reg_format(const struct memb_reg *r, char **out, size_t *len)
 
 	snprintf(inc, sizeof(inc), "%016" PRIx64, r->inc);
 	o = json_pack("{s:s,s:s}", "addr", r->addr, "inc", inc);
-	if (o && r->synced &&
-	    json_object_set_new(o, "synced", json_integer((json_int_t)
-							  r->synced))) {
+	if (o && ((r->synced &&
+		   json_object_set_new(o, "synced", json_integer((json_int_t)
+								 r->synced))) ||
+		  (r->seen &&
+		   json_object_set_new(o, "seen", json_integer((json_int_t)
+							       r->seen))))) {
 		json_decref(o);
 		o = NULL;
 	}
@@ -295,6 +331,14 @@ int memb_reg_parse(const char *id, const char *json, size_t len,
 			ret = bad("synced", "not an epoch");
 		else
 			out->synced = (uint64_t)json_integer_value(v);
+	}
+	if (!ret && json_object_get(o, "seen")) {
+		json_t *v = json_object_get(o, "seen");
+
+		if (!json_is_integer(v) || json_integer_value(v) < 0)
+			ret = bad("seen", "not an epoch");
+		else
+			out->seen = (uint64_t)json_integer_value(v);
 	}
 out:
 	json_decref(o);
@@ -929,12 +973,29 @@ int memb_drain_request(struct coord *c, const char *cluster, const char *id,
 			 cluster, MEMB_DRAIN_TRIES);
 }
 
-int memb_decide(struct coord *c, const char *cluster,
-		const struct memb_policy *p, uint64_t *epoch)
+/* The highest epoch a registration says its node follows (seen). */
+static uint64_t regs_seen(const struct memb_reg *regs, size_t n,
+			  const char **who)
+{
+	uint64_t seen = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (regs[i].seen > seen) {
+			seen = regs[i].seen;
+			*who = regs[i].id;
+		}
+	return seen;
+}
+
+int memb_decide_from(struct coord *c, const char *cluster,
+		     const struct memb_policy *p,
+		     const struct memb_config *followed, uint64_t *epoch)
 {
 	struct memb_config cur, next;
 	char key[COORD_KEY_MAX + 1];
 	struct memb_reg *regs;
+	const char *who = NULL;
+	uint64_t seen;
 	int64_t mod_rev;
 	size_t nregs, len;
 	char *json;
@@ -945,6 +1006,15 @@ int memb_decide(struct coord *c, const char *cluster,
 		return ret;
 	if ((ret = memb_read_config(c, cluster, &cur, &mod_rev, NULL)))
 		goto free_regs;
+	seen = regs_seen(regs, nregs, &who);
+	if (memb_config_regressed(&cur, followed) || seen > cur.epoch) {
+		/* restored from an older snapshot: nothing derived from it */
+		if (epoch)
+			*epoch = seen > cur.epoch ? seen : followed->epoch;
+		memb_config_free(&cur);
+		ret = MEMB_DECIDE_REGRESSED;
+		goto free_regs;
+	}
 	if (cur.epoch == 0 && nregs < p->first_members) {
 		/* an initial cluster forms once its nodes are all there */
 		memb_config_free(&cur);
@@ -959,6 +1029,98 @@ int memb_decide(struct coord *c, const char *cluster,
 			*epoch = next.epoch;
 	}
 	memb_config_free(&next);
+	memb_config_free(&cur);
+free_regs:
+	free(regs);
+	return ret;
+}
+
+int memb_decide(struct coord *c, const char *cluster,
+		const struct memb_policy *p, uint64_t *epoch)
+{
+	return memb_decide_from(c, cluster, p, NULL, epoch);
+}
+
+/* The newest configuration published under recovery/ (epoch 0: none). */
+static int read_published(struct coord *c, const char *cluster,
+			  struct memb_config *best)
+{
+	char key[COORD_KEY_MAX + 1];
+	struct coord_kvs r;
+	int ret;
+
+	memset(best, 0, sizeof(*best));
+	if ((ret = memb_key(key, cluster, "recovery/")) ||
+	    (ret = coord_range(c, key, true, &r)))
+		return ret;
+	for (size_t i = 0; i < r.n && !ret; i++) {
+		struct memb_config one;
+
+		if (memb_config_parse(r.kv[i].value, r.kv[i].value_len, &one))
+			continue;	/* a broken entry recovers nothing */
+		if (one.epoch > best->epoch) {
+			memb_config_free(best);
+			*best = one;
+		} else {
+			memb_config_free(&one);
+		}
+	}
+	coord_kvs_free(&r);
+	return ret;
+}
+
+int memb_recover(struct coord *c, const char *cluster,
+		 struct memb_config *out)
+{
+	struct memb_config cur, best;
+	char key[COORD_KEY_MAX + 1];
+	struct memb_reg *regs = NULL;
+	const char *who = "";
+	uint64_t seen;
+	int64_t mod_rev;
+	size_t nregs, len;
+	char *json;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if ((ret = memb_key(key, cluster, "config")) ||
+	    (ret = memb_read_regs(c, cluster, &regs, &nregs, NULL)))
+		return ret;
+	if ((ret = memb_read_config(c, cluster, &cur, &mod_rev, NULL)))
+		goto free_regs;
+	if ((ret = read_published(c, cluster, &best)))
+		goto free_cur;
+	seen = regs_seen(regs, nregs, &who);
+	if (seen <= cur.epoch && best.epoch <= cur.epoch) {
+		ret = memb_config_copy(out, &cur);	/* nothing to do */
+		goto free_best;
+	}
+	if (seen > best.epoch) {
+		ret = rs_seterr(RS_E_BUSY, "recover: node %s follows epoch %"
+				PRIu64 " but published no configuration of "
+				"it yet (the newest published: %" PRIu64
+				"); retry", who, seen, best.epoch);
+		goto free_best;
+	}
+	/* the newest configuration any live node follows, above every
+	 * epoch anyone has seen: each node takes it (recovered) */
+	*out = best;
+	memset(&best, 0, sizeof(best));
+	out->recovered = out->epoch;
+	out->epoch = (cur.epoch > out->epoch ? cur.epoch : out->epoch) + 1;
+	if (!(ret = memb_config_format(out, &json, &len))) {
+		ret = coord_cas(c, key, mod_rev, json, len, 0, NULL);
+		free(json);
+		if (ret == 0)
+			ret = rs_seterr(RS_E_STALE, "recover: the "
+					"configuration of cluster %s changed "
+					"meanwhile; retry", cluster);
+	}
+	if (ret != 1)
+		memb_config_free(out);
+free_best:
+	memb_config_free(&best);
+free_cur:
 	memb_config_free(&cur);
 free_regs:
 	free(regs);

@@ -13,6 +13,9 @@
  *   config      the configuration, JSON (memb_config_format), written only
  *               by compare-and-swap on its mod_revision, the epoch one
  *               higher at every change.
+ *   recovery/<id>  only after a restore of the store from an older
+ *               snapshot: the configuration node <id> follows, on its
+ *               lease (memb_recover()).
  *   decider     the id of the one node that runs memb_decide(),
  *               attached to that node's lease (taken by create-if-absent).
  *               The CAS on config keeps two deciders safe anyway; the key
@@ -90,6 +93,14 @@ struct memb_config {
 	unsigned vnodes;	/* ring points per member */
 	size_t n;
 	struct memb_member *m;	/* n, sorted by id, ids distinct */
+	/* Written only by memb_recover() (0 otherwise, and never carried
+	 * into the next configuration): the highest epoch a live node
+	 * followed when the store was found restored from an older
+	 * snapshot. A node that saw the store go back follows no
+	 * configuration until one with recovered >= the epoch it follows
+	 * (docs/replication.md, "A store restored from a snapshot"). JSON
+	 * field "recovered", absent when 0. */
+	uint64_t recovered;
 };
 
 /* A live registration (nodes/<id>). */
@@ -105,6 +116,12 @@ struct memb_reg {
 	/* An operator asked to drain this incarnation (the key drains
 	 * names its inc under its id; memb_read_regs() sets it). */
 	bool drain;
+	/* Published only by a node that found the store's configuration
+	 * older than the one it follows (a restore from a snapshot): the
+	 * epoch it follows. No decider writes a configuration while a
+	 * registration says a node follows a newer one than the store's.
+	 * 0: none. */
+	uint64_t seen;
 };
 
 struct memb_policy {
@@ -127,6 +144,16 @@ int memb_check_id(const char *what, const char *id);
 
 void memb_config_free(struct memb_config *c);
 int memb_config_copy(struct memb_config *dst, const struct memb_config *src);
+/* Same epoch, r, vnodes and members (ids, addresses, incarnations,
+ * states, since). */
+bool memb_config_same(const struct memb_config *a,
+		      const struct memb_config *b);
+/* Whether the store's configuration cur is older than followed, the one
+ * a node follows: a lower epoch, or the same epoch with other contents
+ * (a decider wrote that epoch again from an older configuration). Only a
+ * restore of the store from an older snapshot does that. */
+bool memb_config_regressed(const struct memb_config *cur,
+			   const struct memb_config *followed);
 /* JSON text; *out is malloc'ed, NUL-terminated. */
 int memb_config_format(const struct memb_config *c, char **out, size_t *len);
 /* Strict: RS_E_CORRUPT with the field for anything unexpected. */
@@ -253,6 +280,38 @@ int memb_drain_request(struct coord *c, const char *cluster, const char *id,
  */
 int memb_decide(struct coord *c, const char *cluster,
 		const struct memb_policy *p, uint64_t *epoch);
+/*
+ * memb_decide() by a node that follows configuration `followed` (NULL:
+ * none). It writes nothing, and returns MEMB_DECIDE_REGRESSED with
+ * *epoch the newer epoch, when the store's configuration is older than
+ * followed (memb_config_regressed()) or than one a registration says
+ * its node follows (memb_reg.seen): the store was restored from an older
+ * snapshot, and a configuration derived from it could hand ranges to
+ * members that no longer hold them. memb_decide() checks the
+ * registrations the same way.
+ */
+#define MEMB_DECIDE_REGRESSED 2
+int memb_decide_from(struct coord *c, const char *cluster,
+		     const struct memb_policy *p,
+		     const struct memb_config *followed, uint64_t *epoch);
+
+/*
+ * After a restore of the store from an older snapshot (docs/replication.md,
+ * "A store restored from a snapshot"): every node that follows a newer
+ * configuration than the store's publishes it under recovery/<id> (on its
+ * lease) and seen in its registration. memb_recover() takes the newest
+ * published one and writes it back as the configuration, its epoch one
+ * above every epoch the store and the registrations name, with recovered
+ * set to its own epoch, by compare-and-swap. Returns 1 (*out: what was
+ * written), 0 when there is nothing to recover (no registration names a
+ * newer epoch than the store's, none published; *out: the store's
+ * configuration), RS_E_BUSY when a registration names a newer epoch than
+ * any published configuration (its node has not published yet: retry),
+ * RS_E_STALE when the configuration changed meanwhile, < 0 on a store
+ * error. *out is the caller's to free.
+ */
+int memb_recover(struct coord *c, const char *cluster,
+		 struct memb_config *out);
 
 /* ---- the node's agent ---- */
 
@@ -280,6 +339,11 @@ struct memb_agent_opts {
 	 * (CLOCK_MONOTONIC) just before the read was sent (the read lease,
 	 * docs/replication.md; caller-owned like synced). NULL: none. */
 	_Atomic int64_t *read_ms;
+	/* Set to the store's epoch when the agent finds the store's
+	 * configuration older than the one it follows, back to 0 once a
+	 * recovery is followed (memb_agent_regressed(); caller-owned like
+	 * synced). NULL: none. */
+	_Atomic uint64_t *regressed;
 };
 
 struct memb_agent;
@@ -299,6 +363,12 @@ int memb_agent_tick(struct memb_agent *a, int64_t now_ms);
 int64_t memb_agent_rev(const struct memb_agent *a);
 bool memb_agent_is_decider(const struct memb_agent *a);
 uint64_t memb_agent_epoch(const struct memb_agent *a);
+/* Non-zero while the store's configuration is older than the one the
+ * agent follows (a restore from an older snapshot): the store's epoch
+ * when that was found. Then the agent follows no configuration but one
+ * memb_recover() wrote for it, decides none, and publishes the one it
+ * follows (recovery/<id>, seen in its registration). */
+uint64_t memb_agent_regressed(const struct memb_agent *a);
 /* This process's incarnation (its registration's "inc"): a member entry
  * with the agent's id is this node only if its inc is this one. */
 uint64_t memb_agent_inc(const struct memb_agent *a);

@@ -52,6 +52,7 @@ int srv_coord_start(struct rs_server *s)
 		.config_arg = s,
 		.synced = &s->repl.synced,
 		.read_ms = &s->repl.read_ms,
+		.regressed = &s->repl.regressed,
 	};
 	bool world;
 	int ret;

@@ -529,6 +529,9 @@ struct srv_repl {
 	/* ranges it came to lead without holding them completely: every
 	 * other holder failed while it copied them (srv_copy.c) */
 	_Atomic uint64_t unheld_ranges;
+	/* the epoch the coordination store's configuration went back to
+	 * (a restore from an older snapshot; the agent sets it, 0: none) */
+	_Atomic uint64_t regressed;
 	/* tables it missed (srv_copy.c, "Tables"): a REPL named a table it
 	 * lacks; the tables it created from a member's directory whose rows
 	 * are not all copied yet; how many it created and dropped so */
@@ -569,7 +572,7 @@ struct srv_repl_req {
 struct srv_repl_stats {
 	uint64_t epoch, forwarded_writes, failed_writes, refused, applied;
 	uint64_t synced, copied_rows, copies_done, copy_failures, gained;
-	uint64_t unheld_ranges;
+	uint64_t unheld_ranges, regressed;
 	uint64_t held, parallel, busy_writes;
 	uint64_t configs_adopting, repls_all_waiting;
 	uint64_t stale_repls, foreign_repls, recaptured, dropped_records;
@@ -739,7 +742,7 @@ enum srv_cut_reason {
 #define SRV_TRANSPORT_COUNT 10
 
 /* the replication series (srv_stats.c) */
-#define SRV_REPL_METRICS 10
+#define SRV_REPL_METRICS 11
 struct srv_repl_metric {
 	struct rs_server *s;
 	unsigned which;

@@ -1489,6 +1489,7 @@ void srv_repl_stats(struct rs_server *s, struct srv_repl_stats *st)
 	st->copies_done = atomic_load(&rp->copies_done);
 	st->copy_failures = atomic_load(&rp->copy_failures);
 	st->unheld_ranges = atomic_load(&rp->unheld_ranges);
+	st->regressed = atomic_load(&rp->regressed);
 	st->tables_created = atomic_load(&rp->tables_created);
 	st->tables_dropped = atomic_load(&rp->tables_dropped);
 	st->freed_rows = atomic_load(&rp->freed_rows);

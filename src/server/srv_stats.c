@@ -303,7 +303,7 @@ static int register_node(struct rs_server *s)
 /* ---- replication series (cluster members only) ---- */
 
 enum { RM_EPOCH, RM_QUEUED, RM_TO_COPY, RM_COPIED, RM_FAILED, RM_HELD,
-       RM_FREED, RM_EVDEL_RESENT, RM_EVDEL_PENDING, RM_EVDEL_DROPPED,
+       RM_FREED, RM_REGRESSED, RM_EVDEL_RESENT, RM_EVDEL_PENDING, RM_EVDEL_DROPPED,
        RM_COUNT };
 _Static_assert(RM_COUNT == SRV_REPL_METRICS, "one slot per series");
 
@@ -314,7 +314,8 @@ static double rd_repl(void *arg)
 	struct srv_evr_counts ec;
 	const uint64_t *v[RM_COUNT] = { &rs.epoch, &rs.queued, &rs.gained,
 					&rs.copied_rows, &rs.failed_writes,
-					&rs.held, &rs.freed_rows, &ec.resent,
+					&rs.held, &rs.freed_rows,
+					&rs.regressed, &ec.resent,
 					&ec.pending, &ec.dropped };
 
 	if (a->which >= RM_EVDEL_RESENT) {
@@ -347,6 +348,11 @@ static int register_repl(struct rs_server *s)
 			      "lease of a new primary ran", true },
 		[RM_FREED] = { RS_M_REPL_FREED, "Rows of key ranges this node "
 			       "no longer holds, freed", true },
+		[RM_REGRESSED] = { RS_M_REPL_REGRESSED, "The configuration "
+				   "epoch the coordination store went back "
+				   "to (restored from an older snapshot): "
+				   "failover stops until recstore-ctl "
+				   "recover; 0: none", false },
 		[RM_EVDEL_RESENT] = { RS_M_REPL_EVDEL_RESENT, "Deletions "
 				      "of expired or evicted rows sent to "
 				      "the backups again after a failed "
@@ -569,6 +575,7 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 		TRY(add(l, N, "repl.copies_done", rs.copies_done));
 		TRY(add(l, N, "repl.copy_failures", rs.copy_failures));
 		TRY(add(l, N, "repl.unheld_ranges", rs.unheld_ranges));
+		TRY(add(l, N, "repl.store_regressed", rs.regressed));
 		TRY(add(l, N, "repl.tables_created", rs.tables_created));
 		TRY(add(l, N, "repl.tables_dropped", rs.tables_dropped));
 		TRY(add(l, N, "repl.freed_rows", rs.freed_rows));

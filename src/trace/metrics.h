@@ -78,6 +78,7 @@
 #define RS_M_REPL_FAILED		"rs_repl_failed_writes_total"
 #define RS_M_REPL_HELD			"rs_repl_held_writes_total"
 #define RS_M_REPL_FREED			"rs_repl_freed_rows_total"
+#define RS_M_REPL_REGRESSED		"rs_repl_store_regressed_epoch"
 #define RS_M_REPL_EVDEL_RESENT		"rs_repl_evict_deletions_resent_total"
 #define RS_M_REPL_EVDEL_PENDING		"rs_repl_evict_deletions_pending"
 #define RS_M_REPL_EVDEL_DROPPED		"rs_repl_evict_deletions_dropped_total"

@@ -1274,6 +1274,215 @@ static void agents_fake_clock(void **state)
 	coord_close(&ca);
 }
 
+/* The JSON of key what of cluster c1 (malloc'ed; NULL: absent). */
+static char *raw_get(struct coord *c, const char *what, size_t *len)
+{
+	char key[COORD_KEY_MAX + 1];
+	struct coord_kvs r;
+	char *v = NULL;
+
+	assert_int_equal(memb_key(key, "c1", what), 0);
+	assert_int_equal(coord_range(c, key, false, &r), 0);
+	if (r.n == 1) {
+		v = malloc(r.kv[0].value_len + 1);
+		assert_non_null(v);
+		memcpy(v, r.kv[0].value, r.kv[0].value_len + 1);
+		*len = r.kv[0].value_len;
+	}
+	coord_kvs_free(&r);
+	return v;
+}
+
+static void raw_put(struct coord *c, const char *what, const char *v,
+		    size_t len)
+{
+	char key[COORD_KEY_MAX + 1];
+
+	assert_int_equal(memb_key(key, "c1", what), 0);
+	assert_int_equal(coord_put(c, key, v, len, 0, NULL), 0);
+}
+
+static uint64_t reg_seen(struct coord *c, const char *id)
+{
+	struct memb_reg *live;
+	uint64_t seen = UINT64_MAX;
+	size_t n;
+
+	assert_int_equal(memb_read_regs(c, "c1", &live, &n, NULL), 0);
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(live[i].id, id))
+			seen = live[i].seen;
+	free(live);
+	return seen;
+}
+
+/* Fault 9: the store restored from an older snapshot (its configuration
+ * epoch goes back). Without the check the agents ignored the old epochs
+ * and the decider built new ones on the old configuration: no failover
+ * until its epochs passed the nodes' (then a configuration derived from
+ * the snapshot, which may hand ranges to members that purged them). Now:
+ * every agent notices, follows and decides nothing, publishes what it
+ * follows; no other decider writes either; memb_recover() writes the
+ * newest published configuration back above every epoch, the agents
+ * follow it and failover resumes. */
+static void store_restored(void **state)
+{
+	struct coord *c;
+	struct memb_agent *a, *b, *x;
+	struct memb_config cfg, rec;
+	char *snap, *pub;
+	size_t snap_len, pub_len;
+	uint64_t epoch;
+	int64_t t = 0;
+
+	(void)state;
+	assert_int_equal(coord_mem_new(&c), 0);
+	a = agent(c, "na");
+	b = agent(c, "nb");
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_int_equal(memb_agent_epoch(a), 2);
+	snap = raw_get(c, "config", &snap_len);	/* the snapshot: epoch 2 */
+	assert_non_null(snap);
+
+	/* nx joins: epoch 3, which both follow */
+	x = agent(c, "nx");
+	assert_int_equal(memb_agent_tick(x, t), 0);
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_int_equal(memb_agent_tick(x, t), 0);
+	assert_int_equal(memb_agent_epoch(a), 3);
+	assert_int_equal(memb_agent_epoch(b), 3);
+
+	/* the restore: the configuration is epoch 2 again */
+	raw_put(c, "config", snap, snap_len);
+	log_lines = 0;
+	assert_int_equal(memb_agent_tick(a, t), 0);	/* the decider */
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_int_equal(memb_agent_regressed(a), 2);
+	assert_int_equal(memb_agent_regressed(b), 2);
+	assert_int_equal(memb_agent_epoch(a), 3);
+	assert_true(log_lines >= 2);	/* each said so */
+	config_of(c, &cfg);
+	assert_int_equal(cfg.epoch, 2);	/* nothing written from it */
+	memb_config_free(&cfg);
+	/* the next round publishes (registration seen, recovery/<id>) */
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_int_equal(reg_seen(c, "na"), 3);
+	assert_int_equal(reg_seen(c, "nb"), 3);
+	pub = raw_get(c, "recovery/na", &pub_len);
+	assert_non_null(pub);
+	assert_int_equal(memb_config_parse(pub, pub_len, &cfg), 0);
+	assert_int_equal(cfg.epoch, 3);
+	assert_int_equal(cfg.n, 3);
+	memb_config_free(&cfg);
+	free(pub);
+
+	/* nx dies: nobody decides from the restored store, not even a
+	 * decider that follows nothing (recstore-ctl cluster --decide) */
+	memb_agent_free(&x);	/* revoked: its registration goes at once */
+	for (int i = 0; i < 5; i++) {
+		t += 1000;
+		coord_mem_advance(c, 1000);
+		assert_int_equal(memb_agent_tick(a, t), 0);
+		assert_int_equal(memb_agent_tick(b, t), 0);
+	}
+	assert_int_equal(memb_decide(c, "c1", &pol3, &epoch),
+			 MEMB_DECIDE_REGRESSED);
+	assert_int_equal(epoch, 3);
+	config_of(c, &cfg);
+	assert_int_equal(cfg.epoch, 2);
+	memb_config_free(&cfg);
+	assert_int_equal(memb_agent_epoch(a), 3);
+
+	/* the operator's recovery: the newest configuration a live node
+	 * follows, at epoch 4 */
+	assert_int_equal(memb_recover(c, "c1", &rec), 1);
+	assert_int_equal(rec.epoch, 4);
+	assert_int_equal(rec.recovered, 3);
+	assert_int_equal(rec.n, 3);
+	assert_int_equal(find(&rec, "nx")->state, MEMB_ACTIVE);
+	memb_config_free(&rec);
+	/* a second one finds nothing to do */
+	assert_int_equal(memb_recover(c, "c1", &rec), 0);
+	assert_int_equal(rec.epoch, 4);
+	memb_config_free(&rec);
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_int_equal(memb_agent_regressed(b), 0);
+	assert_int_equal(memb_agent_epoch(b), 4);
+	/* the decider follows it and then decides again: nx is down */
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_int_equal(memb_agent_regressed(a), 0);
+	assert_int_equal(memb_agent_tick(a, t), 0);
+	assert_int_equal(memb_agent_tick(b, t), 0);
+	assert_int_equal(reg_seen(c, "na"), 0);
+	assert_int_equal(reg_seen(c, "nb"), 0);
+	assert_null(raw_get(c, "recovery/na", &pub_len));
+	assert_null(raw_get(c, "recovery/nb", &pub_len));
+	config_of(c, &cfg);
+	assert_int_equal(cfg.epoch, 5);
+	assert_int_equal(cfg.recovered, 0);
+	assert_int_equal(find(&cfg, "nx")->state, MEMB_DOWN);
+	memb_config_free(&cfg);
+	assert_int_equal(memb_agent_epoch(b), 5);
+	assert_int_equal(memb_recover(c, "c1", &rec), 0); /* nothing to do */
+	assert_int_equal(rec.epoch, 5);
+	memb_config_free(&rec);
+
+	free(snap);
+	memb_agent_free(&a);
+	memb_agent_free(&b);
+	coord_close(&c);
+}
+
+/* The same epoch written again from an older configuration is a
+ * regression too; "recovered" and "seen" round-trip. */
+static void regressed_rules(void **state)
+{
+	struct memb_member m[2] = {
+		{ .id = "na", .addr = "a:1", .inc = 1, .state = MEMB_ACTIVE,
+		  .since = 1 },
+		{ .id = "nb", .addr = "b:1", .inc = 2, .state = MEMB_ACTIVE,
+		  .since = 2 },
+	};
+	struct memb_config f = { .epoch = 3, .r = 2, .vnodes = 16, .n = 2,
+				 .m = m }, g = f, back;
+	struct memb_reg r = { .id = "na", .addr = "a:1", .inc = 1,
+			      .seen = 7 }, rb;
+	char *js;
+	size_t len;
+
+	(void)state;
+	assert_false(memb_config_regressed(&f, &f));
+	assert_false(memb_config_regressed(&f, NULL));
+	g.epoch = 2;
+	assert_true(memb_config_regressed(&g, &f));
+	g.epoch = 4;
+	assert_false(memb_config_regressed(&g, &f));
+	g.epoch = 3;
+	g.n = 1;
+	assert_true(memb_config_regressed(&g, &f));
+	f.recovered = 2;
+	assert_int_equal(memb_config_format(&f, &js, &len), 0);
+	assert_non_null(strstr(js, "\"recovered\":2"));
+	assert_int_equal(memb_config_parse(js, len, &back), 0);
+	assert_int_equal(back.recovered, 2);
+	assert_true(memb_config_same(&back, &f));
+	memb_config_free(&back);
+	free(js);
+	f.recovered = 3;	/* must be below its epoch */
+	assert_int_equal(memb_config_format(&f, &js, &len), 0);
+	assert_int_equal(memb_config_parse(js, len, &back), RS_E_CORRUPT);
+	free(js);
+	assert_int_equal(memb_reg_format(&r, &js, &len), 0);
+	assert_int_equal(memb_reg_parse("na", js, len, &rb), 0);
+	assert_int_equal(rb.seen, 7);
+	free(js);
+}
+
 static uint64_t seen_epochs[8];
 static unsigned nseen;
 
@@ -1700,6 +1909,8 @@ int main(void)
 		cmocka_unit_test(drain_request),
 		cmocka_unit_test(drain_request_race),
 		cmocka_unit_test(agents_fake_clock),
+		cmocka_unit_test(store_restored),
+		cmocka_unit_test(regressed_rules),
 		cmocka_unit_test(agent_thread),
 		cmocka_unit_test(initial_members),
 		cmocka_unit_test(balance_1000),
