@@ -70,6 +70,29 @@ etcd_restart() {
   etcd_run || fail "etcd did not come back after a restart"
 }
 
+# etcd_snapshot FILE: `etcdctl snapshot save` of the etcd of etcd_start
+# (plain http only), as an operator's backup does.
+etcd_snapshot() {
+  ETCDCTL_API=3 etcdctl --endpoints "$url" snapshot save "$1" \
+    >>"$etcd_dir/etcd.log" 2>&1 || fail "etcdctl snapshot save failed"
+}
+
+# etcd_restore FILE: an operator's restore from a snapshot: stop the etcd
+# of etcd_start, `etcdctl snapshot restore` FILE into a fresh data
+# directory in place of its own, and start it again on the same port.
+# Its keys, revisions and leases are the snapshot's from then on.
+etcd_restore() {
+  local peer=http://127.0.0.1:$((${url##*:} + 1))
+  kill -TERM "$etcd_pid" 2>/dev/null || true
+  wait "$etcd_pid" 2>/dev/null || true
+  rm -rf "$etcd_dir/etcd"
+  ETCDCTL_API=3 etcdctl snapshot restore "$1" --name t \
+    --data-dir "$etcd_dir/etcd" --initial-cluster "t=$peer" \
+    --initial-advertise-peer-urls "$peer" >>"$etcd_dir/etcd.log" 2>&1 ||
+    fail "etcdctl snapshot restore failed"
+  etcd_run || fail "etcd did not start on the restored snapshot"
+}
+
 # etcd_certs DIR: a CA and, signed by it, the certificates etcd_start and
 # the tests use (EC P-256, valid 1 day): server (for 127.0.0.1), and client
 # certificates root, recstore and nobody. These have no common name: with
