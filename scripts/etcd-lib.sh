@@ -207,7 +207,9 @@ etcd_node_start() {
  "coord": {"endpoints": ["$url"], "cluster": "t", "lease_ms": 3000,
            "replicas": 2, "initial_members": $etcd_initial}}
 EOT
-  "$bin/recstore-server" -c "$d/$n.json" >"$d/$n.log" 2>&1 &
+  # RS_TEST_NET_ID: its name for the link-cutting hook (src/common/netcut.h),
+  # which is off unless RS_TEST_NET_CUT names a file
+  RS_TEST_NET_ID=mem-$1 "$bin/recstore-server" -c "$d/$n.json" >"$d/$n.log" 2>&1 &
   pid[$n]=$!
   pids="$pids $!"
 }

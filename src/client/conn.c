@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "client/client_internal.h"
+#include "common/netcut.h"
 #include "common/rs_internal.h"
 
 int cli_pool_init(struct cli_pool *p, unsigned max)
@@ -155,11 +156,38 @@ close_conn:
 	return ret;
 }
 
+/* The test hook cut the link to n (common/netcut.h): its idle
+ * connections go, the call fails as a refused connect does. */
+static int conn_cut(struct cli_node *n)
+{
+	struct cli_pool *p = &n->pool;
+	struct cli_conn *idle;
+
+	pthread_mutex_lock(&p->lock);
+	idle = p->free;
+	p->free = NULL;
+	for (struct cli_conn *c = idle; c; c = c->next)
+		p->count--;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	while (idle) {
+		struct cli_conn *c = idle;
+
+		idle = c->next;
+		conn_close(c);
+	}
+	return rs_seterr(-ECONNREFUSED, "node %s: connect: link cut "
+			 "(RS_TEST_NET_CUT)", n->name);
+}
+
 int cli_conn_get_within(struct cli_node *n, struct cli_conn **out,
 			unsigned connect_ms)
 {
 	struct cli_pool *p = &n->pool;
 	int ret;
+
+	if (rs_netcut(n->name))
+		return conn_cut(n);
 
 	pthread_mutex_lock(&p->lock);
 	while (!p->free && p->count >= p->max)

@@ -63,6 +63,7 @@
 #include <string.h>
 
 #include "common/auth.h"
+#include "common/netcut.h"
 #include "common/rs_internal.h"
 #include "coord/coord.h"
 #include "coord/coord_etcd_reply.h"
@@ -180,6 +181,8 @@ static CURLcode perform(struct coord_etcd *e, CURL *h, const char *path,
 	CURLcode rc = CURLE_COULDNT_CONNECT;
 
 	*http = 0;
+	if (rs_netcut("etcd"))	/* the test hook (common/netcut.h) */
+		return rc;
 	for (unsigned k = 0; k < e->nep; k++) {
 		unsigned i = (first + k) % e->nep;
 		long conn = timeout_ms < ETCD_CONNECT_TIMEOUT_MS ?

@@ -43,6 +43,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "common/netcut.h"
 #include "server/srv_internal.h"
 #include "trace/trace.h"
 
@@ -544,6 +545,8 @@ static int node_stats(struct rs_server *s, struct srv_stat_list *l,
 	TRY(add(l, N, "grow.us", atomic_load(&s->tables.grow_us)));
 	TRY(add(l, N, "grow.failures",
 		atomic_load(&s->tables.grow_refusals)));
+	if (rs_netcut_enabled())	/* the test hook cut links (netcut.h) */
+		TRY(add(l, N, "test.net_cuts", rs_netcut_count()));
 	if (s->repl.on) {
 		struct srv_repl_stats rs;
 

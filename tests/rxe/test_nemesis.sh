@@ -21,6 +21,17 @@
 #   etcd    etcd (not a node) SIGKILLed, down 0-2 s, started again on
 #           its data: the agents ride it out (a crash of etcd is not a
 #           restore: nothing may take it for one, fault 9)
+#   part    two nodes cut from each other for 3-6 s (both directions;
+#           each still reaches etcd and the clients): the writes of the
+#           keys they share fail until it heals and are resent
+#   isolate a node cut from etcd for 5-7 s (past its lease; it still
+#           reaches the other nodes and the clients): it must be put
+#           down, stop vouching for reads, come back joining and become
+#           active again
+# Cuts go through the nodes' test hook (RS_TEST_NET_CUT, src/common/
+# netcut.h: every address of the guest sits on one rxe device, which
+# nothing on the network can partition); each cut must show in the cut
+# nodes' test.net_cuts counters, or the test fails.
 # (RS_NEMESIS_KINDS: the kinds drawn from, by default all of them), and
 # before the next fault waits until all three are active again (r 2
 # survives one fault at a time, not two). The checker then requires:
@@ -30,8 +41,8 @@
 # back; and the faults really hit the stream (the writers resent keys
 # after configuration changes, the reader READ at other replicas).
 #
-# The test command runs one fixed seed with 4 faults (a pause past the
-# lease, a kill, a drain, an etcd restart) in the release tree
+# The test command runs one fixed seed with 4 faults (a node cut from
+# etcd, a kill, a partition of two nodes, a drain) in the release tree
 # (skipped in the sanitizer trees unless RS_NEMESIS_FAULTS is set);
 # ci/soak.sh runs many seeds with more faults. A
 # failure prints the seed: RS_NEMESIS_SEED=<seed> replays the schedule
@@ -44,9 +55,9 @@ set -euo pipefail
 
 rxe_test_args "$@"
 drv=$bin/tests/repl_driver
-seed=${RS_NEMESIS_SEED:-20261396}
+seed=${RS_NEMESIS_SEED:-20261470}
 faults=${RS_NEMESIS_FAULTS:-4}
-read -ra kinds <<<"${RS_NEMESIS_KINDS:-kill pause blip drain etcd}"
+read -ra kinds <<<"${RS_NEMESIS_KINDS:-kill pause blip drain etcd part isolate}"
 if [ -z "${RS_NEMESIS_FAULTS:-}" ] &&
   grep -Eq "^RS_SANITIZE:[A-Z]*=(ON|thread)$" "$bin/CMakeCache.txt" 2>/dev/null; then
   # the test command's budget: the kill, pause and rejoin paths run under
@@ -59,6 +70,18 @@ echo "nemesis: seed $seed, $faults faults of ${kinds[*]} (RS_NEMESIS_SEED=$seed 
 . "$(dirname "$0")/../../scripts/etcd-lib.sh"
 etcd_test_begin nemesis 3
 etcd_initial=3
+export RS_TEST_NET_CUT=$d/cut # the nodes' link-cutting hook: no file, no cut
+# cut LINE...: the cut file holds exactly these "ID PEER" lines (none: heal)
+cut() {
+  printf '%s\n' "$@" >"$d/cut.tmp"
+  mv "$d/cut.tmp" "$d/cut"
+}
+# net_cuts N: how many calls node N's hook refused so far
+net_cuts() {
+  "$bin/recstore-ctl" -s "${addr[$1]}" stats 2>/dev/null |
+    awk -v a="${addr[$1]}" '$1 == "node" { me = index($0, a) > 0 }
+      me && $1 == "test.net_cuts" { print $2 }'
+}
 for i in 1 2 3; do
   etcd_node_start $i "${ips[$((i - 1))]}"
 done
@@ -89,7 +112,7 @@ for f in w1.keys w2.keys reader.keys; do
   [ -e "$d/$f.ready" ] || fail "${f%.keys} did not start streaming"
 done
 
-kills=0 pauses=0 blips=0 drains=0 etcds=0
+kills=0 pauses=0 blips=0 drains=0 etcds=0 parts=0 isolates=0
 RANDOM=$seed # here: etcd_start draws a port from RANDOM, retrying if busy
 for ((f = 1; f <= faults; f++)); do
   v=$((RANDOM % 3 + 1))
@@ -138,6 +161,35 @@ for ((f = 1; f <= faults; f++)); do
     etcd_restart "$s"
     etcds=$((etcds + 1))
     ;;
+  part)
+    v2=$(((v + RANDOM % 2) % 3 + 1))
+    s=$((RANDOM % 4 + 3))
+    echo "fault $f: $n and n$v2 cut from each other for $s s (epoch $e)"
+    c1=$(net_cuts "$n") c2=$(net_cuts "n$v2")
+    # nodes know their peers by member id (REPL, COPY), clients by address
+    cut "mem-$v mem-$v2" "mem-$v ${addr[n$v2]}" "mem-$v2 mem-$v" "mem-$v2 ${addr[$n]}"
+    sleep "$s"
+    cut
+    c1=$(($(net_cuts "$n") - c1)) c2=$(($(net_cuts "n$v2") - c2))
+    echo "fault $f: healed; calls refused by the cut: $n $c1, n$v2 $c2"
+    [ $((c1 + c2)) -gt 0 ] ||
+      fail "seed $seed fault $f: the cut between $n and n$v2 refused nothing"
+    parts=$((parts + 1))
+    ;;
+  isolate)
+    s=$((RANDOM % 3 + 5))
+    echo "fault $f: $n cut from etcd for $s s (epoch $e)"
+    c1=$(net_cuts "$n")
+    cut "mem-$v etcd"
+    sleep "$s"
+    cut
+    c1=$(($(net_cuts "$n") - c1))
+    echo "fault $f: healed; etcd calls refused by the cut: $c1"
+    [ "$c1" -gt 0 ] || fail "seed $seed fault $f: the cut of $n from etcd refused nothing"
+    ctl --until-epoch $((e + 1)) --timeout 60 >"$d/down.out" 2>&1 ||
+      fail "seed $seed fault $f: no configuration after $n was cut from etcd for $s s"
+    isolates=$((isolates + 1))
+    ;;
   blip)
     ms=$((RANDOM % 1400 + 200))
     echo "fault $f: blip $n for $ms ms (epoch $e)"
@@ -168,7 +220,7 @@ for w in w1 w2 reader; do
     fail "seed $seed: $w was told that keys that exist are missing"
 done
 # the faults hit the stream: a configuration change made the writers resend
-if [ $((kills + pauses)) -gt 0 ]; then
+if [ $((kills + pauses + isolates)) -gt 0 ]; then
   for w in w1 w2; do
     grep -Eq "configuration refreshes, [1-9][0-9]* keys resent" "$d/$w.txt" ||
       fail "seed $seed: $w resent no key: the faults did not touch the stream"
@@ -179,4 +231,4 @@ fi
 cat "$d/check.txt"
 grep -Eq "; [1-9][0-9]* replicas bit-identical; 0 problems" "$d/check.txt" ||
   fail "seed $seed: the check compared no replica"
-echo "nemesis: seed $seed: $kills kills, $pauses pauses past the lease, $blips short pauses, $drains drains, $etcds etcd restarts; nothing lost, nothing applied twice, replicas identical ($(elapsed "$t_start") s)"
+echo "nemesis: seed $seed: $kills kills, $pauses pauses past the lease, $blips short pauses, $drains drains, $etcds etcd restarts, $parts partitions of two nodes, $isolates nodes cut from etcd; nothing lost, nothing applied twice, replicas identical ($(elapsed "$t_start") s)"
