@@ -3,7 +3,7 @@
 # (docs/replication.md, "Nemesis"): tests/rxe/test_nemesis.sh again and
 # again, each run with a fresh seed and RS_NEMESIS_FAULTS faults (default
 # 12), until MINUTES (default 60) have passed or a run fails. Not part of
-# the test command (which runs one fixed seed with 4 faults).
+# the test command (which runs one fixed seed with 5 faults).
 #
 # Every run's seed and verdict go to soak.out in the current directory; a
 # failing run's logs are kept (the test prints them) and its seed replays

@@ -194,7 +194,7 @@ etcd_await_active() {
 }
 
 # The memory nodes of a test cluster "t" on the etcd of etcd_start (r 2,
-# lease 3 s): the caller declares `declare -A pid addr` and sets d, bin,
+# lease 3 s; etcd_replicas overrides r): the caller declares `declare -A pid addr` and sets d, bin,
 # pids and etcd_initial (the first configuration's member count); wait
 # for them with node_await (sh-lib.sh; sh_dir=$d).
 # etcd_node_start I IP [EXTRA JSON FIELDS]: node nI (mem-I), its log nI.log;
@@ -205,7 +205,7 @@ etcd_node_start() {
 {"name": "mem-$1", "listen": {"addr": "$2", "port": 0},
  "workers": ${etcd_workers:-2}, "storage": {"size": "32M"}, ${3:-}
  "coord": {"endpoints": ["$url"], "cluster": "t", "lease_ms": 3000,
-           "replicas": 2, "initial_members": $etcd_initial}}
+           "replicas": ${etcd_replicas:-2}, "initial_members": $etcd_initial}}
 EOT
   # RS_TEST_NET_ID: its name for the link-cutting hook (src/common/netcut.h),
   # which is off unless RS_TEST_NET_CUT names a file

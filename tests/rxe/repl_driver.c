@@ -198,6 +198,13 @@ static int do_init(const char *seeds)
 
 	rs_table_spec_init(&spec, TABLE, DIM);
 	spec.optim.lr = 1.0f;
+	if (getenv("RS_DRIVER_MAX_CAPACITY")) {
+		/* a table that grows (the nemesis's grow): 4096 rows per
+		 * node, doubled up to this */
+		spec.capacity = 4096;
+		spec.max_capacity = strtoull(getenv("RS_DRIVER_MAX_CAPACITY"),
+					     NULL, 10);
+	}
 	ret = rs_table_create(c, &spec);
 	if (ret && ret != RS_E_EXISTS)
 		die("create: %s (%s)", rs_strerror(ret), rs_errormsg());

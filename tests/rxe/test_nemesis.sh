@@ -3,7 +3,8 @@
 # replicated cluster under load, and a checker (docs/replication.md,
 # "Nemesis").
 #
-# One etcd, three memory nodes (r 2, lease 3 s), two writers streaming
+# One etcd, RS_NEMESIS_NODES memory nodes (default 3; r RS_NEMESIS_R,
+# default 2, below the node count; lease 3 s), two writers streaming
 # UPDATEs of every key (SGD, lr 1, gradient -1: a row counts the steps
 # applied to it) and a reader, all for the whole run. A schedule drawn
 # from RS_NEMESIS_SEED (bash's RANDOM) injects RS_NEMESIS_FAULTS faults,
@@ -28,12 +29,17 @@
 #           reaches the other nodes and the clients): it must be put
 #           down, stop vouching for reads, come back joining and become
 #           active again
+#   grow    recstore-ctl grow of the streamed table (it doubles on every
+#           member under the writes, up to 32768 rows per node; once
+#           there, a grow is refused and the fault does nothing)
+#   ckpt    recstore-ctl checkpoint of the cluster under the writes: one
+#           record per key, verified by recstore-ctl verify
 # Cuts go through the nodes' test hook (RS_TEST_NET_CUT, src/common/
 # netcut.h: every address of the guest sits on one rxe device, which
 # nothing on the network can partition); each cut must show in the cut
 # nodes' test.net_cuts counters, or the test fails.
 # (RS_NEMESIS_KINDS: the kinds drawn from, by default all of them), and
-# before the next fault waits until all three are active again (r 2
+# before the next fault waits until all nodes are active again (r 2
 # survives one fault at a time, not two). The checker then requires:
 # every key's row in [acknowledged, acknowledged + uncertain] steps of the
 # writers (none lost, none applied twice), bit-identical on every member
@@ -41,8 +47,9 @@
 # back; and the faults really hit the stream (the writers resent keys
 # after configuration changes, the reader READ at other replicas).
 #
-# The test command runs one fixed seed with 4 faults (a node cut from
-# etcd, a kill, a partition of two nodes, a drain) in the release tree
+# The test command runs one fixed seed with 5 faults (a partition of two
+# nodes, a kill, a checkpoint, a grow, a node cut from etcd) in the
+# release tree
 # (skipped in the sanitizer trees unless RS_NEMESIS_FAULTS is set);
 # ci/soak.sh runs many seeds with more faults. A
 # failure prints the seed: RS_NEMESIS_SEED=<seed> replays the schedule
@@ -55,9 +62,12 @@ set -euo pipefail
 
 rxe_test_args "$@"
 drv=$bin/tests/repl_driver
-seed=${RS_NEMESIS_SEED:-20261470}
-faults=${RS_NEMESIS_FAULTS:-4}
-read -ra kinds <<<"${RS_NEMESIS_KINDS:-kill pause blip drain etcd part isolate}"
+seed=${RS_NEMESIS_SEED:-20262512}
+faults=${RS_NEMESIS_FAULTS:-5}
+read -ra kinds <<<"${RS_NEMESIS_KINDS:-kill pause blip drain etcd part isolate grow ckpt}"
+N=${RS_NEMESIS_NODES:-3} R=${RS_NEMESIS_R:-2}
+[ "$N" -ge 3 ] && [ "$N" -le 5 ] && [ "$R" -ge 2 ] && [ "$R" -lt "$N" ] ||
+  fail "RS_NEMESIS_NODES $N (3..5), RS_NEMESIS_R $R (2..nodes - 1)"
 if [ -z "${RS_NEMESIS_FAULTS:-}" ] &&
   grep -Eq "^RS_SANITIZE:[A-Z]*=(ON|thread)$" "$bin/CMakeCache.txt" 2>/dev/null; then
   # the test command's budget: the kill, pause and rejoin paths run under
@@ -65,33 +75,45 @@ if [ -z "${RS_NEMESIS_FAULTS:-}" ] &&
   echo "nemesis: skipped in a sanitizer tree (RS_NEMESIS_FAULTS=N runs it)"
   exit 77
 fi
-echo "nemesis: seed $seed, $faults faults of ${kinds[*]} (RS_NEMESIS_SEED=$seed RS_NEMESIS_FAULTS=$faults RS_NEMESIS_KINDS='${kinds[*]}' replays the schedule)"
+echo "nemesis: seed $seed, $faults faults of ${kinds[*]} on $N nodes, r $R (RS_NEMESIS_SEED=$seed RS_NEMESIS_FAULTS=$faults RS_NEMESIS_KINDS='${kinds[*]}' RS_NEMESIS_NODES=$N RS_NEMESIS_R=$R replays the schedule)"
 
 . "$(dirname "$0")/../../scripts/etcd-lib.sh"
-etcd_test_begin nemesis 3
-etcd_initial=3
+etcd_test_begin nemesis "$N"
+etcd_initial=$N etcd_replicas=$R
+mkdir -p "$d/ck"
+ckdir="\"checkpoint_dir\": \"$d/ck\","
+export RS_DRIVER_MAX_CAPACITY=32768 # the streamed table grows (grow)
 export RS_TEST_NET_CUT=$d/cut # the nodes' link-cutting hook: no file, no cut
 # cut LINE...: the cut file holds exactly these "ID PEER" lines (none: heal)
 cut() {
   printf '%s\n' "$@" >"$d/cut.tmp"
   mv "$d/cut.tmp" "$d/cut"
 }
-# net_cuts N: how many calls node N's hook refused so far
+# net_cuts N...: how many calls the hooks of nodes N refused so far, in
+# all (one stats call lists every node)
 net_cuts() {
+  local a= n
+  for n in "$@"; do a="$a ${addr[$n]}"; done
   "$bin/recstore-ctl" -s "${addr[$1]}" stats 2>/dev/null |
-    awk -v a="${addr[$1]}" '$1 == "node" { me = index($0, a) > 0 }
-      me && $1 == "test.net_cuts" { print $2 }'
+    awk -v a="$a " '$1 == "node" { me = index(a, " " $2 " ") > 0 }
+      me && $1 == "test.net_cuts" { s += $2 } END { print s + 0 }'
 }
-for i in 1 2 3; do
-  etcd_node_start $i "${ips[$((i - 1))]}"
+names=()
+for ((i = 1; i <= N; i++)); do
+  etcd_node_start $i "${ips[$((i - 1))]}" "$ckdir"
+  names+=(n$i)
 done
-node_await n1 n2 n3
+node_await "${names[@]}"
 ctl() { "$bin/recstore-ctl" --etcd "$url" --cluster t cluster "$@"; }
 epoch_now() { ctl | sed -n 's/^cluster t: epoch \([0-9]*\),.*/\1/p'; }
-seeds_now() { echo "${addr[n1]},${addr[n2]},${addr[n3]}"; }
-all_active() { # WHAT: all three active again, within 180 s
-  ctl --until-active 3 --timeout 180 >"$d/active.out" 2>&1 ||
-    { cat "$d/active.out"; fail "seed $seed: not all three active again after $1"; }
+seeds_now() {
+  local s= n
+  for n in "${names[@]}"; do s=$s${s:+,}${addr[$n]}; done
+  echo "$s"
+}
+all_active() { # WHAT: all N active again, within 180 s
+  ctl --until-active "$N" --timeout 180 >"$d/active.out" 2>&1 ||
+    { cat "$d/active.out"; fail "seed $seed: not all $N active again after $1"; }
 }
 all_active "the start"
 "$drv" init "$(seeds_now)" >"$d/init.txt" 2>&1 || fail "init"
@@ -112,10 +134,10 @@ for f in w1.keys w2.keys reader.keys; do
   [ -e "$d/$f.ready" ] || fail "${f%.keys} did not start streaming"
 done
 
-kills=0 pauses=0 blips=0 drains=0 etcds=0 parts=0 isolates=0
+kills=0 pauses=0 blips=0 drains=0 etcds=0 parts=0 isolates=0 grows=0 ckpts=0
 RANDOM=$seed # here: etcd_start draws a port from RANDOM, retrying if busy
 for ((f = 1; f <= faults; f++)); do
-  v=$((RANDOM % 3 + 1))
+  v=$((RANDOM % N + 1))
   n=n$v
   kind=${kinds[$((RANDOM % ${#kinds[@]}))]}
   e=$(epoch_now)
@@ -129,7 +151,7 @@ for ((f = 1; f <= faults; f++)); do
     ctl --until-epoch $((e + 1)) --timeout 60 >"$d/down.out" 2>&1 ||
       fail "seed $seed fault $f: no configuration after $n was killed"
     mv "$d/$n.log" "$d/$n.before-fault-$f.log"
-    etcd_node_start "$v" "${ips[$((v - 1))]}"
+    etcd_node_start "$v" "${ips[$((v - 1))]}" "$ckdir"
     node_await "$n"
     kills=$((kills + 1))
     ;;
@@ -151,7 +173,7 @@ for ((f = 1; f <= faults; f++)); do
       { cat "$d/drain.out"; fail "seed $seed fault $f: $n is not down after its drain"; }
     node_stop "$n"
     mv "$d/$n.log" "$d/$n.before-fault-$f.log"
-    etcd_node_start "$v" "${ips[$((v - 1))]}"
+    etcd_node_start "$v" "${ips[$((v - 1))]}" "$ckdir"
     node_await "$n"
     drains=$((drains + 1))
     ;;
@@ -162,17 +184,17 @@ for ((f = 1; f <= faults; f++)); do
     etcds=$((etcds + 1))
     ;;
   part)
-    v2=$(((v + RANDOM % 2) % 3 + 1))
+    v2=$(((v + RANDOM % (N - 1)) % N + 1))
     s=$((RANDOM % 4 + 3))
     echo "fault $f: $n and n$v2 cut from each other for $s s (epoch $e)"
-    c1=$(net_cuts "$n") c2=$(net_cuts "n$v2")
+    c1=$(net_cuts "$n" "n$v2")
     # nodes know their peers by member id (REPL, COPY), clients by address
     cut "mem-$v mem-$v2" "mem-$v ${addr[n$v2]}" "mem-$v2 mem-$v" "mem-$v2 ${addr[$n]}"
     sleep "$s"
     cut
-    c1=$(($(net_cuts "$n") - c1)) c2=$(($(net_cuts "n$v2") - c2))
-    echo "fault $f: healed; calls refused by the cut: $n $c1, n$v2 $c2"
-    [ $((c1 + c2)) -gt 0 ] ||
+    c1=$(($(net_cuts "$n" "n$v2") - c1))
+    echo "fault $f: healed; calls refused by the cut: $c1"
+    [ "$c1" -gt 0 ] ||
       fail "seed $seed fault $f: the cut between $n and n$v2 refused nothing"
     parts=$((parts + 1))
     ;;
@@ -190,6 +212,27 @@ for ((f = 1; f <= faults; f++)); do
       fail "seed $seed fault $f: no configuration after $n was cut from etcd for $s s"
     isolates=$((isolates + 1))
     ;;
+  grow)
+    if [ "$grows" -ge 3 ]; then # 4096 -> 32768 rows per node
+      echo "fault $f: rt is at its max_capacity: nothing to grow"
+    else
+      echo "fault $f: grow rt to $((4096 << (grows + 1))) rows per node (epoch $e)"
+      "$bin/recstore-ctl" -s "$(seeds_now)" grow rt >"$d/grow.out" 2>&1 ||
+        { cat "$d/grow.out"; fail "seed $seed fault $f: grow of rt under the writes"; }
+      grows=$((grows + 1))
+    fi
+    ;;
+  ckpt)
+    echo "fault $f: checkpoint c$f of the cluster (epoch $e)"
+    "$bin/recstore-ctl" -s "$(seeds_now)" checkpoint "$d/ck/c$f" >"$d/ckpt.out" 2>&1 ||
+      { cat "$d/ckpt.out"; fail "seed $seed fault $f: checkpoint under the writes"; }
+    grep -E "^checkpoint " "$d/ckpt.out"
+    grep -q " 256 rows" "$d/ckpt.out" || # repl_driver's keys
+      fail "seed $seed fault $f: the checkpoint does not hold one row per key"
+    "$bin/recstore-ctl" verify "$d/ck/c$f" >"$d/verify.out" 2>&1 ||
+      { cat "$d/verify.out"; fail "seed $seed fault $f: verify of the checkpoint"; }
+    ckpts=$((ckpts + 1))
+    ;;
   blip)
     ms=$((RANDOM % 1400 + 200))
     echo "fault $f: blip $n for $ms ms (epoch $e)"
@@ -200,7 +243,7 @@ for ((f = 1; f <= faults; f++)); do
     ;;
   esac
   all_active "fault $f"
-  echo "fault $f: all three active in epoch $(epoch_now) after $(elapsed "$t0") s, at $(date +%T)"
+  echo "fault $f: all $N active in epoch $(epoch_now) after $(elapsed "$t0") s, at $(date +%T)"
   sleep 1 # the stream goes on in the new configuration
 done
 
@@ -231,4 +274,4 @@ fi
 cat "$d/check.txt"
 grep -Eq "; [1-9][0-9]* replicas bit-identical; 0 problems" "$d/check.txt" ||
   fail "seed $seed: the check compared no replica"
-echo "nemesis: seed $seed: $kills kills, $pauses pauses past the lease, $blips short pauses, $drains drains, $etcds etcd restarts, $parts partitions of two nodes, $isolates nodes cut from etcd; nothing lost, nothing applied twice, replicas identical ($(elapsed "$t_start") s)"
+echo "nemesis: seed $seed: $kills kills, $pauses pauses past the lease, $blips short pauses, $drains drains, $etcds etcd restarts, $parts partitions of two nodes, $isolates nodes cut from etcd, $grows grows, $ckpts checkpoints; nothing lost, nothing applied twice, replicas identical ($(elapsed "$t_start") s)"
