@@ -2,7 +2,10 @@
 # soak.sh [BUILD_DIR] [MINUTES] - the replication nemesis for a long time
 # (docs/replication.md, "Nemesis"): tests/rxe/test_nemesis.sh again and
 # again, each run with a fresh seed and RS_NEMESIS_FAULTS faults (default
-# 12), until MINUTES (default 60) have passed or a run fails. Not part of
+# 12), until MINUTES (default 60) have passed or a run fails. The runs
+# take the cluster shapes in turn: 3 nodes r 2, 4 nodes r 3, 3 nodes r 2
+# of one worker each, 4 nodes r 2 of one worker (RS_SOAK_SHAPES="N:R:W ..."
+# sets others). Not part of
 # the test command (which runs one fixed seed with 5 faults).
 #
 # Every run's seed and verdict go to soak.out in the current directory; a
@@ -24,14 +27,18 @@ export RS_NEMESIS_FAULTS=${RS_NEMESIS_FAULTS:-12}
 end=$(($(date +%s) + minutes * 60))
 runs=0
 : >soak.out
+read -ra shapes <<<"${RS_SOAK_SHAPES:-3:2:2 4:3:2 3:2:1 4:2:1}"
 while [ "$(date +%s)" -lt "$end" ]; do
   seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+  IFS=: read -r nodes r workers <<<"${shapes[$((runs % ${#shapes[@]}))]}"
   runs=$((runs + 1))
-  echo "run $runs: seed $seed, $RS_NEMESIS_FAULTS faults" | tee -a soak.out
-  if ! RS_NEMESIS_SEED=$seed bash "$here/tests/rxe/test_nemesis.sh" "$b" \
+  echo "run $runs: seed $seed, $RS_NEMESIS_FAULTS faults, $nodes nodes of $workers workers, r $r" |
+    tee -a soak.out
+  if ! RS_NEMESIS_SEED=$seed RS_NEMESIS_NODES=$nodes RS_NEMESIS_R=$r \
+    RS_NEMESIS_WORKERS=$workers bash "$here/tests/rxe/test_nemesis.sh" "$b" \
     >"soak-run.log" 2>&1; then
     cat soak-run.log
-    echo "run $runs FAILED: RS_NEMESIS_SEED=$seed RS_NEMESIS_FAULTS=$RS_NEMESIS_FAULTS" |
+    echo "run $runs FAILED: RS_NEMESIS_SEED=$seed RS_NEMESIS_FAULTS=$RS_NEMESIS_FAULTS RS_NEMESIS_NODES=$nodes RS_NEMESIS_R=$r RS_NEMESIS_WORKERS=$workers" |
       tee -a soak.out
     exit 1
   fi

@@ -4,7 +4,8 @@
 # "Nemesis").
 #
 # One etcd, RS_NEMESIS_NODES memory nodes (default 3; r RS_NEMESIS_R,
-# default 2, below the node count; lease 3 s), two writers streaming
+# default 2, below the node count; RS_NEMESIS_WORKERS workers each,
+# default 2; lease 3 s), two writers streaming
 # UPDATEs of every key (SGD, lr 1, gradient -1: a row counts the steps
 # applied to it) and a reader, all for the whole run. A schedule drawn
 # from RS_NEMESIS_SEED (bash's RANDOM) injects RS_NEMESIS_FAULTS faults,
@@ -65,9 +66,10 @@ drv=$bin/tests/repl_driver
 seed=${RS_NEMESIS_SEED:-20262512}
 faults=${RS_NEMESIS_FAULTS:-5}
 read -ra kinds <<<"${RS_NEMESIS_KINDS:-kill pause blip drain etcd part isolate grow ckpt}"
-N=${RS_NEMESIS_NODES:-3} R=${RS_NEMESIS_R:-2}
+N=${RS_NEMESIS_NODES:-3} R=${RS_NEMESIS_R:-2} W=${RS_NEMESIS_WORKERS:-2}
 [ "$N" -ge 3 ] && [ "$N" -le 5 ] && [ "$R" -ge 2 ] && [ "$R" -lt "$N" ] ||
   fail "RS_NEMESIS_NODES $N (3..5), RS_NEMESIS_R $R (2..nodes - 1)"
+[ "$W" -ge 1 ] && [ "$W" -le 8 ] || fail "RS_NEMESIS_WORKERS $W (1..8)"
 if [ -z "${RS_NEMESIS_FAULTS:-}" ] &&
   grep -Eq "^RS_SANITIZE:[A-Z]*=(ON|thread)$" "$bin/CMakeCache.txt" 2>/dev/null; then
   # the test command's budget: the kill, pause and rejoin paths run under
@@ -75,11 +77,11 @@ if [ -z "${RS_NEMESIS_FAULTS:-}" ] &&
   echo "nemesis: skipped in a sanitizer tree (RS_NEMESIS_FAULTS=N runs it)"
   exit 77
 fi
-echo "nemesis: seed $seed, $faults faults of ${kinds[*]} on $N nodes, r $R (RS_NEMESIS_SEED=$seed RS_NEMESIS_FAULTS=$faults RS_NEMESIS_KINDS='${kinds[*]}' RS_NEMESIS_NODES=$N RS_NEMESIS_R=$R replays the schedule)"
+echo "nemesis: seed $seed, $faults faults of ${kinds[*]} on $N nodes of $W workers, r $R (RS_NEMESIS_SEED=$seed RS_NEMESIS_FAULTS=$faults RS_NEMESIS_KINDS='${kinds[*]}' RS_NEMESIS_NODES=$N RS_NEMESIS_R=$R RS_NEMESIS_WORKERS=$W replays the schedule)"
 
 . "$(dirname "$0")/../../scripts/etcd-lib.sh"
 etcd_test_begin nemesis "$N"
-etcd_initial=$N etcd_replicas=$R
+etcd_initial=$N etcd_replicas=$R etcd_workers=$W
 mkdir -p "$d/ck"
 ckdir="\"checkpoint_dir\": \"$d/ck\","
 export RS_DRIVER_MAX_CAPACITY=32768 # the streamed table grows (grow)
