@@ -84,13 +84,13 @@ static int load_base(struct ckpt_chain *c)
 
 int ckpt_chain_load(const char *dir, struct ckpt_chain **out)
 {
-	struct ckpt_chain *c = calloc(1, sizeof(*c));
+	struct ckpt_chain *c = rs_calloc(1, sizeof(*c));
 	int rc;
 
 	*out = NULL;
 	if (c) {
-		c->m = calloc(CKPT_CHAIN_MAX, sizeof(*c->m));
-		c->dir = calloc(CKPT_CHAIN_MAX, sizeof(*c->dir));
+		c->m = rs_calloc(CKPT_CHAIN_MAX, sizeof(*c->m));
+		c->dir = rs_calloc(CKPT_CHAIN_MAX, sizeof(*c->dir));
 	}
 	if (!c || !c->m || !c->dir) {
 		ckpt_chain_free(c);

@@ -482,7 +482,7 @@ static void table_from_json(struct mctx *c, json_t *jt,
 	if (c->rc)
 		return;
 	e->nparts = (uint32_t)json_array_size(parts);
-	e->parts = calloc(e->nparts ? e->nparts : 1, sizeof(*e->parts));
+	e->parts = rs_calloc(e->nparts ? e->nparts : 1, sizeof(*e->parts));
 	if (!e->parts) {
 		c->rc = rs_seterr(-ENOMEM, "checkpoint: out of memory");
 		return;
@@ -526,7 +526,7 @@ static int read_file(const char *path, char **out, size_t *len)
 		return rs_seterr(RS_E_CORRUPT, "%s: not a regular file of at "
 				 "most %u bytes", path, MANIFEST_MAX);
 	}
-	buf = malloc((size_t)st.st_size + 1);
+	buf = rs_malloc((size_t)st.st_size + 1);
 	if (!buf) {
 		close(fd);
 		return rs_seterr(-ENOMEM, "checkpoint: out of memory");
@@ -610,7 +610,7 @@ int ckpt_manifest_parse(const char *path, const char *buf, size_t len,
 		bad(&c, "(top)", "not a JSON object");
 		goto out;
 	}
-	if (!(m = calloc(1, sizeof(*m)))) {
+	if (!(m = rs_calloc(1, sizeof(*m)))) {
 		c.rc = rs_seterr(-ENOMEM, "checkpoint: out of memory");
 		goto out;
 	}
@@ -639,7 +639,7 @@ int ckpt_manifest_parse(const char *path, const char *buf, size_t len,
 	if (c.rc)
 		goto out;
 	m->ntables = (uint32_t)json_array_size(tables);
-	m->tables = calloc(m->ntables ? m->ntables : 1, sizeof(*m->tables));
+	m->tables = rs_calloc(m->ntables ? m->ntables : 1, sizeof(*m->tables));
 	if (!m->tables) {
 		c.rc = rs_seterr(-ENOMEM, "checkpoint: out of memory");
 		goto out;

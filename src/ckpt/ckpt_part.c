@@ -208,7 +208,7 @@ int ckpt_part_create(struct ckpt_writer **out, const char *path,
 	*out = NULL;
 	if ((rc = ckpt_desc_check(d, path)))
 		return rs_seterr(RS_E_INVAL, "%s", rs_errormsg());
-	if (!(w = calloc(1, sizeof(*w))))
+	if (!(w = rs_calloc(1, sizeof(*w))))
 		return rs_seterr(-ENOMEM, "checkpoint: out of memory");
 	w->fd = -1;
 	w->d = *d;
@@ -216,9 +216,9 @@ int ckpt_part_create(struct ckpt_writer **out, const char *path,
 	w->rec_bytes = row_rec_bytes(d);
 	w->in_cap = w->rec_bytes * 2 > BUF_MIN ? w->rec_bytes * 2 : BUF_MIN;
 	w->out_cap = ZSTD_CStreamOutSize();
-	w->path = strdup(path);
-	w->in = malloc(w->in_cap);
-	w->out = malloc(w->out_cap);
+	w->path = rs_strdup(path);
+	w->in = rs_malloc(w->in_cap);
+	w->out = rs_malloc(w->out_cap);
 	w->cz = ZSTD_createCCtx();
 	w->h = XXH64_createState();
 	if (!w->path || !w->in || !w->out || !w->cz || !w->h) {
@@ -395,10 +395,10 @@ int ckpt_part_open(struct ckpt_reader **out, const char *path,
 	int rc;
 
 	*out = NULL;
-	if (!(r = calloc(1, sizeof(*r))))
+	if (!(r = rs_calloc(1, sizeof(*r))))
 		return rs_seterr(-ENOMEM, "checkpoint: out of memory");
 	r->fd = -1;
-	if (!(r->path = strdup(path))) {
+	if (!(r->path = rs_strdup(path))) {
 		rc = rs_seterr(-ENOMEM, "checkpoint: out of memory");
 		goto fail;
 	}
@@ -439,9 +439,9 @@ int ckpt_part_open(struct ckpt_reader **out, const char *path,
 	r->rec_bytes = row_rec_bytes(&r->d);
 	r->raw_cap = r->rec_bytes * 2 > BUF_MIN ? r->rec_bytes * 2 : BUF_MIN;
 	r->cin_cap = ZSTD_DStreamInSize();
-	r->raw = malloc(r->raw_cap);
-	r->cin = malloc(r->cin_cap);
-	r->state = malloc(((size_t)r->d.state_floats + 1) * sizeof(float));
+	r->raw = rs_malloc(r->raw_cap);
+	r->cin = rs_malloc(r->cin_cap);
+	r->state = rs_malloc(((size_t)r->d.state_floats + 1) * sizeof(float));
 	r->dz = ZSTD_createDCtx();
 	r->h = XXH64_createState();
 	if (!r->raw || !r->cin || !r->state || !r->dz || !r->h) {

@@ -277,8 +277,8 @@ static size_t reject_make(unsigned reason, uint8_t *out)
 
 static int replay_init(struct auth_replay *r, uint32_t share)
 {
-	r->ring = calloc(share, sizeof(*r->ring));
-	r->index = calloc((size_t)share * 2, sizeof(*r->index));
+	r->ring = rs_calloc(share, sizeof(*r->ring));
+	r->index = rs_calloc((size_t)share * 2, sizeof(*r->index));
 	if (!r->ring || !r->index)
 		return rs_seterr(-ENOMEM, "auth: replay cache: out of memory");
 	return 0;
@@ -404,7 +404,7 @@ int auth_node_init(struct auth_node *a, const struct auth_key *keys,
 	if (skew_s > AUTH_MAX_SKEW_S)
 		return rs_seterr(RS_E_INVAL, "auth.max_skew_s: %u is over %d",
 				 skew_s, AUTH_MAX_SKEW_S);
-	a->keys = calloc(n, sizeof(*a->keys));
+	a->keys = rs_calloc(n, sizeof(*a->keys));
 	if (!a->keys)
 		return rs_seterr(-ENOMEM, "auth: out of memory");
 	memcpy(a->keys, keys, n * sizeof(*a->keys));
@@ -420,7 +420,7 @@ int auth_node_init(struct auth_node *a, const struct auth_key *keys,
 		}
 	a->share = share ? share : AUTH_REPLAY_SHARE;
 	crypto_shorthash_keygen(a->hkey);
-	a->replay = calloc(n, sizeof(*a->replay));
+	a->replay = rs_calloc(n, sizeof(*a->replay));
 	ret = a->replay ? 0 : rs_seterr(-ENOMEM, "auth: out of memory");
 	for (size_t i = 0; !ret && i < n; i++)
 		ret = replay_init(&a->replay[i], a->share);

@@ -10,6 +10,10 @@
 
 #include "recstore/error.h"
 
+/* rs_malloc and the other allocators of the storage side, with their
+ * failure injection (debug builds): every module includes them here. */
+#include "common/alloc.h"
+
 #define RS_EXPORT __attribute__((visibility("default")))
 #define RS_LIKELY(x) __builtin_expect(!!(x), 1)
 #define RS_UNLIKELY(x) __builtin_expect(!!(x), 0)

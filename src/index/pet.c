@@ -328,16 +328,16 @@ int pet_open(struct pet_index **out, void *region, size_t len,
 				 "index region %zu bytes, header says %llu",
 				 len, (unsigned long long)pet_region_bytes(
 					      g.nbuckets));
-	p = calloc(1, sizeof(*p));
+	p = rs_calloc(1, sizeof(*p));
 	if (!p)
 		goto err_alloc;
-	p->locks = calloc(g.nbuckets, 1);
+	p->locks = rs_calloc(g.nbuckets, 1);
 	if (!p->locks)
 		goto err_locks;
-	p->nodes = malloc(PET_BFS_NODES * sizeof(*p->nodes));
+	p->nodes = rs_malloc(PET_BFS_NODES * sizeof(*p->nodes));
 	if (!p->nodes)
 		goto err_nodes;
-	p->visit = calloc(PET_VISIT_SLOTS, sizeof(*p->visit));
+	p->visit = rs_calloc(PET_VISIT_SLOTS, sizeof(*p->visit));
 	if (!p->visit)
 		goto err_visit;
 	rc = pthread_mutex_init(&p->displace, NULL);

@@ -103,19 +103,19 @@ int place_ring_new_owned(struct place_ring **out, const char *const *names,
 		ret = check_owners(owner, n);
 	if (ret)
 		return ret;
-	r = calloc(1, sizeof(*r));
+	r = rs_calloc(1, sizeof(*r));
 	if (!r)
 		return rs_seterr(-ENOMEM, "ring: out of memory");
-	r->names = calloc(n, sizeof(*r->names));
+	r->names = rs_calloc(n, sizeof(*r->names));
 	if (!r->names)
 		goto free_ring;
 	for (r->nnodes = 0; r->nnodes < n; r->nnodes++) {
-		r->names[r->nnodes] = strdup(names[r->nnodes]);
+		r->names[r->nnodes] = rs_strdup(names[r->nnodes]);
 		if (!r->names[r->nnodes])
 			goto free_names;
 	}
 	r->npoints = n * vnodes;
-	r->points = calloc(r->npoints, sizeof(*r->points));
+	r->points = rs_calloc(r->npoints, sizeof(*r->points));
 	if (!r->points)
 		goto free_names;
 	for (size_t i = 0; i < n; i++) {

@@ -305,7 +305,7 @@ static int dup_path(struct ctx *c, json_t *obj, const char *key, char **dst)
 	if (!*s)
 		return fail_at(c, key, "must not be empty (use null for none)");
 	free(*dst);
-	if (!(*dst = strdup(s)))
+	if (!(*dst = rs_strdup(s)))
 		return rs_seterr(-ENOMEM, "config: out of memory");
 	return 0;
 }
@@ -668,7 +668,7 @@ static int parse_tables(struct ctx *c, json_t *arr, struct srv_config *cfg)
 	if (n > cfg->limits.max_tables)
 		return fail(c, "%zu tables, over max_tables %u", n,
 			    cfg->limits.max_tables);
-	if (n && !(cfg->tables = calloc(n, sizeof(*cfg->tables))))
+	if (n && !(cfg->tables = rs_calloc(n, sizeof(*cfg->tables))))
 		return rs_seterr(-ENOMEM, "config: out of memory");
 	for (size_t i = 0; i < n; i++) {
 		struct proto_table_spec *s = &cfg->tables[i];
@@ -733,7 +733,7 @@ static int parse_key(struct ctx *c, json_t *o, struct srv_config_key *k)
 		       strlen(secret) > AUTH_SECRET_MAX))
 		return fail_at(c, "secret", "must be %d to %d bytes",
 			       AUTH_SECRET_MIN, AUTH_SECRET_MAX);
-	if (secret && !(k->secret = strdup(secret)))
+	if (secret && !(k->secret = rs_strdup(secret)))
 		return rs_seterr(-ENOMEM, "config: out of memory");
 	return 0;
 }
@@ -748,7 +748,7 @@ static int parse_keys(struct ctx *c, json_t *arr, struct srv_config *cfg)
 	n = json_array_size(arr);
 	if (n > 4096)
 		return fail(c, "%zu keys, at most 4096", n);
-	if (n && !(cfg->keys = calloc(n, sizeof(*cfg->keys))))
+	if (n && !(cfg->keys = rs_calloc(n, sizeof(*cfg->keys))))
 		return rs_seterr(-ENOMEM, "config: out of memory");
 	for (size_t i = 0; i < n; i++) {
 		old = push_index(c, i);
@@ -908,7 +908,7 @@ static int parse_endpoints(struct ctx *c, json_t *arr, char **out)
 	    json_array_size(arr) > SRV_CONFIG_COORD_ENDPOINTS)
 		return fail_at(c, "endpoints", "must be an array of 1..%d URLs",
 			       SRV_CONFIG_COORD_ENDPOINTS);
-	if (!(list = calloc(1, cap)))
+	if (!(list = rs_calloc(1, cap)))
 		return rs_seterr(-ENOMEM, "config: out of memory");
 	for (size_t i = 0; i < json_array_size(arr); i++) {
 		const char *u = json_string_value(json_array_get(arr, i));
@@ -946,7 +946,7 @@ static int parse_etcd_security(struct ctx *c, json_t *o,
 		return rc;
 	if (user && (!*user || strlen(user) > 128))
 		return fail_at(c, "user", "1 to 128 bytes");
-	if (user && !(f->user = strdup(user)))
+	if (user && !(f->user = rs_strdup(user)))
 		return rs_seterr(-ENOMEM, "config: out of memory");
 	if (!f->user != !f->password_file)
 		return fail_at(c, f->user ? "password_file" : "user",
@@ -1117,7 +1117,7 @@ void srv_config_free(struct srv_config **c)
 
 static int from_json(struct srv_config **out, json_t *root)
 {
-	struct srv_config *cfg = malloc(sizeof(*cfg));
+	struct srv_config *cfg = rs_malloc(sizeof(*cfg));
 	struct ctx c = { .len = 0 };
 	int rc;
 

@@ -77,7 +77,7 @@ int srv_scratch(void **buf, size_t *cap, size_t bytes)
 	if (bytes <= *cap)
 		return 0;
 	bytes = bytes < 4096 ? 4096 : bytes + bytes / 2;
-	p = realloc(*buf, bytes);
+	p = rs_realloc(*buf, bytes);
 	if (!p)
 		return -ENOMEM;
 	*buf = p;
@@ -253,7 +253,7 @@ static void spare_start_locked(struct rs_server *s)
 	w = &s->workers[g->nthreads];
 	w->srv = s;
 	w->idx = g->nthreads;
-	if (!w->reply && !(w->reply = malloc(s->reply_limit))) {
+	if (!w->reply && !(w->reply = rs_malloc(s->reply_limit))) {
 		srv_warn("spare worker: out of memory: receiving waits for a "
 			"write's backups");
 		return;
@@ -276,7 +276,7 @@ static bool ho_push_locked(struct srv_gate *g, const struct rv_msg *m,
 {
 	if (g->ho_len == g->ho_cap) {
 		unsigned cap = g->ho_cap ? 2 * g->ho_cap : 4 * SRV_RECV_BATCH;
-		struct srv_handoff *n = malloc(cap * sizeof(*n));
+		struct srv_handoff *n = rs_malloc(cap * sizeof(*n));
 
 		if (!n)
 			return false;
@@ -361,7 +361,7 @@ static struct srv_conn *conn_of(struct rs_server *s, struct rv_conn *rc,
 	pthread_mutex_lock(&s->conns_lock);
 	c = rv_conn_user(rc);
 	if (!c) {
-		c = calloc(1, sizeof(*c));
+		c = rs_calloc(1, sizeof(*c));
 		if (c) {
 			size_t plen = 0;
 			const void *p = rv_conn_peer_data(rc, &plen);
@@ -371,7 +371,7 @@ static struct srv_conn *conn_of(struct rs_server *s, struct rv_conn *rc,
 			pthread_mutex_init(&c->send_lock, NULL);
 			c->parked_tail = &c->parked;
 			pthread_mutex_init(&c->q_lock, NULL);
-			c->q = calloc(s->o.credits + 1, sizeof(*c->q));
+			c->q = rs_calloc(s->o.credits + 1, sizeof(*c->q));
 			c->q_cap = c->q ? s->o.credits + 1 : 0;
 			c->reply_max = rv_conn_msg_max(rc);
 			c->is_wake = plen == SRV_WAKE_LEN &&
@@ -631,7 +631,7 @@ static int park_locked(struct srv_conn *c, const void *buf, size_t len)
 		conn_cut(c, SRV_CUT_OVERRUN);
 		return RS_E_PROTO;
 	}
-	p = malloc(sizeof(*p) + len);
+	p = rs_malloc(sizeof(*p) + len);
 	if (!p)
 		return -ENOMEM;
 	p->next = NULL;
@@ -1054,7 +1054,7 @@ static void worker_free(struct srv_worker *w)
 
 static int workers_start(struct rs_server *s)
 {
-	s->workers = calloc(s->o.workers + SRV_WAITS_MAX,
+	s->workers = rs_calloc(s->o.workers + SRV_WAITS_MAX,
 			    sizeof(*s->workers));
 	if (!s->workers)
 		return rs_seterr(-ENOMEM, "workers: out of memory");
@@ -1064,7 +1064,7 @@ static int workers_start(struct rs_server *s)
 
 		w->srv = s;
 		w->idx = i;
-		w->reply = malloc(s->reply_limit);
+		w->reply = rs_malloc(s->reply_limit);
 		if (!w->reply)
 			return rs_seterr(-ENOMEM, "worker %u: out of memory", i);
 		pthread_mutex_lock(&s->gate.lock);
@@ -1363,7 +1363,7 @@ RS_EXPORT int rs_server_open(struct rs_server **out,
 	if (!out)
 		return rs_seterr(RS_E_INVAL, "server: out is NULL");
 	*out = NULL;
-	s = calloc(1, sizeof(*s));
+	s = rs_calloc(1, sizeof(*s));
 	if (!s)
 		return rs_seterr(-ENOMEM, "server: out of memory");
 	s->stop_fd = s->poke_fd = -1;

@@ -154,7 +154,7 @@ static int gain_add(struct srv_gain **v, size_t *n, size_t *cap, uint64_t lo,
 	}
 	if (*n == *cap) {
 		size_t nc = *cap ? 2 * *cap : 64;
-		void *a = realloc(*v, (nc + 1) * sizeof(**v));
+		void *a = rs_realloc(*v, (nc + 1) * sizeof(**v));
 
 		if (!a)
 			return rs_seterr(-ENOMEM, "copy: out of memory");
@@ -168,7 +168,7 @@ static int gain_add(struct srv_gain **v, size_t *n, size_t *cap, uint64_t lo,
 /* A new, empty set of ranges (NULL when out of memory). */
 static struct srv_ranges *ranges_new(void)
 {
-	return calloc(1, sizeof(struct srv_ranges));
+	return rs_calloc(1, sizeof(struct srv_ranges));
 }
 
 /* The ranges of ring p whose replica set has member `who`, into *out. */
@@ -302,7 +302,7 @@ static int plan_ranges(const struct srv_cfg *g, struct plan *pl,
 	uint64_t *pts;
 	int ret = 0;
 
-	pts = malloc((memb_ranges(t) + memb_ranges(g->pl) + 1 +
+	pts = rs_malloc((memb_ranges(t) + memb_ranges(g->pl) + 1 +
 		      (pl->have ? 2 * pl->have->n + 1 : 0)) * sizeof(*pts));
 	if (!pts)
 		return rs_seterr(-ENOMEM, "copy: out of memory");
@@ -335,7 +335,7 @@ static void *room_for_one(void *a, size_t n, size_t *cap, size_t first,
 	if (n < *cap)
 		return a;
 	nc = *cap ? 2 * *cap : first;
-	a = realloc(a, nc * sz);
+	a = rs_realloc(a, nc * sz);
 	if (a)
 		*cap = nc;
 	return a;
@@ -371,7 +371,7 @@ static int purge_gained(struct rs_server *s, const struct srv_cfg *g)
 	uint64_t removed = 0;
 	int ret = 0;
 
-	p.r.v = malloc((g->ngain + 1) * sizeof(*p.r.v));
+	p.r.v = rs_malloc((g->ngain + 1) * sizeof(*p.r.v));
 	if (!p.r.v)
 		return rs_seterr(-ENOMEM, "copy: out of memory");
 	memcpy(p.r.v, g->gain, g->ngain * sizeof(*p.r.v));
@@ -557,7 +557,7 @@ static int queue_rows(struct rs_server *s, struct srv_repl_req *q,
 		      const struct dones *d, uint64_t *copied)
 {
 	uint32_t width = t->spec.dim + t->state_floats;
-	float *buf = malloc((size_t)width * sizeof(float));
+	float *buf = rs_malloc((size_t)width * sizeof(float));
 	int ret = 0;
 
 	if (!buf)
@@ -620,8 +620,8 @@ int srv_copy_serve(struct rs_server *s, const struct proto_copy_req *m,
 	}
 	c.g = g;
 	c.max = m->max;
-	c.r.v = malloc(((size_t)m->nranges + 1) * sizeof(*c.r.v));
-	c.keys = malloc((size_t)m->max * sizeof(*c.keys));
+	c.r.v = rs_malloc(((size_t)m->nranges + 1) * sizeof(*c.r.v));
+	c.keys = rs_malloc((size_t)m->max * sizeof(*c.keys));
 	if (!c.r.v || !c.keys) {
 		ret = rs_seterr(-ENOMEM, "COPY: out of memory");
 		goto out;
@@ -762,13 +762,13 @@ static struct cli_node *src_node(struct crun *r, unsigned src)
 	struct cli_node *n;
 
 	if (!r->nodes &&
-	    !(r->nodes = calloc(r->g->c.n, sizeof(*r->nodes)))) {
+	    !(r->nodes = rs_calloc(r->g->c.n, sizeof(*r->nodes)))) {
 		rs_seterr(-ENOMEM, "copy: out of memory");
 		return NULL;
 	}
 	if (r->nodes[src])
 		return r->nodes[src];
-	if (!(n = calloc(1, sizeof(*n)))) {
+	if (!(n = rs_calloc(1, sizeof(*n)))) {
 		rs_seterr(-ENOMEM, "copy: out of memory");
 		return NULL;
 	}
@@ -897,7 +897,7 @@ static int copy_table(struct crun *r, const char *name,
 
 	if (!n)
 		return -ENOMEM;
-	if (!(rg = malloc(2 * PROTO_COPY_MAX_RANGES * sizeof(*rg))))
+	if (!(rg = rs_malloc(2 * PROTO_COPY_MAX_RANGES * sizeof(*rg))))
 		return rs_seterr(-ENOMEM, "copy: out of memory");
 	snprintf(m.id, sizeof(m.id), "%s", r->s->o.coord_id);
 	snprintf(m.table, sizeof(m.table), "%s", name);
@@ -1114,7 +1114,7 @@ void srv_copy_run(struct rs_server *s)
 	if (!g || !g->ngain)
 		return;
 	for (;;) {
-		struct crun *r = calloc(1, sizeof(*r));
+		struct crun *r = rs_calloc(1, sizeof(*r));
 		int ret = -ENOMEM;
 
 		if (r) {
@@ -1169,7 +1169,7 @@ void srv_copy_tables(struct rs_server *s)
 		atomic_store(&rp->tables_missing, false);
 		return;
 	}
-	if ((r = calloc(1, sizeof(*r)))) {
+	if ((r = rs_calloc(1, sizeof(*r)))) {
 		*r = (struct crun){ .s = s, .g = g };
 		atomic_store(&rp->tables_missing, true); /* a wide round */
 		ret = copy_rounds(r);

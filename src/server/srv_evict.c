@@ -103,8 +103,8 @@ static bool sweep_cluster(struct rs_server *s, struct srv_table *t,
 		srv_repl_exit(s, &q);
 		return false;
 	}
-	keys = malloc(SRV_EV_SWEEP_SLOTS * sizeof(*keys));
-	zero = calloc(width, sizeof(*zero));
+	keys = rs_malloc(SRV_EV_SWEEP_SLOTS * sizeof(*keys));
+	zero = rs_calloc(width, sizeof(*zero));
 	if (!keys || !zero) {
 		free(keys);
 		free(zero);

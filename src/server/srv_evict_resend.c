@@ -117,7 +117,7 @@ void srv_evr_add(struct rs_server *s, uint32_t table_id,
 			cap *= 2;
 		if (cap > SRV_EVR_MAX)
 			cap = SRV_EVR_MAX;
-		v = realloc(e->v, (size_t)cap * sizeof(*e->v));
+		v = rs_realloc(e->v, (size_t)cap * sizeof(*e->v));
 		if (v) {
 			e->v = v;
 			e->cap = cap;
@@ -191,7 +191,7 @@ void srv_evr_tick(struct rs_server *s, uint64_t epoch)
 		return;
 	pthread_mutex_lock(&e->lock);
 	m = e->n < SRV_EVR_BATCH ? e->n : SRV_EVR_BATCH;
-	b = m ? malloc((size_t)m * sizeof(*b)) : NULL;
+	b = m ? rs_malloc((size_t)m * sizeof(*b)) : NULL;
 	if (b)
 		memcpy(b, e->v, (size_t)m * sizeof(*b));
 	pthread_mutex_unlock(&e->lock);
@@ -227,7 +227,7 @@ void srv_evr_tick(struct rs_server *s, uint64_t epoch)
 				if (width > zcap) {
 					free(zero);
 					zcap = width;
-					if (!(zero = calloc(zcap,
+					if (!(zero = rs_calloc(zcap,
 							    sizeof(*zero))))
 						ret = -ENOMEM;
 				}

@@ -189,8 +189,8 @@ int srv_once_init(struct srv_once *o)
 	if (sodium_init() < 0)
 		return rs_seterr(-ENOMEM, "exactly-once: libsodium");
 	crypto_shorthash_keygen(o->hkey);
-	o->bucket = calloc(ONCE_BUCKETS, sizeof(*o->bucket));
-	o->cbucket = calloc(CRED_BUCKETS, sizeof(*o->cbucket));
+	o->bucket = rs_calloc(ONCE_BUCKETS, sizeof(*o->bucket));
+	o->cbucket = rs_calloc(CRED_BUCKETS, sizeof(*o->cbucket));
 	if (o->bucket && o->cbucket)
 		return 0;
 	srv_once_fini(o);
@@ -281,7 +281,7 @@ static struct once_cred *cred_get(struct srv_once *o, uint32_t key)
 	struct once_cred *cr = cred_find(o, key);
 
 	if (cr || o->ncreds >= ONCE_MAX_CREDS ||
-	    !(cr = calloc(1, sizeof(*cr))))
+	    !(cr = rs_calloc(1, sizeof(*cr))))
 		return cr;
 	cr->key = key;
 	cr->next = o->cbucket[cbucket_of(key)];
@@ -609,7 +609,7 @@ static struct once_client *client_live(struct srv_once *o,
 	/* every 1024 new clients, forget the ones long gone */
 	if (++o->created % 1024 == 0)
 		evict_idle(o, now);
-	if (!(c = calloc(1, sizeof(*c))))
+	if (!(c = rs_calloc(1, sizeof(*c))))
 		return NULL;
 	c->id = t->client;
 	c->cred = cr;
@@ -633,7 +633,7 @@ static struct once_call *call_get(struct once_client *c, uint64_t seq)
 		return k;
 	if (c->ncalls == c->cap) {
 		unsigned cap = c->cap ? 2 * c->cap : 4;
-		void *p = realloc(c->calls, cap * sizeof(*c->calls));
+		void *p = rs_realloc(c->calls, cap * sizeof(*c->calls));
 
 		if (!p)
 			return NULL;
@@ -655,7 +655,7 @@ static int insert(struct srv_once *o, struct once_client *c,
 
 	if (k->n + nrec > k->cap) {
 		uint32_t cap = k->n + nrec + 16;
-		void *p = realloc(k->e, (size_t)cap * sizeof(*k->e));
+		void *p = rs_realloc(k->e, (size_t)cap * sizeof(*k->e));
 
 		if (!p)
 			return rs_seterr(-ENOMEM, "exactly-once: out of "

@@ -86,7 +86,7 @@ static int dup_str(char **dst, const char *src)
 	*dst = NULL;
 	if (!src)
 		return 0;
-	*dst = strdup(src);
+	*dst = rs_strdup(src);
 	return *dst ? 0 : -ENOMEM;
 }
 
@@ -106,14 +106,14 @@ int srv_opts_copy(struct srv_opts *dst, const struct srv_opts *src)
 	    coord_etcd_files_copy(&dst->coord_sec, &src->coord_sec))
 		goto nomem;
 	if (src->ntables) {
-		dst->tables = malloc(src->ntables * sizeof(*dst->tables));
+		dst->tables = rs_malloc(src->ntables * sizeof(*dst->tables));
 		if (!dst->tables)
 			goto nomem;
 		memcpy(dst->tables, src->tables,
 		       src->ntables * sizeof(*dst->tables));
 	}
 	if (src->nkeys) {
-		dst->keys = malloc(src->nkeys * sizeof(*dst->keys));
+		dst->keys = rs_malloc(src->nkeys * sizeof(*dst->keys));
 		if (!dst->keys)
 			goto nomem;
 		memcpy(dst->keys, src->keys, src->nkeys * sizeof(*dst->keys));
@@ -221,7 +221,7 @@ int srv_opts_add_key(struct srv_opts *o, const char *field, uint32_t id,
 			return rs_seterr(RS_E_INVAL, "%s.id: key id %u is "
 					 "given twice", field, id);
 		}
-	keys = realloc(o->keys, (o->nkeys + 1) * sizeof(*keys));
+	keys = rs_realloc(o->keys, (o->nkeys + 1) * sizeof(*keys));
 	if (!keys) {
 		auth_key_wipe(&k);
 		return rs_seterr(-ENOMEM, "config: out of memory");
@@ -296,7 +296,7 @@ RS_EXPORT int rs_server_config_new(struct rs_server_config **out)
 
 	if (!out)
 		return rs_seterr(RS_E_INVAL, "config: out is NULL");
-	c = calloc(1, sizeof(*c));
+	c = rs_calloc(1, sizeof(*c));
 	if (!c) {
 		*out = NULL;
 		return rs_seterr(-ENOMEM, "config: out of memory");
@@ -357,7 +357,7 @@ RS_EXPORT int rs_server_config_set_storage(struct rs_server_config *cfg,
 		return rs_seterr(RS_E_INVAL, "storage.path: empty");
 	if ((ret = check_pool_bytes(size)))
 		return ret;
-	if (path && !(p = strdup(path)))
+	if (path && !(p = rs_strdup(path)))
 		return rs_seterr(-ENOMEM, "config: out of memory");
 	free(cfg->o.pool_path);
 	cfg->o.pool_path = p;

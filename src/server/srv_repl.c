@@ -106,7 +106,7 @@ static void chunk_put_locked(struct srv_chunk *ch)
 static struct srv_peer *peer_new(struct rs_server *s,
 				 const struct memb_member *m)
 {
-	struct srv_peer *p = calloc(1, sizeof(*p));
+	struct srv_peer *p = rs_calloc(1, sizeof(*p));
 	pthread_condattr_t ca;
 
 	if (!p)
@@ -178,7 +178,7 @@ struct srv_cfg_view {
 
 static struct srv_cfg_view *view_new(const struct srv_cfg *g)
 {
-	struct srv_cfg_view *v = calloc(1, sizeof(*v) +
+	struct srv_cfg_view *v = rs_calloc(1, sizeof(*v) +
 					g->c.n * sizeof(v->mm[0]));
 
 	if (!v)
@@ -276,15 +276,15 @@ static int target_ring(struct srv_cfg *g)
 static struct srv_cfg *cfg_new(struct rs_server *s,
 			       const struct memb_config *c)
 {
-	struct srv_cfg *g = calloc(1, sizeof(*g));
+	struct srv_cfg *g = rs_calloc(1, sizeof(*g));
 
 	if (!g || memb_config_copy(&g->c, c) ||
 	    memb_placement_new(&g->pl, &g->c) || target_ring(g) ||
-	    !(g->peer = calloc(g->c.n + 1, sizeof(*g->peer)))) {
+	    !(g->peer = rs_calloc(g->c.n + 1, sizeof(*g->peer)))) {
 		cfg_free(g, false);
 		return NULL;
 	}
-	if (!(g->from = calloc(g->c.n + 1, sizeof(*g->from)))) {
+	if (!(g->from = rs_calloc(g->c.n + 1, sizeof(*g->from)))) {
 		cfg_free(g, false);
 		return NULL;
 	}
@@ -601,7 +601,7 @@ void srv_repl_table_missing(struct rs_server *s)
 void srv_repl_adopt(struct rs_server *s, const struct memb_config *c)
 {
 	struct srv_repl *rp = &s->repl;
-	struct memb_config *copy = calloc(1, sizeof(*copy));
+	struct memb_config *copy = rs_calloc(1, sizeof(*copy));
 
 	/* before the agent stores the time of this read: a node never
 	 * vouches for an epoch older than one it has seen */
@@ -896,13 +896,13 @@ static int hold_chunk(struct srv_repl_req *q, struct srv_chunk *ch,
 			return 0;
 	if (q->nchunks == q->cap) {
 		unsigned cap = q->cap ? 2 * q->cap : 8;
-		void *a = realloc(q->chunks, cap * sizeof(*q->chunks));
+		void *a = rs_realloc(q->chunks, cap * sizeof(*q->chunks));
 		void *b;
 
 		if (!a)
 			return -ENOMEM;
 		q->chunks = a;
-		b = realloc(q->chunk_peer, cap * sizeof(*q->chunk_peer));
+		b = rs_realloc(q->chunk_peer, cap * sizeof(*q->chunk_peer));
 		if (!b)
 			return -ENOMEM;
 		q->chunk_peer = b;
@@ -928,7 +928,7 @@ int srv_repl_append(struct srv_repl_req *q, unsigned pi,
 	ch = p->tail;
 	if (!ch || ch->sealed || ch->n == ch->cap || ch->width != width ||
 	    ch->ident != ts->ident || strcmp(ch->table, ts->name)) {
-		ch = calloc(1, sizeof(*ch));
+		ch = rs_calloc(1, sizeof(*ch));
 		if (ch) {
 			ch->cap = REPL_CHUNK_KEYS;
 			ch->width = width;
@@ -936,14 +936,14 @@ int srv_repl_append(struct srv_repl_req *q, unsigned pi,
 			snprintf(ch->table, sizeof(ch->table), "%s",
 				 ts->name);
 			ch->ident = ts->ident;
-			ch->keys = malloc(ch->cap * sizeof(*ch->keys));
-			ch->cl = malloc(ch->cap * sizeof(*ch->cl));
-			ch->sq = malloc(ch->cap * sizeof(*ch->sq));
-			ch->db = malloc(ch->cap * sizeof(*ch->db));
-			ch->st = malloc(ch->cap * sizeof(*ch->st));
-			ch->cr = malloc(ch->cap * sizeof(*ch->cr));
-			ch->kinds = malloc(ch->cap);
-			ch->rows = malloc((size_t)ch->cap * width *
+			ch->keys = rs_malloc(ch->cap * sizeof(*ch->keys));
+			ch->cl = rs_malloc(ch->cap * sizeof(*ch->cl));
+			ch->sq = rs_malloc(ch->cap * sizeof(*ch->sq));
+			ch->db = rs_malloc(ch->cap * sizeof(*ch->db));
+			ch->st = rs_malloc(ch->cap * sizeof(*ch->st));
+			ch->cr = rs_malloc(ch->cap * sizeof(*ch->cr));
+			ch->kinds = rs_malloc(ch->cap);
+			ch->rows = rs_malloc((size_t)ch->cap * width *
 					  sizeof(float));
 		}
 		if (!ch || !ch->keys || !ch->cl || !ch->sq || !ch->db ||

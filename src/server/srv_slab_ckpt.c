@@ -100,9 +100,9 @@ int slab_table_dump_keys(struct slab_table *t, struct ckpt_writer *w,
 	*rows = 0;
 	if ((rc = geom_matches(t, desc, &d.g, "checkpoint")))
 		return rc;
-	d.val = malloc((size_t)d.g.dim * sizeof(float));
-	d.state = sf ? malloc((size_t)sf * sizeof(float)) : NULL;
-	d.payload = malloc(d.g.payload_bytes);
+	d.val = rs_malloc((size_t)d.g.dim * sizeof(float));
+	d.state = sf ? rs_malloc((size_t)sf * sizeof(float)) : NULL;
+	d.payload = rs_malloc(d.g.payload_bytes);
 	if (!d.val || (sf && !d.state) || !d.payload)
 		rc = rs_seterr(-ENOMEM, "checkpoint: out of memory");
 	else if (!changes)
@@ -170,7 +170,7 @@ int slab_table_load(struct slab_table *t, struct ckpt_reader *r,
 	if ((rc = geom_matches(t, d, &g, "restore")))
 		return rc;
 	/* the row, and the scratch of an overwrite (row and state) */
-	val = malloc(((size_t)g.dim * 2 + slab_table_state_floats(t) + 1) *
+	val = rs_malloc(((size_t)g.dim * 2 + slab_table_state_floats(t) + 1) *
 		     sizeof(float));
 	if (!val)
 		return rs_seterr(-ENOMEM, "restore: out of memory");

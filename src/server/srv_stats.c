@@ -472,7 +472,7 @@ static int add(struct srv_stat_list *l, uint32_t table, const char *key,
 {
 	if (l->n == l->cap) {
 		uint32_t cap = l->cap ? l->cap * 2 : 64;
-		struct proto_stat *g = realloc(l->v, cap * sizeof(*g));
+		struct proto_stat *g = rs_realloc(l->v, cap * sizeof(*g));
 
 		if (!g)
 			return rs_seterr(-ENOMEM, "stats: out of memory");

@@ -125,7 +125,7 @@ int srv_table_wrap(struct srv_tables *r, struct slab_table *st,
 	struct slab_table_geom g;
 	int ret;
 
-	t = calloc(1, sizeof(*t));
+	t = rs_calloc(1, sizeof(*t));
 	if (!t)
 		return rs_seterr(-ENOMEM, "table '%s': out of memory",
 				 spec->name);
@@ -380,7 +380,7 @@ int srv_tables_dir(struct srv_tables *r, struct proto_table_info **out,
 	unsigned n = 0;
 
 	pthread_rwlock_rdlock(&r->lock);
-	v = malloc((r->count ? r->count : 1) * sizeof(*v));
+	v = rs_malloc((r->count ? r->count : 1) * sizeof(*v));
 	if (!v) {
 		pthread_rwlock_unlock(&r->lock);
 		return rs_seterr(-ENOMEM, "directory: out of memory");
@@ -626,7 +626,7 @@ int srv_tables_open(struct srv_tables *r, struct rs_server *s,
 	atomic_init(&r->dir_gen, (g0 >> 1) + 1);
 	pthread_mutex_init(&r->admin, NULL);
 	pthread_rwlock_init(&r->lock, NULL);
-	r->cat = calloc(1, sizeof(*r->cat));
+	r->cat = rs_calloc(1, sizeof(*r->cat));
 	if (!r->cat) {
 		ret = rs_seterr(-ENOMEM, "tables: out of memory");
 		goto destroy_locks;

@@ -119,7 +119,7 @@ int slab_ev_attach(struct slab_table *t, const struct slab_ev_cfg *cfg)
 	rc = slab_ev_cfg_validate(cfg, cap);
 	if (rc)
 		return rc;
-	ev = calloc(1, sizeof(*ev));
+	ev = rs_calloc(1, sizeof(*ev));
 	if (!ev)
 		goto nomem;
 	ev->cfg = *cfg;
@@ -127,16 +127,16 @@ int slab_ev_attach(struct slab_table *t, const struct slab_ev_cfg *cfg)
 		ev->cfg.sample = SLAB_EV_SAMPLE_DEFAULT;
 	ev->cap = cfg->max_rows ? cfg->max_rows : cap;
 	ev->shift = log2_up(ev->cap) + 2; /* halve every 4..8 x cap */
-	ev->acc = calloc(cap, sizeof(*ev->acc));
+	ev->acc = rs_calloc(cap, sizeof(*ev->acc));
 	if (!ev->acc)
 		goto nomem;
-	if (cfg->ttl_s && !(ev->upd = calloc(cap, sizeof(*ev->upd))))
+	if (cfg->ttl_s && !(ev->upd = rs_calloc(cap, sizeof(*ev->upd))))
 		goto nomem;
 	if (cfg->admit_k > 1) {
 		width = 1ull << log2_up(4 * ev->cap);
 		width = width < CMS_MIN ? CMS_MIN : width > CMS_MAX ? CMS_MAX
 								   : width;
-		ev->cms = calloc(width, 1);
+		ev->cms = rs_calloc(width, 1);
 		if (!ev->cms)
 			goto nomem;
 		ev->cms_mask = (uint32_t)(width - 1);

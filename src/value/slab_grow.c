@@ -206,7 +206,7 @@ static int copy_rows(struct slab_store *st, struct slab_table *t,
 {
 	uint8_t *ext = st->base + e->ext_off;
 	uint64_t used = atomic_load(&t->next), key;
-	uint64_t *img = malloc(t->rg.stride);
+	uint64_t *img = rs_malloc(t->rg.stride);
 	struct pet_index *pet = NULL;
 	struct row_geom rg;
 	int rc;

@@ -155,7 +155,7 @@ int slab_recover(struct slab_table *t)
 		return rs_seterr(RS_E_CORRUPT, "table '%s': high-water mark "
 				 "%llu above capacity", t->ent.name,
 				 (unsigned long long)c.hwm);
-	c.claimed = calloc(c.hwm / 8 + 1, 1);
+	c.claimed = rs_calloc(c.hwm / 8 + 1, 1);
 	if (!c.claimed)
 		return rs_seterr(-ENOMEM, "table '%s': out of memory",
 				 t->ent.name);

@@ -435,7 +435,7 @@ static int table_attach(struct slab_store *st, const struct slab_dirent *e,
 	    (st->file_backed && !e->log_entry))
 		return rs_seterr(RS_E_CORRUPT, "table '%.64s': bad extent",
 				 e->name);
-	t = calloc(1, sizeof(*t));
+	t = rs_calloc(1, sizeof(*t));
 	if (!t)
 		return rs_seterr(-ENOMEM, "out of memory");
 	t->st = st;
@@ -878,7 +878,7 @@ int slab_store_open_hooked(struct slab_store **out,
 			   SLAB_F_FORMAT))
 		return rs_seterr(RS_E_INVAL, "unknown pool flags %#x",
 				 cfg->flags);
-	st = calloc(1, sizeof(*st));
+	st = rs_calloc(1, sizeof(*st));
 	if (!st)
 		return rs_seterr(-ENOMEM, "out of memory");
 	st->flags = cfg->flags;
@@ -890,7 +890,7 @@ int slab_store_open_hooked(struct slab_store **out,
 		return rs_seterr(-rc, "mutex: %s", strerror(rc));
 	}
 	if (cfg->path) {
-		st->path = strdup(cfg->path);
+		st->path = rs_strdup(cfg->path);
 		rc = st->path ? map_file(st, cfg->size, &created)
 			      : rs_seterr(-ENOMEM, "out of memory");
 	} else {

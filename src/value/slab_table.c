@@ -56,11 +56,11 @@ int slab_table_init(struct slab_table *t)
 
 	t->state_bytes = t->ent.state_floats * 4;
 	t->row_words = (ROW_HDR_BYTES + t->rg.payload_bytes + 7) / 8;
-	t->stripes = aligned_alloc(64, SLAB_NSTRIPES * sizeof(*t->stripes));
+	t->stripes = rs_aligned_alloc(64, SLAB_NSTRIPES * sizeof(*t->stripes));
 	if (!t->stripes)
 		goto err_stripes;
 	memset(t->stripes, 0, SLAB_NSTRIPES * sizeof(*t->stripes));
-	t->stage = aligned_alloc(64, stage_len);
+	t->stage = rs_aligned_alloc(64, stage_len);
 	if (!t->stage)
 		goto err_stage;
 	memset(t->stage, 0, stage_len);
@@ -141,7 +141,7 @@ void slab_free_push(struct slab_table *t, uint32_t r)
 	pthread_mutex_lock(&t->alloc);
 	if (t->nfree == t->free_cap) {
 		uint64_t cap = t->free_cap ? 2 * t->free_cap : 1024;
-		uint32_t *fr = realloc(t->free_rows, cap * sizeof(*fr));
+		uint32_t *fr = rs_realloc(t->free_rows, cap * sizeof(*fr));
 
 		if (!fr) { /* the slot leaks until the next recovery */
 			pthread_mutex_unlock(&t->alloc);

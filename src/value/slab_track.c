@@ -27,7 +27,7 @@ int slab_track_init(struct slab_table *t)
 	struct slab_track *k = &t->track;
 
 	memset(k, 0, sizeof(*k));
-	k->dirty = calloc(words_of(t), sizeof(*k->dirty));
+	k->dirty = rs_calloc(words_of(t), sizeof(*k->dirty));
 	if (!k->dirty)
 		return -ENOMEM;
 	if (pthread_mutex_init(&k->lock, NULL)) {
@@ -61,7 +61,7 @@ void slab_track_deleted_key(struct slab_table *t, uint64_t key)
 		uint64_t *g = NULL;
 
 		if (cap <= SLAB_TRACK_GONE_MAX)
-			g = realloc(k->gone, (size_t)cap * sizeof(*g));
+			g = rs_realloc(k->gone, (size_t)cap * sizeof(*g));
 		if (g) {
 			k->gone = g;
 			k->gone_cap = cap;
@@ -163,7 +163,7 @@ int slab_track_gone(struct slab_table *t, slab_iter_fn fn, void *arg)
 
 	pthread_mutex_lock(&k->lock);
 	n = k->ngone;
-	if (n && (keys = malloc((size_t)n * sizeof(*keys))))
+	if (n && (keys = rs_malloc((size_t)n * sizeof(*keys))))
 		memcpy(keys, k->gone, (size_t)n * sizeof(*keys));
 	pthread_mutex_unlock(&k->lock);
 	if (!n)

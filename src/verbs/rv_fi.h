@@ -17,6 +17,11 @@
  *
  * Without RS_FAULT_INJECT this header defines nothing.
  *
+ * The allocators are those of src/common/alloc.h (rs_calloc, ...), and the
+ * counter is alloc.h's too: the verbs sites are numbered after the
+ * allocator sites, so one arming covers both and a test of the storage
+ * side counts allocations the same way.
+ *
  * Counting. Only threads that called rv_fi_enroll() count and fail (the
  * test's threads, not the device's async thread), so a sequence of calls
  * is repeatable. rv_fi_arm(site, nth) fails the nth call (from 1) of site
@@ -33,8 +38,11 @@
 
 #ifdef RS_FAULT_INJECT
 
+#include "common/alloc.h"
+
+/* the verbs sites, numbered after the allocator sites of alloc.h */
 #define RV_FI_SITES(X)                                                        \
-	X(CALLOC) X(MALLOC) X(REALLOC) X(POSIX_MEMALIGN) X(MMAP)              \
+	X(MMAP)                                                               \
 	X(RDMA_GET_DEVICES) X(RDMA_CREATE_EVENT_CHANNEL) X(RDMA_CREATE_ID)    \
 	X(RDMA_BIND_ADDR) X(RDMA_LISTEN) X(RDMA_RESOLVE_ADDR)                 \
 	X(RDMA_RESOLVE_ROUTE) X(RDMA_CONNECT) X(RDMA_ACCEPT) X(RDMA_REJECT)   \
@@ -47,26 +55,47 @@
 	X(IBV_POST_RECV) X(IBV_POST_SRQ_RECV)
 
 enum rv_fi_site {
+	/* sites 0 .. RS_FI_NALLOC - 1: the allocators (alloc.h) */
+#define RV_FI_ALLOC_ALIAS(s) RV_FI_##s = RS_FI_##s,
+	RS_FI_ALLOC_SITES(RV_FI_ALLOC_ALIAS)
+#undef RV_FI_ALLOC_ALIAS
+	RV_FI_BEFORE_VERBS = RS_FI_NALLOC - 1,
 #define RV_FI_ENUM(s) RV_FI_##s,
 	RV_FI_SITES(RV_FI_ENUM)
 #undef RV_FI_ENUM
 	RV_FI_NSITES,
-	RV_FI_ANY = RV_FI_NSITES
+	RV_FI_ANY = RS_FI_ANY
 };
+_Static_assert((int)RV_FI_NSITES <= (int)RS_FI_MAX_SITES,
+	       "RS_FI_MAX_SITES too small");
 
-void rv_fi_enroll(bool on);		/* the calling thread counts */
-void rv_fi_arm(int site, unsigned long nth);
-unsigned long rv_fi_calls(int site);	/* RV_FI_ANY: all sites */
-bool rv_fi_fired(void);
-const char *rv_fi_site_name(int site);
-bool rv_fi_fail_slow(int site);
+/* The engine is alloc.h's: these are its verbs names. */
+static inline void rv_fi_enroll(bool on)	/* the calling thread counts */
+{
+	rs_fi_enroll(on);
+}
 
-extern __thread bool rv_fi_enrolled;
+static inline void rv_fi_arm(int site, unsigned long nth)
+{
+	rs_fi_arm(site, nth);
+}
+
+static inline unsigned long rv_fi_calls(int site)	/* RV_FI_ANY: all */
+{
+	return rs_fi_calls(site);
+}
+
+static inline bool rv_fi_fired(void)
+{
+	return rs_fi_fired();
+}
 
 static inline bool rv_fi_fail(int site)
 {
-	return __builtin_expect(rv_fi_enrolled, 0) && rv_fi_fail_slow(site);
+	return rs_fi_fail(site);
 }
+
+const char *rv_fi_site_name(int site);
 
 #ifndef RV_FI_NO_MACROS
 #include <errno.h>
@@ -85,11 +114,11 @@ static inline bool rv_fi_fail(int site)
 /* a positive errno */
 #define RV_FI_ERRNO(site, call) (rv_fi_fail(RV_FI_##site) ? EIO : (call))
 
-#define calloc(n, s) RV_FI_NULL(CALLOC, calloc(n, s))
-#define malloc(s) RV_FI_NULL(MALLOC, malloc(s))
-#define realloc(p, s) RV_FI_NULL(REALLOC, realloc(p, s))
-#define posix_memalign(p, a, s)                                               \
-	(rv_fi_fail(RV_FI_POSIX_MEMALIGN) ? ENOMEM : posix_memalign(p, a, s))
+/* the allocators of alloc.h (which are not macros here) */
+#define calloc(n, s) rs_calloc(n, s)
+#define malloc(s) rs_malloc(s)
+#define realloc(p, s) rs_realloc(p, s)
+#define posix_memalign(p, a, s) rs_posix_memalign(p, a, s)
 #define mmap(a, l, p, f, fd, o)                                               \
 	(rv_fi_fail(RV_FI_MMAP) ? (errno = ENOMEM, MAP_FAILED)                \
 				: mmap(a, l, p, f, fd, o))
