@@ -285,6 +285,10 @@ void slab_row_prepare(struct slab_table *t, uint32_t r, uint64_t *img);
 void slab_row_store(struct slab_table *t, uint32_t r, const uint64_t *img);
 void slab_row_tombstone(struct slab_table *t, uint32_t r);
 void slab_free_push(struct slab_table *t, uint32_t r);
+/* Room for n more slots in the free list, so that the next n pushes
+ * cannot fail (a push that cannot grow the list drops the slot until the
+ * next recovery): 0 or -ENOMEM. Recovery reserves its rows first. */
+int slab_free_reserve(struct slab_table *t, uint64_t n);
 
 /* White-box tests only (NULL otherwise): called by slab_insert() with the
  * row lock held, after the new row was published (not yet LIVE) and before

@@ -146,9 +146,22 @@ static void scan_rows(struct slab_table *t, const uint8_t *claimed,
 	}
 }
 
+/* How many of rows [0, hwm) are claimed. */
+static uint64_t claimed_count(const uint8_t *claimed, uint64_t hwm)
+{
+	uint64_t n = 0;
+
+	for (uint64_t i = 0; i < hwm / 8; i++)
+		n += (uint64_t)__builtin_popcount(claimed[i]);
+	for (uint64_t r = hwm / 8 * 8; r < hwm; r++)
+		n += (claimed[r / 8] >> (r % 8)) & 1u;
+	return n;
+}
+
 int slab_recover(struct slab_table *t)
 {
 	struct claim_ctx c = {.t = t, .hwm = t->meta->hwm};
+	int ret;
 
 	memset(&t->rec, 0, sizeof(t->rec));
 	if (c.hwm > t->ent.capacity)
@@ -162,8 +175,16 @@ int slab_recover(struct slab_table *t)
 	if (t->log)
 		replay_log(t, c.hwm);
 	pet_repair(t->pet, claim, &c, &t->rec.index);
-	scan_rows(t, c.claimed, c.hwm);
+	/* room for every unclaimed row first: a push that could not grow
+	 * the free list would lose the row, and the open succeed short of
+	 * capacity. Failing here is safe: the replays and repairs so far
+	 * are done again, to the same result, by the next recovery. */
+	ret = slab_free_reserve(t, c.hwm - claimed_count(c.claimed, c.hwm));
+	if (!ret)
+		scan_rows(t, c.claimed, c.hwm);
 	free(c.claimed);
+	if (ret)
+		return ret;
 	if (t->log) { /* after the replays were persisted */
 		for (unsigned s = 0; s < t->ent.nstripes; s++)
 			pet_st(slab_log_entry(t, s), 0);

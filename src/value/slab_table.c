@@ -136,6 +136,26 @@ static int row_alloc(struct slab_table *t, uint32_t *r)
 	return 0;
 }
 
+int slab_free_reserve(struct slab_table *t, uint64_t n)
+{
+	uint32_t *fr;
+	int ret = 0;
+
+	pthread_mutex_lock(&t->alloc);
+	if (t->nfree + n > t->free_cap) {
+		fr = rs_realloc(t->free_rows, (t->nfree + n) * sizeof(*fr));
+		if (fr) {
+			t->free_rows = fr;
+			t->free_cap = t->nfree + n;
+		} else {
+			ret = rs_seterr(-ENOMEM, "table '%s': out of memory "
+					"for the free list", t->ent.name);
+		}
+	}
+	pthread_mutex_unlock(&t->alloc);
+	return ret;
+}
+
 void slab_free_push(struct slab_table *t, uint32_t r)
 {
 	pthread_mutex_lock(&t->alloc);
