@@ -24,6 +24,7 @@
 
 #include "ckpt/ckpt_int.h"
 #include "common/rs_internal.h"
+#include "common/rs_json.h"
 #include "common/spec_json.h"
 #include "value/optimizer.h"
 #include "value/row_format.h"
@@ -181,8 +182,13 @@ static json_t *manifest_json(const struct ckpt_manifest *m)
 		}
 		if (!jt || !parts ||
 		    json_array_size(parts) != e->nparts ||
-		    v2_json(jt, &e->spec) ||
-		    json_object_set_new(jt, "parts", parts)) {
+		    v2_json(jt, &e->spec)) {
+			json_decref(parts);
+			json_decref(jt);
+			json_decref(tables);
+			return NULL;
+		}
+		if (json_object_set_new(jt, "parts", parts)) { /* takes it */
 			json_decref(jt);
 			json_decref(tables);
 			return NULL;
@@ -241,8 +247,8 @@ int ckpt_manifest_save(const char *dir, const struct ckpt_manifest *m)
 			     dir) >= sizeof(tmp))
 		return rs_seterr(RS_E_INVAL, "checkpoint: path too long");
 	o = manifest_json(m);
-	body = o ? json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER |
-					 JSON_REAL_PRECISION(17)) : NULL;
+	body = o ? rs_json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER |
+					    JSON_REAL_PRECISION(17)) : NULL;
 	json_decref(o);
 	if (!body)
 		return rs_seterr(-ENOMEM, "checkpoint: cannot build the "
@@ -574,6 +580,8 @@ int ckpt_manifest_parse(const char *path, const char *buf, size_t len,
 	char w[64], head[64];
 	struct ckpt_manifest *m = NULL;
 	struct mctx c = { .path = path };
+	json_error_t jerr;
+	bool oom;
 	json_t *o = NULL, *tables;
 	const char *body, *s;
 	unsigned version;
@@ -604,8 +612,12 @@ int ckpt_manifest_parse(const char *path, const char *buf, size_t len,
 				 "manifest is damaged)", path);
 		goto out;
 	}
-	o = json_loadb(body, len - (size_t)(n + 1), JSON_REJECT_DUPLICATES,
-		       NULL);
+	o = rs_json_loadb(body, len - (size_t)(n + 1), JSON_REJECT_DUPLICATES,
+			  &jerr, &oom);
+	if (oom) {
+		c.rc = rs_seterr(-ENOMEM, "checkpoint: out of memory");
+		goto out;
+	}
 	if (!json_is_object(o)) {
 		bad(&c, "(top)", "not a JSON object");
 		goto out;

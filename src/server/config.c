@@ -37,6 +37,7 @@
 
 #include "common/auth.h"
 #include "common/rs_internal.h"
+#include "common/rs_json.h"
 #include "common/spec.h"
 #include "common/spec_fields.h"
 #include "server/config.h"
@@ -1133,8 +1134,10 @@ static int from_json(struct srv_config **out, json_t *root)
 	return 0;
 }
 
-static int syntax_error(const json_error_t *e)
+static int syntax_error(const json_error_t *e, bool oom)
 {
+	if (oom)
+		return rs_seterr(-ENOMEM, "config: out of memory");
 	return rs_seterr(RS_E_INVAL, "line %d, column %d: %s", e->line,
 			 e->column, e->text);
 }
@@ -1143,12 +1146,13 @@ int srv_config_parse(struct srv_config **out, const char *text, size_t len)
 {
 	json_error_t e;
 	json_t *root;
+	bool oom;
 	int rc;
 
 	*out = NULL;
-	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
+	root = rs_json_loadb(text, len, JSON_REJECT_DUPLICATES, &e, &oom);
 	if (!root)
-		return syntax_error(&e);
+		return syntax_error(&e, oom);
 	rc = from_json(out, root);
 	json_decref(root);
 	return rc;
@@ -1158,6 +1162,7 @@ int srv_config_load(struct srv_config **out, const char *path)
 {
 	json_error_t e;
 	json_t *root;
+	bool oom;
 	FILE *f;
 	int rc;
 
@@ -1166,8 +1171,10 @@ int srv_config_load(struct srv_config **out, const char *path)
 		return from_json(out, NULL);
 	if (!(f = fopen(path, "r")))
 		return rs_seterr(-errno, "%s: %s", path, strerror(errno));
-	root = json_loadf(f, JSON_REJECT_DUPLICATES, &e);
 	fclose(f);
+	root = rs_json_load_file(path, JSON_REJECT_DUPLICATES, &e, &oom);
+	if (oom)
+		return rs_seterr(-ENOMEM, "%s: out of memory", path);
 	if (!root)
 		return rs_seterr(RS_E_INVAL, "%s: line %d, column %d: %s",
 				 path, e.line, e.column, e.text);

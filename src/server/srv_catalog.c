@@ -37,6 +37,7 @@
 
 #include <jansson.h>
 
+#include "common/rs_json.h"
 #include "common/spec_json.h"
 #include "server/srv_catalog.h"
 
@@ -77,6 +78,25 @@ json_t *srv_spec_to_json(const struct proto_table_spec *s)
 	return j;
 }
 
+/* j[key] as a string, or as an integer: 0, or -1 if it is absent or of
+ * another type. (json_unpack would do, but it allocates, and an
+ * allocation that failed would read as a record that is not a spec.) */
+static int get_s(json_t *j, const char *key, const char **out)
+{
+	*out = json_string_value(json_object_get(j, key));
+	return *out ? 0 : -1;
+}
+
+static int get_i(json_t *j, const char *key, json_int_t *out)
+{
+	json_t *v = json_object_get(j, key);
+
+	if (!json_is_integer(v))
+		return -1;
+	*out = json_integer_value(v);
+	return 0;
+}
+
 /* The optional "eviction" object (absent: none). 0 or -1. */
 static int evict_from_json(json_t *j, struct proto_evict *e)
 {
@@ -86,8 +106,8 @@ static int evict_from_json(json_t *j, struct proto_evict *e)
 
 	if (!j)
 		return 0;
-	if (json_unpack(j, "{s:s, s:I, s:I, s:I}", "policy", &pol, "max_rows",
-			&max_rows, "ttl_s", &ttl, "admit_after", &k) ||
+	if (get_s(j, "policy", &pol) || get_i(j, "max_rows", &max_rows) ||
+	    get_i(j, "ttl_s", &ttl) || get_i(j, "admit_after", &k) ||
 	    (p = proto_evict_policy_parse(pol)) < 0 || max_rows < 0 ||
 	    max_rows > (json_int_t)PROTO_MAX_CAPACITY || ttl < 0 ||
 	    ttl > PROTO_EVICT_TTL_MAX || k < 0 || k > PROTO_EVICT_ADMIT_MAX)
@@ -142,8 +162,8 @@ int srv_spec_from_json(json_t *j, struct proto_table_spec *s)
 	int k;
 
 	memset(s, 0, sizeof(*s));
-	if (json_unpack(j, "{s:s, s:I, s:s, s:I}", "name", &name, "dim", &dim,
-			"dtype", &dtype, "capacity", &cap))
+	if (get_s(j, "name", &name) || get_i(j, "dim", &dim) ||
+	    get_s(j, "dtype", &dtype) || get_i(j, "capacity", &cap))
 		return -1;
 	if (strlen(name) > PROTO_NAME_MAX || dim < 1 || dim > PROTO_MAX_DIM ||
 	    cap < 1)
@@ -246,13 +266,17 @@ int srv_catalog_load(struct srv_catalog *c)
 {
 	json_error_t jerr;
 	json_t *root;
+	bool oom;
 
 	c->n = 0;
 	if (!c->path[0])
 		return 0;
 	if (access(c->path, F_OK) && errno == ENOENT)
 		return 0;
-	root = json_load_file(c->path, 0, &jerr);
+	root = rs_json_load_file(c->path, 0, &jerr, &oom);
+	if (oom)
+		return rs_seterr(-ENOMEM, "catalog %s: out of memory",
+				 c->path);
 	if (!root)
 		return rs_seterr(RS_E_CORRUPT, "catalog %s: line %d: %s",
 				 c->path, jerr.line, jerr.text);
@@ -264,9 +288,12 @@ int srv_catalog_parse(struct srv_catalog *c, const char *text, size_t len)
 	const char *path = c->path[0] ? c->path : "(text)";
 	json_error_t jerr;
 	json_t *root;
+	bool oom;
 
 	c->n = 0;
-	root = json_loadb(text, len, 0, &jerr);
+	root = rs_json_loadb(text, len, 0, &jerr, &oom);
+	if (oom)
+		return rs_seterr(-ENOMEM, "catalog %s: out of memory", path);
 	if (!root)
 		return rs_seterr(RS_E_CORRUPT, "catalog %s: line %d: %s",
 				 path, jerr.line, jerr.text);
@@ -276,24 +303,34 @@ int srv_catalog_parse(struct srv_catalog *c, const char *text, size_t len)
 int srv_spec_encode(const struct proto_table_spec *s, char *buf, size_t cap)
 {
 	json_t *j = srv_spec_to_json(s);
-	size_t len;
+	char *text = j ? rs_json_dumps(j, JSON_COMPACT |
+					     JSON_REAL_PRECISION(9)) : NULL;
+	size_t len = text ? strlen(text) : 0;
 
-	if (!j)
-		return rs_seterr(-ENOMEM, "catalog: out of memory");
-	len = json_dumpb(j, buf, cap, JSON_COMPACT | JSON_REAL_PRECISION(9));
 	json_decref(j);
-	if (!len || len > cap || len > INT32_MAX)
+	if (!text)
+		return rs_seterr(-ENOMEM, "catalog: out of memory");
+	if (!len || len > cap || len > INT32_MAX) {
+		free(text);
 		return rs_seterr(RS_E_INVAL, "table '%s': its spec does not "
 				 "fit a catalog record of %zu bytes", s->name,
 				 cap);
+	}
+	memcpy(buf, text, len);
+	free(text);
 	return (int)len;
 }
 
 int srv_spec_decode(const void *buf, size_t len, struct proto_table_spec *s)
 {
-	json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+	json_error_t jerr;
+	bool oom;
+	json_t *j = rs_json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr,
+				  &oom);
 	int ret = j ? srv_spec_from_json(j, s) : -1;
 
 	json_decref(j);
+	if (oom)
+		return rs_seterr(-ENOMEM, "catalog: out of memory");
 	return ret;
 }

@@ -27,10 +27,11 @@ struct srv_catalog {
 
 /* pool_path NULL: a DRAM node (load/save do nothing). */
 void srv_catalog_init(struct srv_catalog *c, const char *pool_path);
-/* 0 (a missing file is an empty catalog), RS_E_CORRUPT, -errno. */
+/* 0 (a missing file is an empty catalog), RS_E_CORRUPT, -errno (-ENOMEM
+ * when out of memory, not RS_E_CORRUPT). */
 int srv_catalog_load(struct srv_catalog *c);
 /* The same from the file's text in memory (len bytes, no NUL needed;
- * c->path, if set, names it in messages): 0 or RS_E_CORRUPT. */
+ * c->path, if set, names it in messages): 0, RS_E_CORRUPT or -ENOMEM. */
 int srv_catalog_parse(struct srv_catalog *c, const char *text, size_t len);
 /* Index of the entry for name, or -1. */
 int srv_catalog_find(const struct srv_catalog *c, const char *name);
@@ -43,10 +44,11 @@ int srv_catalog_set(struct srv_catalog *c, const struct proto_table_spec *s,
 json_t *srv_spec_to_json(const struct proto_table_spec *s);
 int srv_spec_from_json(json_t *j, struct proto_table_spec *s);
 
-/* A spec as a pool catalog record (compact JSON) in buf: its length, or
- * RS_E_INVAL if it needs more than cap bytes. */
+/* A spec as a pool catalog record (compact JSON) in buf: its length,
+ * RS_E_INVAL if it needs more than cap bytes, or -ENOMEM. */
 int srv_spec_encode(const struct proto_table_spec *s, char *buf, size_t cap);
-/* A catalog record back to a spec: 0, or -1 if it is not one. */
+/* A catalog record back to a spec: 0, -1 if it is not one, or -ENOMEM
+ * (with the error set) when out of memory. */
 int srv_spec_decode(const void *buf, size_t len, struct proto_table_spec *s);
 
 #endif

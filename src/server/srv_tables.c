@@ -463,17 +463,21 @@ static const struct proto_table_spec *config_spec(const struct srv_opts *o,
 }
 
 /* The spec in t's catalog record: 1, or 0 if it has none (or a record
- * that is not a spec of t's shape: logged). */
+ * that is not a spec of t's shape: logged), or -ENOMEM (not read as a
+ * damaged record). */
 static int spec_from_record(struct srv_tables *r, struct slab_table *st,
 			    struct proto_table_spec *s, const char *pool)
 {
 	char rec[SLAB_CATALOG_MAX];
-	int len = slab_table_catalog(r->store, st, rec, sizeof(rec));
+	int len = slab_table_catalog(r->store, st, rec, sizeof(rec)), ret;
 
 	if (len < 0)
 		return 0;
-	if (srv_spec_decode(rec, (size_t)len, s) ||
-	    strcmp(s->name, slab_table_name(st))) {
+	ret = srv_spec_decode(rec, (size_t)len, s);
+	if (ret == -ENOMEM)
+		return srv_err(ret, "table '%s': reading its catalog record: "
+			       "%s", slab_table_name(st), rs_errormsg());
+	if (ret || strcmp(s->name, slab_table_name(st))) {
 		srv_warn("warning: table '%s' in the pool %s: its catalog "
 			"record is not a table spec", slab_table_name(st),
 			pool);
@@ -503,11 +507,13 @@ static int spec_resolve(struct srv_tables *r, const struct srv_opts *o,
 	bool have_rec, migrate = false;
 	char what[32], rec[SLAB_CATALOG_MAX];
 	size_t ci;
-	int k, ret;
+	int k, ret = 0;
 
 	slab_table_geom(st, &g);
 	cs = config_spec(o, slab_table_name(st), &ci);
-	have_rec = r->file_backed && spec_from_record(r, st, spec, pool);
+	if (r->file_backed && (ret = spec_from_record(r, st, spec, pool)) < 0)
+		return ret;
+	have_rec = r->file_backed && ret;
 	k = srv_catalog_find(r->cat, slab_table_name(st));
 	if (cs) {
 		snprintf(what, sizeof(what), "tables[%zu]", ci);
