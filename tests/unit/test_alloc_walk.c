@@ -18,6 +18,9 @@
  *   - checkpoint: both tables dumped into part files and a MANIFEST
  *     (src/server/srv_slab_ckpt.c, src/ckpt), checked with ckpt_verify;
  *   - restore: that checkpoint loaded into the tables of a fresh store;
+ *   - dump: the node's side of a checkpoint (srv_ckpt_dump, frozen), a
+ *     full part of a table with its state, and an incremental one (the
+ *     rows changed and the keys deleted since the full one);
  *   - adoption: the node's plan of a configuration it adopts
  *     (srv_copy_plan: the ranges it gains, what it keeps, the removal of
  *     the rows it held of gained ranges), as a joining node and as the
@@ -676,6 +679,143 @@ static void adopt_survivor(void **state)
 	adopt_teardown(f);
 }
 
+/* ---- the node's DUMP: srv_ckpt_dump ---- */
+
+#define DUMP_DELS 3u	/* keys the increment deletes (and puts back) */
+
+/* A node of one table (tdefs[1], with state) and its keys, frozen. */
+static void node_setup(struct fx *f)
+{
+	const struct tdef *d = &tdefs[1];
+	struct slab_table *st;
+	float v[8], s[8];
+
+	adopt_setup(f);
+	st = slab_table_get(f->src, d->name);
+	for (uint64_t i = 0; i < d->nkeys; i++) {
+		val_of(d, key_of(i), v, s);
+		assert_int_equal(slab_insert(st, key_of(i), v, s, NULL), 0);
+	}
+	f->tab->st = st;
+	f->s->tables.slot[f->tab->id] = NULL;
+	f->tab->id = slab_table_id(st);
+	f->s->tables.slot[f->tab->id] = f->tab;
+	snprintf(f->tab->spec.name, sizeof(f->tab->spec.name), "%s", d->name);
+	f->tab->spec.dim = d->dim;
+	f->tab->spec.dtype = PROTO_DTYPE_FP32;
+	f->tab->spec.optim.kind = d->optim;
+	f->tab->state_floats = sf_of(d);
+	srv_ckpt_init(f->s);
+	f->s->o.checkpoint_dir = f->ck;
+	assert_int_equal(srv_ckpt_freeze(f->s, 600000, 0), 0);
+}
+
+static void node_teardown(struct fx *f)
+{
+	char p[PATH_MAX];
+
+	srv_ckpt_thaw(f->s);
+	srv_ckpt_destroy(f->s);
+	snprintf(p, sizeof(p), "%s/node/t.rsck", f->ck);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/node", f->ck);
+	rmdir(p);
+	adopt_teardown(f);
+}
+
+static struct proto_ckpt_req dump_req;
+static struct proto_ckpt_reply dump_rep;
+
+static void dump_req_of(uint32_t flags, uint8_t id, uint8_t base)
+{
+	memset(&dump_req, 0, sizeof(dump_req));
+	dump_req.phase = PROTO_CKPT_DUMP;
+	dump_req.flags = flags;
+	memset(dump_req.id, id, sizeof(dump_req.id));
+	memset(dump_req.base, base, sizeof(dump_req.base));
+	snprintf(dump_req.dir, sizeof(dump_req.dir), "node");
+	snprintf(dump_req.table, sizeof(dump_req.table), "%s",
+		 tdefs[1].name);
+	snprintf(dump_req.file, sizeof(dump_req.file), "t.rsck");
+}
+
+static void dump_unlink(struct fx *f)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s/node/t.rsck", f->ck);
+	unlink(p);
+}
+
+static int dump_run(struct fx *f)
+{
+	return srv_ckpt_dump(f->s, &dump_req, &dump_rep);
+}
+
+/* the part: the rows and deletions the reply says, all readable */
+static void dump_check_part(struct fx *f, uint64_t rows, uint64_t dels)
+{
+	struct ckpt_reader *r;
+	struct ckpt_record rec;
+	char p[PATH_MAX];
+	uint64_t n[3] = { 0 };
+	int ret;
+
+	assert_int_equal(dump_rep.rows, rows);
+	assert_int_equal(dump_rep.deleted, dels);
+	snprintf(p, sizeof(p), "%s/node/t.rsck", f->ck);
+	if (ckpt_part_open(&r, p, NULL))
+		fail_msg("%s: %s", p, rs_errormsg());
+	while ((ret = ckpt_part_next(r, &rec)) == 1)
+		n[rec.kind]++;
+	ckpt_part_close(r);
+	assert_int_equal(ret, 0);
+	assert_int_equal(n[CKPT_REC_ROW], rows);
+	assert_int_equal(n[CKPT_REC_DELETED], dels);
+}
+
+static void full_prepare(struct fx *f)
+{
+	dump_unlink(f);
+	dump_req_of(PROTO_CKF_STATE, 1, 0);
+}
+
+static void full_check(struct fx *f)
+{
+	dump_check_part(f, tdefs[1].nkeys, 0);
+}
+
+/* The increment's base: a full part (id 1), uncounted; then DUMP_DELS
+ * keys deleted and one key's row changed. */
+static void incr_prepare(struct fx *f)
+{
+	struct slab_table *t = f->tab->st;
+	float v[8], s[8];
+
+	for (uint64_t i = 0; i < DUMP_DELS; i++) {	/* back, if gone */
+		val_of(&tdefs[1], key_of(i), v, s);
+		slab_insert(t, key_of(i), v, s, NULL);
+	}
+	full_prepare(f);
+	assert_int_equal(dump_run(f), 0);
+	dump_unlink(f);
+	for (uint64_t i = 0; i < DUMP_DELS; i++)
+		assert_int_equal(slab_delete(t, key_of(i)), 0);
+	val_of(&tdefs[1], key_of(DUMP_DELS), v, s);
+	assert_int_equal(slab_put(t, key_of(DUMP_DELS), v, NULL), 0);
+	dump_req_of(PROTO_CKF_STATE | PROTO_CKF_INCR, 2, 1);
+}
+
+static void incr_check(struct fx *f)
+{
+	dump_check_part(f, 1, DUMP_DELS);
+}
+
+static const struct op op_dump_full = { "dump (full)", full_prepare,
+					dump_run, full_check, NULL, false };
+static const struct op op_dump_incr = { "dump (incremental)", incr_prepare,
+					dump_run, incr_check, NULL, false };
+
 /* ---- the node's configuration ---- */
 
 static const char config_text[] =
@@ -796,6 +936,16 @@ static void catalog(void **state)
 	walk(&op_catalog, *state);
 }
 
+static void node_dump(void **state)
+{
+	struct fx *f = *state;
+
+	node_setup(f);
+	walk(&op_dump_full, f);
+	walk(&op_dump_incr, f);
+	node_teardown(f);
+}
+
 static void create_and_open(void **state)
 {
 	struct fx *f = *state;
@@ -866,6 +1016,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(checkpoint_and_restore, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(node_dump, setup, teardown),
 		cmocka_unit_test_setup_teardown(adopt_joining, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(adopt_survivor, setup,
