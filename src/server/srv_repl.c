@@ -515,6 +515,8 @@ static void adopt(struct rs_server *s, const struct memb_config *c)
 		cfg_free(g, true);
 		g = NULL;
 	}
+	if (g)
+		g->adopted_ms = rs_mono_ms();
 	rp->cur = g;
 	view_publish(rp, g);
 	atomic_store(&rp->epoch, g ? g->c.epoch : 0);

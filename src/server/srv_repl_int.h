@@ -86,6 +86,10 @@ struct srv_cfg {
 	 * wait, so that none is acknowledged while a client may still read
 	 * by the configuration before */
 	uint64_t hold_until;
+	/* when this node began to follow it (monotonic ms): a client's read
+	 * lease of an epoch before it ends within the lease after that
+	 * (srv_copy.c, purge_gained) */
+	uint64_t adopted_ms;
 	struct memb_placement *prev_pl;
 	int prev_self;
 	/* [members of the epoch before]: the same member's index here if it

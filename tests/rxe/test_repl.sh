@@ -206,8 +206,10 @@ done
 cat "$d/stale.txt"
 ctl --until-epoch $((e2 + 2)) --timeout 60 >"$d/back.out" 2>&1 ||
   fail "the resumed node did not register again"
-# (it may already have copied its ranges and be active in the next one)
-grep -q "repl: epoch $((e2 + 2)) adopted: .* this node joining" "$d/$paused.log" ||
+# (it may already have copied its ranges and be active in the next one;
+# its adoption waits out the read leases of the epochs it served in before
+# it removes its old rows: srv_copy.c, purge_wait)
+await "$d/$paused.log" "repl: epoch $((e2 + 2)) adopted: .* this node joining" 30 "${pid[$paused]}" ||
   fail "the resumed node is not joining (it must not serve its stale rows)"
 echo "resume: $paused is joining in epoch $((e2 + 2)), not active"
 
