@@ -65,8 +65,8 @@ log "rxe tests (build, build-asan, build-tsan) over Soft-RoCE"
 # rxe-tests.sh runs each tree's tests one at a time: the device is never
 # used by two tests at once
 # (one guest for the three trees: about 38 minutes of tests under TCG on a
-# 2-core host, 2,254 s in the last full run (release 794, ASan 692, TSan
-# 757), 2,480 s for the whole command; the guest's own limit leaves
+# 2-core host, 2,169 s in the last full run (release 686, ASan 634, TSan
+# 839), 2,338 s for the whole command; the guest's own limit leaves
 # room above that)
 RS_VM_PMEM=${RS_VM_PMEM-build/rxe-pmem.img:256M} \
 RS_VM_TIMEOUT=${RS_VM_TIMEOUT:-3600} \
