@@ -162,6 +162,16 @@ static int bad(const char *what, const char *v)
 	return 2;
 }
 
+/* --timeout S of drain and recover: 1..86400 seconds; -1 otherwise. */
+static int parse_timeout(const char *v, unsigned long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoul(v, &end, 10);
+	return errno || *end || !*v || !*out || *out > 86400 ? -1 : 0;
+}
+
 static int parse_float(const char *v, float *out)
 {
 	char *end;
@@ -957,7 +967,7 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 	};
 	bool cancel = false, force = false, wait = true, said = false;
 	unsigned long timeout_s = 600;
-	char prefix[COORD_KEY_MAX + 1], *end;
+	char prefix[COORD_KEY_MAX + 1];
 	struct memb_config cfg;
 	struct coord *c;
 	const char *id;
@@ -974,10 +984,7 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 		else if (o == 'n')
 			wait = false;
 		else if (o == 't') {
-			errno = 0;
-			timeout_s = strtoul(optarg, &end, 10);
-			if (errno || *end || !*optarg || !timeout_s ||
-			    timeout_s > 86400)
+			if (parse_timeout(optarg, &timeout_s))
 				return bad("timeout", optarg);
 		} else
 			return 2;
@@ -1067,7 +1074,7 @@ static int cmd_recover(const char *etcd, const char *cluster, int argc,
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long timeout_s = 30;
-	char prefix[COORD_KEY_MAX + 1], *end;
+	char prefix[COORD_KEY_MAX + 1];
 	struct memb_config cfg;
 	uint64_t t0, deadline;
 	bool said = false;
@@ -1079,10 +1086,7 @@ static int cmd_recover(const char *etcd, const char *cluster, int argc,
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (o != 't')
 			return 2;
-		errno = 0;
-		timeout_s = strtoul(optarg, &end, 10);
-		if (errno || *end || !*optarg || !timeout_s ||
-		    timeout_s > 86400)
+		if (parse_timeout(optarg, &timeout_s))
 			return bad("timeout", optarg);
 	}
 	if (optind != argc) {
