@@ -134,9 +134,8 @@ uint64_t slab_table_live(const struct slab_table *t)
 static void unreserve(struct slab_store *st)
 {
 	pthread_mutex_lock(&st->lock);
-	if (!st->file_backed && st->grow_len &&
-	    madvise(st->base + st->grow_off, st->grow_len, MADV_DONTNEED))
-		st->dram_dirty = true;
+	if (st->grow_len)
+		slab_dram_release(st, st->base + st->grow_off, st->grow_len);
 	st->grow_off = st->grow_len = 0;
 	pthread_mutex_unlock(&st->lock);
 }
@@ -390,8 +389,7 @@ void slab_table_release(struct slab_store *st, struct slab_table *t)
 	for (int i = 0; i < SLAB_MAX_TABLES; i++)
 		if (st->retired[i] == t)
 			st->retired[i] = NULL;
-	if (!st->file_backed && madvise(t->ext, t->ent.ext_len, MADV_DONTNEED))
-		st->dram_dirty = true;
+	slab_dram_release(st, t->ext, t->ent.ext_len);
 	slab_detach(t);
 	pthread_mutex_unlock(&st->lock);
 }

@@ -190,8 +190,10 @@ struct slab_store {
 	unsigned flags;
 	bool file_backed, is_pmem, hugetlb;
 	bool device;	      /* a device dax */
-	bool dram_dirty;      /* DRAM: a drop could not release its extent
-				 (madvise failed), so creates must clear */
+	bool dram_dirty;      /* DRAM: an extent was given up but not
+				 released (madvise failed, or a hugetlb
+				 pool, which keeps its pages), so creates
+				 must clear */
 	_Atomic int io_error; /* sticky errno of a failed msync */
 	slab_persist_hook_fn persist_hook; /* tests only; NULL otherwise */
 	void *persist_ctx;
@@ -306,6 +308,9 @@ int slab_extent_format(struct slab_store *st, const struct slab_dirent *e);
 int slab_attach(struct slab_store *st, const struct slab_dirent *e,
 		bool fresh, struct slab_table **out);
 void slab_detach(struct slab_table *t);	/* frees the DRAM handle */
+/* A DRAM extent given up: its pages back to the system, or kept and the
+ * pool marked dram_dirty (slab_store.c). st->lock held. */
+void slab_dram_release(struct slab_store *st, void *addr, uint64_t len);
 int slab_refuse_full(const struct slab_store *st, const struct slab_dirent *e,
 		     uint64_t largest, uint64_t total);
 uint64_t slab_dirent_checksum(const struct slab_dirent *e);

@@ -35,12 +35,13 @@
  * drop frees its extent at once and nothing about free space is kept on
  * media (or needs recovering). A dropped table's rows stay in the file (or
  * are released with MADV_DONTNEED in DRAM, after which they read as
- * zeros); a new table on a file extent clears its whole READable range
- * (index, padding, every row slot) where it is not zero already and
- * persists it before the table exists, so no byte of the old table is
- * readable through the new table's registration. In DRAM the range is
- * already zero (fresh or released pages) unless a release failed, which
- * makes every later create clear it as in a file.
+ * zeros, except on huge pages, which a pool keeps: slab_dram_release); a
+ * new table on a file extent clears its whole READable range (index,
+ * padding, every row slot) where it is not zero already and persists it
+ * before the table exists, so no byte of the old table is readable
+ * through the new table's registration. In DRAM the range is already
+ * zero (fresh or released pages) unless a release failed or kept the
+ * pages, which makes every later create clear it as in a file.
  *
  * Concurrency: st->lock serializes create, drop, get and info; table
  * operations do not take it.
@@ -544,9 +545,10 @@ static int extent_format(struct slab_store *st, const struct slab_dirent *e)
 			  e->index_off;
 	int rc;
 
-	/* a DRAM extent is zero unless a drop failed to release it: fresh
-	 * anonymous memory, or pages a drop gave back (MADV_DONTNEED on a
-	 * private mapping reads back as zeros) */
+	/* a DRAM extent is zero unless a drop kept its pages (a hugetlb
+	 * pool, or a failed madvise: slab_dram_release): fresh anonymous
+	 * memory, or pages a drop gave back (MADV_DONTNEED on a private
+	 * mapping reads back as zeros) */
 	if (st->file_backed || st->dram_dirty)
 		zero_range(st, ext + e->index_off, rd_len);
 	rc = pet_format(ext + e->index_off, e->rows_off - e->index_off, &g,
@@ -696,11 +698,28 @@ int slab_table_drop(struct slab_store *st, const char *name)
 	pet_st(&catrec_of(st, t->ent.table_id)->checksum, 0);
 	slab_persist(st, catrec_of(st, t->ent.table_id), 8);
 	st->tables[t->ent.table_id] = NULL;
-	if (!st->file_backed && madvise(t->ext, t->ent.ext_len, MADV_DONTNEED))
-		st->dram_dirty = true;
+	slab_dram_release(st, t->ext, t->ent.ext_len);
 	table_free(t);
 	pthread_mutex_unlock(&st->lock);
 	return slab_io_check(st);
+}
+
+/*
+ * Give the pages of a DRAM extent nobody uses any more back to the system
+ * (st->lock held). A MAP_HUGETLB pool keeps them instead: its huge pages
+ * were reserved when it was mapped, and MADV_DONTNEED on a private hugetlb
+ * mapping frees the page without restoring its reservation (Linux 6.1).
+ * The next touch of that range would need an unreserved huge page, which
+ * the connections' MAP_POPULATE buffers may all have taken: the kernel
+ * then kills the node with SIGBUS (tests/rxe/test_pool_hugetlb.c). Kept
+ * pages hold the old rows, so creates clear what they use (dram_dirty).
+ */
+void slab_dram_release(struct slab_store *st, void *addr, uint64_t len)
+{
+	if (st->file_backed)
+		return;
+	if (st->hugetlb || madvise(addr, len, MADV_DONTNEED))
+		st->dram_dirty = true;
 }
 
 /* ---- pool open / close ---- */
