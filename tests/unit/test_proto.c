@@ -2,10 +2,14 @@
  * test_proto.c - the wire format: every message round-trips field by
  * field, the byte layout matches docs/protocol.md, encoders never write
  * past their buffer, the split helper is exact, and each decoder check
- * fires with the documented code and a message naming the field.
- * (Random and mutated input: test_proto_garbage.c.)
+ * fires with the documented code and a message naming the field. The
+ * table spec's hyper-parameters are the rows of common/spec_fields.h,
+ * walked in a loop (spec_rows). (Random and mutated input:
+ * test_proto_garbage.c.)
  */
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +17,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "common/spec_fields.h"
 #include "proto_test_util.h"
 
 static struct corpus corpus;
@@ -228,12 +233,8 @@ static void table_fields(void **state)
 	decode_ok(buf, len, &m);
 	assert_memory_equal(&m.u.table_info, &t, sizeof(t));
 
-	/* semantic checks of the spec, prefixed with the message */
-	s.optim.lr = 0;
-	len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
-	expect_err(buf, len, NULL, RS_E_INVAL,
-		   "TABLE_CREATE request: table 'emb': optimizer.lr: must be");
-	s.optim.lr = 0.1f;
+	/* semantic checks of the spec's shape (the hyper-parameters, row by
+	 * row: spec_rows) */
 	s.dim = 100000;
 	len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
 	expect_err(buf, len, NULL, RS_E_TOOBIG, "dim: 100000");
@@ -255,10 +256,6 @@ static void table_fields(void **state)
 	len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
 	expect_err(buf, len, NULL, RS_E_TOOBIG, "capacity");
 	s.capacity = 1;
-	s.init.a = -1;
-	len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
-	expect_err(buf, len, NULL, RS_E_INVAL, "initializer.a");
-	s.init.a = 0.5f;
 
 	/* eviction: a block after the name, only when asked for */
 	{
@@ -528,15 +525,12 @@ static void keyed_requests(void **state)
 	len = proto_enc_keys_req(buf, sizeof(buf), &h, PROTO_OP_UPDATE, &q);
 	decode_ok(buf, len, &m);
 	assert_true(m.u.keys_req.lr == 0.0f);
-	q.lr = -1.0f;
-	assert_int_equal(proto_enc_keys_req(buf, sizeof(buf), &h,
-					    PROTO_OP_UPDATE, &q), RS_E_INVAL);
-	q.lr = __builtin_nanf("");
-	assert_int_equal(proto_enc_keys_req(buf, sizeof(buf), &h,
-					    PROTO_OP_UPDATE, &q), RS_E_INVAL);
-	q.lr = __builtin_inff();
-	assert_int_equal(proto_enc_keys_req(buf, sizeof(buf), &h,
-					    PROTO_OP_UPDATE, &q), RS_E_INVAL);
+	for (int i = 0; i < 3; i++) {
+		q.lr = (const float[]){ -1.0f, NAN, INFINITY }[i];
+		assert_int_equal(proto_enc_keys_req(buf, sizeof(buf), &h,
+						    PROTO_OP_UPDATE, &q),
+				 RS_E_INVAL);
+	}
 	assert_int_equal(proto_enc_keys_req(buf, sizeof(buf), &h,
 					    PROTO_OP_PUT, &q), RS_E_INVAL);
 	/* without the flag the lr field is not sent */
@@ -874,10 +868,19 @@ static size_t copy_seed(const char *name)
 }
 
 /* v little-endian into width bytes of buf at off */
-static void put_le(size_t off, uint32_t v, int width)
+static void put_le(size_t off, uint64_t v, size_t width)
 {
-	for (int i = 0; i < width; i++)
+	for (size_t i = 0; i < width; i++)
 		buf[off + i] = (uint8_t)(v >> (8 * i));
+}
+
+/* msg cut after `body` bytes of its body, the header saying so: the
+ * decoder must refuse it with RS_E_PROTO and needle */
+static void expect_cut(const uint8_t *msg, size_t body, const char *needle)
+{
+	memmove(buf, msg, PROTO_HDR_BYTES + body);
+	put_le(24, (uint32_t)body, 4);
+	expect_err(buf, PROTO_HDR_BYTES + body, NULL, RS_E_PROTO, needle);
 }
 
 /* one field of a message changed, and what the decoder must say about it
@@ -1019,7 +1022,6 @@ static const struct mutation mutations[] = {
 	{ "grow_req", 32 + 4, 4, 1, RS_E_TOOBIG, "capacity: 4294971392 rows "
 	  "is over the limit" },
 	{ "grow_req", 32 + 8, 1, 3, RS_E_PROTO, "truncated at name" },
-	{ "create_req", 32 + 16, 4, 0x80, RS_E_INVAL, "optimizer.flags" },
 	/* lists: n beyond total; n 5 of total 9 from 2: only 4 present */
 	{ "dir_reply", 32 + 16, 4, 4, RS_E_PROTO, "exceed total 3" },
 	{ "stats_reply", 32 + 8, 4, 5, RS_E_PROTO,
@@ -1164,6 +1166,258 @@ static void decode_checks(void **state)
 		expect_err(buf, (size_t)n, NULL, RS_E_PROTO,
 			   "every held row is a DUMP");
 	}
+}
+
+/* ---- the spec's hyper-parameters: the rows of spec_fields.h ------------ */
+
+/*
+ * A row of SPEC_OPTIM_PARAMS or SPEC_INIT_PARAMS as the wire carries it:
+ * the decoder's name for it, its member and its width. The rows fill the
+ * spec's body in order from offset 16 to the name at 64 (docs/protocol.md),
+ * so each row's offset follows from the rows before it; spec_layout()
+ * pins that order to the bytes.
+ */
+struct wire_row {
+	const char *name;
+	size_t member; /* in struct proto_table_spec */
+	size_t width;
+	int type;      /* enum spec_type */
+	float lo, hi;
+	int lo_open, hi_open;
+};
+
+#define WIRE_ROW(grp, label, n, type, lo, lo_open, hi, hi_open, ...)   \
+	{ label #n, offsetof(struct proto_table_spec, grp.n),             \
+	  sizeof(((struct proto_table_spec *)0)->grp.n), SPEC_T_##type,   \
+	  lo, hi, lo_open, hi_open },
+#define WIRE_OPTIM(A, ...) WIRE_ROW(optim, "optimizer.", __VA_ARGS__)
+#define WIRE_INIT(A, ...) WIRE_ROW(init, "initializer.", __VA_ARGS__)
+
+static const struct wire_row wire_rows[] = {
+	SPEC_OPTIM_PARAMS(WIRE_OPTIM, 0)
+	SPEC_INIT_PARAMS(WIRE_INIT, 0)
+};
+
+#define ROWS_AT 16  /* the optimizer's flags */
+#define ROWS_END 64 /* the table name */
+
+/* The messages that carry a spec, and where it starts in their body. */
+enum { IN_CREATE_REQ, IN_CREATE_REPLY, IN_DIR_REPLY, IN_COUNT };
+static const size_t spec_at[IN_COUNT] = { 0, 112, 24 + 112 };
+
+/* The message `in` around sample_info()'s spec, named "emb". */
+static int enc_carrier(int in, uint8_t *out, size_t cap)
+{
+	struct proto_table_info t = sample_info("emb", 3);
+	struct proto_hdr h = hdr_of(1, 0);
+	uint32_t w;
+
+	if (in == IN_CREATE_REQ)
+		return proto_enc_table_create_req(out, cap, &h, &t.spec);
+	if (in == IN_CREATE_REPLY)
+		return proto_enc_table_create_reply(out, cap, &h, &t);
+	return proto_enc_table_dir_reply(out, cap, &h, 1, 1, 0, &t, 1, &w);
+}
+
+/* The spec in a decoded message `in` (a directory's only entry). */
+static struct proto_table_spec spec_of(int in, struct proto_msg *m)
+{
+	struct proto_table_info t;
+
+	if (in == IN_CREATE_REQ)
+		return m->u.table_create;
+	if (in == IN_CREATE_REPLY)
+		return m->u.table_info.spec;
+	assert_int_equal(proto_table_dir_next(&m->u.table_dir, &t), 1);
+	return t.spec;
+}
+
+static uint64_t fbits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+/* v into a member of `width` bytes, in host order (put_le() is the
+ * wire's) */
+static void put_member(void *p, uint64_t v, size_t width)
+{
+	uint32_t u = (uint32_t)v;
+
+	memcpy(p, width == 8 ? (void *)&v : (void *)&u, width);
+}
+
+/*
+ * Values of row r as wire bits: ok[] decode, bad[] are refused. An f32's
+ * range from both sides of each bound (the last value in, the first out;
+ * an infinite bound's last is +-FLT_MAX), inf and NaN; for the flags
+ * every known bit, and each unknown bit alone; a seed takes anything.
+ */
+static void row_values(const struct wire_row *r, uint64_t *ok, size_t *nok,
+		       uint64_t *bad, size_t *nbad)
+{
+	const float lo = r->lo, hi = r->hi;
+
+	*nok = *nbad = 0;
+	if (r->type == SPEC_T_u64) {
+		ok[(*nok)++] = 0;
+		ok[(*nok)++] = UINT64_MAX;
+		ok[(*nok)++] = 0x0123456789abcdefull;
+		return;
+	}
+	if (r->type == SPEC_T_u32) {
+		ok[(*nok)++] = 0;
+		ok[(*nok)++] = (uint32_t)hi;
+		for (int b = 0; b < 32; b++)
+			if (!((uint32_t)hi & 1u << b))
+				bad[(*nbad)++] = 1u << b;
+		return;
+	}
+	ok[(*nok)++] = fbits(isinf(lo) ? -FLT_MAX :
+			     r->lo_open ? nextafterf(lo, INFINITY) : lo);
+	ok[(*nok)++] = fbits(isinf(hi) ? FLT_MAX :
+			     r->hi_open ? nextafterf(hi, -INFINITY) : hi);
+	if (isfinite(lo))
+		bad[(*nbad)++] = fbits(r->lo_open ? lo
+						  : nextafterf(lo, -INFINITY));
+	if (isfinite(hi))
+		bad[(*nbad)++] = fbits(r->hi_open ? hi
+						  : nextafterf(hi, INFINITY));
+	bad[(*nbad)++] = fbits(INFINITY);
+	bad[(*nbad)++] = fbits(-INFINITY);
+	bad[(*nbad)++] = fbits(NAN);
+}
+
+/* A message that carries a spec: its bytes, what the decoder calls it,
+ * the spec it decodes to */
+struct carrier {
+	int in;
+	char what[32];
+	uint8_t msg[1024];
+	size_t len;
+	struct proto_table_spec base;
+};
+
+/* Row r at body offset `off` of c: each ok value decodes into r's member
+ * alone and encodes back to the same bytes, each bad one is refused
+ * naming r, and the body cut inside r is refused as truncated at r. */
+static void check_row(const struct wire_row *r, size_t off,
+		      const struct carrier *c)
+{
+	const uint8_t *msg = c->msg;
+	const size_t len = c->len;
+	const char *what = c->what;
+	uint64_t ok[3], bad[32];
+	size_t nok, nbad;
+	struct proto_table_spec want, got;
+	struct proto_msg m;
+	char needle[160];
+
+	row_values(r, ok, &nok, bad, &nbad);
+	for (size_t i = 0; i < nok; i++) {
+		memcpy(buf, msg, len);
+		put_le(PROTO_HDR_BYTES + off, ok[i], r->width);
+		decode_ok(buf, len, &m);
+		if (reencode(&m, buf2, sizeof(buf2)) != (int)len ||
+		    memcmp(buf2, buf, len))
+			fail_msg("%s %s 0x%llx: re-encoding differs", what,
+				 r->name, (unsigned long long)ok[i]);
+		want = c->base;
+		put_member((uint8_t *)&want + r->member, ok[i], r->width);
+		got = spec_of(c->in, &m);
+		if (memcmp(&got, &want, sizeof(got)))
+			fail_msg("%s %s 0x%llx: decoded spec differs", what,
+				 r->name, (unsigned long long)ok[i]);
+	}
+	for (size_t i = 0; i < nbad; i++) {
+		memcpy(buf, msg, len);
+		put_le(PROTO_HDR_BYTES + off, bad[i], r->width);
+		if (proto_decode(buf, len, NULL, &m) == 0)
+			fail_msg("%s %s 0x%llx: accepted", what, r->name,
+				 (unsigned long long)bad[i]);
+		if (r->type == SPEC_T_u32)
+			snprintf(needle, sizeof(needle), "%s: table 'emb': %s: "
+				 "unknown bits 0x%llx", what, r->name,
+				 (unsigned long long)bad[i]);
+		else
+			snprintf(needle, sizeof(needle),
+				 "%s: table 'emb': %s: must be", what, r->name);
+		expect_err(buf, len, NULL, RS_E_INVAL, needle);
+	}
+	for (size_t k = 0; k < r->width; k++) {
+		snprintf(needle, sizeof(needle), "%s: truncated at %s (offset "
+			 "%zu needs %zu bytes, %zu left)", what, r->name, off,
+			 r->width, k);
+		expect_cut(msg, off + k, needle);
+	}
+}
+
+/* Every row in every message that carries a spec. */
+static void spec_rows(void **state)
+{
+	static struct carrier c;
+	struct proto_msg m;
+
+	(void)state;
+	assert_int_equal(RS_ARRAY_SIZE(wire_rows), spec_nfields);
+	for (int in = 0; in < IN_COUNT; in++) {
+		const int len = enc_carrier(in, c.msg, sizeof(c.msg));
+		size_t off = spec_at[in] + ROWS_AT;
+
+		assert_true(len > 0);
+		c.in = in;
+		c.len = (size_t)len;
+		decode_ok(c.msg, c.len, &m);
+		snprintf(c.what, sizeof(c.what), "%s %s",
+			 proto_op_name(m.hdr.opcode),
+			 in == IN_CREATE_REQ ? "request" : "reply");
+		c.base = spec_of(in, &m);
+		for (size_t i = 0; i < RS_ARRAY_SIZE(wire_rows); i++) {
+			check_row(&wire_rows[i], off, &c);
+			off += wire_rows[i].width;
+		}
+		assert_int_equal(off, spec_at[in] + ROWS_END);
+	}
+}
+
+/* The fixed part of a spec byte for byte (docs/protocol.md, "Table
+ * spec"): a value per row, so that rows reordered or resized change the
+ * wire and fail here. */
+static void spec_layout(void **state)
+{
+	static const uint8_t want[ROWS_END] = {
+		8, 0, 0, 0, PROTO_DTYPE_FP16, OPTIM_ADAM, INIT_NORMAL, 0,
+		1, 2, 3, 4, 0, 0, 0, 0,			   /* capacity */
+		1, 0, 0, 0, 0, 0, 0, 0x3f,		   /* flags, lr */
+		0, 0, 0x80, 0x3e, 0, 0, 0x40, 0x3f,	   /* eps, beta1 */
+		0, 0, 0x60, 0x3f, 0, 0, 0, 0x3e,	   /* beta2, wd */
+		0, 0, 0, 0x40, 0, 0, 0x40, 0x40,	   /* acc, value */
+		0, 0, 0xc0, 0x3f, 0, 0, 0xa0, 0x3f,	   /* a, std */
+		0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, /* seed */
+	};
+	struct proto_table_spec s;
+	struct proto_hdr h = hdr_of(1, 0);
+	struct proto_msg m;
+	int len;
+
+	(void)state;
+	memset(&s, 0, sizeof(s)); /* padding too: compared whole below */
+	snprintf(s.name, sizeof(s.name), "ab");
+	s.dim = 8;
+	s.dtype = PROTO_DTYPE_FP16;
+	s.capacity = 0x04030201;
+	s.optim = (struct optim_params){ OPTIM_ADAM, OPTIM_F_DECOUPLED, 0.5f,
+					 0.25f, 0.75f, 0.875f, 0.125f, 2.0f };
+	s.init = (struct init_params){ INIT_NORMAL, 3.0f, 1.5f, 1.25f,
+				       0x1112131415161718ull };
+	len = proto_enc_table_create_req(buf, sizeof(buf), &h, &s);
+	assert_int_equal(len, PROTO_HDR_BYTES + ROWS_END + 2 + 2);
+	assert_memory_equal(buf + PROTO_HDR_BYTES, want, sizeof(want));
+	assert_memory_equal(buf + PROTO_HDR_BYTES + ROWS_END, "\2\0ab", 4);
+	decode_ok(buf, (size_t)len, &m);
+	assert_memory_equal(&m.u.table_create, &s, sizeof(s));
 }
 
 static void names_limits_dtypes(void **state)
@@ -1322,6 +1576,14 @@ static void keyed_once(void **state)
 {
 	static const uint32_t ops[] = { PROTO_OP_GET_OR_INIT, PROTO_OP_PUT,
 					PROTO_OP_UPDATE, PROTO_OP_DELETE };
+	static const struct {
+		uint64_t client, seq, done_below;
+		const char *needle;
+	} bad[3] = {
+		{ 0, 2, 1, "client: must not be 0" },
+		{ 1, 0, 0, "seq: must be >= 1" },
+		{ 1, 4, 5, "done_below: 5 is over seq 4" },
+	};
 	uint64_t keys[5] = { 1, 2, 3, UINT64_MAX, 0 }, k2[5];
 	float rows[5 * 3], r2[5 * 3];
 	struct proto_hdr h = hdr_of(1, 0);
@@ -1414,33 +1676,17 @@ static void keyed_once(void **state)
 				/* the encoder refuses what no decoder
 				 * accepts */
 				q.flags |= PROTO_KF_ONCE;
-				q.client = 0;
-				assert_int_equal(proto_enc_keys_req(
-							 buf, sizeof(buf), &h,
-							 op, &q),
-						 RS_E_INVAL);
-				assert_non_null(strstr(rs_errormsg(),
-						       "client: must not be "
-						       "0"));
-				q.client = 1;
-				q.seq = 0;
-				q.done_below = 0;
-				assert_int_equal(proto_enc_keys_req(
-							 buf, sizeof(buf), &h,
-							 op, &q),
-						 RS_E_INVAL);
-				assert_non_null(strstr(rs_errormsg(),
-						       "seq: must be >= 1"));
-				q.seq = 4;
-				q.done_below = 5;
-				assert_int_equal(proto_enc_keys_req(
-							 buf, sizeof(buf), &h,
-							 op, &q),
-						 RS_E_INVAL);
-				assert_non_null(strstr(rs_errormsg(),
-						       "done_below: 5 is over "
-						       "seq 4"));
-				q.done_below = 4; /* equal: fine */
+				for (size_t b = 0; b < 3; b++) {
+					q.client = bad[b].client;
+					q.seq = bad[b].seq;
+					q.done_below = bad[b].done_below;
+					expect_refused(proto_enc_keys_req(
+							       buf, sizeof(buf),
+							       &h, op, &q),
+						       RS_E_INVAL,
+						       bad[b].needle);
+				}
+				q.done_below = 4; /* equal to seq: fine */
 				assert_true(proto_enc_keys_req(buf, sizeof(buf),
 							       &h, op, &q) > 0);
 			}
@@ -1468,17 +1714,11 @@ static void keyed_once(void **state)
 	expect_err(buf, len, NULL, RS_E_PROTO,
 		   "DELETE request: client: must not be 0 (with the ONCE "
 		   "flag)");
-	memcpy(buf, buf2, (size_t)len);
-	put_le(24, 44, 4);
-	expect_err(buf, 32 + 44, NULL, RS_E_PROTO, "truncated at client");
-	put_le(24, 52, 4);
-	expect_err(buf, 32 + 52, NULL, RS_E_PROTO, "truncated at seq");
-	put_le(24, 60, 4);
-	expect_err(buf, 32 + 60, NULL, RS_E_PROTO, "truncated at done_below");
-	put_le(24, 63, 4);
-	expect_err(buf, 32 + 63, NULL, RS_E_PROTO,
-		   "truncated at done_below (offset 56 needs 8 bytes, 7 "
-		   "left)");
+	expect_cut(buf2, 44, "truncated at client");
+	expect_cut(buf2, 52, "truncated at seq");
+	expect_cut(buf2, 60, "truncated at done_below");
+	expect_cut(buf2, 63, "truncated at done_below (offset 56 needs 8 "
+		   "bytes, 7 left)");
 }
 
 /* members i of a large configuration: 63-byte ids, 127-byte addresses */
@@ -1671,18 +1911,10 @@ static void config_refusals(void **state)
 	expect_err(buf, len, NULL, RS_E_PROTO, "ready: epoch 1 is past the "
 		   "configuration's 0");
 	/* a truncated entry; no read lease; a trailing byte */
-	memcpy(buf, buf2, (size_t)len0);
-	put_le(24, (uint32_t)(len0 - 17 - 32), 4);
-	expect_err(buf, (size_t)len0 - 17, NULL, RS_E_PROTO,
+	expect_cut(buf2, (size_t)len0 - 17 - 32,
 		   "truncated at members[2].addr");
-	memcpy(buf, buf2, (size_t)len0);
-	put_le(24, (uint32_t)(len0 - 12 - 32), 4);
-	expect_err(buf, (size_t)len0 - 12, NULL, RS_E_PROTO,
-		   "truncated at lease_ms");
-	memcpy(buf, buf2, (size_t)len0);
-	put_le(24, (uint32_t)(len0 - 4 - 32), 4);
-	expect_err(buf, (size_t)len0 - 4, NULL, RS_E_PROTO,
-		   "truncated at ready");
+	expect_cut(buf2, (size_t)len0 - 12 - 32, "truncated at lease_ms");
+	expect_cut(buf2, (size_t)len0 - 4 - 32, "truncated at ready");
 	/* ready from a node that is no member */
 	memcpy(buf, buf2, (size_t)len0);
 	put_le(32 + 20, PROTO_CONFIG_NO_SELF, 4);
@@ -2041,12 +2273,9 @@ static void repl_refusals(void **state)
 	expect_err(buf, (size_t)len0, &lim, RS_E_TOOBIG,
 		   "width: 5 is over the limit 4");
 	/* truncated; trailing */
-	memcpy(buf, buf2, (size_t)len0);
-	put_le(24, (uint32_t)(len0 - 1 - 32), 4);
-	expect_err(buf, (size_t)len0 - 1, NULL, RS_E_PROTO,
+	expect_cut(buf2, (size_t)len0 - 1 - 32,
 		   "need 176 bytes after the table name, 175 present");
-	put_le(24, 20, 4);
-	expect_err(buf, 32 + 20, NULL, RS_E_PROTO, "truncated at table padding");
+	expect_cut(buf2, 20, "truncated at table padding");
 	memcpy(buf, buf2, (size_t)len0);
 	put_le(24, (uint32_t)(len0 + 1 - 32), 4);
 	buf[len0] = 0;
@@ -2261,6 +2490,8 @@ int main(void)
 		cmocka_unit_test(hello_fields),
 		cmocka_unit_test(table_fields),
 		cmocka_unit_test(table_epoch),
+		cmocka_unit_test(spec_layout),
+		cmocka_unit_test(spec_rows),
 		cmocka_unit_test(dir_pagination),
 		cmocka_unit_test(stats_pagination),
 		cmocka_unit_test(keyed_requests),
