@@ -49,13 +49,13 @@ incl() {
 		END { print v + 0 }' "$2"
 }
 
-# run NAME [bench args...]: a fresh node and the bench, both under callgrind
-run() {
-	local n=$1 log=$tmp/node.$1.log
+# node LOG [PREFIX...]: a fresh node (spin 0), run by PREFIX (e.g. under
+# callgrind); sets srv and addr
+node() {
+	local log=$1
 	shift
 	printf '{"spin_us": 0}\n' >"$tmp/node.json"
-	valgrind --tool=callgrind --callgrind-out-file="$tmp/cgn.$n.out" \
-		"$build/recstore-server" -c "$tmp/node.json" \
+	"$@" "$build/recstore-server" -c "$tmp/node.json" \
 		--listen "$RS_RDMA_IP:0" >"$log" 2>&1 &
 	srv=$!
 	for _ in $(seq 1200); do
@@ -64,12 +64,23 @@ run() {
 		sleep 0.1
 	done
 	addr=$(sed -n 's/.*listening on \(.*\)$/\1/p' "$log" | head -n 1)
-	valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.$n.out" \
-		"$build/recstore-bench" "${shape[@]}" "$@" --nodes "$addr" \
-		>"$tmp/bench.$n" 2>&1 || { cat "$tmp/bench.$n"; exit 1; }
+}
+node_stop() {
 	kill -TERM $srv
 	wait $srv || true
 	srv=
+}
+
+# run NAME [bench args...]: a fresh node and the bench, both under callgrind
+run() {
+	local n=$1
+	shift
+	node "$tmp/node.$n.log" valgrind --tool=callgrind \
+		--callgrind-out-file="$tmp/cgn.$n.out"
+	valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.$n.out" \
+		"$build/recstore-bench" "${shape[@]}" "$@" --nodes "$addr" \
+		>"$tmp/bench.$n" 2>&1 || { cat "$tmp/bench.$n"; exit 1; }
+	node_stop
 	callgrind_annotate --inclusive=yes --threshold=100 "$tmp/cg.$n.out" \
 		>"$tmp/cg.$n.txt" 2>/dev/null || true
 	callgrind_annotate --inclusive=yes --threshold=100 "$tmp/cgn.$n.out" \
@@ -97,3 +108,29 @@ say "result path_client_update_instr_per_key $(per $((cB - cA)) "$ku") ($ku keys
 say "result path_client_rpc_get_instr_per_key $(per $((cC - cA)) "$kr") ($kr keys)"
 say "result path_node_update_instr_per_key $(per $((sB - sA)) "$ku")"
 say "result path_node_rpc_get_instr_per_key $(per $((sC - sA)) "$kr")"
+
+# Per call, as a caller sees it: the client's instructions inside rs_get
+# (callgrind --toggle-collect, spin 0) for one-key gets of MODE: warm (the
+# location cache holds the key), cold (RS_F_NOCACHE: bucket READs, then
+# the row) and rpc (RS_F_RPC). Two runs of recstore-bench --single-mode
+# with S and 3S calls against a fresh node: their difference / 2S is one
+# call, connecting and the untimed first get cancelling out.
+calls=${RS_BENCH_CALLS:-200}
+# instructions collected in rs_get by a run of $2 calls of mode $1
+call_ir() {
+	local f=$tmp/cgc.$1.$2
+	node "$tmp/node.call.log"
+	valgrind --tool=callgrind --toggle-collect=rs_get \
+		--callgrind-out-file="$f.out" "$build/recstore-bench" \
+		--tables 1 --keys 1000 --dim "${RS_BENCH_DIM:-64}" --spin-us 0 \
+		--single-mode "$1" --samples "$2" --nodes "$addr" \
+		>"$f.log" 2>&1 || { cat "$f.log"; exit 1; }
+	node_stop
+	callgrind_annotate "$f.out" 2>/dev/null |
+		awk '/PROGRAM TOTALS/ { v = $1; gsub(",", "", v); print v + 0; exit }'
+}
+say "== client instructions per one-key rs_get call (callgrind, spin 0, dim ${RS_BENCH_DIM:-64})"
+for m in warm cold rpc; do
+	a=$(call_ir $m "$calls") b=$(call_ir $m $((3 * calls)))
+	say "result path_client_call_${m}_instr $(per $((b - a)) $((2 * calls))) ($((2 * calls)) calls)"
+done

@@ -52,6 +52,7 @@ struct opts {
 	int single_key, verify, no_rpc, no_update, cold, primary_reads;
 	double idle; /* --idle: seconds to stay connected and idle at the end */
 	unsigned lat_samples;
+	int single_mode; /* --single-mode: only that mode (< 0: all three) */
 	int spin_us; /* < 0: client default */
 	double update_lr; /* >= 0: every update passes this lr (rs_update_ex) */
 };
@@ -564,6 +565,7 @@ static int single_key(struct bench *b)
 		     { "rpc", RS_F_RPC } };
 	enum { NMODE = sizeof(mode) / sizeof(mode[0]) };
 	unsigned n = b->o.lat_samples;
+	int only = b->o.single_mode;
 	double *lat = malloc((size_t)NMODE * n * sizeof(double));
 	float *row = malloc(b->o.dim * sizeof(float));
 	uint64_t key = fused_id(0, 0);
@@ -580,6 +582,8 @@ static int single_key(struct bench *b)
 	for (unsigned i = 0; i < 2 * n && ret >= 0; i++)
 		for (unsigned m = i < n ? 0 : 2; m < (i < n ? 2u : 3u) &&
 						 ret >= 0; m++) {
+			if (only >= 0 && m != (unsigned)only)
+				continue;
 			double t0 = now_s();
 
 			ret = rs_get(b->t[0], &key, 1, row, &st, mode[m].flags);
@@ -594,6 +598,9 @@ static int single_key(struct bench *b)
 	}
 	for (unsigned m = 0; m < NMODE; m++) {
 		double p50 = percentile(lat + m * n, n, 0.5);
+
+		if (only >= 0 && m != (unsigned)only)
+			continue;
 		double p99 = percentile(lat + m * n, n, 0.99);
 
 		printf("bench: single-key %-4s p50 %8.1f us  p99 %8.1f us  "
@@ -733,6 +740,9 @@ static void usage(FILE *f)
 "                   schedule would); default: the table's lr\n"
 "  --cold           do not pre-fill the location cache before the phases\n"
 "  --single-key     one-key get latency, warm and cold cache (--samples N)\n"
+"  --single-mode M  --single-key of mode M only (warm, cold or rpc: one\n"
+"                   untimed get, then N of that mode; ci/bench-path.sh\n"
+"                   counts a call's instructions so)\n"
 "  --verify         put, read back (cached, uncached, RPC) and compare\n"
 "  --idle S         at the end stay connected and idle for S seconds, or\n"
 "                   until SIGINT/SIGTERM (blocked until then)\n");
@@ -763,6 +773,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		{ "cold", 0, 0, 'C' }, { "spin-us", 1, 0, 'W' },
 		{ "idle", 1, 0, 'I' }, { "update-lr", 1, 0, 'L' },
 		{ "primary-reads", 0, 0, 'B' }, { "evict", 1, 0, 'E' },
+		{ "single-mode", 1, 0, 'M' },
 		{ 0, 0, 0, 0 }
 	};
 	unsigned long long v;
@@ -771,7 +782,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 	*o = (struct opts){ .tables = 26, .batch = 4096, .dim = 128,
 			    .threads = 1, .iters = 5, .zipf = 0.99,
 			    .keys = 1000, .optim = "sgd", .prefix = "bench_t",
-			    .lat_samples = 200, .spin_us = -1,
+			    .lat_samples = 200, .single_mode = -1,
+			    .spin_us = -1,
 			    .update_lr = -1 };
 	o->nodes = getenv("RS_NODES");
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -793,6 +805,11 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			o->threads = (unsigned)v; break;
 		case 'S': bad = parse_uint(optarg, 1, 1u << 24, &v);
 			o->lat_samples = (unsigned)v; break;
+		case 'M': o->single_key = 1;
+			o->single_mode = !strcmp(optarg, "warm") ? 0 :
+					 !strcmp(optarg, "cold") ? 1 :
+					 !strcmp(optarg, "rpc") ? 2 : -1;
+			bad = o->single_mode < 0; break;
 		case 'z': o->zipf = strtod(optarg, NULL);
 			bad = !(o->zipf >= 0 && o->zipf < 10); break;
 		case 's': o->seconds = strtod(optarg, NULL);
