@@ -62,6 +62,20 @@ int rs_server_config_load(struct rs_server_config **out, const char *path);
 /* Accepts NULL and *cfg == NULL; sets *cfg to NULL. */
 void rs_server_config_delete(struct rs_server_config **cfg);
 
+/*
+ * Any setting of the config file that holds one value, by its path in the
+ * file ("workers", "storage.size", "coord.lease_ms"; docs/config.md), from
+ * the text the file would hold: "4", "2GiB", "true", "pmem", "0.25", a
+ * name or a path; NULL for null (no path). The value passes the checks of
+ * the file and a refusal is RS_E_INVAL with the file's message, which
+ * starts with the path ("workers: must be an integer in [1, 256]"); an
+ * unknown path names the closest known one. Setting storage.path picks
+ * the pmem backend (NULL: DRAM). Checks that involve several settings
+ * wait for rs_server_open(). Since 0.8.
+ */
+int rs_server_config_set(struct rs_server_config *cfg, const char *path,
+			 const char *value);
+
 /* Override the listening endpoint: "ADDR:PORT" (IPv4 address of an RDMA
  * netdev; port 0 picks a free port, see rs_server_listen_addr()). */
 int rs_server_config_set_listen(struct rs_server_config *cfg,

@@ -7,6 +7,12 @@
  * it knows in a fixed order, so that later checks can rely on earlier
  * values whatever order the file uses (tables are read last, after the
  * limits they are checked against). Cross-field checks come at the end.
+ * The fields that hold one value are rows of srv_config_rows[] (config.h):
+ * an object reads its rows in table order (parse_rows()), the defaults
+ * are the rows', and srv_config_set() parses one row from a string by
+ * wrapping it in the JSON the row expects, so that a setting from C gets
+ * the file's checks and messages. The rest (tables[], auth.keys[],
+ * coord.endpoints[]) has its own code below.
  *
  * Errors: every message starts with the JSON path of the offending field,
  * kept in struct ctx as the parser descends ("tables[2].optimizer.lr");
@@ -26,6 +32,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,7 +235,6 @@ static int get_uint(struct ctx *c, json_t *obj, const char *key,
 	}
 
 NARROW_GET(get_u32, uint32_t)
-NARROW_GET(get_u16, uint16_t)
 
 /* obj[key] into *v when present and of one of the JSON types in `types`
  * (a mask of 1 << json_type); *v NULL when absent. */
@@ -703,6 +709,8 @@ static int parse_tables(struct ctx *c, json_t *arr, struct srv_config *cfg)
 
 static int sub_object(struct ctx *c, json_t *obj, const char *key,
 		      const char *const *known, json_t **sub, size_t *old);
+static int parse_rows(struct ctx *c, json_t *obj, const char *section,
+		      struct srv_config *cfg);
 
 static const char *const key_keys[] = { "id", "role", "secret",
 					"secret_file", NULL };
@@ -774,8 +782,7 @@ static int parse_auth(struct ctx *c, json_t *root, struct srv_config *cfg)
 
 	if ((rc = sub_object(c, root, "auth", auth_keys, &o, &old)) || !o)
 		return rc;
-	rc = get_u32(c, o, "max_skew_s", 0, AUTH_MAX_SKEW_S,
-		     &cfg->auth_skew_s);
+	rc = parse_rows(c, o, "auth", cfg);
 	if (!rc && (k = json_object_get(o, "keys"))) {
 		old2 = push_key(c, "keys");
 		rc = parse_keys(c, k, cfg);
@@ -785,8 +792,92 @@ static int parse_auth(struct ctx *c, json_t *root, struct srv_config *cfg)
 	return rc;
 }
 
-/* ---- top level ---- */
+/* ---- the scalar settings: one row each (config.h) ---- */
 
+#define ROW(p, k, m)							\
+	.path = (p), .kind = SRV_CK_##k,				\
+	.off = offsetof(struct srv_config, m),				\
+	.width = sizeof(((struct srv_config *)0)->m)
+#define UINT(p, m, l, h, d)						\
+	{ ROW(p, UINT, m), .lo = (l), .hi = (h), .def = (d) }
+#define SIZE(p, m, l, h, d)						\
+	{ ROW(p, SIZE, m), .lo = (l), .hi = (h), .def = (d) }
+#define BOOL(p, m, d) { ROW(p, BOOL, m), .def = (d) }
+#define STR(p, m, w) { ROW(p, STR, m), .what = (w) }
+#define PATH(p, m) { ROW(p, PATH, m) }
+
+static const char *const backends[] = { "dram", "pmem", NULL };
+
+/* In the order the parser reads them: the top level, then a section at a
+ * time (parse_root()); within a section, checks of later rows may rely
+ * on earlier ones. */
+const struct srv_config_row srv_config_rows[] = {
+	STR("name", name, "a node name"),
+	STR("device", device, NULL),
+	UINT("metrics_port", metrics_port, 0, 65535, 0),
+	UINT("default_capacity", default_capacity, 1, PROTO_MAX_CAPACITY,
+	     SRV_CONFIG_DEFAULT_CAPACITY),
+	UINT("workers", workers, 1, SRV_CONFIG_MAX_WORKERS,
+	     SRV_CONFIG_WORKERS),
+	UINT("spin_us", spin_us, 0, SRV_CONFIG_MAX_SPIN_US,
+	     SRV_CONFIG_SPIN_US),
+	UINT("max_conns_per_peer", max_conns_per_peer, 0, 65535,
+	     SRV_CONFIG_CONNS_PER_PEER),
+	UINT("keepalive_ms", keepalive_ms, 0, SRV_CONFIG_MAX_KEEPALIVE_MS,
+	     SRV_CONFIG_KEEPALIVE_MS),
+	UINT("send_timeout_ms", send_timeout_ms,
+	     SRV_CONFIG_MIN_SEND_TIMEOUT_MS, SRV_CONFIG_MAX_SEND_TIMEOUT_MS,
+	     SRV_CONFIG_SEND_TIMEOUT_MS),
+	PATH("checkpoint_dir", checkpoint_dir),
+	UINT("max_batch_keys", limits.max_batch_keys, 1,
+	     PROTO_MAX_BATCH_KEYS, PROTO_DEFAULT_BATCH_KEYS),
+	SIZE("max_message_bytes", limits.max_message_bytes,
+	     PROTO_MIN_MESSAGE_BYTES, PROTO_MAX_MESSAGE_BYTES,
+	     SRV_CONFIG_MESSAGE_BYTES),
+	UINT("max_dim", limits.max_dim, 1, PROTO_MAX_DIM, PROTO_DEFAULT_DIM),
+	UINT("max_tables", limits.max_tables, 1, PROTO_MAX_TABLES,
+	     PROTO_DEFAULT_TABLES),
+	STR("listen.addr", listen_addr, NULL),
+	UINT("listen.port", listen_port, 0, 65535, SRV_CONFIG_PORT),
+	{ ROW("storage.backend", ENUM, backend), .def = SRV_BACKEND_DRAM,
+	  .names = backends, .what = "backend" },
+	PATH("storage.path", storage_path),
+	SIZE("storage.size", storage_bytes, SRV_CONFIG_MIN_STORAGE_BYTES,
+	     UINT64_MAX, SRV_CONFIG_STORAGE_BYTES),
+	BOOL("storage.format", storage_format, 0),
+	PATH("trace.path", trace_path),
+	{ ROW("trace.sample", FLOAT, trace_sample), .flo = 0, .fhi = 1,
+	  .fdef = SRV_CONFIG_TRACE_SAMPLE },
+	UINT("auth.max_skew_s", auth_skew_s, 0, AUTH_MAX_SKEW_S,
+	     AUTH_DEFAULT_SKEW_S),
+	STR("coord.cluster", coord_cluster, "a name"),
+	STR("coord.id", coord_id, "a name"),
+	UINT("coord.lease_ms", coord_lease_ms, SRV_CONFIG_MIN_COORD_LEASE_MS,
+	     SRV_CONFIG_MAX_COORD_LEASE_MS, SRV_CONFIG_COORD_LEASE_MS),
+	UINT("coord.replicas", coord_replicas, 1, 5,
+	     SRV_CONFIG_COORD_REPLICAS),
+	BOOL("coord.decide", coord_decide, 1),
+	UINT("coord.initial_members", coord_initial_members, 1, 1024, 1),
+	{ ROW("coord.user", TEXT, coord_sec.user), .lo = 1, .hi = 128 },
+	PATH("coord.password_file", coord_sec.password_file),
+	PATH("coord.tls.ca_file", coord_sec.ca_file),
+	PATH("coord.tls.cert_file", coord_sec.cert_file),
+	PATH("coord.tls.key_file", coord_sec.key_file),
+};
+const size_t srv_config_nrows = RS_ARRAY_SIZE(srv_config_rows);
+#undef ROW
+#undef UINT
+#undef SIZE
+#undef BOOL
+#undef STR
+#undef PATH
+
+const char *const srv_config_structured[] = {
+	"listen", "storage", "trace", "auth", "auth.keys", "coord",
+	"coord.endpoints", "coord.tls", "tables", NULL,
+};
+
+/* the object keys of each section, in the order "did you mean" prefers */
 static const char *const listen_keys[] = { "addr", "port", NULL };
 static const char *const storage_keys[] = { "backend", "path", "size",
 					    "format", NULL };
@@ -804,6 +895,218 @@ static const char *const coord_keys[] = { "endpoints", "cluster", "id",
 					  "password_file", NULL };
 static const char *const tls_keys[] = { "ca_file", "cert_file", "key_file",
 					NULL };
+
+static const struct {
+	const char *path;
+	const char *const *keys;
+} sections[] = {
+	{ "", top_keys },	   { "listen", listen_keys },
+	{ "storage", storage_keys }, { "trace", trace_keys },
+	{ "auth", auth_keys },	   { "coord", coord_keys },
+	{ "coord.tls", tls_keys },
+};
+
+const char *const *srv_config_keys(const char *path)
+{
+	for (size_t i = 0; path && i < RS_ARRAY_SIZE(sections); i++)
+		if (strcmp(path, sections[i].path) == 0)
+			return sections[i].keys;
+	return NULL;
+}
+
+const struct srv_config_row *srv_config_row(const char *path)
+{
+	for (size_t i = 0; path && i < srv_config_nrows; i++)
+		if (strcmp(path, srv_config_rows[i].path) == 0)
+			return &srv_config_rows[i];
+	return NULL;
+}
+
+/* the row's key in its object: "size" of "storage.size" */
+static const char *row_key(const struct srv_config_row *r)
+{
+	const char *dot = strrchr(r->path, '.');
+
+	return dot ? dot + 1 : r->path;
+}
+
+/* length of the row's section: 7 for "storage.size", 0 at the top */
+static size_t row_section_len(const struct srv_config_row *r)
+{
+	return (size_t)(row_key(r) - r->path) - (row_key(r) != r->path);
+}
+
+static void *row_ptr(const struct srv_config_row *r, struct srv_config *cfg)
+{
+	return (char *)cfg + r->off;
+}
+
+/* an integer field of 2, 4 or 8 bytes (the rows' widths) */
+static uint64_t load_uint(const void *p, size_t width)
+{
+	if (width == sizeof(uint16_t))
+		return *(const uint16_t *)p;
+	if (width == sizeof(uint32_t))
+		return *(const uint32_t *)p;
+	return *(const uint64_t *)p;
+}
+
+static void store_uint(void *p, size_t width, uint64_t v)
+{
+	if (width == sizeof(uint16_t))
+		*(uint16_t *)p = (uint16_t)v;
+	else if (width == sizeof(uint32_t))
+		*(uint32_t *)p = (uint32_t)v;
+	else
+		*(uint64_t *)p = v;
+}
+
+/* a JSON number in [lo, hi] into a double */
+static int get_number(struct ctx *c, json_t *obj, const char *key,
+		      double lo, double hi, double *out)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (!v)
+		return 0;
+	if (!json_is_number(v) || !(json_number_value(v) >= lo) ||
+	    json_number_value(v) > hi)
+		return fail_at(c, key, "must be a number in [%g, %g]", lo, hi);
+	*out = json_number_value(v);
+	return 0;
+}
+
+/* a string of lo..hi bytes or null into an owned copy */
+static int get_text(struct ctx *c, json_t *obj, const char *key,
+		    uint64_t lo, uint64_t hi, char **dst)
+{
+	const char *s;
+	int rc = get_str(c, obj, key, 1, &s);
+
+	if (rc || !s)
+		return rc;
+	if (strlen(s) < lo || strlen(s) > hi)
+		return fail_at(c, key, "%llu to %llu bytes",
+			       (unsigned long long)lo, (unsigned long long)hi);
+	free(*dst);
+	if (!(*dst = rs_strdup(s)))
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	return 0;
+}
+
+/* one of names[] (NULL-ended) into its index: "unknown backend 'x'
+ * (expected dram or pmem)" */
+static int get_enum(struct ctx *c, json_t *obj, const char *key,
+		    const struct srv_config_row *r, uint32_t *out)
+{
+	char list[128] = "";
+	const char *s;
+	size_t len = 0;
+	int rc = get_str(c, obj, key, 0, &s);
+
+	if (rc || !s)
+		return rc;
+	for (uint32_t i = 0; r->names[i]; i++) {
+		if (strcmp(s, r->names[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
+					!i ? "" : r->names[i + 1] ? ", " : " or ",
+					r->names[i]);
+		if (len >= sizeof(list))
+			len = sizeof(list) - 1;
+	}
+	return fail_at(c, key, "unknown %s '%s' (expected %s)", r->what, s,
+		       list);
+}
+
+/* obj[row's key] into the row's field (absent: unchanged) */
+static int parse_row(struct ctx *c, json_t *obj, const struct srv_config_row *r,
+		     struct srv_config *cfg)
+{
+	const char *key = row_key(r);
+	void *p = row_ptr(r, cfg);
+	uint64_t v;
+	int rc;
+
+	switch (r->kind) {
+	case SRV_CK_UINT:
+	case SRV_CK_SIZE:
+		v = load_uint(p, r->width);
+		rc = r->kind == SRV_CK_UINT ?
+			     get_uint(c, obj, key, r->lo, r->hi, &v) :
+			     get_size(c, obj, key, r->lo, r->hi, &v);
+		store_uint(p, r->width, v);
+		return rc;
+	case SRV_CK_BOOL:
+		return get_bool(c, obj, key, p);
+	case SRV_CK_STR:
+		return copy_str(c, obj, key, p, r->width);
+	case SRV_CK_PATH:
+		return dup_path(c, obj, key, p);
+	case SRV_CK_TEXT:
+		return get_text(c, obj, key, r->lo, r->hi, p);
+	case SRV_CK_ENUM:
+		return get_enum(c, obj, key, r, p);
+	case SRV_CK_FLOAT:
+		return get_number(c, obj, key, r->flo, r->fhi, p);
+	}
+	return fail_at(c, key, "no parser for kind %d", (int)r->kind);
+}
+
+/* the rows of one section ("" the top level) from its object, in the
+ * table's order */
+static int parse_rows(struct ctx *c, json_t *obj, const char *section,
+		      struct srv_config *cfg)
+{
+	size_t n = strlen(section);
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < srv_config_nrows; i++) {
+		const struct srv_config_row *r = &srv_config_rows[i];
+
+		if (row_section_len(r) == n && !strncmp(r->path, section, n))
+			rc = parse_row(c, obj, r, cfg);
+	}
+	return rc;
+}
+
+static void row_default(const struct srv_config_row *r,
+			struct srv_config *cfg)
+{
+	void *p = row_ptr(r, cfg);
+
+	switch (r->kind) {
+	case SRV_CK_UINT:
+	case SRV_CK_SIZE:
+		store_uint(p, r->width, r->def);
+		break;
+	case SRV_CK_BOOL:
+		*(int *)p = (int)r->def;
+		break;
+	case SRV_CK_ENUM:
+		*(uint32_t *)p = (uint32_t)r->def;
+		break;
+	case SRV_CK_FLOAT:
+		*(double *)p = r->fdef;
+		break;
+	default:		/* strings: "" or NULL, as zeroed */
+		break;
+	}
+}
+
+/* s must be a name of the protocol's (what: "a node name") */
+static int check_name(struct ctx *c, const char *key, const char *what,
+		      const char *s)
+{
+	if (!proto_name_check(key, s, strlen(s)))
+		return 0;
+	return fail_at(c, key, "'%s' is not %s (up to %d of "
+		       "[A-Za-z0-9_.-])", s, what, PROTO_NAME_MAX);
+}
+
+/* ---- top level ---- */
 
 /* obj[key] must be an object if present; *sub = it or NULL */
 static int sub_object(struct ctx *c, json_t *obj, const char *key,
@@ -824,24 +1127,24 @@ static int sub_object(struct ctx *c, json_t *obj, const char *key,
 	return rc;
 }
 
-static int parse_listen(struct ctx *c, json_t *root, struct srv_config *cfg)
+/* an object of rows only ("listen", "trace") */
+static int parse_plain(struct ctx *c, json_t *root, const char *key,
+		       struct srv_config *cfg)
 {
 	size_t old;
 	json_t *o;
 	int rc;
 
-	if ((rc = sub_object(c, root, "listen", listen_keys, &o, &old)) || !o)
+	if ((rc = sub_object(c, root, key, srv_config_keys(key), &o, &old)) ||
+	    !o)
 		return rc;
-	if (!(rc = copy_str(c, o, "addr", cfg->listen_addr,
-			    sizeof(cfg->listen_addr))))
-		rc = get_u16(c, o, "port", 0, 65535, &cfg->listen_port);
+	rc = parse_rows(c, o, key, cfg);
 	pop(c, old);
 	return rc;
 }
 
 static int parse_storage(struct ctx *c, json_t *root, struct srv_config *cfg)
 {
-	const char *backend;
 	size_t old;
 	json_t *o;
 	int rc;
@@ -849,50 +1152,12 @@ static int parse_storage(struct ctx *c, json_t *root, struct srv_config *cfg)
 	if ((rc = sub_object(c, root, "storage", storage_keys, &o, &old)) ||
 	    !o)
 		return rc;
-	if ((rc = get_str(c, o, "backend", 0, &backend)))
-		goto out;
-	if (backend) {
-		if (strcmp(backend, "dram") == 0)
-			cfg->backend = SRV_BACKEND_DRAM;
-		else if (strcmp(backend, "pmem") == 0)
-			cfg->backend = SRV_BACKEND_PMEM;
-		else {
-			rc = fail_at(c, "backend", "unknown backend '%s' "
-				     "(expected dram or pmem)", backend);
-			goto out;
-		}
-	}
-	if ((rc = dup_path(c, o, "path", &cfg->storage_path)) ||
-	    (rc = get_size(c, o, "size", SRV_CONFIG_MIN_STORAGE_BYTES,
-			   UINT64_MAX, &cfg->storage_bytes)) ||
-	    (rc = get_bool(c, o, "format", &cfg->storage_format)))
+	if ((rc = parse_rows(c, o, "storage", cfg)))
 		goto out;
 	if (cfg->backend == SRV_BACKEND_PMEM && !cfg->storage_path)
 		rc = fail_at(c, "path", "required with backend pmem");
 	else if (cfg->backend == SRV_BACKEND_DRAM && cfg->storage_path)
 		rc = fail_at(c, "path", "only used with backend pmem");
-out:
-	pop(c, old);
-	return rc;
-}
-
-static int parse_trace(struct ctx *c, json_t *root, struct srv_config *cfg)
-{
-	json_t *o, *v;
-	size_t old;
-	int rc;
-
-	if ((rc = sub_object(c, root, "trace", trace_keys, &o, &old)) || !o)
-		return rc;
-	if ((rc = dup_path(c, o, "path", &cfg->trace_path)))
-		goto out;
-	if ((v = json_object_get(o, "sample"))) {
-		if (!json_is_number(v) || !(json_number_value(v) >= 0) ||
-		    json_number_value(v) > 1)
-			rc = fail_at(c, "sample", "must be a number in [0, 1]");
-		else
-			cfg->trace_sample = json_number_value(v);
-	}
 out:
 	pop(c, old);
 	return rc;
@@ -932,32 +1197,23 @@ static int parse_endpoints(struct ctx *c, json_t *arr, char **out)
 	return 0;
 }
 
-/* coord.tls, coord.user, coord.password_file (checked for shape; the
+/* coord.user with coord.password_file, coord.tls (the rows are read; the
  * files are read when the node connects to etcd) */
 static int parse_etcd_security(struct ctx *c, json_t *o,
-			       struct coord_etcd_files *f)
+			       struct srv_config *cfg)
 {
-	const char *user;
+	struct coord_etcd_files *f = &cfg->coord_sec;
 	size_t old;
 	json_t *t;
 	int rc;
 
-	if ((rc = get_str(c, o, "user", 1, &user)) ||
-	    (rc = dup_path(c, o, "password_file", &f->password_file)))
-		return rc;
-	if (user && (!*user || strlen(user) > 128))
-		return fail_at(c, "user", "1 to 128 bytes");
-	if (user && !(f->user = rs_strdup(user)))
-		return rs_seterr(-ENOMEM, "config: out of memory");
 	if (!f->user != !f->password_file)
 		return fail_at(c, f->user ? "password_file" : "user",
 			       "required with %s", f->user ? "user"
 							   : "password_file");
 	if ((rc = sub_object(c, o, "tls", tls_keys, &t, &old)) || !t)
 		return rc;
-	if (!(rc = dup_path(c, t, "ca_file", &f->ca_file)) &&
-	    !(rc = dup_path(c, t, "cert_file", &f->cert_file)) &&
-	    !(rc = dup_path(c, t, "key_file", &f->key_file)) &&
+	if (!(rc = parse_rows(c, t, "coord.tls", cfg)) &&
 	    !f->cert_file != !f->key_file)
 		rc = fail_at(c, f->cert_file ? "key_file" : "cert_file",
 			     "required with %s", f->cert_file ? "cert_file"
@@ -979,39 +1235,24 @@ static int parse_coord(struct ctx *c, json_t *root, struct srv_config *cfg)
 	else if (!json_object_get(o, "cluster"))
 		rc = fail_at(c, "cluster", "required");
 	if (rc || (rc = parse_endpoints(c, e, &cfg->coord_endpoints)) ||
-	    (rc = copy_str(c, o, "cluster", cfg->coord_cluster,
-			   sizeof(cfg->coord_cluster))) ||
-	    (rc = copy_str(c, o, "id", cfg->coord_id,
-			   sizeof(cfg->coord_id))) ||
-	    (rc = get_u32(c, o, "lease_ms", SRV_CONFIG_MIN_COORD_LEASE_MS,
-			  SRV_CONFIG_MAX_COORD_LEASE_MS,
-			  &cfg->coord_lease_ms)) ||
-	    (rc = get_u32(c, o, "replicas", 1, 5, &cfg->coord_replicas)) ||
-	    (rc = get_bool(c, o, "decide", &cfg->coord_decide)) ||
-	    (rc = get_u32(c, o, "initial_members", 1, 1024,
-			  &cfg->coord_initial_members)))
+	    (rc = parse_rows(c, o, "coord", cfg)) ||
+	    (rc = check_name(c, "cluster", "a name", cfg->coord_cluster)))
 		goto out;
-	if (proto_name_check("cluster", cfg->coord_cluster,
-			     strlen(cfg->coord_cluster)))
-		rc = fail_at(c, "cluster", "'%s' is not a name (up to %d of "
-			     "[A-Za-z0-9_.-])", cfg->coord_cluster,
-			     PROTO_NAME_MAX);
-	else if (cfg->coord_id[0] &&
-		 proto_name_check("id", cfg->coord_id, strlen(cfg->coord_id)))
-		rc = fail_at(c, "id", "'%s' is not a name (up to %d of "
-			     "[A-Za-z0-9_.-])", cfg->coord_id, PROTO_NAME_MAX);
-	else if (!cfg->coord_id[0] && !cfg->name[0])
+	if (cfg->coord_id[0])
+		rc = check_name(c, "id", "a name", cfg->coord_id);
+	else if (!cfg->name[0])
 		rc = fail_at(c, "id", "required when the node has no \"name\"");
 	if (!rc)
-		rc = parse_etcd_security(c, o, &cfg->coord_sec);
+		rc = parse_etcd_security(c, o, cfg);
 out:
 	pop(c, old);
 	return rc;
 }
 
+/* The top level's rows, then the sections; tables last (they are checked
+ * against the limits and storage.size). */
 static int parse_root(struct ctx *c, json_t *root, struct srv_config *cfg)
 {
-	uint64_t msg = cfg->limits.max_message_bytes;
 	size_t old;
 	json_t *t;
 	int rc;
@@ -1019,45 +1260,15 @@ static int parse_root(struct ctx *c, json_t *root, struct srv_config *cfg)
 	if (!json_is_object(root))
 		return fail(c, "must be a JSON object");
 	if ((rc = check_keys(c, root, top_keys)) ||
-	    (rc = copy_str(c, root, "name", cfg->name, sizeof(cfg->name))) ||
-	    (rc = copy_str(c, root, "device", cfg->device,
-			   sizeof(cfg->device))) ||
-	    (rc = parse_listen(c, root, cfg)) ||
-	    (rc = get_u16(c, root, "metrics_port", 0, 65535,
-			  &cfg->metrics_port)) ||
+	    (rc = parse_rows(c, root, "", cfg)) ||
+	    (rc = parse_plain(c, root, "listen", cfg)) ||
 	    (rc = parse_storage(c, root, cfg)) ||
-	    (rc = get_uint(c, root, "default_capacity", 1, PROTO_MAX_CAPACITY,
-			   &cfg->default_capacity)) ||
-	    (rc = get_u32(c, root, "workers", 1, SRV_CONFIG_MAX_WORKERS,
-			  &cfg->workers)) ||
-	    (rc = get_u32(c, root, "spin_us", 0, SRV_CONFIG_MAX_SPIN_US,
-			  &cfg->spin_us)) ||
-	    (rc = get_u32(c, root, "max_conns_per_peer", 0, 65535,
-			  &cfg->max_conns_per_peer)) ||
-	    (rc = get_u32(c, root, "keepalive_ms", 0,
-			  SRV_CONFIG_MAX_KEEPALIVE_MS, &cfg->keepalive_ms)) ||
-	    (rc = get_u32(c, root, "send_timeout_ms",
-			  SRV_CONFIG_MIN_SEND_TIMEOUT_MS,
-			  SRV_CONFIG_MAX_SEND_TIMEOUT_MS,
-			  &cfg->send_timeout_ms)) ||
-	    (rc = parse_trace(c, root, cfg)) ||
-	    (rc = dup_path(c, root, "checkpoint_dir", &cfg->checkpoint_dir)) ||
-	    (rc = parse_auth(c, root, cfg)) ||
-	    (rc = get_u32(c, root, "max_batch_keys", 1, PROTO_MAX_BATCH_KEYS,
-			  &cfg->limits.max_batch_keys)) ||
-	    (rc = get_size(c, root, "max_message_bytes",
-			   PROTO_MIN_MESSAGE_BYTES, PROTO_MAX_MESSAGE_BYTES,
-			   &msg)) ||
-	    (rc = get_u32(c, root, "max_dim", 1, PROTO_MAX_DIM,
-			  &cfg->limits.max_dim)) ||
-	    (rc = get_u32(c, root, "max_tables", 1, PROTO_MAX_TABLES,
-			  &cfg->limits.max_tables)))
+	    (rc = parse_plain(c, root, "trace", cfg)) ||
+	    (rc = parse_auth(c, root, cfg)))
 		return rc;
-	cfg->limits.max_message_bytes = (uint32_t)msg;
-	if (cfg->name[0] && proto_name_check("name", cfg->name,
-					     strlen(cfg->name)))
-		return fail_at(c, "name", "'%s' is not a node name (up to %d "
-			       "of [A-Za-z0-9_.-])", cfg->name, PROTO_NAME_MAX);
+	if (cfg->name[0] &&
+	    (rc = check_name(c, "name", "a node name", cfg->name)))
+		return rc;
 	if ((rc = parse_coord(c, root, cfg)))
 		return rc;
 	if (!(t = json_object_get(root, "tables")))
@@ -1068,28 +1279,108 @@ static int parse_root(struct ctx *c, json_t *root, struct srv_config *cfg)
 	return rc;
 }
 
+/* ---- one setting from a string ---- */
+
+/* value as the JSON the row's parser expects, so that a setting by name
+ * and a file pass the same checks with the same messages: a number when
+ * it reads as one, else a string, which the number rows refuse */
+static json_t *value_json(const struct srv_config_row *r, const char *s)
+{
+	char *end;
+	long long n;
+	double d;
+
+	if (!s)
+		return json_null();
+	errno = 0;
+	if (r->kind == SRV_CK_UINT && (isdigit((unsigned char)s[0]) ||
+				       (s[0] == '-' &&
+					isdigit((unsigned char)s[1])))) {
+		n = strtoll(s, &end, 10);
+		if (!*end && !errno)
+			return json_integer(n);
+	} else if (r->kind == SRV_CK_BOOL && !strcmp(s, "true")) {
+		return json_true();
+	} else if (r->kind == SRV_CK_BOOL && !strcmp(s, "false")) {
+		return json_false();
+	} else if (r->kind == SRV_CK_FLOAT && *s && !isspace((unsigned char)*s)) {
+		d = strtod(s, &end);
+		if (!*end && !errno && isfinite(d))
+			return json_real(d);
+	}
+	return json_string_nocheck(s);
+}
+
+/* an unknown path, with the closest row's */
+static int unknown_path(const char *path)
+{
+	const char *best = NULL;
+	size_t d, best_d = 3;
+
+	if (is_known(path, srv_config_structured))
+		return rs_seterr(RS_E_INVAL, "%s: not a single setting (the "
+				 "file's section, or a setter of its own)",
+				 path);
+	for (size_t i = 0; i < srv_config_nrows; i++)
+		if ((d = edit_distance(path, srv_config_rows[i].path)) < best_d)
+			best_d = d, best = srv_config_rows[i].path;
+	if (best)
+		return rs_seterr(RS_E_INVAL, "%s: unknown field (did you mean "
+				 "'%s'?)", path, best);
+	return rs_seterr(RS_E_INVAL, "%s: unknown field", path);
+}
+
+/* The row's parse of {key: value} at the row's section; a name row is
+ * checked as the file's is, and keeps its old value when refused. */
+static int set_row(const struct srv_config_row *r, json_t *obj,
+		   struct srv_config *cfg)
+{
+	struct ctx c = { .len = row_section_len(r) };
+	char *p = row_ptr(r, cfg), old[SRV_CONFIG_ADDR_MAX + 1];
+	int name = r->kind == SRV_CK_STR && r->what && r->width <= sizeof(old);
+	int rc;
+
+	snprintf(c.path, sizeof(c.path), "%.*s", (int)c.len, r->path);
+	if (name)
+		memcpy(old, p, r->width);
+	rc = parse_row(&c, obj, r, cfg);
+	if (!rc && name && p[0] &&
+	    (rc = check_name(&c, row_key(r), r->what, p)))
+		memcpy(p, old, r->width);
+	return rc;
+}
+
+int srv_config_set(struct srv_config *cfg, const char *path, const char *value)
+{
+	const struct srv_config_row *r = srv_config_row(path);
+	json_t *obj, *v;
+	int rc;
+
+	if (!cfg || !path)
+		return rs_seterr(RS_E_INVAL, "config: %s is NULL",
+				 cfg ? "the path" : "the config");
+	if (!r)
+		return unknown_path(path);
+	v = value_json(r, value);
+	obj = json_object();
+	if (!v || !obj || json_object_set_new(obj, row_key(r), v)) {
+		if (!obj)
+			json_decref(v);
+		json_decref(obj);
+		return rs_seterr(-ENOMEM, "config: out of memory");
+	}
+	rc = set_row(r, obj, cfg);
+	json_decref(obj);
+	return rc;
+}
+
 /* ---- entry points ---- */
 
 void srv_config_defaults(struct srv_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->listen_port = SRV_CONFIG_PORT;
-	c->backend = SRV_BACKEND_DRAM;
-	c->storage_bytes = SRV_CONFIG_STORAGE_BYTES;
-	c->default_capacity = SRV_CONFIG_DEFAULT_CAPACITY;
-	c->workers = SRV_CONFIG_WORKERS;
-	c->spin_us = SRV_CONFIG_SPIN_US;
-	c->max_conns_per_peer = SRV_CONFIG_CONNS_PER_PEER;
-	c->keepalive_ms = SRV_CONFIG_KEEPALIVE_MS;
-	c->send_timeout_ms = SRV_CONFIG_SEND_TIMEOUT_MS;
-	c->trace_sample = SRV_CONFIG_TRACE_SAMPLE;
-	proto_limits_default(&c->limits);
-	c->limits.max_message_bytes = SRV_CONFIG_MESSAGE_BYTES;
-	c->auth_skew_s = AUTH_DEFAULT_SKEW_S;
-	c->coord_lease_ms = SRV_CONFIG_COORD_LEASE_MS;
-	c->coord_replicas = SRV_CONFIG_COORD_REPLICAS;
-	c->coord_decide = 1;
-	c->coord_initial_members = 1;
+	for (size_t i = 0; i < srv_config_nrows; i++)
+		row_default(&srv_config_rows[i], c);
 }
 
 void srv_config_free(struct srv_config **c)

@@ -114,6 +114,58 @@ struct srv_config {
 	struct coord_etcd_files coord_sec;
 };
 
+/*
+ * The scalar settings: one row each, in the order the parser reads them
+ * (a section's rows after the top level's). The row drives the JSON
+ * parser, srv_config_defaults() and srv_config_set(), so a setting is
+ * added in one place. Sections with structure (tables[], auth.keys[],
+ * coord.endpoints[]) and the objects themselves have their own code and
+ * are listed in srv_config_structured[].
+ */
+enum srv_config_kind {
+	SRV_CK_UINT,	/* JSON integer in [lo, hi]; u16, u32 or u64 */
+	SRV_CK_SIZE,	/* byte count or "1GiB" in [lo, hi] */
+	SRV_CK_BOOL,	/* true / false into an int */
+	SRV_CK_STR,	/* string into a char array (width - 1 bytes) */
+	SRV_CK_PATH,	/* non-empty string or null, owned char * */
+	SRV_CK_TEXT,	/* string of lo..hi bytes or null, owned char * */
+	SRV_CK_ENUM,	/* one of names[] into a uint32_t (its index) */
+	SRV_CK_FLOAT,	/* JSON number in [flo, fhi] into a double */
+};
+
+struct srv_config_row {
+	const char *path;	/* "workers", "storage.size" */
+	enum srv_config_kind kind;
+	size_t off, width;	/* of the field in struct srv_config */
+	uint64_t lo, hi, def;	/* UINT, SIZE; TEXT: lo, hi bytes;
+				   BOOL, ENUM: def */
+	double flo, fhi, fdef;	/* FLOAT */
+	const char *const *names; /* ENUM */
+	const char *what;	/* ENUM: "backend"; STR: checked as a name,
+				   "a node name" (when not empty) */
+};
+
+extern const struct srv_config_row srv_config_rows[];
+extern const size_t srv_config_nrows;
+/* The JSON paths with their own code: objects and arrays. NULL-ended. */
+extern const char *const srv_config_structured[];
+
+/* The row of path, or NULL. */
+const struct srv_config_row *srv_config_row(const char *path);
+
+/* The keys the parser accepts in the object at path ("" the top level,
+ * "coord.tls"), NULL-terminated; NULL for no such object. */
+const char *const *srv_config_keys(const char *path);
+
+/*
+ * Set the row at path from a string, with the checks and messages of the
+ * file: value is what the JSON would hold, unquoted ("4", "2GiB", "true",
+ * "pmem", "0.5"); NULL stands for null. RS_E_INVAL names the path, an
+ * unknown one with the closest known path; -ENOMEM. Checks of one value
+ * only (whether a pmem backend has a path is for the caller).
+ */
+int srv_config_set(struct srv_config *c, const char *path, const char *value);
+
 /* Fill *c with the defaults (no allocation; nothing to free). */
 void srv_config_defaults(struct srv_config *c);
 

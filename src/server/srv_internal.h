@@ -161,6 +161,9 @@ struct srv_config;
 struct coord;
 struct memb_agent;
 int srv_opts_from_config(struct srv_opts *o, const struct srv_config *c);
+/* The inverse for the single-valued settings (no tables, no keys): *out
+ * to free with srv_config_free(). 0 or -ENOMEM. */
+int srv_config_from_opts(struct srv_config **out, const struct srv_opts *o);
 /* Validate cfg and copy its options into *o (srv_opts_free). */
 int srv_config_to_opts(const struct rs_server_config *cfg,
 		       struct srv_opts *o);

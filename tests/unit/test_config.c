@@ -18,6 +18,7 @@
 
 #include "common/rs_internal.h"
 #include "server/config.h"
+#include "server/srv_internal.h"
 
 static struct srv_config *parse_ok(const char *json)
 {
@@ -752,6 +753,408 @@ static void partial_objects_keep_defaults(void **state)
 	srv_config_free(&c);
 }
 
+/* ---- the table of single-valued settings (config.h) ---- */
+
+/* the row's field of c as text, to compare configs whatever the kind */
+static void row_text(const struct srv_config_row *r,
+		     const struct srv_config *c, char *buf, size_t cap)
+{
+	const void *p = (const char *)c + r->off;
+	const char *s;
+
+	switch (r->kind) {
+	case SRV_CK_UINT:
+	case SRV_CK_SIZE:
+		snprintf(buf, cap, "%llu", (unsigned long long)(
+			r->width == 2 ? *(const uint16_t *)p :
+			r->width == 4 ? *(const uint32_t *)p :
+					*(const uint64_t *)p));
+		break;
+	case SRV_CK_BOOL:
+		snprintf(buf, cap, "%d", *(const int *)p);
+		break;
+	case SRV_CK_ENUM:
+		snprintf(buf, cap, "%u", *(const uint32_t *)p);
+		break;
+	case SRV_CK_FLOAT:
+		snprintf(buf, cap, "%.17g", *(const double *)p);
+		break;
+	case SRV_CK_STR:
+		snprintf(buf, cap, "'%s'", (const char *)p);
+		break;
+	default:
+		s = *(char *const *)p;
+		snprintf(buf, cap, s ? "'%s'" : "null", s);
+		break;
+	}
+}
+
+/* the value a row's default stands for, as row_text() prints it */
+static void default_text(const struct srv_config_row *r, char *buf,
+			 size_t cap)
+{
+	if (r->kind == SRV_CK_UINT || r->kind == SRV_CK_SIZE)
+		snprintf(buf, cap, "%llu", (unsigned long long)r->def);
+	else if (r->kind == SRV_CK_BOOL || r->kind == SRV_CK_ENUM)
+		snprintf(buf, cap, "%d", (int)r->def);
+	else if (r->kind == SRV_CK_FLOAT)
+		snprintf(buf, cap, "%.17g", r->fdef);
+	else
+		snprintf(buf, cap, r->kind == SRV_CK_STR ? "''" : "null");
+}
+
+struct trial {
+	char value[300];	/* as rs_server_config_set() takes it */
+	int null;		/* value NULL, JSON null */
+	int quote;		/* a JSON string */
+	int ok;
+};
+
+static void add(struct trial *t, size_t *n, int ok, int quote,
+		const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void add(struct trial *t, size_t *n, int ok, int quote,
+		const char *fmt, ...)
+{
+	va_list ap;
+
+	memset(&t[*n], 0, sizeof(t[*n]));
+	va_start(ap, fmt);
+	vsnprintf(t[*n].value, sizeof(t[*n].value), fmt, ap);
+	va_end(ap);
+	t[*n].quote = quote;
+	t[(*n)++].ok = ok;
+}
+
+static void add_null(struct trial *t, size_t *n)
+{
+	add(t, n, 1, 0, "null");
+	t[*n - 1].null = 1;
+}
+
+/* the bounds of a row and one step past each */
+static size_t trials(const struct srv_config_row *r, struct trial *t)
+{
+	unsigned long long lo = r->lo, hi = r->hi;
+	int q = r->kind == SRV_CK_SIZE; /* a size may be a string */
+	size_t n = 0;
+
+	switch (r->kind) {
+	case SRV_CK_UINT:
+	case SRV_CK_SIZE:
+		add(t, &n, 1, q, "%llu", lo);
+		add(t, &n, 1, q, "%llu", hi);
+		if (lo)
+			add(t, &n, 0, q, "%llu", lo - 1);
+		if (hi < UINT64_MAX)
+			add(t, &n, 0, q, "%llu", hi + 1);
+		add(t, &n, 0, 1, "x");
+		break;
+	case SRV_CK_BOOL:
+		add(t, &n, 1, 0, "true");
+		add(t, &n, 1, 0, "false");
+		add(t, &n, 0, 1, "yes");
+		break;
+	case SRV_CK_STR:
+		/* a name row: from one byte, and not any byte */
+		add(t, &n, 1, 1, "%s", r->what ? "a" : "");
+		add(t, &n, 1, 1, "%0*d", (int)r->width - 1, 0);
+		add(t, &n, 0, 1, "%0*d", (int)r->width, 0);
+		if (r->what)
+			add(t, &n, 0, 1, "a/b");
+		break;
+	case SRV_CK_PATH:
+		add(t, &n, 1, 1, "/x/y");
+		add_null(t, &n);
+		add(t, &n, 0, 1, "%s", "");
+		break;
+	case SRV_CK_TEXT:
+		add(t, &n, 1, 1, "%0*d", (int)lo, 0);
+		add(t, &n, 1, 1, "%0*d", (int)hi, 0);
+		add(t, &n, 0, 1, "%0*d", (int)hi + 1, 0);
+		if (lo)
+			add(t, &n, 0, 1, "%.*s", (int)lo - 1, "0000");
+		add_null(t, &n);
+		break;
+	case SRV_CK_ENUM:
+		for (size_t i = 0; r->names[i]; i++)
+			add(t, &n, 1, 1, "%s", r->names[i]);
+		add(t, &n, 0, 1, "nope");
+		break;
+	case SRV_CK_FLOAT:
+		add(t, &n, 1, 0, "%.17g", r->flo);
+		add(t, &n, 1, 0, "%.17g", r->fhi);
+		add(t, &n, 0, 0, "%.17g", r->flo - 0.5);
+		add(t, &n, 0, 0, "%.17g", r->fhi + 0.5);
+		add(t, &n, 0, 1, "x");
+		break;
+	}
+	return n;
+}
+
+/* what a row needs beside it in its object to be valid alone */
+static const char *sibling(const char *path, const struct trial *t)
+{
+	static const struct {
+		const char *path, *need;
+	} pairs[] = {
+		{ "storage.path", "\"backend\": \"pmem\", " },
+		{ "coord.user", "\"password_file\": \"/p\", " },
+		{ "coord.password_file", "\"user\": \"u\", " },
+		{ "coord.tls.cert_file", "\"key_file\": \"/k\", " },
+		{ "coord.tls.key_file", "\"cert_file\": \"/c\", " },
+	};
+
+	if (!strcmp(path, "storage.backend") && !strcmp(t->value, "pmem"))
+		return "\"path\": \"/p\", ";
+	for (size_t i = 0; !t->null && i < RS_ARRAY_SIZE(pairs); i++)
+		if (!strcmp(path, pairs[i].path))
+			return pairs[i].need;
+	return "";
+}
+
+/* a file that sets the row to the trial's value and nothing else that
+ * could be refused (coord needs its endpoints, cluster and a name) */
+static void row_json(const struct srv_config_row *r, const struct trial *t,
+		     char *buf, size_t cap)
+{
+	char part[3][64], val[320];
+	const char *coord = !strncmp(r->path, "coord.", 6) ?
+		"\"endpoints\": [\"http://e:1\"], " : "";
+	const char *cluster = *coord && strcmp(r->path, "coord.cluster") ?
+		"\"cluster\": \"c\", " : "";
+	int n = sscanf(r->path, "%63[^.].%63[^.].%63s", part[0], part[1],
+		       part[2]);
+
+	snprintf(val, sizeof(val), t->quote ? "\"%s\"" : "%s", t->value);
+	if (n == 1)
+		snprintf(buf, cap, "{\"%s\": %s}", part[0], val);
+	else if (n == 2)
+		snprintf(buf, cap, "{%s\"%s\": {%s%s%s\"%s\": %s}}",
+			 *coord ? "\"name\": \"n\", " : "", part[0], coord,
+			 cluster, sibling(r->path, t), part[1], val);
+	else
+		snprintf(buf, cap, "{\"name\": \"n\", \"%s\": {%s%s\"%s\": "
+			 "{%s\"%s\": %s}}}", part[0], coord, cluster, part[1],
+			 sibling(r->path, t), part[2], val);
+}
+
+/* rs_server_config_set() of a trial on a new config; its view */
+static int set_one(const struct srv_config_row *r, const struct trial *t,
+		   struct srv_config **view)
+{
+	struct rs_server_config *cfg;
+	int rc;
+
+	assert_int_equal(rs_server_config_new(&cfg), 0);
+	/* pmem is a pool file: the path comes first */
+	if (!strcmp(r->path, "storage.backend") && !strcmp(t->value, "pmem"))
+		assert_int_equal(rs_server_config_set(cfg, "storage.path",
+						      "/p"), 0);
+	rc = rs_server_config_set(cfg, r->path, t->null ? NULL : t->value);
+	assert_int_equal(srv_config_from_opts(view, &cfg->o), 0);
+	rs_server_config_delete(&cfg);
+	return rc;
+}
+
+static int starts_with_path(const char *msg, const char *path)
+{
+	return !strncmp(msg, path, strlen(path)) &&
+	       !strncmp(msg + strlen(path), ": ", 2);
+}
+
+/* one trial through a file and through the setter: both accept it with
+ * the same value, or both refuse it with the same message, which names
+ * the row, and the setter leaves the default */
+static void check_trial(const struct srv_config_row *r, const struct trial *t)
+{
+	struct srv_config *j = NULL, *s = NULL;
+	char json[1024], a[320], b[320], msg[512];
+	int rc;
+
+	row_json(r, t, json, sizeof(json));
+	rc = srv_config_parse(&j, json, strlen(json));
+	snprintf(msg, sizeof(msg), "%s", rs_errormsg());
+	if (t->ok && rc)
+		fail_msg("%s: refused %s: %s", r->path, json, msg);
+	if (!t->ok && (rc != RS_E_INVAL || !starts_with_path(msg, r->path)))
+		fail_msg("%s: %s gave %d '%s'", r->path, json, rc, msg);
+	rc = set_one(r, t, &s);
+	if (t->ok) {
+		if (rc)
+			fail_msg("%s: set '%s' refused: %s", r->path,
+				 t->value, rs_errormsg());
+		row_text(r, j, a, sizeof(a));
+		row_text(r, s, b, sizeof(b));
+		if (strcmp(a, b))
+			fail_msg("%s = '%s': file %s, set %s", r->path,
+				 t->value, a, b);
+	} else {
+		if (rc != RS_E_INVAL || strcmp(rs_errormsg(), msg))
+			fail_msg("%s: set '%s' gave %d '%s', the file '%s'",
+				 r->path, t->value, rc, rs_errormsg(), msg);
+		default_text(r, a, sizeof(a));
+		row_text(r, s, b, sizeof(b));
+		if (strcmp(a, b))
+			fail_msg("%s: refused '%s' but now %s", r->path,
+				 t->value, b);
+	}
+	srv_config_free(&j);
+	srv_config_free(&s);
+}
+
+static void every_row(void **state)
+{
+	struct srv_config d, *v = NULL;
+	struct rs_server_config *cfg;
+	struct trial t[16];
+	char a[320], b[320];
+
+	(void)state;
+	srv_config_defaults(&d);
+	expect_defaults(&d);
+	assert_int_equal(rs_server_config_new(&cfg), 0);
+	assert_int_equal(srv_config_from_opts(&v, &cfg->o), 0);
+	rs_server_config_delete(&cfg);
+	for (size_t i = 0; i < srv_config_nrows; i++) {
+		const struct srv_config_row *r = &srv_config_rows[i];
+
+		assert_ptr_equal(srv_config_row(r->path), r);
+		if (r->kind == SRV_CK_UINT || r->kind == SRV_CK_SIZE)
+			assert_true(r->width == 2 || r->width == 4 ||
+				    r->width == 8);
+		/* the default: the table's, defaults() and a new config */
+		default_text(r, a, sizeof(a));
+		row_text(r, &d, b, sizeof(b));
+		if (strcmp(a, b))
+			fail_msg("%s: default %s, defaults() %s", r->path, a, b);
+		row_text(r, v, b, sizeof(b));
+		if (strcmp(a, b))
+			fail_msg("%s: default %s, a new config %s", r->path, a,
+				 b);
+		for (size_t k = 0, n = trials(r, t); k < n; k++)
+			check_trial(r, &t[k]);
+	}
+	srv_config_free(&v);
+}
+
+static void set_by_name(void **state)
+{
+	struct rs_server_config *cfg;
+
+	(void)state;
+	assert_int_equal(rs_server_config_new(&cfg), 0);
+	assert_int_equal(rs_server_config_set(cfg, "worker", "3"), RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), "worker: unknown field (did you "
+			    "mean 'workers'?)");
+	assert_int_equal(rs_server_config_set(cfg, "storage.sise", "1G"),
+			 RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), "storage.sise: unknown field (did "
+			    "you mean 'storage.size'?)");
+	assert_int_equal(rs_server_config_set(cfg, "nothing.like.it", "1"),
+			 RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), "nothing.like.it: unknown field");
+	assert_int_equal(rs_server_config_set(cfg, "tables", "[]"),
+			 RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), "tables: not a single setting (the "
+			    "file's section, or a setter of its own)");
+	assert_int_equal(rs_server_config_set(cfg, NULL, "1"), RS_E_INVAL);
+	assert_int_equal(rs_server_config_set(NULL, "workers", "1"),
+			 RS_E_INVAL);
+
+	/* the options a node runs with */
+	assert_int_equal(rs_server_config_set(cfg, "workers", "7"), 0);
+	assert_int_equal(cfg->o.workers, 7);
+	assert_int_equal(rs_server_config_set(cfg, "max_message_bytes",
+					      "1 MiB"), 0);
+	assert_int_equal(cfg->o.limits.max_message_bytes, 1 << 20);
+	assert_int_equal(rs_server_config_set(cfg, "storage.format", "true"),
+			 0);
+	assert_true(cfg->o.slab_flags & SLAB_F_FORMAT);
+	assert_true(cfg->o.slab_flags & SLAB_F_HUGEPAGES);
+
+	/* a pool file is the pmem backend; dram drops it */
+	assert_int_equal(rs_server_config_set(cfg, "storage.backend", "pmem"),
+			 RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), "storage.backend: backend pmem "
+			    "needs a pool file: set storage.path instead");
+	assert_int_equal(rs_server_config_set(cfg, "storage.path", "/p"), 0);
+	assert_string_equal(cfg->o.pool_path, "/p");
+	assert_int_equal(rs_server_config_set(cfg, "storage.backend", "pmem"),
+			 0);
+	assert_string_equal(cfg->o.pool_path, "/p");
+	assert_int_equal(rs_server_config_set(cfg, "storage.backend", "dram"),
+			 0);
+	assert_null(cfg->o.pool_path);
+
+	/* the member id follows the name unless set, as in the file */
+	assert_int_equal(rs_server_config_set(cfg, "name", "n1"), 0);
+	assert_string_equal(cfg->o.coord_id, "n1");
+	assert_int_equal(rs_server_config_set(cfg, "name", "bad name"),
+			 RS_E_INVAL);
+	assert_string_equal(cfg->o.name, "n1");
+	assert_int_equal(rs_server_config_set(cfg, "coord.id", "m1"), 0);
+	assert_int_equal(rs_server_config_set(cfg, "name", "n2"), 0);
+	assert_string_equal(cfg->o.coord_id, "m1");
+	assert_string_equal(cfg->o.name, "n2");
+
+	/* settings made otherwise survive */
+	assert_int_equal(rs_server_config_add_key(cfg, 5, "read",
+						  "0123456789abcdef", 16), 0);
+	assert_int_equal(rs_server_config_set(cfg, "auth.max_skew_s", "9"),
+			 0);
+	assert_int_equal(cfg->o.nkeys, 1);
+	assert_int_equal(cfg->o.auth_skew_s, 9);
+	rs_server_config_delete(&cfg);
+}
+
+/* The keys the parser accepts are the table's rows and the structured
+ * sections, so that neither can grow without the other. */
+static void keys_are_rows(void **state)
+{
+	const char *const sec[] = { "", "listen", "storage", "trace", "auth",
+				    "coord", "coord.tls" };
+	const char *const *keys;
+	char path[128];
+	size_t nkeys = 0, nstruct = 0;
+
+	(void)state;
+	for (size_t i = 0; i < RS_ARRAY_SIZE(sec); i++) {
+		assert_non_null(keys = srv_config_keys(sec[i]));
+		for (; *keys; keys++, nkeys++) {
+			snprintf(path, sizeof(path), "%s%s%s", sec[i],
+				 *sec[i] ? "." : "", *keys);
+			if (srv_config_row(path))
+				continue;
+			for (size_t k = 0; srv_config_structured[k]; k++)
+				if (!strcmp(path, srv_config_structured[k]))
+					path[0] = '\0';
+			if (path[0])
+				fail_msg("%s: accepted by the parser, neither a "
+					 "row nor structured", path);
+		}
+	}
+	while (srv_config_structured[nstruct])
+		nstruct++;
+	/* every row and structured path is a key of its section's object:
+	 * as many keys as both (the array elements of auth.keys[] are not
+	 * sections) */
+	for (size_t i = 0; i < srv_config_nrows; i++) {
+		const char *p = srv_config_rows[i].path;
+		const char *dot = strrchr(p, '.');
+
+		snprintf(path, sizeof(path), "%.*s", dot ? (int)(dot - p) : 0,
+			 p);
+		keys = srv_config_keys(path);
+		assert_non_null(keys);
+		while (*keys && strcmp(*keys, dot ? dot + 1 : p))
+			keys++;
+		if (!*keys)
+			fail_msg("%s: a row the parser does not accept", p);
+	}
+	assert_int_equal(nkeys, srv_config_nrows + nstruct);
+	assert_null(srv_config_keys("tables"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -765,6 +1168,9 @@ int main(void)
 		cmocka_unit_test(error_names_the_path),
 		cmocka_unit_test(syntax_errors),
 		cmocka_unit_test(partial_objects_keep_defaults),
+		cmocka_unit_test(every_row),
+		cmocka_unit_test(set_by_name),
+		cmocka_unit_test(keys_are_rows),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
