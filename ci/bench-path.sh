@@ -28,7 +28,10 @@
 # updates at the table's lr; a number: every update passes that lr with
 # rs_update_ex, as a learning-rate schedule does), RS_BENCH_EVICT (unset: no
 # eviction; lru or lfu: the tables evict by that policy at their capacity,
-# which the bench never reaches: the cost of keeping access information).
+# which the bench never reaches: the cost of keeping access information),
+# RS_BENCH_PATH_PARTS ("key call": the per-key phases, the per-call gets;
+# either alone), RS_BENCH_CALLS (200: the calls of the shorter per-call
+# run).
 set -euo pipefail
 # shellcheck source=ci/bench-lib.sh
 . "$(dirname "$0")/bench-lib.sh"
@@ -96,6 +99,8 @@ keys() {
 }
 per() { awk -v a="$1" -v k="$2" 'BEGIN { printf "%.0f", (k > 0 ? a / k : 0) }'; }
 
+parts=${RS_BENCH_PATH_PARTS:-key call}
+if [[ " $parts " == *" key "* ]]; then
 say "== instructions per key (callgrind, spin window 0): ${shape[*]}"
 run A --no-rpc --no-update
 run B --no-rpc
@@ -108,6 +113,7 @@ say "result path_client_update_instr_per_key $(per $((cB - cA)) "$ku") ($ku keys
 say "result path_client_rpc_get_instr_per_key $(per $((cC - cA)) "$kr") ($kr keys)"
 say "result path_node_update_instr_per_key $(per $((sB - sA)) "$ku")"
 say "result path_node_rpc_get_instr_per_key $(per $((sC - sA)) "$kr")"
+fi
 
 # Per call, as a caller sees it: the client's instructions inside rs_get
 # (callgrind --toggle-collect, spin 0) for one-key gets of MODE: warm (the
@@ -129,6 +135,7 @@ call_ir() {
 	callgrind_annotate "$f.out" 2>/dev/null |
 		awk '/PROGRAM TOTALS/ { v = $1; gsub(",", "", v); print v + 0; exit }'
 }
+[[ " $parts " == *" call "* ]] || exit 0
 say "== client instructions per one-key rs_get call (callgrind, spin 0, dim ${RS_BENCH_DIM:-64})"
 for m in warm cold rpc; do
 	a=$(call_ir $m "$calls") b=$(call_ir $m $((3 * calls)))
