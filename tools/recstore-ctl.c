@@ -93,18 +93,21 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "ckpt/ckpt.h"
-#include "client/client_internal.h"
+#include "common/proto.h"
 #include "common/rs_internal.h"
 #include "common/spec.h"
-#include "coord/membership.h"
+#include "recstore/admin.h"
 #include "recstore/client.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Name of a kind, "?" if unknown (the names: common/spec.h, proto.h). */
 #define NAME_OR(n) ((n) ? (n) : "?")
@@ -612,33 +615,66 @@ static int connect_nodes(const char *nodes, const struct creds *cr,
 
 /* --etcd-ca/--etcd-cert/--etcd-key/--etcd-user/--etcd-password-file, or
  * RS_ETCD_CA, RS_ETCD_CERT, RS_ETCD_KEY, RS_ETCD_USER,
- * RS_ETCD_PASSWORD_FILE (strings of argv or the environment: not owned) */
-static struct coord_etcd_files etcd_sec;
+ * RS_ETCD_PASSWORD_FILE (strings of argv or the environment) */
+static struct rs_admin_etcd_opts etcd_sec = RS_ADMIN_ETCD_OPTS_INIT;
 
-static int etcd_open(struct coord **c, const char *etcd)
+/* The admin handle of cluster in the etcd of etcd (recstore/admin.h). */
+static int etcd_open(struct rs_admin **a, const char *etcd,
+		     const char *cluster)
 {
-	static const struct { const char *env; char **field; } envs[] = {
+	static const struct { const char *env; const char **field; } envs[] = {
 		{ "RS_ETCD_CA", &etcd_sec.ca_file },
 		{ "RS_ETCD_CERT", &etcd_sec.cert_file },
 		{ "RS_ETCD_KEY", &etcd_sec.key_file },
 		{ "RS_ETCD_USER", &etcd_sec.user },
 		{ "RS_ETCD_PASSWORD_FILE", &etcd_sec.password_file },
 	};
-	bool world;
 	int ret;
 
-	for (size_t i = 0; i < RS_ARRAY_SIZE(envs); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(envs); i++)
 		if (!*envs[i].field && getenv(envs[i].env) &&
 		    *getenv(envs[i].env))
 			*envs[i].field = getenv(envs[i].env);
-	ret = coord_etcd_open_files(c, etcd, 5000, &etcd_sec, &world);
-	if (!ret && world)
+	ret = rs_admin_open_etcd(a, etcd, cluster, &etcd_sec);
+	if (!ret && (rs_admin_warnings(*a) & RS_ADMIN_WARN_PASSWORD_READABLE))
 		fprintf(stderr, "recstore-ctl: warning: %s may be read by "
 			"other users (chmod 600 it)\n",
 			etcd_sec.password_file);
 	return ret;
 }
 
+/* The monotonic clock in ms: the deadlines of the waiting commands. */
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A message of our own, formatted, for err_msg(); returns code. */
+__attribute__((format(printf, 2, 3)))
+static int ctl_errf(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(ctl_msg, sizeof(ctl_msg), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+/* What failed last: ours (a timeout of a command) or the library's. */
+static const char *err_msg(void)
+{
+	return ctl_msg[0] ? ctl_msg : rs_errormsg();
+}
+
+/* In the active ring: serves reads, leads its primary ranges. */
+static bool serves(uint32_t state)
+{
+	return state == RS_ADMIN_ACTIVE || state == RS_ADMIN_LEAVING;
+}
 
 struct cluster_args {
 	unsigned until_active;
@@ -683,7 +719,7 @@ static int parse_cluster_args(int argc, char **argv, struct cluster_args *a)
 			a->until_epoch = v;
 		else if (o == 't')
 			a->timeout_s = (unsigned)v;
-		else if (v < 1 || v > MEMB_MAX_R)
+		else if (v < 1 || v > RS_ADMIN_MAX_R)
 			return bad("replicas", optarg);
 		else
 			a->replicas = (unsigned)v;
@@ -695,12 +731,12 @@ static int parse_cluster_args(int argc, char **argv, struct cluster_args *a)
 	return 0;
 }
 
-static unsigned count_active(const struct memb_config *c)
+static unsigned count_active(const struct rs_admin_config *c)
 {
 	unsigned n = 0;
 
 	for (size_t i = 0; i < c->n; i++)
-		n += memb_serves(c->m[i].state);
+		n += serves(c->m[i].state);
 	return n;
 }
 
@@ -713,75 +749,75 @@ static bool retry_read(const struct cluster_args *a, uint64_t deadline,
 	static uint64_t said;
 
 	if ((!a->until_active && !a->until_epoch) ||
-	    rs_mono_ms() + 500 >= deadline)
+	    mono_ms() + 500 >= deadline)
 		return false;
-	if (!said || rs_mono_ms() - said >= 10000) {
+	if (!said || mono_ms() - said >= 10000) {
 		fprintf(stderr, "recstore-ctl: %s (%s); trying again\n",
 			rs_errormsg(), rs_strerror(ret));
-		said = rs_mono_ms();
+		said = mono_ms();
 	}
 	usleep(500000);
 	return true;
 }
 
 /* Read the configuration; with a condition, watch until it holds. */
-static int read_until(struct coord *c, const char *cluster,
-		      const struct cluster_args *a, struct memb_config *cfg,
-		      int64_t *mod_rev)
+static int read_until(struct rs_admin *adm, const struct cluster_args *a,
+		      struct rs_admin_config **cfg)
 {
-	char prefix[COORD_KEY_MAX + 1];
-	uint64_t deadline = rs_mono_ms() + (uint64_t)a->timeout_s * 1000;
+	uint64_t deadline = mono_ms() + (uint64_t)a->timeout_s * 1000;
 	int64_t rev;
 	int ret;
 
-	if ((ret = memb_key(prefix, cluster, "")))
-		return ret;
 	for (;;) {
 		uint64_t now;
 
-		if ((ret = memb_read_config(c, cluster, cfg, mod_rev, &rev))) {
+		if ((ret = rs_admin_read_config(adm, cfg))) {
 			if (retry_read(a, deadline, ret))
 				continue;
 			return ret;
 		}
-		if (count_active(cfg) >= a->until_active &&
-		    cfg->epoch >= a->until_epoch)
+		if (count_active(*cfg) >= a->until_active &&
+		    (*cfg)->epoch >= a->until_epoch)
 			return 0;
-		now = rs_mono_ms();
-		if (now >= deadline)
-			return rs_seterr(RS_E_TIMEOUT, "after %u s: epoch "
-					 "%llu, %u active (waited for epoch >= "
-					 "%llu, %u active)", a->timeout_s,
-					 (unsigned long long)cfg->epoch,
-					 count_active(cfg),
-					 (unsigned long long)a->until_epoch,
-					 a->until_active);
-		memb_config_free(cfg);
-		ret = coord_wait(c, prefix, rev, (int)(deadline - now), NULL);
+		now = mono_ms();
+		if (now >= deadline) {
+			ret = ctl_errf(RS_E_TIMEOUT, "after %u s: epoch %llu, "
+				       "%u active (waited for epoch >= %llu, "
+				       "%u active)", a->timeout_s,
+				       (unsigned long long)(*cfg)->epoch,
+				       count_active(*cfg),
+				       (unsigned long long)a->until_epoch,
+				       a->until_active);
+			rs_admin_config_free(cfg);
+			return ret;
+		}
+		rev = (*cfg)->rev;
+		rs_admin_config_free(cfg);
+		ret = rs_admin_wait(adm, rev, (int)(deadline - now));
 		if (ret < 0 && !retry_read(a, deadline, ret))
 			return ret;
 	}
 }
 
-static void print_placement(const struct memb_config *cfg, bool ranges)
+static void print_placement(const struct rs_admin_config *cfg, bool ranges)
 {
-	struct memb_placement *p;
+	struct rs_admin_placement *p;
 	double *prim, *repl;
-	unsigned out[MEMB_MAX_R];
+	unsigned out[RS_ADMIN_MAX_R];
 	size_t n;
 
-	if (memb_placement_new(&p, cfg)) {
+	if (rs_admin_placement_new(&p, cfg)) {
 		printf("replica sets: %s\n", rs_errormsg());
 		return;
 	}
-	n = memb_ranges(p);
+	n = rs_admin_placement_ranges(p);
 	printf("replica sets: %zu ranges on the ring of %u active members, "
 	       "up to %u replicas each\n", n, count_active(cfg), cfg->r);
 	prim = calloc(cfg->n + 1, sizeof(*prim));
 	repl = calloc(cfg->n + 1, sizeof(*repl));
 	for (size_t i = 0; prim && repl && i < n; i++) {
 		uint64_t start, end;
-		unsigned k = memb_range(p, i, &start, &end, out);
+		unsigned k = rs_admin_placement_range(p, i, &start, &end, out);
 		double share = (double)(end - start) / 18446744073709551616.0;
 
 		if (i == 0 && end <= start) /* the range that wraps */
@@ -800,111 +836,113 @@ static void print_placement(const struct memb_config *cfg, bool ranges)
 		}
 	}
 	for (size_t i = 0; prim && repl && i < cfg->n; i++)
-		if (memb_serves(cfg->m[i].state))
+		if (serves(cfg->m[i].state))
 			printf("  %-20s primary of %5.1f%% of the ring, "
 			       "replica of %5.1f%%\n", cfg->m[i].id, 100 * prim[i],
 			       100 * repl[i]);
 	free(prim);
 	free(repl);
-	memb_placement_free(&p);
+	rs_admin_placement_free(&p);
 }
 
-static int print_cluster(struct coord *c, const char *cluster,
-			 const struct memb_config *cfg, int64_t mod_rev,
-			 bool ranges)
+/* What a member's registration says, for its line of print_cluster. */
+static const char *reg_status(const struct rs_admin_config *cfg,
+			      const struct rs_admin_member *m,
+			      const struct rs_admin_regs *regs)
 {
-	char key[COORD_KEY_MAX + 1];
-	struct memb_reg *regs;
-	struct coord_kvs d;
-	size_t nregs, nbad;
+	const char *reg = "not registered";
+
+	for (size_t j = 0; j < regs->n; j++) {
+		const struct rs_admin_reg *r = &regs->reg[j];
+
+		if (strcmp(r->id, m->id))
+			continue;
+		reg = r->inc != m->inc ? "registered (restarted)"
+		      : r->drain ? "registered, drain requested"
+		      : m->state != RS_ADMIN_JOINING ? "registered"
+		      /* "Copying ranges", docs/replication.md */
+		      : r->synced == cfg->epoch
+			      ? "registered, ranges copied: active next"
+			      : "registered, copying its ranges";
+	}
+	return reg;
+}
+
+static int print_cluster(struct rs_admin *adm, const char *cluster,
+			 const struct rs_admin_config *cfg, bool ranges)
+{
+	struct rs_admin_regs *regs;
+	char *decider;
 	int ret;
 
-	if ((ret = memb_read_regs(c, cluster, &regs, &nregs, &nbad)))
+	if ((ret = rs_admin_read_regs(adm, &regs)))
 		return ret;
-	if ((ret = memb_key(key, cluster, "decider")) ||
-	    (ret = coord_range(c, key, false, &d))) {
-		free(regs);
+	if ((ret = rs_admin_read_decider(adm, &decider))) {
+		rs_admin_regs_free(&regs);
 		return ret;
 	}
 	if (cfg->epoch)
 		printf("cluster %s: epoch %" PRIu64 ", r %u, vnodes %u, "
 		       "config revision %" PRId64 "\n", cluster, cfg->epoch,
-		       cfg->r, cfg->vnodes, mod_rev);
+		       cfg->r, cfg->vnodes, cfg->mod_rev);
 	else
 		printf("cluster %s: no configuration yet\n", cluster);
-	printf("decider: %s\n", d.n ? d.kv[0].value : "(none)");
+	printf("decider: %s\n", decider ? decider : "(none)");
 	printf("members: %zu\n", cfg->n);
 	for (size_t i = 0; i < cfg->n; i++) {
-		const struct memb_member *m = &cfg->m[i];
-		const char *reg = "not registered";
+		const struct rs_admin_member *m = &cfg->m[i];
 
-		for (size_t j = 0; j < nregs; j++) {
-			if (strcmp(regs[j].id, m->id))
-				continue;
-			reg = regs[j].inc != m->inc ? "registered (restarted)"
-			      : regs[j].drain
-				      ? "registered, drain requested"
-			      : m->state != MEMB_JOINING ? "registered"
-			      /* "Copying ranges", docs/replication.md */
-			      : regs[j].synced == cfg->epoch
-				      ? "registered, ranges copied: active next"
-				      : "registered, copying its ranges";
-		}
 		printf("  %-20s %-22s %-8s since epoch %-6" PRIu64 " %s\n",
-		       m->id, m->addr, memb_state_name(m->state), m->since,
-		       reg);
+		       m->id, m->addr, rs_admin_state_name(m->state), m->since,
+		       reg_status(cfg, m, regs));
 	}
-	for (size_t j = 0; j < nregs; j++) {
+	for (size_t j = 0; j < regs->n; j++) {
 		bool known = false;
 
 		for (size_t i = 0; i < cfg->n; i++)
-			known |= !strcmp(regs[j].id, cfg->m[i].id);
+			known |= !strcmp(regs->reg[j].id, cfg->m[i].id);
 		if (!known)
 			printf("  %-20s %-22s registered, not in the "
-			       "configuration yet\n", regs[j].id,
-			       regs[j].addr);
+			       "configuration yet\n", regs->reg[j].id,
+			       regs->reg[j].addr);
 	}
-	if (nbad)
-		printf("unreadable registrations: %zu\n", nbad);
-	for (size_t j = 0; j < nregs; j++)
-		if (regs[j].seen)
+	if (regs->unreadable)
+		printf("unreadable registrations: %zu\n", regs->unreadable);
+	for (size_t j = 0; j < regs->n; j++)
+		if (regs->reg[j].seen)
 			printf("WARNING: %s follows epoch %" PRIu64 ", newer "
 			       "than this configuration: etcd was restored "
 			       "from an older snapshot, failover is stopped; "
-			       "run 'recstore-ctl ... recover'\n", regs[j].id,
-			       regs[j].seen);
+			       "run 'recstore-ctl ... recover'\n",
+			       regs->reg[j].id, regs->reg[j].seen);
 	print_placement(cfg, ranges);
-	coord_kvs_free(&d);
-	free(regs);
+	free(decider);
+	rs_admin_regs_free(&regs);
 	return 0;
 }
 
 static int cmd_cluster(const char *etcd, const char *cluster, int argc,
 		       char **argv)
 {
-	struct memb_policy pol = { .vnodes = MEMB_DEFAULT_VNODES,
-				   .activate_joiners = true };
+	struct rs_admin_config *cfg;
 	struct cluster_args a;
-	struct memb_config cfg;
-	struct coord *c;
-	int64_t mod_rev;
+	struct rs_admin *adm;
 	uint64_t epoch;
 	int ret;
 
 	if ((ret = parse_cluster_args(argc, argv, &a)))
 		return ret;
-	pol.r = a.replicas;
-	if ((ret = memb_check_id("--cluster", cluster)) ||
-	    (ret = etcd_open(&c, etcd))) {
+	if ((ret = rs_admin_check_id("--cluster", cluster)) ||
+	    (ret = etcd_open(&adm, etcd, cluster))) {
 		fprintf(stderr, "recstore-ctl: %s\n", rs_errormsg());
 		return 1;
 	}
 	if (a.decide) {
-		ret = memb_decide(c, cluster, &pol, &epoch);
+		ret = rs_admin_decide(adm, a.replicas, &epoch);
 		if (ret == 1)
 			printf("decided: configuration epoch %" PRIu64
 			       " written\n", epoch);
-		else if (ret == MEMB_DECIDE_REGRESSED)
+		else if (ret == RS_ADMIN_DECIDE_REGRESSED)
 			printf("decided: nothing: a node follows epoch %"
 			       PRIu64 ", newer than etcd's (recover)\n",
 			       epoch);
@@ -912,20 +950,20 @@ static int cmd_cluster(const char *etcd, const char *cluster, int argc,
 			printf("decided: no change\n");
 	}
 	if (ret >= 0)
-		ret = read_until(c, cluster, &a, &cfg, &mod_rev);
+		ret = read_until(adm, &a, &cfg);
 	if (!ret) {
-		ret = print_cluster(c, cluster, &cfg, mod_rev, a.ranges);
-		memb_config_free(&cfg);
+		ret = print_cluster(adm, cluster, cfg, a.ranges);
+		rs_admin_config_free(&cfg);
 	}
 	if (ret < 0)
 		fprintf(stderr, "recstore-ctl: cluster %s: %s\n", cluster,
-			rs_errormsg());
-	coord_close(&c);
+			err_msg());
+	rs_admin_close(&adm);
 	return ret < 0 ? 1 : 0;
 }
 
 /* The state of member id in cfg, or -1. */
-static int member_state(const struct memb_config *cfg, const char *id)
+static int member_state(const struct rs_admin_config *cfg, const char *id)
 {
 	for (size_t i = 0; i < cfg->n; i++)
 		if (!strcmp(cfg->m[i].id, id))
@@ -945,7 +983,7 @@ static bool store_transient(int ret)
  * so on stderr once per command. */
 static bool store_retry(uint64_t deadline, bool *said)
 {
-	if (rs_mono_ms() + 250 >= deadline)
+	if (mono_ms() + 250 >= deadline)
 		return false;
 	if (!*said)
 		fprintf(stderr, "recstore-ctl: etcd: %s; trying again\n",
@@ -955,8 +993,14 @@ static bool store_retry(uint64_t deadline, bool *said)
 	return true;
 }
 
-static int cmd_drain(const char *etcd, const char *cluster, int argc,
-		     char **argv)
+struct drain_args {
+	const char *id;
+	bool cancel, force, wait;
+	unsigned long timeout_s;
+};
+
+/* drain's command line; 0 or an exit status. */
+static int parse_drain_args(int argc, char **argv, struct drain_args *d)
 {
 	static const struct option opts[] = {
 		{ "cancel", no_argument, NULL, 'c' },
@@ -965,26 +1009,19 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 		{ "timeout", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bool cancel = false, force = false, wait = true, said = false;
-	unsigned long timeout_s = 600;
-	char prefix[COORD_KEY_MAX + 1];
-	struct memb_config cfg;
-	struct coord *c;
-	const char *id;
-	uint64_t t0, deadline;
-	int64_t mod_rev, rev;
-	int o, ret;
+	int o;
 
+	*d = (struct drain_args){ .wait = true, .timeout_s = 600 };
 	optind = 1;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (o == 'c')
-			cancel = true;
+			d->cancel = true;
 		else if (o == 'f')
-			force = true;
+			d->force = true;
 		else if (o == 'n')
-			wait = false;
+			d->wait = false;
 		else if (o == 't') {
-			if (parse_timeout(optarg, &timeout_s))
+			if (parse_timeout(optarg, &d->timeout_s))
 				return bad("timeout", optarg);
 		} else
 			return 2;
@@ -993,75 +1030,121 @@ static int cmd_drain(const char *etcd, const char *cluster, int argc,
 		usage(stderr);
 		return 2;
 	}
-	id = argv[optind];
-	if ((ret = memb_check_id("--cluster", cluster)) ||
-	    (ret = etcd_open(&c, etcd))) {
+	d->id = argv[optind];
+	return 0;
+}
+
+/* After the request: until id is DOWN (or, cancelled, no longer
+ * LEAVING), or at once with --no-wait; prints where it stands. */
+static int drain_wait(struct rs_admin *adm, const struct drain_args *d,
+		      uint64_t t0, uint64_t deadline, bool *said)
+{
+	struct rs_admin_config *cfg;
+	int64_t rev;
+	int ret, st;
+
+	for (;;) {
+		ret = rs_admin_read_config(adm, &cfg);
+		if (store_transient(ret) && store_retry(deadline, said))
+			continue;
+		if (ret)
+			return ret;
+		st = member_state(cfg, d->id);
+		if (!d->wait || (d->cancel ? st != RS_ADMIN_LEAVING
+					   : st == RS_ADMIN_DOWN)) {
+			printf("%s: %s in epoch %" PRIu64 " (%.1f s)\n", d->id,
+			       st < 0 ? "not a member"
+				      : rs_admin_state_name((uint32_t)st),
+			       cfg->epoch, (double)(mono_ms() - t0) / 1e3);
+			rs_admin_config_free(&cfg);
+			return 0;
+		}
+		rev = cfg->rev;
+		rs_admin_config_free(&cfg);
+		if (mono_ms() >= deadline)
+			return ctl_errf(RS_E_TIMEOUT, "after %lu s '%s' is "
+					"still %s", d->timeout_s, d->id,
+					rs_admin_state_name((uint32_t)st));
+		ret = rs_admin_wait(adm, rev, (int)(deadline - mono_ms()));
+		if (ret < 0 && !(store_transient(ret) &&
+				 store_retry(deadline, said)))
+			return ret;
+	}
+}
+
+static int cmd_drain(const char *etcd, const char *cluster, int argc,
+		     char **argv)
+{
+	struct drain_args d;
+	struct rs_admin *adm;
+	uint64_t t0, deadline;
+	bool said = false;
+	int ret;
+
+	if ((ret = parse_drain_args(argc, argv, &d)))
+		return ret;
+	if ((ret = rs_admin_check_id("--cluster", cluster)) ||
+	    (ret = etcd_open(&adm, etcd, cluster))) {
 		fprintf(stderr, "recstore-ctl: %s\n", rs_errormsg());
 		return 1;
 	}
-	t0 = rs_mono_ms();
-	deadline = t0 + (uint64_t)timeout_s * 1000;
-	while (store_transient(ret = memb_drain_request(c, cluster, id, cancel,
-							force)) &&
+	t0 = mono_ms();
+	deadline = t0 + (uint64_t)d.timeout_s * 1000;
+	while (store_transient(ret = rs_admin_drain(
+				       adm, d.id,
+				       (d.cancel ? RS_ADMIN_DRAIN_CANCEL : 0) |
+				       (d.force ? RS_ADMIN_DRAIN_FORCE : 0))) &&
 	       store_retry(deadline, &said))
 		;
-	if (!ret)
-		printf("drain %s: %s\n", id, cancel ? "request withdrawn"
-						    : "requested");
-	if (!ret && (ret = memb_key(prefix, cluster, "")) == 0)
-		for (;;) {
-			int st;
-
-			ret = memb_read_config(c, cluster, &cfg, &mod_rev, &rev);
-			if (store_transient(ret) &&
-			    store_retry(deadline, &said))
-				continue;
-			if (ret)
-				break;
-			st = member_state(&cfg, id);
-			if (!wait || (cancel ? st != MEMB_LEAVING
-					     : st == MEMB_DOWN)) {
-				printf("%s: %s in epoch %" PRIu64 " (%.1f s)\n",
-				       id, st < 0 ? "not a member"
-				       : memb_state_name((enum memb_state)st),
-				       cfg.epoch, (double)(rs_mono_ms() - t0) / 1e3);
-				memb_config_free(&cfg);
-				break;
-			}
-			memb_config_free(&cfg);
-			if (rs_mono_ms() >= deadline) {
-				ret = rs_seterr(RS_E_TIMEOUT, "after %lu s "
-						"'%s' is still %s", timeout_s,
-						id, memb_state_name(
-							(enum memb_state)st));
-				break;
-			}
-			ret = coord_wait(c, prefix, rev,
-					 (int)(deadline - rs_mono_ms()), NULL);
-			if (ret < 0 && !(store_transient(ret) &&
-					 store_retry(deadline, &said)))
-				break;
-		}
+	if (!ret) {
+		printf("drain %s: %s\n", d.id, d.cancel ? "request withdrawn"
+							: "requested");
+		ret = drain_wait(adm, &d, t0, deadline, &said);
+	}
 	if (ret < 0)
-		fprintf(stderr, "recstore-ctl: drain %s: %s\n", id,
-			rs_errormsg());
-	coord_close(&c);
+		fprintf(stderr, "recstore-ctl: drain %s: %s\n", d.id,
+			err_msg());
+	rs_admin_close(&adm);
 	return ret < 0 ? 1 : 0;
 }
 
 /* Registrations that still say their node follows no configuration
  * (seen: it saw the store go back and has not followed a recovery). */
-static size_t regs_waiting(struct coord *c, const char *cluster, int *ret)
+static size_t regs_waiting(struct rs_admin *adm, int *ret)
 {
-	struct memb_reg *regs;
-	size_t n, waiting = 0;
+	struct rs_admin_regs *regs;
+	size_t waiting = 0;
 
-	if ((*ret = memb_read_regs(c, cluster, &regs, &n, NULL)))
+	if ((*ret = rs_admin_read_regs(adm, &regs)))
 		return 0;
-	for (size_t i = 0; i < n; i++)
-		waiting += regs[i].seen != 0;
-	free(regs);
+	for (size_t i = 0; i < regs->n; i++)
+		waiting += regs->reg[i].seen != 0;
+	rs_admin_regs_free(&regs);
 	return waiting;
+}
+
+/* After a recovery was written: until every registered node follows it
+ * (its registration drops seen). */
+static int recover_wait(struct rs_admin *adm, unsigned long timeout_s,
+			uint64_t t0, uint64_t deadline, bool *said)
+{
+	size_t waiting;
+	int ret;
+
+	while ((waiting = regs_waiting(adm, &ret)) || store_transient(ret)) {
+		if (mono_ms() >= deadline)
+			return ctl_errf(RS_E_TIMEOUT, "after %lu s %zu node(s) "
+					"still wait for a recovery", timeout_s,
+					waiting);
+		if (store_transient(ret))
+			store_retry(deadline, said);
+		else
+			usleep(100000);
+	}
+	if (!ret)
+		printf("recover: every registered node follows it (%.1f s)\n",
+		       (double)(mono_ms() - t0) / 1e3);
+	return ret;
 }
 
 /* recover: after etcd was restored from an older snapshot
@@ -1074,12 +1157,10 @@ static int cmd_recover(const char *etcd, const char *cluster, int argc,
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long timeout_s = 30;
-	char prefix[COORD_KEY_MAX + 1];
-	struct memb_config cfg;
+	struct rs_admin_config *cfg;
 	uint64_t t0, deadline;
+	struct rs_admin *adm;
 	bool said = false;
-	struct coord *c;
-	size_t waiting;
 	int o, ret;
 
 	optind = 1;
@@ -1093,57 +1174,39 @@ static int cmd_recover(const char *etcd, const char *cluster, int argc,
 		usage(stderr);
 		return 2;
 	}
-	if ((ret = memb_check_id("--cluster", cluster)) ||
-	    (ret = memb_key(prefix, cluster, "")) ||
-	    (ret = etcd_open(&c, etcd))) {
+	if ((ret = rs_admin_check_id("--cluster", cluster)) ||
+	    (ret = etcd_open(&adm, etcd, cluster))) {
 		fprintf(stderr, "recstore-ctl: %s\n", rs_errormsg());
 		return 1;
 	}
-	t0 = rs_mono_ms();
+	t0 = mono_ms();
 	deadline = t0 + (uint64_t)timeout_s * 1000;
 	/* a node publishes what it follows within a round of its agent:
 	 * BUSY until then; a decider or another recover racing: STALE */
-	while (((ret = memb_recover(c, cluster, &cfg)) == RS_E_BUSY ||
+	while (((ret = rs_admin_recover(adm, &cfg)) == RS_E_BUSY ||
 		ret == RS_E_STALE || store_transient(ret)) &&
 	       store_retry(deadline, &said))
 		;
 	if (ret == 0) {
 		printf("recover: nothing to recover: no node follows a newer "
-		       "configuration than epoch %" PRIu64 "\n", cfg.epoch);
-		memb_config_free(&cfg);
+		       "configuration than epoch %" PRIu64 "\n", cfg->epoch);
+		rs_admin_config_free(&cfg);
 	} else if (ret == 1) {
 		printf("recover: configuration epoch %" PRIu64 " written: the "
 		       "newest a live node followed (epoch %" PRIu64 ", %zu "
-		       "members)\n", cfg.epoch, cfg.recovered, cfg.n);
-		memb_config_free(&cfg);
-		/* every node follows it once its registration drops seen */
-		while ((waiting = regs_waiting(c, cluster, &ret)) ||
-		       store_transient(ret)) {
-			if (rs_mono_ms() >= deadline) {
-				ret = rs_seterr(RS_E_TIMEOUT, "after %lu s %zu "
-						"node(s) still wait for a "
-						"recovery", timeout_s, waiting);
-				break;
-			}
-			if (store_transient(ret))
-				store_retry(deadline, &said);
-			else
-				usleep(100000);
-		}
-		if (!ret)
-			printf("recover: every registered node follows it "
-			       "(%.1f s)\n",
-			       (double)(rs_mono_ms() - t0) / 1e3);
+		       "members)\n", cfg->epoch, cfg->recovered, cfg->n);
+		rs_admin_config_free(&cfg);
+		ret = recover_wait(adm, timeout_s, t0, deadline, &said);
 	}
 	if (ret < 0)
-		fprintf(stderr, "recstore-ctl: recover: %s\n", rs_errormsg());
-	coord_close(&c);
+		fprintf(stderr, "recstore-ctl: recover: %s\n", err_msg());
+	rs_admin_close(&adm);
 	return ret < 0 ? 1 : 0;
 }
 
 /* ---- checkpoint / restore ---- */
 
-static void show_progress(void *arg, const struct cli_ckpt_progress *p)
+static void show_progress(void *arg, const struct rs_ckpt_progress *p)
 {
 	double s = (double)p->elapsed_us / 1e6;
 
@@ -1165,21 +1228,21 @@ static void show_progress(void *arg, const struct cli_ckpt_progress *p)
 static int cmd_ckpt(struct rs_client *c, int argc, char **argv)
 {
 	const char *tables[64];
-	struct cli_ckpt_opts o = { .tables = tables,
-				   .progress = show_progress };
-	struct cli_ckpt_report rep;
+	struct rs_ckpt_opts o = RS_CKPT_OPTS_INIT;
+	struct rs_ckpt_report rep = RS_CKPT_REPORT_INIT;
 	bool restore = !strcmp(argv[0], "restore");
-	char id[2 * CKPT_ID_BYTES + 1];
 	int ret;
 
 	if (argc < 2)
 		return usage(stderr), 2;
+	o.tables = tables;
+	o.progress = show_progress;
 	for (int i = 2; i < argc; i++) {
 		if (!strcmp(argv[i], "--table") && i + 1 < argc &&
-		    o.ntables < RS_ARRAY_SIZE(tables))
+		    o.ntables < ARRAY_SIZE(tables))
 			tables[o.ntables++] = argv[++i];
 		else if (!restore && !strcmp(argv[i], "--export"))
-			o.export_only = true;
+			o.flags |= RS_CKPT_EXPORT;
 		else if (!restore && !strcmp(argv[i], "--incremental") &&
 			 i + 1 < argc)
 			o.base = argv[++i];
@@ -1189,21 +1252,20 @@ static int cmd_ckpt(struct rs_client *c, int argc, char **argv)
 		else
 			return usage(stderr), 2;
 	}
-	ret = restore ? cli_restore(c, argv[1], &o, &rep)
-		      : cli_checkpoint(c, argv[1], &o, &rep);
+	ret = restore ? rs_restore(c, argv[1], &o, &rep)
+		      : rs_checkpoint(c, argv[1], &o, &rep);
 	if (ret)
 		return fail(argv[0], ret);
-	ckpt_id_hex(rep.id, id);
 	if (restore)
 		printf("restored checkpoint %s: %u tables, %u parts, %llu "
-		       "rows in %.2f s\n", id, rep.tables, rep.parts,
+		       "rows in %.2f s\n", rep.id, rep.tables, rep.parts,
 		       (unsigned long long)rep.rows,
 		       (double)rep.elapsed_us / 1e6);
 	else
 		printf("%scheckpoint %s: %u tables, %u parts, %llu rows, "
 		       "%llu deletions, %llu bytes (%llu uncompressed) in "
 		       "%.2f s; writes paused %.3f s\n",
-		       o.base ? "incremental " : "", id, rep.tables,
+		       o.base ? "incremental " : "", rep.id, rep.tables,
 		       rep.parts, (unsigned long long)rep.rows,
 		       (unsigned long long)rep.deleted,
 		       (unsigned long long)rep.bytes,
@@ -1217,29 +1279,23 @@ static int cmd_ckpt(struct rs_client *c, int argc, char **argv)
  * names the file). */
 static int cmd_verify(int argc, char **argv)
 {
-	struct ckpt_verify_stats st;
-	struct ckpt_manifest *m;
-	char id[2 * CKPT_ID_BYTES + 1];
-	int ret;
+	struct rs_ckpt_report rep = RS_CKPT_REPORT_INIT;
 
 	if (argc != 2) {
 		usage(stderr);
 		return 2;
 	}
-	if ((ret = ckpt_chain_verify(argv[1], &st)) ||
-	    (ret = ckpt_manifest_load(argv[1], &m))) {
+	if (rs_ckpt_verify(argv[1], &rep)) {
 		fprintf(stderr, "recstore-ctl: verify: %s\n", rs_errormsg());
 		return 1;
 	}
-	ckpt_id_hex(m->id, id);
 	printf("checkpoint %s%s: %u tables, %llu parts, %llu rows, %llu "
-	       "deletions, %llu bytes (%llu uncompressed): intact\n", id,
-	       m->kind == CKPT_INCREMENTAL ? " (an increment; with its "
-	       "bases)" : "", m->ntables, (unsigned long long)st.parts,
-	       (unsigned long long)st.rows, (unsigned long long)st.deleted,
-	       (unsigned long long)st.bytes,
-	       (unsigned long long)st.raw_bytes);
-	ckpt_manifest_free(m);
+	       "deletions, %llu bytes (%llu uncompressed): intact\n", rep.id,
+	       rep.incremental ? " (an increment; with its bases)" : "",
+	       rep.tables, (unsigned long long)rep.parts,
+	       (unsigned long long)rep.rows, (unsigned long long)rep.deleted,
+	       (unsigned long long)rep.bytes,
+	       (unsigned long long)rep.raw_bytes);
 	return 0;
 }
 

@@ -581,6 +581,11 @@ struct rs_ckpt_report {
 	uint64_t paused_us;	/* checkpoint: longest write pause of a node */
 	uint64_t elapsed_us;
 	char id[40];		/* the checkpoint's id: 32 hex digits */
+	/* since 0.8 */
+	uint64_t deleted;	/* keys deleted (an increment records them) */
+	uint32_t incremental;	/* rs_checkpoint, rs_ckpt_verify: 1 for an
+				 * increment; rs_restore: 0 */
+	uint32_t reserved;
 };
 #define RS_CKPT_REPORT_INIT { .struct_size = sizeof(struct rs_ckpt_report) }
 

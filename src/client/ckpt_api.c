@@ -18,9 +18,9 @@
 /* ---- growable structs (common/abi.h) ---- */
 
 static const uint32_t opts_sizes[] = { 40, 48 };	/* 0.3, 0.4 */
-static const uint32_t report_sizes[] = { 96 };	/* 0.3 */
+static const uint32_t report_sizes[] = { 96, 112 };	/* 0.3, 0.8 */
 _Static_assert(sizeof(struct rs_ckpt_opts) == 48, "append to opts_sizes");
-_Static_assert(sizeof(struct rs_ckpt_report) == 96,
+_Static_assert(sizeof(struct rs_ckpt_report) == 112,
 	       "append to report_sizes");
 static const struct rs_abi_type opts_abi = {
 	"struct rs_ckpt_opts", opts_sizes, RS_ARRAY_SIZE(opts_sizes)
@@ -89,7 +89,7 @@ static int report_check(const struct rs_ckpt_report *rep)
 }
 
 static void report_out(struct rs_ckpt_report *out,
-		       const struct cli_ckpt_report *r)
+		       const struct cli_ckpt_report *r, bool incremental)
 {
 	struct rs_ckpt_report full;
 
@@ -106,6 +106,8 @@ static void report_out(struct rs_ckpt_report *out,
 	full.paused_us = r->paused_us;
 	full.elapsed_us = r->elapsed_us;
 	ckpt_id_hex(r->id, full.id);
+	full.deleted = r->deleted;
+	full.incremental = incremental;
 	rs_abi_out(out, &full, sizeof(full));
 }
 
@@ -131,7 +133,7 @@ static int ckpt_call(struct rs_client *c, const char *path,
 	ret = restore ? cli_restore(c, path, &b.o, &r)
 		      : cli_checkpoint(c, path, &b.o, &r);
 	if (!ret)
-		report_out(rep, &r);
+		report_out(rep, &r, !restore && b.o.base);
 	return ret;
 }
 
@@ -165,6 +167,7 @@ static int verify(const char *path, struct ckpt_manifest **mp,
 	r->rows = vs.rows;
 	r->bytes = vs.bytes;
 	r->raw_bytes = vs.raw_bytes;
+	r->deleted = vs.deleted;
 	r->with_state = (*mp)->kind != CKPT_EXPORT;
 	memcpy(r->id, (*mp)->id, CKPT_ID_BYTES);
 	return 0;
@@ -182,7 +185,7 @@ RS_EXPORT int rs_ckpt_verify(const char *path, struct rs_ckpt_report *rep)
 		return ret;
 	ret = verify(path, &m, &r);
 	if (!ret)
-		report_out(rep, &r);
+		report_out(rep, &r, m->kind == CKPT_INCREMENTAL);
 	ckpt_manifest_free(m);
 	return ret;
 }

@@ -325,6 +325,16 @@ static void chain(void **state)
 	ckpt_chain_free(c);
 	assert_int_equal(ckpt_chain_verify(dir, &vs), 0);
 	assert_int_equal(vs.parts, 15);
+	/* the public report says the same, and that it is an increment */
+	{
+		struct rs_ckpt_report rep = RS_CKPT_REPORT_INIT;
+
+		assert_int_equal(rs_ckpt_verify(dir, &rep), 0);
+		assert_int_equal(rep.parts, vs.parts);
+		assert_int_equal(rep.rows, vs.rows);
+		assert_int_equal(rep.deleted, vs.deleted);
+		assert_int_equal(rep.incremental, 1);
+	}
 	/* a full checkpoint is a chain of one */
 	snprintf(dir, sizeof(dir), "%s/full", root);
 	assert_int_equal(ckpt_chain_load(dir, &c), 0);
@@ -790,6 +800,20 @@ static void public_reader(void **state, unsigned kind)
 	assert_int_equal(rep.rows, 2 * NKEYS);
 	assert_int_equal(rep.with_state, kind != CKPT_EXPORT);
 	assert_int_equal(strlen(rep.id), 32);
+	assert_int_equal(rep.deleted, 0);
+	assert_int_equal(rep.incremental, 0);
+	/* a report of 0.3 (96 bytes, without deleted and incremental):
+	 * filled up to its size, nothing written past it */
+	{
+		struct rs_ckpt_report old;
+
+		memset(&old, 0xab, sizeof(old));
+		old.struct_size = 96;
+		assert_int_equal(rs_ckpt_verify(f->dir, &old), 0);
+		assert_int_equal(old.rows, 2 * NKEYS);
+		assert_int_equal(old.deleted, 0xababababababababull);
+		assert_int_equal(old.incremental, 0xababababu);
+	}
 	assert_int_equal(rs_ckpt_reader_open(&r, f->dir), 0);
 	assert_int_equal(rs_ckpt_reader_table_count(r), 2);
 	for (unsigned t = 0; t < 2; t++) {
