@@ -1,8 +1,10 @@
 /*
  * recstore-ctl - administer memory nodes: create, list and drop tables,
- * show a node's counters. A thin front end over the client library's
- * admin calls (include/recstore/client.h: rs_table_create, rs_table_drop,
- * rs_table_list, rs_node_stats_foreach).
+ * show a node's counters. A thin front end over public calls only: the
+ * client library's admin calls (include/recstore/client.h:
+ * rs_table_create, rs_table_drop, rs_table_list, rs_node_stats_foreach,
+ * rs_checkpoint, rs_restore, rs_ckpt_verify) and, for a cluster, the
+ * admin API over etcd (include/recstore/admin.h).
  *
  *   recstore-ctl -s ADDR:PORT[,ADDR:PORT...] [--key-id N --secret-file F]
  *                COMMAND [ARGS]
@@ -101,15 +103,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/proto.h"
-#include "common/rs_internal.h"
-#include "common/spec.h"
 #include "recstore/admin.h"
 #include "recstore/client.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Name of a kind, "?" if unknown (the names: common/spec.h, proto.h). */
+/* Name of a kind, "?" if unknown (rs_dtype_name, rs_optimizer_name...). */
 #define NAME_OR(n) ((n) ? (n) : "?")
 
 static void field_usage(FILE *f);
@@ -216,25 +215,45 @@ static int fail(const char *what, int ret)
 enum {
 	O_DIM = 1, O_CAP, O_DTYPE, O_OPT, O_DEC, O_INIT, O_SEED, O_MAXCAP,
 	O_EVICT, O_MAXROWS, O_TTL, O_ADMIT,
-	O_FIELD = 0x100 /* + row of spec_fields[] (common/spec_fields.h) */
+	O_FIELD = 0x100 /* + row of the spec's parameters */
 };
 
 /*
- * The hyper-parameter options come from the spec's field table: row
- * "weight_decay" of the optimizer is --weight-decay, row "a" of the
- * initializer --init-a. The optimizer's flags are --decoupled; the
+ * The hyper-parameter options come from the spec's field table
+ * (rs_table_spec_param, over common/spec_fields.h): row "weight_decay" of
+ * the optimizer is --weight-decay, row "a" of the initializer --init-a.
+ * The optimizer's flags (the one u32 row) are --decoupled; the
  * initializer's seed is --init-seed, and --seed as before.
  */
 #define FIELD_OPT_MAX 32
 static char field_opt_names[FIELD_OPT_MAX][40];
 
+/* The rows with an option: at most FIELD_OPT_MAX of them. */
+static unsigned field_count(void)
+{
+	unsigned n = rs_table_spec_param_count();
+
+	return n < FIELD_OPT_MAX ? n : FIELD_OPT_MAX;
+}
+
+/* Row i's type (i < field_count()). */
+static uint32_t field_type(unsigned i)
+{
+	uint32_t type = RS_PARAM_U32;
+
+	rs_table_spec_param(i, NULL, NULL, &type);
+	return type;
+}
+
 static const char *field_opt_name(unsigned i)
 {
-	const struct spec_field *f = &spec_fields[i];
+	const char *name = "?";
+	uint32_t group = RS_PARAM_OPTIM;
 	char *n = field_opt_names[i];
 
+	rs_table_spec_param(i, &name, &group, NULL);
 	snprintf(n, sizeof(field_opt_names[i]), "%s%s",
-		 f->group == SPEC_G_INIT ? "init-" : "", f->name);
+		 group == RS_PARAM_INIT ? "init-" : "", name);
 	for (; *n; n++)
 		if (*n == '_')
 			*n = '-';
@@ -244,8 +263,8 @@ static const char *field_opt_name(unsigned i)
 /* Append the table's options to opts[*n..] (room for FIELD_OPT_MAX). */
 static void field_opts(struct option *opts, size_t *n)
 {
-	for (unsigned i = 0; i < spec_nfields && i < FIELD_OPT_MAX; i++)
-		if (spec_fields[i].type != SPEC_T_u32)
+	for (unsigned i = 0; i < field_count(); i++)
+		if (field_type(i) != RS_PARAM_U32)
 			opts[(*n)++] = (struct option){
 				field_opt_name(i), required_argument, NULL,
 				O_FIELD + (int)i };
@@ -256,8 +275,8 @@ static void field_usage(FILE *f)
 	int col = 9;
 
 	fprintf(f, "        ");
-	for (unsigned i = 0; i < spec_nfields && i < FIELD_OPT_MAX; i++) {
-		if (spec_fields[i].type == SPEC_T_u32)
+	for (unsigned i = 0; i < field_count(); i++) {
+		if (field_type(i) == RS_PARAM_U32)
 			continue;
 		if (col + (int)strlen(field_opt_name(i)) + 6 > 78) {
 			fprintf(f, "\n        ");
@@ -271,14 +290,12 @@ static void field_usage(FILE *f)
 /* A table row's option: its value into the spec. 0 or an exit status. */
 static int field_opt(struct rs_table_spec *s, unsigned i, const char *v)
 {
-	const struct spec_field *f = &spec_fields[i];
-	void *params = f->group == SPEC_G_OPTIM ? (void *)&s->optim
-						: (void *)&s->init;
+	void *member = rs_table_spec_param_ptr(s, i);
 	char what[48];
 
 	snprintf(what, sizeof(what), "--%s", field_opt_name(i));
-	if (f->type == SPEC_T_f32 ? parse_float(v, spec_field_ptr(f, params))
-				  : parse_u64(v, spec_field_ptr(f, params)))
+	if (field_type(i) == RS_PARAM_F32 ? parse_float(v, member)
+					  : parse_u64(v, member))
 		return bad(what, v);
 	return 0;
 }
@@ -307,7 +324,7 @@ static int create_opt(struct rs_table_spec *s, int o, const char *v)
 		s->max_capacity = u;
 		return 0;
 	case O_DTYPE:
-		if ((k = proto_dtype_parse(v)) < 0)
+		if ((k = rs_dtype_parse(v)) < 0)
 			return bad("--dtype", v);
 		s->dtype = (uint32_t)k;
 		return 0;
@@ -319,7 +336,7 @@ static int create_opt(struct rs_table_spec *s, int o, const char *v)
 		s->optim.flags |= 1;
 		return 0;
 	case O_INIT:
-		if ((k = init_kind_parse(v)) < 0)
+		if ((k = rs_init_parse(v)) < 0)
 			return bad("--init", v);
 		s->init.kind = (uint32_t)k;
 		return 0;
@@ -329,7 +346,7 @@ static int create_opt(struct rs_table_spec *s, int o, const char *v)
 		return 0;
 	/* eviction (docs/eviction.md): checked as a whole after parsing */
 	case O_EVICT:
-		if ((k = proto_evict_policy_parse(v)) < 0)
+		if ((k = rs_evict_parse(v)) < 0)
 			return bad("--evict", v);
 		s->evict.policy = (uint32_t)k;
 		return 0;
@@ -339,17 +356,17 @@ static int create_opt(struct rs_table_spec *s, int o, const char *v)
 		s->evict.max_rows = u;
 		return 0;
 	case O_TTL:
-		if (parse_u64(v, &u) || !u || u > PROTO_EVICT_TTL_MAX)
+		if (parse_u64(v, &u) || !u || u > RS_EVICT_TTL_MAX)
 			return bad("--ttl", v);
 		s->evict.ttl_s = (uint32_t)u;
 		return 0;
 	case O_ADMIT:
-		if (parse_u64(v, &u) || u > PROTO_EVICT_ADMIT_MAX)
+		if (parse_u64(v, &u) || u > RS_EVICT_ADMIT_MAX)
 			return bad("--admit-after", v);
 		s->evict.admit_after = (uint32_t)u;
 		return 0;
 	}
-	if (o >= O_FIELD && o < O_FIELD + (int)spec_nfields)
+	if (o >= O_FIELD && o < O_FIELD + (int)field_count())
 		return field_opt(s, (unsigned)(o - O_FIELD), v);
 	return bad("option", v);
 }
@@ -414,8 +431,8 @@ static int cmd_create(struct rs_client *c, int argc, char **argv)
 		{ "ttl", required_argument, NULL, O_TTL },
 		{ "admit-after", required_argument, NULL, O_ADMIT },
 	};
-	struct option opts[RS_ARRAY_SIZE(fixed) + FIELD_OPT_MAX + 1];
-	size_t nopts = RS_ARRAY_SIZE(fixed);
+	struct option opts[ARRAY_SIZE(fixed) + FIELD_OPT_MAX + 1];
+	size_t nopts = ARRAY_SIZE(fixed);
 	struct { int o; const char *v; } seen[64];
 	struct rs_table_spec s = RS_TABLE_SPEC_INIT;
 	int n = 0, o, ret;
@@ -456,7 +473,7 @@ static int cmd_create(struct rs_client *c, int argc, char **argv)
 		return 2;
 	}
 	if ((ret = rs_table_spec_set_eviction(
-		     &s, proto_evict_policy_name(s.evict.policy),
+		     &s, rs_evict_name(s.evict.policy),
 		     s.evict.max_rows, s.evict.ttl_s, s.evict.admit_after)))
 		return fail("create", ret);
 	ret = rs_table_create(c, &s);
@@ -464,11 +481,11 @@ static int cmd_create(struct rs_client *c, int argc, char **argv)
 		return fail("create", ret);
 	printf("created table '%s': dim %u, %s, capacity %" PRIu64
 	       "%s, optimizer %s (lr %g), init %s\n", s.name, s.dim,
-	       NAME_OR(proto_dtype_name(s.dtype)),
+	       NAME_OR(rs_dtype_name(s.dtype)),
 	       s.capacity ? s.capacity : capacity_of(c, s.name),
 	       s.capacity ? " per node" : " (the nodes' default, in all)",
-	       NAME_OR(optim_kind_name(s.optim.kind)), (double)s.optim.lr,
-	       NAME_OR(init_kind_name(s.init.kind)));
+	       NAME_OR(rs_optimizer_name(s.optim.kind)), (double)s.optim.lr,
+	       NAME_OR(rs_init_name(s.init.kind)));
 	return 0;
 }
 
@@ -486,9 +503,9 @@ static int cmd_list(struct rs_client *c)
 	for (int i = 0; i < n; i++)
 		printf("%-24s %6u %5s %16" PRIu64 " %12" PRIu64 " %-16s %g\n",
 		       t[i].name, t[i].dim,
-		       NAME_OR(proto_dtype_name(t[i].dtype)),
+		       NAME_OR(rs_dtype_name(t[i].dtype)),
 		       t[i].rows, t[i].capacity,
-		       NAME_OR(optim_kind_name(t[i].optimizer)),
+		       NAME_OR(rs_optimizer_name(t[i].optimizer)),
 		       (double)t[i].lr);
 	free(t);
 	return 0;

@@ -316,6 +316,39 @@ int rs_table_spec_set_eviction(struct rs_table_spec *spec, const char *policy,
 			       uint64_t max_rows, uint32_t ttl_s,
 			       uint32_t admit_after);
 
+/* ---- a spec's names and hyper-parameters (since 0.8) ----
+ * The spellings of the node config (docs/config.md) and recstore-ctl, for
+ * programs that take a spec as text. A name of an unknown value is NULL;
+ * a parse of an unknown name is RS_E_INVAL with a message naming it. */
+const char *rs_dtype_name(uint32_t dtype);	/* "fp32", "fp16", "bf16" */
+int rs_dtype_parse(const char *name);		/* enum rs_dtype */
+/* "sgd", "adagrad", "rowwise_adagrad", "adam" */
+const char *rs_optimizer_name(uint32_t kind);
+/* "zeros", "constant", "uniform", "normal" */
+const char *rs_init_name(uint32_t kind);
+int rs_init_parse(const char *name);		/* enum rs_init */
+const char *rs_evict_name(uint32_t policy);	/* "none", "lru", "lfu" */
+int rs_evict_parse(const char *name);		/* enum rs_evict_policy */
+/* The bounds rs_table_spec_set_eviction checks. */
+#define RS_EVICT_TTL_MAX (3650u * 86400u)	/* seconds: 10 years */
+#define RS_EVICT_ADMIT_MAX 255u
+
+/* The hyper-parameters of a spec's optim and init blocks, one row each in
+ * the wire's order (docs/optimizers.md): row i's name (the member's and
+ * the config's JSON key, e.g. "weight_decay", "a"), its group (the block)
+ * and its type. A later release may add rows. */
+enum rs_param_group { RS_PARAM_OPTIM = 0, RS_PARAM_INIT = 1 };
+enum rs_param_type { RS_PARAM_F32 = 0, RS_PARAM_U32 = 1, RS_PARAM_U64 = 2 };
+/* The number of rows. */
+unsigned rs_table_spec_param_count(void);
+/* 0 with row i's name, group and type (each may be NULL), RS_E_NOTFOUND
+ * past the last row. */
+int rs_table_spec_param(unsigned i, const char **name, uint32_t *group,
+			uint32_t *type);
+/* The member of spec that row i names: a float *, uint32_t * or
+ * uint64_t * after its type; NULL past the last row. */
+void *rs_table_spec_param_ptr(struct rs_table_spec *spec, unsigned i);
+
 /* Create the table on every node (a cluster: every active and joining
  * member, in one configuration epoch; docs/replication.md, "Tables").
  * RS_E_EXISTS if it existed everywhere already (nodes that lacked it get

@@ -35,6 +35,7 @@
 #include "common/proto.h"
 #include "common/rs_internal.h"
 #include "common/spec.h"
+#include "recstore/client.h"
 #include "server/config.h"
 #include "server/srv_catalog.h"
 #include "value/optimizer.h"
@@ -440,6 +441,54 @@ static void dtypes(void **state)
 	assert_int_equal(row_dtype_to_proto(ROW_F16), PROTO_DTYPE_FP16);
 }
 
+/* The table as the public API hands it out (rs_table_spec_param*, what
+ * recstore-ctl's create options are made from): the same rows, each
+ * member's address inside the public spec's block, and the names of the
+ * kinds both ways. */
+static void public_rows(void **state)
+{
+	struct rs_table_spec pub = RS_TABLE_SPEC_INIT;
+	unsigned n = rs_table_spec_param_count();
+
+	(void)state;
+	assert_int_equal(n, spec_nfields);
+	for (unsigned i = 0; i < n; i++) {
+		const struct spec_field *f = &spec_fields[i];
+		char *block = f->group == SPEC_G_OPTIM ? (char *)&pub.optim
+						       : (char *)&pub.init;
+		uint32_t group = 99, type = 99;
+		const char *name = NULL;
+
+		assert_int_equal(rs_table_spec_param(i, &name, &group, &type),
+				 0);
+		assert_string_equal(name, f->name);
+		assert_int_equal(group, f->group);
+		assert_int_equal(type, f->type);
+		assert_ptr_equal(rs_table_spec_param_ptr(&pub, i),
+				 block + f->off);
+	}
+	assert_int_equal(rs_table_spec_param(n, NULL, NULL, NULL),
+			 RS_E_NOTFOUND);
+	assert_null(rs_table_spec_param_ptr(&pub, n));
+	assert_null(rs_table_spec_param_ptr(NULL, 0));
+	for (uint32_t d = 0; d < PROTO_DTYPE_COUNT; d++)
+		assert_int_equal(rs_dtype_parse(rs_dtype_name(d)), d);
+	assert_null(rs_dtype_name(PROTO_DTYPE_COUNT));
+	assert_int_equal(rs_dtype_parse("fp64"), RS_E_INVAL);
+	assert_int_equal(rs_dtype_parse(NULL), RS_E_INVAL);
+	for (uint32_t k = 0; k < INIT_KIND_COUNT; k++)
+		assert_int_equal(rs_init_parse(rs_init_name(k)), k);
+	assert_null(rs_init_name(INIT_KIND_COUNT));
+	assert_int_equal(rs_init_parse("gaussian"), RS_E_INVAL);
+	for (uint32_t k = 0; k < OPTIM_KIND_COUNT; k++)
+		assert_string_equal(rs_optimizer_name(k), optim_kind_name(k));
+	assert_null(rs_optimizer_name(OPTIM_KIND_COUNT));
+	for (uint32_t k = 0; k <= RS_EVICT_LFU; k++)
+		assert_int_equal(rs_evict_parse(rs_evict_name(k)), k);
+	assert_null(rs_evict_name(RS_EVICT_LFU + 1));
+	assert_int_equal(rs_evict_parse("fifo"), RS_E_INVAL);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -470,6 +519,7 @@ int main(void)
 		cmocka_unit_test(config),
 		cmocka_unit_test(ranges),
 		cmocka_unit_test(dtypes),
+		cmocka_unit_test(public_rows),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
