@@ -60,7 +60,8 @@ struct rs_admin_etcd_opts {
 int rs_admin_check_id(const char *what, const char *id);
 
 /* Open the cluster named cluster in the etcd of endpoints (comma-separated
- * URLs, http:// or https://). Nothing is read yet. o may be NULL. */
+ * URLs, http:// or https://). o may be NULL. RS_E_INVAL for a bad name or
+ * option; an unreadable password file fails here too. */
 int rs_admin_open_etcd(struct rs_admin **out, const char *endpoints,
 		       const char *cluster, const struct rs_admin_etcd_opts *o);
 /* Accepts NULL and *a == NULL; sets *a to NULL. */
@@ -151,7 +152,8 @@ int rs_admin_placement_new(struct rs_admin_placement **out,
 void rs_admin_placement_free(struct rs_admin_placement **p);
 /* Its ranges in ring order: range i is (*start, *end] of the 64-bit key
  * hashes, range 0 wraps. set[] (RS_ADMIN_MAX_R) gets the indexes into
- * cfg->m of its replica set, primary first; returns their number. */
+ * cfg->m of its replica set, primary first; returns their number (0 for
+ * an i past the last range). */
 size_t rs_admin_placement_ranges(const struct rs_admin_placement *p);
 unsigned rs_admin_placement_range(const struct rs_admin_placement *p,
 				  size_t i, uint64_t *start, uint64_t *end,

@@ -335,6 +335,8 @@ RS_EXPORT unsigned rs_admin_placement_range(const struct rs_admin_placement *p,
 					    size_t i, uint64_t *start,
 					    uint64_t *end, unsigned *set)
 {
+	if (!p || i >= memb_ranges(p->p))
+		return 0;
 	return memb_range(p->p, i, start, end, set);
 }
 

@@ -229,6 +229,14 @@ static void placement(void **state)
 	}
 	for (int i = 0; i < 3; i++)
 		assert_true(prim[i] > 0.2 && prim[i] < 0.5);
+	{
+		uint64_t start, end;
+
+		assert_int_equal(rs_admin_placement_range(p, n, &start, &end,
+							  set), 0);
+		assert_int_equal(rs_admin_placement_range(NULL, 0, &start,
+							  &end, set), 0);
+	}
 	rs_admin_placement_free(&p);
 	assert_null(p);
 	assert_int_equal(rs_admin_placement_new(&p, NULL), RS_E_INVAL);
