@@ -133,7 +133,8 @@ call_ir() {
 		>"$f.log" 2>&1 || { cat "$f.log"; exit 1; }
 	node_stop
 	callgrind_annotate "$f.out" 2>/dev/null |
-		awk '/PROGRAM TOTALS/ { v = $1; gsub(",", "", v); print v + 0; exit }'
+		awk '!v && /PROGRAM TOTALS/ { v = $1; gsub(",", "", v) }
+			END { print v + 0 }'
 }
 [[ " $parts " == *" call "* ]] || exit 0
 say "== client instructions per one-key rs_get call (callgrind, spin 0, dim ${RS_BENCH_DIM:-64})"
