@@ -43,6 +43,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -57,6 +58,10 @@ enum gstate { G_BUCKETS, G_ROW, G_PROBE, G_RPC, G_DONE };
 
 /* A probe READs the version and checksum words of a cached row. */
 #define PROBE_BYTES 16u
+
+/* Bytes of a call's keys, nodes and READ requests kept in the call itself
+ * (a one-key get on one node takes about 250). */
+#define GCALL_INLINE_BYTES 1024u
 
 /* Multi-node waits poll every node's CQ for this long after the last
  * completion before sleeping on the completion channels. */
@@ -102,10 +107,8 @@ struct gcall {
 	size_t ntabs, tabs_cap;
 	struct cli_tloc *views; /* [ntabs * nn] */
 	struct pollfd *pfd;	/* [nn] */
-	void *block;		/* k, nodes, pfd, key lists, reqs: one malloc */
-	/* small batches need no further allocation */
-	struct rs_table *tabs_inline[8];
-	struct cli_tloc views_inline[4];
+	void *block;		/* k, nodes, pfd, key lists, reqs: one malloc,
+				 * or NULL when block_inline holds them */
 	size_t pending;		/* keys in BUCKETS or ROW */
 	size_t nrefail;		/* keys with refail set */
 	/* cluster mode: nodes to READ elsewhere (avoid[slot] > now), NULL
@@ -118,7 +121,27 @@ struct gcall {
 	bool any_rc;		/* a table of the call has a row cache */
 	uint32_t rc_looked;	/* keys that consulted a row cache */
 	uint32_t rc_served;	/* of those, served by it */
+	/* Small calls need no allocation. Last and never cleared as a
+	 * whole (gcall_init clears what comes before them; a one-key get
+	 * would otherwise zero 1.5 KiB it does not use): each user clears
+	 * or fills the part it takes. */
+	struct rs_table *tabs_inline[8];
+	struct cli_tloc views_inline[4];
+	uint64_t block_inline[GCALL_INLINE_BYTES / 8];
 };
+
+static void gcall_init(struct gcall *g, struct rs_client *c,
+		       const struct cli_key *keys, size_t n, int *status,
+		       unsigned flags)
+{
+	memset(g, 0, offsetof(struct gcall, tabs_inline));
+	g->c = c;
+	g->keys = keys;
+	g->n = n;
+	g->status = status;
+	g->flags = flags;
+	g->nn = cli_nnodes(c);
+}
 
 static struct cli_tloc *view_of(struct gcall *g, const struct gkey *k)
 {
@@ -786,10 +809,15 @@ static int gcall_alloc(struct gcall *g, size_t **keyidx,
 	size_t total = off_reqs + 2 * n * sizeof(struct rv_read_req);
 	uint8_t *b;
 
-	b = calloc(1, total);
-	if (!b)
-		return rs_seterr(-ENOMEM, "get: out of memory");
-	g->block = b;
+	if (total <= sizeof(g->block_inline)) {
+		b = (uint8_t *)g->block_inline;
+		memset(b, 0, total);
+	} else {
+		b = calloc(1, total);
+		if (!b)
+			return rs_seterr(-ENOMEM, "get: out of memory");
+		g->block = b;
+	}
 	g->k = (struct gkey *)b;
 	g->nodes = (struct gnode *)(b + off_nodes);
 	g->pfd = (struct pollfd *)(b + off_pfd);
@@ -851,9 +879,10 @@ int cli_get(struct rs_client *c, const struct cli_key *keys, size_t n,
 static int get_pass(struct rs_client *c, const struct cli_key *keys,
 		    size_t n, int *status, unsigned flags, bool second)
 {
-	struct gcall g = { .c = c, .keys = keys, .n = n, .status = status,
-			   .flags = flags, .nn = cli_nnodes(c) };
+	struct gcall g;
 	bool use_rpc = (flags & RS_F_RPC) || c->cfg.rpc_reads;
+
+	gcall_init(&g, c, keys, n, status, flags);
 
 	/* cluster mode: READ only under the read lease */
 	if (c->cluster && !use_rpc && !cli_cluster_can_read(c)) {
