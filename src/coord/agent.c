@@ -80,6 +80,20 @@ struct memb_agent {
 	bool failing;
 	unsigned fails;
 	int64_t fail_log_ms;
+
+	/* The members the decider keeps as last complete holders
+	 * (memb_policy.keep_last), each since when: after keep_ms one goes
+	 * down anyway (0: never). Read and written by the deciding round
+	 * only. */
+	struct agent_kept {
+		struct memb_ref ref;
+		int64_t since_ms;
+		bool seen;	/* kept again in this round */
+	} *kept;
+	size_t nkept, kept_cap;
+	struct memb_ref *forget;	/* kept past keep_ms */
+	int64_t keep_ms;
+	int64_t now_ms;		/* of the round */
 };
 
 static void say(struct memb_agent *a, const char *fmt, ...)
@@ -137,6 +151,7 @@ int memb_agent_new(struct memb_agent **out, struct coord *c,
 	a->lease_s = o->lease_s;
 	a->decide = o->decide;
 	a->policy = o->policy;
+	a->keep_ms = o->keep_s > 0 ? o->keep_s * 1000 : 0;
 	a->log = o->log;
 	a->log_arg = o->log_arg;
 	a->on_config = o->on_config;
@@ -213,7 +228,7 @@ static int ensure_registered(struct memb_agent *a)
 		return ret;
 	a->registered = true;
 	if (a->self.synced)
-		say(a, "'%s' copied its ranges in epoch %" PRIu64, a->self.id,
+		say(a, "'%s' holds its ranges of epoch %" PRIu64, a->self.id,
 		    a->self.synced);
 	else
 		say(a, "registered as '%s' (%s) in cluster '%s', lease TTL %"
@@ -306,6 +321,91 @@ static int follow(struct memb_agent *a, const struct memb_config *cfg)
 	return 0;
 }
 
+/* memb_policy.on_kept of the deciding round. */
+static void kept_one(void *arg, const struct memb_member *m, size_t ranges)
+{
+	struct memb_agent *a = arg;
+	struct agent_kept *k;
+
+	for (size_t i = 0; i < a->nkept; i++)
+		if (a->kept[i].ref.inc == m->inc &&
+		    !strcmp(a->kept[i].ref.id, m->id)) {
+			a->kept[i].seen = true;
+			return;
+		}
+	if (a->nkept == a->kept_cap) {
+		size_t cap = a->kept_cap ? 2 * a->kept_cap : 4;
+		void *v = cap <= MEMB_MAX_NODES
+			  ? realloc(a->kept, cap * sizeof(*a->kept)) : NULL;
+
+		if (!v)
+			return;	/* untimed: kept until it comes back */
+		a->kept = v;
+		a->kept_cap = cap;
+	}
+	k = &a->kept[a->nkept++];
+	memset(k, 0, sizeof(*k));
+	memcpy(k->ref.id, m->id, sizeof(k->ref.id));
+	k->ref.inc = m->inc;
+	k->since_ms = a->now_ms;
+	k->seen = true;
+	say(a, "member '%s' (incarnation %016" PRIx64 ") lost its "
+	    "registration but may be the last complete holder of %zu "
+	    "range%s: kept in the configuration, its keys unavailable, until "
+	    "it registers again, an operator drains it (recstore-ctl drain "
+	    "--force %s: rows only it held are lost)%s", m->id, m->inc,
+	    ranges, ranges == 1 ? "" : "s", m->id,
+	    a->keep_ms ? ", or the keep timeout passes" : "");
+}
+
+/*
+ * One decision with the kept members timed: those kept longer than
+ * keep_ms are passed as forgotten (they go down, and what only they held
+ * is lost: said once), those no longer kept are dropped.
+ */
+static int decide(struct memb_agent *a, int64_t now_ms, uint64_t *epoch)
+{
+	struct memb_policy p = a->policy;
+	size_t nf = 0, j = 0;
+	int ret;
+
+	if (a->nkept && !a->forget &&
+	    !(a->forget = calloc(MEMB_MAX_NODES, sizeof(*a->forget))))
+		return rs_seterr(-ENOMEM, "coord: out of memory");
+	for (size_t i = 0; i < a->nkept; i++) {
+		bool late = a->keep_ms &&
+			    now_ms - a->kept[i].since_ms >= a->keep_ms;
+
+		/* one past its time stays listed until a configuration
+		 * without it is written */
+		a->kept[i].seen = late;
+		if (late)
+			a->forget[nf++] = a->kept[i].ref;
+	}
+	p.forget = a->forget;
+	p.nforget = nf;
+	p.on_kept = kept_one;
+	p.kept_arg = a;
+	a->now_ms = now_ms;
+	ret = memb_decide_from(a->c, a->cluster, &p, &a->followed, epoch);
+	if (ret < 0 || ret == MEMB_DECIDE_REGRESSED)
+		return ret;
+	for (size_t i = 0; ret == 1 && i < nf; i++)
+		say(a, "member '%s' (incarnation %016" PRIx64 ") put down "
+		    "after %" PRId64 " s without registration (keep timeout): "
+		    "rows only it held are lost", a->forget[i].id,
+		    a->forget[i].inc, a->keep_ms / 1000);
+	for (size_t i = 0; i < a->nkept; i++) {
+		bool late = a->keep_ms &&
+			    now_ms - a->kept[i].since_ms >= a->keep_ms;
+
+		if (a->kept[i].seen && !(late && ret == 1))
+			a->kept[j++] = a->kept[i];
+	}
+	a->nkept = j;
+	return ret;
+}
+
 int memb_agent_tick(struct memb_agent *a, int64_t now_ms)
 {
 	struct memb_config cfg;
@@ -318,8 +418,7 @@ int memb_agent_tick(struct memb_agent *a, int64_t now_ms)
 	if (a->decide && (ret = ensure_decider(a)))
 		return ret;
 	if (atomic_load(&a->decider) && !atomic_load(&a->regressed)) {
-		ret = memb_decide_from(a->c, a->cluster, &a->policy,
-				       &a->followed, &epoch);
+		ret = decide(a, now_ms, &epoch);
 		if (ret < 0)
 			return ret;
 		if (ret == 1)
@@ -471,6 +570,8 @@ void memb_agent_free(struct memb_agent **ap)
 		say(a, "left cluster '%s' (lease revoked)", a->cluster);
 	a->c->cancel = NULL;
 	memb_config_free(&a->followed);
+	free(a->kept);
+	free(a->forget);
 	pthread_cond_destroy(&a->cv);
 	pthread_mutex_destroy(&a->lock);
 	free(a);

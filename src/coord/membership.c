@@ -466,6 +466,85 @@ static enum memb_state next_state(const struct memb_member *m,
 	}
 }
 
+static const struct memb_reg *reg_by_id(const struct memb_member *m,
+					 const struct memb_reg *g, size_t n)
+{
+	struct memb_reg key;
+
+	memcpy(key.id, m->id, sizeof(key.id));
+	return n ? bsearch(&key, g, n, sizeof(*g), reg_cmp) : NULL;
+}
+
+static bool forgotten(const struct memb_policy *p, const struct memb_member *m)
+{
+	for (size_t k = 0; k < p->nforget; k++)
+		if (p->forget[k].inc == m->inc && !strcmp(p->forget[k].id, m->id))
+			return true;
+	return false;
+}
+
+/*
+ * keep_last (docs/replication.md, "The last complete holder"): keep[i] for
+ * each serving member i of cur whose registration is gone and that is in
+ * the replica set of a range of cur's active ring in which no other member
+ * is sure: registered with its own incarnation and synced in cur's epoch
+ * (it holds every range of cur it is in). Such a member may be the last
+ * one that holds the range completely. g: sorted by id.
+ */
+static int last_holders(const struct memb_config *cur, const struct memb_reg *g,
+			size_t n, const struct memb_policy *p, bool *keep)
+{
+	struct memb_placement *pl = NULL;
+	size_t *alone = NULL;
+	bool *gone = NULL, *sure = NULL, any = false;
+	unsigned set[MEMB_MAX_R];
+	int ret = 0;
+
+	if (!p->keep_last || !cur->n)
+		return 0;
+	gone = calloc(cur->n, sizeof(*gone));
+	sure = calloc(cur->n, sizeof(*sure));
+	alone = calloc(cur->n, sizeof(*alone));
+	if (!gone || !sure || !alone) {
+		ret = rs_seterr(-ENOMEM, "membership: out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < cur->n; i++) {
+		const struct memb_member *m = &cur->m[i];
+		const struct memb_reg *r = reg_of(m, g, n);
+
+		gone[i] = memb_serves(m->state) && !reg_by_id(m, g, n);
+		sure[i] = memb_serves(m->state) && r &&
+			  r->synced == cur->epoch;
+		any |= gone[i];
+	}
+	if (!any)
+		goto out;
+	if ((ret = memb_placement_new(&pl, cur)))
+		goto out;
+	for (size_t k = 0; k < memb_ranges(pl); k++) {
+		uint64_t lo, hi;
+		unsigned c = memb_range(pl, k, &lo, &hi, set);
+		bool held = false;
+
+		for (unsigned j = 0; j < c && !held; j++)
+			held = sure[set[j]];
+		for (unsigned j = 0; j < c && !held; j++)
+			alone[set[j]] += gone[set[j]];
+	}
+	for (size_t i = 0; i < cur->n; i++) {
+		keep[i] = alone[i] && !forgotten(p, &cur->m[i]);
+		if (keep[i] && p->on_kept)
+			p->on_kept(p->kept_arg, &cur->m[i], alone[i]);
+	}
+out:
+	memb_placement_free(&pl);
+	free(alone);
+	free(sure);
+	free(gone);
+	return ret;
+}
+
 int memb_reconfigure(const struct memb_config *cur,
 		     const struct memb_reg *regs, size_t nregs,
 		     const struct memb_policy *p, struct memb_config *next)
@@ -475,7 +554,7 @@ int memb_reconfigure(const struct memb_config *cur,
 	enum memb_state joined = first || p->activate_joiners ? MEMB_ACTIVE
 							      : MEMB_JOINING;
 	struct memb_reg *g = NULL;
-	bool *fresh = NULL, changed;
+	bool *fresh = NULL, *keep = NULL, changed;
 	unsigned drain;
 	size_t i = 0, j = 0;
 	int ret;
@@ -502,10 +581,13 @@ int memb_reconfigure(const struct memb_config *cur,
 	next->vnodes = first ? p->vnodes : cur->vnodes;
 	next->m = calloc(cur->n + nregs + 1, sizeof(*next->m));
 	fresh = calloc(cur->n + nregs + 1, sizeof(*fresh));
-	if (!next->m || !fresh) {
+	keep = calloc(cur->n + 1, sizeof(*keep));
+	if (!next->m || !fresh || !keep) {
 		ret = rs_seterr(-ENOMEM, "membership: out of memory");
 		goto out;
 	}
+	if ((ret = last_holders(cur, g, nregs, p, keep)))
+		goto out;
 	drain = drain_state(cur, g, nregs);
 	while (i < cur->n || j < nregs) {
 		int c = i == cur->n ? 1 : j == nregs ? -1 :
@@ -513,8 +595,10 @@ int memb_reconfigure(const struct memb_config *cur,
 		struct memb_member *m = &next->m[next->n];
 
 		if (c < 0) { /* a member without registration */
+			bool kept = keep[i];
+
 			*m = cur->m[i++];
-			if (m->state != MEMB_DOWN) {
+			if (m->state != MEMB_DOWN && !kept) {
 				m->state = MEMB_DOWN;
 				m->since = e;
 			}
@@ -556,6 +640,7 @@ int memb_reconfigure(const struct memb_config *cur,
 		next->epoch = e;
 	ret = changed ? 1 : 0;
 out:
+	free(keep);
 	free(fresh);
 	free(g);
 	if (ret < 0)
@@ -909,13 +994,20 @@ static int drain_try(struct coord *c, const char *cluster, const char *id,
 					   : "no member");
 			goto out;
 		}
-		if (!reg) {
+		if (!reg && !force) {
+			/* gone: nothing can copy from it; a forced drain
+			 * puts it down even as the last complete holder of
+			 * a range (memb_policy.keep_last) */
 			ret = rs_seterr(RS_E_INVAL, "drain: '%s' is not "
 					"registered with the incarnation the "
-					"configuration knows", id);
+					"configuration knows (its lease lapsed "
+					"or it restarted); --force puts it down "
+					"at once, and rows only it held are "
+					"lost", id);
 			goto out;
 		}
-		if (drains_inc(drains, id, &had) && had == reg->inc) {
+		if (drains_inc(drains, id, &had) &&
+		    had == (reg ? reg->inc : me->inc)) {
 			ret = 1;	/* asked already */
 			goto out;
 		}
@@ -935,7 +1027,8 @@ static int drain_try(struct coord *c, const char *cluster, const char *id,
 					cluster, hold, hold == 1 ? "y" : "ies");
 			goto out;
 		}
-		snprintf(inc, sizeof(inc), "%016" PRIx64, reg->inc);
+		snprintf(inc, sizeof(inc), "%016" PRIx64,
+			 reg ? reg->inc : me->inc);
 		if (json_object_set_new(drains, id, json_string(inc))) {
 			ret = rs_seterr(-ENOMEM, "membership: out of memory");
 			goto out;
@@ -987,11 +1080,52 @@ static uint64_t regs_seen(const struct memb_reg *regs, size_t n,
 	return seen;
 }
 
+/*
+ * *out: p, its forget list extended by the members of cur an operator
+ * asked to drain (drains names their incarnation) that have no
+ * registration of that incarnation: a forced drain of a member that is
+ * gone (drain_try), which puts it down even as the last complete holder.
+ * The list is malloc'ed.
+ */
+static int forget_drained(const struct memb_config *cur,
+			  const struct memb_reg *regs, size_t nregs,
+			  json_t *drains, const struct memb_policy *p,
+			  struct memb_policy *out)
+{
+	struct memb_ref *f;
+	size_t n = p->nforget;
+
+	*out = *p;
+	if (!(f = calloc(p->nforget + cur->n + 1, sizeof(*f))))
+		return rs_seterr(-ENOMEM, "membership: out of memory");
+	if (p->nforget)
+		memcpy(f, p->forget, p->nforget * sizeof(*f));
+	for (size_t i = 0; i < cur->n; i++) {
+		const struct memb_member *m = &cur->m[i];
+		uint64_t inc;
+		bool reg = false;
+
+		if (!drains_inc(drains, m->id, &inc) || inc != m->inc)
+			continue;
+		for (size_t j = 0; !reg && j < nregs; j++)
+			reg = regs[j].inc == inc && !strcmp(regs[j].id, m->id);
+		if (!reg) {
+			memcpy(f[n].id, m->id, sizeof(f[n].id));
+			f[n++].inc = inc;
+		}
+	}
+	out->forget = f;
+	out->nforget = n;
+	return 0;
+}
+
 int memb_decide_from(struct coord *c, const char *cluster,
 		     const struct memb_policy *p,
 		     const struct memb_config *followed, uint64_t *epoch)
 {
+	struct memb_policy pol;
 	struct memb_config cur, next;
+	json_t *drains = NULL;
 	char key[COORD_KEY_MAX + 1];
 	struct memb_reg *regs;
 	const char *who = NULL;
@@ -1002,10 +1136,20 @@ int memb_decide_from(struct coord *c, const char *cluster,
 	int ret;
 
 	if ((ret = memb_key(key, cluster, "config")) ||
-	    (ret = memb_read_regs(c, cluster, &regs, &nregs, NULL)))
+	    (ret = read_regs(c, cluster, &regs, &nregs, NULL)))
 		return ret;
+	if ((ret = drains_read(c, cluster, &drains, NULL))) {
+		free(regs);
+		return ret;
+	}
+	drains_mark(drains, regs, nregs);
 	if ((ret = memb_read_config(c, cluster, &cur, &mod_rev, NULL)))
 		goto free_regs;
+	if ((ret = forget_drained(&cur, regs, nregs, drains, p, &pol))) {
+		memb_config_free(&cur);
+		goto free_regs;
+	}
+	p = &pol;
 	seen = regs_seen(regs, nregs, &who);
 	if (memb_config_regressed(&cur, followed) || seen > cur.epoch) {
 		/* restored from an older snapshot: nothing derived from it */
@@ -1031,6 +1175,9 @@ int memb_decide_from(struct coord *c, const char *cluster,
 	memb_config_free(&next);
 	memb_config_free(&cur);
 free_regs:
+	if (p == &pol)
+		free((void *)pol.forget);
+	json_decref(drains);
 	free(regs);
 	return ret;
 }

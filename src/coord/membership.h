@@ -124,6 +124,12 @@ struct memb_reg {
 	uint64_t seen;
 };
 
+/* A member by id and incarnation. */
+struct memb_ref {
+	char id[MEMB_ID_MAX + 1];
+	uint64_t inc;
+};
+
 struct memb_policy {
 	unsigned r;		/* for a new configuration; 1..MEMB_MAX_R */
 	unsigned vnodes;	/* for a new configuration */
@@ -137,6 +143,28 @@ struct memb_policy {
 	 * initial cluster: nodes that start together all hold their share
 	 * from the start); 0 or 1: the first registration suffices. */
 	unsigned first_members;
+	/*
+	 * The last complete holder (docs/replication.md, "The last complete
+	 * holder"): a serving member whose registration is gone (not one
+	 * registered again with another incarnation: that one's memory is
+	 * empty) stays in its state while a range of the active ring it is
+	 * in has no other member that is registered with its own
+	 * incarnation and synced in the current epoch (holds all its
+	 * ranges of it). Its keys are unavailable rather than lost: a lease
+	 * that lapsed under load, not a death, costs no row. false: such a
+	 * member goes down at once, whatever it held.
+	 */
+	bool keep_last;
+	/* Members that go down even so (an operator's forced drain of a
+	 * member that is gone, or the decider's keep timeout): by id and
+	 * incarnation. */
+	const struct memb_ref *forget;
+	size_t nforget;
+	/* Called by memb_reconfigure() for each member it keeps that way,
+	 * with the number of ranges no other member holds; NULL: none. */
+	void (*on_kept)(void *arg, const struct memb_member *m,
+			size_t ranges);
+	void *kept_arg;
 };
 
 const char *memb_state_name(enum memb_state s);
@@ -168,7 +196,9 @@ int memb_reg_parse(const char *id, const char *json, size_t len,
  * The next configuration. cur: the current one (epoch 0, n 0: none yet);
  * regs: the live registrations, any order, distinct ids. Rules:
  *   - a member without a registration, or whose registration has another
- *     incarnation (it restarted), becomes DOWN;
+ *     incarnation (it restarted), becomes DOWN; with keep_last, a serving
+ *     member without a registration that may be the last complete holder
+ *     of a range stays as it is, unless forget names it;
  *   - a registration that is not a member, or a DOWN member registered
  *     again, joins: ACTIVE in a first configuration or with
  *     activate_joiners, JOINING otherwise (a restarted node both leaves and
@@ -320,6 +350,11 @@ struct memb_agent_opts {
 	const char *id;
 	const char *addr;	/* what clients connect to */
 	int64_t lease_s;	/* registration TTL */
+	/* With policy.keep_last: a member kept as the last complete
+	 * holder of a range goes down after this many seconds without a
+	 * registration (what only it held is lost then); 0: never, only
+	 * an operator's forced drain puts it down. */
+	int64_t keep_s;
 	bool decide;		/* may become the decider */
 	struct memb_policy policy;
 	/* log lines (already rate-limited by the agent); NULL: the

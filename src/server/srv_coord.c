@@ -46,7 +46,10 @@ int srv_coord_start(struct rs_server *s)
 		.policy = { .r = o->coord_replicas,
 			    .vnodes = MEMB_DEFAULT_VNODES,
 			    .activate_joiners = false,
-			    .first_members = o->coord_initial_members },
+			    .first_members = o->coord_initial_members,
+			    /* a lapsed lease that may hold the last copy of
+			     * a range: unavailable, not lost */
+			    .keep_last = true },
 		.log = coord_log,
 		.on_config = coord_config,
 		.config_arg = s,

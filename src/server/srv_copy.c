@@ -208,7 +208,7 @@ static int ranges_of(const struct memb_placement *p, int who,
 static void have_set(struct srv_repl *rp, const struct srv_cfg *g)
 {
 	struct memb_placement *p = NULL;
-	bool leaving = false, me_leaving;
+	bool me_leaving;
 
 	ranges_free(&rp->have);
 	rp->have_epoch = 0;
@@ -229,14 +229,11 @@ static void have_set(struct srv_repl *rp, const struct srv_cfg *g)
 	rp->have_epoch = g->c.epoch;
 	if (g->self >= 0)
 		atomic_store(&rp->ready, g->c.epoch);
-	/* what the decider waits for to make a joining node active, and,
-	 * while a member leaves, to let it go (docs/replication.md,
-	 * "Removing a node"); otherwise an active node has nothing to
-	 * announce */
-	for (size_t i = 0; i < g->c.n; i++)
-		leaving |= g->c.m[i].state == MEMB_LEAVING;
-	if (g->self < 0 || leaving)
-		atomic_store(&rp->synced, g->c.epoch);
+	/* what the decider waits for to make a joining node active, while
+	 * a member leaves to let it go (docs/replication.md, "Removing a
+	 * node"), and, when a member's lease lapses, to know whether
+	 * another member holds its ranges ("The last complete holder") */
+	atomic_store(&rp->synced, g->c.epoch);
 }
 
 /* Append r's end points to pts. */

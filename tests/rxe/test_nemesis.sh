@@ -15,7 +15,15 @@
 #           ranges under the writes and become active
 #   pause   SIGSTOP for 5-7 s (past its lease), SIGCONT: it must be put
 #           down, come back joining (never serving its stale rows) and
-#           become active again
+#           become active again, or be kept by the decider as the last
+#           complete holder of a range (when its sets had no other
+#           member synced in the epoch) and serve on when it is back
+#   lapse   r nodes in a row on the ring of ids SIGSTOPped together for
+#           5-7 s (past their leases), SIGCONT: more than r - 1 leases
+#           lapse at once, so ranges lose every member that holds them;
+#           the decider must keep such members (docs/replication.md,
+#           "The last complete holder"), their keys unavailable, not
+#           lost: the fault fails unless a node logged a member kept
 #   blip    SIGSTOP for 0.2-1.6 s (within its lease), SIGCONT
 #   drain   recstore-ctl drain: the two others copy its ranges under the
 #           writes before it goes down; it stops cleanly and starts
@@ -65,7 +73,7 @@ rxe_test_args "$@"
 drv=$bin/tests/repl_driver
 seed=${RS_NEMESIS_SEED:-20262512}
 faults=${RS_NEMESIS_FAULTS:-5}
-read -ra kinds <<<"${RS_NEMESIS_KINDS:-kill pause blip drain etcd part isolate grow ckpt}"
+read -ra kinds <<<"${RS_NEMESIS_KINDS:-kill pause blip drain etcd part isolate grow ckpt lapse}"
 N=${RS_NEMESIS_NODES:-3} R=${RS_NEMESIS_R:-2} W=${RS_NEMESIS_WORKERS:-2}
 [ "$N" -ge 3 ] && [ "$N" -le 5 ] && [ "$R" -ge 2 ] && [ "$R" -lt "$N" ] ||
   fail "RS_NEMESIS_NODES $N (3..5), RS_NEMESIS_R $R (2..nodes - 1)"
@@ -118,6 +126,22 @@ all_active() { # WHAT: all N active again, within 180 s
     { cat "$d/active.out"; fail "seed $seed: not all $N active again after $1"; }
 }
 all_active "the start"
+# members the deciders kept as last complete holders so far (every node's
+# log, those of earlier incarnations too)
+kept_count() {
+  cat "$d"/n*.log 2>/dev/null | grep -c "may be the last complete holder" || true
+}
+# moved WHAT KEPT0: within 60 s, a configuration after epoch $e, or a
+# member kept since kept_count was KEPT0 (then nothing changes)
+moved() {
+  local i
+  for ((i = 0; i < 120; i++)); do
+    [ "$(epoch_now)" -gt "$e" ] && return 0
+    [ "$(kept_count)" -gt "$2" ] && return 0
+    sleep 0.5
+  done
+  fail "seed $seed fault $f: no configuration after $1, and no member kept"
+}
 "$drv" init "$(seeds_now)" >"$d/init.txt" 2>&1 || fail "init"
 
 for w in w1 w2; do
@@ -137,6 +161,7 @@ for f in w1.keys w2.keys reader.keys; do
 done
 
 kills=0 pauses=0 blips=0 drains=0 etcds=0 parts=0 isolates=0 grows=0 ckpts=0
+lapses=0
 RANDOM=$seed # here: etcd_start draws a port from RANDOM, retrying if busy
 for ((f = 1; f <= faults; f++)); do
   v=$((RANDOM % N + 1))
@@ -160,12 +185,29 @@ for ((f = 1; f <= faults; f++)); do
   pause)
     s=$((RANDOM % 3 + 5))
     echo "fault $f: pause $n for $s s (epoch $e)"
+    k0=$(kept_count)
     kill -STOP "${pid[$n]}"
     sleep "$s"
     kill -CONT "${pid[$n]}"
-    ctl --until-epoch $((e + 1)) --timeout 60 >"$d/down.out" 2>&1 ||
-      fail "seed $seed fault $f: no configuration after $n paused $s s"
+    moved "$n paused $s s" "$k0"
     pauses=$((pauses + 1))
+    ;;
+  lapse)
+    s=$((RANDOM % 3 + 5))
+    vs=()
+    for ((k = 0; k < R; k++)); do vs+=("n$(((v - 1 + k) % N + 1))"); done
+    echo "fault $f: pause ${vs[*]} together for $s s (epoch $e)"
+    k0=$(kept_count)
+    for x in "${vs[@]}"; do kill -STOP "${pid[$x]}"; done
+    sleep "$s"
+    for x in "${vs[@]}"; do kill -CONT "${pid[$x]}"; done
+    moved "${vs[*]} paused $s s" "$k0"
+    # the race happened: a member was the last holder of a range
+    for ((k = 0; k < 60 && $(kept_count) == k0; k++)); do sleep 0.5; done
+    [ "$(kept_count)" -gt "$k0" ] ||
+      fail "seed $seed fault $f: ${vs[*]} lapsed together, and no member was kept as a last complete holder"
+    echo "fault $f: members kept as last complete holders: $(($(kept_count) - k0))"
+    lapses=$((lapses + 1))
     ;;
   drain)
     echo "fault $f: drain $n (epoch $e)"
@@ -203,6 +245,7 @@ for ((f = 1; f <= faults; f++)); do
   isolate)
     s=$((RANDOM % 3 + 5))
     echo "fault $f: $n cut from etcd for $s s (epoch $e)"
+    k0=$(kept_count)
     c1=$(net_cuts "$n")
     cut "mem-$v etcd"
     sleep "$s"
@@ -210,8 +253,7 @@ for ((f = 1; f <= faults; f++)); do
     c1=$(($(net_cuts "$n") - c1))
     echo "fault $f: healed; etcd calls refused by the cut: $c1"
     [ "$c1" -gt 0 ] || fail "seed $seed fault $f: the cut of $n from etcd refused nothing"
-    ctl --until-epoch $((e + 1)) --timeout 60 >"$d/down.out" 2>&1 ||
-      fail "seed $seed fault $f: no configuration after $n was cut from etcd for $s s"
+    moved "$n was cut from etcd for $s s" "$k0"
     isolates=$((isolates + 1))
     ;;
   grow)
@@ -276,4 +318,4 @@ fi
 cat "$d/check.txt"
 grep -Eq "; [1-9][0-9]* replicas bit-identical; 0 problems" "$d/check.txt" ||
   fail "seed $seed: the check compared no replica"
-echo "nemesis: seed $seed: $kills kills, $pauses pauses past the lease, $blips short pauses, $drains drains, $etcds etcd restarts, $parts partitions of two nodes, $isolates nodes cut from etcd, $grows grows, $ckpts checkpoints; nothing lost, nothing applied twice, replicas identical ($(elapsed "$t_start") s)"
+echo "nemesis: seed $seed: $kills kills, $pauses pauses past the lease, $blips short pauses, $drains drains, $etcds etcd restarts, $parts partitions of two nodes, $isolates nodes cut from etcd, $lapses lapses of r nodes together, $grows grows, $ckpts checkpoints; nothing lost, nothing applied twice, replicas identical ($(elapsed "$t_start") s)"

@@ -507,6 +507,153 @@ static void leave_rejoin_restart(void **state)
 	memb_config_free(&e);
 }
 
+/* ---- the last complete holder (docs/replication.md) ---- */
+
+struct kept_log {
+	char id[8][MEMB_ID_MAX + 1];
+	size_t ranges[8];
+	size_t n;
+};
+
+static void kept_cb(void *arg, const struct memb_member *m, size_t ranges)
+{
+	struct kept_log *k = arg;
+
+	assert_true(k->n < 8);
+	snprintf(k->id[k->n], sizeof(k->id[0]), "%s", m->id);
+	k->ranges[k->n++] = ranges;
+}
+
+/* Ranges of c's active ring whose replica set is exactly {a, b}. */
+static size_t ranges_of_pair(const struct memb_config *c, const char *a,
+			     const char *b)
+{
+	struct memb_placement *p;
+	unsigned set[MEMB_MAX_R];
+	size_t k = 0;
+
+	assert_int_equal(memb_placement_new(&p, c), 0);
+	for (size_t i = 0; i < memb_ranges(p); i++) {
+		uint64_t lo, hi;
+		unsigned n = memb_range(p, i, &lo, &hi, set);
+		bool ha = false, hb = false;
+
+		for (unsigned j = 0; j < n; j++) {
+			ha |= !strcmp(c->m[set[j]].id, a);
+			hb |= !strcmp(c->m[set[j]].id, b);
+		}
+		k += n == 2 && ha && hb;
+	}
+	memb_placement_free(&p);
+	return k;
+}
+
+/* Two of three members (r 2) lose their registrations at once: without
+ * the rule both go down, and the ranges only they held would be led by a
+ * member that never had them; with it, both stay (their keys unavailable)
+ * until they come back, are forgotten, or a sure member holds each range. */
+static void last_holder(void **state)
+{
+	struct memb_policy p = { .r = 2, .vnodes = 160,
+				 .activate_joiners = true };
+	struct memb_config a, b, c;
+	struct memb_reg *g = regs_n(3), only[2];
+	struct kept_log k = { 0 };
+	struct memb_ref fg;
+
+	boot(&a, 3, &p);
+	for (size_t i = 0; i < 3; i++)
+		g[i].synced = 1;
+	assert_true(ranges_of_pair(&a, "n0000", "n0001") > 0);
+	/* the rule off: both down at once, whatever they held */
+	only[0] = g[2];
+	assert_int_equal(memb_reconfigure(&a, only, 1, &p, &b), 1);
+	assert_int_equal(find(&b, "n0000")->state, MEMB_DOWN);
+	assert_int_equal(find(&b, "n0001")->state, MEMB_DOWN);
+	memb_config_free(&b);
+	/* on: both kept, nothing changes, both reported */
+	p.keep_last = true;
+	p.on_kept = kept_cb;
+	p.kept_arg = &k;
+	assert_int_equal(memb_reconfigure(&a, only, 1, &p, &b), 0);
+	assert_int_equal(b.epoch, 1);
+	assert_int_equal(find(&b, "n0000")->state, MEMB_ACTIVE);
+	assert_int_equal(find(&b, "n0001")->state, MEMB_ACTIVE);
+	memb_config_free(&b);
+	assert_int_equal(k.n, 2);
+	assert_string_equal(k.id[0], "n0000");
+	assert_string_equal(k.id[1], "n0001");
+	assert_int_equal(k.ranges[0], ranges_of_pair(&a, "n0000", "n0001"));
+	assert_int_equal(k.ranges[1], k.ranges[0]);
+	/* one gone, the others synced in the epoch: down as before */
+	k.n = 0;
+	only[0] = g[1];
+	only[1] = g[2];
+	assert_int_equal(memb_reconfigure(&a, only, 2, &p, &b), 1);
+	assert_int_equal(find(&b, "n0000")->state, MEMB_DOWN);
+	assert_int_equal(k.n, 0);
+	memb_config_free(&b);
+	/* ... but not while a member of its sets has not synced the epoch */
+	only[0].synced = 0;
+	assert_int_equal(memb_reconfigure(&a, only, 2, &p, &b), 0);
+	assert_int_equal(find(&b, "n0000")->state, MEMB_ACTIVE);
+	assert_int_equal(k.n, 1);
+	memb_config_free(&b);
+	/* forgotten (its incarnation): down; another incarnation named:
+	 * still kept */
+	snprintf(fg.id, sizeof(fg.id), "n0000");
+	fg.inc = 2;
+	p.forget = &fg;
+	p.nforget = 1;
+	assert_int_equal(memb_reconfigure(&a, only, 2, &p, &b), 0);
+	memb_config_free(&b);
+	fg.inc = 1;
+	assert_int_equal(memb_reconfigure(&a, only, 2, &p, &b), 1);
+	assert_int_equal(find(&b, "n0000")->state, MEMB_DOWN);
+	memb_config_free(&b);
+	p.nforget = 0;
+	/* back with another incarnation (restarted, its memory empty):
+	 * nothing to keep, it joins anew; n0001, gone too, is now the
+	 * last holder of the ranges the two shared */
+	only[0] = g[0];
+	only[0].inc = 99;
+	only[1] = g[2];
+	assert_int_equal(memb_reconfigure(&a, only, 2, &p, &b), 1);
+	assert_true(find(&b, "n0000")->inc == 99);
+	assert_int_equal(find(&b, "n0000")->since, 2);
+	assert_int_equal(find(&b, "n0001")->state, MEMB_ACTIVE);
+	assert_int_equal(find(&b, "n0001")->since, 1);
+	memb_config_free(&b);
+	/* a failure, then a second one before the survivor synced the new
+	 * epoch: kept until it did */
+	only[0] = g[1];
+	only[1] = g[2];
+	assert_int_equal(memb_reconfigure(&a, only, 2, &p, &b), 1);
+	assert_int_equal(b.epoch, 2);
+	only[0] = g[2];		/* n0001 gone, n0002 synced 1 only */
+	k.n = 0;
+	assert_int_equal(memb_reconfigure(&b, only, 1, &p, &c), 0);
+	assert_int_equal(find(&c, "n0001")->state, MEMB_ACTIVE);
+	assert_int_equal(k.n, 1);
+	memb_config_free(&c);
+	only[0].synced = 2;
+	assert_int_equal(memb_reconfigure(&b, only, 1, &p, &c), 1);
+	assert_int_equal(find(&c, "n0001")->state, MEMB_DOWN);
+	memb_config_free(&c);
+	memb_config_free(&b);
+	/* r 1: every member is the only holder of its ranges */
+	memb_config_free(&a);
+	p.r = 1;
+	boot(&a, 3, &p);
+	only[0] = g[1];
+	only[1] = g[2];
+	only[0].synced = only[1].synced = 1;
+	assert_int_equal(memb_reconfigure(&a, only, 2, &p, &b), 0);
+	memb_config_free(&b);
+	free(g);
+	memb_config_free(&a);
+}
+
 static void fewer_than_r(void **state)
 {
 	struct memb_config a, b;
@@ -1274,6 +1421,147 @@ static void agents_fake_clock(void **state)
 	coord_close(&ca);
 }
 
+/* ---- the last complete holder, as the decider's agent runs it ---- */
+
+static unsigned kept_lines, forgot_lines;
+
+static void kept_log(void *arg, const char *line)
+{
+	kept_lines += strstr(line, "kept in the configuration") != NULL;
+	forgot_lines += strstr(line, "put down after") != NULL;
+	count_log(arg, line);
+}
+
+struct node3 {
+	struct memb_agent *a[3];
+	_Atomic uint64_t synced[3];
+	int64_t t;
+};
+
+/* Three agents (na deciding, r 2, keep_last), all active and synced. */
+static void node3_start(struct node3 *n, struct coord *c, int64_t keep_s)
+{
+	static const char *ids[3] = { "na", "nb", "nc" };
+	struct memb_policy p = { .r = 2, .vnodes = 160,
+				 .activate_joiners = true,
+				 .first_members = 3, .keep_last = true };
+
+	memset(n, 0, sizeof(*n));
+	for (int i = 0; i < 3; i++) {
+		struct memb_agent_opts o = {
+			.cluster = "c1", .id = ids[i],
+			.addr = "10.0.0.1:7471", .lease_s = 3,
+			.decide = i == 0, .policy = p, .keep_s = keep_s,
+			.log = kept_log, .log_arg = (void *)ids[i],
+			.synced = &n->synced[i],
+		};
+
+		assert_int_equal(memb_agent_new(&n->a[i], c, &o), 0);
+	}
+	for (int round = 0; round < 3; round++)
+		for (int i = 0; i < 3; i++) {
+			n->synced[i] = memb_agent_epoch(n->a[i]);
+			assert_int_equal(memb_agent_tick(n->a[i], n->t), 0);
+		}
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(memb_agent_epoch(n->a[i]), 1);
+}
+
+/* Only na ticks, for ms. */
+static void node3_alone(struct node3 *n, struct coord *c, int64_t ms)
+{
+	for (int64_t k = 0; k < ms; k += 1000) {
+		n->t += 1000;
+		coord_mem_advance(c, 1000);
+		assert_int_equal(memb_agent_tick(n->a[0], n->t), 0);
+	}
+}
+
+static void node3_free(struct node3 *n)
+{
+	for (int i = 0; i < 3; i++)
+		memb_agent_free(&n->a[i]);
+}
+
+/* nb and nc stop together (r 2: the ranges they share have no other
+ * holder): the decider keeps both and says so once each; after keep_s
+ * they go down, said once each. */
+static void agent_keeps_last(void **state)
+{
+	struct memb_config cfg;
+	struct coord *c;
+	struct node3 n;
+
+	kept_lines = forgot_lines = 0;
+	assert_int_equal(coord_mem_new(&c), 0);
+	node3_start(&n, c, 10);
+	node3_alone(&n, c, 8000);
+	assert_int_equal(memb_agent_epoch(n.a[0]), 1);
+	assert_int_equal(kept_lines, 2);
+	assert_int_equal(forgot_lines, 0);
+	config_of(c, &cfg);
+	assert_int_equal(find(&cfg, "nb")->state, MEMB_ACTIVE);
+	assert_int_equal(find(&cfg, "nc")->state, MEMB_ACTIVE);
+	memb_config_free(&cfg);
+	/* nb comes back (the same process, registered again with what it
+	 * holds): it was never put down, and nc, alone gone now, goes down:
+	 * na and nb hold all it held */
+	n.t += 1000;
+	coord_mem_advance(c, 1000);
+	assert_int_equal(memb_agent_tick(n.a[1], n.t), 0);
+	assert_int_equal(memb_agent_tick(n.a[0], n.t), 0);
+	assert_int_equal(memb_agent_epoch(n.a[0]), 2);
+	config_of(c, &cfg);
+	assert_int_equal(find(&cfg, "nc")->state, MEMB_DOWN);
+	assert_int_equal(find(&cfg, "nb")->state, MEMB_ACTIVE);
+	memb_config_free(&cfg);
+	assert_int_equal(forgot_lines, 0);
+	node3_free(&n);
+	coord_close(&c);
+
+	/* both gone for good: down after keep_s (10 s), said once each */
+	kept_lines = forgot_lines = 0;
+	assert_int_equal(coord_mem_new(&c), 0);
+	node3_start(&n, c, 10);
+	node3_alone(&n, c, 12000);
+	assert_int_equal(memb_agent_epoch(n.a[0]), 1);
+	assert_int_equal(kept_lines, 2);
+	node3_alone(&n, c, 5000);
+	assert_int_equal(memb_agent_epoch(n.a[0]), 2);
+	assert_int_equal(forgot_lines, 2);
+	node3_alone(&n, c, 5000);
+	assert_int_equal(forgot_lines, 2);
+	assert_int_equal(kept_lines, 2);
+	config_of(c, &cfg);
+	assert_int_equal(find(&cfg, "nb")->state, MEMB_DOWN);
+	assert_int_equal(find(&cfg, "nc")->state, MEMB_DOWN);
+	memb_config_free(&cfg);
+	node3_free(&n);
+	coord_close(&c);
+
+	/* no timeout: kept until an operator drains it by force (refused
+	 * without); the other stays kept */
+	kept_lines = forgot_lines = 0;
+	assert_int_equal(coord_mem_new(&c), 0);
+	node3_start(&n, c, 0);
+	node3_alone(&n, c, 60000);
+	assert_int_equal(memb_agent_epoch(n.a[0]), 1);
+	assert_int_equal(kept_lines, 2);
+	assert_int_equal(memb_drain_request(c, "c1", "nb", false, false),
+			 RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "--force"));
+	assert_int_equal(memb_drain_request(c, "c1", "nb", false, true), 0);
+	node3_alone(&n, c, 1000);
+	assert_int_equal(memb_agent_epoch(n.a[0]), 2);
+	config_of(c, &cfg);
+	assert_int_equal(find(&cfg, "nb")->state, MEMB_DOWN);
+	assert_int_equal(find(&cfg, "nc")->state, MEMB_ACTIVE);
+	memb_config_free(&cfg);
+	assert_int_equal(forgot_lines, 0);
+	node3_free(&n);
+	coord_close(&c);
+}
+
 /* The JSON of key what of cluster c1 (malloc'ed; NULL: absent). */
 static char *raw_get(struct coord *c, const char *what, size_t *len)
 {
@@ -1898,6 +2186,7 @@ int main(void)
 		cmocka_unit_test(set_kept),
 		cmocka_unit_test(join),
 		cmocka_unit_test(leave_rejoin_restart),
+		cmocka_unit_test(last_holder),
 		cmocka_unit_test(fewer_than_r),
 		cmocka_unit_test(capacity),
 		cmocka_unit_test(cas_two_deciders),
@@ -1909,6 +2198,7 @@ int main(void)
 		cmocka_unit_test(drain_request),
 		cmocka_unit_test(drain_request_race),
 		cmocka_unit_test(agents_fake_clock),
+		cmocka_unit_test(agent_keeps_last),
 		cmocka_unit_test(store_restored),
 		cmocka_unit_test(regressed_rules),
 		cmocka_unit_test(agent_thread),
