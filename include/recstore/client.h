@@ -192,8 +192,9 @@ struct rs_client_stats {
 	uint64_t config_refreshes; /* CONFIG rounds to follow a change */
 	uint64_t epoch_retries;	   /* keys resent to another primary after
 				      an epoch refusal or a node failure */
-	/* get calls served by the RPC because no node could renew the read
-	 * lease (docs/replication.md, "Read leases") */
+	/* get calls served by the RPC because the read lease had run out:
+	 * at the call's start no node could renew it, or it ended before
+	 * the call's READs completed (docs/replication.md, "Read leases") */
 	uint64_t lease_rpc_reads;
 	/* keys a one-sided get READ at a backup (docs/replication.md,
 	 * "Reads from any replica"), and of those the ones the backup did

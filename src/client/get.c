@@ -912,6 +912,20 @@ static int get_pass(struct rs_client *c, const struct cli_key *keys,
 		ret = rounds(&g);
 	if (g.sampled && g.rc_looked)
 		trace_rowcache(&g, ev.start_us);
+	/* The lease must still hold once the READs completed, not only when
+	 * the call began: a call that waited past it (for a connection to a
+	 * stopped node) may have READ a node that left the key's replica set
+	 * meanwhile and removed its rows or stopped moving them. Such a
+	 * node removes nothing before the lease's end (docs/replication.md,
+	 * "Read leases"), so a READ completed before it is good; otherwise
+	 * every key goes to the GET RPC, fenced by epoch. */
+	if (!ret && c->cluster && !use_rpc &&
+	    RS_UNLIKELY((int64_t)rs_mono_ms() >= atomic_load(&c->read_until))) {
+		for (size_t i = 0; i < n; i++)
+			g.k[i].state = G_RPC;
+		g.nrefail = 0;
+		CLI_INC(c, lease_rpc_reads, 1);
+	}
 	/* with other replicas to READ at (r > 1: without, the second pass
 	 * would only wait for the failed node again) */
 	if (!ret && RS_UNLIKELY(g.nrefail) && !second && g.spread)

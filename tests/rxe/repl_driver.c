@@ -325,9 +325,21 @@ static int do_read(const char *seeds, const char *stop, const char *out)
 		reads++;
 		for (int i = 0; all && i < K; i++) {
 			if (st[i] != RS_KEY_FOUND) {
-				/* every key exists: MISSING is a lie */
+				/* every key exists: MISSING is a lie; the
+				 * first ones say when and where */
 				for (int j = i; j < K; j++)
-					missing += st[j] == RS_KEY_MISSING;
+					if (st[j] == RS_KEY_MISSING &&
+					    missing++ < 5)
+						printf("read: key %d answered "
+						       "missing at %s, call %"
+						       PRIu64 ", epoch %" PRIu64
+						       ", primary %s\n", j,
+						       clock_now(), reads,
+						       (uint64_t)atomic_load(
+							       &c->epoch),
+						       rs_client_node_name(c,
+							rs_client_key_node(
+								c, keys[j])));
 				all = false;
 				break;
 			}
