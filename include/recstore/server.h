@@ -76,6 +76,14 @@ void rs_server_config_delete(struct rs_server_config **cfg);
 int rs_server_config_set(struct rs_server_config *cfg, const char *path,
 			 const char *value);
 
+/*
+ * The setters below are rs_server_config_set() of their settings
+ * (listen.addr and listen.port, workers, storage.size and storage.path,
+ * metrics_port, auth.max_skew_s): the same checks, and a refusal has the
+ * file's message ("workers: must be an integer in [1, 256]") and changes
+ * nothing.
+ */
+
 /* Override the listening endpoint: "ADDR:PORT" (IPv4 address of an RDMA
  * netdev; port 0 picks a free port, see rs_server_listen_addr()). */
 int rs_server_config_set_listen(struct rs_server_config *cfg,

@@ -27,8 +27,14 @@
  * Seeds accept integers >= 0 or strings (decimal or 0x hex, full 64 bits).
  *
  * Credentials ("auth"): the parser checks their shape only; a secret_file
- * is read when the config is applied (srv_config_load.c), and a secret
- * given inline is zeroed when the config is freed.
+ * is read when the file is loaded as a node config (srv_config_api.c:
+ * keys[] become the credentials, creds[]), and a secret given inline is
+ * zeroed when the config is freed.
+ *
+ * The same struct is the node's config (config.h): the public
+ * rs_server_config wraps it, the node runs on a copy of it, and
+ * srv_config_check_rows() holds the values it carries against the rows'
+ * ranges with the parser's range checks and messages.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -48,6 +54,7 @@
 #include "common/spec.h"
 #include "common/spec_fields.h"
 #include "server/config.h"
+#include "value/slab.h"
 
 struct ctx {
 	char path[256];
@@ -204,6 +211,50 @@ static int check_keys(struct ctx *c, json_t *obj, const char *const *known)
 	return 0;
 }
 
+/* ---- range checks: the parser's, and srv_config_check_rows()'s over
+ * the values a config holds, with one message each ---- */
+
+static int uint_range(struct ctx *c, const char *key, uint64_t lo,
+		      uint64_t hi)
+{
+	return fail_at(c, key, "must be an integer in [%llu, %llu]",
+		       (unsigned long long)lo, (unsigned long long)hi);
+}
+
+static int size_in(struct ctx *c, const char *key, uint64_t n, uint64_t lo,
+		   uint64_t hi)
+{
+	if (n < lo || n > hi)
+		return fail_at(c, key, "%llu bytes is outside [%llu, %llu]",
+			       (unsigned long long)n, (unsigned long long)lo,
+			       (unsigned long long)hi);
+	return 0;
+}
+
+static int number_in(struct ctx *c, const char *key, double d, double lo,
+		     double hi)
+{
+	if (!(d >= lo) || d > hi)
+		return fail_at(c, key, "must be a number in [%g, %g]", lo, hi);
+	return 0;
+}
+
+static int text_in(struct ctx *c, const char *key, const char *s,
+		   uint64_t lo, uint64_t hi)
+{
+	if (strlen(s) < lo || strlen(s) > hi)
+		return fail_at(c, key, "%llu to %llu bytes",
+			       (unsigned long long)lo, (unsigned long long)hi);
+	return 0;
+}
+
+static int path_in(struct ctx *c, const char *key, const char *s)
+{
+	if (!*s)
+		return fail_at(c, key, "must not be empty (use null for none)");
+	return 0;
+}
+
 /* ---- typed fields (absent: *out keeps its default) ---- */
 
 static int get_uint(struct ctx *c, json_t *obj, const char *key,
@@ -216,8 +267,7 @@ static int get_uint(struct ctx *c, json_t *obj, const char *key,
 	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
 	    (uint64_t)json_integer_value(v) < lo ||
 	    (uint64_t)json_integer_value(v) > hi)
-		return fail_at(c, key, "must be an integer in [%llu, %llu]",
-			       (unsigned long long)lo, (unsigned long long)hi);
+		return uint_range(c, key, lo, hi);
 	*out = (uint64_t)json_integer_value(v);
 	return 0;
 }
@@ -302,15 +352,25 @@ static int copy_str(struct ctx *c, json_t *obj, const char *key, char *dst,
 	return 0;
 }
 
+/* null: no value (a file's field starts so; a setting by name is
+ * cleared) */
+static void set_null(json_t *obj, const char *key, char **dst)
+{
+	if (json_is_null(json_object_get(obj, key))) {
+		free(*dst);
+		*dst = NULL;
+	}
+}
+
 static int dup_path(struct ctx *c, json_t *obj, const char *key, char **dst)
 {
 	const char *s;
 	int rc = get_str(c, obj, key, 1, &s);
 
-	if (rc || !s)
+	if (!rc && !s)
+		set_null(obj, key, dst);
+	if (rc || !s || (rc = path_in(c, key, s)))
 		return rc;
-	if (!*s)
-		return fail_at(c, key, "must not be empty (use null for none)");
 	free(*dst);
 	if (!(*dst = rs_strdup(s)))
 		return rs_seterr(-ENOMEM, "config: out of memory");
@@ -386,6 +446,7 @@ static int get_size(struct ctx *c, json_t *obj, const char *key, uint64_t lo,
 {
 	json_t *v = json_object_get(obj, key);
 	uint64_t n;
+	int rc;
 
 	if (!v)
 		return 0;
@@ -396,10 +457,8 @@ static int get_size(struct ctx *c, json_t *obj, const char *key, uint64_t lo,
 			       "\"1GiB\"");
 	else if (srv_config_parse_size(json_string_value(v), &n))
 		return fail_inner(c, key);
-	if (n < lo || n > hi)
-		return fail_at(c, key, "%llu bytes is outside [%llu, %llu]",
-			       (unsigned long long)n, (unsigned long long)lo,
-			       (unsigned long long)hi);
+	if ((rc = size_in(c, key, n, lo, hi)))
+		return rc;
 	*out = n;
 	return 0;
 }
@@ -966,12 +1025,14 @@ static int get_number(struct ctx *c, json_t *obj, const char *key,
 		      double lo, double hi, double *out)
 {
 	json_t *v = json_object_get(obj, key);
+	int rc;
 
 	if (!v)
 		return 0;
-	if (!json_is_number(v) || !(json_number_value(v) >= lo) ||
-	    json_number_value(v) > hi)
+	if (!json_is_number(v))
 		return fail_at(c, key, "must be a number in [%g, %g]", lo, hi);
+	if ((rc = number_in(c, key, json_number_value(v), lo, hi)))
+		return rc;
 	*out = json_number_value(v);
 	return 0;
 }
@@ -983,11 +1044,10 @@ static int get_text(struct ctx *c, json_t *obj, const char *key,
 	const char *s;
 	int rc = get_str(c, obj, key, 1, &s);
 
-	if (rc || !s)
+	if (!rc && !s)
+		set_null(obj, key, dst);
+	if (rc || !s || (rc = text_in(c, key, s, lo, hi)))
 		return rc;
-	if (strlen(s) < lo || strlen(s) > hi)
-		return fail_at(c, key, "%llu to %llu bytes",
-			       (unsigned long long)lo, (unsigned long long)hi);
 	free(*dst);
 	if (!(*dst = rs_strdup(s)))
 		return rs_seterr(-ENOMEM, "config: out of memory");
@@ -1374,6 +1434,67 @@ int srv_config_set(struct srv_config *cfg, const char *path, const char *value)
 	return rc;
 }
 
+/* ---- the values a config holds ---- */
+
+/* the row's range check over its field's value */
+static int check_row(const struct srv_config_row *r,
+		     const struct srv_config *cfg)
+{
+	struct ctx c = { .len = row_section_len(r) };
+	const void *p = (const char *)cfg + r->off;
+	const char *key = row_key(r), *str;
+	uint64_t v;
+
+	snprintf(c.path, sizeof(c.path), "%.*s", (int)c.len, r->path);
+	switch (r->kind) {
+	case SRV_CK_UINT:
+		v = load_uint(p, r->width);
+		return v < r->lo || v > r->hi ? uint_range(&c, key, r->lo,
+							   r->hi) : 0;
+	case SRV_CK_SIZE:
+		return size_in(&c, key, load_uint(p, r->width), r->lo, r->hi);
+	case SRV_CK_FLOAT:
+		return number_in(&c, key, *(const double *)p, r->flo, r->fhi);
+	case SRV_CK_PATH:
+	case SRV_CK_TEXT:
+		str = *(char *const *)p;
+		if (!str)
+			return 0;
+		return r->kind == SRV_CK_PATH ? path_in(&c, key, str)
+					      : text_in(&c, key, str, r->lo,
+							r->hi);
+	case SRV_CK_ENUM:
+		for (v = 0; r->names[v]; v++)
+			;
+		if (*(const uint32_t *)p >= v)
+			return fail_at(&c, key, "unknown %s %u", r->what,
+				       *(const uint32_t *)p);
+		return 0;
+	default:		/* BOOL, STR: any value the field holds */
+		return 0;
+	}
+}
+
+int srv_config_check_rows(const struct srv_config *c)
+{
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < srv_config_nrows; i++)
+		rc = check_row(&srv_config_rows[i], c);
+	return rc;
+}
+
+const char *srv_config_member_id(const struct srv_config *c)
+{
+	return c->coord_id[0] ? c->coord_id : c->name;
+}
+
+unsigned srv_config_slab_flags(const struct srv_config *c)
+{
+	return (c->slab_flags & ~SLAB_F_FORMAT) |
+	       (c->storage_format ? SLAB_F_FORMAT : 0);
+}
+
 /* ---- entry points ---- */
 
 void srv_config_defaults(struct srv_config *c)
@@ -1381,30 +1502,120 @@ void srv_config_defaults(struct srv_config *c)
 	memset(c, 0, sizeof(*c));
 	for (size_t i = 0; i < srv_config_nrows; i++)
 		row_default(&srv_config_rows[i], c);
+	/* what only the library sets */
+	c->slab_flags = SLAB_F_HUGEPAGES;
+	c->credits = 16;
+	c->max_conns = 128;
+}
+
+static void keys_free(struct srv_config_key *keys, uint32_t n)
+{
+	for (uint32_t i = 0; keys && i < n; i++) {
+		char *sec = keys[i].secret;
+
+		if (sec) {
+			sodium_memzero(sec, strlen(sec));
+			free(sec);
+		}
+		free(keys[i].secret_file);
+	}
+	free(keys);
+}
+
+void srv_config_clear(struct srv_config *c)
+{
+	free(c->storage_path);
+	free(c->trace_path);
+	free(c->checkpoint_dir);
+	free(c->coord_endpoints);
+	coord_etcd_files_free(&c->coord_sec);
+	free(c->tables);
+	keys_free(c->keys, c->nkeys);
+	for (size_t i = 0; c->creds && i < c->ncreds; i++)
+		auth_key_wipe(&c->creds[i]);
+	free(c->creds);
+	c->storage_path = c->trace_path = c->checkpoint_dir = NULL;
+	c->coord_endpoints = NULL;
+	c->tables = NULL;
+	c->keys = NULL;
+	c->creds = NULL;
+	c->ntables = c->nkeys = 0;
+	c->ncreds = 0;
 }
 
 void srv_config_free(struct srv_config **c)
 {
 	if (!c || !*c)
 		return;
-	free((*c)->storage_path);
-	free((*c)->trace_path);
-	free((*c)->checkpoint_dir);
-	free((*c)->coord_endpoints);
-	coord_etcd_files_free(&(*c)->coord_sec);
-	free((*c)->tables);
-	for (uint32_t i = 0; i < (*c)->nkeys; i++) {
-		char *sec = (*c)->keys[i].secret;
-
-		if (sec) {
-			sodium_memzero(sec, strlen(sec));
-			free(sec);
-		}
-		free((*c)->keys[i].secret_file);
-	}
-	free((*c)->keys);
+	srv_config_clear(*c);
 	free(*c);
 	*c = NULL;
+}
+
+static int dup_or_null(char **dst, const char *src)
+{
+	*dst = src ? rs_strdup(src) : NULL;
+	return src && !*dst ? -ENOMEM : 0;
+}
+
+static int copy_keys(struct srv_config *dst, const struct srv_config *src)
+{
+	if (!src->nkeys)
+		return 0;
+	if (!(dst->keys = rs_calloc(src->nkeys, sizeof(*dst->keys))))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < src->nkeys; i++) {
+		dst->nkeys = i + 1;
+		dst->keys[i].id = src->keys[i].id;
+		dst->keys[i].role = src->keys[i].role;
+		if (dup_or_null(&dst->keys[i].secret, src->keys[i].secret) ||
+		    dup_or_null(&dst->keys[i].secret_file,
+				src->keys[i].secret_file))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* an array of n elements of size each, or NULL when n is 0 */
+static int dup_array(void **dst, const void *src, size_t n, size_t size)
+{
+	*dst = NULL;
+	if (!n)
+		return 0;
+	if (!(*dst = rs_malloc(n * size)))
+		return -ENOMEM;
+	memcpy(*dst, src, n * size);
+	return 0;
+}
+
+int srv_config_copy(struct srv_config *dst, const struct srv_config *src)
+{
+	*dst = *src;
+	dst->storage_path = dst->trace_path = dst->checkpoint_dir = NULL;
+	dst->coord_endpoints = NULL;
+	memset(&dst->coord_sec, 0, sizeof(dst->coord_sec));
+	dst->tables = NULL;
+	dst->keys = NULL;
+	dst->creds = NULL;
+	dst->nkeys = 0;
+	dst->ncreds = 0;
+	if (dup_or_null(&dst->storage_path, src->storage_path) ||
+	    dup_or_null(&dst->trace_path, src->trace_path) ||
+	    dup_or_null(&dst->checkpoint_dir, src->checkpoint_dir) ||
+	    dup_or_null(&dst->coord_endpoints, src->coord_endpoints) ||
+	    coord_etcd_files_copy(&dst->coord_sec, &src->coord_sec) ||
+	    dup_array((void **)&dst->tables, src->tables, src->ntables,
+		      sizeof(*src->tables)) ||
+	    copy_keys(dst, src) ||
+	    dup_array((void **)&dst->creds, src->creds, src->ncreds,
+		      sizeof(*src->creds)))
+		goto nomem;
+	dst->ncreds = src->ncreds;
+	return 0;
+nomem:
+	dst->ntables = dst->tables ? dst->ntables : 0;
+	srv_config_clear(dst);
+	return rs_seterr(-ENOMEM, "config: out of memory");
 }
 
 static int from_json(struct srv_config **out, json_t *root)

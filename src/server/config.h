@@ -1,5 +1,7 @@
 /*
- * config.h - the memory node's JSON config file (prefix srv_config_).
+ * config.h - the memory node's config (prefix srv_config_): one object,
+ * struct srv_config, that the JSON file fills, that the public
+ * rs_server_config wraps (srv_config_api.c) and that the node runs on.
  * Reference with an example: docs/config.md.
  *
  * The parser is strict: an unknown field is an error (typo protection,
@@ -16,7 +18,8 @@
  *
  * Ownership: srv_config_load()/srv_config_parse() allocate *out; free it
  * with srv_config_free(), which frees the strings and tables too. A config
- * is plain data: read it from any thread once loaded.
+ * is plain data: read it from any thread once loaded. A node keeps a copy
+ * of its own (srv_config_copy()), released with srv_config_clear().
  */
 #ifndef RS_SERVER_CONFIG_H
 #define RS_SERVER_CONFIG_H
@@ -24,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/auth.h"
 #include "common/proto.h"
 #include "coord/coord.h"
 
@@ -112,6 +116,20 @@ struct srv_config {
 					   this many nodes; 1 */
 	/* coord.tls.{ca,cert,key}_file, coord.user, coord.password_file */
 	struct coord_etcd_files coord_sec;
+
+	/* What the file does not set: the library's own, with their
+	 * defaults in srv_config_defaults(). */
+	char metrics_addr[64];	  /* "": 127.0.0.1 */
+	uint32_t slab_flags;	  /* SLAB_F_HUGEPAGES; SLAB_F_FORMAT is
+				     storage_format's (srv_config_slab_flags) */
+	double index_load;	  /* 0: the slab store's default */
+	uint32_t credits;	  /* receive buffers per connection - 1; 16 */
+	uint32_t max_conns;	  /* 128 */
+	/* The credentials a node checks: rs_server_config_add_key*(), and
+	 * keys[] when the file is loaded as a node config (secret files
+	 * read then; keys[] is emptied). Secrets zeroed when freed. */
+	struct auth_key *creds;
+	size_t ncreds;
 };
 
 /*
@@ -166,8 +184,28 @@ const char *const *srv_config_keys(const char *path);
  */
 int srv_config_set(struct srv_config *c, const char *path, const char *value);
 
-/* Fill *c with the defaults (no allocation; nothing to free). */
+/* Fill *c with the defaults (no allocation; nothing to free): the rows'
+ * and the library's own fields. */
 void srv_config_defaults(struct srv_config *c);
+
+/* The rows' range checks over the values *c holds, with the parser's
+ * messages ("workers: must be an integer in [1, 256]"): what
+ * srv_config_validate() makes of fields set without a row. */
+int srv_config_check_rows(const struct srv_config *c);
+
+/* The member id in etcd: coord.id, else the node's name. */
+const char *srv_config_member_id(const struct srv_config *c);
+
+/* The slab store's flags: slab_flags with SLAB_F_FORMAT when
+ * storage.format is set. */
+unsigned srv_config_slab_flags(const struct srv_config *c);
+
+/* dst = a deep copy of src (strings, tables, keys, credentials). 0, or
+ * -ENOMEM with dst holding nothing. */
+int srv_config_copy(struct srv_config *dst, const struct srv_config *src);
+
+/* Free what *c owns (secrets zeroed) and leave it empty; not c itself. */
+void srv_config_clear(struct srv_config *c);
 
 /* Parse the file at path (NULL: the defaults). 0 and *out, -errno if the
  * file cannot be read, RS_E_INVAL for a bad config, -ENOMEM. */

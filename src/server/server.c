@@ -138,7 +138,7 @@ static int gate_enter(struct rs_server *s, struct srv_worker *w)
 
 	pthread_mutex_lock(&g->lock);
 	while (!atomic_load(&s->stopping)) {
-		if (running_locked(g) > s->o.workers) {
+		if (running_locked(g) > s->cfg.workers) {
 			g->nparked++;
 			while (!g->wakes && !atomic_load(&s->stopping))
 				pthread_cond_wait(&g->spare_cv, &g->lock);
@@ -248,7 +248,7 @@ static void spare_start_locked(struct rs_server *s)
 	struct srv_worker *w;
 	int ret;
 
-	if (g->nthreads >= s->o.workers + SRV_WAITS_MAX)
+	if (g->nthreads >= s->cfg.workers + SRV_WAITS_MAX)
 		return;
 	w = &s->workers[g->nthreads];
 	w->srv = s;
@@ -371,8 +371,8 @@ static struct srv_conn *conn_of(struct rs_server *s, struct rv_conn *rc,
 			pthread_mutex_init(&c->send_lock, NULL);
 			c->parked_tail = &c->parked;
 			pthread_mutex_init(&c->q_lock, NULL);
-			c->q = rs_calloc(s->o.credits + 1, sizeof(*c->q));
-			c->q_cap = c->q ? s->o.credits + 1 : 0;
+			c->q = rs_calloc(s->cfg.credits + 1, sizeof(*c->q));
+			c->q_cap = c->q ? s->cfg.credits + 1 : 0;
 			c->reply_max = rv_conn_msg_max(rc);
 			c->is_wake = plen == SRV_WAKE_LEN &&
 				     !memcmp(p, s->wake_msg, SRV_WAKE_LEN);
@@ -587,9 +587,9 @@ static void conn_cut(struct srv_conn *c, enum srv_cut_reason why)
 		return;
 	metrics_counter_add(s->m.cut[why], 1);
 	srv_log_peer("connection %" PRIu64 "%s%s cut off: it %s (%u replies "
-		     "parked, send timeout %d ms)", c->id,
+		     "parked, send timeout %u ms)", c->id,
 		     c->peer[0] ? " from " : "", c->peer, what[why],
-		     atomic_load(&c->nparked), s->o.send_timeout_ms);
+		     atomic_load(&c->nparked), s->cfg.send_timeout_ms);
 	conn_mark_dead(c);
 }
 
@@ -627,7 +627,7 @@ static int park_locked(struct srv_conn *c, const void *buf, size_t len)
 	struct rs_server *s = c->srv;
 	struct srv_parked *p;
 
-	if (atomic_load(&c->nparked) > s->o.credits) {
+	if (atomic_load(&c->nparked) > s->cfg.credits) {
 		conn_cut(c, SRV_CUT_OVERRUN);
 		return RS_E_PROTO;
 	}
@@ -668,7 +668,7 @@ int srv_conn_send(struct srv_conn *c, const void *buf, size_t len)
  * for send_timeout_ms. */
 static void parked_tick(struct rs_server *s)
 {
-	uint64_t now, limit = (uint64_t)s->o.send_timeout_ms * 1000000ull;
+	uint64_t now, limit = (uint64_t)s->cfg.send_timeout_ms * 1000000ull;
 	struct srv_conn *c;
 	int ret;
 
@@ -808,7 +808,7 @@ static void *wake_connect_main(void *arg)
 	a.connect_timeout_ms = 3000;
 	a.priv = s->wake_msg;
 	a.priv_len = SRV_WAKE_LEN;
-	ret = rv_connect(s->dev, s->o.listen_ip, rv_listener_port(s->l), &a,
+	ret = rv_connect(s->dev, s->cfg.listen_addr, rv_listener_port(s->l), &a,
 			 &c);
 	if (ret)
 		srv_log("note: no wake connection to itself (%s): idle "
@@ -1054,11 +1054,11 @@ static void worker_free(struct srv_worker *w)
 
 static int workers_start(struct rs_server *s)
 {
-	s->workers = rs_calloc(s->o.workers + SRV_WAITS_MAX,
+	s->workers = rs_calloc(s->cfg.workers + SRV_WAITS_MAX,
 			    sizeof(*s->workers));
 	if (!s->workers)
 		return rs_seterr(-ENOMEM, "workers: out of memory");
-	for (unsigned i = 0; i < s->o.workers; i++) {
+	for (unsigned i = 0; i < s->cfg.workers; i++) {
 		struct srv_worker *w = &s->workers[i];
 		int ret;
 
@@ -1111,7 +1111,7 @@ static void workers_stop(struct rs_server *s)
 	pthread_cond_broadcast(&s->gate.spare_cv);
 	n = s->gate.nthreads;	/* no spare starts once stopping is set */
 	pthread_mutex_unlock(&s->gate.lock);
-	for (unsigned i = 0; s->workers && i < s->o.workers + SRV_WAITS_MAX;
+	for (unsigned i = 0; s->workers && i < s->cfg.workers + SRV_WAITS_MAX;
 	     i++) {
 		if (i >= n) {
 			worker_free(&s->workers[i]);
@@ -1255,17 +1255,17 @@ static int device_ipv4(const char *dev, char *out, size_t len)
 
 static int open_device(struct rs_server *s)
 {
-	struct srv_opts *o = &s->o;
+	struct srv_config *o = &s->cfg;
 	const char *spec = o->device[0] ? o->device
-			   : o->listen_ip[0] ? o->listen_ip : NULL;
+			   : o->listen_addr[0] ? o->listen_addr : NULL;
 	int ret;
 
 	ret = rv_dev_open(&s->dev, spec);
 	if (ret)
 		return ret; /* rv's message names the device or address */
 	rv_dev_caps(s->dev, &s->caps);
-	if (!o->listen_ip[0] &&
-	    device_ipv4(s->caps.name, o->listen_ip, sizeof(o->listen_ip)))
+	if (!o->listen_addr[0] &&
+	    device_ipv4(s->caps.name, o->listen_addr, sizeof(o->listen_addr)))
 		return rs_seterr(RS_E_NODEV, "listen: device %s has no IPv4 "
 				 "address; set \"listen\"", s->caps.name);
 	return 0;
@@ -1277,24 +1277,25 @@ static int open_listener(struct rs_server *s)
 	int ret;
 
 	rv_listener_attr_init(&la);
-	la.conn.msg_max = s->o.limits.max_message_bytes;
-	la.conn.credits = (uint16_t)s->o.credits;
-	la.conn.send_slots = (uint16_t)s->o.credits;
-	if (s->o.spin_us)
-		la.conn.spin_us = s->o.spin_us;
-	la.max_conns = s->o.max_conns;
-	la.max_conns_per_peer = s->o.max_conns_per_peer;
-	la.conn.keepalive_ms = s->o.keepalive_ms;
+	la.conn.msg_max = s->cfg.limits.max_message_bytes;
+	la.conn.credits = (uint16_t)s->cfg.credits;
+	la.conn.send_slots = (uint16_t)s->cfg.credits;
+	if (s->cfg.spin_us)
+		la.conn.spin_us = s->cfg.spin_us;
+	la.max_conns = s->cfg.max_conns;
+	la.max_conns_per_peer = s->cfg.max_conns_per_peer;
+	la.conn.keepalive_ms = s->cfg.keepalive_ms;
 	if (s->auth_on) {
 		la.on_request = srv_auth_on_request;
 		la.arg = s;
 	}
-	ret = rv_listen(s->dev, s->o.listen_ip, s->o.port, &la, &s->l);
+	ret = rv_listen(s->dev, s->cfg.listen_addr, s->cfg.listen_port, &la,
+			&s->l);
 	if (ret)
-		return srv_err(ret, "listen on %s:%u: %s", s->o.listen_ip,
-				 s->o.port, rs_errormsg());
+		return srv_err(ret, "listen on %s:%u: %s", s->cfg.listen_addr,
+				 s->cfg.listen_port, rs_errormsg());
 	snprintf(s->listen_addr, sizeof(s->listen_addr), "%s:%u",
-		 s->o.listen_ip, rv_listener_port(s->l));
+		 s->cfg.listen_addr, rv_listener_port(s->l));
 	srv_auth_announce(s);
 	return 0;
 }
@@ -1303,8 +1304,8 @@ static int open_trace(struct rs_server *s)
 {
 	int ret;
 
-	if (s->o.trace_path) {
-		ret = trace_open(s->o.trace_path, s->o.trace_sample);
+	if (s->cfg.trace_path) {
+		ret = trace_open(s->cfg.trace_path, s->cfg.trace_sample);
 		if (ret == RS_E_EXISTS)
 			return 0; /* the process traces already */
 		if (ret)
@@ -1332,10 +1333,10 @@ static int open_all(struct rs_server *s)
 		srv_log("numa: %s", s->numa.why);
 	if ((ret = srv_metrics_init(s)))
 		return ret;
-	if ((ret = srv_tables_open(&s->tables, s, &s->o)))
+	if ((ret = srv_tables_open(&s->tables, s, &s->cfg)))
 		return ret;
 	s->tables_open = true;
-	if ((ret = srv_tables_apply_config(&s->tables, &s->o)))
+	if ((ret = srv_tables_apply_config(&s->tables, &s->cfg)))
 		return ret;
 	if ((ret = srv_auth_open(s)))
 		return ret;
@@ -1374,19 +1375,19 @@ RS_EXPORT int rs_server_open(struct rs_server **out,
 	srv_ckpt_init(s);
 	srv_repl_init(s);
 	s->numa.node = -1;
-	ret = srv_config_to_opts(cfg, &s->o);
+	ret = srv_config_to_node(cfg, &s->cfg);
 	if (ret)
 		goto close;
-	s->repl.on = s->o.coord_endpoints != NULL;
+	s->repl.on = s->cfg.coord_endpoints != NULL;
 	/* the read lease: two thirds of the coordination lease, so that a
 	 * node's reads of etcd (at least every third of it) leave clients a
 	 * third of it to read by (docs/replication.md, "Read leases") */
-	s->repl.lease_ms = s->o.coord_lease_ms / 3 * 2;
+	s->repl.lease_ms = s->cfg.coord_lease_ms / 3 * 2;
 	if (s->repl.lease_ms > PROTO_CONFIG_MAX_LEASE_MS)
 		s->repl.lease_ms = PROTO_CONFIG_MAX_LEASE_MS;
-	s->reply_limit = s->o.limits.max_message_bytes > SRV_REPLY_MIN_BYTES ?
-			 s->o.limits.max_message_bytes : SRV_REPLY_MIN_BYTES;
-	s->conn_cap = s->o.workers > 1 ? s->o.workers - 1 : 1;
+	s->reply_limit = s->cfg.limits.max_message_bytes > SRV_REPLY_MIN_BYTES ?
+			 s->cfg.limits.max_message_bytes : SRV_REPLY_MIN_BYTES;
+	s->conn_cap = s->cfg.workers > 1 ? s->cfg.workers - 1 : 1;
 	srv_debug_init(s);
 	if (getrandom(&s->node_id, sizeof(s->node_id), 0) !=
 	    (ssize_t)sizeof(s->node_id))
@@ -1400,7 +1401,7 @@ RS_EXPORT int rs_server_open(struct rs_server **out,
 		ret = rs_seterr(-errno, "eventfd: %s", strerror(errno));
 		goto close;
 	}
-	srv_log_memory(&s->o);
+	srv_log_memory(&s->cfg);
 	ret = open_all(s);
 	if (ret)
 		goto close;
@@ -1447,7 +1448,7 @@ RS_EXPORT void rs_server_close(struct rs_server **sp)
 		close(s->stop_fd);
 	if (s->poke_fd >= 0)
 		close(s->poke_fd);
-	srv_opts_free(&s->o);
+	srv_config_clear(&s->cfg);
 	pthread_mutex_destroy(&s->conns_lock);
 	srv_ckpt_destroy(s);
 	pthread_cond_destroy(&s->gate.spare_cv);

@@ -75,10 +75,10 @@ int srv_auth_open(struct rs_server *s)
 {
 	int ret;
 
-	if (!s->o.nkeys)
+	if (!s->cfg.ncreds)
 		return 0;
-	ret = auth_node_init(&s->auth, s->o.keys, s->o.nkeys,
-			     s->o.auth_skew_s, 0);
+	ret = auth_node_init(&s->auth, s->cfg.creds, s->cfg.ncreds,
+			     s->cfg.auth_skew_s, 0);
 	if (ret)
 		return srv_err(ret, "auth: %s", rs_errormsg());
 	s->auth_on = true;

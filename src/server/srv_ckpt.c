@@ -247,7 +247,7 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!s->o.checkpoint_dir)
+	if (!s->cfg.checkpoint_dir)
 		return rs_seterr(RS_E_UNSUPPORTED, "checkpoints are off on this "
 				 "node: set checkpoint_dir in its config");
 	t = srv_table_get_name(&s->tables, q->table);
@@ -281,7 +281,7 @@ int srv_ckpt_dump(struct rs_server *s, const struct proto_ckpt_req *q,
 	d.optim_kind = t->spec.optim.kind;
 	d.with_state = q->flags & PROTO_CKF_STATE;
 	d.state_floats = d.with_state ? t->state_floats : 0;
-	rc = ckpt_mkdir(s->o.checkpoint_dir, q->dir, dir, sizeof(dir));
+	rc = ckpt_mkdir(s->cfg.checkpoint_dir, q->dir, dir, sizeof(dir));
 	if (!rc && (size_t)snprintf(path, sizeof(path), "%s/%s", dir,
 				    q->file) >= sizeof(path))
 		rc = rs_seterr(RS_E_INVAL, "checkpoint: path too long");

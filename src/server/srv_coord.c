@@ -32,10 +32,10 @@ static void coord_config(void *arg, const struct memb_config *c)
 
 int srv_coord_start(struct rs_server *s)
 {
-	const struct srv_opts *o = &s->o;
+	const struct srv_config *o = &s->cfg;
 	struct memb_agent_opts ao = {
 		.cluster = o->coord_cluster,
-		.id = o->coord_id,
+		.id = srv_config_member_id(o),
 		.addr = s->listen_addr,
 		.lease_s = ((int64_t)o->coord_lease_ms + 999) / 1000,
 		.decide = o->coord_decide,
@@ -83,7 +83,7 @@ int srv_coord_start(struct rs_server *s)
 		return ret;
 	}
 	srv_log("coord: member '%s' of cluster '%s' through %s (%s%s%s%s)",
-		o->coord_id, o->coord_cluster, o->coord_endpoints,
+		srv_config_member_id(o), o->coord_cluster, o->coord_endpoints,
 		strstr(o->coord_endpoints, "http://")
 			? "some endpoints in clear text" : "https",
 		o->coord_sec.cert_file ? ", client certificate" : "",

@@ -935,7 +935,7 @@ static int copy_table(struct crun *r, const char *name,
 		return -ENOMEM;
 	if (!(rg = rs_malloc(2 * PROTO_COPY_MAX_RANGES * sizeof(*rg))))
 		return rs_seterr(-ENOMEM, "copy: out of memory");
-	snprintf(m.id, sizeof(m.id), "%s", r->s->o.coord_id);
+	snprintf(m.id, sizeof(m.id), "%s", srv_config_member_id(&r->s->cfg));
 	snprintf(m.table, sizeof(m.table), "%s", name);
 	while (!ret && gi < nv) {
 		struct proto_copy_reply rep = { 0 };

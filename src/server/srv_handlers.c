@@ -265,8 +265,8 @@ static void do_hello(struct req *r)
 	memset(&rep, 0, sizeof(rep));
 	rep.node_id = r->s->node_id;
 	rep.dir_generation = atomic_load(&r->s->tables.dir_gen);
-	rep.limits = r->s->o.limits;
-	snprintf(rep.name, sizeof(rep.name), "%s", r->s->o.name);
+	rep.limits = r->s->cfg.limits;
+	snprintf(rep.name, sizeof(rep.name), "%s", r->s->cfg.name);
 	cap = reply_buf(r, &buf);
 	if (cap < 0)
 		return;
@@ -1630,7 +1630,7 @@ static void do_repl(struct req *r)
 	atomic_fetch_add(&s->repl.applied, m->n);
 	/* received although every worker waits for its own backups: the
 	 * cross wait of two nodes that srv_wait_begin() resolves */
-	if (atomic_load(&s->waiting) >= s->o.workers)
+	if (atomic_load(&s->waiting) >= s->cfg.workers)
 		atomic_fetch_add(&s->repl.repls_all_waiting, 1);
 	reply_statuses(r, st, m->n);
 out:
@@ -1740,7 +1740,7 @@ void srv_handle(struct srv_worker *w, struct srv_conn *c, const void *msg,
 	r.c = c;
 	r.s = s;
 	r.t0_ns = now_ns();
-	ret = proto_decode(msg, len, &s->o.limits, &r.m);
+	ret = proto_decode(msg, len, &s->cfg.limits, &r.m);
 	if (ret) {
 		reply_undecodable(&r, msg, len, ret);
 		return;

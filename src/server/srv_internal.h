@@ -50,6 +50,7 @@
 #include "common/rs_internal.h"
 #include "coord/coord.h"
 #include "recstore/server.h"
+#include "server/config.h"
 #include "server/srv_catalog.h"
 #include "trace/metrics.h"
 #include "value/slab.h"
@@ -68,53 +69,12 @@
 #define SRV_PARK_TICK_MS 1	  /* run thread retries parked replies */
 #define SRV_REPLY_MIN_BYTES (256u << 10) /* reply bound: at least this */
 
-/* ---- options: everything the node runs with (from the config) ---- */
+/* ---- the node's config: struct srv_config (config.h) ---- */
 
-struct srv_opts {
-	char listen_ip[256];	/* "" : the first IPv4 address of the device */
-	uint16_t port;
-	char device[64];	/* "" : the device of listen_ip */
-	char name[PROTO_NAME_MAX + 1];
-	unsigned workers;
-	unsigned metrics_port;	/* 0: off */
-	char metrics_addr[64];	/* "" : 127.0.0.1 */
-	char *pool_path;	/* NULL: DRAM pool */
-	uint64_t pool_bytes;
-	uint64_t default_capacity; /* rows of a capacity-0 create (at most) */
-	unsigned slab_flags;	/* SLAB_F_* */
-	double index_load;	/* 0: slab default */
-	struct proto_limits limits; /* max_message_bytes: receive buffers */
-	uint32_t credits;	/* receive buffers per connection - 1 */
-	uint32_t max_conns;
-	uint32_t spin_us;
-	uint32_t max_conns_per_peer; /* 0: no limit */
-	uint32_t keepalive_ms;	/* 0: off */
-	int send_timeout_ms;
-	char *trace_path;	/* NULL: RS_TRACE from the environment */
-	double trace_sample;
-	struct proto_table_spec *tables; /* created at open if missing */
-	size_t ntables;
-	struct auth_key *keys;	/* credentials; none: every peer is admin */
-	size_t nkeys;
-	uint32_t auth_skew_s;	/* accepted clock difference, seconds */
-	/* membership in etcd (src/coord); coord_endpoints NULL: off */
-	char *coord_endpoints;
-	char *checkpoint_dir;	/* CKPT DUMP writes under it; NULL: refused */
-	char coord_cluster[PROTO_NAME_MAX + 1];
-	char coord_id[PROTO_NAME_MAX + 1];
-	uint32_t coord_lease_ms;
-	uint32_t coord_replicas;
-	uint32_t coord_initial_members;
-	bool coord_decide;
-	struct coord_etcd_files coord_sec;	/* TLS and etcd user */
-};
-
-void srv_opts_defaults(struct srv_opts *o);
-int srv_opts_copy(struct srv_opts *dst, const struct srv_opts *src);
-void srv_opts_free(struct srv_opts *o);
-/* Cross-field checks; RS_E_INVAL names the field. */
-int srv_opts_validate(const struct srv_opts *o);
-/* Worst-case memory of the options (srv_memory.c), in bytes. */
+/* Every cross-field check and the rows' ranges (srv_config_api.c);
+ * RS_E_INVAL names the field. */
+int srv_config_validate(const struct srv_config *o);
+/* Worst-case memory of a config (srv_memory.c), in bytes. */
 /* The evicted-keys buffer of a cluster write: SRV_EVICTED_PER_KEY per key
  * of its batch and SRV_EVICTED_SPARE (srv_handlers.c, srv_memory.c). */
 #define SRV_EVICTED_PER_KEY 4u
@@ -130,43 +90,37 @@ struct srv_machine {
 	uint64_t avail_bytes;	/* MemAvailable */
 	uint64_t memlock_bytes;
 };
-void srv_opts_budget(const struct srv_opts *o, struct srv_mem_budget *b);
+void srv_config_budget(const struct srv_config *o, struct srv_mem_budget *b);
 /* This machine, or what srv_machine_set() installed (tests; NULL: probe
  * again). */
 void srv_machine_probe(struct srv_machine *m);
 void srv_machine_set(const struct srv_machine *m);
 /* RS_E_INVAL when the worst case exceeds m; the message says both. */
-int srv_opts_check_memory(const struct srv_opts *o,
-			  const struct srv_machine *m);
+int srv_config_check_memory(const struct srv_config *o,
+			    const struct srv_machine *m);
 /* One log line: the worst case and the machine. */
-void srv_log_memory(const struct srv_opts *o);
+void srv_log_memory(const struct srv_config *o);
 
 /* Add a credential (id unique, role enum auth_role); the file form
  * reads the secret from path and warns when others may read the file.
  * RS_E_INVAL names `field` (e.g. "auth.keys[0]"). */
-int srv_opts_add_key(struct srv_opts *o, const char *field, uint32_t id,
-		     unsigned role, const void *secret, size_t len);
-int srv_opts_add_key_file(struct srv_opts *o, const char *field,
-			  uint32_t id, unsigned role, const char *path);
+int srv_config_add_cred(struct srv_config *o, const char *field, uint32_t id,
+			unsigned role, const void *secret, size_t len);
+int srv_config_add_cred_file(struct srv_config *o, const char *field,
+			     uint32_t id, unsigned role, const char *path);
 /* "ADDR:PORT" or "[v6]:PORT" -> ip, port. */
 int srv_parse_listen(const char *s, char *ip, size_t iplen, uint16_t *port);
 
-/* The public config object is a box around the options. */
+/* The public config object is a box around the one config. */
 struct rs_server_config {
-	struct srv_opts o;
+	struct srv_config c;
 };
 
-/* Options from a parsed config file (srv_config_load.c). */
-struct srv_config;
 struct coord;
 struct memb_agent;
-int srv_opts_from_config(struct srv_opts *o, const struct srv_config *c);
-/* The inverse for the single-valued settings (no tables, no keys): *out
- * to free with srv_config_free(). 0 or -ENOMEM. */
-int srv_config_from_opts(struct srv_config **out, const struct srv_opts *o);
-/* Validate cfg and copy its options into *o (srv_opts_free). */
-int srv_config_to_opts(const struct rs_server_config *cfg,
-		       struct srv_opts *o);
+/* Validate cfg and copy it into *o (srv_config_clear). */
+int srv_config_to_node(const struct rs_server_config *cfg,
+		       struct srv_config *o);
 
 /* ---- NUMA placement (srv_numa.c) ---- */
 
@@ -235,7 +189,7 @@ struct srv_tables {
 	struct srv_numa *numa;
 	struct srv_catalog *cat;	/* layout-2 pools: the JSON catalog
 					   file, read at open (migration) */
-	const char *pool_path;		/* NULL: DRAM (points into opts) */
+	const char *pool_path;		/* NULL: DRAM (points into s->cfg) */
 	bool file_backed;
 	double index_load;
 	uint64_t default_capacity;	/* capacity 0: up to this many rows */
@@ -255,11 +209,11 @@ struct srv_tables {
 /* Open the slab store of o (DRAM, file or device dax; a file pool
  * recovers its tables, their specs from its catalog records). */
 int srv_tables_open(struct srv_tables *r, struct rs_server *s,
-		    const struct srv_opts *o);
+		    const struct srv_config *o);
 void srv_tables_close(struct srv_tables *r);
 /* Create (or, for an existing table of the same shape, adopt) the tables
  * of the config. Errors name the field ("tables[1]: ..."). */
-int srv_tables_apply_config(struct srv_tables *r, const struct srv_opts *o);
+int srv_tables_apply_config(struct srv_tables *r, const struct srv_config *o);
 
 /* Create a table: 0 and *info, RS_E_EXISTS, RS_E_FULL (the message says
  * the bytes needed and free), RS_E_INVAL, ... A capacity of 0 gets the
@@ -932,7 +886,7 @@ void srv_evr_tick(struct rs_server *s, uint64_t epoch);
 void srv_evr_counts(struct rs_server *s, struct srv_evr_counts *c);
 
 struct rs_server {
-	struct srv_opts o;
+	struct srv_config cfg;	/* a copy of the config it was opened with */
 	char listen_addr[300];
 	struct rv_dev *dev;
 	struct rv_dev_caps caps;

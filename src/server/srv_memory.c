@@ -1,7 +1,7 @@
 /*
  * srv_memory.c - the node's worst-case memory, held against the machine.
  *
- * A config is refused (srv_opts_validate) when the memory it may come to
+ * A config is refused (srv_config_validate) when the memory it may come to
  * use exceeds what the machine has, instead of the node failing, or the
  * kernel's OOM killer ending it, the day the last connection arrives. The
  * worst case (struct srv_mem_budget), with R = the reply bound
@@ -111,7 +111,7 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
  * sink of srv_handlers.c: 4 per key of the batch and 64), at its largest:
  * a batch's keys are bounded by max_batch_keys and take 8 bytes each of
  * a message. */
-static uint64_t evicted_bytes(const struct srv_opts *o)
+static uint64_t evicted_bytes(const struct srv_config *o)
 {
 	uint64_t n = o->limits.max_batch_keys, by_msg =
 		o->limits.max_message_bytes / 8;
@@ -122,7 +122,7 @@ static uint64_t evicted_bytes(const struct srv_opts *o)
 	return 8 * (SRV_EVICTED_PER_KEY * n + SRV_EVICTED_SPARE);
 }
 
-void srv_opts_budget(const struct srv_opts *o, struct srv_mem_budget *b)
+void srv_config_budget(const struct srv_config *o, struct srv_mem_budget *b)
 {
 	uint64_t msg = o->limits.max_message_bytes;
 	uint64_t reply = msg > SRV_REPLY_MIN_BYTES ? msg : SRV_REPLY_MIN_BYTES;
@@ -135,7 +135,7 @@ void srv_opts_budget(const struct srv_opts *o, struct srv_mem_budget *b)
 	b->parked = (cr + 1) * reply * conns;
 	b->scratch = (uint64_t)o->workers * (reply + 6 * msg +
 					     evicted_bytes(o));
-	b->pool = o->pool_bytes;
+	b->pool = o->storage_bytes;
 	if (!b->pool) {
 		srv_config_defaults(&d);
 		b->pool = d.storage_bytes;
@@ -149,13 +149,13 @@ static double mib(uint64_t v)
 	return (double)v / (1024.0 * 1024.0);
 }
 
-int srv_opts_check_memory(const struct srv_opts *o,
+int srv_config_check_memory(const struct srv_config *o,
 			  const struct srv_machine *m)
 {
 	uint64_t have = m->avail_bytes ? m->avail_bytes : m->phys_bytes;
 	struct srv_mem_budget b;
 
-	srv_opts_budget(o, &b);
+	srv_config_budget(o, &b);
 	if (have && b.total > have)
 		return rs_seterr(RS_E_INVAL, "memory: the config may need "
 				 "%.0f MiB (receive %.0f + send %.0f + parked "
@@ -179,14 +179,14 @@ int srv_opts_check_memory(const struct srv_opts *o,
 	return 0;
 }
 
-void srv_log_memory(const struct srv_opts *o)
+void srv_log_memory(const struct srv_config *o)
 {
 	struct srv_machine m;
 	struct srv_mem_budget b;
 	char lock[32] = "unlimited";
 
 	srv_machine_probe(&m);
-	srv_opts_budget(o, &b);
+	srv_config_budget(o, &b);
 	if (m.memlock_bytes != UINT64_MAX)
 		snprintf(lock, sizeof(lock), "%.0f MiB", mib(m.memlock_bytes));
 	srv_log("memory: worst case %.0f MiB (registered %.0f: receive %.0f, "

@@ -125,9 +125,9 @@ static struct srv_peer *peer_new(struct rs_server *s,
 	}
 	/* with credentials, a node speaks to its peers as the first admin
 	 * of its own key list (nodes of a cluster share their keys) */
-	for (size_t i = 0; s->auth_on && i < s->o.nkeys; i++)
-		if (s->o.keys[i].role == AUTH_ROLE_ADMIN) {
-			p->key = s->o.keys[i];
+	for (size_t i = 0; s->auth_on && i < s->cfg.ncreds; i++)
+		if (s->cfg.creds[i].role == AUTH_ROLE_ADMIN) {
+			p->key = s->cfg.creds[i];
 			p->node.key = &p->key;
 			break;
 		}
@@ -301,7 +301,8 @@ static struct srv_cfg *cfg_new(struct rs_server *s,
 	for (size_t i = 0; i < g->c.n; i++) {
 		const struct memb_member *m = &g->c.m[i];
 
-		if (strcmp(m->id, s->o.coord_id) || m->inc != s->repl.inc)
+		if (strcmp(m->id, srv_config_member_id(&s->cfg)) ||
+		    m->inc != s->repl.inc)
 			continue;
 		if (memb_serves(m->state))
 			g->self = (int)i;

@@ -394,7 +394,7 @@ int srv_metrics_init(struct rs_server *s)
 	ret = register_types(s);
 	if (!ret)
 		ret = register_node(s);
-	if (!ret && s->o.coord_endpoints)
+	if (!ret && s->cfg.coord_endpoints)
 		ret = register_repl(s);
 	if (ret)
 		return srv_err(ret, "metrics: %s", rs_errormsg());
@@ -403,15 +403,15 @@ int srv_metrics_init(struct rs_server *s)
 
 int srv_metrics_serve(struct rs_server *s)
 {
-	const char *addr = s->o.metrics_addr[0] ? s->o.metrics_addr : NULL;
+	const char *addr = s->cfg.metrics_addr[0] ? s->cfg.metrics_addr : NULL;
 	int ret;
 
-	if (!s->o.metrics_port)
+	if (!s->cfg.metrics_port)
 		return 0;
-	ret = metrics_http_start(s->m.reg, addr, (uint16_t)s->o.metrics_port,
+	ret = metrics_http_start(s->m.reg, addr, (uint16_t)s->cfg.metrics_port,
 				 &s->m.http);
 	if (ret)
-		return srv_err(ret, "metrics_port %u: %s", s->o.metrics_port,
+		return srv_err(ret, "metrics_port %u: %s", s->cfg.metrics_port,
 				 rs_errormsg());
 	return 0;
 }

@@ -450,7 +450,7 @@ static int shape_check(struct slab_table *st, const struct proto_table_spec *s,
 	return 0;
 }
 
-static const struct proto_table_spec *config_spec(const struct srv_opts *o,
+static const struct proto_table_spec *config_spec(const struct srv_config *o,
 						  const char *name,
 						  size_t *idx)
 {
@@ -497,11 +497,11 @@ static int spec_from_record(struct srv_tables *r, struct slab_table *st,
  * the next open does it again). A layout-3 table with neither a record nor
  * a spec elsewhere is damage: the node refuses to open rather than serve
  * it with parameters nobody gave it. */
-static int spec_resolve(struct srv_tables *r, const struct srv_opts *o,
+static int spec_resolve(struct srv_tables *r, const struct srv_config *o,
 			struct slab_table *st, unsigned layout,
 			struct proto_table_spec *spec)
 {
-	const char *pool = o->pool_path ? o->pool_path : "(dram)";
+	const char *pool = o->storage_path ? o->storage_path : "(dram)";
 	const struct proto_table_spec *cs;
 	struct slab_table_geom g;
 	bool have_rec, migrate = false;
@@ -561,7 +561,7 @@ static int spec_resolve(struct srv_tables *r, const struct srv_opts *o,
 }
 
 /* Attach every table the pool recovered, with its spec (spec_resolve). */
-static int tables_recover(struct srv_tables *r, const struct srv_opts *o)
+static int tables_recover(struct srv_tables *r, const struct srv_config *o)
 {
 	struct slab_store_info si;
 
@@ -590,7 +590,7 @@ static int tables_recover(struct srv_tables *r, const struct srv_opts *o)
 	return 0;
 }
 
-int srv_tables_apply_config(struct srv_tables *r, const struct srv_opts *o)
+int srv_tables_apply_config(struct srv_tables *r, const struct srv_config *o)
 {
 	for (size_t i = 0; i < o->ntables; i++) {
 		int ret;
@@ -606,12 +606,12 @@ int srv_tables_apply_config(struct srv_tables *r, const struct srv_opts *o)
 }
 
 int srv_tables_open(struct srv_tables *r, struct rs_server *s,
-		    const struct srv_opts *o)
+		    const struct srv_config *o)
 {
 	struct slab_store_cfg sc = {
-		.path = o->pool_path,
-		.size = o->pool_bytes,
-		.flags = o->slab_flags,
+		.path = o->storage_path,
+		.size = o->storage_bytes,
+		.flags = srv_config_slab_flags(o),
 	};
 	uint64_t g0 = 0;
 	struct stat sb;
@@ -625,8 +625,8 @@ int srv_tables_open(struct srv_tables *r, struct rs_server *s,
 	r->default_capacity = o->default_capacity ? o->default_capacity
 						  : SRV_CONFIG_DEFAULT_CAPACITY;
 	r->limits = o->limits;
-	r->file_backed = o->pool_path != NULL;
-	r->pool_path = o->pool_path;
+	r->file_backed = o->storage_path != NULL;
+	r->pool_path = o->storage_path;
 	if (getrandom(&g0, sizeof(g0), 0) != (ssize_t)sizeof(g0))
 		g0 = (uint64_t)time(NULL) << 20;
 	atomic_init(&r->dir_gen, (g0 >> 1) + 1);
@@ -637,11 +637,12 @@ int srv_tables_open(struct srv_tables *r, struct rs_server *s,
 		ret = rs_seterr(-ENOMEM, "tables: out of memory");
 		goto destroy_locks;
 	}
-	srv_catalog_init(r->cat, o->pool_path);
+	srv_catalog_init(r->cat, o->storage_path);
 	ret = srv_catalog_load(r->cat);
 	if (ret)
 		goto free_cat;
-	if (r->file_backed && !stat(o->pool_path, &sb) && !S_ISCHR(sb.st_mode))
+	if (r->file_backed && !stat(o->storage_path, &sb) &&
+	    !S_ISCHR(sb.st_mode))
 		sc.size = 0; /* existing file: its own size */
 	else if (!sc.size)
 		sc.size = SRV_CONFIG_STORAGE_BYTES;

@@ -706,7 +706,7 @@ static void node_setup(struct fx *f)
 	f->tab->spec.optim.kind = d->optim;
 	f->tab->state_floats = sf_of(d);
 	srv_ckpt_init(f->s);
-	f->s->o.checkpoint_dir = f->ck;
+	f->s->cfg.checkpoint_dir = f->ck;
 	assert_int_equal(srv_ckpt_freeze(f->s, 600000, 0), 0);
 }
 

@@ -646,7 +646,7 @@ static void coord_section(void **state)
 	assert_int_equal(c->coord_replicas, 2);
 	assert_int_equal(c->coord_decide, 0);
 	srv_config_free(&c);
-	/* the id defaults to the node's name (applied in srv_config_load.c);
+	/* the id defaults to the node's name (srv_config_member_id());
 	 * defaults of the rest */
 	c = parse_ok("{\"name\": \"n\", \"coord\": {\"endpoints\": "
 		     "[\"http://e:1\"], \"cluster\": \"c\"}}");
@@ -938,20 +938,37 @@ static void row_json(const struct srv_config_row *r, const struct trial *t,
 			 sibling(r->path, t), part[2], val);
 }
 
-/* rs_server_config_set() of a trial on a new config; its view */
+/* a copy of the config inside a public one, to free with
+ * srv_config_free() */
+static struct srv_config *copy_of(const struct rs_server_config *cfg)
+{
+	struct srv_config *c = calloc(1, sizeof(*c));
+
+	assert_non_null(c);
+	assert_int_equal(srv_config_copy(c, &cfg->c), 0);
+	return c;
+}
+
+/* a new public config with a trial set by rs_server_config_set() */
+static int set_new(const struct srv_config_row *r, const struct trial *t,
+		   struct rs_server_config **cfg)
+{
+	assert_int_equal(rs_server_config_new(cfg), 0);
+	/* pmem is a pool file: the path comes first */
+	if (!strcmp(r->path, "storage.backend") && !strcmp(t->value, "pmem"))
+		assert_int_equal(rs_server_config_set(*cfg, "storage.path",
+						      "/p"), 0);
+	return rs_server_config_set(*cfg, r->path, t->null ? NULL : t->value);
+}
+
+/* rs_server_config_set() of a trial on a new config; a copy of it */
 static int set_one(const struct srv_config_row *r, const struct trial *t,
 		   struct srv_config **view)
 {
 	struct rs_server_config *cfg;
-	int rc;
+	int rc = set_new(r, t, &cfg);
 
-	assert_int_equal(rs_server_config_new(&cfg), 0);
-	/* pmem is a pool file: the path comes first */
-	if (!strcmp(r->path, "storage.backend") && !strcmp(t->value, "pmem"))
-		assert_int_equal(rs_server_config_set(cfg, "storage.path",
-						      "/p"), 0);
-	rc = rs_server_config_set(cfg, r->path, t->null ? NULL : t->value);
-	assert_int_equal(srv_config_from_opts(view, &cfg->o), 0);
+	*view = copy_of(cfg);
 	rs_server_config_delete(&cfg);
 	return rc;
 }
@@ -1013,7 +1030,7 @@ static void every_row(void **state)
 	srv_config_defaults(&d);
 	expect_defaults(&d);
 	assert_int_equal(rs_server_config_new(&cfg), 0);
-	assert_int_equal(srv_config_from_opts(&v, &cfg->o), 0);
+	v = copy_of(cfg);
 	rs_server_config_delete(&cfg);
 	for (size_t i = 0; i < srv_config_nrows; i++) {
 		const struct srv_config_row *r = &srv_config_rows[i];
@@ -1061,16 +1078,16 @@ static void set_by_name(void **state)
 	assert_int_equal(rs_server_config_set(NULL, "workers", "1"),
 			 RS_E_INVAL);
 
-	/* the options a node runs with */
+	/* the config a node runs with */
 	assert_int_equal(rs_server_config_set(cfg, "workers", "7"), 0);
-	assert_int_equal(cfg->o.workers, 7);
+	assert_int_equal(cfg->c.workers, 7);
 	assert_int_equal(rs_server_config_set(cfg, "max_message_bytes",
 					      "1 MiB"), 0);
-	assert_int_equal(cfg->o.limits.max_message_bytes, 1 << 20);
+	assert_int_equal(cfg->c.limits.max_message_bytes, 1 << 20);
 	assert_int_equal(rs_server_config_set(cfg, "storage.format", "true"),
 			 0);
-	assert_true(cfg->o.slab_flags & SLAB_F_FORMAT);
-	assert_true(cfg->o.slab_flags & SLAB_F_HUGEPAGES);
+	assert_true(srv_config_slab_flags(&cfg->c) & SLAB_F_FORMAT);
+	assert_true(srv_config_slab_flags(&cfg->c) & SLAB_F_HUGEPAGES);
 
 	/* a pool file is the pmem backend; dram drops it */
 	assert_int_equal(rs_server_config_set(cfg, "storage.backend", "pmem"),
@@ -1078,33 +1095,94 @@ static void set_by_name(void **state)
 	assert_string_equal(rs_errormsg(), "storage.backend: backend pmem "
 			    "needs a pool file: set storage.path instead");
 	assert_int_equal(rs_server_config_set(cfg, "storage.path", "/p"), 0);
-	assert_string_equal(cfg->o.pool_path, "/p");
+	assert_string_equal(cfg->c.storage_path, "/p");
 	assert_int_equal(rs_server_config_set(cfg, "storage.backend", "pmem"),
 			 0);
-	assert_string_equal(cfg->o.pool_path, "/p");
+	assert_string_equal(cfg->c.storage_path, "/p");
 	assert_int_equal(rs_server_config_set(cfg, "storage.backend", "dram"),
 			 0);
-	assert_null(cfg->o.pool_path);
+	assert_null(cfg->c.storage_path);
+	/* null clears a path that was set: DRAM again, no trace */
+	assert_int_equal(rs_server_config_set(cfg, "storage.path", "/p"), 0);
+	assert_int_equal(rs_server_config_set(cfg, "storage.path", NULL), 0);
+	assert_null(cfg->c.storage_path);
+	assert_int_equal(cfg->c.backend, SRV_BACKEND_DRAM);
+	assert_int_equal(rs_server_config_set(cfg, "trace.path", "/t"), 0);
+	assert_int_equal(rs_server_config_set(cfg, "trace.path", NULL), 0);
+	assert_null(cfg->c.trace_path);
 
 	/* the member id follows the name unless set, as in the file */
 	assert_int_equal(rs_server_config_set(cfg, "name", "n1"), 0);
-	assert_string_equal(cfg->o.coord_id, "n1");
+	assert_string_equal(srv_config_member_id(&cfg->c), "n1");
 	assert_int_equal(rs_server_config_set(cfg, "name", "bad name"),
 			 RS_E_INVAL);
-	assert_string_equal(cfg->o.name, "n1");
+	assert_string_equal(cfg->c.name, "n1");
 	assert_int_equal(rs_server_config_set(cfg, "coord.id", "m1"), 0);
 	assert_int_equal(rs_server_config_set(cfg, "name", "n2"), 0);
-	assert_string_equal(cfg->o.coord_id, "m1");
-	assert_string_equal(cfg->o.name, "n2");
+	assert_string_equal(srv_config_member_id(&cfg->c), "m1");
+	assert_string_equal(cfg->c.name, "n2");
 
 	/* settings made otherwise survive */
 	assert_int_equal(rs_server_config_add_key(cfg, 5, "read",
 						  "0123456789abcdef", 16), 0);
 	assert_int_equal(rs_server_config_set(cfg, "auth.max_skew_s", "9"),
 			 0);
-	assert_int_equal(cfg->o.nkeys, 1);
-	assert_int_equal(cfg->o.auth_skew_s, 9);
+	assert_int_equal(cfg->c.ncreds, 1);
+	assert_int_equal(cfg->c.auth_skew_s, 9);
 	rs_server_config_delete(&cfg);
+}
+
+/* One object: every row set through the public config is the value the
+ * node runs on (the config rs_server_open() validates and copies) and
+ * the value the file gives; at least one value other than the default
+ * per row makes it through. */
+static void one_object(void **state)
+{
+	static const struct srv_machine big = {
+		.phys_bytes = 1ull << 40, .avail_bytes = 1ull << 40,
+		.memlock_bytes = UINT64_MAX,
+	};
+	struct srv_config node, *j = NULL;
+	struct rs_server_config *cfg;
+	char def[320], set[320], run[320], file[320], json[1024];
+	struct trial t[16];
+	size_t seen;
+
+	(void)state;
+	srv_machine_set(&big);
+	for (size_t i = 0; i < srv_config_nrows; i++) {
+		const struct srv_config_row *r = &srv_config_rows[i];
+
+		default_text(r, def, sizeof(def));
+		seen = 0;
+		for (size_t k = 0, n = trials(r, t); k < n; k++) {
+			if (!t[k].ok)
+				continue;
+			assert_int_equal(set_new(r, &t[k], &cfg), 0);
+			row_text(r, &cfg->c, set, sizeof(set));
+			if (!strcmp(set, def) ||
+			    srv_config_to_node(cfg, &node)) {
+				rs_server_config_delete(&cfg);
+				continue;
+			}
+			row_text(r, &node, run, sizeof(run));
+			row_json(r, &t[k], json, sizeof(json));
+			assert_int_equal(srv_config_parse(&j, json,
+							  strlen(json)), 0);
+			row_text(r, j, file, sizeof(file));
+			if (strcmp(set, run) || strcmp(set, file))
+				fail_msg("%s = '%s': set %s, node %s, file %s",
+					 r->path, t[k].value, set, run, file);
+			srv_config_free(&j);
+			srv_config_clear(&node);
+			rs_server_config_delete(&cfg);
+			seen++;
+		}
+		if (!seen)
+			fail_msg("%s: no value but the default reaches a node",
+				 r->path);
+	}
+	srv_machine_set(NULL);
 }
 
 /* The keys the parser accepts are the table's rows and the structured
@@ -1171,6 +1249,7 @@ int main(void)
 		cmocka_unit_test(every_row),
 		cmocka_unit_test(set_by_name),
 		cmocka_unit_test(keys_are_rows),
+		cmocka_unit_test(one_object),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,10 +1,9 @@
 /*
- * test_server_opts.c - the memory node's configuration objects and table
- * catalog, without a device: rs_server_config_* setters and loading
- * (messages name the field), the mapping from the config file to the
- * node's options, the catalog file of layout-2 pools (exact round trip of
- * every spec field, malformed files refused) and the pool's catalog
- * records of specs.
+ * test_server_opts.c - the memory node's config object and table catalog,
+ * without a device: rs_server_config_* setters and loading (messages name
+ * the field: the rows' messages), the config a file loads as, the catalog
+ * file of layout-2 pools (exact round trip of every spec field, malformed
+ * files refused) and the pool's catalog records of specs.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -87,9 +86,9 @@ static void setters(void **state)
 
 	(void)state;
 	assert_int_equal(rs_server_config_new(&c), 0);
-	assert_int_equal(c->o.port, RS_SERVER_DEFAULT_PORT);
-	assert_int_equal(c->o.workers, 2);
-	assert_null(c->o.pool_path);
+	assert_int_equal(c->c.listen_port, RS_SERVER_DEFAULT_PORT);
+	assert_int_equal(c->c.workers, 2);
+	assert_null(c->c.storage_path);
 	assert_int_equal(rs_server_config_set_workers(c, 0), RS_E_INVAL);
 	assert_non_null(strstr(rs_errormsg(), "workers"));
 	assert_int_equal(rs_server_config_set_workers(c, 257), RS_E_INVAL);
@@ -99,16 +98,16 @@ static void setters(void **state)
 	assert_non_null(strstr(rs_errormsg(), "metrics_port"));
 	assert_int_equal(rs_server_config_set_listen(c, "bad"), RS_E_INVAL);
 	assert_int_equal(rs_server_config_set_listen(c, "10.1.2.3:99"), 0);
-	assert_string_equal(c->o.listen_ip, "10.1.2.3");
-	assert_int_equal(c->o.port, 99);
+	assert_string_equal(c->c.listen_addr, "10.1.2.3");
+	assert_int_equal(c->c.listen_port, 99);
 	assert_int_equal(rs_server_config_set_storage(c, "", 0), RS_E_INVAL);
 	assert_int_equal(rs_server_config_set_storage(c, NULL, 1000),
 			 RS_E_INVAL);
 	assert_non_null(strstr(rs_errormsg(), "storage.size"));
 	assert_int_equal(rs_server_config_set_storage(c, "/x/pool", 0), 0);
-	assert_string_equal(c->o.pool_path, "/x/pool");
+	assert_string_equal(c->c.storage_path, "/x/pool");
 	assert_int_equal(rs_server_config_set_storage(c, NULL, 64 << 20), 0);
-	assert_null(c->o.pool_path);
+	assert_null(c->c.storage_path);
 	rs_server_config_delete(&c);
 	assert_null(c);
 	rs_server_config_delete(&c);
@@ -133,31 +132,31 @@ static void load_maps_the_file(void **state)
 		   " 100, \"optimizer\": {\"type\": \"adagrad\", \"lr\":"
 		   " 0.5}}]}");
 	assert_int_equal(rs_server_config_load(&c, path), 0);
-	assert_string_equal(c->o.name, "mem-0");
-	assert_string_equal(c->o.listen_ip, "10.0.0.5");
-	assert_int_equal(c->o.port, 7000);
-	assert_int_equal(c->o.metrics_port, 9100);
-	assert_int_equal(c->o.workers, 3);
-	assert_int_equal(c->o.spin_us, 20);
-	assert_int_equal(c->o.max_conns_per_peer, 3);
-	assert_int_equal(c->o.keepalive_ms, 700);
-	assert_string_equal(c->o.pool_path, "/mnt/pmem/pool");
-	assert_true(c->o.pool_bytes == 64ull << 20);
-	assert_int_equal(c->o.ntables, 1);
-	assert_string_equal(c->o.tables[0].name, "a");
-	assert_int_equal(c->o.tables[0].optim.kind, OPTIM_ADAGRAD);
-	assert_true(c->o.tables[0].optim.lr == 0.5f);
+	assert_string_equal(c->c.name, "mem-0");
+	assert_string_equal(c->c.listen_addr, "10.0.0.5");
+	assert_int_equal(c->c.listen_port, 7000);
+	assert_int_equal(c->c.metrics_port, 9100);
+	assert_int_equal(c->c.workers, 3);
+	assert_int_equal(c->c.spin_us, 20);
+	assert_int_equal(c->c.max_conns_per_peer, 3);
+	assert_int_equal(c->c.keepalive_ms, 700);
+	assert_string_equal(c->c.storage_path, "/mnt/pmem/pool");
+	assert_true(c->c.storage_bytes == 64ull << 20);
+	assert_int_equal(c->c.ntables, 1);
+	assert_string_equal(c->c.tables[0].name, "a");
+	assert_int_equal(c->c.tables[0].optim.kind, OPTIM_ADAGRAD);
+	assert_true(c->c.tables[0].optim.lr == 0.5f);
 	/* the library-only knobs keep their defaults */
-	assert_int_equal(c->o.credits, 16);
-	assert_int_equal(c->o.slab_flags & SLAB_F_FORMAT, 0);
+	assert_int_equal(c->c.credits, 16);
+	assert_int_equal(srv_config_slab_flags(&c->c) & SLAB_F_FORMAT, 0);
 	rs_server_config_delete(&c);
 
 	/* storage.format: the pool may be formatted over foreign content */
 	write_file(path, "{\"storage\": {\"backend\": \"pmem\", \"path\":"
 			 " \"/dev/dax0.0\", \"format\": true}}");
 	assert_int_equal(rs_server_config_load(&c, path), 0);
-	assert_true(c->o.slab_flags & SLAB_F_FORMAT);
-	assert_true(c->o.slab_flags & SLAB_F_HUGEPAGES);
+	assert_true(srv_config_slab_flags(&c->c) & SLAB_F_FORMAT);
+	assert_true(srv_config_slab_flags(&c->c) & SLAB_F_HUGEPAGES);
 	rs_server_config_delete(&c);
 	write_file(path, "{\"storage\": {\"format\": \"yes\"}}");
 	assert_int_equal(rs_server_config_load(&c, path), RS_E_INVAL);
@@ -173,7 +172,7 @@ static void load_maps_the_file(void **state)
 	write_file(path, "{\"tables\": [{\"name\": \"a\", \"dim\": 8,"
 			 " \"capacity\": 1000, \"max_capacity\": 65536}]}");
 	assert_int_equal(rs_server_config_load(&c, path), 0);
-	assert_int_equal(c->o.tables[0].grow_log2, 16);
+	assert_int_equal(c->c.tables[0].grow_log2, 16);
 	rs_server_config_delete(&c);
 	write_file(path, "{\"tables\": [{\"name\": \"a\", \"dim\": 8,"
 			 " \"capacity\": 1000, \"max_capacity\": 3000}]}");
@@ -191,7 +190,7 @@ static void load_maps_the_file(void **state)
 	assert_int_equal(rs_server_config_load(NULL, path), RS_E_INVAL);
 	/* NULL path: the defaults, like rs_server_config_new() */
 	assert_int_equal(rs_server_config_load(&c, NULL), 0);
-	assert_int_equal(c->o.port, RS_SERVER_DEFAULT_PORT);
+	assert_int_equal(c->c.listen_port, RS_SERVER_DEFAULT_PORT);
 	rs_server_config_delete(&c);
 }
 
@@ -199,7 +198,7 @@ static void load_maps_the_file(void **state)
 static void load_keys(void **state)
 {
 	struct rs_server_config *c = NULL, *d = NULL;
-	struct srv_opts copy;
+	struct srv_config copy;
 	char path[128], key[128], json[512];
 
 	(void)state;
@@ -214,19 +213,22 @@ static void load_keys(void **state)
 		 "\"read\", \"secret_file\": \"%s\"}]}}", key);
 	write_file(path, json);
 	assert_int_equal(rs_server_config_load(&c, path), 0);
-	assert_int_equal(c->o.auth_skew_s, 30);
-	assert_int_equal(c->o.nkeys, 2);
-	assert_int_equal(c->o.keys[0].id, 1);
-	assert_int_equal(c->o.keys[0].role, AUTH_ROLE_ADMIN);
-	assert_int_equal(c->o.keys[1].id, 3);
-	assert_int_equal(c->o.keys[1].role, AUTH_ROLE_READ);
-	assert_int_equal(c->o.keys[1].len, strlen("reader-secret-0123456789"));
-	assert_memory_equal(c->o.keys[1].secret, "reader-secret-0123456789",
-			    c->o.keys[1].len);
-	assert_int_equal(srv_opts_copy(&copy, &c->o), 0);
-	assert_ptr_not_equal(copy.keys, c->o.keys);
-	assert_int_equal(copy.nkeys, 2);
-	srv_opts_free(&copy);
+	assert_int_equal(c->c.auth_skew_s, 30);
+	/* the file's keys became credentials (no second list of them) */
+	assert_int_equal(c->c.nkeys, 0);
+	assert_null(c->c.keys);
+	assert_int_equal(c->c.ncreds, 2);
+	assert_int_equal(c->c.creds[0].id, 1);
+	assert_int_equal(c->c.creds[0].role, AUTH_ROLE_ADMIN);
+	assert_int_equal(c->c.creds[1].id, 3);
+	assert_int_equal(c->c.creds[1].role, AUTH_ROLE_READ);
+	assert_int_equal(c->c.creds[1].len, strlen("reader-secret-0123456789"));
+	assert_memory_equal(c->c.creds[1].secret, "reader-secret-0123456789",
+			    c->c.creds[1].len);
+	assert_int_equal(srv_config_copy(&copy, &c->c), 0);
+	assert_ptr_not_equal(copy.creds, c->c.creds);
+	assert_int_equal(copy.ncreds, 2);
+	srv_config_clear(&copy);
 	/* setters: same checks */
 	assert_int_equal(rs_server_config_add_key(c, 1, "data",
 			 "another-secret-0123", 19), RS_E_INVAL);
@@ -237,7 +239,7 @@ static void load_keys(void **state)
 			 RS_E_INVAL);
 	assert_int_equal(rs_server_config_add_key(c, 2, "data",
 			 "another-secret-0123", 19), 0);
-	assert_int_equal(c->o.nkeys, 3);
+	assert_int_equal(c->c.ncreds, 3);
 	assert_int_equal(rs_server_config_set_auth_skew(c, 3601), RS_E_INVAL);
 	assert_int_equal(rs_server_config_set_auth_skew(c, 0), 0);
 	rs_server_config_delete(&c);
@@ -249,47 +251,67 @@ static void load_keys(void **state)
 	assert_int_equal(rs_server_config_new(&d), 0);
 	assert_int_equal(rs_server_config_add_key_file(d, 4, "read", key),
 			 RS_E_INVAL);
-	assert_int_equal(d->o.nkeys, 0);
+	assert_int_equal(d->c.ncreds, 0);
 	rs_server_config_delete(&d);
 }
 
-/* A setter and srv_opts_validate() refuse a field with the same message. */
+/* A setter, the file and srv_config_validate() refuse a field with the
+ * same message: the row's (the setters are rs_server_config_set() of
+ * their row; validate runs the rows' checks over the values). */
 static void setter_and_validate_agree(void **state)
 {
-	static const char *const workers = "workers: 0 is not in 1..256";
-	static const char *const port = "metrics_port: 70000 is not in "
-					"0..65535";
-	static const char *const size = "storage.size: at least 1 MiB";
+	static const char *const workers = "workers: must be an integer in "
+					   "[1, 256]";
+	static const char *const skew = "auth.max_skew_s: must be an integer "
+					"in [0, 3600]";
+	static const char *const size = "storage.size: 4096 bytes is outside "
+					"[1048576, 18446744073709551615]";
 	struct rs_server_config *c = NULL;
-	struct srv_opts o;
+	struct srv_config o, *f = NULL;
+	const char *json;
 
 	(void)state;
 	assert_int_equal(rs_server_config_new(&c), 0);
 	assert_int_equal(rs_server_config_set_workers(c, 0), RS_E_INVAL);
 	assert_string_equal(rs_errormsg(), workers);
+	json = "{\"workers\": 0}";
+	assert_int_equal(srv_config_parse(&f, json, strlen(json)), RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), workers);
 	assert_int_equal(rs_server_config_set_metrics_port(c, 70000),
 			 RS_E_INVAL);
-	assert_string_equal(rs_errormsg(), port);
+	assert_string_equal(rs_errormsg(), "metrics_port: must be an integer "
+			    "in [0, 65535]");
+	assert_int_equal(rs_server_config_set_auth_skew(c, 3601), RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), skew);
 	assert_int_equal(rs_server_config_set_storage(c, "/p", 4096),
 			 RS_E_INVAL);
 	assert_string_equal(rs_errormsg(), size);
-	assert_null(c->o.pool_path);
-	assert_int_equal(srv_opts_validate(&c->o), 0);
+	assert_null(c->c.storage_path);
+	assert_int_equal(rs_server_config_set_storage(c, "", 64 << 20),
+			 RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), "storage.path: must not be empty "
+			    "(use null for none)");
+	assert_true(c->c.storage_bytes == 256ull << 20); /* unchanged */
+	assert_int_equal(rs_server_config_set_listen(c, "10.0.0.1:7"), 0);
+	assert_int_equal(c->c.listen_port, 7);
+	assert_int_equal(srv_config_validate(&c->c), 0);
 
-	o = c->o;
+	o = c->c;
 	o.workers = 0;
-	assert_int_equal(srv_opts_validate(&o), RS_E_INVAL);
+	assert_int_equal(srv_config_validate(&o), RS_E_INVAL);
 	assert_string_equal(rs_errormsg(), workers);
-	o = c->o;
-	o.metrics_port = 70000;
-	assert_int_equal(srv_opts_validate(&o), RS_E_INVAL);
-	assert_string_equal(rs_errormsg(), port);
-	o = c->o;
-	o.pool_bytes = 4096;
-	assert_int_equal(srv_opts_validate(&o), RS_E_INVAL);
+	o = c->c;
+	o.auth_skew_s = 3601;
+	assert_int_equal(srv_config_validate(&o), RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), skew);
+	o = c->c;
+	o.storage_bytes = 4096;
+	assert_int_equal(srv_config_validate(&o), RS_E_INVAL);
 	assert_string_equal(rs_errormsg(), size);
-	o.pool_bytes = 0; /* the default size */
-	assert_int_equal(srv_opts_validate(&o), 0);
+	/* size 0 asks the setter for the default */
+	assert_int_equal(rs_server_config_set_storage(c, NULL, 1 << 20), 0);
+	assert_int_equal(rs_server_config_set_storage(c, NULL, 0), 0);
+	assert_true(c->c.storage_bytes == 256ull << 20);
 	rs_server_config_delete(&c);
 }
 
@@ -303,17 +325,17 @@ static void memory_bounds(void **state)
 				 .memlock_bytes = UINT64_MAX };
 	struct rs_server_config *c = NULL;
 	struct srv_mem_budget b;
-	struct srv_opts o;
+	struct srv_config o;
 
 	(void)state;
 	assert_int_equal(rs_server_config_new(&c), 0);
-	o = c->o;
+	o = c->c;
 	o.limits.max_message_bytes = 1u << 20;
 	o.credits = 64;
 	o.max_conns = 1024;
-	o.pool_bytes = 64ull << 20;
+	o.storage_bytes = 64ull << 20;
 	o.workers = 4;
-	srv_opts_budget(&o, &b);
+	srv_config_budget(&o, &b);
 	assert_int_equal(b.recv, (1ull << 20) * 65 * 1024);
 	assert_int_equal(b.send, (1ull << 20) * 64 * 1024);
 	assert_int_equal(b.parked, (1ull << 20) * 65 * 1024);
@@ -324,49 +346,49 @@ static void memory_bounds(void **state)
 	 * 4 per key and 64, the batch bounded by max_batch_keys ... */
 	o.coord_endpoints = (char *)"http://127.0.0.1:2379";
 	o.limits.max_batch_keys = 4096;
-	srv_opts_budget(&o, &b);
+	srv_config_budget(&o, &b);
 	assert_int_equal(b.scratch,
 			 4ull * (7 * (1ull << 20) + 8 * (4 * 4096 + 64)));
 	assert_int_equal(b.total, b.registered + b.parked + b.scratch);
 	/* ... and by the keys a message can carry */
 	o.limits.max_batch_keys = 1u << 20;
-	srv_opts_budget(&o, &b);
+	srv_config_budget(&o, &b);
 	assert_int_equal(b.scratch, 4ull * (7 * (1ull << 20) +
 					    8 * (4 * (1ull << 17) + 64)));
 	o.coord_endpoints = NULL;
-	o.limits.max_batch_keys = c->o.limits.max_batch_keys;
-	srv_opts_budget(&o, &b);
+	o.limits.max_batch_keys = c->c.limits.max_batch_keys;
+	srv_config_budget(&o, &b);
 
 	/* 194 GiB worst case on a 2 GiB machine */
-	assert_int_equal(srv_opts_check_memory(&o, &m), RS_E_INVAL);
+	assert_int_equal(srv_config_check_memory(&o, &m), RS_E_INVAL);
 	assert_non_null(strstr(rs_errormsg(), "may need 198748 MiB"));
 	assert_non_null(strstr(rs_errormsg(), "has 2048 MiB available"));
 	/* and through validate, with the machine installed */
 	srv_machine_set(&m);
-	assert_int_equal(srv_opts_validate(&o), RS_E_INVAL);
+	assert_int_equal(srv_config_validate(&o), RS_E_INVAL);
 	assert_non_null(strstr(rs_errormsg(), "has 2048 MiB available"));
 	/* fits: 8 connections (1644 MiB) */
 	o.max_conns = 8;
-	assert_int_equal(srv_opts_validate(&o), 0);
+	assert_int_equal(srv_config_validate(&o), 0);
 	/* MemAvailable unknown: the physical memory counts */
 	m.avail_bytes = 0;
 	srv_machine_set(&m);
 	o.max_conns = 40;	/* 7852 MiB */
-	assert_int_equal(srv_opts_validate(&o), 0);
+	assert_int_equal(srv_config_validate(&o), 0);
 	o.max_conns = 42;	/* 8240 MiB */
-	assert_int_equal(srv_opts_validate(&o), RS_E_INVAL);
+	assert_int_equal(srv_config_validate(&o), RS_E_INVAL);
 	assert_non_null(strstr(rs_errormsg(), "has 8192 MiB available"));
 	/* registered memory against RLIMIT_MEMLOCK */
 	o.max_conns = 8;
 	m.memlock_bytes = 64ull << 20;
 	srv_machine_set(&m);
-	assert_int_equal(srv_opts_validate(&o), RS_E_INVAL);
+	assert_int_equal(srv_config_validate(&o), RS_E_INVAL);
 	assert_non_null(strstr(rs_errormsg(), "RLIMIT_MEMLOCK allows 64 MiB"));
 	/* the defaults fit a 4 GiB machine with memlock unlimited */
 	m.avail_bytes = 4ull << 30;
 	m.memlock_bytes = UINT64_MAX;
 	srv_machine_set(&m);
-	assert_int_equal(srv_opts_validate(&c->o), 0);
+	assert_int_equal(srv_config_validate(&c->c), 0);
 	srv_machine_set(&big);
 	rs_server_config_delete(&c);
 }
@@ -384,30 +406,30 @@ static void load_copies_strings(void **state)
 			 " \"dim\": 8, \"capacity\": 10}, {\"name\": \"b\","
 			 " \"dim\": 4, \"capacity\": 10}]}");
 	assert_int_equal(rs_server_config_load(&c, path), 0);
-	assert_null(c->o.pool_path);
-	assert_string_equal(c->o.trace_path, "/t/x.jsonl");
-	assert_true(c->o.trace_sample == 0.25);
-	assert_int_equal(c->o.ntables, 2);
-	assert_string_equal(c->o.tables[1].name, "b");
-	assert_int_equal(c->o.tables[1].dim, 4);
+	assert_null(c->c.storage_path);
+	assert_string_equal(c->c.trace_path, "/t/x.jsonl");
+	assert_true(c->c.trace_sample == 0.25);
+	assert_int_equal(c->c.ntables, 2);
+	assert_string_equal(c->c.tables[1].name, "b");
+	assert_int_equal(c->c.tables[1].dim, 4);
 	rs_server_config_delete(&c);
 }
 
-static void opts_copy_is_deep(void **state)
+static void config_copy_is_deep(void **state)
 {
 	struct rs_server_config *c = NULL;
-	struct srv_opts o;
+	struct srv_config o;
 
 	(void)state;
 	assert_int_equal(rs_server_config_new(&c), 0);
 	assert_int_equal(rs_server_config_set_storage(c, "/p", 0), 0);
-	assert_int_equal(srv_config_to_opts(c, &o), 0);
-	assert_ptr_not_equal(o.pool_path, c->o.pool_path);
-	assert_string_equal(o.pool_path, "/p");
+	assert_int_equal(srv_config_to_node(c, &o), 0);
+	assert_ptr_not_equal(o.storage_path, c->c.storage_path);
+	assert_string_equal(o.storage_path, "/p");
 	rs_server_config_delete(&c);
-	assert_string_equal(o.pool_path, "/p");
-	srv_opts_free(&o);
-	assert_int_equal(srv_config_to_opts(NULL, &o), RS_E_INVAL);
+	assert_string_equal(o.storage_path, "/p");
+	srv_config_clear(&o);
+	assert_int_equal(srv_config_to_node(NULL, &o), RS_E_INVAL);
 }
 
 static void spec_fill(struct proto_table_spec *s, const char *name)
@@ -657,7 +679,7 @@ int main(void)
 		cmocka_unit_test(setter_and_validate_agree),
 		cmocka_unit_test(memory_bounds),
 		cmocka_unit_test(load_copies_strings),
-		cmocka_unit_test(opts_copy_is_deep),
+		cmocka_unit_test(config_copy_is_deep),
 		cmocka_unit_test(catalog_round_trip),
 		cmocka_unit_test(catalog_record_round_trip),
 		cmocka_unit_test(catalog_refuses_out_of_range),
