@@ -2,7 +2,8 @@
  * fuzz_config.c - libFuzzer harness for srv_config_parse() (clang only;
  * see tests/fuzz/CMakeLists.txt). Any input must be accepted with a
  * config whose tables pass proto_table_spec_validate() under its own
- * limits, or refused with RS_E_INVAL (or -ENOMEM) and a message; the
+ * limits and whose settings are in their rows' ranges
+ * (srv_config_check_rows(), the node's own check at open), or refused with RS_E_INVAL (or -ENOMEM) and a message; the
  * parse must not leak (ASan's leak checker runs at exit). Seed it with
  * the JSON examples of docs/config.md and tests/unit/test_config.c.
  */
@@ -27,7 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	if (proto_limits_validate(&c->limits) || c->workers == 0 ||
-	    c->trace_sample < 0 || c->trace_sample > 1)
+	    c->trace_sample < 0 || c->trace_sample > 1 ||
+	    srv_config_check_rows(c))
 		__builtin_trap();
 	for (uint32_t i = 0; i < c->ntables; i++)
 		if (proto_table_spec_validate(&c->tables[i], &c->limits))
