@@ -917,6 +917,7 @@ const struct srv_config_row srv_config_rows[] = {
 	     SRV_CONFIG_COORD_REPLICAS),
 	BOOL("coord.decide", coord_decide, 1),
 	UINT("coord.initial_members", coord_initial_members, 1, 1024, 1),
+	UINT("coord.keep_s", coord_keep_s, 0, 604800, 0),
 	{ ROW("coord.user", TEXT, coord_sec.user), .lo = 1, .hi = 128 },
 	PATH("coord.password_file", coord_sec.password_file),
 	PATH("coord.tls.ca_file", coord_sec.ca_file),
@@ -950,7 +951,7 @@ static const char *const top_keys[] = {
 };
 static const char *const coord_keys[] = { "endpoints", "cluster", "id",
 					  "lease_ms", "replicas", "decide",
-					  "initial_members", "tls", "user",
+					  "initial_members", "keep_s", "tls", "user",
 					  "password_file", NULL };
 static const char *const tls_keys[] = { "ca_file", "cert_file", "key_file",
 					NULL };

@@ -114,6 +114,9 @@ struct srv_config {
 	int coord_decide;		/* may become the decider; 1 */
 	uint32_t coord_initial_members;	/* first configuration waits for
 					   this many nodes; 1 */
+	uint32_t coord_keep_s;		/* a member kept as the last complete
+					   holder of a range goes down after
+					   this long unregistered; 0: never */
 	/* coord.tls.{ca,cert,key}_file, coord.user, coord.password_file */
 	struct coord_etcd_files coord_sec;
 

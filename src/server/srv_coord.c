@@ -38,6 +38,7 @@ int srv_coord_start(struct rs_server *s)
 		.id = srv_config_member_id(o),
 		.addr = s->listen_addr,
 		.lease_s = ((int64_t)o->coord_lease_ms + 999) / 1000,
+		.keep_s = o->coord_keep_s,
 		.decide = o->coord_decide,
 		/* a node that joins an existing configuration holds none
 		 * of its ranges: it stays JOINING until it copied them
