@@ -379,11 +379,13 @@ static int do_read(const char *seeds, const char *stop, const char *out)
 		       " rows went back (%" PRIu64 " by unacknowledged steps "
 		       "only), %" PRIu64 " keys READ at a backup (%" PRIu64
 		       " missing there), %" PRIu64 " keys READ at another "
-		       "replica after a failure, longest call %.0f ms, %"
-		       PRIu64 " keys answered missing\n", reads, K, failed,
-		       gap, back, inflight_back, (uint64_t)cs.backup_keys,
-		       (uint64_t)cs.backup_misses,
-		       (uint64_t)cs.diverted_keys, longest, missing);
+		       "replica after a failure, %" PRIu64 " gets through "
+		       "the RPC for want of a read lease, longest call %.0f "
+		       "ms, %" PRIu64 " keys answered missing\n", reads, K,
+		       failed, gap, back, inflight_back,
+		       (uint64_t)cs.backup_keys, (uint64_t)cs.backup_misses,
+		       (uint64_t)cs.diverted_keys,
+		       (uint64_t)cs.lease_rpc_reads, longest, missing);
 	}
 	rs_client_close(&c);
 	return back ? 1 : 0;
