@@ -16,8 +16,9 @@
  * when a node answers a keyed request with a stale-table error, and when a
  * one-sided READ on that table's regions fails. A cli_tloc also carries a
  * client-wide `uid`, new for every distinct (node, id, generation) seen:
- * location-cache entries are keyed by it, so entries of a dropped table can
- * never be taken for those of its re-creation.
+ * location-cache entries carry it and are used only while it matches, so
+ * entries of a dropped table can never be taken for those of its
+ * re-creation.
  *
  * A handle holds views of the nodes the client had when it was last
  * refreshed (nloc); a node added since (cluster mode) reads as not valid
@@ -92,6 +93,8 @@ struct rs_table {
 	struct rs_client *c;
 	char name[PROTO_NAME_MAX + 1];
 	uint32_t dim, dtype;
+	uint32_t luid;		/* client-wide, set at open: the location
+				 * cache's table key (lcache.h) */
 	pthread_rwlock_t lock;
 	struct cli_tloc *loc;	/* [nloc], under lock */
 	size_t nloc;		/* the client's node count at the last

@@ -23,7 +23,10 @@
  *            READ, or a table layout this client cannot parse: the key is
  *            served by the GET RPC after the rounds (cli_rpc_get_selected).
  *
- * A location-cache hit starts a key in ROW: a hot key costs one READ.
+ * A location-cache hit starts a key in ROW: a hot key costs one READ. The
+ * entry names the node it was READ at and the configuration epoch that
+ * placed it there: while that is the call's epoch, the key is not placed
+ * on the ring at all (plan()).
  *
  *   PROBE    a key of a table with a row cache (rcache.h) whose entry is
  *            usable here: the cached row is already in the output; READ
@@ -71,7 +74,9 @@ struct gkey {
 	uint32_t node;
 	uint32_t view;	   /* index into the call's views[] */
 	uint8_t state;
-	uint8_t cached;	   /* ROW location came from the cache */
+	uint8_t cached;	   /* ROW location came from the cache (2: from
+			      an entry of another epoch, re-stamped once
+			      its row validates) */
 	uint8_t have_v1;   /* a first miss round was seen */
 	uint8_t inround;
 	uint16_t tries;
@@ -107,6 +112,7 @@ struct gcall {
 	size_t ntabs, tabs_cap;
 	struct cli_tloc *views; /* [ntabs * nn] */
 	struct pollfd *pfd;	/* [nn] */
+	uint64_t epoch;		/* configuration placed by (0: static) */
 	void *block;		/* k, nodes, pfd, key lists, reqs: one malloc,
 				 * or NULL when block_inline holds them */
 	size_t pending;		/* keys in BUCKETS or ROW */
@@ -271,14 +277,37 @@ RS_COLD static int row_cached(struct gcall *g, size_t i,
 	return 2;
 }
 
-/* Place keys on nodes (by ring, or rt: see place()), consult the cache,
+/* Key i as a location-cache hit at node `node`: one row READ there. */
+static void plan_row(struct gcall *g, size_t i, unsigned node,
+		     const struct cli_loc *loc, uint8_t cached)
+{
+	struct gkey *k = &g->k[i];
+
+	k->node = node;
+	k->state = G_ROW;
+	k->cached = cached;
+	k->ref = (uint32_t)loc->addr;
+	g->nodes[node].nkeys++;
+	g->pending++;
+}
+
+/*
+ * Place keys on nodes (by ring, or rt: see place()), consult the cache,
  * group per node. Keys of use_rpc calls are not placed: the RPC path
- * places them. */
+ * places them. A location-cache entry placed by this call's
+ * configuration (its epoch, not by a replica choice: rt NULL) names the
+ * key's node already: the key is not placed on the ring. Any other entry
+ * is used only where the key is placed now (as it was before entries
+ * knew their node), and one of another epoch is re-stamped by on_row().
+ * Keys of tables with a row cache consult that first (row_cached()),
+ * then the location cache, after placement.
+ */
 static int plan(struct gcall *g, bool use_rpc, const struct place_ring *ring,
 		const struct cli_route *rt, size_t *keyidx,
 		struct rv_read_req *reqs)
 {
 	struct rs_client *c = g->c;
+	const bool lcache = c->cache && !(g->flags & RS_F_NOCACHE);
 
 	for (size_t i = 0; i < g->n; i++) {
 		struct gkey *k = &g->k[i];
@@ -286,6 +315,7 @@ static int plan(struct gcall *g, bool use_rpc, const struct place_ring *ring,
 		struct cli_tloc *v;
 		struct cli_loc loc;
 		unsigned primary;
+		bool lc = false;
 		int hit;
 
 		g->status[i] = RS_KEY_MISSING;
@@ -293,12 +323,25 @@ static int plan(struct gcall *g, bool use_rpc, const struct place_ring *ring,
 			k->state = G_RPC;
 			continue;
 		}
+		rc = RS_UNLIKELY(g->any_rc) ? g->keys[i].t->rc : NULL;
+		if (lcache && !rc) {
+			lc = cli_lcache_get(c->cache, g->keys[i].t->luid,
+					    g->keys[i].key, &loc);
+			v = lc && loc.node < g->nn
+				    ? &g->views[k->view + loc.node] : NULL;
+			if (v && v->onesided &&
+			    cli_loc_here(&loc, g->epoch, !rt, g->nn, v->uid,
+					 v->rgeom.nrows)) {
+				k->view += loc.node;
+				plan_row(g, i, loc.node, &loc, 1);
+				continue;
+			}
+		}
 		k->node = place(g, i, ring, rt, &primary);
 		if (k->node == CLI_ROUTE_NONE) {
 			k->state = G_RPC;
 			continue;
 		}
-		rc = RS_UNLIKELY(g->any_rc) ? g->keys[i].t->rc : NULL;
 		if (rc && !(g->flags & RS_F_NOCACHE) &&
 		    (hit = row_cached(g, i, rc, k->view, primary))) {
 			k->view += k->node;
@@ -317,15 +360,15 @@ static int plan(struct gcall *g, bool use_rpc, const struct place_ring *ring,
 			k->state = G_RPC;
 			continue;
 		}
-		g->nodes[k->node].nkeys++;
-		g->pending++;
-		if (!(g->flags & RS_F_NOCACHE) &&
-		    cli_lcache_get(c->cache, v->uid, g->keys[i].key, &loc) &&
-		    loc.addr < v->rgeom.nrows) {
-			k->state = G_ROW;
-			k->cached = 1;
-			k->ref = (uint32_t)loc.addr;
+		if (lcache && rc)
+			lc = cli_lcache_get(c->cache, g->keys[i].t->luid,
+					    g->keys[i].key, &loc);
+		if (lc && (hit = cli_loc_at(&loc, k->node, g->epoch, !rt,
+					    v->uid, v->rgeom.nrows))) {
+			plan_row(g, i, k->node, &loc, (uint8_t)hit);
 		} else {
+			g->nodes[k->node].nkeys++;
+			g->pending++;
 			k->state = G_BUCKETS;
 			pet_locate(&v->geom, g->keys[i].key, &k->ploc);
 		}
@@ -385,6 +428,7 @@ static int plan_cluster(struct gcall *g, bool use_rpc, size_t *keyidx,
 	}
 	rt = cli_route_hold(g->c);
 	g->spread = c->cfg.replica_reads && rt->r > 1;
+	g->epoch = rt->epoch;
 	ret = plan(g, use_rpc || rt->nunknown || rt->nknown > g->nn,
 		       rt->ring, g->spread ? rt : NULL, keyidx, reqs);
 
@@ -583,13 +627,16 @@ static void on_row(struct gcall *g, size_t i, const uint8_t *img)
 		if (rc && !(g->flags & RS_F_NOCACHE) &&
 		    cli_rcache_dim(rc) == v->rgeom.dim)
 			row_fill(g, rc, k, v, key, img, version);
-		if (!k->cached && !(g->flags & RS_F_NOCACHE)) {
-			struct cli_loc loc = { .addr = k->ref,
-					       .version = (uint32_t)version,
-					       .len = v->rgeom.stride,
-					       .node = k->node };
+		if (k->cached != 1 && !(g->flags & RS_F_NOCACHE)) {
+			struct cli_loc loc = {
+				.addr = k->ref, .version = (uint32_t)version,
+				.len = v->rgeom.stride, .node = k->node,
+				.uid = v->uid,
+				.epoch = g->spread ? CLI_LOC_NO_EPOCH : g->epoch
+			};
 
-			cli_lcache_put(g->c->cache, v->uid, key, &loc);
+			cli_lcache_put(g->c->cache, g->keys[i].t->luid, key,
+				       &loc);
 		}
 		return;
 	}
@@ -598,7 +645,8 @@ static void on_row(struct gcall *g, size_t i, const uint8_t *img)
 	if (ret == RS_E_STALE && k->cached) {
 		/* The cached location is no longer this key's row. */
 		CLI_INC(g->c, stale_locations, 1);
-		cli_lcache_invalidate(g->c->cache, v->uid, key, k->ref);
+		cli_lcache_invalidate(g->c->cache, g->keys[i].t->luid, key,
+				      k->ref);
 		k->cached = 0;
 		k->have_v1 = 0;
 		k->state = G_BUCKETS;

@@ -456,6 +456,7 @@ RS_EXPORT int rs_table_open(struct rs_client *c, const char *name,
 	}
 	t->c = c;
 	strcpy(t->name, name);
+	t->luid = atomic_fetch_add(&c->next_uid, 1);
 	pthread_rwlock_init(&t->lock, NULL);
 	/* Refresh under the list lock: two openers of one name must not
 	 * make two handles. Opening is rare. */

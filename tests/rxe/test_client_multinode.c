@@ -5,7 +5,8 @@
  * found on the node the ring names, and ONLY there: checked with one
  * direct single-node client per node (its ring sends every key to that one
  * node, so its GET RPC asks exactly that node). Gets that span nodes run
- * in parallel and agree with the RPC path. Then one node stops: its keys
+ * in parallel and agree with the RPC path; warm, every key is one READ at
+ * the node its cache entry names. Then one node stops: its keys
  * fail with a per-key error (promptly, no hang), the others' keys are
  * still served, by READ and by RPC.
  */
@@ -88,11 +89,27 @@ int main(void)
 			rows[i * DIM + e] = (float)(i * DIM + e);
 	}
 	H_CHECK(rs_put(t, keys, N, rows, st, 0) == N, "put");
-	for (int f = 0; f < 2; f++) {
+	for (int f = 0; f < 3; f++) {
+		struct rs_client_stats s0 = RS_CLIENT_STATS_INIT;
+		struct rs_client_stats s1 = RS_CLIENT_STATS_INIT;
+
 		memset(back, 0, sizeof(back));
-		H_CHECK(rs_get(t, keys, N, back, st, f ? RS_F_RPC : 0) == N,
+		rs_client_get_stats(c, &s0);
+		H_CHECK(rs_get(t, keys, N, back, st, f == 2 ? RS_F_RPC : 0) ==
+				N,
 			"get across nodes");
+		rs_client_get_stats(c, &s1);
 		H_CHECK(!memcmp(rows, back, sizeof(rows)), "rows agree");
+		/* the second: every key a cache hit, READ at the node its
+		 * entry names (no placement): one READ each, right rows */
+		if (f == 1)
+			H_CHECK(s1.cache_hits - s0.cache_hits == N &&
+					s1.reads_posted - s0.reads_posted == N,
+				"warm keys: %llu hits, %llu READs",
+				(unsigned long long)(s1.cache_hits -
+						     s0.cache_hits),
+				(unsigned long long)(s1.reads_posted -
+						     s0.reads_posted));
 	}
 	for (unsigned n = 0; n < NODES; n++) {
 		direct[n] = h_client_opts(&h, (int)n, 0, 0);

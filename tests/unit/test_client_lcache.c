@@ -2,7 +2,8 @@
  * test_client_lcache.c - the client's location cache: hits and misses,
  * bounded size, CLOCK keeps hot entries through a scan, invalidation by
  * address and by table, disabled cache, and many threads at once (every hit
- * returns the location that was put for that very key).
+ * returns the location that was put for that very key, node, view uid and
+ * epoch included).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -21,6 +22,8 @@ static struct cli_loc loc_for(uint32_t table, uint64_t key)
 		.version = (uint32_t)key ^ table,
 		.len = 128,
 		.node = table,
+		.uid = (uint32_t)key * 7 + table,
+		.epoch = key % 3 ? key : CLI_LOC_NO_EPOCH,
 	};
 	return l;
 }
@@ -28,7 +31,8 @@ static struct cli_loc loc_for(uint32_t table, uint64_t key)
 static int same(const struct cli_loc *a, const struct cli_loc *b)
 {
 	return a->addr == b->addr && a->version == b->version &&
-	       a->len == b->len && a->node == b->node;
+	       a->len == b->len && a->node == b->node && a->uid == b->uid &&
+	       a->epoch == b->epoch;
 }
 
 static void put_get(void **state)
@@ -189,6 +193,48 @@ static void threads(void **state)
 	cli_lcache_delete(&c);
 }
 
+/* The decisions of a get about an entry (lcache.h): the node from the
+ * entry while its epoch is the call's; a configuration change re-places
+ * it (kept only where the key lands now, then re-stamped); a node move,
+ * a re-created table, a slot beyond the rows or a replica choice never
+ * READ the entry's node unplaced. */
+static void placement(void **state)
+{
+	struct cli_loc l = { .addr = 10, .epoch = 5, .node = 2, .uid = 77 };
+
+	/* the same configuration: READ at node 2, no placement */
+	assert_true(cli_loc_here(&l, 5, true, 3, 77, 100));
+	/* static mode: epoch 0 throughout */
+	l.epoch = 0;
+	assert_true(cli_loc_here(&l, 0, true, 3, 77, 100));
+	l.epoch = 5;
+	/* a configuration change: placed again */
+	assert_false(cli_loc_here(&l, 6, true, 3, 77, 100));
+	/* ... still on node 2: kept, re-stamped once its row validates */
+	assert_int_equal(cli_loc_at(&l, 2, 6, true, 77, 100), 2);
+	/* ... moved to node 1: the buckets there */
+	assert_int_equal(cli_loc_at(&l, 1, 6, true, 77, 100), 0);
+	/* same epoch, placed where the entry says: used as it is */
+	assert_int_equal(cli_loc_at(&l, 2, 5, true, 77, 100), 1);
+	/* the table re-created on node 2 (a new view uid) */
+	assert_false(cli_loc_here(&l, 5, true, 3, 78, 100));
+	assert_int_equal(cli_loc_at(&l, 2, 5, true, 78, 100), 0);
+	/* a slot beyond the view's rows */
+	assert_false(cli_loc_here(&l, 5, true, 3, 77, 10));
+	assert_int_equal(cli_loc_at(&l, 2, 5, true, 77, 10), 0);
+	/* a node beyond the call's node count */
+	assert_false(cli_loc_here(&l, 5, true, 2, 77, 100));
+	/* replica reads: always placed; an entry where the key lands now
+	 * is used, never re-stamped */
+	assert_false(cli_loc_here(&l, 5, false, 3, 77, 100));
+	l.epoch = CLI_LOC_NO_EPOCH;
+	assert_false(cli_loc_here(&l, 5, false, 3, 77, 100));
+	assert_false(cli_loc_here(&l, CLI_LOC_NO_EPOCH - 1, true, 3, 77,
+				  100));
+	assert_int_equal(cli_loc_at(&l, 2, 5, false, 77, 100), 1);
+	assert_int_equal(cli_loc_at(&l, 1, 5, false, 77, 100), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -197,6 +243,7 @@ int main(void)
 		cmocka_unit_test(invalidation),
 		cmocka_unit_test(disabled),
 		cmocka_unit_test(threads),
+		cmocka_unit_test(placement),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
