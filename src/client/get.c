@@ -56,8 +56,9 @@
 #include "common/rs_internal.h"
 #include "trace/trace.h"
 
-/* (the states that READ come first: state < G_RPC) */
-enum gstate { G_BUCKETS, G_ROW, G_PROBE, G_RPC, G_DONE };
+/* (the states that READ come first: state < G_RPC; G_DUP: a later
+ * occurrence of a key of the batch, ref its first: fold_dups()) */
+enum gstate { G_BUCKETS, G_ROW, G_PROBE, G_RPC, G_DONE, G_DUP };
 
 /* A probe READs the version and checksum words of a cached row. */
 #define PROBE_BYTES 16u
@@ -113,8 +114,12 @@ struct gcall {
 	struct cli_tloc *views; /* [ntabs * nn] */
 	struct pollfd *pfd;	/* [nn] */
 	uint64_t epoch;		/* configuration placed by (0: static) */
-	void *block;		/* k, nodes, pfd, key lists, reqs: one malloc,
-				 * or NULL when block_inline holds them */
+	void *block;		/* k, nodes, dup hash, pfd, key lists, reqs:
+				 * one malloc, or NULL when block_inline
+				 * holds them */
+	uint32_t *dslot;	/* [dcap] dup hash: 0 empty, else index + 1 */
+	size_t dcap;		/* power of two >= 2n; 0: n < 2 */
+	size_t ndup;		/* keys in G_DUP */
 	size_t pending;		/* keys in BUCKETS or ROW */
 	size_t nrefail;		/* keys with refail set */
 	/* cluster mode: nodes to READ elsewhere (avoid[slot] > now), NULL
@@ -319,6 +324,8 @@ static int plan(struct gcall *g, bool use_rpc, const struct place_ring *ring,
 		int hit;
 
 		g->status[i] = RS_KEY_MISSING;
+		if (RS_UNLIKELY(k->state == G_DUP))
+			continue;
 		if (use_rpc) {
 			k->state = G_RPC;
 			continue;
@@ -845,18 +852,25 @@ static void gcall_free(struct gcall *g)
 	free(g->block);
 }
 
-/* One allocation for everything sized by n and the node count. */
+/* One allocation for everything sized by n and the node count (the dup
+ * hash after the nodes). */
 static int gcall_alloc(struct gcall *g, size_t **keyidx,
 		       struct rv_read_req **reqs)
 {
 	size_t nn = g->nn, n = g->n;
+	size_t dcap = 0;
 	size_t off_nodes = n * sizeof(struct gkey);
-	size_t off_pfd = off_nodes + nn * sizeof(struct gnode);
-	size_t off_idx = off_pfd + nn * sizeof(struct pollfd);
-	size_t off_reqs = (off_idx + n * sizeof(size_t) + 7) & ~(size_t)7;
-	size_t total = off_reqs + 2 * n * sizeof(struct rv_read_req);
+	size_t off_dup = off_nodes + nn * sizeof(struct gnode);
+	size_t off_pfd, off_idx, off_reqs, total;
 	uint8_t *b;
 
+	if (n > 1)
+		for (dcap = 4; dcap < 2 * n; dcap <<= 1)
+			;
+	off_pfd = (off_dup + dcap * sizeof(uint32_t) + 7) & ~(size_t)7;
+	off_idx = off_pfd + nn * sizeof(struct pollfd);
+	off_reqs = (off_idx + n * sizeof(size_t) + 7) & ~(size_t)7;
+	total = off_reqs + 2 * n * sizeof(struct rv_read_req);
 	if (total <= sizeof(g->block_inline)) {
 		b = (uint8_t *)g->block_inline;
 		memset(b, 0, total);
@@ -868,10 +882,71 @@ static int gcall_alloc(struct gcall *g, size_t **keyidx,
 	}
 	g->k = (struct gkey *)b;
 	g->nodes = (struct gnode *)(b + off_nodes);
+	g->dslot = (uint32_t *)(b + off_dup);
+	g->dcap = dcap;
 	g->pfd = (struct pollfd *)(b + off_pfd);
 	*keyidx = (size_t *)(b + off_idx);
 	*reqs = (struct rv_read_req *)(b + off_reqs);
 	return 0;
+}
+
+/* A (table, key) pair's home in the dup hash (Fibonacci hashing of the
+ * key with its high half folded in, and the handle). */
+static size_t dup_hash(const struct cli_key *k, size_t mask)
+{
+	uint64_t x = k->key ^ (k->key >> 32) ^ ((uint64_t)k->t->luid << 40);
+
+	return (size_t)((x * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+}
+
+/*
+ * Fold the batch's duplicate keys: every later occurrence of a (table,
+ * key) is G_DUP with ref its first occurrence, which alone is READ (or
+ * sent by RPC); dups_out() gives each occurrence the first's status and
+ * row. One linear-probing insert per key into a table of at least 2n
+ * slots (half full at most), so a batch without duplicates pays a hash
+ * and about one probe per key.
+ */
+static void fold_dups(struct gcall *g)
+{
+	size_t mask = g->dcap - 1;
+
+	for (size_t i = 0; i < g->n; i++) {
+		const struct cli_key *k = &g->keys[i];
+		size_t h = dup_hash(k, mask);
+		uint32_t s;
+
+		while ((s = g->dslot[h])) {
+			const struct cli_key *o = &g->keys[s - 1];
+
+			if (o->key == k->key && o->t == k->t)
+				break;
+			h = (h + 1) & mask;
+		}
+		if (!s) {
+			g->dslot[h] = (uint32_t)i + 1;
+			continue;
+		}
+		g->k[i].state = G_DUP;
+		g->k[i].ref = s - 1;
+		g->ndup++;
+	}
+}
+
+/* Each later occurrence of a key: its first's status, and its row when
+ * found (as the RPC path does for the keys it folds). */
+static void dups_out(struct gcall *g)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		const struct gkey *k = &g->k[i];
+
+		if (k->state != G_DUP)
+			continue;
+		g->status[i] = g->status[k->ref];
+		if (g->status[i] > 0)
+			memcpy(g->keys[i].out, g->keys[k->ref].out,
+			       g->keys[i].t->dim * sizeof(float));
+	}
 }
 
 static int get_pass(struct rs_client *c, const struct cli_key *keys,
@@ -950,6 +1025,8 @@ static int get_pass(struct rs_client *c, const struct cli_key *keys,
 	if (!second)
 		CLI_INC(c, get_keys, n);
 	ret = gcall_alloc(&g, &keyidx, &reqs);
+	if (!ret && g.dcap)
+		fold_dups(&g);
 	if (!ret)
 		ret = collect_tables(&g);
 	if (!ret)
@@ -997,6 +1074,8 @@ static int get_pass(struct rs_client *c, const struct cli_key *keys,
 		if (ret < 0)
 			goto out;
 	}
+	if (g.ndup)
+		dups_out(&g);
 	for (size_t i = 0; i < n; i++)
 		found += status[i] == RS_KEY_FOUND;
 	ret = found;

@@ -4,7 +4,8 @@
  * missing keys say so; get-or-init creates from the initializer; a deleted
  * then re-put key is re-resolved (never stale data from the location
  * cache); a batch far above the QP's outstanding-READ bound; fp16 rows
- * come back as fp32; async gets overlap; one get and one update over
+ * come back as fp32; batches that repeat keys get every occurrence
+ * right (each key READ once); async gets overlap; one get and one update over
  * two tables holding the same keys (rs_get_multi, rs_update_multi with a
  * repeated key and the create flag); list, stats, drop.
  */
@@ -43,6 +44,12 @@ static void expect_rows(const float *rows, const int *st,
 	}
 }
 
+/* The key put_get() put at index i (generation 1). */
+static uint64_t put_key(size_t i)
+{
+	return i * 1000003ull + 17;
+}
+
 static void put_get(struct rs_client *c, struct rs_table *t)
 {
 	static uint64_t keys[N];
@@ -53,7 +60,7 @@ static void put_get(struct rs_client *c, struct rs_table *t)
 	static const unsigned flags[] = { 0, 0, RS_F_NOCACHE, RS_F_RPC };
 
 	for (size_t i = 0; i < N; i++)
-		keys[i] = i * 1000003ull + 17;
+		keys[i] = put_key(i);
 	fill(rows, keys, N, 1);
 	H_CHECK(rs_put(t, keys, N, rows, st, 0) == N, "put");
 	for (size_t f = 0; f < 4; f++) {
@@ -80,6 +87,79 @@ static void put_get(struct rs_client *c, struct rs_table *t)
 	}
 	printf("put/get: %d keys by READ, cached READ, cold READ, RPC: ok\n",
 	       N);
+}
+
+/* Check one get of a batch with repeated keys: every occurrence of a key
+ * has its key's status and row; a missing key's rows stay untouched. */
+static void expect_dups(const float *rows, const int *st,
+			const uint64_t *keys, size_t n, uint64_t miss,
+			const char *what)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (keys[i] == miss) {
+			H_CHECK(st[i] == RS_KEY_MISSING, "%s: slot %zu (missing"
+				" key) status %d", what, i, st[i]);
+			for (unsigned e = 0; e < DIM; e++)
+				H_CHECK(rows[i * DIM + e] == -1.0f, "%s: slot "
+					"%zu of a missing key written", what,
+					i);
+			continue;
+		}
+		expect_rows(rows + i * DIM, st + i, keys + i, 1, 1, what);
+	}
+}
+
+/*
+ * Batches that repeat keys: at the start, at the end, adjacent, far
+ * apart, a missing key twice; and a batch of every key of put_get()
+ * twice (beyond one READ buffer, so the repeats fall in later waves).
+ * Every occurrence gets its key's status and row, by READ (warm and
+ * cold) and by RPC; one-sided gets READ each distinct key once.
+ */
+static void duplicate_keys(struct rs_client *c, struct rs_table *t)
+{
+	enum { M = 12 };
+	const uint64_t a = put_key(0), b = put_key(1), d = put_key(2),
+		       miss = 555555555;
+	const uint64_t keys[M] = { a, b, a, a, d, miss, b, d, miss, d, b, a };
+	static const unsigned flags[] = { 0, 0, RS_F_NOCACHE, RS_F_RPC };
+	static uint64_t big[2 * N];
+	static float rows[2 * N * DIM];
+	static int st[2 * N];
+
+	for (size_t f = 0; f < 4; f++) {
+		struct rs_client_stats s0 = RS_CLIENT_STATS_INIT;
+		struct rs_client_stats s1 = RS_CLIENT_STATS_INIT;
+
+		for (size_t i = 0; i < M * DIM; i++)
+			rows[i] = -1.0f;
+		rs_client_get_stats(c, &s0);
+		H_CHECK(rs_get(t, keys, M, rows, st, flags[f]) == M - 2,
+			"get with repeats, flags %u", flags[f]);
+		rs_client_get_stats(c, &s1);
+		expect_dups(rows, st, keys, M, miss, "repeats");
+		if (!(flags[f] & RS_F_RPC))
+			H_CHECK(s1.onesided_keys - s0.onesided_keys == 3,
+				"each distinct key READ once (%llu)",
+				(unsigned long long)(s1.onesided_keys -
+						     s0.onesided_keys));
+		if (f == 1)
+			H_CHECK(s1.cache_hits - s0.cache_hits == 3,
+				"one cache look-up per distinct key (%llu)",
+				(unsigned long long)(s1.cache_hits -
+						     s0.cache_hits));
+	}
+	for (size_t i = 0; i < N; i++) {
+		big[i] = put_key(i);
+		big[2 * N - 1 - i] = put_key(i);
+	}
+	for (size_t f = 0; f < 4; f++) {
+		memset(rows, 0, sizeof(rows));
+		H_CHECK(rs_get(t, big, 2 * N, rows, st, flags[f]) == 2 * N,
+			"get of every key twice, flags %u", flags[f]);
+		expect_rows(rows, st, big, 2 * N, 1, "every key twice");
+	}
+	printf("batches with repeated keys: ok\n");
 }
 
 static void missing_and_init(struct rs_table *t)
@@ -361,6 +441,7 @@ int main(void)
 	t = h_table(c, "basic", DIM, "sgd", RS_DTYPE_FP32, 16384);
 	H_CHECK(rs_table_dim(t) == DIM, "dim");
 	put_get(c, t);
+	duplicate_keys(c, t);
 	missing_and_init(t);
 	delete_reput(c, t);
 	half_precision(c, "halfs", RS_DTYPE_FP16);
