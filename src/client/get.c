@@ -852,8 +852,12 @@ static void gcall_free(struct gcall *g)
 	free(g->block);
 }
 
-/* One allocation for everything sized by n and the node count (the dup
- * hash after the nodes). */
+/*
+ * One allocation for everything sized by n and the node count. Only the
+ * key states, the nodes and the dup hash start zeroed: the pollfds, key
+ * lists and READ requests after them are written before they are read
+ * (add_req() fills every field of a request).
+ */
 static int gcall_alloc(struct gcall *g, size_t **keyidx,
 		       struct rv_read_req **reqs)
 {
@@ -873,13 +877,13 @@ static int gcall_alloc(struct gcall *g, size_t **keyidx,
 	total = off_reqs + 2 * n * sizeof(struct rv_read_req);
 	if (total <= sizeof(g->block_inline)) {
 		b = (uint8_t *)g->block_inline;
-		memset(b, 0, total);
 	} else {
-		b = calloc(1, total);
+		b = malloc(total);
 		if (!b)
 			return rs_seterr(-ENOMEM, "get: out of memory");
 		g->block = b;
 	}
+	memset(b, 0, off_pfd);
 	g->k = (struct gkey *)b;
 	g->nodes = (struct gnode *)(b + off_nodes);
 	g->dslot = (uint32_t *)(b + off_dup);

@@ -169,6 +169,7 @@ int rv_conn_new(struct rv_dev *d, const struct rv_conn_attr *a,
 		rs_seterr(ret, "rv_conn: out of memory");
 		goto err;
 	}
+	rv_read_wr_init(c);
 	cqe = (int)(c->sq_depth + 1 + (l ? 0 : c->r_slots));
 	ret = rv_cq_create(d, &c->cq, cqe, &c->lock);
 	if (ret)

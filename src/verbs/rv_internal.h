@@ -274,6 +274,9 @@ void rv_conn_tick_locked(struct rv_conn *c);
 /* rv_read.c */
 int rv_batch_check(void *b);	/* wait condition; needs no lock */
 void rv_read_post_queued_locked(struct rv_conn *c);
+/* Once, when c->wr and c->sge are allocated: the READ fields every
+ * chain shares (sg_list, num_sge, opcode; the rest zero). */
+void rv_read_wr_init(struct rv_conn *c);
 void rv_read_fail_queued_locked(struct rv_conn *c, int code);
 void rv_op_retire_locked(struct rv_conn *c, uint64_t seq, int code);
 

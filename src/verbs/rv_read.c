@@ -23,6 +23,11 @@
  * counters are updated before that store.
  * Zero-length requests succeed at once; a request longer than the port's
  * max_msg_sz fails alone with RS_E_TOOBIG (nothing posted for it).
+ *
+ * Work requests: c->wr[] (chain_max of them, 128 bytes each) is set up once
+ * with what every READ shares (its sge, one of them, the opcode, the rest
+ * zero: rv_read_wr_init()); a chain writes only wr_id, next, send_flags
+ * and the remote address and rkey of each WR, never clearing the structs.
  */
 #include <errno.h>
 #include <string.h>
@@ -67,6 +72,20 @@ static bool skip_unpostable(struct rv_conn *c, struct rv_batch *b)
 	return false;
 }
 
+void rv_read_wr_init(struct rv_conn *c)
+{
+	for (uint32_t m = 0; m < c->chain_max; m++) {
+		struct ibv_send_wr *wr = &c->wr[m];
+
+		memset(wr, 0, sizeof(*wr));
+		wr->sg_list = &c->sge[m];
+		wr->num_sge = 1;
+		wr->opcode = IBV_WR_RDMA_READ;
+	}
+}
+
+/* Fill c->wr[0..m) from b's next requests: only the fields that differ
+ * between chains (rv_read_wr_init() set the rest once). */
 static uint32_t build_chain(struct rv_conn *c, struct rv_batch *b,
 			    uint32_t k, uint64_t seq)
 {
@@ -81,16 +100,13 @@ static uint32_t build_chain(struct rv_conn *c, struct rv_batch *b,
 		c->sge[m].addr = (uintptr_t)r->local;
 		c->sge[m].length = r->len;
 		c->sge[m].lkey = r->lkey;
-		memset(wr, 0, sizeof(*wr));
 		wr->wr_id = seq;
-		wr->sg_list = &c->sge[m];
-		wr->num_sge = 1;
-		wr->opcode = IBV_WR_RDMA_READ;
+		wr->next = wr + 1;
+		wr->send_flags = 0;
 		wr->wr.rdma.remote_addr = r->remote;
 		wr->wr.rdma.rkey = r->rkey;
-		if (m)
-			c->wr[m - 1].next = wr;
 	}
+	c->wr[m - 1].next = NULL;
 	c->wr[m - 1].send_flags = IBV_SEND_SIGNALED;
 	return m;
 }
