@@ -1051,7 +1051,8 @@ static int get_pass(struct rs_client *c, const struct cli_key *keys,
 	if (!ret && c->cluster && !use_rpc &&
 	    RS_UNLIKELY((int64_t)rs_mono_ms() >= atomic_load(&c->read_until))) {
 		for (size_t i = 0; i < n; i++)
-			g.k[i].state = G_RPC;
+			if (g.k[i].state != G_DUP)	/* dups_out() fills */
+				g.k[i].state = G_RPC;
 		g.nrefail = 0;
 		CLI_INC(c, lease_rpc_reads, 1);
 	}
