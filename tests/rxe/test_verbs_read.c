@@ -1,7 +1,8 @@
 /*
  * test_verbs_read.c - batched one-sided READ over Soft-RoCE: random offsets
  * and sizes (1 B .. 1 MiB) over a 256 MiB registered region compared byte
- * for byte, one call with 4096 READs, the asynchronous form with several
+ * for byte, one call with 4096 READs, chains of different lengths in turn
+ * (each posts exactly its own WRs), the asynchronous form with several
  * batches in flight, zero-length and oversized requests, and per-chain
  * status when a chain fails (bad rkey), and caller memory registered with
  * rv_mr_reg. The server is a thread of this
@@ -159,6 +160,55 @@ static void batch_4096(void **state)
 		    4096 / rv_conn_chain_max(conn) + 64);
 }
 
+/*
+ * Chains of different lengths one after another on one conn: the WRs
+ * are set up once and a chain writes only what changes (rv_read.c), so a
+ * short chain after a long one must post exactly its own WRs. Each
+ * batch READs into its own area; the areas of the batch before it are
+ * poisoned first and must stay so (a WR left linked from the longer
+ * chain would READ into them again).
+ */
+static void chain_lengths(void **state)
+{
+	enum { AREA = 1u << 20, LEN = 512 };
+	static struct rv_read_req reqs[256];
+	uint32_t cm = rv_conn_chain_max(conn);
+	uint32_t lens[] = { cm + 3, 1, cm, 2, 2 * cm + 1, 1 };
+	uint8_t *prev = NULL;
+
+	for (size_t b = 0; b < sizeof(lens) / sizeof(lens[0]); b++) {
+		uint32_t n = lens[b] < 256 ? lens[b] : 256;
+		uint8_t *area = (uint8_t *)local->addr + (b % 2) * AREA;
+		struct rv_stats st0, st1;
+
+		if (prev)
+			memset(prev, 0x5a, AREA);
+		rv_conn_stats(conn, &st0);
+		for (uint32_t i = 0; i < n; i++)
+			reqs[i] = (struct rv_read_req){
+				.local = area + (size_t)i * LEN,
+				.lkey = local->lkey,
+				.len = LEN,
+				.remote = info.addr + rnd() % (REGION - LEN + 1),
+				.rkey = info.rkey,
+				.status = 1,
+			};
+		VT_CHECK(rv_read_batch(conn, reqs, n, 60000));
+		rv_conn_stats(conn, &st1);
+		for (uint32_t i = 0; i < n; i++)
+			check_req(&reqs[i]);
+		assert_true(st1.reads - st0.reads == n);
+		for (size_t i = 0; prev && i < AREA; i++)
+			if (prev[i] != 0x5a)
+				fail_msg("batch %zu of %u READs wrote the area "
+					 "of the batch before it (byte %zu)",
+					 b, n, i);
+		prev = area;
+	}
+	printf("chains of %u, 1, %u, 2, %u, 1 READs: exactly their own\n",
+	       cm + 3, cm, 2 * cm + 1);
+}
+
 static void async_batches(void **state)
 {
 	enum { NB = 6, PER = 300 };
@@ -297,6 +347,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(random_reads),
 		cmocka_unit_test(batch_4096),
+		cmocka_unit_test(chain_lengths),
 		cmocka_unit_test(async_batches),
 		cmocka_unit_test(edge_lengths),
 		cmocka_unit_test(caller_memory),
