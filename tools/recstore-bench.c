@@ -37,6 +37,8 @@
 
 #include "recstore/client.h"
 
+#include "common/defaults.h"
+
 #define MAX_TABLES 255
 #define TABLE_SHIFT 56
 
@@ -825,7 +827,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		case '1': o->single_key = 1; break;
 		case 'v': o->verify = 1; break;
 		case 'C': o->cold = 1; break;
-		case 'W': bad = parse_uint(optarg, 0, 100000, &v);
+		case 'W': bad = parse_uint(optarg, 0, RS_SPIN_US_MAX, &v);
 			o->spin_us = (int)v; break;
 		case 'L': o->update_lr = strtod(optarg, NULL);
 			bad = !(o->update_lr >= 0 && o->update_lr < 1e30);

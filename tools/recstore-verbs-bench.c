@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/defaults.h"
 #include "recstore/error.h"
 #include "verbs/rv.h"
 
@@ -86,7 +87,8 @@ static void parse(int argc, char **argv, struct opts *o)
 	int ch;
 
 	*o = (struct opts){ .size = 512, .iters = 1000, .seconds = 3,
-			    .batch = 1024, .inflight = 2, .spin_us = 50 };
+			    .batch = 1024, .inflight = 2,
+			    .spin_us = RS_SPIN_US_DEFAULT };
 	if (argc < 2)
 		usage();
 	o->mode = argv[1];

@@ -111,7 +111,7 @@ int rs_client_config_set_replica_reads(struct rs_client_config *cfg, int on);
 int rs_client_config_set_async_threads(struct rs_client_config *cfg,
 				       unsigned n);
 /* Completion waits poll the CQ for this long after the last completion
- * before sleeping on the completion channel (0..100000 us, default 50:
+ * before sleeping on the completion channel (0..1000000 us, default 50:
  * well above a hardware READ's latency, so a busy client never sleeps
  * and an idle one costs nothing). Under emulation, scale it to the
  * emulated READ latency. */

@@ -55,7 +55,6 @@
 #define CLI_MAX_CONNS 256
 #define CLI_DEFAULT_TORN_RETRIES 8
 #define CLI_DEFAULT_TIMEOUT_MS 10000
-#define CLI_DEFAULT_SPIN_US 50
 /* Node slots of a cluster-mode client: as many as a configuration has
  * members (route.h: a member that moved takes a new slot). */
 #define CLI_MAX_NODES PROTO_CONFIG_MAX_MEMBERS

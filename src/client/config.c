@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "client/client_internal.h"
+#include "common/defaults.h"
 #include "common/log.h"
 #include "common/rs_internal.h"
 #include "place/ring.h"
@@ -38,7 +39,7 @@ RS_EXPORT int rs_client_config_new(struct rs_client_config **out)
 	cfg->torn_retries = CLI_DEFAULT_TORN_RETRIES;
 	cfg->timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
 	cfg->async_threads = 1;
-	cfg->spin_us = CLI_DEFAULT_SPIN_US;
+	cfg->spin_us = RS_SPIN_US_DEFAULT;
 	cfg->replica_reads = 1;
 	cfg->trace_rate = -1.0;
 	*out = cfg;
@@ -190,7 +191,7 @@ RANGE_SETTER(timeout_ms, unsigned, timeout_ms, "timeout ms", 1,
 RANGE_SETTER(rpc_reads, int, rpc_reads, "rpc reads", 0, 1)
 RANGE_SETTER(replica_reads, int, replica_reads, "replica reads", 0, 1)
 RANGE_SETTER(async_threads, unsigned, async_threads, "async threads", 0, 64)
-RANGE_SETTER(spin_us, unsigned, spin_us, "spin us", 0, 100000)
+RANGE_SETTER(spin_us, unsigned, spin_us, "spin us", 0, RS_SPIN_US_MAX)
 
 RS_EXPORT int rs_client_config_set_trace(struct rs_client_config *cfg,
 					 const char *path, double rate)

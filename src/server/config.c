@@ -49,6 +49,7 @@
 #include <xxhash.h>
 
 #include "common/auth.h"
+#include "common/defaults.h"
 #include "common/rs_internal.h"
 #include "common/rs_json.h"
 #include "common/spec.h"
@@ -878,8 +879,8 @@ const struct srv_config_row srv_config_rows[] = {
 	     SRV_CONFIG_DEFAULT_CAPACITY),
 	UINT("workers", workers, 1, SRV_CONFIG_MAX_WORKERS,
 	     SRV_CONFIG_WORKERS),
-	UINT("spin_us", spin_us, 0, SRV_CONFIG_MAX_SPIN_US,
-	     SRV_CONFIG_SPIN_US),
+	UINT("spin_us", spin_us, 0, RS_SPIN_US_MAX,
+	     RS_SPIN_US_DEFAULT),
 	UINT("max_conns_per_peer", max_conns_per_peer, 0, 65535,
 	     SRV_CONFIG_CONNS_PER_PEER),
 	UINT("keepalive_ms", keepalive_ms, 0, SRV_CONFIG_MAX_KEEPALIVE_MS,
@@ -897,7 +898,7 @@ const struct srv_config_row srv_config_rows[] = {
 	UINT("max_tables", limits.max_tables, 1, PROTO_MAX_TABLES,
 	     PROTO_DEFAULT_TABLES),
 	STR("listen.addr", listen_addr, NULL),
-	UINT("listen.port", listen_port, 0, 65535, SRV_CONFIG_PORT),
+	UINT("listen.port", listen_port, 0, 65535, RS_DEFAULT_PORT),
 	{ ROW("storage.backend", ENUM, backend), .def = SRV_BACKEND_DRAM,
 	  .names = backends, .what = "backend" },
 	PATH("storage.path", storage_path),

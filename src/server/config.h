@@ -36,7 +36,6 @@ enum srv_backend {
 	SRV_BACKEND_PMEM = 1,
 };
 
-#define SRV_CONFIG_PORT 7471
 #define SRV_CONFIG_STORAGE_BYTES (256ull << 20)
 #define SRV_CONFIG_MIN_STORAGE_BYTES (1ull << 20)
 /* Rows of a table created with capacity 0 (at most: see docs/config.md,
@@ -44,8 +43,6 @@ enum srv_backend {
 #define SRV_CONFIG_DEFAULT_CAPACITY (1ull << 20)
 #define SRV_CONFIG_WORKERS 2
 #define SRV_CONFIG_MAX_WORKERS 256
-#define SRV_CONFIG_SPIN_US 50
-#define SRV_CONFIG_MAX_SPIN_US 1000000
 #define SRV_CONFIG_TRACE_SAMPLE 0.01
 #define SRV_CONFIG_MESSAGE_BYTES (256u << 10)
 #define SRV_CONFIG_CONNS_PER_PEER 16

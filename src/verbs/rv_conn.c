@@ -65,6 +65,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "common/defaults.h"
 #include "verbs/rv_internal.h"
 #include "verbs/rv_fi.h"
 
@@ -74,7 +75,7 @@ void rv_conn_attr_init(struct rv_conn_attr *a)
 	a->msg_max = 4096;
 	a->credits = 16;
 	a->send_slots = 16;
-	a->spin_us = 50;
+	a->spin_us = RS_SPIN_US_DEFAULT;
 	a->ack_timeout = 14;
 	a->retry_cnt = 6;
 	a->rnr_retry = 6;
@@ -107,7 +108,7 @@ static int check_attr(const struct rv_dev *d, const struct rv_conn_attr *a)
 	if (a->ack_timeout > 31 || a->retry_cnt > 7 || a->rnr_retry > 7)
 		return rs_seterr(RS_E_INVAL, "ack_timeout (<= 31), retry_cnt "
 				 "and rnr_retry (<= 7) out of range");
-	if (a->spin_us > 1000000)
+	if (a->spin_us > RS_SPIN_US_MAX)
 		return rs_seterr(RS_E_INVAL, "spin_us %u above one second",
 				 a->spin_us);
 	if (a->keepalive_ms > 3600000)

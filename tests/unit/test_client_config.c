@@ -104,8 +104,8 @@ static void unsigned_setters(void **state)
 		  offsetof(struct rs_client_config, async_threads), 0, 65,
 		  "async threads: 65 is out of range 0..64" },
 		{ rs_client_config_set_spin_us,
-		  offsetof(struct rs_client_config, spin_us), 100000, 100001,
-		  "spin us: 100001 is out of range 0..100000" },
+		  offsetof(struct rs_client_config, spin_us), 1000000, 1000001,
+		  "spin us: 1000001 is out of range 0..1000000" },
 	};
 	enum { N = sizeof(cases) / sizeof(cases[0]) };
 	struct rs_client_config *cfg;
