@@ -78,7 +78,9 @@ int rs_client_config_new(struct rs_client_config **out);
 /* Accepts NULL and *cfg == NULL; sets *cfg to NULL. */
 void rs_client_config_delete(struct rs_client_config **cfg);
 
-/* Add a memory node "IPv4:port" (or "host:port"); order is irrelevant. */
+/* Add a memory node "IPv4:port" or "[IPv6]:port" (port 1..65535; no white
+ * space; the whole string is the node's name on the ring); order is
+ * irrelevant. */
 int rs_client_config_add_node(struct rs_client_config *cfg, const char *node);
 /* Replace the node list with a comma- or space-separated list. */
 int rs_client_config_set_nodes(struct rs_client_config *cfg,

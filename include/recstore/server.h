@@ -85,7 +85,8 @@ int rs_server_config_set(struct rs_server_config *cfg, const char *path,
  */
 
 /* Override the listening endpoint: "ADDR:PORT" (IPv4 address of an RDMA
- * netdev; port 0 picks a free port, see rs_server_listen_addr()). */
+ * netdev) or "[IPV6]:PORT"; port 0 picks a free port, see
+ * rs_server_listen_addr(), which brackets an IPv6 address. */
 int rs_server_config_set_listen(struct rs_server_config *cfg,
 				const char *addr_port);
 /* Worker threads (1..256). */

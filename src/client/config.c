@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "client/client_internal.h"
+#include "common/addr.h"
 #include "common/defaults.h"
 #include "common/log.h"
 #include "common/rs_internal.h"
@@ -64,32 +65,20 @@ RS_EXPORT void rs_client_config_delete(struct rs_client_config **cfg)
 	*cfg = NULL;
 }
 
-/* "host:port" with a non-empty host and a port in 1..65535. */
+/* "host:port" or "[IPv6]:port" with a non-empty host and a port in
+ * 1..65535, through the common parser (src/common/addr.h); the host is
+ * returned without brackets. */
 int cli_parse_node(const char *node, char *host, size_t hostlen,
 		   uint16_t *port)
 {
-	const char *colon;
-	char *end;
-	unsigned long p;
-	size_t hl;
+	char why[256];
+	int ret;
 
-	if (!node || !*node)
-		return rs_seterr(RS_E_INVAL, "node: empty address");
-	colon = strrchr(node, ':');
-	if (!colon || colon == node)
-		return rs_seterr(RS_E_INVAL, "node '%s': expected addr:port",
-				 node);
-	hl = (size_t)(colon - node);
-	if (hl >= hostlen)
-		return rs_seterr(RS_E_INVAL, "node '%s': address too long",
-				 node);
-	errno = 0;
-	p = strtoul(colon + 1, &end, 10);
-	if (errno || *end || end == colon + 1 || p == 0 || p > 65535)
-		return rs_seterr(RS_E_INVAL, "node '%s': bad port", node);
-	memcpy(host, node, hl);
-	host[hl] = '\0';
-	*port = (uint16_t)p;
+	ret = rs_addr_parse(node, 0, false, host, hostlen, port);
+	if (ret) {
+		snprintf(why, sizeof(why), "%s", rs_errormsg());
+		return rs_seterr(ret, "node: %s", why);
+	}
 	return 0;
 }
 

@@ -67,6 +67,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/addr.h"
 #include "server/srv_internal.h"
 #include "trace/trace.h"
 
@@ -1294,8 +1295,10 @@ static int open_listener(struct rs_server *s)
 	if (ret)
 		return srv_err(ret, "listen on %s:%u: %s", s->cfg.listen_addr,
 				 s->cfg.listen_port, rs_errormsg());
-	snprintf(s->listen_addr, sizeof(s->listen_addr), "%s:%u",
-		 s->cfg.listen_addr, rv_listener_port(s->l));
+	ret = rs_addr_format(s->cfg.listen_addr, rv_listener_port(s->l),
+			     s->listen_addr, sizeof(s->listen_addr));
+	if (ret < 0)
+		return srv_err(ret, "listen address: %s", rs_errormsg());
 	srv_auth_announce(s);
 	return 0;
 }

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/addr.h"
 #include "server/config.h"
 #include "server/srv_internal.h"
 
@@ -153,36 +154,18 @@ static int creds_from_keys(struct srv_config *c)
 	return ret;
 }
 
-/* "ADDR:PORT" (IPv4, or [IPv6]:PORT). */
+/* "ADDR:PORT" (IPv4, or [IPv6]:PORT; port 0: any free port), through
+ * the common parser (src/common/addr.h); no default port here. */
 int srv_parse_listen(const char *s, char *ip, size_t iplen, uint16_t *port)
 {
-	const char *colon, *host = s;
-	size_t hl;
-	unsigned long p;
-	char *end;
+	char why[256];
+	int ret;
 
-	if (!s || !*s)
-		return rs_seterr(RS_E_INVAL, "listen: empty address");
-	colon = strrchr(s, ':');
-	if (!colon || colon == s)
-		return rs_seterr(RS_E_INVAL, "listen: '%s' is not ADDR:PORT",
-				 s);
-	hl = (size_t)(colon - s);
-	if (s[0] == '[' && hl >= 2 && s[hl - 1] == ']') {
-		host++;
-		hl -= 2;
+	ret = rs_addr_parse(s, 0, true, ip, iplen, port);
+	if (ret) {
+		snprintf(why, sizeof(why), "%s", rs_errormsg());
+		return rs_seterr(ret, "listen: %s", why);
 	}
-	if (hl >= iplen)
-		return rs_seterr(RS_E_INVAL, "listen: address '%s' is too "
-				 "long", s);
-	errno = 0;
-	p = strtoul(colon + 1, &end, 10);
-	if (errno || end == colon + 1 || *end || p > 65535)
-		return rs_seterr(RS_E_INVAL, "listen: port '%s' is not in "
-				 "0..65535", colon + 1);
-	memcpy(ip, host, hl);
-	ip[hl] = '\0';
-	*port = (uint16_t)p;
 	return 0;
 }
 
