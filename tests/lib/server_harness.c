@@ -4,6 +4,8 @@
  */
 #include "server_harness.h"
 
+#include "common/addr.h"
+
 double sv_now(void)
 {
 	struct timespec ts;
@@ -43,13 +45,9 @@ static void *sv_node_main(void *arg)
 
 void sv_node_run(struct sv_node *n)
 {
-	const char *colon;
-
 	snprintf(n->addr, sizeof(n->addr), "%s", rs_server_listen_addr(n->s));
-	colon = strrchr(n->addr, ':');
-	snprintf(n->ip, sizeof(n->ip), "%.*s", (int)(colon - n->addr),
-		 n->addr);
-	n->port = (uint16_t)atoi(colon + 1);
+	if (rs_addr_parse(n->addr, 0, false, n->ip, sizeof(n->ip), &n->port))
+		sv_die("listen address %s: %s", n->addr, rs_errormsg());
 	if (pthread_create(&n->th, NULL, sv_node_main, n))
 		sv_die("pthread_create");
 }
