@@ -89,6 +89,7 @@ struct memb_agent {
 		struct memb_ref ref;
 		int64_t since_ms;
 		bool seen;	/* kept again in this round */
+		bool late;	/* past keep_ms: forgotten this round */
 	} *kept;
 	size_t nkept, kept_cap;
 	struct memb_ref *forget;	/* kept past keep_ms */
@@ -373,14 +374,14 @@ static int decide(struct memb_agent *a, int64_t now_ms, uint64_t *epoch)
 	    !(a->forget = calloc(MEMB_MAX_NODES, sizeof(*a->forget))))
 		return rs_seterr(-ENOMEM, "coord: out of memory");
 	for (size_t i = 0; i < a->nkept; i++) {
-		bool late = a->keep_ms &&
-			    now_ms - a->kept[i].since_ms >= a->keep_ms;
+		struct agent_kept *k = &a->kept[i];
 
 		/* one past its time stays listed until a configuration
 		 * without it is written */
-		a->kept[i].seen = late;
-		if (late)
-			a->forget[nf++] = a->kept[i].ref;
+		k->late = a->keep_ms && now_ms - k->since_ms >= a->keep_ms;
+		k->seen = k->late;
+		if (k->late)
+			a->forget[nf++] = k->ref;
 	}
 	p.forget = a->forget;
 	p.nforget = nf;
@@ -395,13 +396,9 @@ static int decide(struct memb_agent *a, int64_t now_ms, uint64_t *epoch)
 		    "after %" PRId64 " s without registration (keep timeout): "
 		    "rows only it held are lost", a->forget[i].id,
 		    a->forget[i].inc, a->keep_ms / 1000);
-	for (size_t i = 0; i < a->nkept; i++) {
-		bool late = a->keep_ms &&
-			    now_ms - a->kept[i].since_ms >= a->keep_ms;
-
-		if (a->kept[i].seen && !(late && ret == 1))
+	for (size_t i = 0; i < a->nkept; i++)
+		if (a->kept[i].seen && !(a->kept[i].late && ret == 1))
 			a->kept[j++] = a->kept[i];
-	}
 	a->nkept = j;
 	return ret;
 }

@@ -418,14 +418,22 @@ enum {
 	DRAIN_MAY_END = 2,	/* every ACTIVE and JOINING member synced */
 };
 
+/* m's registration by id, of any incarnation (g sorted by id). */
+static const struct memb_reg *reg_by_id(const struct memb_member *m,
+					 const struct memb_reg *g, size_t n)
+{
+	struct memb_reg key;
+
+	memcpy(key.id, m->id, sizeof(key.id));
+	return n ? bsearch(&key, g, n, sizeof(*g), reg_cmp) : NULL;
+}
+
+/* m's registration with m's own incarnation. */
 static const struct memb_reg *reg_of(const struct memb_member *m,
 				     const struct memb_reg *g, size_t n)
 {
-	struct memb_reg key;
-	const struct memb_reg *r;
+	const struct memb_reg *r = reg_by_id(m, g, n);
 
-	memcpy(key.id, m->id, sizeof(key.id));
-	r = n ? bsearch(&key, g, n, sizeof(*g), reg_cmp) : NULL;
 	return r && r->inc == m->inc ? r : NULL;
 }
 
@@ -464,15 +472,6 @@ static enum memb_state next_state(const struct memb_member *m,
 	default:
 		return m->state;
 	}
-}
-
-static const struct memb_reg *reg_by_id(const struct memb_member *m,
-					 const struct memb_reg *g, size_t n)
-{
-	struct memb_reg key;
-
-	memcpy(key.id, m->id, sizeof(key.id));
-	return n ? bsearch(&key, g, n, sizeof(*g), reg_cmp) : NULL;
 }
 
 static bool forgotten(const struct memb_policy *p, const struct memb_member *m)
@@ -812,6 +811,9 @@ int memb_read_config(struct coord *c, const char *cluster,
 static int drains_read(struct coord *c, const char *cluster, json_t **out,
 		       int64_t *mod_rev);
 static void drains_mark(json_t *drains, struct memb_reg *regs, size_t n);
+static int read_regs_drains(struct coord *c, const char *cluster,
+			    struct memb_reg **regs, size_t *n,
+			    size_t *bad_regs, json_t **drains);
 
 /* The registrations without their drain flags. */
 static int read_regs(struct coord *c, const char *cluster,
@@ -845,23 +847,34 @@ static int read_regs(struct coord *c, const char *cluster,
 	return 0;
 }
 
-int memb_read_regs(struct coord *c, const char *cluster,
-		   struct memb_reg **regs, size_t *n, size_t *bad_regs)
+/* The registrations with their drain flags, and the drains key they
+ * were marked from (*drains: the caller's to json_decref). */
+static int read_regs_drains(struct coord *c, const char *cluster,
+			    struct memb_reg **regs, size_t *n,
+			    size_t *bad_regs, json_t **drains)
 {
-	json_t *drains;
 	int ret;
 
 	if ((ret = read_regs(c, cluster, regs, n, bad_regs)))
 		return ret;
-	if ((ret = drains_read(c, cluster, &drains, NULL))) {
+	if ((ret = drains_read(c, cluster, drains, NULL))) {
 		free(*regs);
 		*regs = NULL;
 		*n = 0;
 		return ret;
 	}
-	drains_mark(drains, *regs, *n);
-	json_decref(drains);
+	drains_mark(*drains, *regs, *n);
 	return 0;
+}
+
+int memb_read_regs(struct coord *c, const char *cluster,
+		   struct memb_reg **regs, size_t *n, size_t *bad_regs)
+{
+	json_t *drains = NULL;
+	int ret = read_regs_drains(c, cluster, regs, n, bad_regs, &drains);
+
+	json_decref(drains);
+	return ret;
 }
 
 /* An unreadable drains key, or an entry in it that names no valid id and
@@ -1082,15 +1095,14 @@ static uint64_t regs_seen(const struct memb_reg *regs, size_t n,
 
 /*
  * *out: p, its forget list extended by the members of cur an operator
- * asked to drain (drains names their incarnation) that have no
- * registration of that incarnation: a forced drain of a member that is
- * gone (drain_try), which puts it down even as the last complete holder.
- * The list is malloc'ed.
+ * asked to drain (drains names their incarnation). A forget entry counts
+ * only for a member whose registration is gone (last_holders()), so for
+ * those this is a drain of a member that is gone (drain_try, --force),
+ * which puts it down even as the last complete holder; for the others
+ * it changes nothing. The list is malloc'ed.
  */
-static int forget_drained(const struct memb_config *cur,
-			  const struct memb_reg *regs, size_t nregs,
-			  json_t *drains, const struct memb_policy *p,
-			  struct memb_policy *out)
+static int forget_drained(const struct memb_config *cur, json_t *drains,
+			  const struct memb_policy *p, struct memb_policy *out)
 {
 	struct memb_ref *f;
 	size_t n = p->nforget;
@@ -1103,16 +1115,11 @@ static int forget_drained(const struct memb_config *cur,
 	for (size_t i = 0; i < cur->n; i++) {
 		const struct memb_member *m = &cur->m[i];
 		uint64_t inc;
-		bool reg = false;
 
 		if (!drains_inc(drains, m->id, &inc) || inc != m->inc)
 			continue;
-		for (size_t j = 0; !reg && j < nregs; j++)
-			reg = regs[j].inc == inc && !strcmp(regs[j].id, m->id);
-		if (!reg) {
-			memcpy(f[n].id, m->id, sizeof(f[n].id));
-			f[n++].inc = inc;
-		}
+		memcpy(f[n].id, m->id, sizeof(f[n].id));
+		f[n++].inc = inc;
 	}
 	out->forget = f;
 	out->nforget = n;
@@ -1136,16 +1143,12 @@ int memb_decide_from(struct coord *c, const char *cluster,
 	int ret;
 
 	if ((ret = memb_key(key, cluster, "config")) ||
-	    (ret = read_regs(c, cluster, &regs, &nregs, NULL)))
+	    (ret = read_regs_drains(c, cluster, &regs, &nregs, NULL,
+				    &drains)))
 		return ret;
-	if ((ret = drains_read(c, cluster, &drains, NULL))) {
-		free(regs);
-		return ret;
-	}
-	drains_mark(drains, regs, nregs);
 	if ((ret = memb_read_config(c, cluster, &cur, &mod_rev, NULL)))
 		goto free_regs;
-	if ((ret = forget_drained(&cur, regs, nregs, drains, p, &pol))) {
+	if ((ret = forget_drained(&cur, drains, p, &pol))) {
 		memb_config_free(&cur);
 		goto free_regs;
 	}
