@@ -4,9 +4,11 @@
  *
  * A node gains a key-hash range when a configuration puts it in the
  * range's target replica set (the ring over ACTIVE and JOINING members)
- * and the node did not hold the range completely before: a joining node
- * gains all its ranges, a survivor of a failure the ones it is appended to
- * as the new tail of a replica set. From the moment the node adopts that
+ * or its active one (the ring over serving members: replica reads go
+ * there) and the node did not hold the range completely before: a joining
+ * node gains all its ranges, a survivor of a failure the ones it is
+ * appended to as the new tail of a replica set, and a survivor whose copy
+ * was cut short by a join also the ranges the joiner is to take from it. From the moment the node adopts that
  * configuration the range's primary forwards every write of the range to
  * it (srv_repl_record); what it still lacks is the rows written before.
  * The adopting thread asks the primary for them (COPY): the primary walks
@@ -31,9 +33,11 @@
  * configuration, or never held anything), it copies all its ranges but
  * those it is the primary of.
  *
- * When every gained range is in, the node holds its target ranges
- * completely: it publishes the epoch in its registration (synced), and the
- * decider makes a JOINING node ACTIVE in the next configuration.
+ * When every gained range is in, the node holds every range it serves
+ * completely: it publishes the epoch in its registration (synced), the
+ * decider makes a JOINING node ACTIVE in the next configuration, and
+ * counts the node as a sure holder of its ranges when another member's
+ * lease lapses (test_copy_plan).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -171,25 +175,36 @@ static struct srv_ranges *ranges_new(void)
 	return rs_calloc(1, sizeof(struct srv_ranges));
 }
 
-/* The ranges of ring p whose replica set has member `who`, into *out. */
-static int ranges_of(const struct memb_placement *p, int who,
-		     struct srv_ranges **out)
+/* The ranges g serves at this node, into *out: those of its replica sets
+ * in g's active ring (as an ACTIVE or LEAVING member) and in its target
+ * ring (as an ACTIVE or JOINING one). */
+static int ranges_served(const struct srv_cfg *g, struct srv_ranges **out)
 {
+	const struct memb_placement *t = srv_cfg_target(g);
 	struct srv_ranges *r = ranges_new();
-	size_t cap = 0;
+	size_t n = 0, cap = 0;
+	uint64_t *pts;
 	int ret = 0;
 
-	if (!r)
+	pts = rs_malloc((memb_ranges(t) + memb_ranges(g->pl) + 1) *
+			sizeof(*pts));
+	if (!r || !pts) {
+		free(pts);
+		ranges_free(&r);
 		return rs_seterr(-ENOMEM, "copy: out of memory");
-	for (size_t i = 0; !ret && i < memb_ranges(p); i++) {
-		unsigned set[MEMB_MAX_R], cnt;
-		uint64_t lo, hi;
-
-		cnt = memb_range(p, i, &lo, &hi, set);
-		for (unsigned j = 0; !ret && j < cnt; j++)
-			if ((int)set[j] == who)
-				ret = gain_add(&r->v, &r->n, &cap, lo, hi, 0);
 	}
+	add_points(t, pts, &n);
+	add_points(g->pl, pts, &n);
+	qsort(pts, n, sizeof(*pts), u64_cmp);
+	for (size_t i = 0; !ret && i < n; i++) {
+		uint64_t lo = pts[i ? i - 1 : n - 1], hi = pts[i];
+
+		if ((i && lo == hi) || !(in_set(t, hi, g->tself) ||
+					 in_set(g->pl, hi, g->self)))
+			continue;
+		ret = gain_add(&r->v, &r->n, &cap, lo, hi, 0);
+	}
+	free(pts);
 	if (ret) {
 		ranges_free(&r);
 		return ret;
@@ -200,32 +215,23 @@ static int ranges_of(const struct memb_placement *p, int who,
 }
 
 /*
- * The ranges the node holds completely once it has all of g's: those of
- * its target sets, or of its active sets while it leaves (it is in no
- * target set then, and keeps receiving every write of its ranges until it
- * is down). Ready for reads, and synced for the decider.
+ * The ranges the node holds completely once it has all of g's: those it
+ * serves in g, in its target sets and in its active sets. A member in an
+ * active set of a range but not in its target set (a joiner takes its
+ * place, or it leaves) keeps receiving every write of the range and
+ * takes replica reads of it until the configuration after. Ready for
+ * reads, and synced for the decider.
  */
 static void have_set(struct srv_repl *rp, const struct srv_cfg *g)
 {
-	struct memb_placement *p = NULL;
-	bool me_leaving;
-
 	ranges_free(&rp->have);
 	rp->have_epoch = 0;
 	if (g->tself < 0) {
 		atomic_store(&rp->synced, 0);
 		return;
 	}
-	/* (the ring is built again, g's goes with g) */
-	me_leaving = g->c.m[g->tself].state == MEMB_LEAVING;
-	if ((me_leaving ? memb_placement_new(&p, &g->c)
-			: memb_placement_target(&p, &g->c)))
+	if (ranges_served(g, &rp->have))
 		return;		/* out of memory: the next epoch copies all */
-	if (ranges_of(p, g->tself, &rp->have)) {
-		memb_placement_free(&p);
-		return;		/* the same */
-	}
-	memb_placement_free(&p);
 	rp->have_epoch = g->c.epoch;
 	if (g->self >= 0)
 		atomic_store(&rp->ready, g->c.epoch);
@@ -266,14 +272,17 @@ static int plan_one(const struct srv_cfg *g, struct plan *pl, uint64_t lo,
 {
 	const struct memb_placement *t = srv_cfg_target(g);
 	bool held = pl->have && ranges_has(pl->have, hi);
-	bool in_t = in_set(t, hi, g->tself);
+	/* served here: in a target set, or in an active set (replica reads
+	 * come here, and it may be all that is left of the range when the
+	 * other members fail) */
+	bool served = in_set(t, hi, g->tself) || in_set(g->pl, hi, g->self);
 	unsigned set[MEMB_MAX_R], cnt;
 	int ret = 0;
 
-	if (pl->keep && held && (in_t || in_set(g->pl, hi, g->self)))
+	if (pl->keep && held && served)
 		ret = gain_add(&pl->keep->v, &pl->keep->n, &pl->keep_cap, lo,
 			       hi, 0);
-	if (ret || !in_t || held)
+	if (ret || !served || held)
 		return ret;
 	cnt = memb_replicas(g->pl, hi, set);
 	if (cnt && (int)set[0] != g->self)
@@ -286,8 +295,8 @@ static int plan_one(const struct srv_cfg *g, struct plan *pl, uint64_t lo,
 }
 
 /*
- * The elementary ranges of g's target ring that this node is in and
- * another member leads (their source), less those it holds completely
+ * The elementary ranges this node serves in g (in a replica set of g's
+ * target or active ring) that another member leads (their source), less those it holds completely
  * (pl->have; NULL: none known), into *v / *nv (appended; room for one
  * more, ranges_norm); what it keeps of pl->have into pl->keep.
  */
