@@ -44,9 +44,15 @@
  * than r members holding copies (counting the drains already asked) is
  * refused unless --force; concurrent drain commands are decided one after
  * the other (a compare-and-swap in etcd), so two of them cannot together
- * pass that floor. An etcd that does not answer in time or cannot be
- * reached is tried again every 250 ms until the timeout (a request that
- * took effect is found asked).
+ * pass that floor. A member whose registration is gone (its lease lapsed)
+ * is drained only with --force, and then put down at the next decision
+ * even as the last complete holder of a range (rows only it held are
+ * lost): the request marks it so in etcd ({"inc": ..., "gone": true});
+ * without that mark, an ordinary drain request of a member that lapsed
+ * while leaving keeps it until the others hold its ranges
+ * (docs/replication.md, "The last complete holder"). An etcd that does
+ * not answer in time or cannot be reached is tried again every 250 ms
+ * until the timeout (a request that took effect is found asked).
  *
  * recover, after etcd was restored from an older snapshot (the nodes then
  * log that its configuration went back and follow none of it): writes
@@ -136,6 +142,9 @@ static void usage(FILE *f)
 		"         [--until-active N] [--until-epoch N] [--timeout S]\n"
 		"         [--ranges] [--decide] [--replicas R]\n"
 		"  drain ID [--cancel] [--force] [--no-wait] [--timeout S]\n"
+		"         --force: drain below r copies, or put a member "
+		"whose registration is\n"
+		"         gone down at once (rows only it held are lost)\n"
 		"  recover [--timeout S]   after etcd was restored from an "
 		"older snapshot\n"
 		"  checkpoint DIR [--table NAME]... [--export] "

@@ -172,8 +172,11 @@ int rs_admin_decide(struct rs_admin *a, unsigned replicas, uint64_t *epoch);
 /* Ask for member id to be drained (docs/replication.md, "Removing a
  * node"), or withdraw the request. RS_E_INVAL with the reason when it
  * would leave fewer than r members holding copies (unless FORCE), for a
- * node that is not registered or not a serving member; RS_E_BUSY when
- * concurrent requests kept winning. Asking twice is no error. */
+ * member that is not registered (unless FORCE: one whose registration is
+ * gone is then put down at the next decision, even as the last complete
+ * holder of a range, and rows only it held are lost), or for a node that
+ * is not a serving member; RS_E_BUSY when concurrent requests kept
+ * winning. Asking twice is no error. */
 #define RS_ADMIN_DRAIN_CANCEL 1u
 #define RS_ADMIN_DRAIN_FORCE 2u
 int rs_admin_drain(struct rs_admin *a, const char *id, unsigned flags);

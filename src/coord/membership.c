@@ -807,7 +807,11 @@ int memb_read_config(struct coord *c, const char *cluster,
 }
 
 /* drains = {"<id>": "<inc>", ...}: the incarnations an operator asked to
- * drain, in one key so that every request is one compare-and-swap on it */
+ * drain, in one key so that every request is one compare-and-swap on it.
+ * An entry is the incarnation as a string (an ordinary drain), or
+ * {"inc": "<inc>", "gone": true}: a forced drain of a member whose
+ * registration was gone (drain_try()), the only entry the decider reads
+ * as "forget" (forget_drained()). Both forms are drain requests. */
 static int drains_read(struct coord *c, const char *cluster, json_t **out,
 		       int64_t *mod_rev);
 static void drains_mark(json_t *drains, struct memb_reg *regs, size_t n);
@@ -906,11 +910,21 @@ static int drains_read(struct coord *c, const char *cluster, json_t **out,
 	return 0;
 }
 
-/* The incarnation entry id of drains names (false: none or invalid). */
-static bool drains_inc(json_t *drains, const char *id, uint64_t *inc)
+/* The incarnation entry id of drains names (false: none or invalid), and
+ * in *gone (may be NULL) whether it is the marker of a forced drain of a
+ * member whose registration was gone. An object without "gone": true is
+ * invalid. */
+static bool drains_inc(json_t *drains, const char *id, uint64_t *inc,
+		       bool *gone)
 {
-	const char *s = json_string_value(json_object_get(drains, id));
+	json_t *v = json_object_get(drains, id);
+	bool g = json_is_object(v);
+	const char *s = json_string_value(g ? json_object_get(v, "inc") : v);
 
+	if (g && !json_is_true(json_object_get(v, "gone")))
+		return false;
+	if (gone)
+		*gone = g;
 	return s && !memb_check_id("drain", id) && !parse_inc(s, inc);
 }
 
@@ -919,7 +933,8 @@ static void drains_mark(json_t *drains, struct memb_reg *regs, size_t n)
 	uint64_t inc;
 
 	for (size_t j = 0; j < n; j++)
-		if (drains_inc(drains, regs[j].id, &inc) && regs[j].inc == inc)
+		if (drains_inc(drains, regs[j].id, &inc, NULL) &&
+		    regs[j].inc == inc)
 			regs[j].drain = true;
 }
 
@@ -938,7 +953,7 @@ static int drains_prune(json_t *drains, const struct memb_config *cfg,
 		uint64_t inc;
 		bool keep = false;
 
-		if (drains_inc(drains, id, &inc)) {
+		if (drains_inc(drains, id, &inc, NULL)) {
 			for (size_t i = 0; !keep && i < cfg->n; i++)
 				keep = !strcmp(cfg->m[i].id, id) &&
 				       cfg->m[i].inc == inc;
@@ -965,8 +980,9 @@ static int drain_try(struct coord *c, const char *cluster, const char *id,
 	struct memb_reg *regs = NULL;
 	size_t nregs = 0, stay = 0, hold = 0;
 	int64_t mod_rev, dmod;
-	json_t *drains;
+	json_t *drains, *entry;
 	uint64_t had;
+	bool was_gone = false;
 	char *val = NULL;
 	int ret;
 
@@ -1009,8 +1025,8 @@ static int drain_try(struct coord *c, const char *cluster, const char *id,
 		}
 		if (!reg && !force) {
 			/* gone: nothing can copy from it; a forced drain
-			 * puts it down even as the last complete holder of
-			 * a range (memb_policy.keep_last) */
+			 * (the marker below) puts it down even as the last
+			 * complete holder of a range (memb_policy.keep_last) */
 			ret = rs_seterr(RS_E_INVAL, "drain: '%s' is not "
 					"registered with the incarnation the "
 					"configuration knows (its lease lapsed "
@@ -1019,9 +1035,13 @@ static int drain_try(struct coord *c, const char *cluster, const char *id,
 					"lost", id);
 			goto out;
 		}
-		if (drains_inc(drains, id, &had) &&
-		    had == (reg ? reg->inc : me->inc)) {
-			ret = 1;	/* asked already */
+		/* asked already; for a member that is gone, only by a
+		 * forced drain of it as gone (an ordinary request made
+		 * while it was registered, or one an older recstore-ctl
+		 * wrote, is replaced by the marker) */
+		if (drains_inc(drains, id, &had, &was_gone) &&
+		    had == (reg ? reg->inc : me->inc) && (reg || was_gone)) {
+			ret = 1;
 			goto out;
 		}
 		if (!stay) {
@@ -1042,7 +1062,11 @@ static int drain_try(struct coord *c, const char *cluster, const char *id,
 		}
 		snprintf(inc, sizeof(inc), "%016" PRIx64,
 			 reg ? reg->inc : me->inc);
-		if (json_object_set_new(drains, id, json_string(inc))) {
+		/* registered: the plain incarnation, as every version
+		 * writes and reads it; gone (forced): the marker */
+		entry = reg ? json_string(inc)
+			    : json_pack("{s:s, s:b}", "inc", inc, "gone", 1);
+		if (json_object_set_new(drains, id, entry)) {
 			ret = rs_seterr(-ENOMEM, "membership: out of memory");
 			goto out;
 		}
@@ -1094,12 +1118,18 @@ static uint64_t regs_seen(const struct memb_reg *regs, size_t n,
 }
 
 /*
- * *out: p, its forget list extended by the members of cur an operator
- * asked to drain (drains names their incarnation). A forget entry counts
- * only for a member whose registration is gone (last_holders()), so for
- * those this is a drain of a member that is gone (drain_try, --force),
- * which puts it down even as the last complete holder; for the others
- * it changes nothing. The list is malloc'ed.
+ * *out: p, its forget list extended by the members of cur that an
+ * operator drained by force while their registration was gone: drains
+ * names their incarnation with the marker ({"inc": ..., "gone": true},
+ * drain_try()), which puts them down even as the last complete holder.
+ * An ordinary request (the plain incarnation) is no "forget": a member
+ * leaving by one whose lease lapses before the others synced may be the
+ * last complete holder of a range and is kept like any other
+ * (last_holders()); so is one named by the plain form an older
+ * recstore-ctl wrote for a forced drain of a gone member, until the
+ * operator repeats it or the keep timeout passes. A forget entry counts
+ * only for a member whose registration is gone, so for the others it
+ * changes nothing. The list is malloc'ed.
  */
 static int forget_drained(const struct memb_config *cur, json_t *drains,
 			  const struct memb_policy *p, struct memb_policy *out)
@@ -1115,8 +1145,10 @@ static int forget_drained(const struct memb_config *cur, json_t *drains,
 	for (size_t i = 0; i < cur->n; i++) {
 		const struct memb_member *m = &cur->m[i];
 		uint64_t inc;
+		bool gone = false;
 
-		if (!drains_inc(drains, m->id, &inc) || inc != m->inc)
+		if (!drains_inc(drains, m->id, &inc, &gone) || !gone ||
+		    inc != m->inc)
 			continue;
 		memcpy(f[n].id, m->id, sizeof(f[n].id));
 		f[n++].inc = inc;

@@ -114,7 +114,8 @@ struct memb_reg {
 	 * yet. */
 	uint64_t synced;
 	/* An operator asked to drain this incarnation (the key drains
-	 * names its inc under its id; memb_read_regs() sets it). */
+	 * names its inc under its id, in either form; memb_read_regs()
+	 * sets it). */
 	bool drain;
 	/* Published only by a node that found the store's configuration
 	 * older than the one it follows (a restore from a snapshot): the
@@ -157,7 +158,8 @@ struct memb_policy {
 	bool keep_last;
 	/* Members that go down even so (an operator's forced drain of a
 	 * member that is gone, or the decider's keep timeout): by id and
-	 * incarnation. */
+	 * incarnation. memb_decide() adds those the key drains marks as
+	 * drained by force while gone; an ordinary drain request is none. */
 	const struct memb_ref *forget;
 	size_t nforget;
 	/* Called by memb_reconfigure() for each member it keeps that way,
@@ -290,11 +292,17 @@ int memb_read_regs(struct coord *c, const char *cluster,
  * conflict (up to MEMB_DRAIN_TRIES times, then RS_E_BUSY), so concurrent
  * requests are decided one after the other and none can slip past the
  * checks another made. Refused (RS_E_INVAL, with the reason) for a node
- * that is not registered, not an ACTIVE or LEAVING member, the last ACTIVE
- * member, or (unless force) one without which, with the members already
- * being drained, fewer than r members would hold copies. Asking twice, or
- * withdrawing what was not asked, is no error. The request names one
- * incarnation: a node restarted under the same id joins normally.
+ * that is not an ACTIVE or LEAVING member, the last ACTIVE member, or
+ * (unless force) one that is not registered with the incarnation the
+ * configuration knows, or one without which, with the members already
+ * being drained, fewer than r members would hold copies. A forced
+ * request for a member whose registration is gone writes its entry as
+ * {"inc": "<incarnation the configuration knows>", "gone": true} (in
+ * place of an ordinary entry for it): the only entry that puts it down
+ * at the next decision even as the last complete holder of a range
+ * (memb_policy.keep_last). Asking twice, or withdrawing what was not
+ * asked, is no error. The request names one incarnation: a node restarted
+ * under the same id joins normally.
  */
 #define MEMB_DRAIN_TRIES 16
 int memb_drain_request(struct coord *c, const char *cluster, const char *id,

@@ -1604,6 +1604,178 @@ static uint64_t reg_seen(struct coord *c, const char *id)
 	return seen;
 }
 
+/* ---- drains of a member whose registration is gone ---- */
+
+static const struct memb_policy polk = { .r = 2, .vnodes = 160,
+					 .activate_joiners = true,
+					 .keep_last = true };
+
+static void del_reg(struct coord *c, const char *id)
+{
+	char key[COORD_KEY_MAX + 1];
+
+	assert_int_equal(memb_key(key, "c1", "nodes/"), 0);
+	strcat(key, id);
+	assert_int_equal(coord_del(c, key, false, NULL), 1);
+}
+
+/* One decision with keep_last (the kept reported into k): want 1 (a
+ * configuration written) or 0 (nothing changed); id's state after it.
+ * A failure names the caller's line. */
+#define decided_keep(c, id, want, k) \
+	decided_keep_at(c, id, want, k, __FILE__, __LINE__)
+static enum memb_state decided_keep_at(struct coord *c, const char *id,
+				       int want, struct kept_log *k,
+				       const char *file, int line)
+{
+	struct memb_policy p = polk;
+	struct memb_config got;
+	enum memb_state st;
+	uint64_t epoch;
+	int64_t mod;
+
+	p.on_kept = kept_cb;
+	p.kept_arg = k;
+	_assert_int_equal(memb_decide(c, "c1", &p, &epoch), want, file, line);
+	assert_int_equal(memb_read_config(c, "c1", &got, &mod, NULL), 0);
+	st = find(&got, id)->state;
+	memb_config_free(&got);
+	return st;
+}
+
+static void assert_drains(struct coord *c, const char *want)
+{
+	size_t len;
+	char *v = raw_get(c, "drains", &len);
+
+	assert_non_null(v);
+	assert_string_equal(v, want);
+	free(v);
+}
+
+/* Three members (r 2, keep_last), synced in epoch 1; n0001 drained the
+ * ordinary way (LEAVING in epoch 2), then its lease lapses before the
+ * others copied its ranges (none synced 2): kept. */
+static struct memb_reg *leaving_lapsed(struct coord *c, struct kept_log *k)
+{
+	struct memb_reg *g = regs_n(3);
+
+	for (int i = 0; i < 3; i++)
+		put_reg(c, &g[i], 0);
+	assert_int_equal(decided_keep(c, "n0001", 1, k), MEMB_ACTIVE);
+	sync_all(g, 3, 1);
+	for (int i = 0; i < 3; i++)
+		put_reg(c, &g[i], 0);
+	assert_int_equal(memb_drain_request(c, "c1", "n0001", false, false),
+			 0);
+	assert_int_equal(decided_keep(c, "n0001", 1, k), MEMB_LEAVING);
+	/* an ordinary drain: the value is the incarnation, as before */
+	assert_drains(c, "{\"n0001\":\"0000000000000002\"}");
+	del_reg(c, "n0001");
+	k->n = 0;
+	assert_int_equal(decided_keep(c, "n0001", 0, k), MEMB_LEAVING);
+	assert_int_equal(k->n, 1);
+	assert_string_equal(k->id[0], "n0001");
+	assert_true(k->ranges[0] > 0);
+	return g;
+}
+
+/* A member leaving by an ordinary drain whose lease lapses mid-drain
+ * (paused, or etcd slow) may be the last complete holder of a range: its
+ * drain request is no "forget", it is kept like any lapsed member until
+ * the others synced (then down, nothing lost) or an operator forces. */
+static void drain_lapsed_kept(void **state)
+{
+	struct kept_log k = { 0 };
+	struct memb_reg *g;
+	struct coord *c;
+
+	(void)state;
+	assert_int_equal(coord_mem_new(&c), 0);
+	g = leaving_lapsed(c, &k);
+	/* kept at every decision, not only the first */
+	assert_int_equal(decided_keep(c, "n0001", 0, &k), MEMB_LEAVING);
+	/* asking again without --force: refused, it is gone */
+	assert_int_equal(memb_drain_request(c, "c1", "n0001", false, false),
+			 RS_E_INVAL);
+	assert_non_null(strstr(rs_errormsg(), "--force"));
+	assert_drains(c, "{\"n0001\":\"0000000000000002\"}");
+	/* the others finish copying its ranges: down, the drain's end */
+	g[0].synced = g[2].synced = 2;
+	put_reg(c, &g[0], 0);
+	put_reg(c, &g[2], 0);
+	assert_int_equal(decided_keep(c, "n0001", 1, &k), MEMB_DOWN);
+	free(g);
+	coord_close(&c);
+}
+
+/* What drain --force of a member whose registration is gone writes (the
+ * marker, {"inc": ..., "gone": true}) puts it down at the next decision,
+ * even as the last complete holder; nothing else does. */
+static void drain_gone_forced(void **state)
+{
+	struct kept_log k = { 0 };
+	struct memb_reg *g;
+	struct coord *c;
+
+	(void)state;
+	/* the leaving member of drain_lapsed_kept: --force turns its plain
+	 * entry into the marker (not "asked already") */
+	assert_int_equal(coord_mem_new(&c), 0);
+	g = leaving_lapsed(c, &k);
+	assert_int_equal(memb_drain_request(c, "c1", "n0001", false, true),
+			 0);
+	assert_drains(c, "{\"n0001\":{\"gone\":true,"
+			 "\"inc\":\"0000000000000002\"}}");
+	/* asked twice: no error, the same key */
+	assert_int_equal(memb_drain_request(c, "c1", "n0001", false, true),
+			 0);
+	assert_drains(c, "{\"n0001\":{\"gone\":true,"
+			 "\"inc\":\"0000000000000002\"}}");
+	assert_int_equal(decided_keep(c, "n0001", 1, &k), MEMB_DOWN);
+	/* registered again with that incarnation: the marker is a drain
+	 * request too, it stays out */
+	put_reg(c, &g[1], 0);
+	assert_true(drain_flag(c, 3, 1));
+	assert_int_equal(decided_keep(c, "n0001", 0, &k), MEMB_DOWN);
+	/* another request keeps the marker; a forced drain of a registered
+	 * member (past the floor) is an ordinary entry */
+	assert_int_equal(memb_drain_request(c, "c1", "n0000", false, true),
+			 0);
+	assert_drains(c, "{\"n0000\":\"0000000000000001\",\"n0001\":"
+			 "{\"gone\":true,\"inc\":\"0000000000000002\"}}");
+	free(g);
+	coord_close(&c);
+
+	/* an active member gone, never drained: kept */
+	assert_int_equal(coord_mem_new(&c), 0);
+	g = regs_n(3);
+	for (int i = 0; i < 3; i++)
+		put_reg(c, &g[i], 0);
+	assert_int_equal(decided_keep(c, "n0001", 1, &k), MEMB_ACTIVE);
+	del_reg(c, "n0001");
+	assert_int_equal(decided_keep(c, "n0001", 0, &k), MEMB_ACTIVE);
+	/* a marker of another incarnation, or a malformed one: kept */
+	raw_put(c, "drains", "{\"n0001\":{\"gone\":true,"
+		"\"inc\":\"0000000000000009\"}}", 48);
+	assert_int_equal(decided_keep(c, "n0001", 0, &k), MEMB_ACTIVE);
+	raw_put(c, "drains", "{\"n0001\":{\"gone\":false,"
+		"\"inc\":\"0000000000000002\"}}", 49);
+	assert_int_equal(decided_keep(c, "n0001", 0, &k), MEMB_ACTIVE);
+	/* what an older recstore-ctl wrote for drain --force of a gone
+	 * member (the plain incarnation): kept until the operator repeats
+	 * the forced drain (or coord.keep_s passes) */
+	raw_put(c, "drains", "{\"n0001\":\"0000000000000002\"}", 28);
+	assert_int_equal(decided_keep(c, "n0001", 0, &k), MEMB_ACTIVE);
+	assert_int_equal(memb_drain_request(c, "c1", "n0001", false, true),
+			 0);
+	assert_drains(c, "{\"n0001\":{\"gone\":true,"
+			 "\"inc\":\"0000000000000002\"}}");
+	assert_int_equal(decided_keep(c, "n0001", 1, &k), MEMB_DOWN);
+	free(g);
+	coord_close(&c);
+}
+
 /* Fault 9: the store restored from an older snapshot (its configuration
  * epoch goes back). Without the check the agents ignored the old epochs
  * and the decider built new ones on the old configuration: no failover
@@ -2199,6 +2371,8 @@ int main(void)
 		cmocka_unit_test(drain_request_race),
 		cmocka_unit_test(agents_fake_clock),
 		cmocka_unit_test(agent_keeps_last),
+		cmocka_unit_test(drain_lapsed_kept),
+		cmocka_unit_test(drain_gone_forced),
 		cmocka_unit_test(store_restored),
 		cmocka_unit_test(regressed_rules),
 		cmocka_unit_test(agent_thread),
