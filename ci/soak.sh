@@ -24,8 +24,6 @@ if [ -z "${RS_RDMA_DEV:-}" ]; then
     exec bash "$here/ci/with-rxe.sh" bash "$here/ci/soak.sh" "$b" "$minutes"
 fi
 export RS_NEMESIS_FAULTS=${RS_NEMESIS_FAULTS:-12}
-# every kind, lapse too (the test command's run leaves it out)
-export RS_NEMESIS_KINDS=${RS_NEMESIS_KINDS:-kill pause blip drain etcd part isolate grow ckpt lapse}
 end=$(($(date +%s) + minutes * 60))
 runs=0
 : >soak.out
