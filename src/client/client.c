@@ -19,6 +19,7 @@
 
 #include "client/client_internal.h"
 #include "common/abi.h"
+#include "common/addr.h"
 #include "common/rs_internal.h"
 #include "trace/trace.h"
 
@@ -54,8 +55,8 @@ static int nodes_init(struct rs_client *c)
 		n->timeout_ms = c->cfg.timeout_ms;
 		n->spin_us = c->cfg.spin_us;
 		n->key = c->cfg.key;
-		ret = cli_parse_node(n->name, n->host, sizeof(n->host),
-				     &n->port);
+		ret = rs_addr_parse("node", n->name, 0, false, n->host,
+				    sizeof(n->host), &n->port);
 		if (!ret)
 			ret = cli_pool_init(&n->pool, c->cfg.conns_per_node);
 		if (ret)

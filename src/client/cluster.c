@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "client/client_internal.h"
+#include "common/addr.h"
 #include "common/rs_internal.h"
 
 /* Members a round hears from at most (they follow etcd's configuration
@@ -186,7 +187,8 @@ static int node_init(struct rs_client *c, struct cli_node *n, size_t idx,
 	n->name = strdup(addr);
 	if (!n->name)
 		return rs_seterr(-ENOMEM, "client: out of memory");
-	ret = cli_parse_node(n->name, n->host, sizeof(n->host), &n->port);
+	ret = rs_addr_parse("node", n->name, 0, false, n->host,
+			    sizeof(n->host), &n->port);
 	if (!ret)
 		ret = cli_pool_init(&n->pool, conns);
 	if (ret) {

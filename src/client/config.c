@@ -65,23 +65,6 @@ RS_EXPORT void rs_client_config_delete(struct rs_client_config **cfg)
 	*cfg = NULL;
 }
 
-/* "host:port" or "[IPv6]:port" with a non-empty host and a port in
- * 1..65535, through the common parser (src/common/addr.h); the host is
- * returned without brackets. */
-int cli_parse_node(const char *node, char *host, size_t hostlen,
-		   uint16_t *port)
-{
-	char why[256];
-	int ret;
-
-	ret = rs_addr_parse(node, 0, false, host, hostlen, port);
-	if (ret) {
-		snprintf(why, sizeof(why), "%s", rs_errormsg());
-		return rs_seterr(ret, "node: %s", why);
-	}
-	return 0;
-}
-
 RS_EXPORT int rs_client_config_add_node(struct rs_client_config *cfg,
 					const char *node)
 {
@@ -92,7 +75,9 @@ RS_EXPORT int rs_client_config_add_node(struct rs_client_config *cfg,
 
 	if (!cfg)
 		return rs_seterr(RS_E_INVAL, "config is NULL");
-	ret = cli_parse_node(node, host, sizeof(host), &port);
+	/* "host:port" or "[IPv6]:port", a port in 1..65535 */
+	ret = rs_addr_parse("node", node, 0, false, host, sizeof(host),
+			    &port);
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < cfg->nnodes; i++)

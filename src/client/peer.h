@@ -22,11 +22,6 @@
 #include "client/conn.h"
 #include "common/proto.h"
 
-/* config.c: "host:port" (a non-empty host, a port in 1..65535) into
- * host[hostlen] and *port. */
-int cli_parse_node(const char *node, char *host, size_t hostlen,
-		   uint16_t *port);
-
 /* cluster.c: a code that says the node is unreachable or its connection
  * broke. */
 bool cli_conn_error(int code);

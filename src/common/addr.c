@@ -25,38 +25,45 @@ static bool v6_char(char c)
 	return plain_char(c) || c == ':' || c == '%';
 }
 
-static int refuse(const char *s, const char *why)
+/* the message's prefix: "what: ", or nothing */
+#define WHAT_FMT "%s%s"
+#define WHAT_ARGS(what) (what) ? (what) : "", (what) ? ": " : ""
+
+static int refuse(const char *what, const char *s, const char *why)
 {
-	return rs_seterr(RS_E_INVAL, "address '%.*s%s': %s", ADDR_SHOW, s,
+	return rs_seterr(RS_E_INVAL, WHAT_FMT "address '%.*s%s': %s",
+			 WHAT_ARGS(what), ADDR_SHOW, s,
 			 strlen(s) > ADDR_SHOW ? "..." : "", why);
 }
 
 /* digits of p (up to its end) as a port into *port */
-static int parse_port(const char *s, const char *p, bool port0_ok,
-		      uint16_t *port)
+static int parse_port(const char *what, const char *s, const char *p,
+		      bool port0_ok, uint16_t *port)
 {
 	unsigned long v = 0;
 	size_t n = 0;
 
 	if (!*p)
-		return refuse(s, "no port after ':'");
+		return refuse(what, s, "no port after ':'");
 	for (; p[n]; n++) {
 		if (p[n] < '0' || p[n] > '9')
-			return refuse(s, "the port is not a decimal number");
+			return refuse(what, s,
+				      "the port is not a decimal number");
 		if (n >= 5)
-			return refuse(s, "the port is above 65535");
+			return refuse(what, s, "the port is above 65535");
 		v = v * 10 + (unsigned long)(p[n] - '0');
 	}
 	if (v > 65535)
-		return refuse(s, "the port is above 65535");
+		return refuse(what, s, "the port is above 65535");
 	if (v == 0 && !port0_ok)
-		return refuse(s, "port 0 is not allowed here (1..65535)");
+		return refuse(what, s,
+			      "port 0 is not allowed here (1..65535)");
 	*port = (uint16_t)v;
 	return 0;
 }
 
-int rs_addr_parse(const char *s, uint16_t default_port, bool port0_ok,
-		  char *host, size_t hostlen, uint16_t *port)
+int rs_addr_parse(const char *what, const char *s, uint16_t default_port,
+		  bool port0_ok, char *host, size_t hostlen, uint16_t *port)
 {
 	const char *h, *rest;
 	uint16_t p = default_port;
@@ -64,46 +71,50 @@ int rs_addr_parse(const char *s, uint16_t default_port, bool port0_ok,
 	int ret;
 
 	if (!s || !*s)
-		return rs_seterr(RS_E_INVAL, "address: empty");
+		return rs_seterr(RS_E_INVAL, WHAT_FMT "address: empty",
+				 WHAT_ARGS(what));
 	if (!host || !port || !hostlen)
-		return rs_seterr(RS_E_INVAL, "address: no output buffer");
+		return rs_seterr(RS_E_INVAL, WHAT_FMT "address: no output "
+				 "buffer", WHAT_ARGS(what));
 	if (s[0] == '[') {
 		h = s + 1;
 		for (hl = 0; h[hl] && h[hl] != ']'; hl++)
 			if (!v6_char(h[hl]))
-				return refuse(s, "a character that is not "
-					      "part of an IPv6 address");
+				return refuse(what, s, "a character that is "
+					      "not part of an IPv6 "
+					      "address");
 		if (!h[hl])
-			return refuse(s, "no ']' after '['");
+			return refuse(what, s, "no ']' after '['");
 		if (!hl)
-			return refuse(s, "empty host");
+			return refuse(what, s, "empty host");
 		if (!memchr(h, ':', hl))
-			return refuse(s, "brackets hold an IPv6 address");
+			return refuse(what, s, "brackets hold an IPv6 address");
 		rest = h + hl + 1;
 	} else {
 		h = s;
 		for (hl = 0; h[hl] && h[hl] != ':'; hl++)
 			if (!plain_char(h[hl]))
-				return refuse(s, "a character that is not "
-					      "part of a host (white space?)");
+				return refuse(what, s, "a character that is "
+					      "not part of a host "
+					      "(white space?)");
 		if (!hl)
-			return refuse(s, "empty host");
+			return refuse(what, s, "empty host");
 		rest = h + hl;
 		if (*rest && strchr(rest + 1, ':'))
-			return refuse(s, "an IPv6 address needs brackets: "
-				      "[ADDR]:PORT");
+			return refuse(what, s, "an IPv6 address needs "
+				      "brackets: [ADDR]:PORT");
 	}
 	if (*rest == ':') {
-		ret = parse_port(s, rest + 1, port0_ok, &p);
+		ret = parse_port(what, s, rest + 1, port0_ok, &p);
 		if (ret)
 			return ret;
 	} else if (*rest) {
-		return refuse(s, "expected ':' after ']'");
+		return refuse(what, s, "expected ':' after ']'");
 	} else if (!default_port) {
-		return refuse(s, "expected ADDR:PORT");
+		return refuse(what, s, "expected ADDR:PORT");
 	}
 	if (hl >= hostlen)
-		return refuse(s, "the host is too long");
+		return refuse(what, s, "the host is too long");
 	memcpy(host, h, hl);
 	host[hl] = '\0';
 	*port = p;

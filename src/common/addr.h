@@ -25,11 +25,13 @@
 #include <stdint.h>
 
 /* Parse s into host (NUL-terminated, without brackets) and *port.
- * default_port: the port of a bare host; 0: a port is required.
- * port0_ok: ":0" is accepted. On failure host and *port are unchanged.
- * Returns 0 or RS_E_INVAL (message via rs_seterr). */
-int rs_addr_parse(const char *s, uint16_t default_port, bool port0_ok,
-		  char *host, size_t hostlen, uint16_t *port);
+ * what: what the caller parses ("listen", "node"), the message's prefix
+ * ("listen: address '...': ..."); NULL: none. default_port: the port of
+ * a bare host; 0: a port is required. port0_ok: ":0" is accepted. On
+ * failure host and *port are unchanged. Returns 0 or RS_E_INVAL (message
+ * via rs_seterr). */
+int rs_addr_parse(const char *what, const char *s, uint16_t default_port,
+		  bool port0_ok, char *host, size_t hostlen, uint16_t *port);
 
 /* "host:port", or "[host]:port" when host holds a ':' (IPv6), into buf;
  * the form rs_addr_parse() reads back. Returns the length written, or

@@ -154,21 +154,6 @@ static int creds_from_keys(struct srv_config *c)
 	return ret;
 }
 
-/* "ADDR:PORT" (IPv4, or [IPv6]:PORT; port 0: any free port), through
- * the common parser (src/common/addr.h); no default port here. */
-int srv_parse_listen(const char *s, char *ip, size_t iplen, uint16_t *port)
-{
-	char why[256];
-	int ret;
-
-	ret = rs_addr_parse(s, 0, true, ip, iplen, port);
-	if (ret) {
-		snprintf(why, sizeof(why), "%s", rs_errormsg());
-		return rs_seterr(ret, "listen: %s", why);
-	}
-	return 0;
-}
-
 /* ---- public config object ---- */
 
 RS_EXPORT int rs_server_config_new(struct rs_server_config **out)
@@ -276,7 +261,10 @@ RS_EXPORT int rs_server_config_set_listen(struct rs_server_config *cfg,
 
 	if (!cfg)
 		return rs_seterr(RS_E_INVAL, "config: NULL");
-	ret = srv_parse_listen(addr_port, ip, sizeof(ip), &port);
+	/* "ADDR:PORT" or "[IPv6]:PORT", no default port; port 0: any free
+	 * port */
+	ret = rs_addr_parse("listen", addr_port, 0, true, ip, sizeof(ip),
+			    &port);
 	if (ret)
 		return ret;
 	memcpy(old, cfg->c.listen_addr, sizeof(old));

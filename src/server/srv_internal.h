@@ -108,8 +108,6 @@ int srv_config_add_cred(struct srv_config *o, const char *field, uint32_t id,
 			unsigned role, const void *secret, size_t len);
 int srv_config_add_cred_file(struct srv_config *o, const char *field,
 			     uint32_t id, unsigned role, const char *path);
-/* "ADDR:PORT" or "[v6]:PORT" -> ip, port. */
-int srv_parse_listen(const char *s, char *ip, size_t iplen, uint16_t *port);
 
 /* The public config object is a box around the one config. */
 struct rs_server_config {

@@ -61,6 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/addr.h"
 #include "common/le.h"
 #include "server/srv_repl_int.h"
 
@@ -117,8 +118,8 @@ static struct srv_peer *peer_new(struct rs_server *s,
 	p->node.dev = s->dev;
 	p->node.timeout_ms = SRV_REPL_TIMEOUT_MS;
 	p->node.spin_us = 0;
-	if (cli_parse_node(m->addr, p->node.host, sizeof(p->node.host),
-			   &p->node.port) ||
+	if (rs_addr_parse("node", m->addr, 0, false, p->node.host,
+			  sizeof(p->node.host), &p->node.port) ||
 	    cli_pool_init(&p->node.pool, 1)) {
 		free(p);
 		return NULL;

@@ -46,7 +46,8 @@ static void *sv_node_main(void *arg)
 void sv_node_run(struct sv_node *n)
 {
 	snprintf(n->addr, sizeof(n->addr), "%s", rs_server_listen_addr(n->s));
-	if (rs_addr_parse(n->addr, 0, false, n->ip, sizeof(n->ip), &n->port))
+	if (rs_addr_parse(NULL, n->addr, 0, false, n->ip, sizeof(n->ip),
+			  &n->port))
 		sv_die("listen address %s: %s", n->addr, rs_errormsg());
 	if (pthread_create(&n->th, NULL, sv_node_main, n))
 		sv_die("pthread_create");

@@ -148,6 +148,7 @@
 #include <unistd.h>
 
 #include "client/client_internal.h"
+#include "common/addr.h"
 #include "common/rs_internal.h"
 #include "recstore/client.h"
 
@@ -404,7 +405,8 @@ static void raw_node(struct rs_client *c, const char *addr,
 	n->name = (char *)addr;
 	n->dev = c->dev;
 	n->timeout_ms = 10000;
-	if (cli_parse_node(addr, n->host, sizeof(n->host), &n->port) ||
+	if (rs_addr_parse("node", addr, 0, false, n->host, sizeof(n->host),
+			  &n->port) ||
 	    cli_pool_init(&n->pool, 1))
 		die("%s: bad address", addr);
 	if (cli_wire_dir(n, &dir, &cnt, &gen))
@@ -1209,7 +1211,8 @@ static int do_tdir(const char *addr)
 	uint64_t gen;
 
 	n.dev = c->dev;
-	if (cli_parse_node(addr, n.host, sizeof(n.host), &n.port) ||
+	if (rs_addr_parse("node", addr, 0, false, n.host, sizeof(n.host),
+			  &n.port) ||
 	    cli_pool_init(&n.pool, 1))
 		die("%s: bad address", addr);
 	if (cli_wire_dir(&n, &dir, &cnt, &gen))
@@ -1660,7 +1663,8 @@ static void *probe_main(void *arg)
 	n.name = (char *)pr->addr;
 	n.dev = pr->c->dev;
 	n.timeout_ms = 5000;
-	if (cli_parse_node(pr->addr, n.host, sizeof(n.host), &n.port) ||
+	if (rs_addr_parse("node", pr->addr, 0, false, n.host,
+			  sizeof(n.host), &n.port) ||
 	    cli_pool_init(&n.pool, 1))
 		die("%s: bad address", pr->addr);
 	t0 = now_ms();

@@ -36,6 +36,7 @@
 
 #include "ckpt/ckpt.h"
 #include "client/client_internal.h"
+#include "common/addr.h"
 #include "common/rs_internal.h"
 #include "recstore/client.h"
 
@@ -214,7 +215,8 @@ static void raw_ckpt(struct rs_client *c, const char *addr,
 	n.name = (char *)addr;
 	n.dev = c->dev;
 	n.timeout_ms = 30000;
-	if (cli_parse_node(addr, n.host, sizeof(n.host), &n.port) ||
+	if (rs_addr_parse("node", addr, 0, false, n.host, sizeof(n.host),
+			  &n.port) ||
 	    cli_pool_init(&n.pool, 1))
 		die("%s: bad address", addr);
 	if (cli_conn_get(&n, &cc))

@@ -95,7 +95,7 @@ static void test_accepted(void **state)
 		uint16_t port = 1234;
 		int rc;
 
-		rc = rs_addr_parse(c->in, c->dflt, c->port0_ok, host,
+		rc = rs_addr_parse(NULL, c->in, c->dflt, c->port0_ok, host,
 				   sizeof(host), &port);
 		if (rc)
 			fail_msg("'%s' refused: %s", c->in, rs_errormsg());
@@ -113,7 +113,7 @@ static void test_refused(void **state)
 		uint16_t port = 1234;
 		int rc;
 
-		rc = rs_addr_parse(c->in, c->dflt, c->port0_ok, host,
+		rc = rs_addr_parse(NULL, c->in, c->dflt, c->port0_ok, host,
 				   sizeof(host), &port);
 		if (rc != RS_E_INVAL)
 			fail_msg("'%s' gave %d (host '%s' port %u), not "
@@ -130,34 +130,57 @@ static void test_null_and_lengths(void **state)
 	uint16_t port;
 
 	(void)state;
-	assert_int_equal(rs_addr_parse(NULL, 0, true, host, sizeof(host),
-				       &port), RS_E_INVAL);
-	assert_int_equal(rs_addr_parse("a:1", 0, true, NULL, 8, &port),
+	assert_int_equal(rs_addr_parse(NULL, NULL, 0, true, host,
+				       sizeof(host), &port), RS_E_INVAL);
+	assert_int_equal(rs_addr_parse(NULL, "a:1", 0, true, NULL, 8, &port),
 			 RS_E_INVAL);
-	assert_int_equal(rs_addr_parse("a:1", 0, true, host, 0, &port),
+	assert_int_equal(rs_addr_parse(NULL, "a:1", 0, true, host, 0, &port),
 			 RS_E_INVAL);
 	/* the host and its NUL must fit */
-	assert_int_equal(rs_addr_parse("abcd:1", 0, true, host, 5, &port),
-			 0);
+	assert_int_equal(rs_addr_parse(NULL, "abcd:1", 0, true, host, 5,
+				       &port), 0);
 	assert_string_equal(host, "abcd");
-	assert_int_equal(rs_addr_parse("abcde:1", 0, true, host, 5, &port),
-			 RS_E_INVAL);
+	assert_int_equal(rs_addr_parse(NULL, "abcde:1", 0, true, host, 5,
+				       &port), RS_E_INVAL);
 	assert_non_null(strstr(rs_errormsg(), "too long"));
-	assert_int_equal(rs_addr_parse("[::1:2]:1", 0, true, host, 5, &port),
-			 RS_E_INVAL);
+	assert_int_equal(rs_addr_parse(NULL, "[::1:2]:1", 0, true, host, 5,
+				       &port), RS_E_INVAL);
 	/* very long input: refused, and the message quotes only its start */
 	memset(big, 'a', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
 	big[sizeof(big) - 6] = ':';
 	big[sizeof(big) - 5] = '1';
-	assert_int_equal(rs_addr_parse(big, 0, true, host, sizeof(host),
-				       &port), RS_E_INVAL);
+	assert_int_equal(rs_addr_parse(NULL, big, 0, true, host,
+				       sizeof(host), &port), RS_E_INVAL);
 	assert_true(strlen(rs_errormsg()) < 256);
 	memset(big, '9', sizeof(big) - 1);
 	big[0] = 'h';
 	big[1] = ':';
-	assert_int_equal(rs_addr_parse(big, 0, true, host, sizeof(host),
+	assert_int_equal(rs_addr_parse(NULL, big, 0, true, host,
+				       sizeof(host), &port), RS_E_INVAL);
+}
+
+/* what the caller parses prefixes every message */
+static void test_named(void **state)
+{
+	char host[HOSTLEN];
+	uint16_t port;
+
+	(void)state;
+	assert_int_equal(rs_addr_parse(NULL, "h:x", 0, true, host,
+				       sizeof(host), &port), RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), "address 'h:x': the port is not "
+			    "a decimal number");
+	assert_int_equal(rs_addr_parse("listen", "h:x", 0, true, host,
+				       sizeof(host), &port), RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), "listen: address 'h:x': the port "
+			    "is not a decimal number");
+	assert_int_equal(rs_addr_parse("node", "", 0, false, host,
+				       sizeof(host), &port), RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), "node: address: empty");
+	assert_int_equal(rs_addr_parse("node", "h:1", 0, false, NULL, 8,
 				       &port), RS_E_INVAL);
+	assert_string_equal(rs_errormsg(), "node: address: no output buffer");
 }
 
 static void test_format(void **state)
@@ -171,8 +194,8 @@ static void test_format(void **state)
 	assert_string_equal(buf, "10.0.0.5:7471");
 	assert_int_equal(rs_addr_format("fe80::1", 0, buf, sizeof(buf)), 11);
 	assert_string_equal(buf, "[fe80::1]:0");
-	assert_int_equal(rs_addr_parse(buf, 0, true, host, sizeof(host),
-				       &port), 0);
+	assert_int_equal(rs_addr_parse(NULL, buf, 0, true, host,
+				       sizeof(host), &port), 0);
 	assert_string_equal(host, "fe80::1");
 	assert_int_equal(port, 0);
 	assert_int_equal(rs_addr_format("10.0.0.5", 7471, buf, 13),
@@ -187,6 +210,7 @@ int main(void)
 		cmocka_unit_test(test_accepted),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_null_and_lengths),
+		cmocka_unit_test(test_named),
 		cmocka_unit_test(test_format),
 	};
 

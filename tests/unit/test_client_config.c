@@ -25,7 +25,8 @@ static void nodes(void **state)
 			 RS_E_EXISTS);
 	assert_int_equal(rs_client_config_add_node(cfg, "10.0.0.1"),
 			 RS_E_INVAL);
-	assert_string_not_equal(rs_errormsg(), "");
+	assert_string_equal(rs_errormsg(),
+			    "node: address '10.0.0.1': expected ADDR:PORT");
 	assert_int_equal(rs_client_config_add_node(cfg, ":7471"), RS_E_INVAL);
 	assert_int_equal(rs_client_config_add_node(cfg, "h:0"), RS_E_INVAL);
 	assert_int_equal(rs_client_config_add_node(cfg, "h:65536"),

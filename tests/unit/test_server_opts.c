@@ -53,31 +53,34 @@ static void write_file(const char *path, const char *text)
 	fclose(f);
 }
 
+/* the listen address through the config's setter: ADDR:PORT or
+ * [IPv6]:PORT, no default port, port 0 (any free port) allowed */
 static void listen_parsing(void **state)
 {
-	char ip[64];
-	uint16_t port;
+	struct rs_server_config *c = NULL;
 
 	(void)state;
-	assert_int_equal(srv_parse_listen("10.0.0.1:7471", ip, sizeof(ip),
-					  &port), 0);
-	assert_string_equal(ip, "10.0.0.1");
-	assert_int_equal(port, 7471);
-	assert_int_equal(srv_parse_listen("[fe80::1]:0", ip, sizeof(ip),
-					  &port), 0);
-	assert_string_equal(ip, "fe80::1");
-	assert_int_equal(port, 0);
-	assert_int_equal(srv_parse_listen("10.0.0.1", ip, sizeof(ip), &port),
+	assert_int_equal(rs_server_config_new(&c), 0);
+	assert_int_equal(rs_server_config_set_listen(c, "10.0.0.1:7471"), 0);
+	assert_string_equal(c->c.listen_addr, "10.0.0.1");
+	assert_int_equal(c->c.listen_port, 7471);
+	assert_int_equal(rs_server_config_set_listen(c, "[fe80::1]:0"), 0);
+	assert_string_equal(c->c.listen_addr, "fe80::1");
+	assert_int_equal(c->c.listen_port, 0);
+	assert_int_equal(rs_server_config_set_listen(c, "10.0.0.1"),
 			 RS_E_INVAL);
-	assert_non_null(strstr(rs_errormsg(), "listen"));
-	assert_int_equal(srv_parse_listen("10.0.0.1:65536", ip, sizeof(ip),
-					  &port), RS_E_INVAL);
-	assert_int_equal(srv_parse_listen(":80", ip, sizeof(ip), &port),
+	assert_string_equal(rs_errormsg(),
+			    "listen: address '10.0.0.1': expected ADDR:PORT");
+	assert_int_equal(rs_server_config_set_listen(c, "10.0.0.1:65536"),
 			 RS_E_INVAL);
-	assert_int_equal(srv_parse_listen("1.2.3.4:x", ip, sizeof(ip), &port),
+	assert_int_equal(rs_server_config_set_listen(c, ":80"), RS_E_INVAL);
+	assert_int_equal(rs_server_config_set_listen(c, "1.2.3.4:x"),
 			 RS_E_INVAL);
-	assert_int_equal(srv_parse_listen("", ip, sizeof(ip), &port),
-			 RS_E_INVAL);
+	assert_int_equal(rs_server_config_set_listen(c, ""), RS_E_INVAL);
+	/* a refused address changes nothing */
+	assert_string_equal(c->c.listen_addr, "fe80::1");
+	assert_int_equal(c->c.listen_port, 0);
+	rs_server_config_delete(&c);
 }
 
 static void setters(void **state)
