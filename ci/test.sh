@@ -6,7 +6,8 @@
 #    and build-tsan/ (ThreadSanitizer);
 # 3. runs the unit tests (no RDMA device) natively in the three trees, and
 #    short libFuzzer runs of the parsers of what peers and disks hand us
-#    (wire, config, pool catalog, checkpoint files, etcd replies; clang);
+#    (wire, config, pool catalog, checkpoint files, etcd replies,
+#    addresses; clang);
 # 4. runs the rxe tests over real Soft-RoCE in the three trees: natively
 #    when the kernel has rdma_rxe, otherwise in one QEMU guest boot
 #    (ci/with-rxe.sh) with an emulated NVDIMM as device dax (RS_VM_PMEM,
@@ -53,7 +54,7 @@ RS_STRESS_SCALE=${RS_STRESS_SCALE:-0.1} ctest --test-dir build-tsan -L unit --ou
 log "fuzz smoke runs (clang, libFuzzer)"
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-fuzz -j"$jobs" --target fuzz_proto fuzz_config \
-	fuzz_catalog fuzz_manifest fuzz_ckpt_part fuzz_etcd_reply
+	fuzz_catalog fuzz_manifest fuzz_ckpt_part fuzz_etcd_reply fuzz_addr
 ctest --test-dir build-fuzz -L fuzz --output-on-failure
 
 if [ "${RS_TEST_SKIP_RXE:-0}" = 1 ]; then
