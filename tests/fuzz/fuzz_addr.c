@@ -18,7 +18,6 @@
  * RS_FUZZ_SEED_DIR=dir: write addresses of each form into dir and exit
  * (fuzz_seed.h).
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,15 +70,9 @@ static const struct { uint8_t policy; const char *addr; } seeds[] = {
 
 static void make_seeds(void)
 {
-	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
-		char buf[64], name[32];
-		size_t n = strlen(seeds[i].addr);
-
-		buf[0] = (char)seeds[i].policy;
-		memcpy(buf + 1, seeds[i].addr, n);
-		snprintf(name, sizeof(name), "addr-%zu", i);
-		fuzz_seed_put(name, buf, n + 1);
-	}
+	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++)
+		fuzz_seed_put_text("addr", i, &seeds[i].policy, 1,
+				   seeds[i].addr);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

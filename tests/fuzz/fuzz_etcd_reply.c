@@ -82,14 +82,10 @@ static const struct { uint8_t call, set; const char *body; } seeds[] = {
 static void make_seeds(void)
 {
 	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
-		char buf[1024], name[32];
-		size_t n = strlen(seeds[i].body);
+		uint8_t head[2] = { seeds[i].call, seeds[i].set };
 
-		buf[0] = (char)seeds[i].call;
-		buf[1] = (char)seeds[i].set;
-		memcpy(buf + 2, seeds[i].body, n);
-		snprintf(name, sizeof(name), "reply-%zu", i);
-		fuzz_seed_put(name, buf, n + 2);
+		fuzz_seed_put_text("reply", i, head, sizeof(head),
+				   seeds[i].body);
 	}
 }
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "fuzz_seed.h"
@@ -23,6 +24,23 @@ void fuzz_seed_put(const char *name, const void *p, size_t len)
 		exit(1);
 	}
 	seed_count++;
+}
+
+void fuzz_seed_put_text(const char *stem, size_t i, const void *head,
+			size_t nhead, const char *text)
+{
+	size_t n = strlen(text);
+	char name[64], *buf = malloc(nhead + n);
+
+	if (!buf) {
+		perror("fuzz_seed_put_text");
+		exit(1);
+	}
+	memcpy(buf, head, nhead);
+	memcpy(buf + nhead, text, n);
+	snprintf(name, sizeof(name), "%s-%zu", stem, i);
+	fuzz_seed_put(name, buf, nhead + n);
+	free(buf);
 }
 
 void fuzz_seed_init(void (*make_seeds)(void))

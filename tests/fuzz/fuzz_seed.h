@@ -15,6 +15,10 @@
 
 /* Write name = len bytes of p under the seed directory; exit(1) on error. */
 void fuzz_seed_put(const char *name, const void *p, size_t len);
+/* Write "<stem>-<i>" = the nhead bytes of head (the harness's set-up
+ * bytes), then the string text without its NUL. */
+void fuzz_seed_put_text(const char *stem, size_t i, const void *head,
+			size_t nhead, const char *text);
 /* Run make_seeds and exit when RS_FUZZ_SEED_DIR is set; else return. */
 void fuzz_seed_init(void (*make_seeds)(void));
 
