@@ -37,7 +37,8 @@ tool() {
 
 
 log=$tmp/server.log
-"$(tool recstore-server)" --listen "$ip:7471" >"$log" 2>&1 &
+port=7471	# the node's default port (docs/config.md); --listen needs one
+"$(tool recstore-server)" --listen "$ip:$port" >"$log" 2>&1 &
 srv=$!
 trap 'kill $srv 2>/dev/null || true; rm -rf "$tmp"' EXIT
 for _ in $(seq 300); do
@@ -45,7 +46,7 @@ for _ in $(seq 300); do
 	kill -0 $srv 2>/dev/null || { cat "$log"; exit 1; }
 	sleep 0.1
 done
-bench=("$(tool recstore-bench)" --nodes "$ip:7471" --dim "$dim")
+bench=("$(tool recstore-bench)" --nodes "$ip:$port" --dim "$dim")
 
 say "== single key: ib_read_lat -s $row vs recstore-bench --single-key (x$reps)"
 for r in $(seq "$reps"); do

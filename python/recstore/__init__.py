@@ -18,16 +18,18 @@ docs/python.md.
 
 recstore.__version__ is the project's version (the top CMakeLists.txt of
 the tree the package was built from); recstore.version() is the
-version of the client library loaded at run time. The core (Client, Table,
-CheckpointReader, the error codes) needs numpy only; the torch modules
-(JaggedFeatures, EmbeddingBagCollection, ...) are imported on first use.
+version of the client library loaded at run time. recstore.DEFAULT_PORT
+is the port a node listens on unless told otherwise (the library's). The
+core (Client, Table, CheckpointReader, the error codes) needs numpy only;
+the torch modules (JaggedFeatures, EmbeddingBagCollection, ...) are
+imported on first use.
 """
 
 import importlib as _importlib
 import importlib.util as _importlib_util
 import sys as _sys
 
-from ._native import Error, strerror, version
+from ._native import DEFAULT_PORT, Error, strerror, version
 from . import _native
 from ._version import __version__
 from .client import Client, Table, KeyFailure
@@ -86,7 +88,7 @@ def __dir__():
 
 __all__ = [
     "Client", "Table", "Error", "KeyFailure", "strerror", "version",
-    "CheckpointReader", "verify",
+    "CheckpointReader", "verify", "DEFAULT_PORT",
 ]
 # The torch names when torch is there (so that `from recstore import *`
 # works without it), and the pipeline's when this version has it.

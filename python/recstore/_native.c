@@ -44,8 +44,9 @@
 #include "recstore/client.h"
 #include "recstore/error.h"
 #include "recstore/log.h"
-/* header only: the spec's field table (a macro) and the kinds it names;
- * the extension links nothing of src/ */
+/* header only: the spec's field table (a macro) and the kinds it names,
+ * the node's default port; the extension links nothing of src/ */
+#include "common/defaults.h"
 #include "common/spec.h"
 #include "common/spec_fields.h"
 
@@ -2178,7 +2179,9 @@ PyMODINIT_FUNC PyInit__native(void)
 		Py_DECREF(&ReaderType);
 		goto fail;
 	}
-	if (add_spec_fields(m))
+	/* DEFAULT_PORT: the port a node listens on unless told otherwise */
+	if (add_spec_fields(m) ||
+	    PyModule_AddIntConstant(m, "DEFAULT_PORT", RS_DEFAULT_PORT))
 		goto fail;
 	return m;
 fail:

@@ -75,7 +75,7 @@ struct srv_config {
 						   device of listen_addr */
 	char listen_addr[SRV_CONFIG_ADDR_MAX + 1]; /* "": the first IPv4
 						      address of the device */
-	uint16_t listen_port;	  /* 7471; 0: any free port */
+	uint16_t listen_port;	  /* RS_DEFAULT_PORT; 0: any free port */
 	uint16_t metrics_port;	  /* Prometheus endpoint; 0: off */
 	uint32_t backend;	  /* enum srv_backend; DRAM */
 	char *storage_path;	  /* PMEM file; NULL with DRAM */

@@ -4,11 +4,11 @@
  * file fills and the node runs on.
  *
  * rs_server_config_new() gives srv_config_defaults(): the rows' defaults
- * (config.c, srv_config_rows[]; docs/config.md: port 7471 on the first
- * IPv4 address of the first RDMA device, 2 workers, a 256 MiB DRAM pool,
- * 256 KiB messages, metrics off, no tables) and what the file does not
- * set (16 credits per connection, up to 128 connections, huge pages when
- * the system has them). rs_server_config_load() is the parser's config
+ * (config.c, srv_config_rows[]; docs/config.md: the default port on the
+ * first IPv4 address of the first RDMA device, 2 workers, a 256 MiB DRAM
+ * pool, 256 KiB messages, metrics off, no tables) and what the file does
+ * not set (16 credits per connection, up to 128 connections, huge pages
+ * when the system has them). rs_server_config_load() is the parser's config
  * itself, its file keys read into credentials. Every setter of one value
  * is rs_server_config_set() of the setting's row, so a setter, the file
  * and srv_config_validate() refuse a value with the same check and the

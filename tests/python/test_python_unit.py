@@ -285,6 +285,17 @@ class SpecFields(unittest.TestCase):
             self.assertEqual(kw.get(n), 0.125 * (i + 1), n)
 
 
+class DefaultPort(unittest.TestCase):
+    """recstore.DEFAULT_PORT is the library's default port, exported by
+    the extension (src/common/defaults.h) rather than written again."""
+
+    def test_from_the_extension(self):
+        self.assertEqual(recstore.DEFAULT_PORT, recstore._native.DEFAULT_PORT)
+        self.assertIsInstance(recstore.DEFAULT_PORT, int)
+        self.assertTrue(0 < recstore.DEFAULT_PORT < 65536)
+        self.assertIn("DEFAULT_PORT", recstore.__all__)
+
+
 class Layout(unittest.TestCase):
     def test_layout_and_shared_table(self):
         spec = tc.small_spec()
