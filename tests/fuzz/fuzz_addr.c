@@ -27,7 +27,6 @@
 #include "fuzz_seed.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 enum {
 	P_PORT0 = 1,		/* ":0" accepted (a listener) */
@@ -75,13 +74,7 @@ static void make_seeds(void)
 				   seeds[i].addr);
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	fuzz_seed_init(make_seeds);
-	return 0;
-}
+FUZZ_SEED_INITIALIZE(make_seeds)
 
 /* n bytes of p still hold the filler */
 static bool untouched(const char *p, size_t n)

@@ -22,7 +22,6 @@
 #include "server/srv_catalog.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* A spec of every optimizer and initializer, some growing or evicting. */
 static void seed_spec(unsigned i, struct proto_table_spec *s)
@@ -76,13 +75,7 @@ static void make_seeds(void)
 	json_decref(file);
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	fuzz_seed_init(make_seeds);
-	return 0;
-}
+FUZZ_SEED_INITIALIZE(make_seeds)
 
 /* A spec that was read is valid, and writes and reads as itself. */
 static void round_trip(const struct proto_table_spec *s)

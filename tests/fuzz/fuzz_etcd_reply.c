@@ -29,7 +29,6 @@
 #include "fuzz_seed.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 enum { C_RANGE, C_DEL, C_TXN, C_GRANT, C_KEEPALIVE, C_TOKEN, C_WATCH,
        C_COUNT };
@@ -89,13 +88,7 @@ static void make_seeds(void)
 	}
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	fuzz_seed_init(make_seeds);
-	return 0;
-}
+FUZZ_SEED_INITIALIZE(make_seeds)
 
 /* rc is a code of the reader's, with a message. */
 static void expect_err(int rc)

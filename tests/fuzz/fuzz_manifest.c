@@ -30,7 +30,6 @@
 #include "value/row_format.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static void seed_table(struct ckpt_table_entry *e, struct ckpt_part_entry *p,
 		       unsigned i)
@@ -127,13 +126,7 @@ static void make_seeds(void)
 	rmdir(dir);
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	fuzz_seed_init(make_seeds);
-	return 0;
-}
+FUZZ_SEED_INITIALIZE(make_seeds)
 
 static void check(const struct ckpt_manifest *m)
 {

@@ -2,9 +2,9 @@
  * fuzz_seed.h - the seed corpora of the harnesses (tests/fuzz).
  *
  * A harness that builds its own valid inputs calls fuzz_seed_init() from
- * LLVMFuzzerInitialize: with RS_FUZZ_SEED_DIR=dir set, its make_seeds
- * writes each input with fuzz_seed_put() into dir (created if missing),
- * and the program exits. CTest runs that first (tests/fuzz/seeds.cmake)
+ * LLVMFuzzerInitialize (FUZZ_SEED_INITIALIZE when that is all it does):
+ * with RS_FUZZ_SEED_DIR=dir set, its make_seeds writes each input with
+ * fuzz_seed_put() into dir (created if missing), and the program exits. CTest runs that first (tests/fuzz/seeds.cmake)
  * and gives the files to the smoke run with -seed_inputs, so that a
  * short run starts deep in the format instead of at its first byte.
  */
@@ -21,5 +21,17 @@ void fuzz_seed_put_text(const char *stem, size_t i, const void *head,
 			size_t nhead, const char *text);
 /* Run make_seeds and exit when RS_FUZZ_SEED_DIR is set; else return. */
 void fuzz_seed_init(void (*make_seeds)(void));
+
+/* The LLVMFuzzerInitialize of a harness that needs nothing else set up:
+ * fuzz_seed_init(make_seeds). */
+#define FUZZ_SEED_INITIALIZE(make_seeds)				\
+	int LLVMFuzzerInitialize(int *argc, char ***argv);		\
+	int LLVMFuzzerInitialize(int *argc, char ***argv)		\
+	{								\
+		(void)argc;						\
+		(void)argv;						\
+		fuzz_seed_init(make_seeds);				\
+		return 0;						\
+	}
 
 #endif
