@@ -731,21 +731,23 @@ unsigned memb_replicas(const struct memb_placement *p, uint64_t hash,
 	return n;
 }
 
+bool memb_in_set(const struct memb_placement *p, uint64_t h, int who)
+{
+	unsigned set[MEMB_MAX_R], n;
+
+	if (!p || who < 0)
+		return false;
+	n = memb_replicas(p, h, set);
+	for (unsigned j = 0; j < n; j++)
+		if ((int)set[j] == who)
+			return true;
+	return false;
+}
+
 bool memb_keeps(const struct memb_placement *act,
 		const struct memb_placement *tgt, uint64_t h, int me)
 {
-	const struct memb_placement *ps[2] = { act, tgt };
-	unsigned set[MEMB_MAX_R], n;
-
-	for (unsigned k = 0; me >= 0 && k < 2; k++) {
-		if (!ps[k])
-			continue;
-		n = memb_replicas(ps[k], h, set);
-		for (unsigned j = 0; j < n; j++)
-			if ((int)set[j] == me)
-				return true;
-	}
-	return false;
+	return memb_in_set(act, h, me) || memb_in_set(tgt, h, me);
 }
 
 size_t memb_ranges(const struct memb_placement *p)

@@ -250,6 +250,9 @@ bool memb_keeps(const struct memb_placement *act,
 		const struct memb_placement *tgt, uint64_t h, int me);
 unsigned memb_replicas(const struct memb_placement *p, uint64_t hash,
 		       unsigned *out);
+/* Whether member `who` is in the replica set of hash h in ring p (false
+ * when p is NULL or who is negative). */
+bool memb_in_set(const struct memb_placement *p, uint64_t h, int who);
 /* The ring's ranges in order: range i is (start of i, start of i + 1];
  * its replica set is that of its end point. */
 size_t memb_ranges(const struct memb_placement *p);

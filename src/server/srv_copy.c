@@ -124,19 +124,6 @@ static void add_points(const struct memb_placement *p, uint64_t *pts,
 	}
 }
 
-static bool in_set(const struct memb_placement *p, uint64_t h, int who)
-{
-	unsigned set[MEMB_MAX_R], cnt;
-
-	if (!p || who < 0)
-		return false;
-	cnt = memb_replicas(p, h, set);
-	for (unsigned j = 0; j < cnt; j++)
-		if ((int)set[j] == who)
-			return true;
-	return false;
-}
-
 /* ---- planning (adopting thread, configuration write lock held) ---- */
 
 static void ranges_free(struct srv_ranges **r)
@@ -199,8 +186,8 @@ static int ranges_served(const struct srv_cfg *g, struct srv_ranges **out)
 	for (size_t i = 0; !ret && i < n; i++) {
 		uint64_t lo = pts[i ? i - 1 : n - 1], hi = pts[i];
 
-		if ((i && lo == hi) || !(in_set(t, hi, g->tself) ||
-					 in_set(g->pl, hi, g->self)))
+		if ((i && lo == hi) || !(memb_in_set(t, hi, g->tself) ||
+					 memb_in_set(g->pl, hi, g->self)))
 			continue;
 		ret = gain_add(&r->v, &r->n, &cap, lo, hi, 0);
 	}
@@ -275,7 +262,7 @@ static int plan_one(const struct srv_cfg *g, struct plan *pl, uint64_t lo,
 	/* served here: in a target set, or in an active set (replica reads
 	 * come here, and it may be all that is left of the range when the
 	 * other members fail) */
-	bool served = in_set(t, hi, g->tself) || in_set(g->pl, hi, g->self);
+	bool served = memb_in_set(t, hi, g->tself) || memb_in_set(g->pl, hi, g->self);
 	unsigned set[MEMB_MAX_R], cnt;
 	int ret = 0;
 

@@ -317,8 +317,7 @@ static struct srv_cfg *cfg_new(struct rs_server *s,
 	return g;
 }
 
-/* Whether key hash h lies in a range g makes this node copy in. */
-static bool in_gain(const struct srv_cfg *g, uint64_t h)
+bool srv_cfg_gains(const struct srv_cfg *g, uint64_t h)
 {
 	for (size_t i = 0; i < g->ngain; i++) {
 		uint64_t lo = g->gain[i].lo, hi = g->gain[i].hi;
@@ -365,7 +364,7 @@ static void recapture(struct rs_server *s, struct srv_cfg *g, unsigned pi,
 
 			if (!fits || g->self < 0 || !cnt ||
 			    (int)set[0] != g->self ||
-			    !srv_repl_forwards_to(g, h, pi) || in_gain(g, h)) {
+			    !srv_repl_forwards_to(g, h, pi) || srv_cfg_gains(g, h)) {
 				dropped++;
 				continue;
 			}

@@ -119,6 +119,9 @@ static inline const struct memb_placement *srv_cfg_target(
 	return g->tpl ? g->tpl : g->pl;
 }
 
+/* Whether key hash h lies in a range g makes this node copy in (g->gain). */
+bool srv_cfg_gains(const struct srv_cfg *g, uint64_t h);
+
 /* Whether member mi is among the nodes key hash h is forwarded to (its
  * active or target replica set, the primary excluded). */
 bool srv_repl_forwards_to(const struct srv_cfg *g, uint64_t h, unsigned mi);

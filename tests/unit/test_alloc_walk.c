@@ -567,17 +567,6 @@ static int adopt_run(struct fx *f)
 	return srv_copy_plan(f->s, &f->g);
 }
 
-static bool gained(const struct srv_cfg *g, uint64_t h)
-{
-	for (size_t i = 0; i < g->ngain; i++) {
-		uint64_t lo = g->gain[i].lo, hi = g->gain[i].hi;
-
-		if (lo < hi ? h > lo && h <= hi : h > lo || h <= hi)
-			return true;
-	}
-	return false;
-}
-
 /* the rows of gained ranges removed, every other row intact */
 static void adopt_check(struct fx *f)
 {
@@ -588,7 +577,7 @@ static void adopt_check(struct fx *f)
 	for (uint64_t k = 0; k < AD_KEYS; k++) {
 		int ret = slab_read(f->tab->st, k, got, NULL);
 
-		if (gained(&f->g, memb_key_hash(k))) {
+		if (srv_cfg_gains(&f->g, memb_key_hash(k))) {
 			assert_int_equal(ret, RS_E_NOTFOUND);
 			continue;
 		}

@@ -73,35 +73,11 @@ static int teardown(void **state)
 	return 0;
 }
 
-static bool in_set(const struct memb_placement *p, uint64_t h, int who)
-{
-	unsigned set[MEMB_MAX_R], cnt;
-
-	if (!p || who < 0)
-		return false;
-	cnt = memb_replicas(p, h, set);
-	for (unsigned j = 0; j < cnt; j++)
-		if ((int)set[j] == who)
-			return true;
-	return false;
-}
-
 static bool leads(const struct memb_placement *p, uint64_t h, int who)
 {
 	unsigned set[MEMB_MAX_R];
 
 	return who >= 0 && memb_replicas(p, h, set) && (int)set[0] == who;
-}
-
-static bool gained(const struct srv_cfg *g, uint64_t h)
-{
-	for (size_t i = 0; i < g->ngain; i++) {
-		uint64_t lo = g->gain[i].lo, hi = g->gain[i].hi;
-
-		if (lo < hi ? h > lo && h <= hi : h > lo || h <= hi)
-			return true;
-	}
-	return false;
 }
 
 /* Configuration number f->ng: n members (ids n0..), member i in st[i],
@@ -158,16 +134,16 @@ static unsigned check_plan(struct fx *f, const struct srv_cfg *g,
 		bool in_a, in_t, held;
 
 		h = h * 6364136223846793005ull + 1442695040888963407ull;
-		in_a = in_set(g->pl, h, g->self);
-		in_t = in_set(t, h, g->tself);
+		in_a = memb_in_set(g->pl, h, g->self);
+		in_t = memb_in_set(t, h, g->tself);
 		if (!in_a && !in_t)
 			continue;
-		held = in_set(f->held_pl, h, f->held_self);
+		held = memb_in_set(f->held_pl, h, f->held_self);
 		active_only += in_a && !in_t;
 		missed += in_a && !in_t && !held;
 		if (held || leads(g->pl, h, g->self))
 			continue;
-		if (!gained(g, h))
+		if (!srv_cfg_gains(g, h))
 			lacking++;
 	}
 	assert_int_equal(lacking, 0);
