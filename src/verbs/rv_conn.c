@@ -579,6 +579,15 @@ void rv_conn_tick_locked(struct rv_conn *c)
  * could take its event. State changes made outside completions (a
  * failure, a released send reservation) write c->kick_fd, which is in the
  * poller's fd set. Followers also wake every RV_FOLLOW_MS as a safety net.
+ *
+ * Fast path. A waiter that finds no poller polls the CQ once under the
+ * lock it took to look (a READ has often completed by the time its caller
+ * waits) and returns if that met its condition: no clock read, no arming,
+ * no second lock. Only then does it read the clock, become the poller and
+ * go on at rv_wait_until's spin test (w.polled), which at spin 0 arms the
+ * CQ and polls it again under one hold of c->lock (cw_arm_progress) before
+ * sleeping: the arm-then-poll order that loses no wake-up. A wait that
+ * ends at that first poll adds no spin time to the conn's stats.
  */
 #define RV_FOLLOW_MS 50
 
@@ -588,6 +597,9 @@ struct conn_wait {
 	void *arg;
 	bool rx;	/* accepted conn waiting for credits: poll the SRQ CQ */
 	bool lockless;	/* check reads atomics only (a batch) */
+	bool polled;	/* progressed and checked at t_in, under the lock
+			 * held since (the fast path) */
+	uint64_t t_in;
 };
 
 static int cw_progress(void *p)
@@ -604,6 +616,23 @@ static int cw_progress(void *p)
 		pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->lock);
 	return n + m;
+}
+
+/* Arm the conn's CQ, then poll it (not for rx waits, whose SRQ CQ is
+ * armed under the listener's lock by rv_wait.c). */
+static int cw_arm_progress(void *p)
+{
+	struct conn_wait *w = p;
+	struct rv_conn *c = w->c;
+	int n;
+
+	pthread_mutex_lock(&c->lock);
+	rv_cq_arm_locked(&c->cq);
+	n = rv_conn_progress_locked(c);
+	if (n > 0 && c->waiters > 1)
+		pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->lock);
+	return n;
 }
 
 static int cw_check(void *p)
@@ -671,8 +700,6 @@ static int poll_as_leader(struct rv_conn *c, struct conn_wait *cw,
 			  uint64_t deadline)
 {
 	struct rv_wait w;
-	uint64_t now = rs_mono_ns();
-	int ms;
 
 	memset(&w, 0, sizeof(w));
 	w.fds[w.nfds++] = (struct rv_waitfd){ .fd = c->cq.ch->fd,
@@ -686,14 +713,16 @@ static int poll_as_leader(struct rv_conn *c, struct conn_wait *cw,
 		w.fds[w.nfds++] = (struct rv_waitfd){ .fd = c->l->rcq.ch->fd,
 						      .cq = &c->l->rcq };
 	w.progress = cw_progress;
+	if (!cw->rx)
+		w.arm_progress = cw_arm_progress;
 	w.check = cw_check;
 	w.sleep_cap_ms = cw_cap;
 	w.arg = cw;
 	w.spin_ns = c->spin_ns;
 	w.st = &c->st;
-	ms = deadline == UINT64_MAX ? -1 :
-	     (int)((deadline > now ? deadline - now : 0) / 1000000ull);
-	return rv_wait_run(&w, ms);
+	w.polled = cw->polled;
+	return rv_wait_until(&w, cw->polled ? cw->t_in : rs_mono_ns(),
+			     deadline);
 }
 
 int rv_conn_wait(struct rv_conn *c, int (*check)(void *), void *arg,
@@ -702,22 +731,39 @@ int rv_conn_wait(struct rv_conn *c, int (*check)(void *), void *arg,
 	struct conn_wait cw = { .c = c, .check = check, .arg = arg,
 				.rx = c->l && rx,
 				.lockless = check == rv_batch_check };
-	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX :
-			    rs_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+	uint64_t deadline;
 	struct timespec ts;
-	int ret = 0;
+	int ret = 0, n;
 
 	pthread_mutex_lock(&c->lock);
+	if (check(arg)) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	if (!c->polling && !cw.rx) {	/* fast path (see above) */
+		n = rv_conn_progress_locked(c);
+		if (n > 0 && c->waiters > 0)
+			pthread_cond_broadcast(&c->cv);
+		if (check(arg)) {
+			pthread_mutex_unlock(&c->lock);
+			return 0;
+		}
+		cw.polled = true;
+	}
+	cw.t_in = rs_mono_ns();
+	deadline = timeout_ms < 0 ? UINT64_MAX :
+		   cw.t_in + (uint64_t)timeout_ms * 1000000ull;
 	__atomic_fetch_add(&c->waiters, 1, __ATOMIC_RELAXED);
 	for (;;) {
 		if (check(arg))
 			break;
-		if (rs_mono_ns() >= deadline && c->polling) {
+		if (c->polling && rs_mono_ns() >= deadline) {
 			ret = rs_seterr(RS_E_TIMEOUT, "timed out after %d ms",
 					timeout_ms);
 			break;
 		}
 		if (c->polling) {	/* follower */
+			cw.polled = false;
 			follow_until(&ts, deadline);
 			pthread_cond_timedwait(&c->cv, &c->lock, &ts);
 			continue;

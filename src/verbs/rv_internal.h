@@ -100,15 +100,24 @@ struct rv_wait {
 	struct rv_waitfd fds[4];
 	int nfds;
 	int (*progress)(void *arg);	/* poll CQs; completions handled */
+	/* optional: arm every CQ of fds, then progress, in one go (one
+	 * lock); NULL: each CQ armed under its lock, then progress */
+	int (*arm_progress)(void *arg);
 	int (*check)(void *arg);	/* 1 done, 0 not yet, < 0 error */
 	int (*sleep_cap_ms)(void *arg);	/* < 0: no cap */
 	void *arg;
 	uint64_t spin_ns;
 	struct rv_stats *st;
+	/* the caller progressed and checked (not done) just before: the
+	 * first round starts at the spin test, not with another poll */
+	bool polled;
 };
 
 /* Returns 0 (check said done), check's error, or RS_E_TIMEOUT. */
 int rv_wait_run(const struct rv_wait *w, int timeout_ms);
+/* The same from `now` (rs_mono_ns(), just read) to the absolute deadline
+ * `deadline` (UINT64_MAX: none). */
+int rv_wait_until(const struct rv_wait *w, uint64_t now, uint64_t deadline);
 
 /* ---- receive buffer pool (client RQ or listener SRQ) ---- */
 struct rv_pool {

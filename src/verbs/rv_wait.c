@@ -9,12 +9,17 @@
  *          wait) is less than spin_ns ago.
  *   arm:   ibv_req_notify_cq on each CQ, then progress once more: a
  *          completion that landed between the last poll and the arming
- *          raises no event, so it must be found by this poll.
+ *          raises no event, so it must be found by this poll. (With
+ *          arm_progress, the owner arms and polls under one hold of its
+ *          lock; the order, arm then poll, is the same.)
  *   sleep: poll(2) on the channel fds (+ extra fds such as the rdma_cm
  *          channel of a client conn) until the deadline; then take the
  *          channel events (non-blocking), and spin again - unless the
  *          sleep ended without an event (a capped sleep), then go
  *          straight back to arming.
+ *
+ * A caller that polled just before (w->polled) enters at the spin test: at
+ * spin 0 it arms and re-polls at once instead of polling twice in a row.
  *
  * Time spent spinning and sleeping is added to the caller's rv_stats.
  * Channel fds are non-blocking so that several threads may sleep on the same
@@ -164,22 +169,26 @@ static void handle_fds(const struct rv_wait *w, const struct pollfd *pf)
 	}
 }
 
-int rv_wait_run(const struct rv_wait *w, int timeout_ms)
+int rv_wait_until(const struct rv_wait *w, uint64_t now, uint64_t deadline)
 {
-	uint64_t t0 = rs_mono_ns(), spin_from = t0, last = t0, t;
-	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX :
-			    t0 + (uint64_t)timeout_ms * 1000000ull;
+	uint64_t t0 = now, spin_from = t0, last = t0, t;
 	struct pollfd pf[RS_ARRAY_SIZE(w->fds)];
+	bool poll_now = !w->polled;
 	int n, r, ms;
 
 	for (;;) {
-		n = w->progress(w->arg);
-		r = w->check(w->arg);
-		if (r)
-			break;
-		t = rs_mono_ns();
-		if (n > 0)
-			last = t;
+		if (poll_now) {
+			n = w->progress(w->arg);
+			r = w->check(w->arg);
+			if (r)
+				break;
+			t = rs_mono_ns();
+			if (n > 0)
+				last = t;
+		} else {	/* the caller polled at t0 */
+			t = t0;
+			poll_now = true;
+		}
 		if (t >= deadline) {
 			r = RS_E_TIMEOUT;
 			break;
@@ -190,8 +199,12 @@ int rv_wait_run(const struct rv_wait *w, int timeout_ms)
 #endif
 			continue;
 		}
-		arm_all(w);
-		n = w->progress(w->arg);
+		if (w->arm_progress) {
+			n = w->arm_progress(w->arg);
+		} else {
+			arm_all(w);
+			n = w->progress(w->arg);
+		}
 		r = w->check(w->arg);
 		if (r)
 			break;
@@ -222,6 +235,15 @@ int rv_wait_run(const struct rv_wait *w, int timeout_ms)
 	rv_stat_add(&w->st->spin_ns, rs_mono_ns() - spin_from);
 	if (r == RS_E_TIMEOUT)
 		return rs_seterr(RS_E_TIMEOUT, "timed out after %d ms",
-				 timeout_ms);
+				 deadline == UINT64_MAX ? -1 :
+				 (int)((deadline - t0) / 1000000ull));
 	return r > 0 ? 0 : r;
+}
+
+int rv_wait_run(const struct rv_wait *w, int timeout_ms)
+{
+	uint64_t t0 = rs_mono_ns();
+
+	return rv_wait_until(w, t0, timeout_ms < 0 ? UINT64_MAX :
+			     t0 + (uint64_t)timeout_ms * 1000000ull);
 }
