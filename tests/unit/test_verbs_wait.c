@@ -23,6 +23,7 @@
 
 struct fake {
 	atomic_int pending;	/* completions in the "CQ" */
+	atomic_bool armed;	/* an arm-then-poll found nothing */
 	int done;
 	char log[256];		/* P progress, A arm+progress, W woken */
 	size_t n;
@@ -53,8 +54,14 @@ static int f_progress(void *p)
 
 static int f_arm_progress(void *p)
 {
-	note(p, 'A');
-	return reap(p);
+	struct fake *f = p;
+	int k;
+
+	note(f, 'A');
+	k = reap(f);
+	if (!k)
+		atomic_store(&f->armed, true);
+	return k;
 }
 
 static int f_check(void *p)
@@ -137,6 +144,9 @@ static void *complete_late(void *p)
 	struct late *l = p;
 	uint64_t one = 1;
 
+	/* after the arm-then-poll, however late the waiter runs */
+	while (!atomic_load(&l->f->armed))
+		usleep(1000);
 	usleep((useconds_t)l->delay_ms * 1000);
 	atomic_store(&l->f->pending, 1);
 	if (write(l->f->efd, &one, sizeof(one)) < 0)
