@@ -236,6 +236,7 @@ int rv_wait_until(const struct rv_wait *w, uint64_t now, uint64_t deadline)
 	if (r == RS_E_TIMEOUT)
 		return rs_seterr(RS_E_TIMEOUT, "timed out after %d ms",
 				 deadline == UINT64_MAX ? -1 :
+				 deadline <= t0 ? 0 :
 				 (int)((deadline - t0) / 1000000ull));
 	return r > 0 ? 0 : r;
 }

@@ -214,6 +214,16 @@ static void deadlines(void **state)
 	assert_int_equal(wait_ms(&w, 0), RS_E_TIMEOUT);
 	assert_string_equal(f.log, "");
 	close(f.efd);
+
+	/* a deadline passed before the wait began (a follower that became
+	 * the poller late): one poll, then a timeout of 0 ms, not a wrap */
+	setup_wait(&w, &f, false);
+	t0 = rs_mono_ns();
+	assert_int_equal(rv_wait_until(&w, t0, t0 - 1000000ull),
+			 RS_E_TIMEOUT);
+	assert_string_equal(f.log, "P");
+	assert_non_null(strstr(rs_errormsg(), "after 0 ms"));
+	close(f.efd);
 }
 
 int main(void)
