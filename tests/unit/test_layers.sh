@@ -7,8 +7,11 @@
 # to that file alone what its folder's row does not allow: the known
 # exceptions. The table is read from the doc, so the rule is written once;
 # an include to a folder above F, or to one the table does not give F,
-# fails here, naming the file and line. tools/recstore-ctl.c may include
-# only the public headers.
+# fails here, naming the file and line. The same for tools/: a second
+# table has one row per file of tools/ (a new tool must be declared), which
+# lists the internal headers (or folders) it may include; a tool with an
+# empty row is thin (public headers only), and tools/recstore-ctl.c must
+# stay so.
 # Exit 0 pass, 1 fail.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,18 +19,20 @@ doc=$top/docs/DEVELOPING.md
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The rule table: the table right after the marker line, one "key allowed"
-# line per allowed entry, backquotes dropped. A key with no entries still
-# gets a line (an empty allowed entry), so it counts as known.
+# The rule tables: each table right after a marker line (src/'s, then
+# tools/'s), one "key allowed" line per allowed entry, backquotes dropped.
+# A key with no entries still gets a line (an empty allowed entry, "-"),
+# so it counts as known.
 awk '
-	/<!-- include rule: read by tests\/unit\/test_layers.sh -->/ {
+	/<!-- include rule( \(tools\))?: read by tests\/unit\/test_layers.sh -->/ {
 		on = 1; next }
 	on && /^\|/ {
 		n = split($0, cell, "|")
 		key = cell[2]; allow = cell[3]
 		gsub(/[` \t]/, "", key)
 		gsub(/`/, "", allow)
-		if (key == "folder" || key ~ /^-+$/ || key == "")
+		if (key == "folder" || key == "tool" || key ~ /^-+$/ ||
+		    key == "")
 			next
 		m = split(allow, a, /[ \t,]+/)
 		print key, "-"
@@ -36,7 +41,7 @@ awk '
 				print key, a[i]
 		next
 	}
-	on && !/^\|/ { exit }
+	on && !/^\|/ { on = 0 }
 ' "$doc" >"$tmp/rules"
 [ -s "$tmp/rules" ] || { echo "FAIL: no rule table read from $doc"; exit 1; }
 
@@ -51,48 +56,72 @@ for d in "$top"/src/*/; do
 	}
 done
 
-# "path:line:target" for every quoted include of src/ (the comment and
-# anything after the closing quote dropped)
-(cd "$top/src" && grep -rn --include='*.c' --include='*.h' \
-	-E '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' .) |
-	sed -E 's|^\./||; s|^([^:]*):([0-9]+):[^"]*"([^"]*)".*|\1:\2:\3|' \
-	>"$tmp/includes"
-
-awk -F: -v rules="$tmp/rules" '
-	BEGIN {
-		while ((getline line < rules) > 0) {
-			split(line, kv, " ")
-			ok[kv[1], kv[2]] = 1
-		}
+# Every file of tools/ has a row, and every tools/ row a file.
+for t in "$top"/tools/*.[ch]; do
+	f=tools/$(basename "$t")
+	grep -q "^$f " "$tmp/rules" || {
+		echo "FAIL: $f has no row in the tools table of $doc"
+		fail=1
 	}
-	{
-		file = $1; line = $2; inc = $3
-		split(file, fp, "/"); folder = fp[1]
-		if (index(inc, "/") == 0)
-			next		# a file of the same folder
-		split(inc, ip, "/"); to = ip[1]
-		if (to == folder || to == "recstore")
-			next
-		if (ok[folder, to] || ok[folder, inc] || ok[file, inc] ||
-		    ok[file, to])
-			next
-		printf "FAIL: src/%s:%s includes \"%s\": %s may not include %s " \
-		       "(docs/DEVELOPING.md, \"Layers\")\n", file, line, inc,
-		       folder, to
-		bad = 1
+done
+for f in $(awk '$1 ~ /^tools\// { print $1 }' "$tmp/rules" | sort -u); do
+	[ -e "$top/$f" ] || {
+		echo "FAIL: the tools table of $doc has a row for $f," \
+			"which does not exist"
+		fail=1
 	}
-	END { exit bad }
-' "$tmp/includes" || fail=1
-
+done
 # recstore-ctl is made of public calls only (the doc's paragraph after
-# the table): any quoted include outside recstore/ fails, with its line
-if grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' \
-	"$top/tools/recstore-ctl.c" | grep -v '"recstore/'; then
-	echo "FAIL: tools/recstore-ctl.c includes an internal header (above;" \
-		"docs/DEVELOPING.md, \"Layers\")"
+# the tables): its row allows nothing
+if grep '^tools/recstore-ctl\.c ' "$tmp/rules" | grep -qv ' -$'; then
+	echo "FAIL: the row of tools/recstore-ctl.c in $doc allows an" \
+		"internal header; it includes only recstore/"
 	fail=1
 fi
 
+# "path:line:target" for every quoted include of DIR/SUB (paths relative
+# to DIR; the comment and anything after the closing quote dropped)
+includes() {
+	(cd "$1" && grep -rn --include='*.c' --include='*.h' \
+		-E '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$2") |
+		sed -E 's|^\./||; s|^([^:]*):([0-9]+):[^"]*"([^"]*)".*|\1:\2:\3|'
+}
+includes "$top/src" . >"$tmp/includes"
+includes "$top" tools >"$tmp/tool-includes"
+
+# src/'s includes (the rule of the file's folder, or of the file) and
+# tools/' (the row of the file alone: who is the file)
+check() {
+	awk -F: -v rules="$tmp/rules" -v pre="$1" -v byfile="$2" '
+		BEGIN {
+			while ((getline line < rules) > 0) {
+				split(line, kv, " ")
+				ok[kv[1], kv[2]] = 1
+			}
+		}
+		{
+			file = $1; line = $2; inc = $3
+			split(file, fp, "/"); folder = fp[1]
+			if (index(inc, "/") == 0)
+				next		# a file of the same folder
+			split(inc, ip, "/"); to = ip[1]
+			if (to == folder || to == "recstore")
+				next
+			if (ok[folder, to] || ok[folder, inc] || ok[file, inc] ||
+			    ok[file, to])
+				next
+			printf "FAIL: %s%s:%s includes \"%s\": %s may not include %s " \
+			       "(docs/DEVELOPING.md, \"Layers\")\n", pre, file, line,
+			       inc, byfile ? file : folder, byfile ? inc : to
+			bad = 1
+		}
+		END { exit bad }
+	'
+}
+check src/ 0 <"$tmp/includes" || fail=1
+check "" 1 <"$tmp/tool-includes" || fail=1
+
 n=$(wc -l <"$tmp/includes")
+m=$(wc -l <"$tmp/tool-includes")
 [ "$fail" -eq 0 ] || exit 1
-echo "ok: $n includes of src/ follow the rule table"
+echo "ok: $n includes of src/ and $m of tools/ follow the rule tables"
