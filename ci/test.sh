@@ -66,9 +66,9 @@ log "rxe tests (build, build-asan, build-tsan) over Soft-RoCE"
 # rxe-tests.sh runs each tree's tests one at a time: the device is never
 # used by two tests at once
 # (one guest for the three trees: about 35-40 minutes of tests under TCG
-# on a 2-core host, 2,200 s of guest in the last full run (tests: release
-# 648, ASan 626, TSan 912 s; test_members skips ASan, test_coord_etcd
-# TSan), 2,565 s for the whole command; 2,794 s the run before; the
+# on a 2-core host, 2,283 s of guest in the last full run (tests: release
+# 677, ASan 673, TSan 919 s; test_members skips ASan, test_coord_etcd
+# TSan), about 2,500 s for the whole command; 2,565 s the run before; the
 # guest's own limit leaves room above that)
 RS_VM_PMEM=${RS_VM_PMEM-build/rxe-pmem.img:256M} \
 RS_VM_TIMEOUT=${RS_VM_TIMEOUT:-3600} \
