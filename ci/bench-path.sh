@@ -118,7 +118,8 @@ fi
 # Per call, as a caller sees it: the client's instructions inside rs_get
 # (callgrind --toggle-collect, spin 0) for one-key gets of MODE: warm (the
 # location cache holds the key), cold (RS_F_NOCACHE: bucket READs, then
-# the row) and rpc (RS_F_RPC). Two runs of recstore-bench --single-mode
+# the row), image (a client without a location cache whose bucket images
+# were prefetched: one READ) and rpc (RS_F_RPC). Two runs of recstore-bench --single-mode
 # with S and 3S calls against a fresh node: their difference / 2S is one
 # call, connecting and the untimed first get cancelling out.
 calls=${RS_BENCH_CALLS:-200}
@@ -138,7 +139,7 @@ call_ir() {
 }
 [[ " $parts " == *" call "* ]] || exit 0
 say "== client instructions per one-key rs_get call (callgrind, spin 0, dim ${RS_BENCH_DIM:-64})"
-for m in warm cold rpc; do
+for m in warm cold image rpc; do
 	a=$(call_ir $m "$calls") b=$(call_ir $m $((3 * calls)))
 	say "result path_client_call_${m}_instr $(per $((b - a)) $((2 * calls))) ($((2 * calls)) calls)"
 done

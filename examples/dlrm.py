@@ -344,7 +344,19 @@ def main(argv=None):
           % (probed, rc["stale_hits"], cs["onesided_keys"] - probed,
              cs["get_or_init_keys"] + cs["rpc_keys"], cs["get_or_init_keys"],
              cs["rpc_keys"], st["init_local_keys"]), flush=True)
+    cold = cs.get("bucket_cache_hits", 0)
+    print("one-sided round trips: %d READs for %d one-sided keys (%.2f per "
+          "key); %d keys missing the location cache found in one READ "
+          "through %d prefetched bucket images (%d images stale)"
+          % (cs["reads_posted"], cs["onesided_keys"],
+             cs["reads_posted"] / max(cs["onesided_keys"], 1), cold,
+             model.ebc.index_images, cs.get("bucket_cache_stale", 0)),
+          flush=True)
     history[-1]["row_cache"] = rc
+    history[-1]["bucket_images"] = {"prefetched": model.ebc.index_images,
+                                    "hits": cold,
+                                    "stale": cs.get("bucket_cache_stale",
+                                                    0)}
     if cache_bytes:
         print("row cache: %.1f MiB (%s), %d probes (%d found the row "
               "changed), %d rows from update replies, %.1f MiB of rows not "

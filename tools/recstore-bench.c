@@ -553,10 +553,13 @@ static int bench_phase(struct bench *b, enum phase ph)
 /* ---- single-key latency ---- */
 
 /*
- * One-key gets of one key in three modes: warm (the location cache holds
- * the key: one READ), cold (the cache is bypassed: bucket READs, then the
- * row READ) and rpc (the GET RPC). Warm and cold samples alternate, so both
- * see the same conditions of a noisy (e.g. emulated) machine.
+ * One-key gets of one key in four modes: warm (the location cache holds
+ * the key: one READ), cold (the caches are bypassed: bucket READs, then
+ * the row READ), image (a second client without a location cache whose
+ * bucket images were prefetched: the cold get of a key it never READ,
+ * one READ) and rpc (the GET RPC). Warm, cold and image samples
+ * alternate, so all see the same conditions of a noisy (e.g. emulated)
+ * machine.
  */
 static int single_key(struct bench *b)
 {
@@ -564,31 +567,57 @@ static int single_key(struct bench *b)
 		const char *name;
 		unsigned flags;
 	} mode[] = { { "warm", 0 }, { "cold", RS_F_NOCACHE },
-		     { "rpc", RS_F_RPC } };
-	enum { NMODE = sizeof(mode) / sizeof(mode[0]) };
+		     { "image", 0 }, { "rpc", RS_F_RPC } };
+	enum { NMODE = sizeof(mode) / sizeof(mode[0]), ONESIDED = 3 };
+	struct rs_client_stats s0 = RS_CLIENT_STATS_INIT, s1 = s0;
 	unsigned n = b->o.lat_samples;
 	int only = b->o.single_mode;
 	double *lat = malloc((size_t)NMODE * n * sizeof(double));
 	float *row = malloc(b->o.dim * sizeof(float));
-	uint64_t key = fused_id(0, 0);
+	uint64_t key = fused_id(0, 0), images = 0;
+	struct rs_client_config *cfg = NULL;
+	struct rs_client *c2 = NULL;
+	struct rs_table *t2 = NULL;
 	int st, ret = 0;
 
 	if (!lat || !row) {
 		ret = -ENOMEM;
 		goto out;
 	}
+	/* the image mode's client: no location cache */
+	ret = rs_client_config_new(&cfg);
+	if (!ret)
+		ret = rs_client_config_set_nodes(cfg, b->o.nodes);
+	if (!ret)
+		ret = rs_client_config_set_cache_entries(cfg, 0);
+	if (!ret && b->o.primary_reads)
+		ret = rs_client_config_set_replica_reads(cfg, 0);
+	if (!ret && b->o.spin_us >= 0)
+		ret = rs_client_config_set_spin_us(cfg, (unsigned)b->o.spin_us);
+	if (!ret)
+		ret = rs_client_open(&c2, cfg);
+	rs_client_config_delete(&cfg);
+	if (!ret)
+		ret = rs_table_open(c2, rs_table_name(b->t[0]), &t2);
+	if (!ret)
+		ret = rs_table_prefetch_index(t2, &images);
+	if (!ret)
+		ret = rs_client_get_stats(c2, &s0);
 	/* untimed: fills the cache for the warm mode */
-	ret = rs_get(b->t[0], &key, 1, row, &st, 0);
-	/* warm and cold interleaved; rpc after them (its server-side work
-	 * would otherwise disturb the one-sided samples) */
+	if (!ret)
+		ret = rs_get(b->t[0], &key, 1, row, &st, 0);
+	/* one-sided modes interleaved; rpc after them (its server-side
+	 * work would otherwise disturb the one-sided samples) */
 	for (unsigned i = 0; i < 2 * n && ret >= 0; i++)
-		for (unsigned m = i < n ? 0 : 2; m < (i < n ? 2u : 3u) &&
-						 ret >= 0; m++) {
+		for (unsigned m = i < n ? 0 : ONESIDED;
+		     m < (i < n ? (unsigned)ONESIDED : NMODE) && ret >= 0;
+		     m++) {
 			if (only >= 0 && m != (unsigned)only)
 				continue;
 			double t0 = now_s();
 
-			ret = rs_get(b->t[0], &key, 1, row, &st, mode[m].flags);
+			ret = rs_get(m == 2 ? t2 : b->t[0], &key, 1, row, &st,
+				     mode[m].flags);
 			lat[m * n + i % n] = (now_s() - t0) * 1e6;
 			if (ret == 0)
 				ret = RS_E_NOTFOUND;
@@ -598,6 +627,7 @@ static int single_key(struct bench *b)
 			rs_strerror(ret), rs_errormsg());
 		goto out;
 	}
+	rs_client_get_stats(c2, &s1);
 	for (unsigned m = 0; m < NMODE; m++) {
 		double p50 = percentile(lat + m * n, n, 0.5);
 
@@ -605,13 +635,27 @@ static int single_key(struct bench *b)
 			continue;
 		double p99 = percentile(lat + m * n, n, 0.99);
 
-		printf("bench: single-key %-4s p50 %8.1f us  p99 %8.1f us  "
+		printf("bench: single-key %-5s p50 %8.1f us  p99 %8.1f us  "
 		       "(%u gets, %zu-byte payload)\n", mode[m].name, p50, p99,
 		       n, b->o.dim * sizeof(float));
 		printf("result single_%s_p50_us %.2f\n", mode[m].name, p50);
 		printf("result single_%s_p99_us %.2f\n", mode[m].name, p99);
 	}
+	if (only < 0 || only == 2) {
+		uint64_t gets = s1.get_keys - s0.get_keys;
+
+		printf("bench: single-key image: %" PRIu64 " bucket images "
+		       "prefetched; %" PRIu64 " gets, %" PRIu64 " READs, %"
+		       PRIu64 " served by an image\n", images, gets,
+		       s1.reads_posted - s0.reads_posted,
+		       s1.bucket_cache_hits - s0.bucket_cache_hits);
+		printf("result single_image_reads_per_get %.2f\n",
+		       gets ? (double)(s1.reads_posted - s0.reads_posted) /
+				      (double)gets
+			    : 0.0);
+	}
 out:
+	rs_client_close(&c2);
 	free(lat);
 	free(row);
 	return ret < 0 ? ret : 0;
@@ -741,8 +785,8 @@ static void usage(FILE *f)
 "  --update-lr X    updates pass learning rate X (rs_update_ex, as an lr\n"
 "                   schedule would); default: the table's lr\n"
 "  --cold           do not pre-fill the location cache before the phases\n"
-"  --single-key     one-key get latency, warm and cold cache (--samples N)\n"
-"  --single-mode M  --single-key of mode M only (warm, cold or rpc: one\n"
+"  --single-key     one-key get latency: warm, cold, image, rpc (--samples N)\n"
+"  --single-mode M  --single-key of mode M only (warm, cold, image or rpc: one\n"
 "                   untimed get, then N of that mode; ci/bench-path.sh\n"
 "                   counts a call's instructions so)\n"
 "  --verify         put, read back (cached, uncached, RPC) and compare\n"
@@ -810,7 +854,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		case 'M': o->single_key = 1;
 			o->single_mode = !strcmp(optarg, "warm") ? 0 :
 					 !strcmp(optarg, "cold") ? 1 :
-					 !strcmp(optarg, "rpc") ? 2 : -1;
+					 !strcmp(optarg, "image") ? 2 :
+					 !strcmp(optarg, "rpc") ? 3 : -1;
 			bad = o->single_mode < 0; break;
 		case 'z': o->zipf = strtod(optarg, NULL);
 			bad = !(o->zipf >= 0 && o->zipf < 10); break;

@@ -91,6 +91,13 @@ int rs_client_config_set_vnodes(struct rs_client_config *cfg, unsigned n);
 /* Location-cache capacity in keys (default 1M; 0 disables the cache). */
 int rs_client_config_set_cache_entries(struct rs_client_config *cfg,
 				       size_t n);
+/* Bucket-image cache budget in bytes (default 32 MiB: 131,072 images of
+ * 8 slots each; 0 disables it; at most 64 GiB): validated images of
+ * index buckets, so a get of a key not in the location cache READs its
+ * row at once when an image holds the key (docs/client.md, "Bucket
+ * images"). */
+int rs_client_config_set_bucket_cache_bytes(struct rs_client_config *cfg,
+					    size_t bytes);
 /* Connection contexts (queue pairs) per node in the pool (1..256,
  * default 8). */
 int rs_client_config_set_conns_per_node(struct rs_client_config *cfg,
@@ -229,6 +236,17 @@ struct rs_client_stats {
 	uint64_t row_cache_bytes_saved;	/* row bytes not READ thanks to the
 					   caches */
 	uint64_t row_cache_bytes;	/* memory the row caches hold */
+	/* since 0.9: the bucket-image cache
+	 * (rs_client_config_set_bucket_cache_bytes; docs/client.md,
+	 * "Bucket images") */
+	uint64_t bucket_cache_hits;	/* keys missing the location cache
+					   whose row one READ fetched, found
+					   in a cached bucket image */
+	uint64_t bucket_cache_stale;	/* of those, rows that no longer were
+					   the key's (the buckets were READ) */
+	uint64_t bucket_cache_fills;	/* images entered (bucket READs and
+					   rs_table_prefetch_index) */
+	uint64_t bucket_cache_capacity;	/* images it can hold */
 };
 #define RS_CLIENT_STATS_INIT \
 	{ .struct_size = sizeof(struct rs_client_stats) }
@@ -424,6 +442,13 @@ int rs_node_stats_foreach(struct rs_client *c, unsigned node,
 int rs_table_open(struct rs_client *c, const char *name,
 		  struct rs_table **out);
 uint32_t rs_table_dim(const struct rs_table *t);
+/* READ the table's whole index at every node that serves it one-sided, in
+ * large READs, into the bucket-image cache (at most its capacity): a
+ * trainer's first get of any key then takes one round trip. Images
+ * torn by a concurrent writer are skipped (the cold path READs those
+ * buckets). *buckets (may be NULL): images entered. 0, or an error
+ * (RS_E_INVAL: the cache is disabled). */
+int rs_table_prefetch_index(struct rs_table *t, uint64_t *buckets);
 const char *rs_table_name(const struct rs_table *t);
 
 #define RS_KEY_MISSING 0
@@ -432,7 +457,8 @@ const char *rs_table_name(const struct rs_table *t);
 
 /* flags of the data calls */
 #define RS_F_RPC 0x1u	  /* gets: use the GET RPC, not one-sided READ */
-#define RS_F_NOCACHE 0x2u /* gets: neither use nor fill the location cache */
+#define RS_F_NOCACHE 0x2u /* gets: neither use nor fill the location cache
+			     nor the bucket-image cache */
 
 /* Read n rows into out[n * dim]. Keys may repeat. */
 int rs_get(struct rs_table *t, const uint64_t *keys, size_t n, float *out,

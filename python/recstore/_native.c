@@ -227,9 +227,9 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
 	static char *kwlist[] = { "nodes", "device", "cache_entries",
 				  "conns_per_node", "timeout_ms", "rpc_reads",
 				  "spin_us", "key_id", "secret_file",
-				  "replica_reads", NULL };
+				  "replica_reads", "bucket_cache_bytes", NULL };
 	const char *nodes, *device = NULL, *secret_file = NULL;
-	long long cache = -1;
+	long long cache = -1, bcache = -1;
 	int conns = 0, timeout = 0, rpc_reads = 0, spin = -1;
 	int replica_reads = 1;
 	unsigned int key_id = 0;
@@ -241,10 +241,11 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_RuntimeError, "Client already open");
 		return -1;
 	}
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$zLiipiIzp", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$zLiipiIzpL", kwlist,
 					 &nodes, &device, &cache, &conns,
 					 &timeout, &rpc_reads, &spin, &key_id,
-					 &secret_file, &replica_reads))
+					 &secret_file, &replica_reads,
+					 &bcache))
 		return -1;
 	ret = rs_client_config_new(&cfg);
 	if (!ret)
@@ -253,6 +254,9 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
 		ret = rs_client_config_set_device(cfg, device);
 	if (!ret && cache >= 0)
 		ret = rs_client_config_set_cache_entries(cfg, (size_t)cache);
+	if (!ret && bcache >= 0)
+		ret = rs_client_config_set_bucket_cache_bytes(cfg,
+							      (size_t)bcache);
 	if (!ret && conns > 0)
 		ret = rs_client_config_set_conns_per_node(cfg,
 							  (unsigned)conns);
@@ -779,7 +783,7 @@ static PyObject *client_tables(ClientObject *self, PyObject *unused)
 }
 
 /* Counters of struct rs_client_stats that stats() adds to its dict under
- * the field's own name (since 0.6: the row caches). */
+ * the field's own name (since 0.6: the row caches; 0.9: bucket images). */
 #define STAT_FIELD(f) { #f, offsetof(struct rs_client_stats, f) }
 static const struct {
 	const char *name;
@@ -797,6 +801,10 @@ static const struct {
 	STAT_FIELD(row_cache_invalidations),
 	STAT_FIELD(row_cache_bytes_saved),
 	STAT_FIELD(row_cache_bytes),
+	STAT_FIELD(bucket_cache_hits),
+	STAT_FIELD(bucket_cache_stale),
+	STAT_FIELD(bucket_cache_fills),
+	STAT_FIELD(bucket_cache_capacity),
 };
 #undef STAT_FIELD
 
@@ -1392,7 +1400,7 @@ static PyTypeObject ClientType = {
 	.tp_doc = "Client(nodes, *, device=None, cache_entries=-1, "
 		  "conns_per_node=0, timeout_ms=0, rpc_reads=False, "
 		  "spin_us=-1, key_id=0, secret_file=None, "
-		  "replica_reads=True)",
+		  "replica_reads=True, bucket_cache_bytes=-1)",
 	.tp_new = PyType_GenericNew,
 	.tp_init = (initproc)client_init,
 	.tp_dealloc = (destructor)client_dealloc,
@@ -1668,6 +1676,25 @@ static PyObject *table_set_row_cache(TableObject *self, PyObject *args,
 	Py_RETURN_NONE;
 }
 
+/* prefetch_index() -> images entered (rs_table_prefetch_index). */
+static PyObject *table_prefetch_index(TableObject *self, PyObject *unused)
+{
+	uint64_t n = 0;
+	int ret;
+
+	(void)unused;
+	if (!table_usable(self))
+		return NULL;
+	self->client->busy++;
+	Py_BEGIN_ALLOW_THREADS
+	ret = rs_table_prefetch_index(self->t, &n);
+	Py_END_ALLOW_THREADS
+	self->client->busy--;
+	if (ret)
+		return raise_rs(ret, "prefetch index");
+	return PyLong_FromUnsignedLongLong(n);
+}
+
 static PyObject *table_put(TableObject *self, PyObject *args)
 {
 	PyObject *keys, *values;
@@ -1716,6 +1743,10 @@ static PyMethodDef table_methods[] = {
 	  "create, computed locally (nothing written)" },
 	{ "put", (PyCFunction)(void (*)(void))table_put, METH_VARARGS,
 	  "put(keys, values) -> status" },
+	{ "prefetch_index", (PyCFunction)table_prefetch_index, METH_NOARGS,
+	  "prefetch_index() -> int: READ the table's whole index into the "
+	  "client's bucket-image cache (a first get of any key then takes "
+	  "one READ); returns the images entered" },
 	{ "set_row_cache", (PyCFunction)(void (*)(void))table_set_row_cache,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "set_row_cache(bytes, max_stale_steps=None): a row cache of this "

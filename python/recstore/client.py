@@ -143,6 +143,15 @@ class Table:
         calls of the client run in other threads."""
         self._t.set_row_cache(nbytes, max_stale_steps)
 
+    def prefetch_index(self):
+        """READ this table's whole index, at every node, into the
+        client's bucket-image cache (Client(bucket_cache_bytes=...),
+        default 32 MiB): a first get of any existing key then takes one
+        READ instead of two dependent rounds (docs/client.md, "Bucket
+        images"). Returns the images entered; raises recstore.Error if
+        the cache is disabled."""
+        return self._t.prefetch_index()
+
     def put(self, keys, values):
         """Write rows (create or overwrite; optimizer state starts fresh)."""
         k = self._keys(keys)
@@ -172,7 +181,9 @@ class Client(_native.Client):
     Keyword arguments: device (RDMA device name or IP), cache_entries,
     conns_per_node, timeout_ms, rpc_reads, spin_us, key_id and secret_file
     (credentials, docs/security.md), replica_reads (cluster mode: READ at
-    any ready replica, default True; docs/replication.md).
+    any ready replica, default True; docs/replication.md),
+    bucket_cache_bytes (index bucket images, default 32 MiB, 0: none;
+    Table.prefetch_index).
 
     checkpoint(path, *, tables=None, export=False, freeze_ms=0,
     progress=None, incremental=None) and restore(path, *, tables=None,
@@ -185,7 +196,8 @@ class Client(_native.Client):
     step() advances the step clock that row caches with bounded staleness
     count (Table.set_row_cache) and returns the new step. stats() returns
     the library's counters (struct rs_client_stats), among them
-    reads_posted and the row caches' row_cache_* counters.
+    reads_posted, the row caches' row_cache_* counters and the bucket
+    images' bucket_cache_* counters.
     """
 
     def table(self, name):

@@ -52,6 +52,13 @@ while at most cache_staleness steps old. The step clock is the client's
 batch or not. Updates bring the rows back, so rows this trainer updates
 stay cached and current. cache_stats() reports hits, probes and bytes.
 
+Bucket images (prefetch_index=True, the default). On opening its tables
+the collection READs each table's whole index into the client's
+bucket-image cache (Table.prefetch_index; bounded by the client's
+bucket_cache_bytes, default 32 MiB; skipped when that is 0), so the first
+lookup of any existing id takes one READ of its row instead of bucket
+READs and then the row; index_images tells how many images it entered.
+
 Training loops. update_mode="step" holds the updates of every backward
 until an explicit step() (gradient accumulation); no_sync() holds them
 inside its block (the embedding side of DDP's no_sync()); grad_hook(table,
@@ -333,7 +340,7 @@ def recstore_lookup(ebc_id, features):
 class EmbeddingBagCollection(torch.nn.Module):
     def __init__(self, client, tables, *, staleness=0, create=True,
                  update_mode="backward", grad_hook=None,
-                 on_load="verify", check_spec=True):
+                 on_load="verify", check_spec=True, prefetch_index=True):
         super().__init__()
         if staleness is not None and (not isinstance(staleness, int)
                                       or staleness < 0):
@@ -380,6 +387,13 @@ class EmbeddingBagCollection(torch.nn.Module):
             if cfg.cache_bytes:
                 t.set_row_cache(cfg.cache_bytes, cfg.cache_staleness)
             self._tables[name] = t
+        # a first lookup of any existing key in one READ: every table's
+        # index into the client's bucket-image cache (its capacity bounds
+        # what is READ)
+        self.index_images = 0
+        if prefetch_index and client.stats().get("bucket_cache_capacity"):
+            for t in self._tables.values():
+                self.index_images += t.prefetch_index()
         self._names = list(self._configs)
         self._features = names
         self._layout = {}

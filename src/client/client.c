@@ -109,6 +109,7 @@ RS_EXPORT void rs_client_close(struct rs_client **cp)
 	pthread_mutex_destroy(&c->refresh_lock);
 	cli_once_destroy(&c->once);
 	cli_lcache_delete(&c->cache);
+	cli_bcache_delete(&c->bcache);
 	place_ring_delete(&c->ring);
 	rv_dev_close(&c->dev);
 	if (c->trace_opened)
@@ -152,6 +153,8 @@ RS_EXPORT int rs_client_open(struct rs_client **out,
 			     c->cfg.nnodes, c->cfg.vnodes);
 	if (!ret)
 		ret = cli_lcache_new(&c->cache, c->cfg.cache_entries);
+	if (!ret)
+		ret = cli_bcache_new(&c->bcache, c->cfg.bcache_bytes);
 	if (!ret)
 		ret = open_trace(c);
 	if (!ret)
@@ -215,9 +218,9 @@ static struct rs_rpc_count op_count(const struct rs_client *c, uint32_t op)
 }
 
 /* 0.2, 0.4 (cluster), 0.4 (replica reads), waits cut, diverted reads,
- * 0.6 row caches */
-static const uint32_t cstats_sizes[] = { 176, 200, 216, 224, 232, 320 };
-_Static_assert(sizeof(struct rs_client_stats) == 320,
+ * 0.6 row caches, 0.9 bucket images */
+static const uint32_t cstats_sizes[] = { 176, 200, 216, 224, 232, 320, 352 };
+_Static_assert(sizeof(struct rs_client_stats) == 352,
 	       "append to cstats_sizes");
 static const struct rs_abi_type cstats_abi = {
 	"struct rs_client_stats", cstats_sizes, RS_ARRAY_SIZE(cstats_sizes)
@@ -254,6 +257,7 @@ RS_EXPORT int rs_client_get_stats(const struct rs_client *c,
 				  struct rs_client_stats *out)
 {
 	struct cli_lcache_stats cs;
+	struct cli_bcache_stats bs;
 	struct rs_client_stats f;
 	int ret = rs_abi_check(&cstats_abi, out);
 
@@ -291,6 +295,11 @@ RS_EXPORT int rs_client_get_stats(const struct rs_client *c,
 	f.cache_hits = cs.hits;
 	f.cache_misses = cs.misses;
 	row_cache_stats(c, &f);
+	cli_bcache_get_stats(c->bcache, &bs);
+	f.bucket_cache_hits = LOAD(bc_hits);
+	f.bucket_cache_stale = LOAD(bc_stale);
+	f.bucket_cache_fills = bs.fills;
+	f.bucket_cache_capacity = bs.capacity;
 	rs_abi_out(out, &f, sizeof(f));
 	return 0;
 }

@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "client/conn.h"
+#include "client/bcache.h"
 #include "client/lcache.h"
 #include "client/rcache.h"
 #include "client/once.h"
@@ -51,6 +52,7 @@
 #include "value/row_format.h"
 
 #define CLI_DEFAULT_CACHE_ENTRIES (1u << 20)
+#define CLI_DEFAULT_BCACHE_BYTES ((size_t)32 << 20)
 #define CLI_DEFAULT_CONNS 8
 #define CLI_MAX_CONNS 256
 #define CLI_DEFAULT_TORN_RETRIES 8
@@ -64,6 +66,7 @@ struct rs_client_config {
 	size_t nnodes;
 	unsigned vnodes;
 	size_t cache_entries;
+	size_t bcache_bytes;	/* bucket-image cache (bcache.h) */
 	unsigned conns_per_node;
 	unsigned torn_retries;
 	unsigned timeout_ms;
@@ -115,6 +118,9 @@ struct cli_counters {
 	atomic_uint_fast64_t backup_keys, backup_misses, diverted_keys;
 	atomic_uint_fast64_t config_waits_cut;
 	atomic_uint_fast64_t torn_retries, stale_locations, reads_posted;
+	/* bucket-image cache (bcache.h): keys served by one row READ, and
+	 * images that named another row */
+	atomic_uint_fast64_t bc_hits, bc_stale;
 	atomic_uint_fast64_t dir_refreshes;
 	/* cluster mode: CONFIG rounds done by refreshes, and keys resent
 	 * after an epoch refusal or a node's failure */
@@ -189,6 +195,7 @@ struct rs_client {
 	struct rs_client_config cfg;
 	struct place_ring *ring;	/* static mode */
 	struct cli_lcache *cache;
+	struct cli_bcache *bcache;	/* bucket images (bcache.h), or NULL */
 	struct rv_dev *dev;
 	atomic_size_t nnodes;		/* published node slots */
 	struct cli_node *nodes;		/* [CLI_MAX_NODES] in cluster mode */

@@ -36,6 +36,7 @@ RS_EXPORT int rs_client_config_new(struct rs_client_config **out)
 	}
 	cfg->vnodes = PLACE_RING_DEFAULT_VNODES;
 	cfg->cache_entries = CLI_DEFAULT_CACHE_ENTRIES;
+	cfg->bcache_bytes = CLI_DEFAULT_BCACHE_BYTES;
 	cfg->conns_per_node = CLI_DEFAULT_CONNS;
 	cfg->torn_retries = CLI_DEFAULT_TORN_RETRIES;
 	cfg->timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
@@ -157,6 +158,8 @@ static int in_range(const struct rs_client_config *cfg, const char *what,
 RANGE_SETTER(vnodes, unsigned, vnodes, "vnodes", 1, PLACE_RING_MAX_VNODES)
 RANGE_SETTER(cache_entries, size_t, cache_entries, "cache entries", 0,
 	     (size_t)1 << 32)
+RANGE_SETTER(bucket_cache_bytes, size_t, bcache_bytes, "bucket cache bytes",
+	     0, (size_t)64 << 30)
 RANGE_SETTER(conns_per_node, unsigned, conns_per_node,
 	     "connections per node", 1, CLI_MAX_CONNS)
 RANGE_SETTER(torn_retries, unsigned, torn_retries, "torn retries", 0, 1000)

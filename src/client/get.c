@@ -60,6 +60,9 @@
  * occurrence of a key of the batch, ref its first: fold_dups()) */
 enum gstate { G_BUCKETS, G_ROW, G_PROBE, G_RPC, G_DONE, G_DUP };
 
+/* gkey.cached of a row found in a cached bucket image (bcache.h). */
+#define KC_IMAGE 3
+
 /* A probe READs the version and checksum words of a cached row. */
 #define PROBE_BYTES 16u
 
@@ -77,7 +80,8 @@ struct gkey {
 	uint8_t state;
 	uint8_t cached;	   /* ROW location came from the cache (2: from
 			      an entry of another epoch, re-stamped once
-			      its row validates) */
+			      its row validates; KC_IMAGE: from a cached
+			      bucket image) */
 	uint8_t have_v1;   /* a first miss round was seen */
 	uint8_t inround;
 	uint16_t tries;
@@ -296,6 +300,27 @@ static void plan_row(struct gcall *g, size_t i, unsigned node,
 	g->pending++;
 }
 
+/* Key i missed the location cache: if the cached image of one of its
+ * candidate buckets (k->ploc) holds it, READ its row at once, one round
+ * trip (on_row() checks the row is the key's). */
+static bool image_row(struct gcall *g, size_t i, const struct cli_tloc *v)
+{
+	struct gkey *k = &g->k[i];
+	const uint64_t gen = cli_bcache_gen(&v->geom);
+	uint32_t ref;
+
+	for (int b = 0; b < 2; b++)
+		if (cli_bcache_find(g->c->bcache, v->uid, gen, k->ploc.b[b],
+				    g->keys[i].key, k->ploc.tag, &ref) == 1 &&
+		    ref < v->rgeom.nrows) {
+			k->ref = ref;
+			k->cached = KC_IMAGE;
+			k->state = G_ROW;
+			return true;
+		}
+	return false;
+}
+
 /*
  * Place keys on nodes (by ring, or rt: see place()), consult the cache,
  * group per node. Keys of use_rpc calls are not placed: the RPC path
@@ -305,7 +330,8 @@ static void plan_row(struct gcall *g, size_t i, unsigned node,
  * is used only where the key is placed now (as it was before entries
  * knew their node), and one of another epoch is re-stamped by on_row().
  * Keys of tables with a row cache consult that first (row_cached()),
- * then the location cache, after placement.
+ * then the location cache, after placement. A key the location cache
+ * does not place looks in the images of its buckets (image_row()).
  */
 static int plan(struct gcall *g, bool use_rpc, const struct place_ring *ring,
 		const struct cli_route *rt, size_t *keyidx,
@@ -313,6 +339,7 @@ static int plan(struct gcall *g, bool use_rpc, const struct place_ring *ring,
 {
 	struct rs_client *c = g->c;
 	const bool lcache = c->cache && !(g->flags & RS_F_NOCACHE);
+	const bool images = c->bcache && !(g->flags & RS_F_NOCACHE);
 
 	for (size_t i = 0; i < g->n; i++) {
 		struct gkey *k = &g->k[i];
@@ -376,8 +403,9 @@ static int plan(struct gcall *g, bool use_rpc, const struct place_ring *ring,
 		} else {
 			g->nodes[k->node].nkeys++;
 			g->pending++;
-			k->state = G_BUCKETS;
 			pet_locate(&v->geom, g->keys[i].key, &k->ploc);
+			if (!images || !image_row(g, i, v))
+				k->state = G_BUCKETS;
 		}
 	}
 	/* Carve each node's key list and READ requests out of the block. */
@@ -540,6 +568,15 @@ static void on_buckets(struct gcall *g, size_t i, const uint8_t *img)
 		retry(g, k);
 		return;
 	}
+	if (g->c->bcache && !(g->flags & RS_F_NOCACHE)) {
+		const struct cli_tloc *vw = view_of(g, k);
+		const uint64_t gen = cli_bcache_gen(&vw->geom);
+
+		for (int b = 0; b < 2; b++)
+			cli_bcache_put(g->c->bcache, vw->uid, gen,
+				       k->ploc.b[b],
+				       img + b * PET_BUCKET_BYTES);
+	}
 	if (!pet_bucket_find(img, key, k->ploc.tag, &ref) ||
 	    !pet_bucket_find(img + PET_BUCKET_BYTES, key, k->ploc.tag, &ref)) {
 		if (ref >= view_of(g, k)->rgeom.nrows) {
@@ -631,6 +668,8 @@ static void on_row(struct gcall *g, size_t i, const uint8_t *img)
 		k->state = G_DONE;
 		g->pending--;
 		CLI_INC(g->c, onesided_keys, 1);
+		if (k->cached == KC_IMAGE)
+			CLI_INC(g->c, bc_hits, 1);
 		if (rc && !(g->flags & RS_F_NOCACHE) &&
 		    cli_rcache_dim(rc) == v->rgeom.dim)
 			row_fill(g, rc, k, v, key, img, version);
@@ -649,6 +688,20 @@ static void on_row(struct gcall *g, size_t i, const uint8_t *img)
 	}
 	if (ret == RS_E_STALE && RS_UNLIKELY(g->any_rc) && g->keys[i].t->rc)
 		cli_rcache_drop(g->keys[i].t->rc, key, 0);
+	if (ret == RS_E_STALE && k->cached == KC_IMAGE) {
+		/* An image named a row that is no longer this key's: drop
+		 * both images, READ the buckets. */
+		const uint64_t gen = cli_bcache_gen(&v->geom);
+
+		CLI_INC(g->c, bc_stale, 1);
+		for (int b = 0; b < 2; b++)
+			cli_bcache_drop(g->c->bcache, v->uid, gen,
+					k->ploc.b[b]);
+		k->cached = 0;
+		k->have_v1 = 0;
+		k->state = G_BUCKETS;
+		return;
+	}
 	if (ret == RS_E_STALE && k->cached) {
 		/* The cached location is no longer this key's row. */
 		CLI_INC(g->c, stale_locations, 1);

@@ -2,13 +2,9 @@
  * lcache.c - set-associative CLOCK cache of row locations (see lcache.h).
  *
  * Layout: nsets (a power of two) sets of CLI_LCACHE_WAYS entries, each set
- * one spin lock + valid and reference bitmaps + a CLOCK hand. The set of a
- * (table, key) pair comes from a 64-bit mix of both, so a table's keys spread
- * over all sets.
- *
- * Replacement: a hit sets the way's reference bit. An insert into a full set
- * advances the hand, clearing reference bits, until it finds a way whose bit
- * is clear (at most two turns): classic CLOCK, per set.
+ * one spin lock + valid and reference bitmaps + a CLOCK hand (clockset.h).
+ * The set of a (table, key) pair comes from a 64-bit mix of both, so a
+ * table's keys spread over all sets. Replacement: CLOCK, per set.
  *
  * Invariants (under the set's lock): a way is meaningful only if its valid
  * bit is set; at most one valid way per (table, key) in a set.
@@ -18,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/clockset.h"
 #include "client/lcache.h"
 #include "common/rs_internal.h"
 
@@ -28,10 +25,7 @@ struct way {
 };
 
 struct set {
-	atomic_flag lock;
-	uint8_t valid; /* bit i: way i holds an entry */
-	uint8_t ref;   /* bit i: way i used since the hand last passed */
-	uint8_t hand;
+	struct cli_clock h;
 	struct way way[CLI_LCACHE_WAYS];
 };
 
@@ -60,20 +54,18 @@ static struct set *set_of(struct cli_lcache *c, uint32_t table, uint64_t key)
 
 static void set_lock(struct set *s)
 {
-	while (atomic_flag_test_and_set_explicit(&s->lock,
-						 memory_order_acquire))
-		__builtin_ia32_pause();
+	cli_clock_lock(&s->h);
 }
 
 static void set_unlock(struct set *s)
 {
-	atomic_flag_clear_explicit(&s->lock, memory_order_release);
+	cli_clock_unlock(&s->h);
 }
 
 static int find_way(const struct set *s, uint32_t table, uint64_t key)
 {
 	for (int i = 0; i < CLI_LCACHE_WAYS; i++)
-		if ((s->valid & (1u << i)) && s->way[i].key == key &&
+		if ((s->h.valid & (1u << i)) && s->way[i].key == key &&
 		    s->way[i].table == table)
 			return i;
 	return -1;
@@ -101,7 +93,7 @@ int cli_lcache_new(struct cli_lcache **out, size_t entries)
 		return rs_seterr(-ENOMEM, "location cache: %zu sets", nsets);
 	}
 	for (size_t i = 0; i < nsets; i++)
-		atomic_flag_clear(&c->sets[i].lock);
+		atomic_flag_clear(&c->sets[i].h.lock);
 	c->nsets = nsets;
 	*out = c;
 	return 0;
@@ -129,7 +121,7 @@ bool cli_lcache_get(struct cli_lcache *c, uint32_t table, uint64_t key,
 	w = find_way(s, table, key);
 	if (w >= 0) {
 		*out = s->way[w].loc;
-		s->ref |= (uint8_t)(1u << w);
+		cli_clock_touch(&s->h, w);
 	}
 	set_unlock(s);
 	atomic_fetch_add_explicit(w >= 0 ? &c->hits : &c->misses, 1,
@@ -140,21 +132,12 @@ bool cli_lcache_get(struct cli_lcache *c, uint32_t table, uint64_t key,
 /* Pick a way to fill in a set whose lock is held. */
 static int victim(struct cli_lcache *c, struct set *s)
 {
-	int w;
+	bool evicted;
+	int w = cli_clock_victim(&s->h, CLI_LCACHE_WAYS, &evicted);
 
-	if (s->valid != 0xff) {
-		for (w = 0; w < CLI_LCACHE_WAYS; w++)
-			if (!(s->valid & (1u << w)))
-				return w;
-	}
-	for (;;) {
-		w = s->hand;
-		s->hand = (uint8_t)((s->hand + 1) % CLI_LCACHE_WAYS);
-		if (!(s->ref & (1u << w)))
-			break;
-		s->ref &= (uint8_t)~(1u << w);
-	}
-	atomic_fetch_add_explicit(&c->evictions, 1, memory_order_relaxed);
+	if (evicted)
+		atomic_fetch_add_explicit(&c->evictions, 1,
+					  memory_order_relaxed);
 	return w;
 }
 
@@ -174,8 +157,7 @@ void cli_lcache_put(struct cli_lcache *c, uint32_t table, uint64_t key,
 	s->way[w].key = key;
 	s->way[w].table = table;
 	s->way[w].loc = *loc;
-	s->valid |= (uint8_t)(1u << w);
-	s->ref &= (uint8_t)~(1u << w);
+	cli_clock_fill(&s->h, w);
 	set_unlock(s);
 	atomic_fetch_add_explicit(&c->inserts, 1, memory_order_relaxed);
 }
@@ -191,12 +173,10 @@ void cli_lcache_invalidate(struct cli_lcache *c, uint32_t table, uint64_t key,
 	s = set_of(c, table, key);
 	set_lock(s);
 	w = find_way(s, table, key);
-	if (w >= 0 && (addr == 0 || s->way[w].loc.addr == addr)) {
-		s->valid &= (uint8_t)~(1u << w);
-		s->ref &= (uint8_t)~(1u << w);
-	} else {
+	if (w >= 0 && (addr == 0 || s->way[w].loc.addr == addr))
+		cli_clock_clear(&s->h, w);
+	else
 		w = -1;
-	}
 	set_unlock(s);
 	if (w >= 0)
 		atomic_fetch_add_explicit(&c->invalidations, 1,
@@ -212,11 +192,9 @@ void cli_lcache_invalidate_table(struct cli_lcache *c, uint32_t table)
 
 		set_lock(s);
 		for (int w = 0; w < CLI_LCACHE_WAYS; w++)
-			if ((s->valid & (1u << w)) &&
-			    s->way[w].table == table) {
-				s->valid &= (uint8_t)~(1u << w);
-				s->ref &= (uint8_t)~(1u << w);
-			}
+			if ((s->h.valid & (1u << w)) &&
+			    s->way[w].table == table)
+				cli_clock_clear(&s->h, w);
 		set_unlock(s);
 	}
 }

@@ -101,3 +101,38 @@ struct rs_table *h_table(struct rs_client *c, const char *name,
 	H_OK(rs_table_open(c, name, &t));
 	return t;
 }
+
+float h_val(uint64_t key, unsigned e, unsigned gen)
+{
+	return (float)((key * 7 + e * 3 + gen * 1000) % 4096) / 16.0f;
+}
+
+void h_fill(float *rows, const uint64_t *keys, size_t n, unsigned dim,
+	    unsigned gen)
+{
+	for (size_t i = 0; i < n; i++)
+		for (unsigned e = 0; e < dim; e++)
+			rows[i * dim + e] = h_val(keys[i], e, gen);
+}
+
+void h_expect_rows(const float *rows, const int *st, const uint64_t *keys,
+		   size_t n, unsigned dim, unsigned gen, const char *what)
+{
+	for (size_t i = 0; i < n; i++) {
+		H_CHECK(st[i] == RS_KEY_FOUND, "%s: key %llu status %d", what,
+			(unsigned long long)keys[i], st[i]);
+		for (unsigned e = 0; e < dim; e++)
+			H_CHECK(rows[i * dim + e] == h_val(keys[i], e, gen),
+				"%s: key %llu elem %u: %g != %g", what,
+				(unsigned long long)keys[i], e,
+				rows[i * dim + e], h_val(keys[i], e, gen));
+	}
+}
+
+struct rs_client_stats h_stats(struct rs_client *c)
+{
+	struct rs_client_stats s = RS_CLIENT_STATS_INIT;
+
+	H_OK(rs_client_get_stats(c, &s));
+	return s;
+}

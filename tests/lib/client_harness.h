@@ -36,6 +36,18 @@ struct harness {
 #define H_OK HC_OK
 #define H_CHECK HC_CHECK
 
+/* Rows with known contents: element e of key's row in generation gen
+ * (multiples of 1/16 below 256: exact in fp16 and bf16 too). */
+float h_val(uint64_t key, unsigned e, unsigned gen);
+/* rows[n * dim] of keys[n] in generation gen */
+void h_fill(float *rows, const uint64_t *keys, size_t n, unsigned dim,
+	    unsigned gen);
+/* Every key FOUND with its generation-gen row, or the test fails. */
+void h_expect_rows(const float *rows, const int *st, const uint64_t *keys,
+		   size_t n, unsigned dim, unsigned gen, const char *what);
+/* The client's counters now. */
+struct rs_client_stats h_stats(struct rs_client *c);
+
 /* Start `want` nodes (exit 77 if the environment cannot give them). */
 void h_start(struct harness *h, unsigned want);
 

@@ -494,6 +494,53 @@ class TrainerPath(unittest.TestCase):
         self.assertGreater(after["onesided_keys"], before["onesided_keys"])
         ebc.close()
 
+    def test_bucket_images_one_read(self):
+        """A trainer whose location cache is empty (here: none at all)
+        gets existing ids in one READ each, through the bucket images its
+        collection prefetched (docs/client.md, "Bucket images")."""
+        spec = tc.small_spec()
+        cfgs = tc.configs(spec, "ti_")
+        data = tc.batches(spec, steps=2, weighted=False, seed=21)
+        ebc = recstore.EmbeddingBagCollection(self.c, cfgs)
+        ebc(data[0][0]).values().sum().backward()   # creates the rows
+        ebc.flush()
+        ebc.close()
+        c2 = client(cache_entries=0)
+        try:
+            ebc2 = recstore.EmbeddingBagCollection(c2, tc.configs(spec, "ti_"),
+                                                   create=False)
+            self.assertGreater(ebc2.index_images, 0)
+            ebc2.eval()
+            before = c2.stats()
+            with torch.no_grad():
+                ev = ebc2(data[0][0]).values()
+            after = c2.stats()
+            keys = after["onesided_keys"] - before["onesided_keys"]
+            self.assertGreater(keys, 0)
+            self.assertEqual(after["rpc_keys"], before["rpc_keys"])
+            self.assertEqual(after["bucket_cache_hits"]
+                             - before["bucket_cache_hits"], keys)
+            self.assertEqual(after["reads_posted"] - before["reads_posted"],
+                             keys)
+            self.assertEqual(ebc2.stats["init_local_keys"], 0)
+            self.assertTrue(torch.isfinite(ev).all())
+            ebc2.close()
+            # disabled: no prefetch, nothing raised by the collection
+            c3 = client(bucket_cache_bytes=0)
+            try:
+                self.assertEqual(c3.stats()["bucket_cache_capacity"], 0)
+                ebc3 = recstore.EmbeddingBagCollection(
+                    c3, tc.configs(spec, "ti_"), create=False)
+                self.assertEqual(ebc3.index_images, 0)
+                ebc3.close()
+                with self.assertRaises(recstore.Error):
+                    c3.table("ti_" + next(iter(spec["tables"]))
+                             ).prefetch_index()
+            finally:
+                c3.close()
+        finally:
+            c2.close()
+
     def test_admission_and_eviction_tables_train(self):
         self.c.create_table("tp_adm", 4, optimizer="sgd", lr=0.1,
                             capacity=1024, evict="lru", max_rows=1000,

@@ -17,32 +17,8 @@
 #define DIM 32
 #define N 3000 /* > any rxe max_qp_rd_atom: the batch is pipelined */
 
-static float val(uint64_t key, unsigned e, unsigned gen)
-{
-	return (float)((key * 7 + e * 3 + gen * 1000) % 4096) / 16.0f;
-}
 
-static void fill(float *rows, const uint64_t *keys, size_t n, unsigned gen)
-{
-	for (size_t i = 0; i < n; i++)
-		for (unsigned e = 0; e < DIM; e++)
-			rows[i * DIM + e] = val(keys[i], e, gen);
-}
 
-static void expect_rows(const float *rows, const int *st,
-			const uint64_t *keys, size_t n, unsigned gen,
-			const char *what)
-{
-	for (size_t i = 0; i < n; i++) {
-		H_CHECK(st[i] == RS_KEY_FOUND, "%s: key %llu status %d", what,
-			(unsigned long long)keys[i], st[i]);
-		for (unsigned e = 0; e < DIM; e++)
-			H_CHECK(rows[i * DIM + e] == val(keys[i], e, gen),
-				"%s: key %llu elem %u: %g != %g", what,
-				(unsigned long long)keys[i], e,
-				rows[i * DIM + e], val(keys[i], e, gen));
-	}
-}
 
 /* The key put_get() put at index i (generation 1). */
 static uint64_t put_key(size_t i)
@@ -61,14 +37,14 @@ static void put_get(struct rs_client *c, struct rs_table *t)
 
 	for (size_t i = 0; i < N; i++)
 		keys[i] = put_key(i);
-	fill(rows, keys, N, 1);
+	h_fill(rows, keys, N, DIM, 1);
 	H_CHECK(rs_put(t, keys, N, rows, st, 0) == N, "put");
 	for (size_t f = 0; f < 4; f++) {
 		rs_client_get_stats(c, &s0);
 		memset(rows, 0, sizeof(rows));
 		H_CHECK(rs_get(t, keys, N, rows, st, flags[f]) == N,
 			"get flags %u", flags[f]);
-		expect_rows(rows, st, keys, N, 1, "get");
+		h_expect_rows(rows, st, keys, N, DIM, 1, "get");
 		rs_client_get_stats(c, &s1);
 		if (flags[f] & RS_F_RPC)
 			H_CHECK(s1.rpc_keys - s0.rpc_keys == N, "rpc keys");
@@ -105,7 +81,7 @@ static void expect_dups(const float *rows, const int *st,
 					i);
 			continue;
 		}
-		expect_rows(rows + i * DIM, st + i, keys + i, 1, 1, what);
+		h_expect_rows(rows + i * DIM, st + i, keys + i, 1, DIM, 1, what);
 	}
 }
 
@@ -157,7 +133,7 @@ static void duplicate_keys(struct rs_client *c, struct rs_table *t)
 		memset(rows, 0, sizeof(rows));
 		H_CHECK(rs_get(t, big, 2 * N, rows, st, flags[f]) == 2 * N,
 			"get of every key twice, flags %u", flags[f]);
-		expect_rows(rows, st, big, 2 * N, 1, "every key twice");
+		h_expect_rows(rows, st, big, 2 * N, DIM, 1, "every key twice");
 	}
 	printf("batches with repeated keys: ok\n");
 }
@@ -194,10 +170,10 @@ static void delete_reput(struct rs_client *c, struct rs_table *t)
 
 	for (size_t i = 0; i < 64; i++)
 		keys[i] = (1ull << 40) + i;
-	fill(rows, keys, 64, 2);
+	h_fill(rows, keys, 64, DIM, 2);
 	H_CHECK(rs_put(t, keys, 64, rows, st, 0) == 64, "put");
 	H_CHECK(rs_get(t, keys, 64, rows, st, 0) == 64, "get (caches)");
-	expect_rows(rows, st, keys, 64, 2, "before delete");
+	h_expect_rows(rows, st, keys, 64, DIM, 2, "before delete");
 	H_CHECK(rs_delete(t, keys, 32, st, 0) == 32, "delete");
 	rs_client_get_stats(c, &s0);
 	H_CHECK(rs_get(t, keys, 64, rows, st, 0) == 32, "get after delete");
@@ -211,13 +187,13 @@ static void delete_reput(struct rs_client *c, struct rs_table *t)
 	 * freed slots get reused by other keys too. */
 	for (size_t i = 0; i < 32; i++)
 		keys[32 + i] = (1ull << 41) + i;
-	fill(rows, keys, 64, 3);
+	h_fill(rows, keys, 64, DIM, 3);
 	H_CHECK(rs_put(t, keys + 32, 32, rows + 32 * DIM, st, 0) == 32, "p2");
 	H_CHECK(rs_put(t, keys, 32, rows, st, 0) == 32, "re-put");
 	for (int round = 0; round < 2; round++) {
 		memset(rows, 0, sizeof(rows));
 		H_CHECK(rs_get(t, keys, 64, rows, st, 0) == 64, "get re-put");
-		expect_rows(rows, st, keys, 64, 3, "after re-put");
+		h_expect_rows(rows, st, keys, 64, DIM, 3, "after re-put");
 	}
 	printf("delete + re-put through the location cache: ok\n");
 }
@@ -258,17 +234,17 @@ static void recreated_table(struct harness *h, struct rs_client *c)
 
 	for (size_t i = 0; i < 40; i++)
 		keys[i] = 700 + i;
-	fill(rows, keys, 40, 5);
+	h_fill(rows, keys, 40, DIM, 5);
 	H_CHECK(rs_put(t, keys, 40, rows, st, 0) == 40, "put");
 	H_CHECK(rs_get(t, keys, 40, rows, st, 0) == 40, "get (caches)");
 	H_OK(rs_table_drop(other, "again"));
 	t2 = h_table(other, "again", DIM, "adagrad", RS_DTYPE_FP32, 2048);
-	fill(rows, keys, 40, 6);
+	h_fill(rows, keys, 40, DIM, 6);
 	H_CHECK(rs_put(t2, keys, 40, rows, st, 0) == 40, "put new");
 	for (int f = 0; f < 3; f++) {
 		memset(rows, 0, sizeof(rows));
 		H_OK(rs_get(t, keys, 40, rows, st, f == 2 ? RS_F_RPC : 0));
-		expect_rows(rows, st, keys, 40, 6, "re-created table");
+		h_expect_rows(rows, st, keys, 40, DIM, 6, "re-created table");
 	}
 	rs_client_close(&other);
 	H_OK(rs_table_drop(c, "again"));
@@ -303,11 +279,11 @@ static void async_overlap(struct rs_table *t)
 		H_CHECK(spins < 100000000L, "rs_op_test never returned 1");
 		sched_yield();
 	}
-	expect_rows(rows[0], st[0], keys[0], 500, 1, "async (tested)");
+	h_expect_rows(rows[0], st[0], keys[0], 500, DIM, 1, "async (tested)");
 	H_CHECK(rs_op_test(op[0]) == 1, "a finished op stays finished");
 	for (int b = 0; b < 4; b++) {
 		H_CHECK(rs_op_wait(&op[b]) == 500 && !op[b], "async %d", b);
-		expect_rows(rows[b], st[b], keys[b], 500, 1, "async");
+		h_expect_rows(rows[b], st[b], keys[b], 500, DIM, 1, "async");
 	}
 	H_CHECK(rs_op_test(NULL) == RS_E_INVAL, "rs_op_test(NULL)");
 	printf("async gets: ok (%d finished before the wait)\n", done);

@@ -26,25 +26,8 @@
 #define DIM 16
 #define N 200
 
-static float val(uint64_t key, unsigned e, unsigned gen)
-{
-	return (float)((key * 7 + e * 3 + gen * 1000) % 4096) / 16.0f;
-}
 
-static void fill(float *rows, const uint64_t *keys, size_t n, unsigned gen)
-{
-	for (size_t i = 0; i < n; i++)
-		for (unsigned e = 0; e < DIM; e++)
-			rows[i * DIM + e] = val(keys[i], e, gen);
-}
 
-static struct rs_client_stats stats(struct rs_client *c)
-{
-	struct rs_client_stats s = RS_CLIENT_STATS_INIT;
-
-	H_OK(rs_client_get_stats(c, &s));
-	return s;
-}
 
 /* rows the nodes returned in UPDATE replies (both nodes) */
 static uint64_t node_rows(struct rs_client *c)
@@ -98,20 +81,20 @@ static void exact(struct rs_client *c, struct rs_client *other,
 
 	for (size_t i = 0; i < N; i++)
 		keys[i] = i * 7919 + 3;
-	fill(rows, keys, N, 1);
+	h_fill(rows, keys, N, DIM, 1);
 	H_CHECK(rs_put(t, keys, N, rows, st, 0) == N, "put");
 	set_cache(t, 1 << 20, UINT32_MAX);
 	/* first get: READs fill the cache */
-	s0 = stats(c);
+	s0 = h_stats(c);
 	H_CHECK(rs_get(t, keys, N, out, st, 0) == N, "get 1");
-	s1 = stats(c);
+	s1 = h_stats(c);
 	H_CHECK(s1.row_cache_fills - s0.row_cache_fills == N, "fills %llu",
 		(unsigned long long)(s1.row_cache_fills - s0.row_cache_fills));
 	H_CHECK(s1.row_cache_hits == s0.row_cache_hits, "no hits yet");
 	/* second get: one probe per key, nothing else */
 	s0 = s1;
 	H_CHECK(rs_get(t, keys, N, out, st, 0) == N, "get 2");
-	s1 = stats(c);
+	s1 = h_stats(c);
 	H_CHECK(!memcmp(out, rows, sizeof(rows)), "cached rows differ");
 	H_CHECK(s1.row_cache_hits - s0.row_cache_hits == N &&
 			s1.row_cache_probes - s0.row_cache_probes == N &&
@@ -126,11 +109,11 @@ static void exact(struct rs_client *c, struct rs_client *other,
 			s1.row_cache_bytes_saved - s0.row_cache_bytes_saved));
 	/* another client changes 10 rows: their probes miss, the rows are
 	 * READ again */
-	fill(rows, keys, 10, 2);
+	h_fill(rows, keys, 10, DIM, 2);
 	H_CHECK(rs_put(to, keys, 10, rows, st, 0) == 10, "other put");
-	s0 = stats(c);
+	s0 = h_stats(c);
 	H_CHECK(rs_get(t, keys, N, out, st, 0) == N, "get 3");
-	s1 = stats(c);
+	s1 = h_stats(c);
 	H_CHECK(!memcmp(out, rows, sizeof(rows)), "a changed row was served "
 		"from the cache");
 	H_CHECK(s1.row_cache_probe_misses - s0.row_cache_probe_misses == 10 &&
@@ -141,7 +124,7 @@ static void exact(struct rs_client *c, struct rs_client *other,
 	/* ... and the new rows are cached: all hits again */
 	s0 = s1;
 	H_CHECK(rs_get(t, keys, N, out, st, 0) == N, "get 4");
-	s1 = stats(c);
+	s1 = h_stats(c);
 	H_CHECK(s1.row_cache_hits - s0.row_cache_hits == N, "refilled");
 	/* a key the other client deletes: found missing, not served */
 	H_CHECK(rs_delete(to, keys, 1, st, 0) == 1, "other delete");
@@ -164,7 +147,7 @@ static void own_updates(struct rs_client *c, const char *name,
 
 	for (size_t i = 0; i < N + 5; i++)
 		keys[i] = i * 104729 + 11;
-	fill(rows, keys, N, 3);
+	h_fill(rows, keys, N, DIM, 3);
 	for (size_t i = 0; i < (N + 5) * DIM; i++)
 		g[i] = (float)((i * 37) % 23) / 7.0f - 1.5f;
 	H_CHECK(rs_put(t, keys, N, rows, st, 0) == N, "%s: put", name);
@@ -173,12 +156,12 @@ static void own_updates(struct rs_client *c, const char *name,
 	for (int round = 0; round < 3; round++) {
 		uint64_t nr = node_rows(c);
 
-		s0 = stats(c);
+		s0 = h_stats(c);
 		/* five keys more, created by the update (create flag) */
 		o.flags = RS_UPDATE_CREATE;
 		H_CHECK(rs_update_ex(t, keys, N + 5, g, st, 0, &o) == N + 5,
 			"%s: update: %s", name, rs_errormsg());
-		s1 = stats(c);
+		s1 = h_stats(c);
 		H_CHECK(s1.row_cache_update_rows - s0.row_cache_update_rows ==
 				N + 5,
 			"%s: rows in update replies %llu", name,
@@ -189,7 +172,7 @@ static void own_updates(struct rs_client *c, const char *name,
 			(unsigned long long)(node_rows(c) - nr));
 		s0 = s1;
 		same_as_uncached(t, keys, N + 5, name);
-		s1 = stats(c);
+		s1 = h_stats(c);
 		H_CHECK(s1.row_cache_probe_misses == s0.row_cache_probe_misses,
 			"%s round %d: %llu probe misses after own update", name,
 			round, (unsigned long long)(s1.row_cache_probe_misses -
@@ -219,16 +202,16 @@ static void stale(struct rs_client *c, struct rs_client *other)
 	H_OK(rs_table_open(other, "rc_stale", &to));
 	for (size_t i = 0; i < N; i++)
 		keys[i] = i + 1;
-	fill(rows, keys, N, 4);
-	fill(v2, keys, N, 5);
+	h_fill(rows, keys, N, DIM, 4);
+	h_fill(v2, keys, N, DIM, 5);
 	H_CHECK(rs_put(t, keys, N, rows, st, 0) == N, "put");
 	set_cache(t, 1 << 20, 2);
 	H_CHECK(rs_get(t, keys, N, out, st, 0) == N, "fill");
 	H_CHECK(rs_put(to, keys, N, v2, st, 0) == N, "other put");
 	for (int step = 0; step <= 2; step++) {
-		s0 = stats(c);
+		s0 = h_stats(c);
 		H_CHECK(rs_get(t, keys, N, out, st, 0) == N, "get");
-		s1 = stats(c);
+		s1 = h_stats(c);
 		H_CHECK(s1.reads_posted == s0.reads_posted &&
 				s1.row_cache_stale_hits - s0.row_cache_stale_hits
 					== N,
@@ -241,9 +224,9 @@ static void stale(struct rs_client *c, struct rs_client *other)
 		rs_client_step(c);
 	}
 	/* three steps old: probed, found changed, READ */
-	s0 = stats(c);
+	s0 = h_stats(c);
 	H_CHECK(rs_get(t, keys, N, out, st, 0) == N, "get");
-	s1 = stats(c);
+	s1 = h_stats(c);
 	H_CHECK(s1.row_cache_probe_misses - s0.row_cache_probe_misses == N,
 		"past the bound: probe misses %llu",
 		(unsigned long long)(s1.row_cache_probe_misses -
@@ -262,13 +245,13 @@ static void recreated(struct rs_client *c)
 
 	for (size_t i = 0; i < N; i++)
 		keys[i] = i + 100;
-	fill(rows, keys, N, 6);
+	h_fill(rows, keys, N, DIM, 6);
 	H_CHECK(rs_put(t, keys, N, rows, st, 0) == N, "put");
 	set_cache(t, 1 << 20, 1000);
 	H_CHECK(rs_get(t, keys, N, out, st, 0) == N, "fill");
 	H_OK(rs_table_drop(c, "rc_drop"));
 	t = h_table(c, "rc_drop", DIM, "sgd", RS_DTYPE_FP32, 4096);
-	fill(rows, keys, N, 7);
+	h_fill(rows, keys, N, DIM, 7);
 	H_CHECK(rs_put(t, keys, N / 2, rows, st, 0) == N / 2, "put again");
 	H_CHECK(rs_get(t, keys, N, out, st, 0) == N / 2, "half the keys");
 	for (size_t i = 0; i < N; i++)
@@ -285,7 +268,7 @@ static void budget(struct rs_client *c, struct rs_table *t)
 	struct rs_row_cache_opts o = RS_ROW_CACHE_OPTS_INIT;
 	struct rs_client_stats s, s0;
 
-	s0 = stats(c);
+	s0 = h_stats(c);
 	o.bytes = 64; /* not even 8 rows */
 	H_CHECK(rs_table_set_row_cache(t, &o) == RS_E_INVAL, "tiny budget");
 	o.bytes = 1 << 20;
@@ -294,7 +277,7 @@ static void budget(struct rs_client *c, struct rs_table *t)
 	o.flags = 0;
 	o.bytes = 0;
 	H_OK(rs_table_set_row_cache(t, &o));
-	s = stats(c);
+	s = h_stats(c);
 	/* t's cache held at most its budget (the other handles keep
 	 * theirs) */
 	H_CHECK(s0.row_cache_bytes > s.row_cache_bytes &&
