@@ -7,11 +7,12 @@
 # to that file alone what its folder's row does not allow: the known
 # exceptions. The table is read from the doc, so the rule is written once;
 # an include to a folder above F, or to one the table does not give F,
-# fails here, naming the file and line. The same for tools/: a second
-# table has one row per file of tools/ (a new tool must be declared), which
-# lists the internal headers (or folders) it may include; a tool with an
-# empty row is thin (public headers only), and tools/recstore-ctl.c must
-# stay so.
+# fails here, naming the file and line. The same for the programs, tools/
+# (what a user runs) and bench/ (the internal benches): a second table has
+# one row per file of either folder (a new tool or bench must be
+# declared), which lists the internal headers (or folders) it may
+# include; a program with an empty row is thin (public headers only), and
+# tools/recstore-ctl.c must stay so.
 # Exit 0 pass, 1 fail.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,7 +21,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # The rule tables: each table right after a marker line (src/'s, then
-# tools/'s), one "key allowed" line per allowed entry, backquotes dropped.
+# the programs' of tools/ and bench/), one "key allowed" line per allowed
+# entry, backquotes dropped.
 # A key with no entries still gets a line (an empty allowed entry, "-"),
 # so it counts as known.
 awk '
@@ -56,20 +58,28 @@ for d in "$top"/src/*/; do
 	}
 done
 
-# Every file of tools/ has a row, and every tools/ row a file.
-for t in "$top"/tools/*.[ch]; do
-	f=tools/$(basename "$t")
-	grep -q "^$f " "$tmp/rules" || {
-		echo "FAIL: $f has no row in the tools table of $doc"
-		fail=1
-	}
-done
-for f in $(awk '$1 ~ /^tools\// { print $1 }' "$tmp/rules" | sort -u); do
-	[ -e "$top/$f" ] || {
-		echo "FAIL: the tools table of $doc has a row for $f," \
-			"which does not exist"
-		fail=1
-	}
+# The folders of programs, checked alike: a row per file, its includes
+# by that row alone.
+progs="tools bench"
+
+# Every file of tools/ and bench/ has a row, and every such row a file.
+for p in $progs; do
+	for t in "$top/$p"/*.[ch]; do
+		[ -e "$t" ] || continue		# an empty folder: no glob match
+		f=$p/$(basename "$t")
+		grep -q "^$f " "$tmp/rules" || {
+			echo "FAIL: $f has no row in the tools table of $doc"
+			fail=1
+		}
+	done
+	for f in $(awk -v p="$p/" 'index($1, p) == 1 { print $1 }' \
+			"$tmp/rules" | sort -u); do
+		[ -e "$top/$f" ] || {
+			echo "FAIL: the tools table of $doc has a row for $f," \
+				"which does not exist"
+			fail=1
+		}
+	done
 done
 # recstore-ctl is made of public calls only (the doc's paragraph after
 # the tables): its row allows nothing
@@ -87,10 +97,12 @@ includes() {
 		sed -E 's|^\./||; s|^([^:]*):([0-9]+):[^"]*"([^"]*)".*|\1:\2:\3|'
 }
 includes "$top/src" . >"$tmp/includes"
-includes "$top" tools >"$tmp/tool-includes"
+for p in $progs; do
+	if [ -d "$top/$p" ]; then includes "$top" "$p"; fi
+done >"$tmp/tool-includes"
 
 # src/'s includes (the rule of the file's folder, or of the file) and
-# tools/' (the row of the file alone: who is the file)
+# those of tools/ and bench/ (the row of the file alone: who is the file)
 check() {
 	awk -F: -v rules="$tmp/rules" -v pre="$1" -v byfile="$2" '
 		BEGIN {
@@ -124,4 +136,5 @@ check "" 1 <"$tmp/tool-includes" || fail=1
 n=$(wc -l <"$tmp/includes")
 m=$(wc -l <"$tmp/tool-includes")
 [ "$fail" -eq 0 ] || exit 1
-echo "ok: $n includes of src/ and $m of tools/ follow the rule tables"
+echo "ok: $n includes of src/ and $m of tools/ and bench/ follow the" \
+	"rule tables"
