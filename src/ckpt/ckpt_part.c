@@ -43,6 +43,9 @@
 #define REC_HEAD 9		/* key + kind */
 #define F_STATE 1u
 #define BUF_MIN (256u << 10)
+/* zstd worker threads per part being written (ZSTD_c_nbWorkers): the
+ * dump's CPU is compression, and writes are paused while it lasts */
+#define CKPT_ZSTD_WORKERS 2
 
 static const char part_magic[8] = { 'R', 'S', 'C', 'K', 'P', 'A', 'R', 'T' };
 static const char end_magic[8] = { 'R', 'S', 'C', 'K', 'E', 'N', 'D', '1' };
@@ -232,6 +235,11 @@ int ckpt_part_create(struct ckpt_writer **out, const char *path,
 			       level);
 		goto fail;
 	}
+	/* compression off the dumping thread: zstd's own workers compress
+	 * while it walks the rows (the same frame format; a libzstd built
+	 * without threads refuses, and this thread compresses) */
+	(void)ZSTD_CCtx_setParameter(w->cz, ZSTD_c_nbWorkers,
+				     CKPT_ZSTD_WORKERS);
 	XXH64_reset(w->h, 0);
 	w->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (w->fd < 0) {
