@@ -75,8 +75,7 @@ int cli_bcache_new(struct cli_bcache **out, size_t bytes)
 		free(c);
 		return rs_seterr(-ENOMEM, "bucket cache: %zu sets", nsets);
 	}
-	for (size_t i = 0; i < nsets; i++)
-		atomic_flag_clear(&c->sets[i].h.lock);
+	/* untouched: calloc's zeroes are clear flags (clockset.h) */
 	c->nsets = nsets;
 	*out = c;
 	return 0;

@@ -92,8 +92,8 @@ int cli_lcache_new(struct cli_lcache **out, size_t entries)
 		free(c);
 		return rs_seterr(-ENOMEM, "location cache: %zu sets", nsets);
 	}
-	for (size_t i = 0; i < nsets; i++)
-		atomic_flag_clear(&c->sets[i].h.lock);
+	/* the sets are not touched here: calloc's zeroes are clear flags
+	 * (clockset.h), so the cache's pages are faulted in as it fills */
 	c->nsets = nsets;
 	*out = c;
 	return 0;
