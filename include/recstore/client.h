@@ -459,6 +459,13 @@ const char *rs_table_name(const struct rs_table *t);
 #define RS_F_RPC 0x1u	  /* gets: use the GET RPC, not one-sided READ */
 #define RS_F_NOCACHE 0x2u /* gets: neither use nor fill the location cache
 			     nor the bucket-image cache */
+/* since 0.9, gets: get-or-init in one call. Keys found one-sided are READ
+ * as without it; a key found in neither of its buckets at the first READ
+ * (no second round to prove it absent), and every key a get would send
+ * to the GET RPC, goes to the GET_OR_INIT RPC, which returns its row or
+ * creates it from the table's initializer (status RS_KEY_CREATED). The
+ * result counts found and created keys. */
+#define RS_F_INIT 0x4u
 
 /* Read n rows into out[n * dim]. Keys may repeat. */
 int rs_get(struct rs_table *t, const uint64_t *keys, size_t n, float *out,

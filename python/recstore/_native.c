@@ -1016,16 +1016,16 @@ static PyObject *multi_status(const struct multi *mu, const int *st)
 static PyObject *client_get_multi(ClientObject *self, PyObject *args,
 				  PyObject *kw)
 {
-	static char *kwlist[] = { "items", "rpc", "nocache", NULL };
+	static char *kwlist[] = { "items", "rpc", "nocache", "init", NULL };
 	PyObject *items, *res = NULL;
 	struct rs_key_ref *refs = NULL;
-	int rpc = 0, nocache = 0, ret = 0, *st = NULL;
+	int rpc = 0, nocache = 0, init = 0, ret = 0, *st = NULL;
 	struct multi mu;
 	size_t k = 0;
 
 	if (!client_usable(self) ||
-	    !PyArg_ParseTupleAndKeywords(args, kw, "O|$pp", kwlist, &items,
-					 &rpc, &nocache) ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "O|$ppp", kwlist, &items,
+					 &rpc, &nocache, &init) ||
 	    multi_parse(self, items, &mu, 0))
 		return NULL;
 	refs = PyMem_Malloc((mu.total + 1) * sizeof(*refs));
@@ -1049,7 +1049,8 @@ static PyObject *client_get_multi(ClientObject *self, PyObject *args,
 	Py_BEGIN_ALLOW_THREADS
 	if (mu.total)
 		ret = rs_get_multi(self->c, refs, mu.total, st,
-				   get_flags(rpc, nocache));
+				   get_flags(rpc, nocache) |
+					   (init ? RS_F_INIT : 0u));
 	Py_END_ALLOW_THREADS
 	self->busy--;
 	if (ret < 0)
@@ -1367,8 +1368,8 @@ static PyMethodDef client_methods[] = {
 	  "staleness (one training step); the new step" },
 	{ "get_multi", (PyCFunction)(void (*)(void))client_get_multi,
 	  METH_VARARGS | METH_KEYWORDS,
-	  "get_multi([(table, keys, out), ...], *, rpc=False, nocache=False) "
-	  "-> [status, ...]" },
+	  "get_multi([(table, keys, out), ...], *, rpc=False, nocache=False, "
+	  "init=False) -> [status, ...]" },
 	{ "update_multi", (PyCFunction)(void (*)(void))client_update_multi,
 	  METH_VARARGS,
 	  "update_multi([(table, keys, grads[, lr, create]), ...]) -> "

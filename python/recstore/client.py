@@ -203,14 +203,17 @@ class Client(_native.Client):
     def table(self, name):
         return Table(super().table(name))
 
-    def get_multi(self, items, *, rpc=False, nocache=False):
+    def get_multi(self, items, *, rpc=False, nocache=False, init=False):
         """Rows of keys of several tables in one round of one-sided READs
         (one doorbell per node): items [(table, keys, out)], out a float32
         (n, dim) array filled in place. Returns one status array per item
-        (1 found, 0 missing: out's row untouched, < 0 error code)."""
+        (1 found, 0 missing: out's row untouched, < 0 error code).
+        init=True: get-or-init in the same call (RS_F_INIT): a key not
+        found at its first bucket READ is asked of its primary by
+        GET_OR_INIT, which returns its row or creates it (status 2)."""
         return super().get_multi(
             [(t._t, t._keys(k), _as_numpy(o, "out", "rows"))
-             for t, k, o in items], rpc=rpc, nocache=nocache)
+             for t, k, o in items], rpc=rpc, nocache=nocache, init=init)
 
     def update_multi(self, items):
         """The updates of several tables in one call: items [(table, keys,

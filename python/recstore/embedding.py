@@ -592,29 +592,29 @@ class EmbeddingBagCollection(torch.nn.Module):
         t0 = time.perf_counter()
         rows = {n: np.empty((len(keys_of[n]), self._tables[n].dim),
                             dtype=np.float32) for n in names}
+        # training: get-or-init in the same call (a key not found at its
+        # first bucket READ is created by its primary's GET_OR_INIT, with
+        # no second round to prove it absent first)
         st = self._client.get_multi([(self._tables[n], keys_of[n], rows[n])
-                                     for n in names])
+                                     for n in names], init=training)
         found = rpc = local = 0
         for n, s in zip(names, st):
             keys = keys_of[n]
-            bad = s < 0
+            bad = s <= 0 if training else s < 0
             if bad.any():
-                raise KeyFailure("get", n, keys[bad], s[bad])
+                raise KeyFailure("get_or_init" if training else "get", n,
+                                 keys[bad], s[bad])
+            if training:
+                created = int((s == 2).sum())
+                rpc += created
+                found += len(keys) - created
+                continue
             miss = s == 0
             found += len(keys) - int(miss.sum())
             if not miss.any():
                 continue
-            mk = keys[miss]
-            if training:
-                r, s2 = self._tables[n].get_with_status(mk, init=True)
-                if (s2 <= 0).any():
-                    raise KeyFailure("get_or_init", n, mk[s2 <= 0],
-                                     s2[s2 <= 0])
-                rpc += len(mk)
-            else:
-                r = self._tables[n].init_rows(mk)
-                local += len(mk)
-            rows[n][miss] = r
+            rows[n][miss] = self._tables[n].init_rows(keys[miss])
+            local += int(miss.sum())
         dt = time.perf_counter() - t0
         with self._lock:
             self.stats["lookups"] += 1

@@ -343,15 +343,6 @@ struct cli_keyed_opts {
 int cli_rpc(struct rs_client *c, uint32_t op, const struct cli_key *keys,
 	    const float *const *in, const size_t *sel, size_t m, int *status,
 	    uint64_t trace_id, bool sampled, const struct cli_keyed_opts *ko);
-static inline int cli_rpc_get_selected(struct rs_client *c,
-				       const struct cli_key *keys,
-				       const size_t *sel, size_t m,
-				       int *status, uint64_t trace_id,
-				       bool sampled)
-{
-	return cli_rpc(c, PROTO_OP_GET, keys, NULL, sel, m, status, trace_id,
-		       sampled, NULL);
-}
 
 /* data.c: check the caller's update options and copy them into a
  * full-size struct (struct_size = sizeof). 0 or RS_E_INVAL. */

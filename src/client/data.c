@@ -66,7 +66,7 @@ RS_EXPORT int rs_get_multi(struct rs_client *c, const struct rs_key_ref *refs,
 		return rs_seterr(RS_E_INVAL, "get: NULL argument");
 	if (n > CLI_MAX_CALL_KEYS)
 		return rs_seterr(RS_E_TOOBIG, "%zu keys in one call", n);
-	if (flags & ~(RS_F_RPC | RS_F_NOCACHE))
+	if (flags & ~(RS_F_RPC | RS_F_NOCACHE | RS_F_INIT))
 		return rs_seterr(RS_E_INVAL, "get: unknown flags %#x", flags);
 	if (!n)
 		return 0;
@@ -105,7 +105,7 @@ RS_EXPORT int rs_get(struct rs_table *t, const uint64_t *keys, size_t n,
 	ret = check(t, keys, n, out);
 	if (ret)
 		return ret;
-	if (flags & ~(RS_F_RPC | RS_F_NOCACHE))
+	if (flags & ~(RS_F_RPC | RS_F_NOCACHE | RS_F_INIT))
 		return rs_seterr(RS_E_INVAL, "get: unknown flags %#x", flags);
 	if (!n)
 		return 0;

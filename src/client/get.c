@@ -21,9 +21,13 @@
  *            location was wrong: drop it from the cache, back to BUCKETS.
  *   RPC      too many torn/stale retries (cfg torn_retries), a failed
  *            READ, or a table layout this client cannot parse: the key is
- *            served by the GET RPC after the rounds (cli_rpc_get_selected).
+ *            served by the GET RPC after the rounds. With RS_F_INIT (a
+ *            get-or-init) a key found in neither bucket at its first
+ *            READ goes there too, without the second round, and the RPC
+ *            is GET_OR_INIT (the primary returns the row or creates it).
  *
- * A location-cache hit starts a key in ROW: a hot key costs one READ. The
+ * A location-cache hit starts a key in ROW: a hot key costs one READ; a
+ * miss whose bucket image is cached (bcache.h) too. The
  * entry names the node it was READ at and the configuration epoch that
  * placed it there: while that is the call's epoch, the key is not placed
  * on the ring at all (plan()).
@@ -588,6 +592,14 @@ static void on_buckets(struct gcall *g, size_t i, const uint8_t *img)
 		k->state = G_ROW;
 		return;
 	}
+	if (!k->have_v1 && (g->flags & RS_F_INIT)) {
+		/* get-or-init: the primary's GET_OR_INIT answers it (the
+		 * row, if a move hid the key from this round; else a new
+		 * one), so no second round proves it absent */
+		k->state = G_RPC;
+		g->pending--;
+		return;
+	}
 	v[0] = pet_bucket_version(img);
 	v[1] = pet_bucket_version(img + PET_BUCKET_BYTES);
 	if (k->have_v1 && pet_confirm_absent(k->v1, v) && k->backup) {
@@ -1127,15 +1139,18 @@ static int get_pass(struct rs_client *c, const struct cli_key *keys,
 		for (size_t i = 0; i < n; i++)
 			if (g.k[i].state == G_RPC)
 				sel[m++] = i;
-		ret = cli_rpc_get_selected(c, keys, sel, m, status,
-					   g.trace_id, g.sampled);
+		ret = cli_rpc(c, (flags & RS_F_INIT) ? PROTO_OP_GET_OR_INIT
+						     : PROTO_OP_GET,
+			      keys, NULL, sel, m, status, g.trace_id,
+			      g.sampled, NULL);
 		if (ret < 0)
 			goto out;
 	}
 	if (g.ndup)
 		dups_out(&g);
 	for (size_t i = 0; i < n; i++)
-		found += status[i] == RS_KEY_FOUND;
+		found += status[i] == RS_KEY_FOUND ||
+			 status[i] == RS_KEY_CREATED;
 	ret = found;
 out:
 	if (g.sampled) {

@@ -1,7 +1,8 @@
 /*
  * test_client_basic.c - the client against one in-process memory node over
  * rxe: put/get by one-sided READ, by RPC and with the cache bypassed agree;
- * missing keys say so; get-or-init creates from the initializer; a deleted
+ * missing keys say so; get-or-init creates from the initializer, also
+ * inside a get (RS_F_INIT: one bucket round for a new key); a deleted
  * then re-put key is re-resolved (never stale data from the location
  * cache); a batch far above the QP's outstanding-READ bound; fp16 rows
  * come back as fp32; batches that repeat keys get every occurrence
@@ -158,6 +159,59 @@ static void missing_and_init(struct rs_table *t)
 		H_CHECK(rows[e] == 0.0f, "zeros initializer");
 	H_CHECK(rs_get(t, keys, 3, rows, st, 0) == 3, "get created");
 	printf("missing keys and get-or-init: ok\n");
+}
+
+/* RS_F_INIT: get-or-init in one call. Existing keys are READ (buckets,
+ * then the row); a key absent at its first bucket READ goes straight to
+ * the GET_OR_INIT RPC (no second round to prove it absent) and comes back
+ * created from the initializer; the same keys again are all found. */
+static void get_init(struct harness *h, struct rs_table *tw)
+{
+	enum { E = 100, M = 100 };
+	uint64_t keys[E + M];
+	float rows[(E + M) * DIM];
+	int st[E + M];
+	struct rs_client *c = h_client(h); /* cold location cache */
+	struct rs_client_stats s0, s1;
+	struct rs_table *t;
+
+	for (size_t i = 0; i < E + M; i++)
+		keys[i] = (7ull << 40) + i;
+	h_fill(rows, keys, E, DIM, 8);
+	H_CHECK(rs_put(tw, keys, E, rows, st, 0) == E, "put");
+	H_OK(rs_table_open(c, "basic", &t));
+	s0 = h_stats(c);
+	memset(rows, 0xff, sizeof(rows));
+	H_CHECK(rs_get(t, keys, E + M, rows, st, RS_F_INIT) == E + M,
+		"get-or-init in one call");
+	h_expect_rows(rows, st, keys, E, DIM, 8, "existing keys");
+	for (size_t i = E; i < E + M; i++) {
+		H_CHECK(st[i] == RS_KEY_CREATED, "key %zu status %d", i,
+			st[i]);
+		for (unsigned e = 0; e < DIM; e++)
+			H_CHECK(rows[i * DIM + e] == 0.0f, "created row");
+	}
+	s1 = h_stats(c);
+	/* buckets + row for each existing key, one bucket round for each
+	 * new one (4 READs without RS_F_INIT: two rounds prove it absent) */
+	H_CHECK(s1.reads_posted - s0.reads_posted == 3 * E + 2 * M,
+		"%llu READs for %d existing and %d new keys",
+		(unsigned long long)(s1.reads_posted - s0.reads_posted), E, M);
+	H_CHECK(s1.rpc_get_or_init.keys - s0.rpc_get_or_init.keys == M &&
+			s1.rpc_get.keys == s0.rpc_get.keys,
+		"only the new keys went by GET_OR_INIT");
+	s0 = s1;
+	H_CHECK(rs_get(t, keys, E + M, rows, st, RS_F_INIT) == E + M, "again");
+	for (size_t i = 0; i < E + M; i++)
+		H_CHECK(st[i] == RS_KEY_FOUND, "again: key %zu status %d", i,
+			st[i]);
+	s1 = h_stats(c);
+	H_CHECK(s1.rpc_get_or_init.keys == s0.rpc_get_or_init.keys,
+		"again: no RPC");
+	H_CHECK(rs_get(t, keys, 1, rows, st, 0x80) == RS_E_INVAL,
+		"unknown flag refused");
+	rs_client_close(&c);
+	printf("get-or-init in one call (RS_F_INIT): ok\n");
 }
 
 static void delete_reput(struct rs_client *c, struct rs_table *t)
@@ -419,6 +473,7 @@ int main(void)
 	put_get(c, t);
 	duplicate_keys(c, t);
 	missing_and_init(t);
+	get_init(&h, t);
 	delete_reput(c, t);
 	half_precision(c, "halfs", RS_DTYPE_FP16);
 	half_precision(c, "bhalfs", RS_DTYPE_BF16);
