@@ -37,12 +37,7 @@ struct cli_bcache {
 
 static struct set *set_of(struct cli_bcache *c, uint32_t uid, uint64_t b)
 {
-	uint64_t x = b ^ ((uint64_t)uid * 0x9e3779b97f4a7c15ull);
-
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	return &c->sets[x & (c->nsets - 1)];
+	return &c->sets[cli_clock_mix(uid, b) & (c->nsets - 1)];
 }
 
 static int find_way(const struct set *s, uint32_t uid, uint64_t gen,

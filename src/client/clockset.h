@@ -39,6 +39,20 @@ static inline void cli_clock_unlock(struct cli_clock *s)
 	atomic_flag_clear_explicit(&s->lock, memory_order_release);
 }
 
+/* The set index bits of (id, x): a table's or view's id and a key or
+ * bucket, mixed (MurmurHash3's finalizer) so one id's entries spread over
+ * all sets. */
+static inline uint64_t cli_clock_mix(uint32_t id, uint64_t x)
+{
+	x ^= (uint64_t)id * 0x9e3779b97f4a7c15ull;
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
 /* Way w was used. */
 static inline void cli_clock_touch(struct cli_clock *s, int w)
 {

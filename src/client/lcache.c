@@ -35,21 +35,9 @@ struct cli_lcache {
 	atomic_uint_fast64_t hits, misses, inserts, evictions, invalidations;
 };
 
-static uint64_t mix(uint32_t table, uint64_t key)
-{
-	uint64_t x = key ^ ((uint64_t)table * 0x9e3779b97f4a7c15ull);
-
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
-}
-
 static struct set *set_of(struct cli_lcache *c, uint32_t table, uint64_t key)
 {
-	return &c->sets[mix(table, key) & (c->nsets - 1)];
+	return &c->sets[cli_clock_mix(table, key) & (c->nsets - 1)];
 }
 
 static void set_lock(struct set *s)
