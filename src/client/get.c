@@ -1062,6 +1062,20 @@ static int reread(struct gcall *g)
 	return ret < 0 ? ret : 0;
 }
 
+/* The lease ran out while the call's READs were in flight (a READ at a
+ * killed node fails only after the transport's retries, which may take
+ * longer than the lease has left). One CONFIG round (cli_cluster_can_read):
+ * true if a node vouches anew for the epoch the keys were placed by. Then
+ * every READ of the call is good: it completed before now, and now is
+ * before the renewed lease's end, which is all a READ needs (the lease's
+ * argument in docs/replication.md bounds the READ's time, not the time
+ * the vouch was asked). A new epoch adopted by the round: false. */
+RS_COLD static bool lease_renewed(struct gcall *g)
+{
+	return cli_cluster_can_read(g->c) &&
+	       atomic_load(&g->c->epoch) == g->epoch;
+}
+
 int cli_get(struct rs_client *c, const struct cli_key *keys, size_t n,
 	    int *status, unsigned flags)
 {
@@ -1111,10 +1125,13 @@ static int get_pass(struct rs_client *c, const struct cli_key *keys,
 	 * stopped node) may have READ a node that left the key's replica set
 	 * meanwhile and removed its rows or stopped moving them. Such a
 	 * node removes nothing before the lease's end (docs/replication.md,
-	 * "Read leases"), so a READ completed before it is good; otherwise
-	 * every key goes to the GET RPC, fenced by epoch. */
+	 * "Read leases"), so a READ completed before it is good. So is one
+	 * completed before a CONFIG sent afterwards was vouched for in the
+	 * call's epoch (lease_renewed()). Otherwise every key goes to the
+	 * GET RPC, fenced by epoch. */
 	if (!ret && c->cluster && !use_rpc &&
-	    RS_UNLIKELY((int64_t)rs_mono_ms() >= atomic_load(&c->read_until))) {
+	    RS_UNLIKELY((int64_t)rs_mono_ms() >= atomic_load(&c->read_until)) &&
+	    !lease_renewed(&g)) {
 		for (size_t i = 0; i < n; i++)
 			if (g.k[i].state != G_DUP)	/* dups_out() fills */
 				g.k[i].state = G_RPC;
