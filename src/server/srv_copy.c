@@ -578,10 +578,10 @@ static int done_collect(void *arg, const struct srv_once_tag *tag,
 static int read_row(struct srv_table *t, uint64_t key, float *buf,
 		    uint32_t width)
 {
+	if (!slab_read_record(t->st, key, buf))
+		return 0;
 	memset(buf, 0, (size_t)width * sizeof(float));
-	return slab_read(t->st, key, buf, NULL) ||
-	       (t->state_floats &&
-		slab_read_state(t->st, key, buf + t->spec.dim));
+	return 1;
 }
 
 static int queue_rows(struct rs_server *s, struct srv_repl_req *q,

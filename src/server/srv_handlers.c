@@ -1081,12 +1081,9 @@ static int repl_capture(struct req *r, struct srv_repl_req *q,
 
 		if (!changed_row(r->op, st))
 			continue;
-		memset(buf, 0, (size_t)width * 4);
 		/* a key absent now (deleted, evicted by a later key of the
 		 * batch, or not admitted) is a deletion on the backups */
-		if (!del && (slab_read(t->st, key, buf, NULL) ||
-			     (t->state_floats &&
-			      slab_read_state(t->st, key, buf + t->spec.dim)))) {
+		if (del || slab_read_record(t->st, key, buf)) {
 			del = true;
 			memset(buf, 0, (size_t)width * 4);
 		}

@@ -375,9 +375,7 @@ static void recapture(struct rs_server *s, struct srv_cfg *g, unsigned pi,
 			ch->st[out] = ch->st[i];
 			ch->cr[out] = ch->cr[i];
 			ch->kinds[out] = PROTO_REPL_ROW;
-			if (slab_read(t->st, key, row, NULL) ||
-			    (t->state_floats &&
-			     slab_read_state(t->st, key, row + t->spec.dim))) {
+			if (slab_read_record(t->st, key, row)) {
 				ch->kinds[out] = PROTO_REPL_DELETED;
 				memset(row, 0, (size_t)w * sizeof(float));
 			}

@@ -224,6 +224,11 @@ int slab_read(struct slab_table *t, uint64_t key, float *out,
 void slab_read_row(struct slab_table *t, uint32_t row, void *buf);
 /* Consistent copy of the optimizer state of key (state_floats floats). */
 int slab_read_state(struct slab_table *t, uint64_t key, float *out);
+/* What a backup needs of key (a replication or copy record): its payload
+ * as fp32 (out[dim]) followed by its optimizer state (out[dim ..
+ * dim + state_floats)), under the row's lock, with one index look-up.
+ * 0 or RS_E_NOTFOUND (out untouched). Not an access for eviction. */
+int slab_read_record(struct slab_table *t, uint64_t key, float *out);
 
 /*
  * In-place update (the optimizer path). The caller owns val[dim] and

@@ -640,6 +640,20 @@ int slab_read_state(struct slab_table *t, uint64_t key, float *out)
 	return 0;
 }
 
+int slab_read_record(struct slab_table *t, uint64_t key, float *out)
+{
+	uint32_t r;
+	int rc = lock_key(t, key, &r);
+
+	if (rc)
+		return rc;
+	load_payload(t, slab_row_words(t, r), out);
+	if (t->state_bytes)
+		memcpy(out + t->rg.dim, slab_state_of(t, r), t->state_bytes);
+	row_unlock(t, r);
+	return 0;
+}
+
 bool slab_slot_live_key(struct slab_table *t, uint32_t r, uint64_t *key)
 {
 	const uint64_t live = row_meta(&t->rg, ROW_LIVE);

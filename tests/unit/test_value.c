@@ -272,6 +272,18 @@ static void dram_basic(void **state)
 		assert_float_equal(out[3], v[3] + 1, 0);
 		assert_int_equal(slab_read_state(t, 0, so), 0);
 		assert_float_equal(so[0], 99, 0);
+		/* a backup's record: the row, then the state, in one buffer */
+		{
+			float rec[3 * DIM + 1];
+
+			rec[3 * DIM] = -1;
+			assert_int_equal(slab_read_record(t, 0, rec), 0);
+			assert_memory_equal(rec, out, sizeof(out));
+			assert_memory_equal(rec + DIM, so, sizeof(so));
+			assert_float_equal(rec[3 * DIM], -1, 0);
+			assert_int_equal(slab_read_record(t, 777, rec),
+					 RS_E_NOTFOUND);
+		}
 		assert_int_equal(slab_write_begin(t, 777, &w), RS_E_NOTFOUND);
 		assert_int_equal(slab_write_begin(t, 1, &w), 0);
 		slab_write_abort(&w);
