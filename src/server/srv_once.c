@@ -523,23 +523,84 @@ static struct once_client *client_find(const struct srv_once *o,
 
 /* ---- records ---- */
 
-static int ent_cmp(const void *a, const void *b)
+/* The order of a call's entries: by table, then key. */
+static inline bool ent_less(const struct once_ent *x, const struct once_ent *y)
 {
-	const struct once_ent *x = a, *y = b;
+	return x->tid != y->tid ? x->tid < y->tid : x->key < y->key;
+}
 
-	if (x->tid != y->tid)
-		return x->tid < y->tid ? -1 : 1;
-	return x->key < y->key ? -1 : x->key > y->key;
+static inline bool ent_same(const struct once_ent *x, const struct once_ent *y)
+{
+	return x->tid == y->tid && x->key == y->key;
 }
 
 static const struct once_ent *find(const struct once_call *k, uint32_t tid,
 				   uint64_t key)
 {
-	struct once_ent probe = { .key = key, .tid = tid };
+	const struct once_ent probe = { .key = key, .tid = tid };
+	uint32_t lo = 0, hi = k ? k->n : 0;
 
-	return k && k->n ? bsearch(&probe, k->e, k->n, sizeof(*k->e),
-				   ent_cmp)
-			 : NULL;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (ent_less(&k->e[mid], &probe))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return k && lo < k->n && ent_same(&k->e[lo], &probe) ? &k->e[lo]
+							      : NULL;
+}
+
+/* Merge sorted a[0..na) and b[0..nb) into out (stable: a first). */
+static void ent_merge(const struct once_ent *a, uint32_t na,
+		      const struct once_ent *b, uint32_t nb,
+		      struct once_ent *out)
+{
+	uint32_t i = 0, j = 0, o = 0;
+
+	while (i < na && j < nb)
+		out[o++] = ent_less(&b[j], &a[i]) ? b[j++] : a[i++];
+	while (i < na)
+		out[o++] = a[i++];
+	while (j < nb)
+		out[o++] = b[j++];
+}
+
+/* Sort e[0..n) (stable; tmp holds n): runs of 8 by insertion, then
+ * merges of doubling width. O(n log n) whatever the keys: they come
+ * from the wire. The comparison is inline, where qsort's is a call. */
+#define ENT_RUN 8u
+static void ent_sort(struct once_ent *e, struct once_ent *tmp, uint32_t n)
+{
+	struct once_ent *src = e, *dst = tmp, *sw;
+
+	for (uint32_t lo = 0; lo < n; lo += ENT_RUN) {
+		uint32_t hi = n - lo > ENT_RUN ? lo + ENT_RUN : n;
+
+		for (uint32_t i = lo + 1; i < hi; i++) {
+			struct once_ent x = e[i];
+			uint32_t j = i;
+
+			for (; j > lo && ent_less(&x, &e[j - 1]); j--)
+				e[j] = e[j - 1];
+			e[j] = x;
+		}
+	}
+	for (uint32_t w = ENT_RUN; w < n; w *= 2) {
+		for (uint32_t lo = 0; lo < n; lo += 2 * w) {
+			uint32_t mid = n - lo > w ? lo + w : n;
+			uint32_t hi = n - mid > w ? mid + w : n;
+
+			ent_merge(src + lo, mid - lo, src + mid, hi - mid,
+				  dst + lo);
+		}
+		sw = src;
+		src = dst;
+		dst = sw;
+	}
+	if (src != e)
+		memcpy(e, src, (size_t)n * sizeof(*e));
 }
 
 int srv_once_lookup(struct srv_once *o, const struct srv_once_tag *tag,
@@ -651,6 +712,7 @@ static int insert(struct srv_once *o, struct once_client *c,
 		  struct once_call *k, uint32_t tid, const uint64_t *keys,
 		  const int32_t *st, uint32_t n, uint32_t nrec)
 {
+	struct once_ent *tmp;
 	uint32_t kept = 0, j;
 
 	if (k->n + nrec > k->cap) {
@@ -669,10 +731,21 @@ static int insert(struct srv_once *o, struct once_client *c,
 			k->e[j++] = (struct once_ent){ .key = keys[i],
 						       .tid = tid,
 						       .st = st[i] };
-	/* sort, then drop duplicates within this batch */
-	qsort(k->e, j, sizeof(*k->e), ent_cmp);
+	if (j == k->n)
+		return 0;
+	/* sort the new entries, merge them behind the call's (sorted, and
+	 * none of them among the new), then drop repeats within the batch
+	 * (the first one stays) */
+	if (!(tmp = rs_malloc((size_t)j * sizeof(*tmp))))
+		return rs_seterr(-ENOMEM, "exactly-once: out of memory");
+	ent_sort(k->e + k->n, tmp, j - k->n);
+	if (k->n) {
+		ent_merge(k->e, k->n, k->e + k->n, j - k->n, tmp);
+		memcpy(k->e, tmp, (size_t)j * sizeof(*tmp));
+	}
+	free(tmp);
 	for (uint32_t i = 0; i < j; i++)
-		if (!kept || ent_cmp(&k->e[kept - 1], &k->e[i]))
+		if (!kept || !ent_same(&k->e[kept - 1], &k->e[i]))
 			k->e[kept++] = k->e[i];
 	o->entries += kept - k->n;
 	c->cred->records += kept - k->n;

@@ -69,6 +69,71 @@ static void resend(void **state)
 	srv_once_fini(&o);
 }
 
+/* One call recorded in many pieces (tables interleaved, repeats within
+ * and across pieces, keys in any order): every key answers the status
+ * its first record gave it, no other key is found, and records count
+ * each (table, key) once. A seeded model, as the merge of each piece
+ * into the call's sorted entries is what it checks. */
+#define PIECES 40
+#define PIECE_MAX 700
+static void many_pieces(void **state)
+{
+	static uint64_t pk[PIECE_MAX], probe[PIECE_MAX];
+	static int32_t pst[PIECE_MAX], got[PIECE_MAX];
+	static bool found[PIECE_MAX];
+	/* model: status + 1 of (table t, key k), 0: none; keys < 4096 */
+	static int32_t model[3][4096];
+	struct srv_once o;
+	struct srv_once_tag a = { .client = 9, .seq = 1, .done_below = 1 };
+	struct srv_once_counts n;
+	uint64_t x = 0x9e3779b97f4a7c15ull, records = 0;
+
+	(void)state;
+	memset(model, 0, sizeof(model));
+	assert_int_equal(srv_once_init(&o), 0);
+	for (int p = 0; p < PIECES; p++) {
+		uint32_t tid = (uint32_t)(p % 3), m;
+
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		m = 1 + (uint32_t)(x >> 33) % PIECE_MAX;
+		for (uint32_t i = 0; i < m; i++) {
+			x = x * 6364136223846793005ull +
+			    1442695040888963407ull;
+			/* a descending run now and then: sorted input too */
+			pk[i] = p % 5 == 4 ? 4095 - i % 4096 : (x >> 20) % 4096;
+			pst[i] = (x >> 8) % 7 == 0 ? RS_E_NOTFOUND
+						   : (int32_t)((x >> 12) % 3);
+		}
+		assert_int_equal(srv_once_add(&o, &a, tid, pk, pst, m), 0);
+		for (uint32_t i = 0; i < m; i++)
+			if (pst[i] >= 0 && !model[tid][pk[i]]) {
+				model[tid][pk[i]] = pst[i] + 1;
+				records++;
+			}
+	}
+	srv_once_stats(&o, &n);
+	assert_int_equal(n.records, records);
+	for (uint32_t tid = 0; tid < 4; tid++)
+		for (uint64_t base = 0; base < 4096; base += PIECE_MAX) {
+			uint32_t m = 4096 - base < PIECE_MAX ? 4096 - base
+							     : PIECE_MAX;
+
+			for (uint32_t i = 0; i < m; i++)
+				probe[i] = base + i;
+			assert_int_equal(srv_once_lookup(&o, &a, tid, probe, m,
+							 got, found), 0);
+			for (uint32_t i = 0; i < m; i++) {
+				int32_t want = tid < 3 ? model[tid][base + i]
+						       : 0;
+
+				assert_int_equal(found[i], want != 0);
+				if (want)
+					assert_int_equal(got[i], want - 1);
+			}
+		}
+	srv_once_fini(&o);
+}
+
 /* A node gaining ranges gets a forwarded write of call 5 (done_below 3)
  * before its copy source's record of call 2 of the same client: the
  * record is obsolete, skipped, and the copy goes on; a client's own
@@ -487,6 +552,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(resend),
+		cmocka_unit_test(many_pieces),
 		cmocka_unit_test(obsolete),
 		cmocka_unit_test(bounds),
 		cmocka_unit_test(resend_after_eviction),
