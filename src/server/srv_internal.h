@@ -595,6 +595,19 @@ int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
 		    uint64_t key,
 		    bool deleted, const float *row,
 		    const struct srv_once_tag *tag, int32_t st);
+/* The same in two steps, so that a caller reads the row only for a key
+ * that has somewhere to go: the members key's record goes to (into to,
+ * SRV_REPL_MAX_TO entries: its backups, then the members of its target
+ * set that are not in its active set), their count (0: none, at r = 1
+ * with no change of configuration under way); then the record for them. */
+#define SRV_REPL_MAX_TO (2 * PROTO_CONFIG_MAX_R)
+unsigned srv_repl_targets(const struct srv_repl_req *q, uint64_t key,
+			  unsigned *to);
+int srv_repl_record_to(struct srv_repl_req *q, const unsigned *to,
+		       unsigned nto, const struct proto_table_spec *table,
+		       uint32_t width, uint64_t key, bool deleted,
+		       const float *row, const struct srv_once_tag *tag,
+		       int32_t st);
 /* Ship and wait until every backup acknowledged q's records: 0 or the
  * first failure. */
 int srv_repl_wait(struct rs_server *s, struct srv_repl_req *q);

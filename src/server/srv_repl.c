@@ -700,6 +700,9 @@ void srv_repl_fini(struct rs_server *s)
 
 /* ---- requests ---- */
 
+static bool forwards_in(const struct srv_cfg *g, uint64_t h,
+			const unsigned *set, unsigned cnt, unsigned mi);
+
 int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
 		   uint64_t epoch, const void *keys, uint32_t n, bool backup)
 {
@@ -733,8 +736,8 @@ int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
 		uint64_t key = proto_key_at(keys, i), h = memb_key_hash(key);
 		unsigned cnt = memb_replicas(g->pl, h, set);
 		bool prim = cnt && (int)set[0] == g->self;
-		bool ok = backup ? !prim && srv_repl_forwards_to(g, h,
-								  g->tself)
+		bool ok = backup ? !prim && forwards_in(g, h, set, cnt,
+							(unsigned)g->tself)
 				 : prim;
 
 		if (backup && cnt)	/* one primary for all, or -1 */
@@ -796,10 +799,11 @@ static bool in_list(const unsigned *set, unsigned cnt, unsigned mi)
 	return false;
 }
 
-bool srv_repl_forwards_to(const struct srv_cfg *g, uint64_t h, unsigned mi)
+/* srv_repl_forwards_to() for h's active set already computed (set, cnt) */
+static bool forwards_in(const struct srv_cfg *g, uint64_t h,
+			const unsigned *set, unsigned cnt, unsigned mi)
 {
-	unsigned set[MEMB_MAX_R], tset[MEMB_MAX_R];
-	unsigned cnt = memb_replicas(g->pl, h, set), tcnt;
+	unsigned tset[MEMB_MAX_R], tcnt;
 
 	if (in_list(set, cnt, mi))
 		return set[0] != mi;	/* its backups */
@@ -809,6 +813,13 @@ bool srv_repl_forwards_to(const struct srv_cfg *g, uint64_t h, unsigned mi)
 	 * joining one, or an active one taking a leaving one's place */
 	tcnt = memb_replicas(g->tpl, h, tset);
 	return in_list(tset, tcnt, mi);
+}
+
+bool srv_repl_forwards_to(const struct srv_cfg *g, uint64_t h, unsigned mi)
+{
+	unsigned set[MEMB_MAX_R];
+
+	return forwards_in(g, h, set, memb_replicas(g->pl, h, set), mi);
 }
 
 int srv_repl_from_begin(struct rs_server *s, struct srv_repl_req *q,
@@ -974,35 +985,58 @@ int srv_repl_append(struct srv_repl_req *q, unsigned pi,
 	return ret;
 }
 
+_Static_assert(SRV_REPL_MAX_TO >= 2 * MEMB_MAX_R, "targets of a record");
+
+unsigned srv_repl_targets(const struct srv_repl_req *q, uint64_t key,
+			  unsigned *to)
+{
+	const struct srv_cfg *g = q->cfg;
+	unsigned set[MEMB_MAX_R], cnt, tset[MEMB_MAX_R], tcnt, n = 0;
+	uint64_t h;
+
+	if (g->c.r <= 1 && !g->tpl)	/* no backups, no change under way */
+		return 0;
+	h = memb_key_hash(key);
+	cnt = memb_replicas(g->pl, h, set);
+	for (unsigned j = 1; j < cnt; j++)
+		to[n++] = set[j];
+	if (RS_LIKELY(!g->tpl))
+		return n;
+	/* the members of the key's target set not in its active set */
+	tcnt = memb_replicas(g->tpl, h, tset);
+	for (unsigned j = 0; j < tcnt; j++)
+		if (!in_list(set, cnt, tset[j]))
+			to[n++] = tset[j];
+	return n;
+}
+
+int srv_repl_record_to(struct srv_repl_req *q, const unsigned *to,
+		       unsigned nto, const struct proto_table_spec *table,
+		       uint32_t width, uint64_t key, bool deleted,
+		       const float *row, const struct srv_once_tag *tag,
+		       int32_t st)
+{
+	uint8_t kind = deleted ? PROTO_REPL_DELETED : PROTO_REPL_ROW;
+	int ret;
+
+	for (unsigned j = 0; j < nto; j++)
+		if ((ret = srv_repl_append(q, to[j], table, width, key, kind,
+					   row, tag, st)))
+			return ret;
+	return 0;
+}
+
 int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
 		    const struct proto_table_spec *table, uint32_t width,
 		    uint64_t key,
 		    bool deleted, const float *row,
 		    const struct srv_once_tag *tag, int32_t st)
 {
-	struct srv_cfg *g = q->cfg;
-	unsigned set[MEMB_MAX_R], cnt, tset[MEMB_MAX_R], tcnt;
-	int ret;
-
-	uint64_t h = memb_key_hash(key);
-	uint8_t kind = deleted ? PROTO_REPL_DELETED : PROTO_REPL_ROW;
+	unsigned to[SRV_REPL_MAX_TO];
 
 	(void)s;
-	cnt = memb_replicas(g->pl, h, set);
-	for (unsigned j = 1; j < cnt; j++)
-		if ((ret = srv_repl_append(q, set[j], table, width, key, kind,
-					   row, tag, st)))
-			return ret;
-	if (RS_LIKELY(!g->tpl))
-		return 0;
-	/* the members of the key's target set not in its active set */
-	tcnt = memb_replicas(g->tpl, h, tset);
-	for (unsigned j = 0; j < tcnt; j++)
-		if (!in_list(set, cnt, tset[j]) &&
-		    (ret = srv_repl_append(q, tset[j], table, width, key, kind,
-					   row, tag, st)))
-			return ret;
-	return 0;
+	return srv_repl_record_to(q, to, srv_repl_targets(q, key, to), table,
+				  width, key, deleted, row, tag, st);
 }
 
 /* How many records of ch from off fit one REPL on cc (both sides'
