@@ -44,44 +44,7 @@ trap cleanup EXIT
 
 # shellcheck source=scripts/etcd-lib.sh
 . "$top/scripts/etcd-lib.sh"
-etcd_start "$tmp" >"$tmp/etcd.out"
-say "$(cat "$tmp/etcd.out")"
-read -ra ips <<<"$RS_RDMA_IP ${RS_RDMA_IPS:-}"
-[ ${#ips[@]} -ge 3 ] || ips=("$RS_RDMA_IP" "$RS_RDMA_IP" "$RS_RDMA_IP")
-
-# cluster R: three fresh nodes with R replicas; sets seeds and nodes
-cluster() {
-	local r=$1 d=$tmp/r$1 i name pids=() addrs=() epoch
-	mkdir -p "$d"
-	name=repl-r$r
-	for i in 1 2 3; do
-		cat >"$d/n$i.json" <<EOT
-{"name": "mem-$i", "listen": {"addr": "${ips[$((i - 1))]}", "port": 0},
- "workers": 2, "storage": {"size": "64M"},
- "coord": {"endpoints": ["$url"], "cluster": "$name", "lease_ms": 3000,
-           "replicas": $r, "initial_members": 3}}
-EOT
-		"$build/recstore-server" -c "$d/n$i.json" >"$d/n$i.log" 2>&1 &
-		pids+=($!)
-		nodes="$nodes $!"
-	done
-	for i in 1 2 3; do
-		await "$d/n$i.log" "listening on" 120 "${pids[$((i - 1))]}" ||
-			fail "r $r: mem-$i did not start"
-		addrs+=("$(sed -n 's/.*listening on \(.*\)$/\1/p' "$d/n$i.log" | head -n 1)")
-	done
-	"$build/recstore-ctl" --etcd "$url" --cluster "$name" cluster \
-		--until-active 3 --timeout 60 >"$d/ctl.out" 2>&1 ||
-		fail "r $r: the configuration never had the three nodes active: $(cat "$d/ctl.out")"
-	epoch=$(sed -n "s/^cluster $name: epoch \([0-9]*\),.*/\1/p" "$d/ctl.out")
-	for i in 1 2 3; do
-		await "$d/n$i.log" "repl: epoch $epoch adopted" 30 "${pids[$((i - 1))]}" ||
-			fail "r $r: mem-$i did not adopt epoch $epoch"
-	done
-	seeds=$(IFS=,; echo "${addrs[*]}")
-	spids=$(IFS=,; echo "${pids[*]}")
-	say "r $r: cluster $name, epoch $epoch, three nodes active: $seeds"
-}
+bench_etcd
 
 say "== replication cost: three nodes, recstore-bench ${shape[*]}"
 figs=(get_keys_per_s get_primary_keys_per_s get_backup_share update_keys_per_s
@@ -89,7 +52,7 @@ figs=(get_keys_per_s get_primary_keys_per_s get_backup_share update_keys_per_s
 	update_server_cpu_s_per_mkeys)
 for r in ${RS_BENCH_REPLICAS:-1 2 3}; do
 	t0=$(date +%s.%N)
-	cluster "$r"
+	bench_cluster "$r" 3 "repl-r$r"
 	"$build/recstore-bench" "${shape[@]}" --nodes "$seeds" \
 		--server-pid "$spids" \
 		>"$tmp/bench.$r" 2>&1 || fail "r $r: recstore-bench: $(cat "$tmp/bench.$r")"
