@@ -160,7 +160,7 @@ fi
 # (replicas R) and the bench against both, all three under callgrind;
 # stops the nodes; writes the client's worker_main to c.rRRUN and, for
 # each function F of rfns, the nodes' inclusive count (summed) to F.rRRUN
-rfns=(worker_main do_keyed_body srv_repl_enter srv_repl_record srv_repl_wait
+rfns=(worker_main do_keyed_body srv_repl_enter srv_repl_targets srv_repl_wait
 	slab_load_row srv_once_record)
 repl_run() {
 	local r=$1 n=r$1$2 name=path-r$1-$2 f fn k=0
