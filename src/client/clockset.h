@@ -39,18 +39,22 @@ static inline void cli_clock_unlock(struct cli_clock *s)
 	atomic_flag_clear_explicit(&s->lock, memory_order_release);
 }
 
-/* The set index bits of (id, x): a table's or view's id and a key or
- * bucket, mixed (MurmurHash3's finalizer) so one id's entries spread over
- * all sets. */
-static inline uint64_t cli_clock_mix(uint32_t id, uint64_t x)
+/* MurmurHash3's 64-bit finalizer: every bit of x moves every bit out. */
+static inline uint64_t cli_fmix64(uint64_t x)
 {
-	x ^= (uint64_t)id * 0x9e3779b97f4a7c15ull;
 	x ^= x >> 33;
 	x *= 0xff51afd7ed558ccdull;
 	x ^= x >> 33;
 	x *= 0xc4ceb9fe1a85ec53ull;
 	x ^= x >> 33;
 	return x;
+}
+
+/* The set index bits of (id, x): a table's or view's id and a key or
+ * bucket, mixed so one id's entries spread over all sets. */
+static inline uint64_t cli_clock_mix(uint32_t id, uint64_t x)
+{
+	return cli_fmix64(x ^ (uint64_t)id * 0x9e3779b97f4a7c15ull);
 }
 
 /* Way w was used. */

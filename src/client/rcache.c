@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/clockset.h"
 #include "client/rcache.h"
 #include "common/rs_internal.h"
 
@@ -52,16 +53,6 @@ struct cli_rcache {
 	atomic_uint_fast64_t inserts, refreshes, evictions, rejects,
 		invalidations;
 };
-
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
-}
 
 /* Counters of the sketch for nsets sets: a power of two, SKETCH_PER_ROW / 2
  * to SKETCH_PER_ROW per row. */
@@ -240,7 +231,7 @@ static float *row_at(struct cli_rcache *rc, const struct rset *s, int w)
 bool cli_rcache_get(struct cli_rcache *rc, uint64_t key,
 		    struct cli_rentry *e, float *out)
 {
-	uint64_t h = mix(key);
+	uint64_t h = cli_fmix64(key);
 	struct rset *s = set_of(rc, h);
 	int w;
 
@@ -266,7 +257,7 @@ static int victim(const struct cli_rcache *rc, struct rset *s, uint8_t *f)
 
 	for (int i = 0; i < CLI_RCACHE_WAYS; i++) {
 		int w = (s->hand + i) % CLI_RCACHE_WAYS;
-		uint8_t x = freq(rc, mix(s->way[w].key));
+		uint8_t x = freq(rc, cli_fmix64(s->way[w].key));
 
 		if (best < 0 || x < bf ||
 		    (x == bf && (s->ref >> best & 1) && !(s->ref >> w & 1))) {
@@ -284,7 +275,7 @@ void cli_rcache_put(struct cli_rcache *rc, uint64_t key,
 		    const struct cli_rentry *e, const float *row,
 		    bool only_cached)
 {
-	uint64_t h = mix(key);
+	uint64_t h = cli_fmix64(key);
 	struct rset *s = set_of(rc, h);
 	int w;
 
@@ -324,7 +315,7 @@ void cli_rcache_put(struct cli_rcache *rc, uint64_t key,
 
 void cli_rcache_drop(struct cli_rcache *rc, uint64_t key, uint64_t version)
 {
-	struct rset *s = set_of(rc, mix(key));
+	struct rset *s = set_of(rc, cli_fmix64(key));
 	int w;
 
 	lock(s);
