@@ -664,8 +664,8 @@ static bool statuses_fit(struct req *r, uint32_t n)
 }
 
 /* Gradients and values must be finite: a NaN or infinity would poison
- * the row (and, through Adagrad / Adam state, every later step). */
-/* Every element finite: its exponent bits not all ones. Two floats per
+ * the row (and, through Adagrad / Adam state, every later step).
+ * Every element finite: its exponent bits not all ones. Two floats per
  * 64-bit word, no branch per element: adding 1 to an exponent field of
  * all ones carries into its float's sign bit (and no further), so a
  * sign bit in the sum's OR marks a NaN or an infinity. A branch per
