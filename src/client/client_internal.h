@@ -386,4 +386,9 @@ int cli_restore(struct rs_client *c, const char *path,
 int cli_async_start(struct rs_client *c, unsigned threads);
 void cli_async_stop(struct rs_client *c);
 
+/* Test hook (NULL outside tests): a cluster get calls it once its READs
+ * completed, before it checks that its read lease still holds (get.c);
+ * test_repl ends the lease there to take the renewal path every call. */
+extern void (*cli_test_reads_done)(struct rs_client *c);
+
 #endif

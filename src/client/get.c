@@ -1070,6 +1070,8 @@ static int reread(struct gcall *g)
  * before the renewed lease's end, which is all a READ needs (the lease's
  * argument in docs/replication.md bounds the READ's time, not the time
  * the vouch was asked). A new epoch adopted by the round: false. */
+void (*cli_test_reads_done)(struct rs_client *c);
+
 RS_COLD static bool lease_renewed(struct gcall *g)
 {
 	return cli_cluster_can_read(g->c) &&
@@ -1129,14 +1131,18 @@ static int get_pass(struct rs_client *c, const struct cli_key *keys,
 	 * completed before a CONFIG sent afterwards was vouched for in the
 	 * call's epoch (lease_renewed()). Otherwise every key goes to the
 	 * GET RPC, fenced by epoch. */
-	if (!ret && c->cluster && !use_rpc &&
-	    RS_UNLIKELY((int64_t)rs_mono_ms() >= atomic_load(&c->read_until)) &&
-	    !lease_renewed(&g)) {
-		for (size_t i = 0; i < n; i++)
-			if (g.k[i].state != G_DUP)	/* dups_out() fills */
-				g.k[i].state = G_RPC;
-		g.nrefail = 0;
-		CLI_INC(c, lease_rpc_reads, 1);
+	if (!ret && c->cluster && !use_rpc) {
+		if (RS_UNLIKELY(cli_test_reads_done != NULL))
+			cli_test_reads_done(c);
+		if (RS_UNLIKELY((int64_t)rs_mono_ms() >=
+				atomic_load(&c->read_until)) &&
+		    !lease_renewed(&g)) {
+			for (size_t i = 0; i < n; i++)
+				if (g.k[i].state != G_DUP) /* dups_out() */
+					g.k[i].state = G_RPC;
+			g.nrefail = 0;
+			CLI_INC(c, lease_rpc_reads, 1);
+		}
 	}
 	/* with other replicas to READ at (r > 1: without, the second pass
 	 * would only wait for the failed node again) */

@@ -103,6 +103,11 @@
  *       wait for HOLD.done (the held REPL went on). Then the backup's row
  *       must equal the primary's: the held REPL, older, must not have
  *       been applied over the newer one.
+ *   repl_driver renew SEEDS
+ *       20 gets of every key with the read lease ended (a test hook)
+ *       after each call's READs: each call must renew it with a CONFIG
+ *       round and keep its READs (every key by READ, none by RPC, no
+ *       call by RPC for want of a lease).
  *   repl_driver onceagain SEEDS KEYIDX
  *       after replstale and a failover that made its backup the key's
  *       primary: replstale's failed call (its client, seq 1) resent to
@@ -140,6 +145,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -553,6 +559,70 @@ static int do_once(const char *seeds)
 	if (s1 != 0 || s2 != 0 || s3 != 0 || v1 != v0 + 1 || v2 != v0 + 2) {
 		printf("once: FAILED (the resend must not apply, the next "
 		       "call must)\n");
+		return 1;
+	}
+	return 0;
+}
+
+/* The test hook: the read lease ends after every call's READs. */
+static atomic_uint lapses;
+
+static void lease_lapses(struct rs_client *c)
+{
+	atomic_store(&c->read_until, 0);
+	atomic_fetch_add(&lapses, 1);
+}
+
+/* A get whose read lease ran out while its READs were in flight renews
+ * it with one CONFIG round and keeps its READs when the epoch held
+ * (docs/replication.md, "A lease renewed after the READs"). The hook
+ * ends the lease after the READs of each of CALLS gets of every key:
+ * every key must still be served by READ, with its row, no call may
+ * fall back to the GET RPC for want of a lease, and each call must have
+ * run its CONFIG round. The code before the renewal sent every key of
+ * every such call to the GET RPC. */
+static int do_renew(const char *seeds)
+{
+	enum { CALLS = 20 };
+	struct rs_client *c = open_client(seeds);
+	struct rs_table *t = open_table(c);
+	struct rs_client_stats s0 = RS_CLIENT_STATS_INIT;
+	struct rs_client_stats s1 = RS_CLIENT_STATS_INIT;
+	static float row[K * DIM];
+	int st[K], bad = 0;
+
+	/* one get with the lease as it is: the rows to compare against */
+	if (rs_get(t, keys, K, row, st, 0) != K)
+		die("renew: first get: %s", rs_errormsg());
+	rs_client_get_stats(c, &s0);
+	cli_test_reads_done = lease_lapses;
+	for (int i = 0; i < CALLS; i++) {
+		static float again[K * DIM];
+		int ret = rs_get(t, keys, K, again, st, 0);
+
+		if (ret != K) {
+			printf("renew: call %d: %d of %d keys (%s)\n", i, ret, K,
+			       ret < 0 ? rs_errormsg() : "missing");
+			bad++;
+		}
+	}
+	cli_test_reads_done = NULL;
+	rs_client_get_stats(c, &s1);
+	printf("renew: %d calls, lease ended after the READs %u times; keys "
+	       "by READ %" PRIu64 ", by RPC %" PRIu64 ", calls by RPC for "
+	       "want of a lease %" PRIu64 ", CONFIG rounds %" PRIu64 "\n",
+	       CALLS, atomic_load(&lapses),
+	       s1.onesided_keys - s0.onesided_keys, s1.rpc_keys - s0.rpc_keys,
+	       s1.lease_rpc_reads - s0.lease_rpc_reads,
+	       s1.config_refreshes - s0.config_refreshes);
+	rs_client_close(&c);
+	if (bad || atomic_load(&lapses) != CALLS ||
+	    s1.onesided_keys - s0.onesided_keys != (uint64_t)CALLS * K ||
+	    s1.rpc_keys != s0.rpc_keys ||
+	    s1.lease_rpc_reads != s0.lease_rpc_reads ||
+	    s1.config_refreshes - s0.config_refreshes < CALLS) {
+		printf("renew: FAILED (every key READ, none by RPC, a CONFIG "
+		       "round per call)\n");
 		return 1;
 	}
 	return 0;
@@ -1725,6 +1795,8 @@ int main(int argc, char **argv)
 				    argv[6]);
 	if (argc == 5 && !strcmp(argv[1], "bump"))
 		return do_bump(argv[2], atoi(argv[3]), argv[4]);
+	if (argc == 3 && !strcmp(argv[1], "renew"))
+		return do_renew(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "once"))
 		return do_once(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "ttl"))

@@ -20,7 +20,8 @@
 #     is exact), the reader never saw a row go back by more than the
 #     unacknowledged steps in flight, and both survivors
 #     hold every row bit for bit the same. A tagged UPDATE sent twice
-#     moves its row once (exactly-once records).
+#     moves its row once (exactly-once records). Gets whose read lease a
+#     test hook ends after their READs renew it and keep the READs.
 #  5. The surviving decider is SIGSTOPped past its lease: the last node
 #     is promoted alone. Two clients that only read (so learn nothing
 #     from writes) READ a key at the paused node, one as the key's primary,
@@ -152,6 +153,10 @@ echo "step 4 at $(elapsed "$t_start") s"
 cat "$d/check.txt"
 "$drv" once "$seeds" >"$d/once.txt" 2>&1 || fail "exactly-once resend"
 cat "$d/once.txt"
+# a read lease that ends while a get's READs are in flight is renewed by
+# one CONFIG round, and the READs stand (a test hook ends it every call)
+"$drv" renew "$seeds" >"$d/renew.txt" 2>&1 || { cat "$d/renew.txt"; fail "lease renewal"; }
+cat "$d/renew.txt"
 "$bin/recstore-ctl" -s "$seeds" stats >"$d/stats.txt" 2>&1 || true
 grep -E "^node|repl\.(epoch|forwarded|failed|refused|applied|parallel)|once\.(records|dedup)" "$d/stats.txt" || true
 # a primary's keys have either other node as their backup (3 nodes, r 2):
