@@ -727,16 +727,15 @@ static int insert(struct srv_once *o, struct once_client *c,
 	}
 	j = k->n;
 	for (uint32_t i = 0; i < n; i++)
-		if (st[i] >= 0)
+		if (st[i] >= 0 && !find(k, tid, keys[i]))
 			k->e[j++] = (struct once_ent){ .key = keys[i],
 						       .tid = tid,
 						       .st = st[i] };
 	if (j == k->n)
 		return 0;
-	/* sort the new entries (stable), merge them behind the call's
-	 * (sorted; the merge puts the call's first among equals), then drop
-	 * repeats: a key the call recorded before keeps its record, a key
-	 * repeated within the batch its first one. No look-up per key. */
+	/* sort the new entries, merge them behind the call's (sorted, and
+	 * none of them among the new), then drop repeats within the batch
+	 * (the first one stays) */
 	if (!(tmp = rs_malloc((size_t)j * sizeof(*tmp))))
 		return rs_seterr(-ENOMEM, "exactly-once: out of memory");
 	ent_sort(k->e + k->n, tmp, j - k->n);
