@@ -268,32 +268,6 @@ int cli_conn_send(struct cli_conn *c, const void *buf, size_t len)
 	return 0;
 }
 
-int cli_conn_send_enc(struct cli_conn *c,
-		      int (*enc)(void *buf, size_t cap, void *arg),
-		      void *arg)
-{
-	void *slot;
-	int cap = rv_msg_get_buf(c->rc, &slot, (int)c->node->timeout_ms);
-	int len, ret;
-
-	if (cap < 0)
-		return cli_conn_fail(c, rs_seterr(cap, "node %s: send: %s",
-						  c->node->name,
-						  rs_strerror(cap)));
-	len = enc(slot, (size_t)cap < c->msg_max ? (size_t)cap : c->msg_max,
-		  arg);
-	if (len < 0) {
-		(void)rv_msg_abort(c->rc);
-		return len;
-	}
-	ret = rv_msg_post(c->rc, (size_t)len);
-	if (ret < 0)
-		return cli_conn_fail(c, rs_seterr(ret, "node %s: send: %s",
-						  c->node->name,
-						  rs_strerror(ret)));
-	return 0;
-}
-
 int cli_conn_recv(struct cli_conn *c, struct rv_msg *m)
 {
 	unsigned t = c->recv_timeout_ms ? c->recv_timeout_ms

@@ -104,13 +104,6 @@ void cli_conn_put(struct cli_conn *c);
 
 /* One request, one reply (up to CLI_RPC_WINDOW in flight per context). */
 int cli_conn_send(struct cli_conn *c, const void *buf, size_t len);
-/* The same without the copy: enc writes the message straight into the
- * connection's next send slot (at most cap bytes: the slot's and c's
- * msg_max) and returns its length, or < 0 (an error it set: the slot is
- * given back unsent and the connection stays usable). */
-int cli_conn_send_enc(struct cli_conn *c,
-		      int (*enc)(void *buf, size_t cap, void *arg),
-		      void *arg);
 /* Wait for the next reply; *m must be released with rv_msg_release. */
 int cli_conn_recv(struct cli_conn *c, struct rv_msg *m);
 

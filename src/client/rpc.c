@@ -440,31 +440,17 @@ static int skip_invalid(struct rcall *r, struct rnode *rn, uint32_t tab)
 	return 0;
 }
 
-struct keys_enc {
-	const struct proto_keys_req *kr;
-	struct proto_hdr h;
-	uint32_t op;
-	int len;
-};
-
-static int keys_enc_into(void *buf, size_t cap, void *arg)
-{
-	struct keys_enc *e = arg;
-
-	return e->len = proto_enc_keys_req(buf, cap, &e->h, e->op, e->kr);
-}
-
 /* Send the next message of node rn (keys of one table). */
 static int send_next(struct rcall *r, struct rnode *rn)
 {
 	const struct ukey *u0 = &r->u[rn->order[rn->next]];
 	const struct cli_tloc *v = uview(r, u0);
 	struct proto_keys_req kr = { 0 };
-	struct keys_enc e;
+	struct proto_hdr h;
 	struct rmsg *msg;
 	size_t cnt = 0;
 	uint32_t width;
-	int kpm, ret;
+	int kpm, len;
 
 	if (!v->valid)
 		return skip_invalid(r, rn, u0->tab);
@@ -505,26 +491,22 @@ static int send_next(struct rcall *r, struct rnode *rn)
 		kr.dtype = PROTO_DTYPE_FP32;
 		kr.rows = rn->rbuf;
 	}
-	e.kr = &kr;
-	e.op = r->op;
-	e.len = -1;
-	cli_hdr_init(&e.h, r->trace_id, r->sampled);
-	/* encoded straight into the send slot (no copy of the rows) */
-	ret = cli_conn_send_enc(rn->cc, keys_enc_into, &e);
-	if (e.len < 0)		/* not encoded: nothing was sent */
-		return ret;
+	cli_hdr_init(&h, r->trace_id, r->sampled);
+	len = proto_enc_keys_req(rn->cc->msg, rn->cc->msg_max, &h, r->op, &kr);
+	if (len < 0)
+		return len;
 	for (msg = rn->win; msg->req_id; msg++)
 		;
 	msg->start = rn->next;
 	msg->count = cnt;
-	msg->req_id = e.h.req_id;
+	msg->req_id = h.req_id;
 	rn->next += cnt;
 	rn->inflight++;
 	if (r->op <= PROTO_OP_DELETE) {	/* LOAD: an admin tool's */
 		CLI_INC(r->c, op_rpcs[r->op - PROTO_OP_GET], 1);
 		CLI_INC(r->c, op_keys[r->op - PROTO_OP_GET], cnt);
 	}
-	return ret;
+	return cli_conn_send(rn->cc, rn->cc->msg, (size_t)len);
 }
 
 static int map_status(uint32_t op, int32_t st)

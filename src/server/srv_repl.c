@@ -1093,18 +1093,6 @@ static uint32_t slice_keys(const struct cli_conn *cc,
 
 /* Send records [off, off + n) of ch in one REPL on cc; *req_id: the
  * request's, for its reply. */
-struct repl_enc {
-	const struct proto_repl_req *m;
-	struct proto_hdr h;
-};
-
-static int repl_enc_into(void *buf, size_t cap, void *arg)
-{
-	struct repl_enc *e = arg;
-
-	return proto_enc_repl_req(buf, cap, &e->h, e->m);
-}
-
 static int slice_post(struct srv_repl *rp, struct cli_conn *cc,
 		      const struct srv_chunk *ch, uint64_t epoch,
 		      uint32_t off, uint32_t n, uint64_t *req_id)
@@ -1122,14 +1110,16 @@ static int slice_post(struct srv_repl *rp, struct cli_conn *cc,
 		.creds = ch->cr + off,
 		.rows = ch->rows + (size_t)off * ch->width,
 	};
-	struct repl_enc e = { .m = &m };
+	struct proto_hdr h;
+	int len;
 
 	snprintf(m.table, sizeof(m.table), "%s", ch->table);
-	cli_hdr_init(&e.h, 0, false);
-	*req_id = e.h.req_id;
-	/* encoded straight into the send slot: a REPL carries every row
-	 * of its slice, which a copy would pay for again */
-	return cli_conn_send_enc(cc, repl_enc_into, &e);
+	cli_hdr_init(&h, 0, false);
+	len = proto_enc_repl_req(cc->msg, cc->msg_max, &h, &m);
+	if (len < 0)
+		return len;
+	*req_id = h.req_id;
+	return cli_conn_send(cc, cc->msg, (size_t)len);
 }
 
 /* Receive and check the reply to the REPL of records [off, off + n) of

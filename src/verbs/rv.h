@@ -380,10 +380,6 @@ int rv_msg_send(struct rv_conn *c, const void *buf, size_t len,
  * wait while a slot is reserved. */
 int rv_msg_get_buf(struct rv_conn *c, void **buf, int timeout_ms);
 int rv_msg_post(struct rv_conn *c, size_t len);
-/* Give a slot reserved by rv_msg_get_buf() back unsent (a message that
- * could not be written there): its credit returns, nothing reaches the
- * peer. 0, or RS_E_INVAL when no slot is reserved. */
-int rv_msg_abort(struct rv_conn *c);
 
 /* Receive up to max messages from a client conn (accepted conns receive
  * through rv_listener_recv). Returns the count (>= 1), RS_E_TIMEOUT, or the

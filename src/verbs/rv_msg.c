@@ -343,23 +343,6 @@ int rv_msg_post(struct rv_conn *c, size_t len)
 	return ret ? rv_conn_err(c) : 0;
 }
 
-int rv_msg_abort(struct rv_conn *c)
-{
-	pthread_mutex_lock(&c->lock);
-	if (!c->s_reserved) {
-		pthread_mutex_unlock(&c->lock);
-		return rs_seterr(RS_E_INVAL, "rv_msg_abort without "
-				 "rv_msg_get_buf");
-	}
-	c->s_reserved = false;
-	atomic_fetch_add(&c->credits, 1);
-	if (c->waiters)
-		pthread_cond_broadcast(&c->cv);	/* other senders */
-	rv_conn_kick(c);
-	pthread_mutex_unlock(&c->lock);
-	return 0;
-}
-
 int rv_msg_send(struct rv_conn *c, const void *buf, size_t len,
 		int timeout_ms)
 {
