@@ -160,9 +160,8 @@ fi
 # (replicas R) and the bench against both, all three under callgrind;
 # stops the nodes; writes the client's worker_main to c.rRRUN and, for
 # each function F of rfns, the nodes' inclusive count (summed) to F.rRRUN
-rfns=(worker_main do_keyed_body srv_repl_enter srv_repl_targets
-	srv_repl_targets_at srv_repl_append srv_repl_wait slab_load_row
-	slab_put_record srv_once_record)
+rfns=(worker_main do_keyed_body srv_repl_enter srv_repl_targets srv_repl_wait
+	slab_load_row srv_once_record)
 repl_run() {
 	local r=$1 n=r$1$2 name=path-r$1-$2 f fn k=0
 	local -A sum=()

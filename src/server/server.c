@@ -1051,8 +1051,6 @@ static void worker_free(struct srv_worker *w)
 	free(w->reply);
 	free(w->evicted);
 	free(w->images);
-	free(w->sets);
-	free(w->capture);
 }
 
 static int workers_start(struct rs_server *s)

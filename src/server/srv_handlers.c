@@ -104,23 +104,7 @@ struct req {
 	char tname[PROTO_NAME_MAX + 1]; /* table, when it may grow meanwhile */
 	struct slab_ev_sink sink; /* cluster writes: keys evicted ... */
 	uint32_t evicted_n;	  /* ... (w->evicted[0, evicted_n)) */
-	/* A replicated UPDATE's rows as applied, so that repl_capture()
-	 * need not read them back: capture asks for them (the keys may have
-	 * backups); do_update() fills them when it can (fp32 rows, within
-	 * SRV_CAPTURE_MAX): distinct key j's row and state at cap_rows +
-	 * j * cap_width when cap_ok[j] (it was written), key i of the
-	 * request it applied (cap_keys, cap_n) is distinct key cap_idx[i] */
-	bool capture;
-	uint32_t cap_n, cap_width;
-	const void *cap_keys;
-	const uint32_t *cap_idx;
-	const float *cap_rows;
-	const uint8_t *cap_ok;
 };
-
-/* The most a worker keeps of an UPDATE's applied rows for its backups
- * (beyond it they are read back, as for the other writes). */
-#define SRV_CAPTURE_MAX (8u << 20)
 
 static uint64_t now_ns(void)
 {
@@ -321,7 +305,7 @@ static bool table_fence(struct req *r, struct srv_repl_req *q)
 			    "names the configuration epoch (CONFIG)");
 		return false;
 	}
-	ret = srv_repl_enter(s, q, r->m.hdr.epoch, NULL, 0, true, NULL);
+	ret = srv_repl_enter(s, q, r->m.hdr.epoch, NULL, 0, true);
 	if (ret) {
 		reply_error(r, r->op, ret, "%s", rs_errormsg());
 		srv_repl_exit(s, q);
@@ -531,18 +515,6 @@ static float *rows_to_f32(struct srv_worker *w, const void *wire, uint32_t n,
 	return out;
 }
 
-/* fp32 rows of the wire read where they lie (little-endian, aligned:
- * what proto_load_f32 would copy unchanged), else a copy. */
-static const float *rows_f32_view(struct srv_worker *w, const void *wire,
-				  uint32_t n, uint32_t dim)
-{
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	if (!((uintptr_t)wire % _Alignof(float)))
-		return wire;
-#endif
-	return rows_to_f32(w, wire, n, dim, PROTO_DTYPE_FP32);
-}
-
 static int row_scratch(struct srv_worker *w, const struct srv_table *t)
 {
 	if (srv_scratch(&w->row, &w->row_cap, t->spec.dim * sizeof(float)))
@@ -692,10 +664,30 @@ static bool statuses_fit(struct req *r, uint32_t n)
 }
 
 /* Gradients and values must be finite: a NaN or infinity would poison
- * the row (and, through Adagrad / Adam state, every later step). */
+ * the row (and, through Adagrad / Adam state, every later step).
+ * Every element finite: its exponent bits not all ones. Two floats per
+ * 64-bit word, no branch per element: adding 1 to an exponent field of
+ * all ones carries into its float's sign bit (and no further), so a
+ * sign bit in the sum's OR marks a NaN or an infinity. A branch per
+ * float cost about 3 instructions per element, on every gradient and
+ * every replicated row. */
 static bool all_finite(const float *v, uint32_t n)
 {
-	return row_all_finite(v, n);
+	const uint64_t exp = 0x7f8000007f800000ull, one = 0x0080000000800000ull;
+	uint64_t acc0 = 0, acc1 = 0, w0, w1;
+	uint32_t i = 0, b;
+
+	for (; i + 4 <= n; i += 4) {
+		memcpy(&w0, &v[i], 8);
+		memcpy(&w1, &v[i + 2], 8);
+		acc0 |= (w0 & exp) + one;
+		acc1 |= (w1 & exp) + one;
+	}
+	for (; i < n; i++) {
+		memcpy(&b, &v[i], 4);
+		acc0 |= (uint64_t)((b & 0x7f800000u) + 0x00800000u);
+	}
+	return !((acc0 | acc1) & 0x8000000080000000ull);
 }
 
 /* One optimizer step with op (the table's parameters, or a copy with the
@@ -703,7 +695,7 @@ static bool all_finite(const float *v, uint32_t n)
 static int32_t update_one(struct req *r, struct srv_table *t,
 			  const struct optim_params *op, uint64_t key,
 			  const float *g, bool create, struct proto_image *im,
-			  uint8_t *row, float *cap, uint8_t *cap_ok)
+			  uint8_t *row)
 {
 	struct srv_worker *w = r->w;
 	struct slab_wr wr = { .val = w->row,
@@ -745,13 +737,6 @@ static int32_t update_one(struct req *r, struct srv_table *t,
 	ret = slab_write_commit(&wr);
 	if (ret)
 		return ret;
-	if (cap) {	/* the row and state as stored (fp32: exactly) */
-		memcpy(cap, wr.val, (size_t)t->spec.dim * sizeof(float));
-		if (t->state_floats)
-			memcpy(cap + t->spec.dim, wr.state,
-			       (size_t)t->state_floats * sizeof(float));
-		*cap_ok = 1;
-	}
 	if (im) {
 		/* the row as published: what a READ of the slot returns */
 		im->version = wr.new_version;
@@ -818,29 +803,6 @@ static void reply_images(struct req *r, const struct srv_table *t,
 	reply_encoded(r, buf, cap, len);
 }
 
-/* Room for the rows of an UPDATE's m distinct keys as applied (struct
- * req, "capture"), when they are fp32 and within SRV_CAPTURE_MAX; none
- * kept otherwise (repl_capture() then reads them back). */
-static void capture_begin(struct req *r, const struct srv_table *t,
-			  uint32_t m)
-{
-	const struct proto_keys_req *k = &r->m.u.keys_req;
-	struct srv_worker *w = r->w;
-	uint32_t width = t->spec.dim + t->state_floats;
-	size_t rows = (size_t)m * width * sizeof(float);
-
-	if (t->spec.dtype != PROTO_DTYPE_FP32 || rows > SRV_CAPTURE_MAX ||
-	    srv_scratch(&w->capture, &w->capture_cap, rows + m))
-		return;
-	r->cap_rows = w->capture;
-	r->cap_ok = (uint8_t *)w->capture + rows;
-	memset((uint8_t *)r->cap_ok, 0, m);
-	r->cap_width = width;
-	r->cap_keys = k->keys;
-	r->cap_n = k->n;
-	r->cap_idx = w->idx_map;
-}
-
 static void do_update(struct req *r, struct srv_table *t)
 {
 	const struct proto_keys_req *k = &r->m.u.keys_req;
@@ -893,19 +855,12 @@ static void do_update(struct req *r, struct srv_table *t)
 		reply_error(r, r->op, -ENOMEM, "out of memory");
 		return;
 	}
-	if (r->capture)
-		capture_begin(r, t, m);
 	for (uint32_t j = 0; j < m; j++)
 		st[j] = update_one(r, t, op, keys[j], g + (size_t)j * dim,
 				   create, im ? &im[j] : NULL,
 				   im ? irows + (size_t)j *
 						    t->rgeom.payload_bytes
-				      : NULL,
-				   r->cap_rows ? (float *)r->cap_rows +
-							 (size_t)j * r->cap_width
-					       : NULL,
-				   r->cap_rows ? (uint8_t *)r->cap_ok + j
-					       : NULL);
+				      : NULL);
 	for (uint32_t i = 0; i < n; i++)
 		out[i] = st[idx[i]];
 	trace_stage(r, "server.apply", t1, (uint64_t)n * dim * 4);
@@ -1113,16 +1068,11 @@ static int repl_capture(struct req *r, struct srv_repl_req *q,
 	struct srv_worker *w = r->w;
 	struct srv_table *t = srv_table_get(&r->s->tables, k->table_id);
 	uint32_t width;
-	bool applied;
 	float *buf;
 	int ret = 0;
 
 	if (!t)
 		return RS_E_NOTFOUND;
-	if (!q->targets) {	/* r = 1, no change under way: none */
-		srv_table_put(t);
-		return 0;
-	}
 	width = t->spec.dim + t->state_floats;
 	if (srv_scratch(&w->tmp, &w->tmp_cap, (size_t)width * 4 + 4)) {
 		srv_table_put(t);
@@ -1141,31 +1091,24 @@ static int repl_capture(struct req *r, struct srv_repl_req *q,
 					      key, true, buf, NULL,
 					      PROTO_ST_OK);
 	}
-	/* the rows as the UPDATE applied them, if it kept them for this
-	 * request's keys and nothing it did evicted one since */
-	applied = r->cap_rows && r->cap_keys == k->keys && r->cap_n == k->n &&
-		  !r->evicted_n && r->cap_width == width;
 	for (uint32_t i = 0; !ret && i < k->n; i++) {
 		int32_t st = (int32_t)le_ld32(reply_status_at(r, i));
 		uint64_t key = proto_key_at(k->keys, i);
 		bool del = r->op == PROTO_OP_DELETE;
 		unsigned to[SRV_REPL_MAX_TO], nto;
-		const float *row = buf;
 
 		/* nothing to read for a key without a backup (r = 1) */
 		if (!changed_row(r->op, st) ||
-		    !(nto = srv_repl_targets_at(q, i, key, to)))
+		    !(nto = srv_repl_targets(q, key, to)))
 			continue;
 		/* a key absent now (deleted, evicted by a later key of the
 		 * batch, or not admitted) is a deletion on the backups */
-		if (applied && r->cap_ok[r->cap_idx[i]]) {
-			row = r->cap_rows + (size_t)r->cap_idx[i] * width;
-		} else if (del || slab_read_record(t->st, key, buf)) {
+		if (del || slab_read_record(t->st, key, buf)) {
 			del = true;
 			memset(buf, 0, (size_t)width * 4);
 		}
 		ret = srv_repl_record_to(q, to, nto, &t->spec, width, key,
-					 del, row, tag, st);
+					 del, buf, tag, st);
 	}
 	srv_table_put(t);
 	return ret;
@@ -1345,7 +1288,7 @@ static void do_keyed_cluster(struct req *r)
 		do_keyed_body(r);	/* an inspection read, unfenced */
 		return;
 	}
-	ret = srv_repl_enter(s, &q, k->epoch, k->keys, k->n, false, r->w);
+	ret = srv_repl_enter(s, &q, k->epoch, k->keys, k->n, false);
 	if (ret) {
 		reply_error(r, r->op, ret, "%s", rs_errormsg());
 		srv_repl_exit(s, &q);
@@ -1368,7 +1311,6 @@ static void do_keyed_cluster(struct req *r)
 		return;
 	}
 	r->defer = true;
-	r->capture = q.sets != NULL;	/* the keys may have backups */
 	tag.client = k->client;
 	tag.seq = k->seq;
 	tag.done_below = k->done_below;
@@ -1601,7 +1543,7 @@ static void do_repl(struct req *r)
 	bool entered = false, applied = false;
 	uint32_t ins;
 	int32_t *st;
-	const float *v;
+	float *v;
 	int ret;
 
 	r->nkeys = m->n;
@@ -1617,7 +1559,7 @@ static void do_repl(struct req *r)
 		return;
 	}
 	repl_test_hold();
-	ret = srv_repl_enter(s, &q, m->epoch, m->keys, m->n, true, NULL);
+	ret = srv_repl_enter(s, &q, m->epoch, m->keys, m->n, true);
 	if (!ret)	/* from the keys' primary, in its order */
 		ret = srv_repl_from_begin(s, &q, m->from_inc, m->from_seq,
 					  &from);
@@ -1670,8 +1612,9 @@ static void do_repl(struct req *r)
 		reply_error(r, r->op, RS_E_BUSY, "%s", grow_busy_msg);
 		goto out;
 	}
-	if (!(v = rows_f32_view(w, m->rows, m->n, m->width)) ||
-	    srv_scratch(&w->status, &w->status_cap, (size_t)m->n * 4 + 4)) {
+	if (!(v = rows_to_f32(w, m->rows, m->n, m->width, PROTO_DTYPE_FP32)) ||
+	    srv_scratch(&w->status, &w->status_cap, (size_t)m->n * 4 + 4) ||
+	    row_scratch(w, t)) {
 		reply_error(r, r->op, -ENOMEM, "out of memory");
 		goto out;
 	}
@@ -1690,9 +1633,10 @@ static void do_repl(struct req *r)
 		} else if (!row_f32_fits(&t->rgeom, row)) {
 			ret = RS_E_OVERFLOW;
 		} else {
-			/* mostly an overwrite: one look-up */
-			ret = slab_put_record(t->st, key, row,
-					      row + t->spec.dim, &created);
+			ret = slab_load_row(t->st, key, row,
+					    t->state_floats ? row + t->spec.dim
+							    : NULL,
+					    w->row, w->state, &created);
 		}
 		st[i] = ret ? ret : created ? PROTO_ST_CREATED : PROTO_ST_OK;
 	}

@@ -522,17 +522,6 @@ struct srv_repl_req {
 	/* as a backup: the keys' primary (member index), if all of them
 	 * have one; -1 if they have several, -2 before any key */
 	int prim;
-	/* as a primary, when the keys may have backups: key i's active set
-	 * as srv_repl_enter() placed it (the worker's scratch), so that the
-	 * capture places no key again (srv_repl_targets_at); or NULL */
-	const struct srv_repl_set *sets;
-	/* a record may have somewhere to go: r > 1, or members joining or
-	 * taking over (false: a write queues nothing, at r = 1) */
-	bool targets;
-};
-
-struct srv_repl_set {
-	unsigned cnt, m[PROTO_CONFIG_MAX_R];
 };
 
 struct srv_repl_stats {
@@ -570,13 +559,9 @@ void srv_sweep_slice(struct rs_server *s);
 void srv_repl_adopt(struct rs_server *s, const struct memb_config *c);
 /* Take the configuration for a request of epoch over n wire keys: the
  * node must be their primary (backup: one of their backups). 0, or
- * RS_E_EPOCH with a message. srv_repl_exit() after, either way. A
- * primary's worker w (NULL: none) keeps the keys' replica sets in its
- * scratch for srv_repl_targets_at(). */
-struct srv_worker;
+ * RS_E_EPOCH with a message. srv_repl_exit() after, either way. */
 int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
-		   uint64_t epoch, const void *keys, uint32_t n, bool backup,
-		   struct srv_worker *w);
+		   uint64_t epoch, const void *keys, uint32_t n, bool backup);
 void srv_repl_exit(struct rs_server *s, struct srv_repl_req *q);
 /* Table name was dropped here, in the epoch of q (srv_repl_enter held):
  * its records still queued for backups go, so that none reaches a
@@ -618,10 +603,6 @@ int srv_repl_record(struct rs_server *s, struct srv_repl_req *q,
 #define SRV_REPL_MAX_TO (2 * PROTO_CONFIG_MAX_R)
 unsigned srv_repl_targets(const struct srv_repl_req *q, uint64_t key,
 			  unsigned *to);
-/* The same for key i of the request srv_repl_enter() took (key is that
- * key), from the set it kept when it did. */
-unsigned srv_repl_targets_at(const struct srv_repl_req *q, uint32_t i,
-			     uint64_t key, unsigned *to);
 int srv_repl_record_to(struct srv_repl_req *q, const unsigned *to,
 		       unsigned nto, const struct proto_table_spec *table,
 		       uint32_t width, uint64_t key, bool deleted,
@@ -796,10 +777,6 @@ struct srv_worker {
 	size_t evicted_cap;
 	void *images;	/* an UPDATE's row images (PROTO_KF_ROWS) */
 	size_t images_cap;
-	void *sets;	/* a primary's keys' replica sets (srv_repl_enter) */
-	size_t sets_cap;
-	void *capture;	/* an UPDATE's rows as applied (srv_handlers.c) */
-	size_t capture_cap;
 	void *reply;		/* the reply being built: reply_limit bytes */
 	/* the batch being handled, a ring (server.c): a worker about to
 	 * wait for backups hands what is left of it over (srv_wait_begin) */

@@ -704,12 +704,10 @@ static bool forwards_in(const struct srv_cfg *g, uint64_t h,
 			const unsigned *set, unsigned cnt, unsigned mi);
 
 int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
-		   uint64_t epoch, const void *keys, uint32_t n, bool backup,
-		   struct srv_worker *w)
+		   uint64_t epoch, const void *keys, uint32_t n, bool backup)
 {
 	struct srv_repl *rp = &s->repl;
 	struct srv_cfg *g;
-	struct srv_repl_set *keep = NULL;
 	unsigned set[MEMB_MAX_R];
 
 	memset(q, 0, sizeof(*q));
@@ -734,20 +732,10 @@ int srv_repl_enter(struct rs_server *s, struct srv_repl_req *q,
 		return rs_seterr(RS_E_EPOCH, "epoch %" PRIu64 ": the node "
 				 "follows epoch %" PRIu64, epoch, g->c.epoch);
 	}
-	q->targets = g->c.r > 1 || g->tpl;
-	/* a primary keeps the sets when its keys may have backups */
-	if (w && !backup && n && q->targets &&
-	    !srv_scratch(&w->sets, &w->sets_cap, (size_t)n * sizeof(*keep)))
-		q->sets = keep = w->sets;
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t key = proto_key_at(keys, i), h = memb_key_hash(key);
 		unsigned cnt = memb_replicas(g->pl, h, set);
 		bool prim = cnt && (int)set[0] == g->self;
-
-		if (keep) {
-			keep[i].cnt = cnt;
-			memcpy(keep[i].m, set, cnt * sizeof(*set));
-		}
 		bool ok = backup ? !prim && forwards_in(g, h, set, cnt,
 							(unsigned)g->tself)
 				 : prim;
@@ -998,14 +986,18 @@ int srv_repl_append(struct srv_repl_req *q, unsigned pi,
 }
 
 _Static_assert(SRV_REPL_MAX_TO >= 2 * MEMB_MAX_R, "targets of a record");
-_Static_assert(PROTO_CONFIG_MAX_R >= MEMB_MAX_R, "a kept replica set");
 
-/* The targets of key of hash h whose active set is (set, cnt). */
-static unsigned targets_in(const struct srv_cfg *g, uint64_t h,
-			   const unsigned *set, unsigned cnt, unsigned *to)
+unsigned srv_repl_targets(const struct srv_repl_req *q, uint64_t key,
+			  unsigned *to)
 {
-	unsigned tset[MEMB_MAX_R], tcnt, n = 0;
+	const struct srv_cfg *g = q->cfg;
+	unsigned set[MEMB_MAX_R], cnt, tset[MEMB_MAX_R], tcnt, n = 0;
+	uint64_t h;
 
+	if (g->c.r <= 1 && !g->tpl)	/* no backups, no change under way */
+		return 0;
+	h = memb_key_hash(key);
+	cnt = memb_replicas(g->pl, h, set);
 	for (unsigned j = 1; j < cnt; j++)
 		to[n++] = set[j];
 	if (RS_LIKELY(!g->tpl))
@@ -1016,34 +1008,6 @@ static unsigned targets_in(const struct srv_cfg *g, uint64_t h,
 		if (!in_list(set, cnt, tset[j]))
 			to[n++] = tset[j];
 	return n;
-}
-
-unsigned srv_repl_targets(const struct srv_repl_req *q, uint64_t key,
-			  unsigned *to)
-{
-	const struct srv_cfg *g = q->cfg;
-	unsigned set[MEMB_MAX_R], cnt;
-	uint64_t h;
-
-	if (g->c.r <= 1 && !g->tpl)	/* no backups, no change under way */
-		return 0;
-	h = memb_key_hash(key);
-	cnt = memb_replicas(g->pl, h, set);
-	return targets_in(g, h, set, cnt, to);
-}
-
-unsigned srv_repl_targets_at(const struct srv_repl_req *q, uint32_t i,
-			     uint64_t key, unsigned *to)
-{
-	const struct srv_cfg *g = q->cfg;
-	const struct srv_repl_set *e;
-
-	if (!q->sets)	/* none kept: r = 1 and no change, or no memory */
-		return srv_repl_targets(q, key, to);
-	e = &q->sets[i];
-	/* the target set's hash only when a change is under way */
-	return targets_in(g, g->tpl ? memb_key_hash(key) : 0, e->m, e->cnt,
-			  to);
 }
 
 int srv_repl_record_to(struct srv_repl_req *q, const unsigned *to,

@@ -39,7 +39,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "common/proto.h"
 
@@ -170,40 +169,6 @@ void row_payload_from_f32(const struct row_geom *g, const float *in,
  * stored as g->dtype (always for fp32; fp16 overflows at 65520, bf16 just
  * below FLT_MAX), else 0: storing it would write an infinity. */
 int row_f32_fits(const struct row_geom *g, const float *in);
-
-/*
- * 1 if every one of the n fp32 values at v is finite (its exponent bits
- * not all ones), else 0. Four floats per vector lane group and no branch
- * per element: adding 1 to an exponent field of all ones carries into
- * that float's sign bit (and no further), so a sign bit in the OR of the
- * sums marks a NaN or an infinity. GCC's vector types are SSE2 on x86-64
- * and NEON on arm64. It runs on every gradient and every replicated row
- * (docs/benchmarks.md, "Capture from the apply").
- */
-typedef uint32_t row_v4u __attribute__((vector_size(16)));
-static inline int row_all_finite(const float *v, uint32_t n)
-{
-	const row_v4u exp = { 0x7f800000u, 0x7f800000u, 0x7f800000u,
-			      0x7f800000u };
-	const row_v4u one = { 0x00800000u, 0x00800000u, 0x00800000u,
-			      0x00800000u };
-	row_v4u a0 = { 0 }, a1 = { 0 }, w0, w1;
-	uint32_t i = 0, b, acc;
-
-	for (; i + 8 <= n; i += 8) {
-		memcpy(&w0, &v[i], sizeof(w0));
-		memcpy(&w1, &v[i + 4], sizeof(w1));
-		a0 |= (w0 & exp) + one;
-		a1 |= (w1 & exp) + one;
-	}
-	a0 |= a1;
-	acc = a0[0] | a0[1] | a0[2] | a0[3];
-	for (; i < n; i++) {
-		memcpy(&b, &v[i], sizeof(b));
-		acc |= (b & 0x7f800000u) + 0x00800000u;
-	}
-	return !(acc & 0x80000000u);
-}
 
 /* Scalar conversions (round to nearest even; NaN stays NaN). */
 uint16_t row_f32_to_bf16(float f);

@@ -27,10 +27,9 @@
  * Row pointers and region pointers stay valid as long as the table.
  *
  * Thread safety:
- *   - slab_lookup, slab_insert, slab_get_or_insert, slab_delete,
- *     slab_put, slab_put_record, slab_read, slab_read_row, slab_write_*,
- *     slab_iterate and slab_table_stats may run concurrently from any
- *     threads on one table.
+ *   - slab_lookup, slab_insert, slab_get_or_insert, slab_delete, slab_put,
+ *     slab_read, slab_read_row, slab_write_*, slab_iterate and
+ *     slab_table_stats may run concurrently from any threads on one table.
  *   - Writers of one row serialize on a striped row lock (256 per table):
  *     a thread holds at most one row lock at a time (one open slab_wr).
  *   - slab_table_create/get/drop and slab_store_info serialize on the store
@@ -212,11 +211,6 @@ int slab_get_or_insert(struct slab_table *t, uint64_t key, const float *init,
  * key (state kept). *created (may be NULL) tells which. */
 int slab_put(struct slab_table *t, uint64_t key, const float *val,
 	     bool *created);
-/* slab_put with the optimizer state too: state[state_floats] is written
- * (NULL: zeros on an insert, kept on an overwrite). An existing key costs
- * one index look-up (the overwrite is tried first: a backup's REPL). */
-int slab_put_record(struct slab_table *t, uint64_t key, const float *val,
-		    const float *state, bool *created);
 /* Remove key: index slot cleared, then the row becomes a tombstone and its
  * slot is reused later. 0 or RS_E_NOTFOUND. */
 int slab_delete(struct slab_table *t, uint64_t key);

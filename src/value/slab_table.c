@@ -425,28 +425,20 @@ int slab_get_or_insert(struct slab_table *t, uint64_t key, const float *init,
 int slab_put(struct slab_table *t, uint64_t key, const float *val,
 	     bool *created)
 {
-	return slab_put_record(t, key, val, NULL, created);
-}
-
-int slab_put_record(struct slab_table *t, uint64_t key, const float *val,
-		    const float *state, bool *created)
-{
 	uint32_t r;
 	int rc;
 
 	if (!val)
 		return rs_seterr(RS_E_INVAL, "slab_put: no value");
-	if (!t->state_bytes)
-		state = NULL;
 	for (;;) {
 		if (lock_key(t, key, &r) == 0) {
-			row_update_locked(t, r, key, val, state);
+			row_update_locked(t, r, key, val, NULL);
 			row_unlock(t, r);
 			if (created)
 				*created = false;
 			return slab_io_check(t->st);
 		}
-		rc = slab_insert(t, key, val, state, NULL);
+		rc = slab_insert(t, key, val, NULL, NULL);
 		if (rc != RS_E_EXISTS) {
 			if (created)
 				*created = rc == 0;

@@ -321,99 +321,6 @@ static void dram_basic(void **state)
 	slab_store_close(&st);
 }
 
-/* row_all_finite against isfinite() on seeded random rows of every length
- * up to 70 (the vector body, the tail, both), with NaNs and infinities of
- * either sign at random places, and the largest finite values. */
-static void all_finite_matches_isfinite(void **state)
-{
-	static const uint32_t specials[] = {
-		0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u,
-		0x7f800001u, 0x7fffffffu, 0xffffffffu
-	};
-	uint64_t x = 0x9e3779b97f4a7c15ull;
-	float v[70];
-	unsigned bad = 0, good = 0;
-
-	(void)state;
-	for (int round = 0; round < 20000; round++) {
-		uint32_t n = (uint32_t)(round % 71), b;
-		int want = 1;
-
-		for (uint32_t i = 0; i < n; i++) {
-			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-			b = (uint32_t)x;
-			if ((x >> 40) % 97 == 0)
-				b = specials[(x >> 32) % 7];
-			else if ((x >> 40) % 89 == 0)
-				b = (x >> 48) & 1 ? 0x7f7fffffu : 0xff7fffffu;
-			memcpy(&v[i], &b, 4);
-			want &= isfinite(v[i]) != 0;
-		}
-		assert_int_equal(row_all_finite(v, n), want);
-		bad += !want;
-		good += want && n;
-	}
-	/* both outcomes were exercised */
-	assert_true(bad > 1000 && good > 1000);
-}
-
-/* A backup's REPL row: slab_put_record overwrites first (one look-up),
- * inserts when the key is new, and writes or keeps the optimizer state. */
-static void put_record_row_and_state(void **state)
-{
-	struct slab_store *st = dram_pool(16 * MiB);
-	struct slab_table *t = mktable(st, "t", 64, 2 * DIM);
-	struct slab_table *u = mktable(st, "u", 64, 0);
-	float v[DIM], s2[2 * DIM], rec[3 * DIM], z[2 * DIM] = { 0 };
-	struct slab_table_stats ts;
-	bool created = true;
-
-	(void)state;
-	/* new key: inserted with the state given */
-	fill_vals(v, 1, 3);
-	fill_vals(s2, 2, 5);
-	fill_vals(s2 + DIM, 3, 7);
-	assert_int_equal(slab_put_record(t, 40, v, s2, &created), 0);
-	assert_true(created);
-	assert_int_equal(slab_read_record(t, 40, rec), 0);
-	assert_memory_equal(rec, v, sizeof(v));
-	assert_memory_equal(rec + DIM, s2, sizeof(s2));
-	/* new key without a state: zeros */
-	assert_int_equal(slab_put_record(t, 41, v, NULL, &created), 0);
-	assert_true(created);
-	assert_int_equal(slab_read_record(t, 41, rec), 0);
-	assert_memory_equal(rec + DIM, z, sizeof(z));
-	/* overwrite: row and state replaced */
-	fill_vals(v, 4, 11);
-	fill_vals(s2, 5, 13);
-	assert_int_equal(slab_put_record(t, 40, v, s2, &created), 0);
-	assert_false(created);
-	assert_int_equal(slab_read_record(t, 40, rec), 0);
-	assert_memory_equal(rec, v, sizeof(v));
-	assert_memory_equal(rec + DIM, s2, sizeof(s2));
-	/* overwrite without a state: the state kept */
-	fill_vals(v, 6, 17);
-	assert_int_equal(slab_put_record(t, 40, v, NULL, &created), 0);
-	assert_false(created);
-	assert_int_equal(slab_read_record(t, 40, rec), 0);
-	assert_memory_equal(rec, v, sizeof(v));
-	assert_memory_equal(rec + DIM, s2, sizeof(s2));
-	slab_table_stats(t, &ts);
-	assert_int_equal(ts.live, 2);
-	assert_int_equal(ts.inserts, 2);
-	assert_int_equal(ts.updates, 2);
-	/* a table without state ignores one */
-	assert_int_equal(slab_put_record(u, 7, v, s2, &created), 0);
-	assert_true(created);
-	assert_int_equal(slab_put_record(u, 7, v, s2, &created), 0);
-	assert_false(created);
-	assert_int_equal(slab_read_record(u, 7, rec), 0);
-	assert_memory_equal(rec, v, sizeof(v));
-	assert_int_equal(slab_put_record(u, 8, NULL, NULL, &created),
-			 RS_E_INVAL);
-	slab_store_close(&st);
-}
-
 static void stale_location_detected(void **state)
 {
 	struct slab_store *st = dram_pool(16 * MiB);
@@ -1002,8 +909,6 @@ int main(void)
 		cmocka_unit_test(row_geometry_and_types),
 		cmocka_unit_test(torn_rows_detected),
 		cmocka_unit_test(dram_basic),
-		cmocka_unit_test(put_record_row_and_state),
-		cmocka_unit_test(all_finite_matches_isfinite),
 		cmocka_unit_test(stale_location_detected),
 		cmocka_unit_test(phantom_rows_never_live),
 		cmocka_unit_test(recreated_table_rejects_stale_reader),
