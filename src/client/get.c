@@ -1062,6 +1062,8 @@ static int reread(struct gcall *g)
 	return ret < 0 ? ret : 0;
 }
 
+void (*cli_test_reads_done)(struct rs_client *c);
+
 /* The lease ran out while the call's READs were in flight (a READ at a
  * killed node fails only after the transport's retries, which may take
  * longer than the lease has left). One CONFIG round (cli_cluster_can_read):
@@ -1070,8 +1072,6 @@ static int reread(struct gcall *g)
  * before the renewed lease's end, which is all a READ needs (the lease's
  * argument in docs/replication.md bounds the READ's time, not the time
  * the vouch was asked). A new epoch adopted by the round: false. */
-void (*cli_test_reads_done)(struct rs_client *c);
-
 RS_COLD static bool lease_renewed(struct gcall *g)
 {
 	return cli_cluster_can_read(g->c) &&

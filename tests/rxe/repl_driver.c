@@ -577,7 +577,7 @@ static void lease_lapses(struct rs_client *c)
  * it with one CONFIG round and keeps its READs when the epoch held
  * (docs/replication.md, "A lease renewed after the READs"). The hook
  * ends the lease after the READs of each of CALLS gets of every key:
- * every key must still be served by READ, with its row, no call may
+ * every key must still be found and served by READ, no call may
  * fall back to the GET RPC for want of a lease, and each call must have
  * run its CONFIG round. The code before the renewal sent every key of
  * every such call to the GET RPC. */
@@ -591,7 +591,8 @@ static int do_renew(const char *seeds)
 	static float row[K * DIM];
 	int st[K], bad = 0;
 
-	/* one get with the lease as it is: the rows to compare against */
+	/* one get with the lease as it is: every key found, locations
+	 * learnt */
 	if (rs_get(t, keys, K, row, st, 0) != K)
 		die("renew: first get: %s", rs_errormsg());
 	rs_client_get_stats(c, &s0);
